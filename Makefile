@@ -1,0 +1,107 @@
+# seckill — build, test, install.
+#
+#   make            build build/seckill-producer, build/seckill-consumer, build/seckillctl
+#   make test       bring the local stack up, build (also with ASan+UBSan), run every test
+#   make demo       the main job end to end
+#   make install    PREFIX=/usr/local DESTDIR= (binaries, config, SQL)
+#   make stack-up / stack-down / stack-status
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+SYSCONFDIR ?= /etc
+CC      ?= cc
+BUILD   ?= build
+SAN     ?=
+
+PKGS    := hiredis rdkafka libpq libconfig
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-missing-field-initializers
+CFLAGS  ?= -O2 -g
+ifeq ($(SAN),1)
+CFLAGS  := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=address,undefined
+endif
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) -Icommon -Ictl -I$(BUILD)/gen $(PKG_CFLAGS)
+LIBS    := $(PKG_LIBS) -pthread
+
+COMMON_SRC := $(wildcard common/*.c)
+CTL_SRC    := $(filter-out ctl/seckillctl.c,$(wildcard ctl/*.c))
+EMBED_SRC  := $(sort $(wildcard common/lua/*.lua ctl/lua/*.lua ctl/sql/*.sql))
+GEN_C      := $(BUILD)/gen/embed.c
+GEN_H      := $(BUILD)/gen/embed.h
+
+LIB_OBJ := $(COMMON_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/embed.o
+CTL_OBJ := $(CTL_SRC:%.c=$(BUILD)/obj/%.o)
+LIB     := $(BUILD)/libseckill.a
+
+BINS := $(BUILD)/seckill-producer $(BUILD)/seckill-consumer $(BUILD)/seckillctl
+
+TEST_SRC  := $(wildcard tests/unit/*.c tests/it/*.c)
+TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+TEST_HELPER_OBJ := $(BUILD)/obj/tests/harness.o
+
+.PHONY: all test tests demo install clean stack-up stack-down stack-status
+all: $(BINS)
+
+$(GEN_C) $(GEN_H): $(EMBED_SRC) scripts/embed
+	@mkdir -p $(BUILD)/gen
+	scripts/embed $(GEN_C) $(GEN_H) $(EMBED_SRC)
+
+$(BUILD)/obj/gen/embed.o: $(GEN_C)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJ) $(CTL_OBJ)
+	$(AR) rcs $@ $^
+
+$(BUILD)/seckill-producer: $(BUILD)/obj/producer/main.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/seckill-consumer: $(BUILD)/obj/consumer/main.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/seckillctl: $(BUILD)/obj/ctl/seckillctl.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+tests: $(TEST_BINS)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_HELPER_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) -lcmocka
+
+# make test sets up everything it needs: packages and services (scripts/stack
+# up is idempotent), the release build (warnings are errors), then the
+# sanitizer build of everything, then the suite.
+test:
+	scripts/stack up
+	$(MAKE) --no-print-directory all
+	$(MAKE) --no-print-directory BUILD=build/asan SAN=1 all tests
+	tests/run build/asan
+
+demo:
+	scripts/stack up
+	$(MAKE) --no-print-directory all
+	scripts/demo
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/seckill/sql/migrations $(DESTDIR)$(SYSCONFDIR)/seckill
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 sql/migrations/*.sql $(DESTDIR)$(PREFIX)/share/seckill/sql/migrations/
+	install -m 755 scripts/migrate $(DESTDIR)$(PREFIX)/share/seckill/sql/migrate
+	@# never overwrite an operator's edited configuration
+	test -e $(DESTDIR)$(SYSCONFDIR)/seckill/seckill.cfg || install -m 640 config/seckill.cfg $(DESTDIR)$(SYSCONFDIR)/seckill/seckill.cfg
+
+stack-up:
+	scripts/stack up
+stack-down:
+	scripts/stack down
+stack-status:
+	scripts/stack status
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,385 @@
+#include "cfg.h"
+
+#include <errno.h>
+#include <libconfig.h>
+#include <librdkafka/rdkafka.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "util.h"
+
+struct cfg_def {
+    const char *path;
+    enum cfg_type type;
+    size_t off;
+    long long min, max;
+    long long idef;
+    const char *sdef;
+    unsigned flags;
+};
+
+static const struct cfg_def cfg_defs[] = {
+#define CFG_DEF(path, type, member, min, max, idef, sdef, flags) \
+    { path, type, offsetof(struct cfg, member), min, max, idef, sdef, flags },
+    CFG_SETTINGS(CFG_DEF)
+#undef CFG_DEF
+};
+
+#define FIELD(c, d, T) ((T *)((char *)(c) + (d)->off))
+#define CFIELD(c, d, T) ((const T *)((const char *)(c) + (d)->off))
+
+static const char *const logfmt_names[] = { "plain", "json" };
+static const char *const level_names[] = { [LOG_LVL_ERROR] = "error", [LOG_LVL_WARNING] = "warning",
+                                           [LOG_LVL_NOTICE] = "notice", [LOG_LVL_INFO] = "info",
+                                           [LOG_LVL_DEBUG] = "debug" };
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static const char *src_file(const config_setting_t *s, const char *path)
+{
+    const char *f = config_setting_source_file(s);
+    return f ? f : path;
+}
+
+static int src_line(const config_setting_t *s)
+{
+    return (int)config_setting_source_line(s);
+}
+
+static const struct cfg_def *def_find(const char *path)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(cfg_defs); i++)
+        if (strcmp(cfg_defs[i].path, path) == 0)
+            return &cfg_defs[i];
+    return NULL;
+}
+
+static bool section_known(const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < ARRAY_SIZE(cfg_defs); i++)
+        if (strncmp(cfg_defs[i].path, name, n) == 0 && cfg_defs[i].path[n] == '.')
+            return true;
+    return false;
+}
+
+/* A misspelt setting would otherwise silently fall back to its default. */
+static int check_unknown(config_t *lc, const char *path, char *err, size_t errlen)
+{
+    config_setting_t *root = config_root_setting(lc);
+    for (int i = 0; i < config_setting_length(root); i++) {
+        config_setting_t *sec = config_setting_get_elem(root, (unsigned)i);
+        const char *sname = config_setting_name(sec);
+        if (!section_known(sname) || config_setting_type(sec) != CONFIG_TYPE_GROUP) {
+            seterr(err, errlen, "%s:%d: unknown section '%s'", src_file(sec, path),
+                   src_line(sec), sname);
+            return -1;
+        }
+        for (int j = 0; j < config_setting_length(sec); j++) {
+            config_setting_t *s = config_setting_get_elem(sec, (unsigned)j);
+            char full[256];
+            snprintf(full, sizeof(full), "%s.%s", sname, config_setting_name(s));
+            if (def_find(full) == NULL) {
+                seterr(err, errlen, "%s:%d: unknown setting '%s'", src_file(s, path),
+                       src_line(s), full);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static int load_props(const config_setting_t *s, const struct cfg_def *d, const char *path,
+                      struct cfg_props *out, char *err, size_t errlen)
+{
+    int type = config_setting_type(s);
+    int line = src_line(s);
+    const char *file = src_file(s, path);
+    rd_kafka_conf_t *probe = NULL;
+    char kerr[256];
+
+    if (type != CONFIG_TYPE_ARRAY && type != CONFIG_TYPE_LIST) {
+        seterr(err, errlen, "%s:%d: '%s' must be an array of \"name=value\" strings", file, line, d->path);
+        return -1;
+    }
+    size_t n = (size_t)config_setting_length(s);
+    out->keys = calloc(n + 1, sizeof(char *));
+    out->values = calloc(n + 1, sizeof(char *));
+    if (out->keys == NULL || out->values == NULL)
+        goto oom;
+    /* Validate against librdkafka now, so that `-t` catches a typo in a
+     * property name instead of the daemon failing at start. */
+    probe = rd_kafka_conf_new();
+    for (size_t i = 0; i < n; i++) {
+        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        const char *kv = config_setting_get_string(e);
+        const char *eq = kv ? strchr(kv, '=') : NULL;
+        int eline = src_line(e) ? src_line(e) : line;
+        if (eq == NULL || eq == kv) {
+            seterr(err, errlen, "%s:%d: '%s' element %zu must be a \"name=value\" string", file, eline,
+                   d->path, i + 1);
+            goto fail;
+        }
+        out->keys[i] = strndup(kv, (size_t)(eq - kv));
+        out->values[i] = strdup(eq + 1);
+        out->n = i + 1;
+        if (out->keys[i] == NULL || out->values[i] == NULL)
+            goto oom;
+        if (rd_kafka_conf_set(probe, out->keys[i], out->values[i], kerr, sizeof(kerr)) != RD_KAFKA_CONF_OK) {
+            seterr(err, errlen, "%s:%d: '%s': %s", file, eline, d->path, kerr);
+            goto fail;
+        }
+    }
+    rd_kafka_conf_destroy(probe);
+    return 0;
+oom:
+    seterr(err, errlen, "%s: out of memory", path);
+fail:
+    if (probe)
+        rd_kafka_conf_destroy(probe);
+    return -1;
+}
+
+static int load_one(config_t *lc, const struct cfg_def *d, const char *path, struct cfg *c, char *err,
+                    size_t errlen)
+{
+    config_setting_t *s = config_lookup(lc, d->path);
+    const char *sval = NULL;
+
+    if (s == NULL) {
+        if (d->flags & CFG_REQUIRED) {
+            seterr(err, errlen, "%s: missing required setting '%s'", path, d->path);
+            return -1;
+        }
+        switch (d->type) {
+        case CFG_INT:
+            *FIELD(c, d, int) = (int)d->idef;
+            return 0;
+        case CFG_PROPS:
+            return 0;
+        default:
+            sval = d->sdef;
+            break;
+        }
+    } else if (d->type == CFG_INT) {
+        int t = config_setting_type(s);
+        if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) {
+            seterr(err, errlen, "%s:%d: '%s' must be an integer", src_file(s, path),
+                   src_line(s), d->path);
+            return -1;
+        }
+        long long v = config_setting_get_int64(s);
+        if (v < d->min || v > d->max) {
+            seterr(err, errlen, "%s:%d: '%s' = %lld is out of range [%lld, %lld]", src_file(s, path),
+                   src_line(s), d->path, v, d->min, d->max);
+            return -1;
+        }
+        *FIELD(c, d, int) = (int)v;
+        return 0;
+    } else if (d->type == CFG_PROPS) {
+        return load_props(s, d, path, FIELD(c, d, struct cfg_props), err, errlen);
+    } else {
+        if (config_setting_type(s) != CONFIG_TYPE_STRING) {
+            seterr(err, errlen, "%s:%d: '%s' must be a string", src_file(s, path),
+                   src_line(s), d->path);
+            return -1;
+        }
+        sval = config_setting_get_string(s);
+        if ((d->flags & CFG_REQUIRED) && *sval == '\0') {
+            seterr(err, errlen, "%s:%d: '%s' must not be empty", src_file(s, path),
+                   src_line(s), d->path);
+            return -1;
+        }
+    }
+
+    int line = s ? src_line(s) : 0;
+    const char *file = s ? src_file(s, path) : path;
+    switch (d->type) {
+    case CFG_STR:
+        if ((*FIELD(c, d, char *) = strdup(sval)) == NULL) {
+            seterr(err, errlen, "%s: out of memory", path);
+            return -1;
+        }
+        return 0;
+    case CFG_LEVEL: {
+        int l = log_level_parse(sval);
+        if (l < 0) {
+            seterr(err, errlen, "%s:%d: '%s' must be one of error, warning, notice, info, debug", file, line,
+                   d->path);
+            return -1;
+        }
+        *FIELD(c, d, int) = l;
+        return 0;
+    }
+    case CFG_LOGFMT:
+        for (int i = 0; i < (int)ARRAY_SIZE(logfmt_names); i++) {
+            if (strcmp(sval, logfmt_names[i]) == 0) {
+                *FIELD(c, d, int) = i;
+                return 0;
+            }
+        }
+        seterr(err, errlen, "%s:%d: '%s' must be \"plain\" or \"json\"", file, line, d->path);
+        return -1;
+    default:
+        seterr(err, errlen, "%s: internal: bad type for '%s'", path, d->path);
+        return -1;
+    }
+}
+
+/* Rules that span settings. */
+static int check_cross(const struct cfg *c, const char *path, char *err, size_t errlen)
+{
+    if (c->lock.backoff_base_ms > c->lock.backoff_cap_ms) {
+        seterr(err, errlen, "%s: 'lock.backoff_base_ms' (%d) must not exceed 'lock.backoff_cap_ms' (%d)", path,
+               c->lock.backoff_base_ms, c->lock.backoff_cap_ms);
+        return -1;
+    }
+    return 0;
+}
+
+int cfg_load(const char *path, struct cfg *out, char *err, size_t errlen)
+{
+    config_t lc;
+    struct cfg c;
+    memset(&c, 0, sizeof(c));
+    config_init(&lc);
+
+    if (!config_read_file(&lc, path)) {
+        if (config_error_type(&lc) == CONFIG_ERR_FILE_IO)
+            seterr(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+        else
+            seterr(err, errlen, "%s:%d: %s", config_error_file(&lc) ? config_error_file(&lc) : path,
+                   config_error_line(&lc), config_error_text(&lc));
+        goto fail;
+    }
+    if (check_unknown(&lc, path, err, errlen) != 0)
+        goto fail;
+    for (size_t i = 0; i < ARRAY_SIZE(cfg_defs); i++)
+        if (load_one(&lc, &cfg_defs[i], path, &c, err, errlen) != 0)
+            goto fail;
+    if (check_cross(&c, path, err, errlen) != 0)
+        goto fail;
+
+    config_destroy(&lc);
+    *out = c;
+    return 0;
+fail:
+    config_destroy(&lc);
+    cfg_free(&c);
+    return -1;
+}
+
+static void props_free(struct cfg_props *p)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        free(p->keys[i]);
+        free(p->values[i]);
+    }
+    free(p->keys);
+    free(p->values);
+    memset(p, 0, sizeof(*p));
+}
+
+void cfg_free(struct cfg *c)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(cfg_defs); i++) {
+        const struct cfg_def *d = &cfg_defs[i];
+        if (d->type == CFG_STR) {
+            free(*FIELD(c, d, char *));
+            *FIELD(c, d, char *) = NULL;
+        } else if (d->type == CFG_PROPS) {
+            props_free(FIELD(c, d, struct cfg_props));
+        }
+    }
+}
+
+static bool props_equal(const struct cfg_props *a, const struct cfg_props *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->keys[i], b->keys[i]) != 0 || strcmp(a->values[i], b->values[i]) != 0)
+            return false;
+    return true;
+}
+
+static bool def_equal(const struct cfg_def *d, const struct cfg *a, const struct cfg *b)
+{
+    switch (d->type) {
+    case CFG_STR:
+        return strcmp(*CFIELD(a, d, char *), *CFIELD(b, d, char *)) == 0;
+    case CFG_PROPS:
+        return props_equal(CFIELD(a, d, struct cfg_props), CFIELD(b, d, struct cfg_props));
+    default:
+        return *CFIELD(a, d, int) == *CFIELD(b, d, int);
+    }
+}
+
+int cfg_reload_check(const struct cfg *old, const struct cfg *new, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(cfg_defs); i++) {
+        const struct cfg_def *d = &cfg_defs[i];
+        if (!(d->flags & CFG_RELOAD) && !def_equal(d, old, new)) {
+            seterr(err, errlen, "'%s' cannot change on reload; restart the daemon to apply it", d->path);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void cfg_dump(const struct cfg *c, FILE *f)
+{
+    const char *section = "";
+    size_t seclen = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(cfg_defs); i++) {
+        const struct cfg_def *d = &cfg_defs[i];
+        const char *dot = strchr(d->path, '.');
+        if ((size_t)(dot - d->path) != seclen || strncmp(section, d->path, seclen) != 0) {
+            if (seclen)
+                fputs("};\n", f);
+            section = d->path;
+            seclen = (size_t)(dot - d->path);
+            fprintf(f, "%.*s = {\n", (int)seclen, section);
+        }
+        fprintf(f, "  %s = ", dot + 1);
+        switch (d->type) {
+        case CFG_INT:
+            fprintf(f, "%d;\n", *CFIELD(c, d, int));
+            break;
+        case CFG_STR: {
+            const char *v = *CFIELD(c, d, char *);
+            fprintf(f, "\"%s\";\n", (d->flags & CFG_SECRET) && *v ? "********" : v);
+            break;
+        }
+        case CFG_LEVEL:
+            fprintf(f, "\"%s\";\n", level_names[*CFIELD(c, d, int)]);
+            break;
+        case CFG_LOGFMT:
+            fprintf(f, "\"%s\";\n", logfmt_names[*CFIELD(c, d, int)]);
+            break;
+        case CFG_PROPS: {
+            const struct cfg_props *p = CFIELD(c, d, struct cfg_props);
+            fputs("[", f);
+            for (size_t k = 0; k < p->n; k++) {
+                /* sasl.password, ssl.key.password and friends */
+                bool secret = strstr(p->keys[k], "password") || strstr(p->keys[k], "secret");
+                fprintf(f, "%s\"%s=%s\"", k ? ", " : " ", p->keys[k], secret ? "********" : p->values[k]);
+            }
+            fputs(p->n ? " ];\n" : "];\n", f);
+            break;
+        }
+        }
+    }
+    if (seclen)
+        fputs("};\n", f);
+}

@@ -1,0 +1,161 @@
+/* cfg: the configuration file (libconfig), validated once, with errors that
+ * point at file:line.
+ *
+ * Every setting is declared once, in CFG_SETTINGS below: its path, type,
+ * range, default and whether a running daemon may change it on reload. */
+#ifndef SECKILL_CFG_H
+#define SECKILL_CFG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Raw librdkafka properties passed through: "name=value" strings. */
+struct cfg_props {
+    char **keys;
+    char **values;
+    size_t n;
+};
+
+struct cfg {
+    struct {
+        char *host;
+        int port;
+        char *password;
+        int db;
+        int connect_timeout_ms;
+        int command_timeout_ms;
+        char *key_prefix;
+    } redis;
+    struct {
+        char *brokers;
+        char *topic;
+        char *dlq_topic;
+        struct cfg_props properties;          /* both clients */
+        struct cfg_props producer_properties; /* producer only */
+        struct cfg_props consumer_properties; /* consumer only */
+    } kafka;
+    struct {
+        char *host;
+        int port;
+        char *dbname;
+        char *user;
+        char *password;
+        int connect_timeout_s;
+        char *sslmode;
+    } postgres;
+    struct {
+        char *listen;
+        int port;
+        int max_connections;
+        int max_inflight;
+        int connection_timeout_s;
+        int body_limit;
+        int sweep_age_ms;
+        int sweep_interval_ms;
+        int drain_timeout_ms;
+    } producer;
+    struct {
+        char *group_id;
+        char *instance_id;
+        int workers;
+        int batch_size;
+        int batch_linger_ms;
+        int max_pending;
+        char *metrics_listen;
+        int metrics_port;
+        int drain_timeout_ms;
+    } consumer;
+    struct {
+        int ttl_ms;
+        int wait_ms;
+        int backoff_base_ms;
+        int backoff_cap_ms;
+    } lock;
+    struct {
+        int level;  /* enum log_level */
+        int format; /* enum log_format */
+    } logging;
+};
+
+enum cfg_type {
+    CFG_INT,    /* int, checked against [min, max] */
+    CFG_STR,    /* heap string */
+    CFG_LEVEL,  /* log level name -> enum log_level */
+    CFG_LOGFMT, /* "plain" | "json" -> enum log_format */
+    CFG_PROPS,  /* array of "name=value" librdkafka properties */
+};
+
+/* Flags of a setting. */
+#define CFG_REQUIRED 0x1u /* no default: the file must set it */
+#define CFG_RELOAD 0x2u   /* a running daemon applies a new value on SIGHUP */
+#define CFG_SECRET 0x4u   /* never printed, never logged */
+
+/* X(path, type, member, min, max, int default, string default, flags) */
+#define CFG_SETTINGS(X)                                                                          \
+    X("redis.host", CFG_STR, redis.host, 0, 0, 0, "127.0.0.1", 0)                                \
+    X("redis.port", CFG_INT, redis.port, 1, 65535, 6379, NULL, 0)                                \
+    X("redis.password", CFG_STR, redis.password, 0, 0, 0, "", CFG_SECRET)                        \
+    X("redis.db", CFG_INT, redis.db, 0, 15, 0, NULL, 0)                                          \
+    X("redis.connect_timeout_ms", CFG_INT, redis.connect_timeout_ms, 1, 60000, 1000, NULL, 0)   \
+    X("redis.command_timeout_ms", CFG_INT, redis.command_timeout_ms, 1, 60000, 2000, NULL, 0)   \
+    X("redis.key_prefix", CFG_STR, redis.key_prefix, 0, 0, 0, "seckill", 0)                      \
+    X("kafka.brokers", CFG_STR, kafka.brokers, 0, 0, 0, NULL, CFG_REQUIRED)                      \
+    X("kafka.topic", CFG_STR, kafka.topic, 0, 0, 0, "seckill.orders", 0)                         \
+    X("kafka.dlq_topic", CFG_STR, kafka.dlq_topic, 0, 0, 0, "seckill.orders.dlq", 0)             \
+    X("kafka.properties", CFG_PROPS, kafka.properties, 0, 0, 0, NULL, 0)                         \
+    X("kafka.producer_properties", CFG_PROPS, kafka.producer_properties, 0, 0, 0, NULL, 0)       \
+    X("kafka.consumer_properties", CFG_PROPS, kafka.consumer_properties, 0, 0, 0, NULL, 0)       \
+    X("postgres.host", CFG_STR, postgres.host, 0, 0, 0, "127.0.0.1", 0)                          \
+    X("postgres.port", CFG_INT, postgres.port, 1, 65535, 5432, NULL, 0)                          \
+    X("postgres.dbname", CFG_STR, postgres.dbname, 0, 0, 0, NULL, CFG_REQUIRED)                  \
+    X("postgres.user", CFG_STR, postgres.user, 0, 0, 0, NULL, CFG_REQUIRED)                      \
+    X("postgres.password", CFG_STR, postgres.password, 0, 0, 0, "", CFG_SECRET)                  \
+    X("postgres.connect_timeout_s", CFG_INT, postgres.connect_timeout_s, 1, 600, 5, NULL, 0)     \
+    X("postgres.sslmode", CFG_STR, postgres.sslmode, 0, 0, 0, "prefer", 0)                       \
+    X("producer.listen", CFG_STR, producer.listen, 0, 0, 0, "127.0.0.1", 0)                      \
+    X("producer.port", CFG_INT, producer.port, 1, 65535, 8080, NULL, 0)                          \
+    X("producer.max_connections", CFG_INT, producer.max_connections, 1, 1000000, 4096, NULL, 0) \
+    X("producer.max_inflight", CFG_INT, producer.max_inflight, 1, 10000000, 20000, NULL,         \
+      CFG_RELOAD)                                                                                \
+    X("producer.connection_timeout_s", CFG_INT, producer.connection_timeout_s, 1, 3600, 30,     \
+      NULL, 0)                                                                                   \
+    X("producer.body_limit", CFG_INT, producer.body_limit, 64, 65536, 1024, NULL, 0)            \
+    X("producer.sweep_age_ms", CFG_INT, producer.sweep_age_ms, 1000, 86400000, 30000, NULL,      \
+      CFG_RELOAD)                                                                                \
+    X("producer.sweep_interval_ms", CFG_INT, producer.sweep_interval_ms, 100, 3600000, 5000,    \
+      NULL, CFG_RELOAD)                                                                          \
+    X("producer.drain_timeout_ms", CFG_INT, producer.drain_timeout_ms, 0, 600000, 30000, NULL,   \
+      CFG_RELOAD)                                                                                \
+    X("consumer.group_id", CFG_STR, consumer.group_id, 0, 0, 0, "seckill-consumer", 0)           \
+    X("consumer.instance_id", CFG_STR, consumer.instance_id, 0, 0, 0, "", 0)                     \
+    X("consumer.workers", CFG_INT, consumer.workers, 1, 256, 4, NULL, 0)                         \
+    X("consumer.batch_size", CFG_INT, consumer.batch_size, 1, 10000, 500, NULL, CFG_RELOAD)      \
+    X("consumer.batch_linger_ms", CFG_INT, consumer.batch_linger_ms, 0, 10000, 5, NULL,          \
+      CFG_RELOAD)                                                                                \
+    X("consumer.max_pending", CFG_INT, consumer.max_pending, 1, 10000000, 20000, NULL,           \
+      CFG_RELOAD)                                                                                \
+    X("consumer.metrics_listen", CFG_STR, consumer.metrics_listen, 0, 0, 0, "127.0.0.1", 0)      \
+    X("consumer.metrics_port", CFG_INT, consumer.metrics_port, 0, 65535, 9101, NULL, 0)          \
+    X("consumer.drain_timeout_ms", CFG_INT, consumer.drain_timeout_ms, 0, 600000, 30000, NULL,   \
+      CFG_RELOAD)                                                                                \
+    X("lock.ttl_ms", CFG_INT, lock.ttl_ms, 100, 600000, 10000, NULL, 0)                          \
+    X("lock.wait_ms", CFG_INT, lock.wait_ms, 0, 600000, 5000, NULL, CFG_RELOAD)                  \
+    X("lock.backoff_base_ms", CFG_INT, lock.backoff_base_ms, 1, 10000, 5, NULL, CFG_RELOAD)      \
+    X("lock.backoff_cap_ms", CFG_INT, lock.backoff_cap_ms, 1, 60000, 200, NULL, CFG_RELOAD)      \
+    X("logging.level", CFG_LEVEL, logging.level, 0, 0, 0, "info", CFG_RELOAD)                    \
+    X("logging.format", CFG_LOGFMT, logging.format, 0, 0, 0, "plain", 0)
+
+/* Load and validate path into *out (which the caller zeroes or reuses after
+ * cfg_free). On failure returns -1, leaves *out empty and writes
+ * "file:line: message" into err. */
+int cfg_load(const char *path, struct cfg *out, char *err, size_t errlen);
+void cfg_free(struct cfg *c);
+
+/* 0 when every setting that differs between old and new is reloadable;
+ * otherwise -1 and err names the first one that is not. */
+int cfg_reload_check(const struct cfg *old, const struct cfg *new, char *err, size_t errlen);
+
+/* Print the effective configuration in libconfig syntax, secrets masked. */
+void cfg_dump(const struct cfg *c, FILE *f);
+
+#endif

@@ -1,0 +1,25 @@
+#include "keys.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+static int fits(int n, size_t len)
+{
+    return n < 0 || (size_t)n >= len ? -1 : n;
+}
+
+int keys_item(char *buf, size_t len, const char *prefix, int64_t item_id, enum keys_item_part part)
+{
+    static const char *const suffix[] = { "stock", "buyers", "pending" };
+    return fits(snprintf(buf, len, "%s:{item:%" PRId64 "}:%s", prefix, item_id, suffix[part]), len);
+}
+
+int keys_lock(char *buf, size_t len, const char *prefix, const char *name)
+{
+    return fits(snprintf(buf, len, "%s:lock:{%s}", prefix, name), len);
+}
+
+int keys_fence(char *buf, size_t len, const char *prefix, const char *name)
+{
+    return fits(snprintf(buf, len, "%s:fence:{%s}", prefix, name), len);
+}

@@ -1,0 +1,28 @@
+/* keys: the Redis key names, in one place.
+ *
+ * Every key of an item carries the hash tag {item:ID} and every key of a
+ * lock the tag {NAME}, so a script touching them runs on one Redis Cluster
+ * slot. */
+#ifndef SECKILL_KEYS_H
+#define SECKILL_KEYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KEYS_MAX 256
+
+enum keys_item_part {
+    KEYS_ITEM_STOCK,   /* string: units left to reserve */
+    KEYS_ITEM_BUYERS,  /* set: user ids that hold a unit */
+    KEYS_ITEM_PENDING, /* hash: order id -> order message, until persisted */
+};
+
+/* <prefix>:{item:ID}:stock|buyers|pending. Returns the length, or -1 if it
+ * does not fit. */
+int keys_item(char *buf, size_t len, const char *prefix, int64_t item_id, enum keys_item_part part);
+
+/* <prefix>:lock:{NAME} and <prefix>:fence:{NAME}. */
+int keys_lock(char *buf, size_t len, const char *prefix, const char *name);
+int keys_fence(char *buf, size_t len, const char *prefix, const char *name);
+
+#endif

@@ -1,0 +1,663 @@
+#include "lock.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "embed.h"
+#include "keys.h"
+#include "log.h"
+#include "rconn.h"
+#include "script.h"
+#include "util.h"
+
+/* How long a fence counter outlives its last acquisition. After that the
+ * Redis clock alone keeps fences growing (see lock_acquire.lua). */
+#define LOCK_FENCE_KEEP_MS (24LL * 3600 * 1000)
+/* Acquisitions whose reply was lost are sent again, at most this often. */
+#define LOCK_RESEND_MAX 3
+
+struct lock {
+    struct lock *next;       /* in lc->held, under lc->mu */
+    uint64_t seq;            /* tells a new lock from a freed one at the same address */
+    char name[KEYS_MAX];
+    char key[KEYS_MAX];
+    int64_t fence;
+    int holds;               /* owner thread only */
+    int ttl_ms;
+    int64_t acquired_ms;     /* monotonic */
+    _Atomic int64_t renew_at_ms;    /* monotonic: next renewal due */
+    _Atomic int64_t valid_until_ms; /* monotonic: lease end as seen from here */
+    _Atomic bool lost;
+};
+
+struct lock_client {
+    const struct cfg *cfg;
+    char token[33];
+    redisContext *rc; /* owner thread */
+    struct script s_acquire, s_release, s_extend;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+    struct lock *held;
+    uint64_t next_seq;
+    pthread_t watchdog;
+    redisContext *wrc; /* watchdog thread */
+    struct script w_extend;
+
+    _Atomic uint64_t acquired, contended, timeouts, wait_ms, hold_ms, renewals, lost, not_held, errors;
+};
+
+bool lock_name_valid(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > 200)
+        return false;
+    for (const char *p = name; *p; p++)
+        if (*p == '{' || *p == '}' || (unsigned char)*p < 0x21 || *p == 0x7f)
+            return false;
+    return true;
+}
+
+/* --- connection ---------------------------------------------------------- */
+
+/* (Re)connect ctx if it is broken. 0 or -1; logs only state changes. */
+static int ensure_conn(struct lock_client *lc, redisContext **ctx, const char *who)
+{
+    if (!rconn_broken(*ctx))
+        return 0;
+    char err[256];
+    bool was_up = *ctx != NULL;
+    if (*ctx)
+        redisFree(*ctx);
+    *ctx = NULL;
+    if (rconn_open(lc->cfg, ctx, err, sizeof(err)) != 0) {
+        if (was_up)
+            log_warn("lock %s: lost Redis connection: %s", who, err);
+        return -1;
+    }
+    return 0;
+}
+
+static void count_error(struct lock_client *lc, redisContext *ctx, const char *what)
+{
+    lc->errors++;
+    log_debug("lock: %s: %s", what, ctx ? ctx->errstr : "no connection");
+}
+
+/* --- watchdog ------------------------------------------------------------ */
+
+static void cond_deadline(struct timespec *ts, int64_t at_mono_ms)
+{
+    ts->tv_sec = at_mono_ms / 1000;
+    ts->tv_nsec = (at_mono_ms % 1000) * 1000000;
+}
+
+static void mark_lost(struct lock_client *lc, struct lock *l, const char *why)
+{
+    if (!atomic_exchange(&l->lost, true)) {
+        lc->lost++;
+        log_warn("lock %s: lease lost (%s)", l->name, why);
+    }
+}
+
+/* Renew every due lease in one pipelined round trip. Called with mu held;
+ * drops it while talking to Redis. */
+static void renew_due(struct lock_client *lc, int64_t now)
+{
+    enum { BATCH = 128 };
+    char keys[BATCH][KEYS_MAX];
+    char ttls[BATCH][16];
+    struct lock *ptr[BATCH];
+    uint64_t seq[BATCH];
+    size_t n = 0;
+
+    for (struct lock *l = lc->held; l && n < BATCH; l = l->next) {
+        if (l->lost || l->renew_at_ms > now)
+            continue;
+        memcpy(keys[n], l->key, sizeof(l->key));
+        snprintf(ttls[n], sizeof(ttls[n]), "%d", l->ttl_ms);
+        ptr[n] = l;
+        seq[n] = l->seq;
+        n++;
+    }
+    if (n == 0)
+        return;
+    pthread_mutex_unlock(&lc->mu);
+
+    int64_t sent = util_mono_ms();
+    long long result[BATCH];
+    bool ok = ensure_conn(lc, &lc->wrc, "watchdog") == 0;
+    if (ok && lc->w_extend.sha[0] == '\0')
+        ok = script_load(lc->wrc, &lc->w_extend) == 0;
+    for (size_t i = 0; ok && i < n; i++) {
+        const char *argv[] = { keys[i], lc->token, ttls[i] };
+        ok = script_append(lc->wrc, &lc->w_extend, 1, 2, argv, NULL) == 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        redisReply *r = NULL;
+        result[i] = -1;
+        if (ok && redisGetReply(lc->wrc, (void **)&r) != REDIS_OK)
+            ok = false;
+        if (r && r->type == REDIS_REPLY_INTEGER)
+            result[i] = r->integer;
+        else if (script_is_noscript(r))
+            lc->w_extend.sha[0] = '\0'; /* Redis restarted: reload next time */
+        if (r)
+            freeReplyObject(r);
+    }
+    if (!ok)
+        count_error(lc, lc->wrc, "renew");
+
+    pthread_mutex_lock(&lc->mu);
+    int64_t after = util_mono_ms();
+    for (size_t i = 0; i < n; i++) {
+        struct lock *l;
+        for (l = lc->held; l && !(l == ptr[i] && l->seq == seq[i]); l = l->next)
+            ;
+        if (l == NULL)
+            continue; /* released meanwhile */
+        if (result[i] == 1) {
+            /* The lease runs from when we asked, not from when Redis answered. */
+            l->valid_until_ms = sent + l->ttl_ms;
+            l->renew_at_ms = sent + l->ttl_ms / 3;
+            lc->renewals++;
+        } else if (result[i] == 0) {
+            mark_lost(lc, l, "taken over or expired before renewal");
+        } else if (after >= l->valid_until_ms) {
+            mark_lost(lc, l, "Redis unreachable until the lease ran out");
+        } else {
+            /* Try again soon, well before the lease ends. */
+            int64_t retry = after + l->ttl_ms / 10;
+            l->renew_at_ms = retry < l->valid_until_ms ? retry : l->valid_until_ms;
+        }
+    }
+}
+
+static void *watchdog_main(void *arg)
+{
+    struct lock_client *lc = arg;
+    pthread_mutex_lock(&lc->mu);
+    while (!lc->stop) {
+        int64_t now = util_mono_ms();
+        int64_t next = INT64_MAX;
+        for (struct lock *l = lc->held; l; l = l->next) {
+            if (l->lost)
+                continue;
+            if (now >= l->valid_until_ms)
+                mark_lost(lc, l, "not renewed in time");
+            else if (l->renew_at_ms < next)
+                next = l->renew_at_ms;
+        }
+        if (next <= now) {
+            renew_due(lc, now);
+            continue;
+        }
+        if (next == INT64_MAX) {
+            pthread_cond_wait(&lc->cv, &lc->mu);
+        } else {
+            struct timespec ts;
+            cond_deadline(&ts, next);
+            pthread_cond_timedwait(&lc->cv, &lc->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&lc->mu);
+    return NULL;
+}
+
+/* --- client -------------------------------------------------------------- */
+
+int lock_client_open(const struct cfg *cfg, struct lock_client **out, char *err, size_t errlen)
+{
+    struct lock_client *lc = calloc(1, sizeof(*lc));
+    pthread_condattr_t ca;
+    if (lc == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    lc->cfg = cfg;
+    lc->s_acquire = (struct script)SCRIPT_INIT("lock_acquire", embed_lock_acquire);
+    lc->s_release = (struct script)SCRIPT_INIT("lock_release", embed_lock_release);
+    lc->s_extend = (struct script)SCRIPT_INIT("lock_extend", embed_lock_extend);
+    lc->w_extend = lc->s_extend;
+    if (util_random_hex(lc->token, 16) != 0) {
+        snprintf(err, errlen, "no randomness for the lock token: %s", strerror(errno));
+        goto fail_free;
+    }
+    if (rconn_open(cfg, &lc->rc, err, errlen) != 0)
+        goto fail_free;
+    pthread_mutex_init(&lc->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&lc->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&lc->watchdog, NULL, watchdog_main, lc) != 0) {
+        snprintf(err, errlen, "cannot start the lock watchdog");
+        goto fail;
+    }
+    *out = lc;
+    return 0;
+fail:
+    pthread_cond_destroy(&lc->cv);
+    pthread_mutex_destroy(&lc->mu);
+    redisFree(lc->rc);
+fail_free:
+    free(lc);
+    return -1;
+}
+
+void lock_client_close(struct lock_client *lc)
+{
+    if (lc == NULL)
+        return;
+    pthread_mutex_lock(&lc->mu);
+    lc->stop = true;
+    pthread_cond_signal(&lc->cv);
+    pthread_mutex_unlock(&lc->mu);
+    pthread_join(lc->watchdog, NULL);
+    while (lc->held) {
+        struct lock *l = lc->held;
+        lc->held = l->next;
+        free(l);
+    }
+    pthread_cond_destroy(&lc->cv);
+    pthread_mutex_destroy(&lc->mu);
+    if (lc->rc)
+        redisFree(lc->rc);
+    if (lc->wrc)
+        redisFree(lc->wrc);
+    free(lc);
+}
+
+const char *lock_client_token(const struct lock_client *lc) { return lc->token; }
+
+void lock_client_counters(const struct lock_client *lc, struct lock_counters *o)
+{
+    o->acquired = lc->acquired;
+    o->contended = lc->contended;
+    o->timeouts = lc->timeouts;
+    o->wait_ms = lc->wait_ms;
+    o->hold_ms = lc->hold_ms;
+    o->renewals = lc->renewals;
+    o->lost = lc->lost;
+    o->not_held = lc->not_held;
+    o->errors = lc->errors;
+}
+
+int64_t lock_fence(const struct lock *l) { return l->fence; }
+int lock_holds(const struct lock *l) { return l->holds; }
+
+bool lock_lost(const struct lock *l)
+{
+    return l->lost || util_mono_ms() >= l->valid_until_ms;
+}
+
+/* --- acquire ------------------------------------------------------------- */
+
+struct attempt {
+    const char *name;
+    char key[KEYS_MAX];
+    char fkey[KEYS_MAX];
+    char req[33];
+    int64_t sent_ms;
+    int status;     /* LOCK_OK, LOCK_BUSY, LOCK_ERROR; -2 = not tried yet */
+    int64_t fence;
+    int holds;
+    int64_t pttl;
+};
+
+static struct lock *held_find(struct lock_client *lc, const char *name)
+{
+    for (struct lock *l = lc->held; l; l = l->next)
+        if (strcmp(l->name, name) == 0)
+            return l;
+    return NULL;
+}
+
+static int attempt_init(struct lock_client *lc, struct attempt *a, const char *name)
+{
+    memset(a, 0, sizeof(*a));
+    a->name = name;
+    a->status = -2;
+    if (!lock_name_valid(name) || keys_lock(a->key, sizeof(a->key), lc->cfg->redis.key_prefix, name) < 0 ||
+        keys_fence(a->fkey, sizeof(a->fkey), lc->cfg->redis.key_prefix, name) < 0) {
+        log_error("lock: invalid lock name '%s'", name);
+        a->status = LOCK_ERROR;
+        return -1;
+    }
+    /* One request id per acquisition, kept across resends of it. */
+    return util_random_hex(a->req, 16);
+}
+
+static void attempt_parse(struct attempt *a, const redisReply *r)
+{
+    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+        r->element[1]->type == REDIS_REPLY_INTEGER) {
+        if (r->element[0]->integer == 1 && r->elements == 3 && r->element[2]->type == REDIS_REPLY_INTEGER) {
+            a->status = LOCK_OK;
+            a->fence = r->element[1]->integer;
+            a->holds = (int)r->element[2]->integer;
+            return;
+        }
+        if (r->element[0]->integer == 0) {
+            a->status = LOCK_BUSY;
+            a->pttl = r->element[1]->integer;
+            return;
+        }
+    }
+    log_error("lock %s: unexpected reply to acquire%s%s", a->name, r->type == REDIS_REPLY_ERROR ? ": " : "",
+              r->type == REDIS_REPLY_ERROR ? r->str : "");
+    a->status = LOCK_ERROR;
+}
+
+/* Send the acquire script for every attempt whose status is in `want`, in
+ * one pipelined round trip; parse the replies into the attempts. Returns 0,
+ * or -1 when the connection failed (those attempts keep their status). */
+static int acquire_round(struct lock_client *lc, struct attempt *at, size_t n, int ttl_ms)
+{
+    char ttl[16], keep[24];
+    snprintf(ttl, sizeof(ttl), "%d", ttl_ms);
+    snprintf(keep, sizeof(keep), "%lld", (long long)(LOCK_FENCE_KEEP_MS > 10LL * ttl_ms ? LOCK_FENCE_KEEP_MS
+                                                                                        : 10LL * ttl_ms));
+    if (ensure_conn(lc, &lc->rc, "client") != 0)
+        return -1;
+    if (lc->s_acquire.sha[0] == '\0' && script_load(lc->rc, &lc->s_acquire) != 0)
+        return -1;
+    size_t sent = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (at[i].status != -2 && at[i].status != LOCK_BUSY)
+            continue;
+        const char *argv[] = { at[i].key, at[i].fkey, lc->token, ttl, at[i].req, keep };
+        at[i].sent_ms = util_mono_ms();
+        if (script_append(lc->rc, &lc->s_acquire, 2, 4, argv, NULL) != 0)
+            return -1;
+        sent++;
+    }
+    bool noscript = false;
+    for (size_t i = 0; i < n && sent > 0; i++) {
+        if (at[i].status != -2 && at[i].status != LOCK_BUSY)
+            continue;
+        redisReply *r = NULL;
+        if (redisGetReply(lc->rc, (void **)&r) != REDIS_OK)
+            return -1; /* the reply is lost; the attempt is resent with the same request id */
+        sent--;
+        if (script_is_noscript(r))
+            noscript = true; /* leave the status; sent again after the reload */
+        else
+            attempt_parse(&at[i], r);
+        freeReplyObject(r);
+    }
+    if (noscript)
+        lc->s_acquire.sha[0] = '\0';
+    return 0;
+}
+
+static struct lock *lock_adopt(struct lock_client *lc, struct attempt *a, int ttl_ms)
+{
+    struct lock *l = held_find(lc, a->name);
+    if (l == NULL) {
+        if ((l = calloc(1, sizeof(*l))) == NULL)
+            return NULL;
+        snprintf(l->name, sizeof(l->name), "%s", a->name);
+        memcpy(l->key, a->key, sizeof(l->key));
+        l->acquired_ms = a->sent_ms;
+        l->ttl_ms = ttl_ms;
+        l->fence = a->fence;
+        l->holds = a->holds;
+        l->valid_until_ms = a->sent_ms + ttl_ms;
+        l->renew_at_ms = a->sent_ms + ttl_ms / 3;
+        pthread_mutex_lock(&lc->mu);
+        l->seq = ++lc->next_seq;
+        l->next = lc->held;
+        lc->held = l;
+        pthread_cond_signal(&lc->cv);
+        pthread_mutex_unlock(&lc->mu);
+    } else {
+        pthread_mutex_lock(&lc->mu);
+        l->holds = a->holds;
+        l->valid_until_ms = a->sent_ms + l->ttl_ms;
+        pthread_mutex_unlock(&lc->mu);
+    }
+    return l;
+}
+
+static size_t acquire_many(struct lock_client *lc, const char *const *names, size_t n, int ttl_ms, int wait_ms,
+                           struct lock **out, int *status)
+{
+    struct attempt *at = calloc(n ? n : 1, sizeof(*at));
+    int64_t start = util_mono_ms(), deadline = start + (wait_ms > 0 ? wait_ms : 0);
+    size_t got = 0;
+    bool waited = false;
+
+    for (size_t i = 0; i < n; i++) {
+        out[i] = NULL;
+        status[i] = LOCK_ERROR;
+    }
+    if (at == NULL)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        attempt_init(lc, &at[i], names[i]);
+
+    for (int attempt = 0, resends = 0;; attempt++) {
+        if (acquire_round(lc, at, n, ttl_ms) != 0) {
+            count_error(lc, lc->rc, "acquire");
+            if (++resends > LOCK_RESEND_MAX || util_mono_ms() >= deadline)
+                break;
+            continue; /* reconnect and resend: the request ids make it safe */
+        }
+        size_t busy = 0;
+        int64_t min_pttl = INT64_MAX;
+        for (size_t i = 0; i < n; i++) {
+            if (at[i].status == -2) {
+                busy++; /* NOSCRIPT: resend at once */
+                min_pttl = 0;
+            } else if (at[i].status == LOCK_BUSY) {
+                busy++;
+                if (at[i].pttl >= 0 && at[i].pttl < min_pttl)
+                    min_pttl = at[i].pttl;
+            }
+        }
+        if (busy == 0)
+            break;
+        int64_t now = util_mono_ms();
+        if (now >= deadline)
+            break;
+        waited = true;
+        /* Sleep a jittered backoff, never past the deadline, and not much
+         * longer than the holder's remaining lease. */
+        int64_t d = min_pttl == 0 ? 0 : util_backoff_ms(attempt, lc->cfg->lock.backoff_base_ms,
+                                                        lc->cfg->lock.backoff_cap_ms);
+        if (min_pttl != INT64_MAX && min_pttl > 0 && d > min_pttl + 1)
+            d = min_pttl + 1;
+        if (d > deadline - now)
+            d = deadline - now;
+        util_sleep_ms(d);
+    }
+
+    int64_t waited_ms = util_mono_ms() - start;
+    for (size_t i = 0; i < n; i++) {
+        if (at[i].status == LOCK_OK) {
+            out[i] = lock_adopt(lc, &at[i], ttl_ms);
+            if (out[i] == NULL) {
+                status[i] = LOCK_ERROR;
+                continue;
+            }
+            status[i] = LOCK_OK;
+            lc->acquired++;
+            got++;
+        } else if (at[i].status == LOCK_BUSY) {
+            status[i] = LOCK_BUSY;
+            lc->timeouts++;
+        } else {
+            status[i] = LOCK_ERROR;
+        }
+    }
+    if (waited) {
+        lc->contended++;
+        lc->wait_ms += (uint64_t)waited_ms;
+    }
+    free(at);
+    return got;
+}
+
+size_t lock_acquire_many(struct lock_client *lc, const char *const *names, size_t n, int wait_ms,
+                         struct lock **out, int *status)
+{
+    return acquire_many(lc, names, n, lc->cfg->lock.ttl_ms, wait_ms, out, status);
+}
+
+int lock_acquire(struct lock_client *lc, const char *name, int ttl_ms, int wait_ms, struct lock **out)
+{
+    struct lock *l = NULL;
+    int st = LOCK_ERROR;
+    acquire_many(lc, &name, 1, ttl_ms > 0 ? ttl_ms : lc->cfg->lock.ttl_ms, wait_ms, &l, &st);
+    *out = l;
+    return st;
+}
+
+/* --- release ------------------------------------------------------------- */
+
+static void lock_forget(struct lock_client *lc, struct lock *l)
+{
+    pthread_mutex_lock(&lc->mu);
+    for (struct lock **pp = &lc->held; *pp; pp = &(*pp)->next) {
+        if (*pp == l) {
+            *pp = l->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lc->mu);
+    lc->hold_ms += (uint64_t)(util_mono_ms() - l->acquired_ms);
+    free(l);
+}
+
+void lock_release_many(struct lock_client *lc, struct lock **locks, size_t n, int *status)
+{
+    bool ok = ensure_conn(lc, &lc->rc, "client") == 0;
+    if (ok && lc->s_release.sha[0] == '\0')
+        ok = script_load(lc->rc, &lc->s_release) == 0;
+
+    /* Stop renewing what is about to be freed before telling Redis: the
+     * extend script never recreates a key, so a renewal already in flight
+     * cannot resurrect it either. */
+    pthread_mutex_lock(&lc->mu);
+    for (size_t i = 0; i < n; i++)
+        if (locks[i]->holds <= 1)
+            locks[i]->renew_at_ms = INT64_MAX;
+    pthread_mutex_unlock(&lc->mu);
+
+    for (int round = 0; round < 2; round++) {
+        bool noscript = false;
+        for (size_t i = 0; ok && i < n; i++) {
+            char ttl[16];
+            snprintf(ttl, sizeof(ttl), "%d", locks[i]->ttl_ms);
+            const char *argv[] = { locks[i]->key, lc->token, ttl };
+            ok = script_append(lc->rc, &lc->s_release, 1, 2, argv, NULL) == 0;
+        }
+        for (size_t i = 0; i < n; i++) {
+            redisReply *r = NULL;
+            status[i] = LOCK_ERROR;
+            if (ok && redisGetReply(lc->rc, (void **)&r) != REDIS_OK)
+                ok = false;
+            if (r && r->type == REDIS_REPLY_INTEGER) {
+                status[i] = r->integer >= 0 ? LOCK_OK : LOCK_NOT_HELD;
+                locks[i]->holds = r->integer > 0 ? (int)r->integer : 0;
+            } else if (script_is_noscript(r)) {
+                noscript = true;
+            }
+            if (r)
+                freeReplyObject(r);
+        }
+        if (!noscript || !ok)
+            break;
+        /* Redis lost the scripts; nothing was released, send them all again. */
+        ok = script_load(lc->rc, &lc->s_release) == 0;
+    }
+    if (!ok)
+        count_error(lc, lc->rc, "release");
+
+    for (size_t i = 0; i < n; i++) {
+        struct lock *l = locks[i];
+        if (status[i] == LOCK_NOT_HELD) {
+            lc->not_held++;
+            log_notice("lock %s: release of a lock no longer held (fence %" PRId64 "): nothing deleted",
+                       l->name, l->fence);
+        }
+        if (status[i] == LOCK_OK && l->holds > 0) {
+            pthread_mutex_lock(&lc->mu);
+            l->valid_until_ms = util_mono_ms() + l->ttl_ms; /* the release renewed it */
+            pthread_mutex_unlock(&lc->mu);
+            continue;
+        }
+        if (status[i] == LOCK_ERROR && l->holds > 1) {
+            l->holds--; /* unknown outcome: keep the handle, the lease tells */
+            continue;
+        }
+        lock_forget(lc, l);
+    }
+}
+
+int lock_release(struct lock_client *lc, struct lock *l)
+{
+    int st;
+    lock_release_many(lc, &l, 1, &st);
+    return st;
+}
+
+/* --- inspection ---------------------------------------------------------- */
+
+int lock_inspect(const struct cfg *cfg, const char *name, struct lock_info *out, char *err, size_t errlen)
+{
+    char key[KEYS_MAX], fkey[KEYS_MAX];
+    redisContext *rc = NULL;
+    redisReply *r[3] = { NULL, NULL, NULL };
+    int ret = -1;
+
+    memset(out, 0, sizeof(*out));
+    if (!lock_name_valid(name) || keys_lock(key, sizeof(key), cfg->redis.key_prefix, name) < 0 ||
+        keys_fence(fkey, sizeof(fkey), cfg->redis.key_prefix, name) < 0) {
+        snprintf(err, errlen, "invalid lock name '%s'", name);
+        return -1;
+    }
+    if (rconn_open(cfg, &rc, err, errlen) != 0)
+        return -1;
+    redisAppendCommand(rc, "HGETALL %s", key);
+    redisAppendCommand(rc, "PTTL %s", key);
+    redisAppendCommand(rc, "GET %s", fkey);
+    for (int i = 0; i < 3; i++) {
+        if (redisGetReply(rc, (void **)&r[i]) != REDIS_OK) {
+            snprintf(err, errlen, "redis: %s", rc->errstr);
+            goto fail;
+        }
+    }
+    if (r[0]->type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i + 1 < r[0]->elements; i += 2) {
+            const char *f = r[0]->element[i]->str, *v = r[0]->element[i + 1]->str;
+            int64_t x;
+            if (strcmp(f, "owner") == 0) {
+                snprintf(out->owner, sizeof(out->owner), "%s", v);
+                out->held = true;
+            } else if (strcmp(f, "holds") == 0 && util_parse_i64(v, 0, INT64_MAX, &x) == 0) {
+                out->holds = x;
+            } else if (strcmp(f, "fence") == 0 && util_parse_i64(v, 0, INT64_MAX, &x) == 0) {
+                out->fence = x;
+            }
+        }
+    }
+    out->ttl_ms = r[1]->type == REDIS_REPLY_INTEGER ? r[1]->integer : -2;
+    if (r[2]->type == REDIS_REPLY_STRING)
+        util_parse_i64(r[2]->str, 0, INT64_MAX, &out->last_fence);
+    ret = 0;
+fail:
+    for (int i = 0; i < 3; i++)
+        if (r[i])
+            freeReplyObject(r[i]);
+    redisFree(rc);
+    return ret;
+}

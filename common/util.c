@@ -1,0 +1,134 @@
+#include "util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+static int64_t clock_ms(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t util_mono_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
+int64_t util_wall_ms(void) { return clock_ms(CLOCK_REALTIME); }
+
+void util_sleep_ms(int64_t ms)
+{
+    if (ms <= 0)
+        return;
+    struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+        ;
+}
+
+int util_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    if (s == NULL || *s == '\0')
+        return -1;
+    /* strtoll accepts leading spaces and '+'; a number on a command line or
+     * in a message must be exactly digits. */
+    const char *p = s;
+    if (*p == '-')
+        p++;
+    if (*p < '0' || *p > '9')
+        return -1;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int util_random_bytes(void *buf, size_t len)
+{
+    unsigned char *p = buf;
+    while (len > 0) {
+        ssize_t n = getrandom(p, len, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int util_random_hex(char *out, size_t nbytes)
+{
+    unsigned char raw[64];
+    static const char hex[] = "0123456789abcdef";
+    if (nbytes > sizeof(raw) || util_random_bytes(raw, nbytes) != 0)
+        return -1;
+    for (size_t i = 0; i < nbytes; i++) {
+        out[2 * i] = hex[raw[i] >> 4];
+        out[2 * i + 1] = hex[raw[i] & 0xf];
+    }
+    out[2 * nbytes] = '\0';
+    return 0;
+}
+
+uint64_t util_rand_below(uint64_t n)
+{
+    /* xorshift64*: statistically fine for jitter, no locks, no syscalls. */
+    static _Thread_local uint64_t state;
+    if (state == 0 && (util_random_bytes(&state, sizeof(state)) != 0 || state == 0))
+        state = (uint64_t)util_mono_ms() | 1;
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    return n ? (state * 0x2545F4914F6CDD1DULL) % n : 0;
+}
+
+int64_t util_backoff_ms(int attempt, int64_t base_ms, int64_t cap_ms)
+{
+    int64_t ceiling = base_ms;
+    for (int i = 0; i < attempt && ceiling < cap_ms; i++)
+        ceiling *= 2;
+    if (ceiling > cap_ms)
+        ceiling = cap_ms;
+    return (int64_t)util_rand_below((uint64_t)ceiling + 1);
+}
+
+int util_read_file(const char *path, char **out, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    if (f == NULL)
+        return -1;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            char *nb = realloc(buf, cap);
+            if (nb == NULL)
+                goto fail;
+            buf = nb;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) {
+            if (ferror(f))
+                goto fail;
+            break;
+        }
+    }
+    fclose(f);
+    buf[n] = '\0';
+    *out = buf;
+    if (len)
+        *len = n;
+    return 0;
+fail:
+    free(buf);
+    fclose(f);
+    return -1;
+}

@@ -1,0 +1,36 @@
+/* util: clocks, strict number parsing, randomness. */
+#ifndef SECKILL_UTIL_H
+#define SECKILL_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Milliseconds on CLOCK_MONOTONIC: for leases, deadlines and backoff, which
+ * must not jump when the wall clock is stepped. */
+int64_t util_mono_ms(void);
+/* Milliseconds since the epoch: only for timestamps that leave the process. */
+int64_t util_wall_ms(void);
+/* Sleep for ms milliseconds, resuming after signals. */
+void util_sleep_ms(int64_t ms);
+
+/* Parse all of s as a base-10 integer in [min, max]. Rejects empty strings,
+ * signs where min >= 0, leading/trailing junk and overflow. 0 or -1. */
+int util_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
+
+/* Fill buf with len bytes from the kernel's CSPRNG. 0 or -1. */
+int util_random_bytes(void *buf, size_t len);
+/* 2*nbytes lowercase hex characters of randomness plus NUL into out. */
+int util_random_hex(char *out, size_t nbytes);
+/* Uniform in [0, n) from a cheap per-thread generator seeded from the CSPRNG:
+ * for jitter, never for tokens. */
+uint64_t util_rand_below(uint64_t n);
+
+/* Full-jitter exponential backoff: a random delay in [0, min(cap, base*2^attempt)]. */
+int64_t util_backoff_ms(int attempt, int64_t base_ms, int64_t cap_ms);
+
+/* Read a whole file into a NUL-terminated heap buffer. 0 or -1 (errno set). */
+int util_read_file(const char *path, char **out, size_t *len);
+
+#endif

@@ -1,0 +1,47 @@
+/* seckillctl: the operator's tool. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cfg.h"
+#include "cli.h"
+#include "item.h"
+#include "lockcmd.h"
+
+static const char usage[] =
+    "COMMAND ...\n"
+    "commands:\n"
+    "  item create --id ID --stock N [--name NAME]   create an item and load its stock\n"
+    "  lock run --name NAME [--ttl-ms N] [--wait-ms N] -- CMD [ARGS...]\n"
+    "                                                run CMD holding a distributed lock\n"
+    "  lock show NAME                                show a lock's holder, lease and fence\n"
+    "  config show                                   print the effective configuration\n";
+
+int main(int argc, char **argv)
+{
+    struct cli cli = { .prog = "seckillctl", .usage = usage };
+    struct cfg c;
+    int ret = cli_parse(&cli, argc, argv);
+    if (ret >= 0)
+        return ret;
+    if ((ret = cli_load(&cli, &c)) >= 0)
+        return ret;
+
+    int sub_argc = argc - cli.argi;
+    char **sub_argv = argv + cli.argi;
+    if (sub_argc < 1) {
+        fprintf(stderr, "seckillctl: missing command; try 'seckillctl --help'\n");
+        ret = 2;
+    } else if (strcmp(sub_argv[0], "item") == 0) {
+        ret = item_cmd(&c, sub_argc, sub_argv);
+    } else if (strcmp(sub_argv[0], "lock") == 0) {
+        ret = lockcmd(&c, sub_argc, sub_argv);
+    } else if (strcmp(sub_argv[0], "config") == 0 && sub_argc == 2 && strcmp(sub_argv[1], "show") == 0) {
+        cfg_dump(&c, stdout);
+        ret = 0;
+    } else {
+        fprintf(stderr, "seckillctl: unknown command '%s'; try 'seckillctl --help'\n", sub_argv[0]);
+        ret = 2;
+    }
+    cfg_free(&c);
+    return ret;
+}
