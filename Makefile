@@ -23,7 +23,7 @@ ifeq ($(SAN),1)
 CFLAGS  := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
 endif
-ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) -Icommon -Ictl -I$(BUILD)/gen $(PKG_CFLAGS)
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) -Icommon -Ictl -Itests -I$(BUILD)/gen $(PKG_CFLAGS)
 LIBS    := $(PKG_LIBS) -pthread
 
 COMMON_SRC := $(wildcard common/*.c)
@@ -43,6 +43,7 @@ TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 TEST_HELPER_OBJ := $(BUILD)/obj/tests/harness.o
 
 .PHONY: all test tests demo install clean stack-up stack-down stack-status
+.SECONDARY:
 all: $(BINS)
 
 $(GEN_C) $(GEN_H): $(EMBED_SRC) scripts/embed

@@ -537,50 +537,81 @@ static void lock_forget(struct lock_client *lc, struct lock *l)
     free(l);
 }
 
+/* One pipelined round of the release script for every lock whose status is
+ * still LOCK_ERROR. Returns 0, or -1 when the connection failed. */
+static int release_round(struct lock_client *lc, struct lock **locks, size_t n, int *status)
+{
+    if (ensure_conn(lc, &lc->rc, "client") != 0)
+        return -1;
+    for (int round = 0; round < 2; round++) {
+        if (lc->s_release.sha[0] == '\0' && script_load(lc->rc, &lc->s_release) != 0)
+            return -1;
+        for (size_t i = 0; i < n; i++) {
+            if (status[i] != LOCK_ERROR)
+                continue;
+            char ttl[16];
+            snprintf(ttl, sizeof(ttl), "%d", locks[i]->ttl_ms);
+            const char *argv[] = { locks[i]->key, lc->token, ttl };
+            if (script_append(lc->rc, &lc->s_release, 1, 2, argv, NULL) != 0)
+                return -1;
+        }
+        bool noscript = false;
+        for (size_t i = 0; i < n; i++) {
+            if (status[i] != LOCK_ERROR)
+                continue;
+            redisReply *r = NULL;
+            if (redisGetReply(lc->rc, (void **)&r) != REDIS_OK)
+                return -1;
+            if (r->type == REDIS_REPLY_INTEGER) {
+                status[i] = r->integer >= 0 ? LOCK_OK : LOCK_NOT_HELD;
+                locks[i]->holds = r->integer > 0 ? (int)r->integer : 0;
+            } else if (script_is_noscript(r)) {
+                noscript = true; /* Redis lost the scripts: nothing was released */
+            }
+            freeReplyObject(r);
+        }
+        if (!noscript)
+            return 0;
+        lc->s_release.sha[0] = '\0';
+    }
+    return 0;
+}
+
 void lock_release_many(struct lock_client *lc, struct lock **locks, size_t n, int *status)
 {
-    bool ok = ensure_conn(lc, &lc->rc, "client") == 0;
-    if (ok && lc->s_release.sha[0] == '\0')
-        ok = script_load(lc->rc, &lc->s_release) == 0;
-
+    bool *final_hold = calloc(n ? n : 1, sizeof(*final_hold));
+    if (final_hold == NULL) {
+        for (size_t i = 0; i < n; i++)
+            status[i] = LOCK_ERROR; /* handles kept; their leases run out */
+        return;
+    }
     /* Stop renewing what is about to be freed before telling Redis: the
      * extend script never recreates a key, so a renewal already in flight
      * cannot resurrect it either. */
     pthread_mutex_lock(&lc->mu);
-    for (size_t i = 0; i < n; i++)
-        if (locks[i]->holds <= 1)
+    for (size_t i = 0; i < n; i++) {
+        status[i] = LOCK_ERROR;
+        final_hold[i] = locks[i]->holds <= 1;
+        if (final_hold[i])
             locks[i]->renew_at_ms = INT64_MAX;
+    }
     pthread_mutex_unlock(&lc->mu);
 
-    for (int round = 0; round < 2; round++) {
-        bool noscript = false;
-        for (size_t i = 0; ok && i < n; i++) {
-            char ttl[16];
-            snprintf(ttl, sizeof(ttl), "%d", locks[i]->ttl_ms);
-            const char *argv[] = { locks[i]->key, lc->token, ttl };
-            ok = script_append(lc->rc, &lc->s_release, 1, 2, argv, NULL) == 0;
-        }
-        for (size_t i = 0; i < n; i++) {
-            redisReply *r = NULL;
-            status[i] = LOCK_ERROR;
-            if (ok && redisGetReply(lc->rc, (void **)&r) != REDIS_OK)
-                ok = false;
-            if (r && r->type == REDIS_REPLY_INTEGER) {
-                status[i] = r->integer >= 0 ? LOCK_OK : LOCK_NOT_HELD;
-                locks[i]->holds = r->integer > 0 ? (int)r->integer : 0;
-            } else if (script_is_noscript(r)) {
-                noscript = true;
-            }
-            if (r)
-                freeReplyObject(r);
-        }
-        if (!noscript || !ok)
-            break;
-        /* Redis lost the scripts; nothing was released, send them all again. */
-        ok = script_load(lc->rc, &lc->s_release) == 0;
-    }
-    if (!ok)
+    if (release_round(lc, locks, n, status) != 0) {
         count_error(lc, lc->rc, "release");
+        /* The connection was stale (Redis restarted) or broke mid-way. A
+         * final release may be sent again: run twice it still deletes only
+         * our own key, and "not held" then means released either way. A
+         * re-entered hold is not resent: twice would drop two holds. */
+        for (size_t i = 0; i < n; i++)
+            if (status[i] == LOCK_ERROR && !final_hold[i])
+                status[i] = -3; /* skip in the retry */
+        if (release_round(lc, locks, n, status) != 0)
+            count_error(lc, lc->rc, "release");
+        for (size_t i = 0; i < n; i++)
+            if (status[i] == -3)
+                status[i] = LOCK_ERROR;
+    }
 
     for (size_t i = 0; i < n; i++) {
         struct lock *l = locks[i];
@@ -595,12 +626,13 @@ void lock_release_many(struct lock_client *lc, struct lock **locks, size_t n, in
             pthread_mutex_unlock(&lc->mu);
             continue;
         }
-        if (status[i] == LOCK_ERROR && l->holds > 1) {
+        if (status[i] == LOCK_ERROR && !final_hold[i]) {
             l->holds--; /* unknown outcome: keep the handle, the lease tells */
             continue;
         }
         lock_forget(lc, l);
     }
+    free(final_hold);
 }
 
 int lock_release(struct lock_client *lc, struct lock *l)

@@ -1,0 +1,377 @@
+#!/usr/bin/env bash
+# tests/cli/test_cli.sh BUILD_DIR: the command-line behaviour of
+# seckillctl, seckill-producer and seckill-consumer, and of scripts/stack,
+# against the running local stack (scripts/stack up). Speaks TAP.
+#
+# Repeatable: every item id, order id and lock name is unique to the run, and
+# whatever the run creates in Redis and PostgreSQL is removed on exit.
+set -u
+
+BUILD_ARG=${1:?usage: tests/cli/test_cli.sh BUILD_DIR}
+BUILD=$(cd "$BUILD_ARG" 2>/dev/null && pwd) || { echo "Bail out! no build dir $BUILD_ARG"; exit 1; }
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT" || exit 1
+
+CTL=$BUILD/seckillctl
+CFG=config/seckill.cfg
+STACK_DIR=${SECKILL_STACK_DIR:-$ROOT/.stack}
+REDIS_PORT=16379
+KEY_PREFIX=seckill # redis.key_prefix in $CFG
+
+rcli() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" --no-raw "$@" 2>&1 | sed 's/^(integer) //; s/^"\(.*\)"$/\1/'; }
+sql() { psql -h 127.0.0.1 -p 15432 -U seckill -d seckill -X -q -t -A -v ON_ERROR_STOP=1 -c "$1"; }
+
+T=$(mktemp -d)
+UNIQ=$(date +%s%N)
+# Positive, below 2^62, unique per run: microseconds (mod ~11 days), pid, slot.
+ID_BASE=$(( (UNIQ / 1000 % 1000000000000) * 1000000 + ($$ % 100000) * 10 ))
+ITEM1=$((ID_BASE + 1))  # created, recreated, then gets an order
+ITEM2=$((ID_BASE + 2))  # has a buyer in Redis only
+ITEM3=$((ID_BASE + 3))  # has a pending reservation in Redis only
+ORDER1=$((ID_BASE + 1))
+LOCK1=cli-$$-$UNIQ-seq
+LOCK2=cli-$$-$UNIQ-busy
+BG_PID=
+
+cleanup() {
+    # Let a background lock holder finish, then stop it if it is still there.
+    touch "$T/release" 2>/dev/null
+    if [ -n "$BG_PID" ] && kill -0 "$BG_PID" 2>/dev/null; then
+        local end=$((SECONDS + 5))
+        while kill -0 "$BG_PID" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.05; done
+        kill "$BG_PID" 2>/dev/null
+    fi
+    sql "DELETE FROM orders WHERE item_id IN ($ITEM1, $ITEM2, $ITEM3);
+         DELETE FROM items WHERE item_id IN ($ITEM1, $ITEM2, $ITEM3);" >/dev/null 2>&1
+    local id n keys=()
+    for id in "$ITEM1" "$ITEM2" "$ITEM3"; do
+        for n in stock buyers pending; do keys+=("$KEY_PREFIX:{item:$id}:$n"); done
+    done
+    for n in "$LOCK1" "$LOCK2"; do keys+=("$KEY_PREFIX:lock:{$n}" "$KEY_PREFIX:fence:{$n}"); done
+    redis-cli -h 127.0.0.1 -p "$REDIS_PORT" DEL "${keys[@]}" >/dev/null 2>&1
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+# --- TAP helpers --------------------------------------------------------------
+
+n=0 failed=0
+diag() { sed 's/^/# /'; }
+pass() { n=$((n + 1)); echo "ok $n - $1"; }
+fail() {
+    n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; shift
+    local m; for m in "$@"; do printf '%s\n' "$m" | diag; done
+}
+skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
+
+# run CMD...: stdout in $T/out, stderr in $T/err, status in $rc.
+rc=0
+run() { "$@" >"$T/out" 2>"$T/err"; rc=$?; }
+run_diag() {
+    printf 'command: %s\nexit: %s\n' "$*" "$rc"
+    [ -s "$T/out" ] && { echo "stdout:"; head -n 20 "$T/out"; }
+    [ -s "$T/err" ] && { echo "stderr:"; head -n 20 "$T/err"; }
+}
+
+# expect DESC WANT STREAM [SUBSTR...] -- CMD...
+#   WANT: the exit status, or "nz" for any non-zero one.
+#   STREAM: out, err or any: where every SUBSTR (fixed strings) must appear.
+expect() {
+    local desc=$1 want=$2 stream=$3 subs=() why=""
+    shift 3
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do subs+=("$1"); shift; done
+    shift
+    local cmd=("$@")
+    run "${cmd[@]}"
+    if [ "$want" = nz ]; then
+        [ "$rc" -ne 0 ] || why="exit status 0, want non-zero"
+    elif [ "$rc" -ne "$want" ]; then
+        why="exit status $rc, want $want"
+    fi
+    local files s
+    case $stream in
+        out) files=("$T/out") ;;
+        err) files=("$T/err") ;;
+        *) files=("$T/out" "$T/err") ;;
+    esac
+    for s in "${subs[@]+"${subs[@]}"}"; do
+        cat "${files[@]}" | grep -qF -- "$s" || why="${why:+$why; }std$stream lacks '$s'"
+    done
+    if [ -z "$why" ]; then pass "$desc"; else fail "$desc" "$why" "$(run_diag "${cmd[@]}")"; fi
+}
+# check DESC CMD...: CMD exits 0.
+check() { local d=$1; shift; expect "$d" 0 any -- "$@"; }
+# check_out DESC SUBSTR CMD...: CMD exits 0 and prints SUBSTR on stdout.
+check_out() { local d=$1 s=$2; shift 2; expect "$d" 0 out "$s" -- "$@"; }
+# is DESC GOT WANT
+is() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "got:  '$2'" "want: '$3'"; fi; }
+# ok_if DESC DIAG CONDITION...: CONDITION (a command, usually [ ... ]) succeeds.
+ok_if() { local d=$1 m=$2; shift 2; if "$@"; then pass "$d"; else fail "$d" "$m"; fi; }
+posint() { [[ $1 =~ ^[1-9][0-9]*$ ]]; }
+# greater A B: both positive integers and A > B.
+greater() { posint "$1" && posint "$2" && [ "$1" -gt "$2" ]; }
+alive() { kill -0 "$1" 2>/dev/null; }
+eq_posint() { posint "$1" && [ "$1" = "$2" ]; }
+# lacks DESC FILE SUBSTR: FILE does not contain SUBSTR.
+lacks() {
+    if grep -qF -- "$3" "$2"; then fail "$1" "found '$3' in:" "$(head -n 40 "$2")"; else pass "$1"; fi
+}
+
+# poll SECONDS CMD...: run CMD until it succeeds or the deadline passes.
+poll() {
+    local end=$((SECONDS + $1)); shift
+    until "$@" >/dev/null 2>&1; do
+        [ $SECONDS -lt $end ] || return 1
+        sleep 0.05
+    done
+}
+
+# --- 1, 2: --version, --help, unknown option, -t -----------------------------
+
+for prog in seckillctl seckill-producer seckill-consumer; do
+    bin=$BUILD/$prog
+    if [ ! -x "$bin" ]; then
+        fail "$prog exists in $BUILD_ARG" "missing $bin"
+        continue
+    fi
+    expect "$prog --version exits 0 and prints '$prog 0.1.0'" 0 out "$prog 0.1.0" -- "$bin" --version
+    is "$prog --version prints exactly one line" "$(cat "$T/out")" "$prog 0.1.0"
+    check_out "$prog --help exits 0 and prints usage" "usage: $prog" "$bin" --help
+    expect "$prog with an unknown option exits 2" 2 err "--bogus-option" -- "$bin" --bogus-option
+    expect "$prog -t -c $CFG exits 0 and says valid" 0 out "$CFG is valid" -- "$bin" -t -c "$CFG"
+done
+
+# --- 3: broken configurations --------------------------------------------------
+
+# A minimal valid configuration, with a placeholder line for one defect.
+# mkcfg FILE [DEFECT]: write it; DEFECT (may be empty) goes on line $DEFECT_LINE.
+DEFECT_LINE=5
+mkcfg() {
+    {
+        echo '# minimal configuration for test_cli.sh'
+        echo 'kafka = {'
+        echo '  brokers = "127.0.0.1:19092";'
+        echo '};'
+        echo "${2:-}"
+        echo 'postgres = {'
+        echo '  dbname = "seckill";'
+        echo '  user = "seckill";'
+        echo '};'
+    } >"$1"
+}
+
+mkcfg "$T/valid.cfg"
+expect "the minimal configuration is valid (base of the broken ones)" 0 out "is valid" -- \
+    "$CTL" -t -c "$T/valid.cfg"
+
+mkcfg "$T/syntax.cfg" 'redis = { port = ; };'
+expect "syntax error: exit 1, error at syntax.cfg:$DEFECT_LINE:" 1 err "$T/syntax.cfg:$DEFECT_LINE:" -- \
+    "$CTL" -t -c "$T/syntax.cfg"
+
+mkcfg "$T/range.cfg" 'redis = { port = 70000; };'
+expect "redis.port = 70000: exit 1, file:line and the setting named" 1 err \
+    "$T/range.cfg:$DEFECT_LINE:" "redis.port" "out of range" -- "$CTL" -t -c "$T/range.cfg"
+
+mkcfg "$T/unknown.cfg" 'redis = { prot = 6379; };'
+expect "misspelt redis.prot: exit 1, unknown setting at file:line" 1 err \
+    "$T/unknown.cfg:$DEFECT_LINE: unknown setting 'redis.prot'" -- "$CTL" -t -c "$T/unknown.cfg"
+
+mkcfg "$T/section.cfg" 'reddis = { port = 6379; };'
+expect "misspelt section: exit 1, unknown section at file:line" 1 err \
+    "$T/section.cfg:$DEFECT_LINE: unknown section 'reddis'" -- "$CTL" -t -c "$T/section.cfg"
+
+mkcfg "$T/missing.cfg"
+sed -i '/brokers/d' "$T/missing.cfg"
+expect "missing kafka.brokers: exit 1, the setting and the file named" 1 err \
+    "$T/missing.cfg" "kafka.brokers" -- "$CTL" -t -c "$T/missing.cfg"
+
+mkcfg "$T/type.cfg" 'redis = { port = "x"; };'
+expect "redis.port = \"x\": exit 1, must be an integer at file:line" 1 err \
+    "$T/type.cfg:$DEFECT_LINE:" "'redis.port' must be an integer" -- "$CTL" -t -c "$T/type.cfg"
+
+mkcfg "$T/kprop.cfg"
+sed -i 's/^  brokers = .*/&\n  properties = [ "linger.mss=5" ];/' "$T/kprop.cfg"
+kline=$(grep -n 'linger.mss' "$T/kprop.cfg" | cut -d: -f1)
+expect "kafka.properties linger.mss=5: exit 1, the property named at file:line" 1 err \
+    "$T/kprop.cfg:$kline:" "linger.mss" -- "$CTL" -t -c "$T/kprop.cfg"
+
+expect "missing configuration file: exit 1, the path named" 1 err "$T/no-such.cfg" -- \
+    "$CTL" -t -c "$T/no-such.cfg"
+expect "configuration path is a folder: exit 1, the path named" 1 err "$T:" -- "$CTL" -t -c "$T"
+if [ "$(id -u)" -ne 0 ]; then
+    cp "$T/valid.cfg" "$T/unreadable.cfg" && chmod 000 "$T/unreadable.cfg"
+    expect "unreadable configuration file: exit 1, the path named" 1 err "$T/unreadable.cfg" -- \
+        "$CTL" -t -c "$T/unreadable.cfg"
+else
+    skip "unreadable configuration file: exit 1, the path named" "root reads any file"
+fi
+for prog in seckill-producer seckill-consumer; do
+    expect "$prog reports a broken configuration at file:line too" 1 err \
+        "$T/range.cfg:$DEFECT_LINE:" "redis.port" -- "$BUILD/$prog" -t -c "$T/range.cfg"
+done
+
+# --- 4: config show masks secrets ---------------------------------------------
+
+mkcfg "$T/secret.cfg" 'redis = { password = "hunter2-secret"; };'
+sed -i 's/^  user = .*/&\n  password = "pg-s3cret-pw";/' "$T/secret.cfg"
+check_out "config show exits 0 and prints the settings" "port = 6379;" "$CTL" -c "$T/secret.cfg" config show
+cp "$T/out" "$T/show.out"
+cat "$T/err" >>"$T/show.out"
+lacks "config show does not print redis.password" "$T/show.out" "hunter2-secret"
+lacks "config show does not print postgres.password" "$T/show.out" "pg-s3cret-pw"
+ok_if "config show prints ******** for redis.password" "$(cat "$T/show.out")" \
+    grep -qF 'password = "********";' "$T/show.out"
+
+# --- 5: item create -----------------------------------------------------------
+
+stock_redis() { rcli GET "$KEY_PREFIX:{item:$1}:stock"; }
+stock_pg() { sql "SELECT stock_total, stock_left FROM items WHERE item_id=$1" 2>&1; }
+
+check_out "item create --id $ITEM1 --stock 50 succeeds" "created" \
+    "$CTL" -c "$CFG" item create --id "$ITEM1" --stock 50 --name x
+is "item $ITEM1: Redis stock is 50" "$(stock_redis "$ITEM1")" 50
+is "item $ITEM1: PostgreSQL stock_total|stock_left is 50|50" "$(stock_pg "$ITEM1")" "50|50"
+
+check_out "item create again with --stock 60 (no orders yet) succeeds" "created" \
+    "$CTL" -c "$CFG" item create --id "$ITEM1" --stock 60 --name x
+is "item $ITEM1: Redis stock is 60" "$(stock_redis "$ITEM1")" 60
+is "item $ITEM1: PostgreSQL stock is 60|60" "$(stock_pg "$ITEM1")" "60|60"
+
+if sql "INSERT INTO orders(order_id,user_id,item_id,reserved_at,fence) VALUES ($ORDER1, 1, $ITEM1, now(), 1)" \
+    >"$T/sql.err" 2>&1; then
+    pass "an order for item $ITEM1 is inserted"
+else
+    fail "an order for item $ITEM1 is inserted" "$(cat "$T/sql.err")"
+fi
+expect "item create on an item with orders fails and mentions orders" nz err "orders" -- \
+    "$CTL" -c "$CFG" item create --id "$ITEM1" --stock 70 --name x
+is "item $ITEM1 with orders: Redis stock stays 60" "$(stock_redis "$ITEM1")" 60
+is "item $ITEM1 with orders: PostgreSQL stock stays 60|60" "$(stock_pg "$ITEM1")" "60|60"
+
+rcli SADD "$KEY_PREFIX:{item:$ITEM2}:buyers" 42 >/dev/null
+expect "item create on an item with buyers in Redis fails and mentions buyers" nz err "buyers" -- \
+    "$CTL" -c "$CFG" item create --id "$ITEM2" --stock 10 --name y
+is "item $ITEM2 refused: no Redis stock was set" "$(stock_redis "$ITEM2")" "(nil)"
+is "item $ITEM2 refused: the PostgreSQL row was rolled back" "$(stock_pg "$ITEM2")" ""
+
+rcli HSET "$KEY_PREFIX:{item:$ITEM3}:pending" 42 "reserved" >/dev/null
+expect "item create on an item with a pending reservation fails and says so" nz err \
+    "pending reservations" -- "$CTL" -c "$CFG" item create --id "$ITEM3" --stock 10 --name z
+is "item $ITEM3 refused: no Redis stock was set" "$(stock_redis "$ITEM3")" "(nil)"
+is "item $ITEM3 refused: the PostgreSQL row was rolled back" "$(stock_pg "$ITEM3")" ""
+
+for bad in "--id 0" "--id -5" "--id abc" "--id 9223372036854775808"; do
+    # shellcheck disable=SC2086
+    expect "item create $bad exits 2 and names --id" 2 err "--id" -- \
+        "$CTL" -c "$CFG" item create $bad --stock 5
+done
+for bad in "--stock -1" "--stock 1x" "--stock 2147483648"; do
+    # shellcheck disable=SC2086
+    expect "item create $bad exits 2 and names --stock" 2 err "--stock" -- \
+        "$CTL" -c "$CFG" item create --id "$ITEM2" $bad
+done
+expect "item create without --stock exits 2" 2 err "usage:" -- "$CTL" -c "$CFG" item create --id "$ITEM2"
+is "item $ITEM2: the refused creations wrote nothing to PostgreSQL" "$(stock_pg "$ITEM2")" ""
+
+# --- 6: lock run: exit status, fence, release ----------------------------------
+
+show_field() { sed -n "s/^$1: *//p" "$T/out"; }
+
+expect "lock run -- sh -c 'exit 7' exits 7" 7 any -- \
+    "$CTL" -c "$CFG" lock run --name "$LOCK1" -- sh -c 'echo "$SECKILL_FENCE" >"$0"; exit 7' "$T/fence1"
+fence1=$(cat "$T/fence1" 2>/dev/null)
+ok_if "the command sees SECKILL_FENCE, a positive integer" "SECKILL_FENCE='$fence1'" posint "$fence1"
+check "a second lock run on the same name succeeds" \
+    "$CTL" -c "$CFG" lock run --name "$LOCK1" -- sh -c 'echo "$SECKILL_FENCE" >"$0"; echo "$SECKILL_LOCK" >"$0.name"' "$T/fence2"
+fence2=$(cat "$T/fence2" 2>/dev/null)
+ok_if "the second run sees a strictly larger fence" "first '$fence1', second '$fence2'" \
+    greater "$fence2" "$fence1"
+is "the command sees SECKILL_LOCK, the lock name" "$(cat "$T/fence2.name" 2>/dev/null)" "$LOCK1"
+check_out "after the runs lock show says held: no" "held:       no" "$CTL" -c "$CFG" lock show "$LOCK1"
+last_fence=$(show_field last_fence)
+ok_if "lock show reports the last fence handed out" "last_fence '$last_fence', second run '$fence2'" \
+    eq_posint "$last_fence" "$fence2"
+is "after the runs the key $KEY_PREFIX:lock:{$LOCK1} does not exist" \
+    "$(rcli EXISTS "$KEY_PREFIX:lock:{$LOCK1}")" 0
+
+# --- 7: a held lock is not acquired twice ---------------------------------------
+
+# The holder waits (20 s deadline) for $T/release; it records its fence first.
+"$CTL" -c "$CFG" lock run --name "$LOCK2" --ttl-ms 5000 -- sh -c '
+    echo "$SECKILL_FENCE" >"$0/holder.fence"
+    end=$(( $(date +%s) + 20 ))
+    while [ ! -e "$0/release" ]; do
+        [ "$(date +%s)" -lt "$end" ] || exit 3
+        sleep 0.05
+    done' "$T" >"$T/bg.out" 2>"$T/bg.err" &
+BG_PID=$!
+
+held_yes() { "$CTL" -c "$CFG" lock show "$LOCK2" 2>/dev/null | grep -qF "held:       yes"; }
+if poll 15 held_yes; then
+    pass "a background lock run holds $LOCK2 (lock show says held: yes)"
+else
+    fail "a background lock run holds $LOCK2 (lock show says held: yes)" \
+        "not held within 15 s" "$(cat "$T/bg.out" "$T/bg.err")"
+fi
+
+expect "a second lock run --wait-ms 0 on the held lock exits 75" 75 err "held by another owner" -- \
+    "$CTL" -c "$CFG" lock run --name "$LOCK2" --wait-ms 0 -- touch "$T/marker"
+ok_if "the second lock run did not run its command" "$T/marker exists" [ ! -e "$T/marker" ]
+ok_if "the holder is still running while the lock is held" "$(cat "$T/bg.out" "$T/bg.err")" \
+    alive "$BG_PID"
+
+run "$CTL" -c "$CFG" lock show "$LOCK2"
+holder_fence=$(cat "$T/holder.fence" 2>/dev/null)
+owner=$(show_field owner)
+ttl=$(show_field ttl_ms)
+fence=$(show_field fence)
+ok_if "lock show exits 0 and prints the owner" "$(run_diag "$CTL" lock show "$LOCK2")" \
+    test "$rc" -eq 0 -a -n "$owner"
+ok_if "lock show prints a ttl_ms in (0, 5000]" "ttl_ms '$ttl'" greater 5001 "$ttl"
+ok_if "lock show prints the holder's fence" "show '$fence', holder SECKILL_FENCE '$holder_fence'" \
+    eq_posint "$fence" "$holder_fence"
+
+touch "$T/release"
+bg_rc=0
+wait "$BG_PID" || bg_rc=$?
+BG_PID=
+if [ "$bg_rc" -eq 0 ]; then
+    pass "the holder finishes with exit 0 once released"
+else
+    fail "the holder finishes with exit 0 once released" "exit $bg_rc" "$(cat "$T/bg.out" "$T/bg.err")"
+fi
+check_out "after the holder finished lock show says held: no" "held:       no" \
+    "$CTL" -c "$CFG" lock show "$LOCK2"
+
+# --- 8: lock run argument errors ---------------------------------------------------
+
+rm -f "$T/marker"
+expect "lock run --ttl-ms abc exits 2" 2 err "--ttl-ms" -- \
+    "$CTL" -c "$CFG" lock run --name "$LOCK1" --ttl-ms abc -- touch "$T/marker"
+expect "lock run --wait-ms -1 exits 2" 2 err "--wait-ms" -- \
+    "$CTL" -c "$CFG" lock run --name "$LOCK1" --wait-ms -1 -- touch "$T/marker"
+expect "lock run --name 'a{b}' exits 2" 2 err "invalid lock name" -- \
+    "$CTL" -c "$CFG" lock run --name 'a{b}' -- touch "$T/marker"
+expect "lock run without a command exits 2" 2 err "usage:" -- "$CTL" -c "$CFG" lock run --name "$LOCK1"
+ok_if "no rejected lock run ran its command" "$T/marker exists" [ ! -e "$T/marker" ]
+
+# --- 9: scripts/stack ----------------------------------------------------------------
+
+expect "scripts/stack status exits 0" 0 out -- scripts/stack status
+for svc in redis postgres kafka; do
+    ok_if "scripts/stack status says $svc is running" "$(cat "$T/out")" \
+        grep -qE "^stack: $svc +running" "$T/out"
+done
+
+pidfiles=("$STACK_DIR/redis/redis.pid" "$STACK_DIR/kafka/kafka.pid" "$STACK_DIR/pg/data/postmaster.pid")
+before=$(head -q -n 1 "${pidfiles[@]}" 2>&1)
+expect "scripts/stack up again exits 0" 0 any "all services up" -- scripts/stack up
+cat "$T/out" "$T/err" >"$T/up.out"
+for word in initdb formatted installing resolving started; do
+    lacks "scripts/stack up again does not say '$word'" "$T/up.out" "$word"
+done
+after=$(head -q -n 1 "${pidfiles[@]}" 2>&1)
+is "scripts/stack up again leaves the redis, kafka and postgres pids unchanged" "$after" "$before"
+
+echo "1..$n"
+[ "$failed" -eq 0 ]

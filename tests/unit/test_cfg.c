@@ -1,0 +1,182 @@
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+/* The smallest valid file; each broken case adds one defect to it. */
+#define MINIMAL "kafka = { brokers = \"127.0.0.1:19092\"; };\npostgres = { dbname = \"d\"; user = \"u\"; };\n"
+
+static char path[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(path, sizeof(path), "/tmp/sktest-cfg-%d.cfg", (int)getpid());
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    unlink(path);
+    return 0;
+}
+
+static void write_cfg(const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Load text; expect failure with an error that contains want. */
+static void expect_error(const char *text, const char *want)
+{
+    struct cfg c;
+    char err[1024] = "";
+    write_cfg(text);
+    assert_int_equal(cfg_load(path, &c, err, sizeof(err)), -1);
+    if (strstr(err, want) == NULL)
+        fail_msg("error '%s' does not contain '%s'", err, want);
+}
+
+static void test_dev_config_loads(void **state)
+{
+    (void)state;
+    struct cfg c;
+    char err[1024], p[512];
+    snprintf(p, sizeof(p), "%s/config/seckill.cfg", harness_root());
+    assert_int_equal(cfg_load(p, &c, err, sizeof(err)), 0);
+    assert_int_equal(c.redis.port, 16379);
+    assert_int_equal(c.postgres.port, 15432);
+    assert_string_equal(c.kafka.brokers, "127.0.0.1:19092");
+    assert_string_equal(c.kafka.topic, "seckill.orders");
+    assert_int_equal(c.kafka.producer_properties.n, 2);
+    assert_string_equal(c.kafka.producer_properties.keys[0], "linger.ms");
+    assert_string_equal(c.kafka.producer_properties.values[0], "5");
+    assert_int_equal(c.logging.level, LOG_LVL_INFO);
+    cfg_free(&c);
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    struct cfg c;
+    char err[1024];
+    write_cfg(MINIMAL);
+    assert_int_equal(cfg_load(path, &c, err, sizeof(err)), 0);
+    assert_int_equal(c.redis.port, 6379);
+    assert_string_equal(c.redis.key_prefix, "seckill");
+    assert_int_equal(c.lock.ttl_ms, 10000);
+    assert_int_equal(c.kafka.properties.n, 0);
+    cfg_free(&c);
+}
+
+static void test_errors_point_at_file_and_line(void **state)
+{
+    (void)state;
+    char want[128];
+    snprintf(want, sizeof(want), "%s:3: ", path);
+    expect_error(MINIMAL "redis = { port = ; };\n", want);                                 /* syntax */
+    expect_error(MINIMAL "redis = { port = 70000; };\n", want);                            /* range */
+    expect_error(MINIMAL "redis = { port = 70000; };\n", "'redis.port' = 70000 is out of range [1, 65535]");
+    expect_error(MINIMAL "redis = { prot = 1; };\n", "unknown setting 'redis.prot'");
+    expect_error(MINIMAL "redis = { prot = 1; };\n", want);
+    expect_error(MINIMAL "radis = { port = 1; };\n", "unknown section 'radis'");
+    expect_error(MINIMAL "redis = { port = \"x\"; };\n", "'redis.port' must be an integer");
+    expect_error(MINIMAL "redis = { host = 5; };\n", "'redis.host' must be a string");
+    expect_error(MINIMAL "logging = { level = \"loud\"; };\n", "'logging.level' must be one of");
+    expect_error(MINIMAL "logging = { format = \"xml\"; };\n", "'logging.format' must be");
+    expect_error(MINIMAL "lock = { backoff_base_ms = 500; backoff_cap_ms = 100; };\n", "must not exceed");
+}
+
+static void test_missing_required_is_named(void **state)
+{
+    (void)state;
+    expect_error("postgres = { dbname = \"d\"; user = \"u\"; };\n", "missing required setting 'kafka.brokers'");
+    expect_error("kafka = { brokers = \"b\"; };\npostgres = { user = \"u\"; };\n",
+                 "missing required setting 'postgres.dbname'");
+    expect_error("kafka = { brokers = \"\"; };\npostgres = { dbname = \"d\"; user = \"u\"; };\n",
+                 "'kafka.brokers' must not be empty");
+}
+
+static void test_kafka_properties_validated(void **state)
+{
+    (void)state;
+    expect_error(MINIMAL "kafka = { brokers = \"b\"; };\n", "");  /* duplicate section is a syntax error */
+    expect_error("kafka = { brokers = \"b\";\n properties = [ \"linger.mss=5\" ]; };\npostgres = { dbname = \"d\"; user = \"u\"; };\n",
+                 "linger.mss");
+    expect_error("kafka = { brokers = \"b\";\n properties = [ \"nonsense\" ]; };\npostgres = { dbname = \"d\"; user = \"u\"; };\n",
+                 "must be a \"name=value\" string");
+    expect_error("kafka = { brokers = \"b\";\n properties = [ \"acks=maybe\" ]; };\npostgres = { dbname = \"d\"; user = \"u\"; };\n",
+                 "acks");
+}
+
+static void test_unreadable_file(void **state)
+{
+    (void)state;
+    struct cfg c;
+    char err[1024];
+    assert_int_equal(cfg_load("/nonexistent/seckill.cfg", &c, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "/nonexistent/seckill.cfg: cannot read"));
+}
+
+static void test_reload_check(void **state)
+{
+    (void)state;
+    struct cfg a, b;
+    char err[1024];
+    write_cfg(MINIMAL "logging = { level = \"info\"; };\nconsumer = { batch_size = 10; };\n");
+    assert_int_equal(cfg_load(path, &a, err, sizeof(err)), 0);
+    write_cfg(MINIMAL "logging = { level = \"debug\"; };\nconsumer = { batch_size = 20; };\n");
+    assert_int_equal(cfg_load(path, &b, err, sizeof(err)), 0);
+    assert_int_equal(cfg_reload_check(&a, &b, err, sizeof(err)), 0); /* both reloadable */
+    cfg_free(&b);
+    write_cfg(MINIMAL "redis = { port = 7000; };\n");
+    assert_int_equal(cfg_load(path, &b, err, sizeof(err)), 0);
+    assert_int_equal(cfg_reload_check(&a, &b, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "'redis.port' cannot change on reload"));
+    cfg_free(&a);
+    cfg_free(&b);
+}
+
+static void test_dump_masks_secrets(void **state)
+{
+    (void)state;
+    struct cfg c;
+    char err[1024], *out = NULL;
+    size_t len = 0;
+    write_cfg("kafka = { brokers = \"b\"; properties = [ \"sasl.password=kafka-s3cret\" ]; };\n"
+              "postgres = { dbname = \"d\"; user = \"u\"; password = \"pg-s3cret\"; };\n"
+              "redis = { password = \"redis-s3cret\"; };\n");
+    assert_int_equal(cfg_load(path, &c, err, sizeof(err)), 0);
+    FILE *f = open_memstream(&out, &len);
+    cfg_dump(&c, f);
+    fclose(f);
+    assert_null(strstr(out, "s3cret"));
+    assert_non_null(strstr(out, "password = \"********\""));
+    assert_non_null(strstr(out, "sasl.password=********"));
+    assert_non_null(strstr(out, "brokers = \"b\""));
+    free(out);
+    cfg_free(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dev_config_loads),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_errors_point_at_file_and_line),
+        cmocka_unit_test(test_missing_required_is_named),
+        cmocka_unit_test(test_kafka_properties_validated),
+        cmocka_unit_test(test_unreadable_file),
+        cmocka_unit_test(test_reload_check),
+        cmocka_unit_test(test_dump_masks_secrets),
+    };
+    return cmocka_run_group_tests_name("cfg", tests, setup, teardown);
+}
