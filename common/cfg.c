@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "log.h"
 #include "util.h"
@@ -254,12 +255,21 @@ int cfg_load(const char *path, struct cfg *out, char *err, size_t errlen)
     memset(&c, 0, sizeof(c));
     config_init(&lc);
 
-    if (!config_read_file(&lc, path)) {
-        if (config_error_type(&lc) == CONFIG_ERR_FILE_IO)
-            seterr(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-        else
-            seterr(err, errlen, "%s:%d: %s", config_error_file(&lc) ? config_error_file(&lc) : path,
-                   config_error_line(&lc), config_error_text(&lc));
+    /* Open it ourselves: libconfig does not keep errno, and would happily
+     * "read" a directory. */
+    FILE *f = fopen(path, "r");
+    struct stat st;
+    if (f == NULL || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        seterr(err, errlen, "%s: cannot read: %s", path, f == NULL ? strerror(errno) : "not a regular file");
+        if (f)
+            fclose(f);
+        goto fail;
+    }
+    int read_ok = config_read(&lc, f);
+    fclose(f);
+    if (!read_ok) {
+        seterr(err, errlen, "%s:%d: %s", config_error_file(&lc) ? config_error_file(&lc) : path,
+               config_error_line(&lc), config_error_text(&lc));
         goto fail;
     }
     if (check_unknown(&lc, path, err, errlen) != 0)

@@ -97,8 +97,8 @@ static int lock_run(const struct cfg *c, int argc, char **argv)
             name = optarg;
             break;
         case 't':
-            if (util_parse_i64(optarg, 100, 3600000, &ttl) != 0) {
-                fprintf(stderr, "seckillctl: --ttl-ms must be an integer in [100, 3600000], got '%s'\n", optarg);
+            if (util_parse_i64(optarg, 100, 600000, &ttl) != 0) {
+                fprintf(stderr, "seckillctl: --ttl-ms must be an integer in [100, 600000], got '%s'\n", optarg);
                 return 2;
             }
             break;

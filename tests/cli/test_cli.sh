@@ -197,7 +197,7 @@ expect "kafka.properties linger.mss=5: exit 1, the property named at file:line" 
 
 expect "missing configuration file: exit 1, the path named" 1 err "$T/no-such.cfg" -- \
     "$CTL" -t -c "$T/no-such.cfg"
-expect "configuration path is a folder: exit 1, the path named" 1 err "$T:" -- "$CTL" -t -c "$T"
+expect "configuration path is a folder: exit 1, says it is not a regular file" 1 err "$T: cannot read: not a regular file" -- "$CTL" -t -c "$T"
 if [ "$(id -u)" -ne 0 ]; then
     cp "$T/valid.cfg" "$T/unreadable.cfg" && chmod 000 "$T/unreadable.cfg"
     expect "unreadable configuration file: exit 1, the path named" 1 err "$T/unreadable.cfg" -- \
@@ -348,6 +348,8 @@ check_out "after the holder finished lock show says held: no" "held:       no" \
 rm -f "$T/marker"
 expect "lock run --ttl-ms abc exits 2" 2 err "--ttl-ms" -- \
     "$CTL" -c "$CFG" lock run --name "$LOCK1" --ttl-ms abc -- touch "$T/marker"
+expect "lock run --ttl-ms above lock.ttl_ms's range (600000) exits 2" 2 err "[100, 600000]" -- \
+    "$CTL" -c "$CFG" lock run --name "$LOCK1" --ttl-ms 600001 -- touch "$T/marker"
 expect "lock run --wait-ms -1 exits 2" 2 err "--wait-ms" -- \
     "$CTL" -c "$CFG" lock run --name "$LOCK1" --wait-ms -1 -- touch "$T/marker"
 expect "lock run --name 'a{b}' exits 2" 2 err "invalid lock name" -- \
