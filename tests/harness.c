@@ -32,6 +32,23 @@ void harness_cfg(struct cfg *c)
     c->redis.key_prefix = strdup(prefix);
 }
 
+struct cfg harness_conf;
+
+int harness_setup(void **state)
+{
+    (void)state;
+    harness_cfg(&harness_conf);
+    return 0;
+}
+
+int harness_teardown(void **state)
+{
+    (void)state;
+    harness_redis_cleanup(&harness_conf);
+    cfg_free(&harness_conf);
+    return 0;
+}
+
 redisContext *harness_redis(const struct cfg *c)
 {
     redisContext *rc = NULL;

@@ -36,6 +36,13 @@
 /* Load the test configuration (SECKILL_TEST_CONFIG, else config/seckill.cfg)
  * with a Redis key prefix of its own, so runs never see each other's keys. */
 void harness_cfg(struct cfg *c);
+
+/* The configuration of an integration suite, loaded by harness_setup (a
+ * cmocka group setup) and freed by harness_teardown, which also deletes
+ * every Redis key under the suite's prefix. */
+extern struct cfg harness_conf;
+int harness_setup(void **state);
+int harness_teardown(void **state);
 const char *harness_root(void);
 
 redisContext *harness_redis(const struct cfg *c);

@@ -9,23 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static struct cfg C;
 static char stats[65536];
 static pthread_mutex_t stats_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static int setup(void **state)
-{
-    (void)state;
-    harness_cfg(&C);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    cfg_free(&C);
-    return 0;
-}
 
 static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
 {
@@ -40,12 +26,12 @@ static rd_kafka_t *new_producer(void)
 {
     char err[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    const struct cfg_props *sets[] = { &C.kafka.properties, &C.kafka.producer_properties };
+    const struct cfg_props *sets[] = { &harness_conf.kafka.properties, &harness_conf.kafka.producer_properties };
     for (size_t s = 0; s < 2; s++)
         for (size_t i = 0; i < sets[s]->n; i++)
             assert_int_equal(rd_kafka_conf_set(conf, sets[s]->keys[i], sets[s]->values[i], err, sizeof(err)),
                              RD_KAFKA_CONF_OK);
-    assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", C.kafka.brokers, err, sizeof(err)), RD_KAFKA_CONF_OK);
+    assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", harness_conf.kafka.brokers, err, sizeof(err)), RD_KAFKA_CONF_OK);
     assert_int_equal(rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)), RD_KAFKA_CONF_OK);
     assert_int_equal(rd_kafka_conf_set(conf, "statistics.interval.ms", "100", err, sizeof(err)), RD_KAFKA_CONF_OK);
     rd_kafka_conf_set_stats_cb(conf, stats_cb);
@@ -92,9 +78,9 @@ static void test_topics_exist(void **state)
     assert_int_equal(rd_kafka_metadata(rk, 1, NULL, &md, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
     int orders = -1, dlq = -1;
     for (int i = 0; i < md->topic_cnt; i++) {
-        if (strcmp(md->topics[i].topic, C.kafka.topic) == 0 && md->topics[i].err == 0)
+        if (strcmp(md->topics[i].topic, harness_conf.kafka.topic) == 0 && md->topics[i].err == 0)
             orders = md->topics[i].partition_cnt;
-        if (strcmp(md->topics[i].topic, C.kafka.dlq_topic) == 0 && md->topics[i].err == 0)
+        if (strcmp(md->topics[i].topic, harness_conf.kafka.dlq_topic) == 0 && md->topics[i].err == 0)
             dlq = md->topics[i].partition_cnt;
     }
     rd_kafka_metadata_destroy(md);
@@ -109,5 +95,5 @@ int main(void)
         cmocka_unit_test(test_idempotent_producer_active),
         cmocka_unit_test(test_topics_exist),
     };
-    return cmocka_run_group_tests_name("kafka", tests, setup, teardown);
+    return cmocka_run_group_tests_name("kafka", tests, harness_setup, harness_teardown);
 }

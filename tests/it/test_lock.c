@@ -16,36 +16,21 @@
 
 #include "lock.h"
 
-static struct cfg C;
 
-static int setup(void **state)
-{
-    (void)state;
-    harness_cfg(&C);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    harness_redis_cleanup(&C);
-    cfg_free(&C);
-    return 0;
-}
 
 static struct lock_client *open_client(void)
 {
     struct lock_client *lc = NULL;
     char err[256];
-    if (lock_client_open(&C, &lc, err, sizeof(err)) != 0)
+    if (lock_client_open(&harness_conf, &lc, err, sizeof(err)) != 0)
         fail_msg("lock_client_open: %s", err);
     return lc;
 }
 
 static bool key_exists(const char *name)
 {
-    redisContext *rc = harness_redis(&C);
-    long long n = harness_int(rc, "EXISTS %s:lock:{%s}", C.redis.key_prefix, name);
+    redisContext *rc = harness_redis(&harness_conf);
+    long long n = harness_int(rc, "EXISTS %s:lock:{%s}", harness_conf.redis.key_prefix, name);
     redisFree(rc);
     return n == 1;
 }
@@ -87,24 +72,24 @@ static void test_mutual_exclusion_and_increasing_fences(void **state)
             struct lock_client *lc = NULL;
             char err[256];
             int bad = 0;
-            if (lock_client_open(&C, &lc, err, sizeof(err)) != 0)
+            if (lock_client_open(&harness_conf, &lc, err, sizeof(err)) != 0)
                 _exit(10);
-            redisContext *rc = harness_redis(&C);
+            redisContext *rc = harness_redis(&harness_conf);
             for (int i = 0; i < ROUNDS && !bad; i++) {
                 struct lock *l;
                 if (lock_acquire(lc, name, 0, 20000, &l) != LOCK_OK) {
                     bad = 11;
                     break;
                 }
-                redisReply *r = redisCommand(rc, "SET %s:inside 1 NX", C.redis.key_prefix);
+                redisReply *r = redisCommand(rc, "SET %s:inside 1 NX", harness_conf.redis.key_prefix);
                 if (r == NULL || r->type != REDIS_REPLY_STATUS)
                     bad = 12; /* someone else is inside */
                 freeReplyObject(r);
-                long long v = harness_int(rc, "GET %s:counter", C.redis.key_prefix);
-                freeReplyObject(redisCommand(rc, "SET %s:counter %lld", C.redis.key_prefix, v < 0 ? 1 : v + 1));
-                freeReplyObject(redisCommand(rc, "RPUSH %s:fences %lld", C.redis.key_prefix,
+                long long v = harness_int(rc, "GET %s:counter", harness_conf.redis.key_prefix);
+                freeReplyObject(redisCommand(rc, "SET %s:counter %lld", harness_conf.redis.key_prefix, v < 0 ? 1 : v + 1));
+                freeReplyObject(redisCommand(rc, "RPUSH %s:fences %lld", harness_conf.redis.key_prefix,
                                              (long long)lock_fence(l)));
-                freeReplyObject(redisCommand(rc, "DEL %s:inside", C.redis.key_prefix));
+                freeReplyObject(redisCommand(rc, "DEL %s:inside", harness_conf.redis.key_prefix));
                 if (lock_release(lc, l) != LOCK_OK)
                     bad = 13;
             }
@@ -119,9 +104,9 @@ static void test_mutual_exclusion_and_increasing_fences(void **state)
         assert_true(WIFEXITED(st));
         assert_int_equal(WEXITSTATUS(st), 0);
     }
-    redisContext *rc = harness_redis(&C);
-    assert_int_equal(harness_int(rc, "GET %s:counter", C.redis.key_prefix), PROCS * ROUNDS);
-    redisReply *r = harness_cmd(rc, "LRANGE %s:fences 0 -1", C.redis.key_prefix);
+    redisContext *rc = harness_redis(&harness_conf);
+    assert_int_equal(harness_int(rc, "GET %s:counter", harness_conf.redis.key_prefix), PROCS * ROUNDS);
+    redisReply *r = harness_cmd(rc, "LRANGE %s:fences 0 -1", harness_conf.redis.key_prefix);
     assert_int_equal(r->elements, PROCS * ROUNDS);
     long long prev = 0;
     for (size_t i = 0; i < r->elements; i++) {
@@ -166,7 +151,7 @@ static void test_ttl_is_milliseconds(void **state)
         struct lock_client *lc = NULL;
         struct lock *l;
         char err[256];
-        if (lock_client_open(&C, &lc, err, sizeof(err)) != 0 || lock_acquire(lc, "ttl", 1500, 0, &l) != LOCK_OK)
+        if (lock_client_open(&harness_conf, &lc, err, sizeof(err)) != 0 || lock_acquire(lc, "ttl", 1500, 0, &l) != LOCK_OK)
             _exit(1);
         if (write(pipefd[1], "x", 1) != 1)
             _exit(1);
@@ -176,8 +161,8 @@ static void test_ttl_is_milliseconds(void **state)
     char x;
     assert_int_equal(read(pipefd[0], &x, 1), 1);
     int64_t t0 = util_mono_ms();
-    redisContext *rc = harness_redis(&C);
-    long long pttl = harness_int(rc, "PTTL %s:lock:{ttl}", C.redis.key_prefix);
+    redisContext *rc = harness_redis(&harness_conf);
+    long long pttl = harness_int(rc, "PTTL %s:lock:{ttl}", harness_conf.redis.key_prefix);
     assert_true(pttl > 1000 && pttl <= 1500);
     kill(pid, SIGKILL); /* no release, no renewal */
     waitpid(pid, NULL, 0);
@@ -266,7 +251,7 @@ static void test_frozen_holder_overtaken_and_fenced(void **state)
     int up[2], down[2];
     const char *name = "frozen";
     char pgname[128];
-    snprintf(pgname, sizeof(pgname), "%s/%s", C.redis.key_prefix, name);
+    snprintf(pgname, sizeof(pgname), "%s/%s", harness_conf.redis.key_prefix, name);
     assert_int_equal(pipe(up), 0);
     assert_int_equal(pipe(down), 0);
     pid_t pid = fork();
@@ -274,7 +259,7 @@ static void test_frozen_holder_overtaken_and_fenced(void **state)
         struct lock_client *lc = NULL;
         struct lock *l;
         char err[256], go;
-        if (lock_client_open(&C, &lc, err, sizeof(err)) != 0 || lock_acquire(lc, name, 500, 0, &l) != LOCK_OK)
+        if (lock_client_open(&harness_conf, &lc, err, sizeof(err)) != 0 || lock_acquire(lc, name, 500, 0, &l) != LOCK_OK)
             _exit(20);
         int64_t fence = lock_fence(l);
         if (write(up[1], &fence, sizeof(fence)) != sizeof(fence) || read(down[0], &go, 1) != 1)
@@ -284,7 +269,7 @@ static void test_frozen_holder_overtaken_and_fenced(void **state)
         int result = 0;
         if (!lock_lost(l))
             result |= 1;
-        PGconn *pg = harness_pg(&C);
+        PGconn *pg = harness_pg(&harness_conf);
         if (pg_fence_advance(pg, pgname, fence))
             result |= 2;
         PQfinish(pg);
@@ -304,7 +289,7 @@ static void test_frozen_holder_overtaken_and_fenced(void **state)
     struct lock *lb;
     assert_int_equal(lock_acquire(b, name, 10000, 0, &lb), LOCK_OK);
     assert_true(lock_fence(lb) > old_fence);
-    PGconn *pg = harness_pg(&C);
+    PGconn *pg = harness_pg(&harness_conf);
     pg_fence_forget(pg, pgname);
     assert_true(pg_fence_advance(pg, pgname, lock_fence(lb)));
 
@@ -363,7 +348,7 @@ static void *proxy_conn(void *arg)
     struct proxy *p = pc->p;
     free(pc);
     int sfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)C.redis.port) };
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)harness_conf.redis.port) };
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
     if (connect(sfd, (struct sockaddr *)&a, sizeof(a)) != 0)
         goto out;
@@ -417,7 +402,7 @@ static void test_lost_reply_does_not_double_acquire(void **state)
     pthread_create(&p->thread, NULL, proxy_main, p);
 
     /* The client under test talks to Redis through the proxy. */
-    struct cfg via = C;
+    struct cfg via = harness_conf;
     via.redis.port = p->port;
     struct lock_client *lc = NULL;
     char err[256];
@@ -432,8 +417,8 @@ static void test_lost_reply_does_not_double_acquire(void **state)
 
     /* one hold, not two: a single release frees it */
     assert_int_equal(lock_holds(l), 1);
-    redisContext *rc = harness_redis(&C);
-    assert_int_equal(harness_int(rc, "HGET %s:lock:{lostreply} holds", C.redis.key_prefix), 1);
+    redisContext *rc = harness_redis(&harness_conf);
+    assert_int_equal(harness_int(rc, "HGET %s:lock:{lostreply} holds", harness_conf.redis.key_prefix), 1);
     struct lock_client *b = open_client();
     struct lock *lb;
     assert_int_equal(lock_acquire(b, "lostreply", 0, 0, &lb), LOCK_BUSY);
@@ -464,7 +449,7 @@ static void test_batch_acquire_and_release_one_round_trip(void **state)
     }
     assert_int_equal(lock_acquire(b, names[3], 0, 0, &other), LOCK_OK);
 
-    redisContext *rc = harness_redis(&C);
+    redisContext *rc = harness_redis(&harness_conf);
     long long calls_before = -1;
     redisReply *info = harness_cmd(rc, "INFO commandstats");
     const char *s = strstr(info->str, "cmdstat_evalsha:calls=");
@@ -512,7 +497,7 @@ static void test_redis_restart_and_data_loss(void **state)
     (void)state;
     const char *name = "restart";
     char pgname[128];
-    snprintf(pgname, sizeof(pgname), "%s/%s", C.redis.key_prefix, name);
+    snprintf(pgname, sizeof(pgname), "%s/%s", harness_conf.redis.key_prefix, name);
     struct lock_client *a = open_client();
     struct lock *l;
     assert_int_equal(lock_acquire(a, name, 6000, 0, &l), LOCK_OK);
@@ -528,9 +513,9 @@ static void test_redis_restart_and_data_loss(void **state)
     assert_false(lock_lost(l));
 
     /* data loss */
-    redisContext *rc = harness_redis(&C);
-    freeReplyObject(harness_cmd(rc, "DEL %s:lock:{%s} %s:fence:{%s}", C.redis.key_prefix, name,
-                                C.redis.key_prefix, name));
+    redisContext *rc = harness_redis(&harness_conf);
+    freeReplyObject(harness_cmd(rc, "DEL %s:lock:{%s} %s:fence:{%s}", harness_conf.redis.key_prefix, name,
+                                harness_conf.redis.key_prefix, name));
     bool lost;
     WAIT_UNTIL(lock_lost(l), 10000, lost);
     assert_true(lost);
@@ -539,7 +524,7 @@ static void test_redis_restart_and_data_loss(void **state)
     struct lock *lb;
     assert_int_equal(lock_acquire(b, name, 6000, 0, &lb), LOCK_OK);
     assert_true(lock_fence(lb) > fence_a);
-    PGconn *pg = harness_pg(&C);
+    PGconn *pg = harness_pg(&harness_conf);
     pg_fence_forget(pg, pgname);
     assert_true(pg_fence_advance(pg, pgname, fence_a));      /* a wrote before the loss */
     assert_true(pg_fence_advance(pg, pgname, lock_fence(lb))); /* not wedged: b wins */
@@ -567,5 +552,5 @@ int main(void)
         cmocka_unit_test(test_batch_acquire_and_release_one_round_trip),
         cmocka_unit_test(test_redis_restart_and_data_loss),
     };
-    return cmocka_run_group_tests_name("lock", tests, setup, teardown);
+    return cmocka_run_group_tests_name("lock", tests, harness_setup, harness_teardown);
 }
