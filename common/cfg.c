@@ -33,9 +33,6 @@ static const struct cfg_def cfg_defs[] = {
 #define CFIELD(c, d, T) ((const T *)((const char *)(c) + (d)->off))
 
 static const char *const logfmt_names[] = { "plain", "json" };
-static const char *const level_names[] = { [LOG_LVL_ERROR] = "error", [LOG_LVL_WARNING] = "warning",
-                                           [LOG_LVL_NOTICE] = "notice", [LOG_LVL_INFO] = "info",
-                                           [LOG_LVL_DEBUG] = "debug" };
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
@@ -372,7 +369,7 @@ void cfg_dump(const struct cfg *c, FILE *f)
             break;
         }
         case CFG_LEVEL:
-            fprintf(f, "\"%s\";\n", level_names[*CFIELD(c, d, int)]);
+            fprintf(f, "\"%s\";\n", log_level_name((enum log_level)*CFIELD(c, d, int)));
             break;
         case CFG_LOGFMT:
             fprintf(f, "\"%s\";\n", logfmt_names[*CFIELD(c, d, int)]);

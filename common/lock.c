@@ -40,7 +40,7 @@ struct lock_client {
     const struct cfg *cfg;
     char token[33];
     redisContext *rc; /* owner thread */
-    struct script s_acquire, s_release, s_extend;
+    struct script s_acquire, s_release;
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -49,7 +49,7 @@ struct lock_client {
     uint64_t next_seq;
     pthread_t watchdog;
     redisContext *wrc; /* watchdog thread */
-    struct script w_extend;
+    struct script w_extend; /* the watchdog's own copy: its SHA belongs to wrc */
 
     _Atomic uint64_t acquired, contended, timeouts, wait_ms, hold_ms, renewals, lost, not_held, errors;
 };
@@ -224,8 +224,7 @@ int lock_client_open(const struct cfg *cfg, struct lock_client **out, char *err,
     lc->cfg = cfg;
     lc->s_acquire = (struct script)SCRIPT_INIT("lock_acquire", embed_lock_acquire);
     lc->s_release = (struct script)SCRIPT_INIT("lock_release", embed_lock_release);
-    lc->s_extend = (struct script)SCRIPT_INIT("lock_extend", embed_lock_extend);
-    lc->w_extend = lc->s_extend;
+    lc->w_extend = (struct script)SCRIPT_INIT("lock_extend", embed_lock_extend);
     if (util_random_hex(lc->token, 16) != 0) {
         snprintf(err, errlen, "no randomness for the lock token: %s", strerror(errno));
         goto fail_free;

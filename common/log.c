@@ -24,6 +24,8 @@ void log_setup(const char *ident, enum log_level level, enum log_format format)
     log_tty = isatty(STDERR_FILENO);
 }
 
+const char *log_level_name(enum log_level level) { return level_names[level]; }
+
 void log_set_level(enum log_level level) { log_level = level; }
 int log_enabled(enum log_level level) { return (int)level <= log_level; }
 

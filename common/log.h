@@ -24,6 +24,8 @@ void log_set_level(enum log_level level);
 int log_enabled(enum log_level level);
 /* "error" | "warning" | "notice" | "info" | "debug" -> level; -1 if unknown. */
 int log_level_parse(const char *name);
+/* The name log_level_parse() accepts for level. */
+const char *log_level_name(enum log_level level);
 
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void log_vmsg(enum log_level level, const char *fmt, va_list ap);

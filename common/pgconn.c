@@ -19,17 +19,9 @@ int pgconn_open(const struct cfg *c, const char *application_name, PGconn **out,
     snprintf(timeout, sizeof(timeout), "%d", c->postgres.connect_timeout_s);
     const char *keys[] = { "host", "port", "dbname", "user", "password", "connect_timeout", "sslmode",
                            "application_name", NULL };
-    const char *vals[] = { c->postgres.host, port, c->postgres.dbname, c->postgres.user,
-                           c->postgres.password[0] ? c->postgres.password : NULL, timeout, c->postgres.sslmode,
-                           application_name, NULL };
-    /* A NULL value ends the arrays early: keep password last among optional
-     * values by skipping it instead. */
-    if (vals[4] == NULL) {
-        for (int i = 4; keys[i]; i++) {
-            keys[i] = keys[i + 1];
-            vals[i] = vals[i + 1];
-        }
-    }
+    /* An empty value (no password configured) means libpq's default. */
+    const char *vals[] = { c->postgres.host, port, c->postgres.dbname, c->postgres.user, c->postgres.password,
+                           timeout, c->postgres.sslmode, application_name, NULL };
     PGconn *pg = PQconnectdbParams(keys, vals, 0);
     if (pg == NULL) {
         snprintf(err, errlen, "postgres: out of memory");

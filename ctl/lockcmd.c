@@ -22,16 +22,10 @@ static void lock_usage(FILE *f)
 }
 
 /* Run argv as a child while the lease is renewed; forward termination
- * signals to it. Returns the exit status for seckillctl. */
-static int run_child(struct lock *l, char **argv, const sigset_t *old)
+ * signals to it. wait_set is blocked and waited for here; the child gets the
+ * old mask back. Returns the exit status for seckillctl. */
+static int run_child(struct lock *l, char **argv, const sigset_t *wait_set, const sigset_t *old)
 {
-    sigset_t wait_set;
-    sigemptyset(&wait_set);
-    sigaddset(&wait_set, SIGCHLD);
-    sigaddset(&wait_set, SIGTERM);
-    sigaddset(&wait_set, SIGINT);
-    sigaddset(&wait_set, SIGHUP);
-
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "seckillctl: fork: %s\n", strerror(errno));
@@ -50,7 +44,7 @@ static int run_child(struct lock *l, char **argv, const sigset_t *old)
         /* Wake at least every 100 ms to look at the lease. */
         struct timespec tick = { 0, 100 * 1000000 };
         siginfo_t si;
-        int sig = sigtimedwait(&wait_set, &si, &tick);
+        int sig = sigtimedwait(wait_set, &si, &tick);
         if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP)
             kill(pid, sig);
         pid_t w = waitpid(pid, &status, WNOHANG);
@@ -158,7 +152,7 @@ static int lock_run(const struct cfg *c, int argc, char **argv)
     snprintf(fence, sizeof(fence), "%" PRId64, lock_fence(l));
     setenv("SECKILL_FENCE", fence, 1);
     setenv("SECKILL_LOCK", name, 1);
-    ret = run_child(l, argv + optind, &old);
+    ret = run_child(l, argv + optind, &set, &old);
     if (ret != LOCKCMD_EXIT_LOST && lock_release(lc, l) == LOCK_NOT_HELD) {
         fprintf(stderr, "seckillctl: lock '%s' was no longer held at release\n", name);
         ret = LOCKCMD_EXIT_LOST;

@@ -235,7 +235,7 @@ static void test_wait_is_bounded(void **state)
     lock_client_counters(b, &k);
     assert_int_equal(k.timeouts, 1);
     assert_int_equal(k.contended, 1);
-    /* released while b waits: b gets it */
+    /* once a releases, b gets it */
     assert_int_equal(lock_release(a, l), LOCK_OK);
     assert_int_equal(lock_acquire(b, "wait", 0, 300, &lb), LOCK_OK);
     assert_int_equal(lock_release(b, lb), LOCK_OK);
