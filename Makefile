@@ -13,7 +13,7 @@ CC      ?= cc
 BUILD   ?= build
 SAN     ?=
 
-PKGS    := hiredis rdkafka libpq libconfig
+PKGS    := hiredis rdkafka libpq libconfig libmicrohttpd libsystemd jansson
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -23,18 +23,25 @@ ifeq ($(SAN),1)
 CFLAGS  := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
 endif
-ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) -Icommon -Ictl -Itests -I$(BUILD)/gen $(PKG_CFLAGS)
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) -Icommon -Ictl -Iproducer -Iconsumer -Itests -I$(BUILD)/gen $(PKG_CFLAGS)
 LIBS    := $(PKG_LIBS) -pthread
 
 COMMON_SRC := $(wildcard common/*.c)
 CTL_SRC    := $(filter-out ctl/seckillctl.c,$(wildcard ctl/*.c))
-EMBED_SRC  := $(sort $(wildcard common/lua/*.lua ctl/lua/*.lua ctl/sql/*.sql))
+PROD_SRC   := $(filter-out producer/main.c,$(wildcard producer/*.c))
+CONS_SRC   := $(filter-out consumer/main.c,$(wildcard consumer/*.c))
+EMBED_SRC  := $(sort $(wildcard common/lua/*.lua common/sql/*.sql ctl/lua/*.lua ctl/sql/*.sql \
+                producer/lua/*.lua producer/sql/*.sql consumer/lua/*.lua consumer/sql/*.sql))
 GEN_C      := $(BUILD)/gen/embed.c
 GEN_H      := $(BUILD)/gen/embed.h
 
 LIB_OBJ := $(COMMON_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/embed.o
 CTL_OBJ := $(CTL_SRC:%.c=$(BUILD)/obj/%.o)
 LIB     := $(BUILD)/libseckill.a
+# Each daemon's modules but main() in a library of their own, so unit tests
+# link the very objects the daemon runs.
+PROD_LIB := $(BUILD)/libproducer.a
+CONS_LIB := $(BUILD)/libconsumer.a
 
 BINS := $(BUILD)/seckill-producer $(BUILD)/seckill-consumer $(BUILD)/seckillctl
 
@@ -59,17 +66,25 @@ $(BUILD)/obj/%.o: %.c $(GEN_H)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
 $(LIB): $(LIB_OBJ) $(CTL_OBJ)
+	rm -f $@
 	$(AR) rcs $@ $^
 
-$(BUILD)/seckill-producer: $(BUILD)/obj/producer/main.o $(LIB)
+$(PROD_LIB): $(PROD_SRC:%.c=$(BUILD)/obj/%.o)
+	rm -f $@
+	$(AR) rcs $@ $^
+$(CONS_LIB): $(CONS_SRC:%.c=$(BUILD)/obj/%.o)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/seckill-producer: $(BUILD)/obj/producer/main.o $(PROD_LIB) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
-$(BUILD)/seckill-consumer: $(BUILD)/obj/consumer/main.o $(LIB)
+$(BUILD)/seckill-consumer: $(BUILD)/obj/consumer/main.o $(CONS_LIB) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 $(BUILD)/seckillctl: $(BUILD)/obj/ctl/seckillctl.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 tests: $(TEST_BINS)
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_HELPER_OBJ) $(LIB)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_HELPER_OBJ) $(PROD_LIB) $(CONS_LIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) -lcmocka
 

@@ -344,6 +344,26 @@ int cfg_reload_check(const struct cfg *old, const struct cfg *new, char *err, si
     return 0;
 }
 
+void cfg_apply_reload(struct cfg *cur, const struct cfg *new)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(cfg_defs); i++) {
+        const struct cfg_def *d = &cfg_defs[i];
+        /* Reloadable settings are all int-like (checked by the test suite),
+         * so each is one atomic store that worker threads read with CFG_GET. */
+        if ((d->flags & CFG_RELOAD) && d->type != CFG_STR && d->type != CFG_PROPS)
+            __atomic_store_n(FIELD(cur, d, int), *CFIELD(new, d, int), __ATOMIC_RELAXED);
+    }
+}
+
+int cfg_reloadable_scalar_only(void)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(cfg_defs); i++)
+        if ((cfg_defs[i].flags & CFG_RELOAD) &&
+            (cfg_defs[i].type == CFG_STR || cfg_defs[i].type == CFG_PROPS))
+            return 0;
+    return 1;
+}
+
 void cfg_dump(const struct cfg *c, FILE *f)
 {
     const char *section = "";

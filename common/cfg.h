@@ -155,6 +155,15 @@ void cfg_free(struct cfg *c);
  * otherwise -1 and err names the first one that is not. */
 int cfg_reload_check(const struct cfg *old, const struct cfg *new, char *err, size_t errlen);
 
+/* Copy every reloadable setting from new into the running cur. Call only
+ * after cfg_reload_check() passed. */
+void cfg_apply_reload(struct cfg *cur, const struct cfg *new);
+/* 1 when every reloadable setting is a scalar (cfg_apply_reload relies on it). */
+int cfg_reloadable_scalar_only(void);
+
+/* Read a reloadable setting from another thread than the one reloading. */
+#define CFG_GET(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
 /* Print the effective configuration in libconfig syntax, secrets masked. */
 void cfg_dump(const struct cfg *c, FILE *f);
 

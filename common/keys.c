@@ -10,8 +10,13 @@ static int fits(int n, size_t len)
 
 int keys_item(char *buf, size_t len, const char *prefix, int64_t item_id, enum keys_item_part part)
 {
-    static const char *const suffix[] = { "stock", "buyers", "pending" };
+    static const char *const suffix[] = { "stock", "buyers", "pending", "unpub" };
     return fits(snprintf(buf, len, "%s:{item:%" PRId64 "}:%s", prefix, item_id, suffix[part]), len);
+}
+
+int keys_items(char *buf, size_t len, const char *prefix)
+{
+    return fits(snprintf(buf, len, "%s:items", prefix), len);
 }
 
 int keys_lock(char *buf, size_t len, const char *prefix, const char *name)

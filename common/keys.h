@@ -15,11 +15,18 @@ enum keys_item_part {
     KEYS_ITEM_STOCK,   /* string: units left to reserve */
     KEYS_ITEM_BUYERS,  /* set: user ids that hold a unit */
     KEYS_ITEM_PENDING, /* hash: order id -> order message, until persisted */
+    KEYS_ITEM_UNPUB,   /* zset: order id -> reserved_at_ms, until Kafka acknowledged it
+                        * (or the sweeper claimed it: then the score is the claim time) */
 };
+#define KEYS_ITEM_PARTS 4
 
 /* <prefix>:{item:ID}:stock|buyers|pending. Returns the length, or -1 if it
  * does not fit. */
 int keys_item(char *buf, size_t len, const char *prefix, int64_t item_id, enum keys_item_part part);
+
+/* <prefix>:items: the set of item ids with a sale loaded, for the sweeper
+ * and the operator tools (never used inside a script). */
+int keys_items(char *buf, size_t len, const char *prefix);
 
 /* <prefix>:lock:{NAME} and <prefix>:fence:{NAME}. */
 int keys_lock(char *buf, size_t len, const char *prefix, const char *name);

@@ -1,0 +1,40 @@
+/* daemon: the lifecycle both daemons share.
+ *
+ * Signal handlers only set flags; the main loop looks at them and makes the
+ * state change explicitly (pgbouncer's and redis's way). Service manager
+ * notifications go through sd_notify(3), which does nothing when the daemon
+ * was not started by systemd with Type=notify. */
+#ifndef SECKILL_DAEMON_H
+#define SECKILL_DAEMON_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "cfg.h"
+
+/* Set by the handlers; read and cleared by the main loop. */
+extern volatile sig_atomic_t daemon_stop_signals; /* SIGTERM/SIGINT count */
+extern volatile sig_atomic_t daemon_reload_signal; /* SIGHUP seen */
+
+/* Install the handlers for SIGTERM, SIGINT and SIGHUP, ignore SIGPIPE, and
+ * block all of them in threads started afterwards (call before any thread). */
+int daemon_signals_install(void);
+/* Called by a thread it creates: block the daemon's signals in it. */
+void daemon_signals_block_thread(void);
+
+/* sd_notify with a printf-formatted state ("READY=1", "STATUS=…"). */
+void daemon_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Send WATCHDOG=1 if systemd asked for a watchdog and half its interval has
+ * passed since the last one. Call from the main loop, so a stuck loop stops
+ * the pings and gets the daemon restarted. */
+void daemon_watchdog(void);
+/* The watchdog interval in ms (0 if none), for sizing the main loop's waits. */
+int64_t daemon_watchdog_ms(void);
+
+/* SIGHUP: load the file again and apply its reloadable settings to *cur.
+ * A broken file or a change to a setting that needs a restart is rejected
+ * with the reason logged, and *cur stays as it was. Notifies RELOADING=1 and
+ * READY=1 around it. 0 if applied, -1 if rejected. */
+int daemon_reload(const char *path, struct cfg *cur);
+
+#endif

@@ -1,0 +1,43 @@
+/* metrics: Prometheus text exposition (format 0.0.4).
+ *
+ * Counters and gauges are plain _Atomic integers owned by whoever updates
+ * them; a daemon declares its metrics once as an X-macro list and renders the
+ * list with these helpers. Histograms have fixed latency buckets, so
+ * observing is a handful of atomic adds and never allocates. */
+#ifndef SECKILL_METRICS_H
+#define SECKILL_METRICS_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A growable text buffer; a failed allocation sets oom and drops the rest. */
+struct mbuf {
+    char *data;
+    size_t len, cap;
+    int oom;
+};
+
+void mbuf_printf(struct mbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void mbuf_free(struct mbuf *b);
+
+/* Bucket upper bounds in microseconds: 100 µs .. 10 s. */
+#define METRICS_HIST_BUCKETS 16
+struct metrics_hist {
+    _Atomic uint64_t bucket[METRICS_HIST_BUCKETS + 1]; /* the last one is +Inf */
+    _Atomic uint64_t count;
+    _Atomic uint64_t sum_us;
+};
+
+void metrics_hist_observe_us(struct metrics_hist *h, int64_t us);
+
+/* "# HELP name help" and "# TYPE name type" (type: counter, gauge, histogram). */
+void metrics_family(struct mbuf *b, const char *name, const char *type, const char *help);
+/* "name{labels} value"; labels may be NULL or "" for none. */
+void metrics_sample(struct mbuf *b, const char *name, const char *labels, int64_t value);
+/* The _bucket, _sum (in seconds) and _count lines of a histogram family. */
+void metrics_hist_write(struct mbuf *b, const char *name, const char *labels,
+                        const struct metrics_hist *h);
+
+#endif

@@ -1,0 +1,91 @@
+#include "order.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h"
+
+int order_encode(const struct order *o, char *buf, size_t len)
+{
+    /* Only integers go in, so printf is an exact JSON encoder here. */
+    int n = snprintf(buf, len,
+                     "{\"v\":%d,\"order_id\":\"%lld\",\"user_id\":%lld,\"item_id\":%lld,"
+                     "\"qty\":%lld,\"reserved_at_ms\":%lld}",
+                     ORDER_VERSION, (long long)o->order_id, (long long)o->user_id,
+                     (long long)o->item_id, (long long)o->qty, (long long)o->reserved_at_ms);
+    if (n < 0 || (size_t)n >= len)
+        return -1;
+    return n;
+}
+
+/* A JSON integer member in [min, max]; 0, or -1 with err set. */
+static int get_int(json_t *root, const char *name, int64_t min, int64_t max, int64_t *out,
+                   char *err, size_t errlen)
+{
+    json_t *v = json_object_get(root, name);
+    if (!v) {
+        snprintf(err, errlen, "missing \"%s\"", name);
+        return -1;
+    }
+    if (!json_is_integer(v)) {
+        snprintf(err, errlen, "\"%s\" is not an integer", name);
+        return -1;
+    }
+    json_int_t i = json_integer_value(v);
+    if (i < min || i > max) {
+        snprintf(err, errlen, "\"%s\" out of range", name);
+        return -1;
+    }
+    *out = (int64_t)i;
+    return 0;
+}
+
+int order_decode(const char *buf, size_t len, struct order *out, char *err, size_t errlen)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+    int64_t v;
+    json_t *id;
+    if (!root) {
+        snprintf(err, errlen, "bad JSON: %s", jerr.text);
+        goto fail;
+    }
+    if (!json_is_object(root)) {
+        snprintf(err, errlen, "not a JSON object");
+        goto fail;
+    }
+    if (get_int(root, "v", 0, INT64_MAX, &v, err, errlen) != 0)
+        goto fail;
+    if (v != ORDER_VERSION) {
+        snprintf(err, errlen, "unknown version %lld", (long long)v);
+        goto fail;
+    }
+    id = json_object_get(root, "order_id");
+    if (!id || !json_is_string(id)) {
+        snprintf(err, errlen, "missing \"order_id\" string");
+        goto fail;
+    }
+    if (util_parse_i64(json_string_value(id), 1, INT64_MAX, &out->order_id) != 0) {
+        snprintf(err, errlen, "\"order_id\" is not a positive 64-bit integer");
+        goto fail;
+    }
+    if (get_int(root, "user_id", 1, INT64_MAX, &out->user_id, err, errlen) != 0 ||
+        get_int(root, "item_id", 1, INT64_MAX, &out->item_id, err, errlen) != 0 ||
+        get_int(root, "qty", 1, 1, &out->qty, err, errlen) != 0 ||
+        get_int(root, "reserved_at_ms", 1, INT64_MAX, &out->reserved_at_ms, err, errlen) != 0)
+        goto fail;
+    json_decref(root);
+    return 0;
+fail:
+    json_decref(root);
+    return -1;
+}
+
+int64_t order_id_make(int64_t block, int64_t seq)
+{
+    if (block < 1 || block >= (INT64_C(1) << (63 - ORDER_ID_SEQ_BITS)) || seq < 0 ||
+        seq >= (INT64_C(1) << ORDER_ID_SEQ_BITS))
+        return -1;
+    return (block << ORDER_ID_SEQ_BITS) | seq;
+}

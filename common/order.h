@@ -1,0 +1,46 @@
+/* order: the order message on the Kafka topic, and order ids.
+ *
+ * The message is JSON with a version field, so a consumer can refuse what it
+ * does not understand instead of guessing:
+ *   {"v":1,"order_id":"…","user_id":…,"item_id":…,"qty":1,"reserved_at_ms":…}
+ * order_id travels as a decimal string because JSON numbers above 2^53 lose
+ * precision in most parsers; the ids are 63-bit.
+ *
+ * Order ids are (block << ORDER_ID_SEQ_BITS) | seq. A block is taken from a
+ * PostgreSQL identity in a committed transaction (see order_id_block.sql), so
+ * no two producers, on any host, across any restart, share one, and taking one
+ * costs a round trip per 2^ORDER_ID_SEQ_BITS orders, never per request. */
+#ifndef SECKILL_ORDER_H
+#define SECKILL_ORDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ORDER_VERSION 1
+#define ORDER_ID_SEQ_BITS 20
+/* Enough for the longest message order_encode() writes. */
+#define ORDER_MSG_MAX 192
+/* Decimal digits of an int64 plus NUL. */
+#define ORDER_ID_STR_MAX 21
+
+struct order {
+    int64_t order_id;
+    int64_t user_id;
+    int64_t item_id;
+    int64_t qty;
+    int64_t reserved_at_ms;
+};
+
+/* Write the message into buf; returns its length, or -1 if it does not fit. */
+int order_encode(const struct order *o, char *buf, size_t len);
+
+/* Decode and validate a message: a JSON object, "v" == ORDER_VERSION,
+ * positive order_id (decimal string), user_id, item_id and reserved_at_ms,
+ * qty == 1. Unknown members are ignored (a later version may add some).
+ * 0, or -1 with the reason in err. */
+int order_decode(const char *buf, size_t len, struct order *out, char *err, size_t errlen);
+
+/* Order id from a block and a sequence number in it; -1 if out of range. */
+int64_t order_id_make(int64_t block, int64_t seq);
+
+#endif
