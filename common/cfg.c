@@ -364,7 +364,12 @@ int cfg_reloadable_scalar_only(void)
     return 1;
 }
 
-void cfg_dump(const struct cfg *c, FILE *f)
+static void cfg_print(const struct cfg *c, FILE *f, bool mask);
+
+void cfg_dump(const struct cfg *c, FILE *f) { cfg_print(c, f, true); }
+void cfg_write(const struct cfg *c, FILE *f) { cfg_print(c, f, false); }
+
+static void cfg_print(const struct cfg *c, FILE *f, bool mask)
 {
     const char *section = "";
     size_t seclen = 0;
@@ -385,7 +390,7 @@ void cfg_dump(const struct cfg *c, FILE *f)
             break;
         case CFG_STR: {
             const char *v = *CFIELD(c, d, char *);
-            fprintf(f, "\"%s\";\n", (d->flags & CFG_SECRET) && *v ? "********" : v);
+            fprintf(f, "\"%s\";\n", mask && (d->flags & CFG_SECRET) && *v ? "********" : v);
             break;
         }
         case CFG_LEVEL:
@@ -399,7 +404,7 @@ void cfg_dump(const struct cfg *c, FILE *f)
             fputs("[", f);
             for (size_t k = 0; k < p->n; k++) {
                 /* sasl.password, ssl.key.password and friends */
-                bool secret = strstr(p->keys[k], "password") || strstr(p->keys[k], "secret");
+                bool secret = mask && (strstr(p->keys[k], "password") || strstr(p->keys[k], "secret"));
                 fprintf(f, "%s\"%s=%s\"", k ? ", " : " ", p->keys[k], secret ? "********" : p->values[k]);
             }
             fputs(p->n ? " ];\n" : "];\n", f);

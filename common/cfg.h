@@ -166,5 +166,8 @@ int cfg_reloadable_scalar_only(void);
 
 /* Print the effective configuration in libconfig syntax, secrets masked. */
 void cfg_dump(const struct cfg *c, FILE *f);
+/* The same with secrets in clear: a file cfg_load() reads back identically
+ * (for tests and tools that hand a modified configuration to a daemon). */
+void cfg_write(const struct cfg *c, FILE *f);
 
 #endif

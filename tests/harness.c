@@ -3,6 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -119,4 +123,66 @@ void harness_redis_restart(void)
     /* `up` waits for each service itself, with a deadline. */
     if (system(cmd) != 0)
         fail_msg("scripts/stack up failed after the Redis shutdown");
+}
+
+void harness_cfg_file(const struct cfg *c, char *path, size_t len)
+{
+    FILE *f;
+    snprintf(path, len, "/tmp/seckill-test-XXXXXX.cfg");
+    int fd = mkstemps(path, 4);
+    assert_true(fd >= 0);
+    f = fdopen(fd, "w");
+    assert_non_null(f);
+    cfg_write(c, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+void harness_bin(const char *name, char *out, size_t len)
+{
+    char exe[512];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    assert_true(n > 0);
+    exe[n] = 0;
+    /* BUILD/tests/{unit,it}/NAME -> BUILD */
+    char *d = dirname(dirname(dirname(exe)));
+    snprintf(out, len, "%s/%s", d, name);
+    assert_int_equal(access(out, X_OK), 0);
+}
+
+pid_t harness_spawn(char *const argv[], const char *logpath)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (logpath) {
+            int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
+            if (fd < 0)
+                _exit(127);
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+int harness_wait_exit(pid_t pid, int timeout_ms)
+{
+    int64_t end = util_mono_ms() + timeout_ms;
+    int st;
+    for (;;) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (r < 0)
+            return -1;
+        if (util_mono_ms() >= end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -1;
+        }
+        util_sleep_ms(10);
+    }
 }

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
@@ -57,5 +58,16 @@ PGconn *harness_pg(const struct cfg *c);
 
 /* Restart the stack's Redis (SHUTDOWN, then scripts/stack up), wait for PING. */
 void harness_redis_restart(void);
+
+/* Write c to a fresh file under /tmp (cfg_write); path receives its name.
+ * The caller unlinks it. */
+void harness_cfg_file(const struct cfg *c, char *path, size_t len);
+/* Path of a binary of the build this test belongs to ("seckill-consumer"). */
+void harness_bin(const char *name, char *out, size_t len);
+/* Start argv[0] with stdout and stderr appended to logpath (NULL: inherit). */
+pid_t harness_spawn(char *const argv[], const char *logpath);
+/* Wait up to timeout_ms for pid to exit. Returns its exit status, 128+N if a
+ * signal N ended it, or -1 on timeout (it is then killed with SIGKILL). */
+int harness_wait_exit(pid_t pid, int timeout_ms);
 
 #endif
