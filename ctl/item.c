@@ -24,7 +24,7 @@ static int pg_ok(PGconn *pg, PGresult *res, ExecStatusType want, const char *wha
 /* Redis: set the stock unless buyers or reservations exist. 0 or -1. */
 static int redis_load(const struct cfg *c, int64_t item_id, int64_t stock)
 {
-    char k[3][KEYS_MAX], sstock[24], err[256];
+    char k[3][KEYS_MAX], sstock[24], sid[24], err[256];
     redisContext *rc = NULL;
     redisReply *r = NULL;
     struct script s = SCRIPT_INIT("item_load", embed_item_load);
@@ -34,6 +34,7 @@ static int redis_load(const struct cfg *c, int64_t item_id, int64_t stock)
         if (keys_item(k[i], sizeof(k[i]), c->redis.key_prefix, item_id, (enum keys_item_part)i) < 0)
             goto fail;
     snprintf(sstock, sizeof(sstock), "%" PRId64, stock);
+    snprintf(sid, sizeof(sid), "%" PRId64, item_id);
     if (rconn_open(c, &rc, err, sizeof(err)) != 0) {
         fprintf(stderr, "seckillctl: %s\n", err);
         goto fail;
@@ -53,6 +54,15 @@ static int redis_load(const struct cfg *c, int64_t item_id, int64_t stock)
                 "seckillctl: item %" PRId64 " has %s in Redis: orders may still be on their way to the "
                 "database; refusing to reset its stock\n",
                 item_id, r->integer == -1 ? "pending reservations" : "buyers");
+        goto fail;
+    }
+    /* The registry the sweeper walks; outside the script because the key has
+     * no item hash tag (Redis Cluster). */
+    freeReplyObject(r);
+    keys_items(k[0], sizeof(k[0]), c->redis.key_prefix);
+    r = redisCommand(rc, "SADD %s %s", k[0], sid);
+    if (r == NULL || r->type != REDIS_REPLY_INTEGER) {
+        fprintf(stderr, "seckillctl: redis: registering the item: %s\n", r ? r->str : rc->errstr);
         goto fail;
     }
     ret = 0;

@@ -1,21 +1,138 @@
-/* seckill-producer: HTTP ingress -> atomic Redis reservation -> Kafka. */
+/* seckill-producer: HTTP ingress -> atomic Redis reservation -> Kafka.
+ *
+ * Threads: the HTTP thread (ingress) parses and suspends, the reserving
+ * thread batches scripts and publishes (reserve), librdkafka's poll thread
+ * returns delivery reports to it (publish), housekeeping checks health,
+ * fetches order id blocks and sweeps (housekeep). This main thread only
+ * watches signals and drives the lifecycle. */
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "cfg.h"
 #include "cli.h"
+#include "daemon.h"
+#include "housekeep.h"
+#include "ingress.h"
+#include "log.h"
+#include "orderid.h"
+#include "pmetrics.h"
+#include "publish.h"
+#include "reserve.h"
+#include "util.h"
+
+#define TICK_MS 100
+
+/* Retry a startup step with backoff until it works or a stop signal comes.
+ * Logs the first failure and the recovery, not every attempt. */
+#define STARTUP_RETRY(what, call)                                                      \
+    do {                                                                               \
+        int attempt_ = 0;                                                              \
+        while ((call) != 0) {                                                          \
+            if (attempt_ == 0)                                                         \
+                log_error("%s: %s; retrying", what, err);                              \
+            daemon_notify("STATUS=waiting: %s", err);                                  \
+            if (daemon_stop_signals)                                                   \
+                goto out;                                                              \
+            util_sleep_ms(util_backoff_ms(attempt_ < 10 ? attempt_ : 10, 100, 5000) + 100); \
+            attempt_++;                                                                \
+        }                                                                              \
+        if (attempt_)                                                                  \
+            log_notice("%s: ok after %d attempts", what, attempt_ + 1);                \
+    } while (0)
+
+/* Stop: no new orders, let in-flight ones finish, then make every one
+ * that is left hear its fate from Kafka (purged: not persisted -> unit given
+ * back; possibly persisted -> kept for the sweeper). */
+static void drain(const struct cfg *c, struct ingress *g, struct pub *p)
+{
+    int64_t end = util_mono_ms() + CFG_GET(c->producer.drain_timeout_ms);
+    int stop_seen = daemon_stop_signals;
+    ing_stop_accepting(g);
+    daemon_notify("STOPPING=1\nSTATUS=draining %ld requests", ing_inflight(g));
+    log_notice("stopping: draining %ld in-flight requests", ing_inflight(g));
+    while (ing_inflight(g) > 0 && util_mono_ms() < end) {
+        if (daemon_stop_signals > stop_seen) {
+            log_warn("second stop signal: exiting without draining");
+            _exit(1);
+        }
+        daemon_watchdog();
+        util_sleep_ms(10);
+    }
+    if (ing_inflight(g) > 0) {
+        log_warn("drain deadline passed with %ld requests in flight; purging", ing_inflight(g));
+        pub_purge(p, 1);
+        /* Purged messages are reported at once; wait for their answers. */
+        while (ing_inflight(g) > 0)
+            util_sleep_ms(10);
+    }
+}
 
 int main(int argc, char **argv)
 {
     struct cli cli = { .prog = "seckill-producer", .usage = "" };
     struct cfg c;
-    int ret = cli_parse(&cli, argc, argv);
+    struct pub *p = NULL;
+    struct rsv *r = NULL;
+    struct hk *k = NULL;
+    struct ingress *g = NULL;
+    struct ing_health health = { 0 };
+    static struct oid_gen gen;
+    int64_t block = 0;
+    char err[1024];
+    int ret = cli_parse(&cli, argc, argv), status = 1;
+
     if (ret >= 0)
         return ret;
+    if (cli.argi != argc) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n", cli.prog, argv[cli.argi]);
+        return 2;
+    }
     if ((ret = cli_load(&cli, &c)) >= 0)
         return ret;
-    /* The ingress itself arrives with issue #4; until then the binary
-     * validates its configuration and says plainly that it cannot serve. */
-    fprintf(stderr, "seckill-producer: the HTTP ingress is not part of this build yet\n");
+    if (daemon_signals_install() != 0) {
+        log_error("cannot install signal handlers");
+        goto out;
+    }
+    daemon_notify("STATUS=starting");
+    STARTUP_RETRY("order ids", oid_take_block(&c, &block, err, sizeof(err)));
+    oid_init(&gen, block);
+    PM_SET(id_block, block);
+    if (pub_open(&c, &p, err, sizeof(err)) != 0) {
+        log_error("%s", err);
+        goto out;
+    }
+    STARTUP_RETRY("redis", rsv_start(&c, p, &gen, &r, err, sizeof(err)));
+    if (hk_start(&c, p, &gen, &health, &k, err, sizeof(err)) != 0 ||
+        ing_start(&c, r, &health, &g, err, sizeof(err)) != 0) {
+        log_error("%s", err);
+        goto out;
+    }
+    log_notice("taking orders on http://%s:%d/api/v1/seckill (order id block %lld)",
+               c.producer.listen, c.producer.port, (long long)block);
+    daemon_notify("READY=1\nSTATUS=taking orders on %s:%d", c.producer.listen, c.producer.port);
+
+    while (!daemon_stop_signals && !pub_fatal(p)) {
+        if (daemon_reload_signal) {
+            daemon_reload_signal = 0;
+            daemon_reload(cli.config, &c);
+        }
+        daemon_watchdog();
+        util_sleep_ms(TICK_MS);
+    }
+    drain(&c, g, p);
+    status = pub_fatal(p) ? 1 : 0;
+out:
+    /* Stopped while still starting up is a clean stop too. */
+    if (status != 0 && daemon_stop_signals && !(p && pub_fatal(p)))
+        status = 0;
+    if (!g)
+        daemon_notify("STOPPING=1");
+    hk_stop(k);
+    ing_stop(g);
+    rsv_stop(r);
+    pub_close(p, CFG_GET(c.producer.drain_timeout_ms));
+    log_notice("stopped");
     cfg_free(&c);
-    return 1;
+    return status;
 }

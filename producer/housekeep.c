@@ -1,0 +1,167 @@
+#include "housekeep.h"
+
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "daemon.h"
+#include "log.h"
+#include "pmetrics.h"
+#include "rconn.h"
+#include "sweep.h"
+#include "util.h"
+
+#define HK_TICK_MS 1000
+
+struct hk {
+    const struct cfg *cfg;
+    struct pub *pub;
+    struct oid_gen *gen;
+    struct ing_health *health;
+    redisContext *rc;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+    int sweep_failing, ids_failing, kafka_down_logged;
+};
+
+static int redis_ping(struct hk *k)
+{
+    char err[256];
+    redisReply *r;
+    if (k->rc && rconn_broken(k->rc)) {
+        redisFree(k->rc);
+        k->rc = NULL;
+    }
+    if (!k->rc && rconn_open(k->cfg, &k->rc, err, sizeof(err)) != 0) {
+        k->rc = NULL;
+        return 0;
+    }
+    r = redisCommand(k->rc, "PING");
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    freeReplyObject(r);
+    return ok;
+}
+
+static void check_health(struct hk *k)
+{
+    int r = redis_ping(k), q = pub_ping(k->pub, 500);
+    if (r != atomic_load(&k->health->redis_ok) || q != atomic_load(&k->health->kafka_ok))
+        daemon_notify("STATUS=taking orders; redis %s, kafka %s", r ? "up" : "DOWN", q ? "up" : "DOWN");
+    if (!q && !k->kafka_down_logged)
+        log_error("kafka: brokers unreachable (metadata request failed)");
+    else if (q && k->kafka_down_logged)
+        log_notice("kafka: brokers reachable again");
+    k->kafka_down_logged = !q;
+    atomic_store(&k->health->redis_ok, r);
+    atomic_store(&k->health->kafka_ok, q);
+    PM_SET(kafka_up, q);
+}
+
+static void refill_ids(struct hk *k)
+{
+    char err[512];
+    int failed = oid_refill(k->gen, k->cfg, err, sizeof(err)) != 0;
+    if (failed && !k->ids_failing)
+        log_error("order ids: cannot take the next block: %s", err);
+    else if (!failed && k->ids_failing)
+        log_notice("order ids: next block taken");
+    k->ids_failing = failed;
+}
+
+static void sweep(struct hk *k)
+{
+    struct sweep_stats st;
+    char err[512];
+    int failed;
+    if (!k->rc)
+        return;
+    failed = sweep_once(k->cfg, k->rc, k->pub, CFG_GET(k->cfg->producer.sweep_age_ms), &st, err,
+                        sizeof(err)) != 0;
+    if (failed) {
+        PM_INC(sweep_errors);
+        if (!k->sweep_failing)
+            log_error("sweep: %s", err);
+    } else {
+        PM_SET(pending, st.pending);
+        PM_SET(unpublished, st.unpublished);
+    }
+    k->sweep_failing = failed;
+    PM_ADD(swept, st.republished);
+    PM_ADD(sweep_errors, st.failed);
+    if (st.claimed)
+        log_notice("sweep: %lld stale reservations claimed, %lld re-published, %lld failed",
+                   (long long)st.claimed, (long long)st.republished, (long long)st.failed);
+}
+
+static void *hk_main(void *arg)
+{
+    struct hk *k = arg;
+    int64_t next_sweep = util_mono_ms();
+    daemon_signals_block_thread();
+    pthread_mutex_lock(&k->mu);
+    while (!k->stop) {
+        pthread_mutex_unlock(&k->mu);
+        check_health(k);
+        refill_ids(k);
+        if (util_mono_ms() >= next_sweep) {
+            sweep(k);
+            next_sweep = util_mono_ms() + CFG_GET(k->cfg->producer.sweep_interval_ms);
+        }
+        PM_SET(id_block, k->gen->block);
+        pthread_mutex_lock(&k->mu);
+        if (!k->stop) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += HK_TICK_MS / 1000;
+            pthread_cond_timedwait(&k->cv, &k->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&k->mu);
+    return NULL;
+}
+
+int hk_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct ing_health *h,
+             struct hk **out, char *err, size_t errlen)
+{
+    struct hk *k = calloc(1, sizeof(*k));
+    if (!k) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    k->cfg = c;
+    k->pub = p;
+    k->gen = gen;
+    k->health = h;
+    pthread_mutex_init(&k->mu, NULL);
+    pthread_cond_init(&k->cv, NULL);
+    check_health(k);
+    if (pthread_create(&k->thread, NULL, hk_main, k) != 0) {
+        snprintf(err, errlen, "cannot start the housekeeping thread");
+        if (k->rc)
+            redisFree(k->rc);
+        free(k);
+        return -1;
+    }
+    *out = k;
+    return 0;
+}
+
+void hk_stop(struct hk *k)
+{
+    if (!k)
+        return;
+    pthread_mutex_lock(&k->mu);
+    k->stop = 1;
+    pthread_cond_signal(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+    pthread_join(k->thread, NULL);
+    if (k->rc)
+        redisFree(k->rc);
+    pthread_mutex_destroy(&k->mu);
+    pthread_cond_destroy(&k->cv);
+    free(k);
+}

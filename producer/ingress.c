@@ -1,0 +1,336 @@
+#include "ingress.h"
+
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "httpd.h"
+#include "log.h"
+#include "pmetrics.h"
+#include "request.h"
+#include "util.h"
+
+#define ORDER_PATH "/api/v1/seckill"
+
+enum { REQ_READING, REQ_QUEUED, REQ_DONE };
+
+/* One order request. Pooled: allocated and freed only on the HTTP thread. */
+struct ing_req {
+    struct rsv_req rr; /* first: the reserving thread hands it back as this */
+    struct ingress *g;
+    struct MHD_Connection *conn;
+    int64_t t0_us;
+    _Atomic int state;
+    int too_large;
+    size_t len;
+    struct ing_req *free_next;
+    char body[]; /* body_limit bytes */
+};
+
+struct ingress {
+    const struct cfg *cfg;
+    struct rsv *rsv;
+    struct ing_health *health;
+    struct MHD_Daemon *mhd;
+    _Atomic int stopping;
+    _Atomic long inflight;
+    struct ing_req *pool; /* HTTP thread only */
+    size_t body_limit;
+};
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static enum MHD_Result respond(struct ingress *g, struct MHD_Connection *conn, unsigned status,
+                               const char *body, int64_t t0_us)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+    enum MHD_Result ret;
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    if (atomic_load(&g->stopping))
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    ret = MHD_queue_response(conn, status, resp);
+    MHD_destroy_response(resp);
+    if (t0_us)
+        metrics_hist_observe_us(&pm.latency, now_us() - t0_us);
+    return ret;
+}
+
+static enum MHD_Result bad_request(struct ingress *g, struct MHD_Connection *conn, const char *why,
+                                   int64_t t0_us)
+{
+    char body[256];
+    /* why never contains a quote or a backslash: our own messages and
+     * jansson's, which quote nothing from the input. Be sure anyway. */
+    char safe[160];
+    size_t j = 0;
+    for (size_t i = 0; why[i] && j < sizeof(safe) - 1; i++)
+        safe[j++] = (why[i] == '"' || why[i] == '\\' || (unsigned char)why[i] < 0x20) ? '\'' : why[i];
+    safe[j] = 0;
+    snprintf(body, sizeof(body), "{\"status\":\"bad_request\",\"error\":\"%s\"}", safe);
+    PM_INC(req_bad_request);
+    return respond(g, conn, MHD_HTTP_BAD_REQUEST, body, t0_us);
+}
+
+static enum MHD_Result unavailable(struct ingress *g, struct MHD_Connection *conn, int64_t t0_us)
+{
+    PM_INC(req_unavailable);
+    return respond(g, conn, MHD_HTTP_SERVICE_UNAVAILABLE, "{\"status\":\"unavailable\"}", t0_us);
+}
+
+/* Reserving thread: the outcome is final. */
+static void on_complete(struct rsv_req *rr)
+{
+    struct ing_req *q = (struct ing_req *)rr;
+    atomic_store(&q->state, REQ_DONE);
+    MHD_resume_connection(q->conn);
+}
+
+static enum MHD_Result answer(struct ingress *g, struct ing_req *q)
+{
+    char body[96];
+    atomic_fetch_sub(&g->inflight, 1);
+    PM_ADD(inflight, -1);
+    switch (q->rr.outcome) {
+    case RSV_ACCEPTED:
+        PM_INC(req_accepted);
+        snprintf(body, sizeof(body), "{\"status\":\"accepted\",\"order_id\":\"%" PRId64 "\"}",
+                 q->rr.order_id);
+        return respond(g, q->conn, MHD_HTTP_ACCEPTED, body, q->t0_us);
+    case RSV_DUPLICATE:
+        PM_INC(req_duplicate);
+        return respond(g, q->conn, MHD_HTTP_CONFLICT, "{\"status\":\"duplicate\"}", q->t0_us);
+    case RSV_SOLD_OUT:
+        PM_INC(req_sold_out);
+        return respond(g, q->conn, MHD_HTTP_GONE, "{\"status\":\"sold_out\"}", q->t0_us);
+    case RSV_UNKNOWN_ITEM:
+        PM_INC(req_unknown_item);
+        return respond(g, q->conn, MHD_HTTP_NOT_FOUND, "{\"status\":\"unknown_item\"}", q->t0_us);
+    case RSV_UNAVAILABLE:
+    default:
+        return unavailable(g, q->conn, q->t0_us);
+    }
+}
+
+static struct ing_req *req_get(struct ingress *g, struct MHD_Connection *conn)
+{
+    struct ing_req *q = g->pool;
+    if (q)
+        g->pool = q->free_next;
+    else if (!(q = malloc(sizeof(*q) + g->body_limit)))
+        return NULL;
+    memset(q, 0, sizeof(*q));
+    q->g = g;
+    q->conn = conn;
+    q->t0_us = now_us();
+    return q;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct ingress *g = cls;
+    struct ing_req *q = *con_cls;
+    (void)conn;
+    (void)toe;
+    if (!q)
+        return;
+    /* A request is queued only while its connection is suspended, and MHD
+     * does not end a suspended connection: q is ours again here. */
+    q->free_next = g->pool;
+    g->pool = q;
+    *con_cls = NULL;
+}
+
+static enum MHD_Result get_endpoint(struct ingress *g, struct MHD_Connection *conn, const char *url)
+{
+    struct mbuf b = { 0 };
+    struct MHD_Response *resp;
+    enum MHD_Result ret;
+    unsigned status = MHD_HTTP_OK;
+    const char *ctype = "application/json";
+    if (strcmp(url, "/metrics") == 0) {
+        pm_render(&b);
+        ctype = "text/plain; version=0.0.4";
+    } else {
+        int r = atomic_load(&g->health->redis_ok), k = atomic_load(&g->health->kafka_ok);
+        int ok = r && k && !atomic_load(&g->stopping);
+        status = ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE;
+        mbuf_printf(&b, "{\"status\":\"%s\",\"redis\":\"%s\",\"kafka\":\"%s\"}",
+                    ok ? "ok" : "unavailable", r ? "up" : "down", k ? "up" : "down");
+    }
+    if (b.oom) {
+        mbuf_free(&b);
+        return MHD_NO;
+    }
+    resp = MHD_create_response_from_buffer(b.len, b.data, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        mbuf_free(&b);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    ret = MHD_queue_response(conn, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* First call for a request: only the headers are in. */
+static enum MHD_Result on_headers(struct ingress *g, struct MHD_Connection *conn, const char *url,
+                                  const char *method, void **con_cls)
+{
+    const char *ctype, *clen;
+    int64_t t0 = now_us(), n;
+    struct ing_req *q;
+    if (strcmp(url, ORDER_PATH) != 0) {
+        if (strcmp(method, "GET") == 0 && (strcmp(url, "/healthz") == 0 || strcmp(url, "/metrics") == 0))
+            return get_endpoint(g, conn, url);
+        PM_INC(req_not_found);
+        return respond(g, conn, MHD_HTTP_NOT_FOUND, "{\"status\":\"not_found\"}", 0);
+    }
+    if (strcmp(method, "POST") != 0)
+        return bad_request(g, conn, "use POST", t0);
+    ctype = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!req_content_type_ok(ctype))
+        return bad_request(g, conn, "content type must be application/json", t0);
+    clen = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (clen && (util_parse_i64(clen, 0, INT64_MAX, &n) != 0 || n > (int64_t)g->body_limit))
+        return bad_request(g, conn, "body too large", t0);
+    if (atomic_load(&g->stopping))
+        return unavailable(g, conn, t0);
+    /* Load shedding: beyond the limit an immediate 429 costs the server
+     * almost nothing, where queueing would make every answer late. */
+    if (atomic_load(&g->inflight) >= CFG_GET(g->cfg->producer.max_inflight)) {
+        PM_INC(req_overloaded);
+        return respond(g, conn, MHD_HTTP_TOO_MANY_REQUESTS, "{\"status\":\"overloaded\"}", t0);
+    }
+    if (!(q = req_get(g, conn)))
+        return unavailable(g, conn, t0);
+    q->t0_us = t0;
+    *con_cls = q;
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    struct ingress *g = cls;
+    struct ing_req *q = *con_cls;
+    struct req_body rb;
+    char err[128];
+    (void)version;
+    if (!q)
+        return on_headers(g, conn, url, method, con_cls);
+    switch (atomic_load(&q->state)) {
+    case REQ_READING:
+        if (*upload_data_size) {
+            /* Chunked bodies have no length up front: keep reading, keep
+             * nothing beyond the limit, refuse at the end. */
+            if (q->len + *upload_data_size > g->body_limit)
+                q->too_large = 1;
+            else {
+                memcpy(q->body + q->len, upload_data, *upload_data_size);
+                q->len += *upload_data_size;
+            }
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        if (q->too_large)
+            return bad_request(g, conn, "body too large", q->t0_us);
+        if (req_parse(q->body, q->len, &rb, err, sizeof(err)) != 0)
+            return bad_request(g, conn, err, q->t0_us);
+        q->rr.user_id = rb.user_id;
+        q->rr.item_id = rb.item_id;
+        q->rr.complete = on_complete;
+        atomic_store(&q->state, REQ_QUEUED);
+        atomic_fetch_add(&g->inflight, 1);
+        PM_INC(inflight);
+        MHD_suspend_connection(conn);
+        rsv_submit(g->rsv, &q->rr);
+        return MHD_YES;
+    case REQ_DONE:
+        return answer(g, q);
+    default:
+        /* Resumed without an answer cannot happen; refuse rather than hang. */
+        return MHD_NO;
+    }
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char buf[512];
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    buf[strcspn(buf, "\n")] = 0;
+    log_warn("http: %s", buf);
+}
+
+int ing_start(const struct cfg *c, struct rsv *r, struct ing_health *h, struct ingress **out,
+              char *err, size_t errlen)
+{
+    struct sockaddr_in sa;
+    struct ingress *g = calloc(1, sizeof(*g));
+    if (!g) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    g->cfg = c;
+    g->rsv = r;
+    g->health = h;
+    g->body_limit = (size_t)c->producer.body_limit;
+    if (httpd_sockaddr(c->producer.listen, c->producer.port, &sa) != 0) {
+        snprintf(err, errlen, "bad producer.listen address '%s'", c->producer.listen);
+        goto fail;
+    }
+    /* Connection and memory limits keep a slow or hostile client from
+     * holding the daemon: idle connections close after the timeout, headers
+     * beyond the per-connection memory are refused, connections beyond the
+     * cap are not accepted. */
+    g->mhd = MHD_start_daemon(
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL,
+        NULL, on_request, g, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)c->producer.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)c->producer.connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)16384, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, g, MHD_OPTION_END);
+    if (!g->mhd) {
+        snprintf(err, errlen, "cannot listen on %s:%d", c->producer.listen, c->producer.port);
+        goto fail;
+    }
+    *out = g;
+    return 0;
+fail:
+    free(g);
+    return -1;
+}
+
+void ing_stop_accepting(struct ingress *g) { atomic_store(&g->stopping, 1); }
+
+long ing_inflight(const struct ingress *g) { return atomic_load(&g->inflight); }
+
+void ing_stop(struct ingress *g)
+{
+    struct ing_req *q, *next;
+    if (!g)
+        return;
+    MHD_stop_daemon(g->mhd);
+    for (q = g->pool; q; q = next) {
+        next = q->free_next;
+        free(q);
+    }
+    free(g);
+}

@@ -1,0 +1,37 @@
+/* ingress: the HTTP API (libmicrohttpd, one epoll thread).
+ *
+ *   POST /api/v1/seckill   {"user_id":U,"item_id":I} -> 202/409/410/404/400/503/429
+ *   GET  /healthz          Redis and Kafka reachable
+ *   GET  /metrics          Prometheus text
+ *
+ * An order request is parsed on the HTTP thread, then its connection is
+ * suspended while the reserving thread works on it, and resumed with the
+ * answer: the HTTP thread never waits for Redis or Kafka. */
+#ifndef SECKILL_INGRESS_H
+#define SECKILL_INGRESS_H
+
+#include <stddef.h>
+
+#include "cfg.h"
+#include "reserve.h"
+
+struct ingress;
+
+/* Readiness the health endpoint reports, set by housekeeping. */
+struct ing_health {
+    _Atomic int redis_ok;
+    _Atomic int kafka_ok;
+};
+
+/* Listen on producer.listen:port. 0, or -1 with err set. */
+int ing_start(const struct cfg *c, struct rsv *r, struct ing_health *h, struct ingress **out,
+              char *err, size_t errlen);
+/* From now on order requests are answered 503 and connections are closed
+ * after their answer; requests already queued still finish. */
+void ing_stop_accepting(struct ingress *g);
+/* Requests between parsing and their answer. */
+long ing_inflight(const struct ingress *g);
+/* Close the listener and every connection; only once ing_inflight() is 0. */
+void ing_stop(struct ingress *g);
+
+#endif

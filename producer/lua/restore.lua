@@ -1,0 +1,19 @@
+-- Give a reservation back: Kafka reported the order NOT_PERSISTED.
+-- KEYS[1] stock, KEYS[2] buyers, KEYS[3] pending, KEYS[4] unpub
+-- ARGV[1] user id, ARGV[2] order id, ARGV[3] reserved_at_ms
+-- Returns 1 restored, 0 kept. It is kept unless the reservation is still
+-- pending AND unpublished with its original timestamp: a different score means
+-- the sweeper claimed it and may have published a copy, and then the unit
+-- may already be an order: giving it back could sell it twice.
+if redis.call('HEXISTS', KEYS[3], ARGV[2]) == 0 then
+  return 0
+end
+local score = redis.call('ZSCORE', KEYS[4], ARGV[2])
+if not score or tonumber(score) ~= tonumber(ARGV[3]) then
+  return 0
+end
+redis.call('INCR', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[2])
+redis.call('ZREM', KEYS[4], ARGV[2])
+return 1

@@ -1,0 +1,73 @@
+/* pmetrics: the producer's metrics, declared once.
+ *
+ * X(field, family, type, labels, help): consecutive entries of one family
+ * share its HELP and TYPE lines. */
+#ifndef SECKILL_PMETRICS_H
+#define SECKILL_PMETRICS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "metrics.h"
+
+#define PM_REQ "seckill_producer_requests_total"
+#define PM_REQ_HELP "HTTP requests by outcome"
+#define PM_KAFKA "seckill_producer_kafka_errors_total"
+#define PM_KAFKA_HELP "Orders Kafka did not take, by kind"
+
+#define PM_METRICS(X)                                                                            \
+    X(req_accepted, PM_REQ, "counter", "outcome=\"accepted\"", PM_REQ_HELP)                       \
+    X(req_duplicate, PM_REQ, "counter", "outcome=\"duplicate\"", PM_REQ_HELP)                     \
+    X(req_sold_out, PM_REQ, "counter", "outcome=\"sold_out\"", PM_REQ_HELP)                       \
+    X(req_unknown_item, PM_REQ, "counter", "outcome=\"unknown_item\"", PM_REQ_HELP)               \
+    X(req_bad_request, PM_REQ, "counter", "outcome=\"bad_request\"", PM_REQ_HELP)                 \
+    X(req_unavailable, PM_REQ, "counter", "outcome=\"unavailable\"", PM_REQ_HELP)                 \
+    X(req_overloaded, PM_REQ, "counter", "outcome=\"overloaded\"", PM_REQ_HELP)                   \
+    X(req_not_found, PM_REQ, "counter", "outcome=\"not_found\"", PM_REQ_HELP)                     \
+    X(inflight, "seckill_producer_inflight", "gauge", "",                                        \
+      "Order requests between parsing and their answer")                                        \
+    X(redis_errors, "seckill_producer_redis_errors_total", "counter", "",                        \
+      "Redis commands that failed (connection, timeout, error reply)")                           \
+    X(redis_up, "seckill_producer_redis_up", "gauge", "", "1 when the reserving thread's Redis connection works") \
+    X(redis_roundtrips, "seckill_producer_redis_roundtrips_total", "counter", "",                \
+      "Pipelined round trips to Redis (reservations are batched per round trip)")                \
+    X(reserved, "seckill_producer_reservations_total", "counter", "",                            \
+      "Units reserved by the Lua script")                                                        \
+    X(kafka_queue_full, PM_KAFKA, "counter", "kind=\"queue_full\"", PM_KAFKA_HELP)                \
+    X(kafka_not_persisted, PM_KAFKA, "counter", "kind=\"not_persisted\"", PM_KAFKA_HELP)          \
+    X(kafka_possibly_persisted, PM_KAFKA, "counter", "kind=\"possibly_persisted\"", PM_KAFKA_HELP) \
+    X(kafka_up, "seckill_producer_kafka_up", "gauge", "", "1 when broker metadata answers")     \
+    X(restored, "seckill_producer_restored_total", "counter", "",                               \
+      "Reservations given back because Kafka certainly did not persist them")                   \
+    X(restore_kept, "seckill_producer_restore_kept_total", "counter", "",                       \
+      "Give-backs refused because the sweeper had claimed the reservation")                     \
+    X(ambiguous, "seckill_producer_ambiguous_total", "counter", "",                             \
+      "Reservations whose Redis reply was lost and could not be checked (left to the sweeper)") \
+    X(pending, "seckill_producer_pending_reservations", "gauge", "",                            \
+      "Reservations in Redis not yet persisted by the consumer, all items")                     \
+    X(unpublished, "seckill_producer_unpublished_reservations", "gauge", "",                    \
+      "Reservations in Redis not yet acknowledged by Kafka, all items")                         \
+    X(swept, "seckill_producer_swept_total", "counter", "",                                     \
+      "Stale reservations re-published by the sweeper")                                         \
+    X(sweep_errors, "seckill_producer_sweep_errors_total", "counter", "",                       \
+      "Sweeper passes or re-publishes that failed")                                             \
+    X(id_block, "seckill_producer_order_id_block", "gauge", "",                                 \
+      "The order id block in use")
+
+struct pm {
+#define PM_FIELD(f, fam, type, labels, help) _Atomic int64_t f;
+    PM_METRICS(PM_FIELD)
+#undef PM_FIELD
+    struct metrics_hist latency; /* request arrival to answer, accepted or not */
+};
+
+extern struct pm pm;
+
+#define PM_ADD(f, n) atomic_fetch_add_explicit(&pm.f, (n), memory_order_relaxed)
+#define PM_INC(f) PM_ADD(f, 1)
+#define PM_SET(f, v) atomic_store_explicit(&pm.f, (v), memory_order_relaxed)
+
+/* The whole exposition. */
+void pm_render(struct mbuf *b);
+
+#endif

@@ -1,0 +1,185 @@
+#include "publish.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "log.h"
+
+struct pub {
+    rd_kafka_t *rk;
+    rd_kafka_topic_t *topic;
+    pthread_t poller;
+    _Atomic int stop;
+    _Atomic int fatal;
+    int timeout_ms;
+};
+
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    struct pub_ticket *t = m->_private;
+    (void)rk;
+    (void)opaque;
+    if (t)
+        t->done(t, m->err, rd_kafka_message_status(m));
+}
+
+static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    struct pub *p = opaque;
+    char buf[512];
+    if (err == RD_KAFKA_RESP_ERR__FATAL) {
+        rd_kafka_resp_err_t orig = rd_kafka_fatal_error(rk, buf, sizeof(buf));
+        log_error("kafka: fatal error %s: %s; shutting down", rd_kafka_err2name(orig), buf);
+        atomic_store(&p->fatal, 1);
+        return;
+    }
+    /* Transient: librdkafka retries by itself; the delivery reports and
+     * the health check carry the consequences. */
+    log_warn("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+}
+
+static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void)rk;
+    /* librdkafka uses syslog levels too. */
+    log_msg(level <= 3 ? LOG_LVL_ERROR : level == 4 ? LOG_LVL_WARNING
+            : level == 5 ? LOG_LVL_NOTICE : level == 6 ? LOG_LVL_INFO : LOG_LVL_DEBUG,
+            "kafka: %s: %s", fac, buf);
+}
+
+static void *poll_main(void *arg)
+{
+    struct pub *p = arg;
+    daemon_signals_block_thread();
+    while (!atomic_load(&p->stop))
+        rd_kafka_poll(p->rk, 100);
+    return NULL;
+}
+
+static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err, size_t errlen)
+{
+    char e[256];
+    if (rd_kafka_conf_set(conf, k, v, e, sizeof(e)) != RD_KAFKA_CONF_OK) {
+        snprintf(err, errlen, "kafka property %s: %s", k, e);
+        return -1;
+    }
+    return 0;
+}
+
+static int conf_props(rd_kafka_conf_t *conf, const struct cfg_props *pr, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < pr->n; i++)
+        if (conf_set(conf, pr->keys[i], pr->values[i], err, errlen) != 0)
+            return -1;
+    return 0;
+}
+
+int pub_open(const struct cfg *c, struct pub **out, char *err, size_t errlen)
+{
+    struct pub *p = calloc(1, sizeof(*p));
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char e[512], tmo[16];
+    size_t tlen = sizeof(tmo);
+    if (!p)
+        goto fail;
+    snprintf(tmo, sizeof(tmo), "%d", PUB_DEFAULT_TIMEOUT_MS);
+    /* Defaults first, so the operator's properties override them; the
+     * idempotence setting last, so nothing turns it off. */
+    if (conf_set(conf, "bootstrap.servers", c->kafka.brokers, err, errlen) != 0 ||
+        conf_set(conf, "message.timeout.ms", tmo, err, errlen) != 0 ||
+        conf_set(conf, "linger.ms", "5", err, errlen) != 0 ||
+        conf_props(conf, &c->kafka.properties, err, errlen) != 0 ||
+        conf_props(conf, &c->kafka.producer_properties, err, errlen) != 0 ||
+        conf_set(conf, "enable.idempotence", "true", err, errlen) != 0)
+        goto fail;
+    if (rd_kafka_conf_get(conf, "message.timeout.ms", tmo, &tlen) == RD_KAFKA_CONF_OK)
+        p->timeout_ms = atoi(tmo);
+    rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
+    rd_kafka_conf_set_error_cb(conf, on_error);
+    rd_kafka_conf_set_log_cb(conf, on_log);
+    rd_kafka_conf_set_opaque(conf, p);
+    p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, sizeof(e));
+    if (!p->rk) {
+        snprintf(err, errlen, "kafka producer: %s", e);
+        goto fail;
+    }
+    conf = NULL; /* owned by rk now */
+    p->topic = rd_kafka_topic_new(p->rk, c->kafka.topic, NULL);
+    if (!p->topic) {
+        snprintf(err, errlen, "kafka topic %s: %s", c->kafka.topic,
+                 rd_kafka_err2str(rd_kafka_last_error()));
+        goto fail;
+    }
+    if (pthread_create(&p->poller, NULL, poll_main, p) != 0) {
+        snprintf(err, errlen, "cannot start the kafka poll thread");
+        goto fail;
+    }
+    *out = p;
+    return 0;
+fail:
+    if (conf)
+        rd_kafka_conf_destroy(conf);
+    if (p && p->topic)
+        rd_kafka_topic_destroy(p->topic);
+    if (p && p->rk)
+        rd_kafka_destroy(p->rk);
+    free(p);
+    if (!p)
+        snprintf(err, errlen, "out of memory");
+    return -1;
+}
+
+void pub_close(struct pub *p, int timeout_ms)
+{
+    if (!p)
+        return;
+    /* kcat's order: flush, purge the rest so every ticket hears its fate,
+     * serve those reports, then destroy. */
+    if (rd_kafka_flush(p->rk, timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        log_warn("kafka: %d messages unsent after %d ms; purging", rd_kafka_outq_len(p->rk),
+                 timeout_ms);
+        rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+        rd_kafka_flush(p->rk, 1000);
+    }
+    atomic_store(&p->stop, 1);
+    pthread_join(p->poller, NULL);
+    rd_kafka_poll(p->rk, 0);
+    rd_kafka_topic_destroy(p->topic);
+    rd_kafka_destroy(p->rk);
+    free(p);
+}
+
+rd_kafka_resp_err_t pub_send(struct pub *p, int64_t user_id, const char *msg, size_t len,
+                             struct pub_ticket *t)
+{
+    char key[24];
+    int klen = snprintf(key, sizeof(key), "%" PRId64, user_id);
+    /* Key = user id: one user's orders land in one partition, in order, so
+     * one consumer serializes them. Copy: the caller's buffer is reused. */
+    if (rd_kafka_produce(p->topic, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY, (void *)msg, len,
+                         key, (size_t)klen, t) != 0)
+        return rd_kafka_last_error();
+    return RD_KAFKA_RESP_ERR_NO_ERROR;
+}
+
+void pub_purge(struct pub *p, int inflight)
+{
+    rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | (inflight ? RD_KAFKA_PURGE_F_INFLIGHT : 0));
+}
+
+int pub_ping(struct pub *p, int timeout_ms)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t e = rd_kafka_metadata(p->rk, 0, p->topic, &md, timeout_ms);
+    int ok = e == RD_KAFKA_RESP_ERR_NO_ERROR && md->topic_cnt == 1 && md->topics[0].err == 0;
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    return ok;
+}
+
+int pub_fatal(struct pub *p) { return atomic_load(&p->fatal); }
+int pub_timeout_ms(const struct pub *p) { return p->timeout_ms; }

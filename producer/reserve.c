@@ -1,0 +1,592 @@
+#include "reserve.h"
+
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "embed.h"
+#include "keys.h"
+#include "log.h"
+#include "order.h"
+#include "pmetrics.h"
+#include "rconn.h"
+#include "script.h"
+#include "util.h"
+
+/* Reservations per pipelined round trip. Larger batches only add latency
+ * for the first request of the batch. */
+#define RSV_BATCH 256
+
+/* A unit to give back that Redis could not take when it was due. */
+struct restore_job {
+    int64_t user_id, item_id, order_id, reserved_at_ms;
+    struct restore_job *next;
+};
+
+struct slot {
+    struct rsv_req *req;
+    char keys[KEYS_ITEM_PARTS][KEYS_MAX];
+    char user[24], oid[24], ts[24];
+    char msg[ORDER_MSG_MAX];
+    size_t msg_len;
+};
+
+struct rsv {
+    const struct cfg *cfg;
+    struct pub *pub;
+    struct oid_gen *gen;
+    redisContext *rc;
+    int redis_down;
+    int connect_attempt;
+    int64_t next_connect_ms;
+    struct script reserve, restore;
+
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct rsv_req *in_head, *in_tail; /* submitted, FIFO */
+    struct rsv_req *dr_head, *dr_tail; /* delivery reports, FIFO */
+    int stop;
+
+    struct restore_job *backlog;
+    struct slot slots[RSV_BATCH];
+};
+
+/* --- Redis connection --------------------------------------------------- */
+
+static void redis_down(struct rsv *r, const char *why)
+{
+    PM_INC(redis_errors);
+    if (r->rc) {
+        redisFree(r->rc);
+        r->rc = NULL;
+    }
+    if (!r->redis_down)
+        log_error("redis: %s; orders are refused (503) until it is back", why);
+    r->redis_down = 1;
+    PM_SET(redis_up, 0);
+}
+
+/* A usable connection with the scripts loaded, reconnecting with backoff. */
+static int redis_ok(struct rsv *r)
+{
+    char err[256];
+    int64_t now;
+    if (r->rc && !rconn_broken(r->rc))
+        return 1;
+    if (r->rc)
+        redis_down(r, r->rc->errstr[0] ? r->rc->errstr : "connection broken");
+    now = util_mono_ms();
+    if (now < r->next_connect_ms)
+        return 0;
+    if (rconn_open(r->cfg, &r->rc, err, sizeof(err)) != 0) {
+        r->rc = NULL;
+        r->next_connect_ms = now + util_backoff_ms(r->connect_attempt++, 50, 2000);
+        redis_down(r, err);
+        return 0;
+    }
+    if (script_load(r->rc, &r->reserve) != 0 || script_load(r->rc, &r->restore) != 0) {
+        r->next_connect_ms = now + util_backoff_ms(r->connect_attempt++, 50, 2000);
+        redis_down(r, "cannot load the scripts");
+        return 0;
+    }
+    if (r->redis_down)
+        log_notice("redis: connected again");
+    r->redis_down = 0;
+    r->connect_attempt = 0;
+    PM_SET(redis_up, 1);
+    return 1;
+}
+
+/* --- completing requests ------------------------------------------------ */
+
+static void finish(struct rsv_req *q, enum rsv_outcome o)
+{
+    q->outcome = o;
+    q->complete(q);
+}
+
+/* --- giving units back -------------------------------------------------- */
+
+static int item_keys(const struct rsv *r, int64_t item, char keys[][KEYS_MAX])
+{
+    for (int k = 0; k < KEYS_ITEM_PARTS; k++)
+        if (keys_item(keys[k], KEYS_MAX, r->cfg->redis.key_prefix, item, (enum keys_item_part)k) < 0)
+            return -1;
+    return 0;
+}
+
+static void backlog_add(struct rsv *r, const struct restore_job *j)
+{
+    struct restore_job *c = malloc(sizeof(*c));
+    if (!c) {
+        /* The reservation stays: the sweeper re-publishes it, so it is sold,
+         * not lost. */
+        log_error("out of memory keeping a give-back of order %" PRId64, j->order_id);
+        return;
+    }
+    *c = *j;
+    c->next = r->backlog;
+    r->backlog = c;
+}
+
+/* Give n units back in one round trip; what Redis cannot take now waits in
+ * the backlog for the next turn. */
+static void restore_many(struct rsv *r, const struct restore_job *jobs, size_t n)
+{
+    size_t i, sent = 0;
+    if (n == 0)
+        return;
+    if (!redis_ok(r))
+        goto later;
+    for (i = 0; i < n; i++) {
+        char keys[KEYS_ITEM_PARTS][KEYS_MAX], user[24], oid[24], ts[24];
+        const char *argv[7];
+        if (item_keys(r, jobs[i].item_id, keys) != 0)
+            break;
+        snprintf(user, sizeof(user), "%" PRId64, jobs[i].user_id);
+        snprintf(oid, sizeof(oid), "%" PRId64, jobs[i].order_id);
+        snprintf(ts, sizeof(ts), "%" PRId64, jobs[i].reserved_at_ms);
+        argv[0] = keys[0], argv[1] = keys[1], argv[2] = keys[2], argv[3] = keys[3];
+        argv[4] = user, argv[5] = oid, argv[6] = ts;
+        if (script_append(r->rc, &r->restore, 4, 3, argv, NULL) != 0)
+            break;
+        sent++;
+    }
+    PM_INC(redis_roundtrips);
+    for (i = 0; i < sent; i++) {
+        redisReply *rep = NULL;
+        if (redisGetReply(r->rc, (void **)&rep) != REDIS_OK) {
+            redis_down(r, r->rc->errstr);
+            break;
+        }
+        if (rep->type == REDIS_REPLY_INTEGER && rep->integer == 1)
+            PM_INC(restored);
+        else if (rep->type == REDIS_REPLY_INTEGER)
+            PM_INC(restore_kept);
+        else {
+            /* NOSCRIPT after a Redis restart, or an error reply: try again
+             * next turn with the script reloaded. */
+            PM_INC(redis_errors);
+            if (script_is_noscript(rep))
+                script_load(r->rc, &r->restore);
+            backlog_add(r, &jobs[i]);
+        }
+        freeReplyObject(rep);
+    }
+    jobs += i;
+    n -= i;
+later:
+    for (i = 0; i < n; i++)
+        backlog_add(r, &jobs[i]);
+}
+
+static void backlog_retry(struct rsv *r)
+{
+    struct restore_job *list = r->backlog, *next;
+    struct restore_job batch[64];
+    size_t n = 0;
+    if (!list || !redis_ok(r))
+        return;
+    r->backlog = NULL;
+    for (; list; list = next) {
+        next = list->next;
+        batch[n++] = *list;
+        free(list);
+        if (n == ARRAY_SIZE(batch)) {
+            restore_many(r, batch, n);
+            n = 0;
+        }
+    }
+    restore_many(r, batch, n);
+}
+
+/* --- publishing --------------------------------------------------------- */
+
+/* Poll thread: hand the report to the reserving thread, nothing more. */
+static void on_delivery(struct pub_ticket *t, rd_kafka_resp_err_t err, rd_kafka_msg_status_t status)
+{
+    struct rsv_req *q = (struct rsv_req *)t;
+    struct rsv *r = q->owner;
+    q->dr_err = err;
+    q->dr_status = status;
+    q->next = NULL;
+    pthread_mutex_lock(&r->mu);
+    if (r->dr_tail)
+        r->dr_tail->next = q;
+    else
+        r->dr_head = q;
+    r->dr_tail = q;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static struct restore_job job_of(const struct rsv_req *q)
+{
+    struct restore_job j = { q->user_id, q->item_id, q->order_id, q->reserved_at_ms, NULL };
+    return j;
+}
+
+/* Hand reserved orders to Kafka. One the local queue refuses is given back
+ * at once: it never left the process, so it cannot become an order. */
+static void publish(struct rsv *r, struct slot *slots, size_t n)
+{
+    struct restore_job jobs[RSV_BATCH];
+    struct rsv_req *refused[RSV_BATCH];
+    size_t nj = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct rsv_req *q = slots[i].req;
+        rd_kafka_resp_err_t e = pub_send(r->pub, q->user_id, slots[i].msg, slots[i].msg_len, &q->ticket);
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+            continue;
+        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            PM_INC(kafka_queue_full);
+        else
+            PM_INC(kafka_not_persisted);
+        refused[nj] = q;
+        jobs[nj++] = job_of(q);
+    }
+    restore_many(r, jobs, nj);
+    for (size_t i = 0; i < nj; i++)
+        finish(refused[i], RSV_UNAVAILABLE);
+}
+
+/* The connection broke after the scripts were sent: each of them may or may
+ * not have run. Ask Redis, once it answers again within the command timeout,
+ * whether each reservation exists: publish those that do, refuse the rest.
+ * If Redis stays away, refuse them all; a reservation that did happen is then
+ * published by the sweeper later (counted as ambiguous). */
+static void resolve_ambiguous(struct rsv *r, struct slot *slots, size_t n)
+{
+    struct slot *ok[RSV_BATCH];
+    size_t nok = 0, i, sent = 0;
+    int64_t end = util_mono_ms() + r->cfg->redis.command_timeout_ms;
+    int attempt = 0;
+    r->next_connect_ms = 0;
+    while (!redis_ok(r) && util_mono_ms() < end) {
+        util_sleep_ms(util_backoff_ms(attempt++, 20, 200));
+        r->next_connect_ms = 0;
+    }
+    if (rconn_broken(r->rc))
+        goto refuse;
+    for (i = 0; i < n; i++) {
+        if (redisAppendCommand(r->rc, "HEXISTS %s %s", slots[i].keys[KEYS_ITEM_PENDING],
+                               slots[i].oid) != REDIS_OK)
+            break;
+        sent++;
+    }
+    PM_INC(redis_roundtrips);
+    for (i = 0; i < sent; i++) {
+        redisReply *rep = NULL;
+        if (redisGetReply(r->rc, (void **)&rep) != REDIS_OK) {
+            redis_down(r, r->rc->errstr);
+            break;
+        }
+        if (rep->type == REDIS_REPLY_INTEGER && rep->integer == 1)
+            ok[nok++] = &slots[i];
+        else
+            finish(slots[i].req, RSV_UNAVAILABLE);
+        slots[i].req = NULL;
+        freeReplyObject(rep);
+    }
+    for (i = 0; i < nok; i++) {
+        PM_INC(reserved);
+        publish(r, ok[i], 1);
+    }
+refuse:
+    for (i = 0; i < n; i++)
+        if (slots[i].req) {
+            PM_INC(ambiguous);
+            finish(slots[i].req, RSV_UNAVAILABLE);
+            slots[i].req = NULL;
+        }
+}
+
+static int slot_fill(struct rsv *r, struct slot *s, struct rsv_req *q)
+{
+    struct order o;
+    int len;
+    s->req = q;
+    q->order_id = oid_next(r->gen);
+    if (q->order_id < 0) {
+        log_error("order ids: the block is used up and the next one has not arrived");
+        return -1;
+    }
+    q->reserved_at_ms = util_wall_ms();
+    o = (struct order){ q->order_id, q->user_id, q->item_id, 1, q->reserved_at_ms };
+    len = order_encode(&o, s->msg, sizeof(s->msg));
+    if (len < 0 || item_keys(r, q->item_id, s->keys) != 0)
+        return -1;
+    s->msg_len = (size_t)len;
+    snprintf(s->user, sizeof(s->user), "%" PRId64, q->user_id);
+    snprintf(s->oid, sizeof(s->oid), "%" PRId64, q->order_id);
+    snprintf(s->ts, sizeof(s->ts), "%" PRId64, q->reserved_at_ms);
+    return 0;
+}
+
+/* Run n reservation scripts in one round trip; retry is 1 for the second
+ * attempt after a NOSCRIPT. */
+static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int retry)
+{
+    struct slot *slots = r->slots;
+    struct slot *won[RSV_BATCH], *again[RSV_BATCH];
+    size_t nwon = 0, nagain = 0, m = 0, i, sent = 0;
+
+    if (!redis_ok(r)) {
+        for (i = 0; i < n; i++)
+            finish(reqs[i], RSV_UNAVAILABLE);
+        return;
+    }
+    /* Slots are reused by a retry: copy out the requests first. */
+    for (i = 0; i < n; i++) {
+        if (slot_fill(r, &slots[m], reqs[i]) != 0) {
+            finish(reqs[i], RSV_UNAVAILABLE);
+            continue;
+        }
+        m++;
+    }
+    for (i = 0; i < m; i++) {
+        struct slot *s = &slots[i];
+        const char *argv[8] = { s->keys[0], s->keys[1], s->keys[2], s->keys[3],
+                                s->user,    s->oid,     s->msg,     s->ts };
+        size_t argl[8];
+        for (int k = 0; k < 8; k++)
+            argl[k] = strlen(argv[k]);
+        argl[6] = s->msg_len;
+        if (script_append(r->rc, &r->reserve, 4, 4, argv, argl) != 0)
+            break;
+        sent++;
+    }
+    for (i = sent; i < m; i++)
+        finish(slots[i].req, RSV_UNAVAILABLE);
+    PM_INC(redis_roundtrips);
+    for (i = 0; i < sent; i++) {
+        redisReply *rep = NULL;
+        if (redisGetReply(r->rc, (void **)&rep) != REDIS_OK) {
+            redis_down(r, r->rc->errstr);
+            resolve_ambiguous(r, &slots[i], sent - i);
+            break;
+        }
+        if (rep->type == REDIS_REPLY_INTEGER) {
+            switch (rep->integer) {
+            case 1:
+                PM_INC(reserved);
+                won[nwon++] = &slots[i];
+                break;
+            case -1:
+                finish(slots[i].req, RSV_SOLD_OUT);
+                break;
+            case -2:
+                finish(slots[i].req, RSV_DUPLICATE);
+                break;
+            default:
+                finish(slots[i].req, RSV_UNKNOWN_ITEM);
+                break;
+            }
+        } else if (script_is_noscript(rep) && !retry) {
+            /* Redis restarted or its scripts were flushed: nothing ran. */
+            again[nagain++] = &slots[i];
+        } else {
+            /* An error reply (out of memory, a read-only replica): the
+             * script did not run. */
+            PM_INC(redis_errors);
+            log_debug("redis: reserve: %s", rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+            finish(slots[i].req, RSV_UNAVAILABLE);
+        }
+        freeReplyObject(rep);
+    }
+    /* Publish before retrying: the retry reuses the slots. */
+    for (i = 0; i < nwon; i++)
+        publish(r, won[i], 1);
+    if (nagain) {
+        struct rsv_req *q[RSV_BATCH];
+        for (i = 0; i < nagain; i++)
+            q[i] = again[i]->req;
+        if (r->rc && script_load(r->rc, &r->reserve) == 0) {
+            reserve_batch(r, q, nagain, 1);
+        } else {
+            for (i = 0; i < nagain; i++)
+                finish(q[i], RSV_UNAVAILABLE);
+        }
+    }
+}
+
+/* Delivery reports: accepted orders are marked published (so the sweeper
+ * leaves them alone) in one round trip; certain failures give the unit back;
+ * possible ones keep it for the sweeper, since it may already be in Kafka. */
+static void handle_reports(struct rsv *r, struct rsv_req *list)
+{
+    struct restore_job jobs[RSV_BATCH];
+    struct rsv_req *failed[RSV_BATCH];
+    size_t nj = 0, nmark = 0;
+    int conn = redis_ok(r);
+    while (list) {
+        struct rsv_req *q = list;
+        list = q->next;
+        if (q->dr_err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            if (conn) {
+                char key[KEYS_MAX], oid[24];
+                keys_item(key, sizeof(key), r->cfg->redis.key_prefix, q->item_id, KEYS_ITEM_UNPUB);
+                snprintf(oid, sizeof(oid), "%" PRId64, q->order_id);
+                if (redisAppendCommand(r->rc, "ZREM %s %s", key, oid) == REDIS_OK)
+                    nmark++;
+            }
+            finish(q, RSV_ACCEPTED);
+            continue;
+        }
+        if (q->dr_status == RD_KAFKA_MSG_STATUS_NOT_PERSISTED) {
+            PM_INC(kafka_not_persisted);
+            jobs[nj] = job_of(q);
+            failed[nj++] = q;
+        } else {
+            PM_INC(kafka_possibly_persisted);
+            log_debug("kafka: order %" PRId64 " possibly persisted (%s): kept for the sweeper",
+                      q->order_id, rd_kafka_err2name((rd_kafka_resp_err_t)q->dr_err));
+            finish(q, RSV_UNAVAILABLE);
+        }
+        if (nj == RSV_BATCH) {
+            restore_many(r, jobs, nj);
+            for (size_t i = 0; i < nj; i++)
+                finish(failed[i], RSV_UNAVAILABLE);
+            nj = 0;
+        }
+    }
+    if (nmark) {
+        /* Best effort: a mark that does not arrive only means one harmless
+         * re-publish by the sweeper. */
+        PM_INC(redis_roundtrips);
+        for (size_t i = 0; i < nmark; i++) {
+            redisReply *rep = NULL;
+            if (redisGetReply(r->rc, (void **)&rep) != REDIS_OK) {
+                redis_down(r, r->rc->errstr);
+                break;
+            }
+            freeReplyObject(rep);
+        }
+    }
+    restore_many(r, jobs, nj);
+    for (size_t i = 0; i < nj; i++)
+        finish(failed[i], RSV_UNAVAILABLE);
+}
+
+/* --- the thread --------------------------------------------------------- */
+
+static void *rsv_main(void *arg)
+{
+    struct rsv *r = arg;
+    daemon_signals_block_thread();
+    for (;;) {
+        struct rsv_req *in, *dr;
+        int stop;
+        pthread_mutex_lock(&r->mu);
+        if (!r->in_head && !r->dr_head && !r->stop) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100 * 1000000L; /* wake for the backlog now and then */
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+        }
+        in = r->in_head;
+        dr = r->dr_head;
+        r->in_head = r->in_tail = NULL;
+        r->dr_head = r->dr_tail = NULL;
+        stop = r->stop;
+        pthread_mutex_unlock(&r->mu);
+
+        if (dr)
+            handle_reports(r, dr);
+        while (in) {
+            struct rsv_req *batch[RSV_BATCH];
+            size_t n = 0;
+            while (in && n < RSV_BATCH) {
+                batch[n++] = in;
+                in = in->next;
+            }
+            reserve_batch(r, batch, n, 0);
+        }
+        backlog_retry(r);
+        if (stop && !dr && !in)
+            break;
+    }
+    return NULL;
+}
+
+int rsv_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct rsv **out,
+              char *err, size_t errlen)
+{
+    struct rsv *r = calloc(1, sizeof(*r));
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    r->cfg = c;
+    r->pub = p;
+    r->gen = gen;
+    r->reserve = (struct script)SCRIPT_INIT("reserve", embed_reserve);
+    r->restore = (struct script)SCRIPT_INIT("restore", embed_restore);
+    if (rconn_open(c, &r->rc, err, errlen) != 0)
+        goto fail;
+    if (script_load(r->rc, &r->reserve) != 0 || script_load(r->rc, &r->restore) != 0) {
+        snprintf(err, errlen, "redis: cannot load the reservation scripts");
+        goto fail;
+    }
+    PM_SET(redis_up, 1);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    if (pthread_create(&r->thread, NULL, rsv_main, r) != 0) {
+        snprintf(err, errlen, "cannot start the reserving thread");
+        goto fail;
+    }
+    *out = r;
+    return 0;
+fail:
+    if (r->rc)
+        redisFree(r->rc);
+    free(r);
+    return -1;
+}
+
+void rsv_submit(struct rsv *r, struct rsv_req *req)
+{
+    req->owner = r;
+    req->ticket.done = on_delivery;
+    req->next = NULL;
+    pthread_mutex_lock(&r->mu);
+    if (r->in_tail)
+        r->in_tail->next = req;
+    else
+        r->in_head = req;
+    r->in_tail = req;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void rsv_stop(struct rsv *r)
+{
+    struct restore_job *j, *next;
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->stop = 1;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->thread, NULL);
+    for (j = r->backlog; j; j = next) {
+        next = j->next;
+        log_warn("order %" PRId64 ": give-back not done before exit; the sweeper will publish it",
+                 j->order_id);
+        free(j);
+    }
+    if (r->rc)
+        redisFree(r->rc);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}

@@ -1,0 +1,33 @@
+/* sweep: re-publish reservations Kafka never acknowledged.
+ *
+ * A reservation stays "unpublished" when the producer crashed between the
+ * script and the delivery report, or the report was ambiguous. After an age
+ * the sweeper claims it (restore.lua then refuses to give its unit back) and
+ * publishes it again. Publishing twice is safe: the consumer's insert is
+ * idempotent on order_id. Runs inside the producer and as `seckillctl sweep`. */
+#ifndef SECKILL_SWEEP_H
+#define SECKILL_SWEEP_H
+
+#include <hiredis/hiredis.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cfg.h"
+#include "publish.h"
+
+struct sweep_stats {
+    int64_t items;        /* items with a sale loaded */
+    int64_t pending;      /* reservations not yet persisted */
+    int64_t unpublished;  /* of which not yet acknowledged by Kafka */
+    int64_t claimed;      /* older than the age: claimed for re-publishing */
+    int64_t republished;  /* acknowledged by Kafka this pass */
+    int64_t failed;       /* claimed but not acknowledged (retried after the age) */
+};
+
+/* One pass over every item, waiting for the delivery reports of what it
+ * re-publishes (at most message.timeout.ms). 0, or -1 with err set (Redis
+ * failed; what was done is in *out). */
+int sweep_once(const struct cfg *c, redisContext *rc, struct pub *p, int64_t age_ms,
+               struct sweep_stats *out, char *err, size_t errlen);
+
+#endif
