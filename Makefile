@@ -80,7 +80,7 @@ $(BUILD)/seckill-producer: $(BUILD)/obj/producer/main.o $(PROD_LIB) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 $(BUILD)/seckill-consumer: $(BUILD)/obj/consumer/main.o $(CONS_LIB) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
-$(BUILD)/seckillctl: $(BUILD)/obj/ctl/seckillctl.o $(LIB)
+$(BUILD)/seckillctl: $(BUILD)/obj/ctl/seckillctl.o $(CTL_OBJ) $(PROD_LIB) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 tests: $(TEST_BINS)

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "item.h"
 #include "lockcmd.h"
+#include "sweepcmd.h"
 
 static const char usage[] =
     "COMMAND ...\n"
@@ -14,6 +15,8 @@ static const char usage[] =
     "  lock run --name NAME [--ttl-ms N] [--wait-ms N] -- CMD [ARGS...]\n"
     "                                                run CMD holding a distributed lock\n"
     "  lock show NAME                                show a lock's holder, lease and fence\n"
+    "  sweep [--age-ms N]                            re-publish reservations Kafka never\n"
+    "                                                acknowledged, older than N ms\n"
     "  config show                                   print the effective configuration\n";
 
 int main(int argc, char **argv)
@@ -35,6 +38,8 @@ int main(int argc, char **argv)
         ret = item_cmd(&c, sub_argc, sub_argv);
     } else if (strcmp(sub_argv[0], "lock") == 0) {
         ret = lockcmd(&c, sub_argc, sub_argv);
+    } else if (strcmp(sub_argv[0], "sweep") == 0) {
+        ret = sweepcmd(&c, sub_argc, sub_argv);
     } else if (strcmp(sub_argv[0], "config") == 0 && sub_argc == 2 && strcmp(sub_argv[1], "show") == 0) {
         cfg_dump(&c, stdout);
         ret = 0;

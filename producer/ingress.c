@@ -199,8 +199,11 @@ static enum MHD_Result on_headers(struct ingress *g, struct MHD_Connection *conn
         PM_INC(req_not_found);
         return respond(g, conn, MHD_HTTP_NOT_FOUND, "{\"status\":\"not_found\"}", 0);
     }
-    if (strcmp(method, "POST") != 0)
-        return bad_request(g, conn, "use POST", t0);
+    if (strcmp(method, "POST") != 0) {
+        PM_INC(req_bad_request);
+        return respond(g, conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+                       "{\"status\":\"bad_request\",\"error\":\"use POST\"}", t0);
+    }
     ctype = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (!req_content_type_ok(ctype))
         return bad_request(g, conn, "content type must be application/json", t0);

@@ -231,28 +231,22 @@ static struct restore_job job_of(const struct rsv_req *q)
     return j;
 }
 
-/* Hand reserved orders to Kafka. One the local queue refuses is given back
+/* Hand a reserved order to Kafka. One the local queue refuses is given back
  * at once: it never left the process, so it cannot become an order. */
-static void publish(struct rsv *r, struct slot *slots, size_t n)
+static void publish(struct rsv *r, struct slot *s)
 {
-    struct restore_job jobs[RSV_BATCH];
-    struct rsv_req *refused[RSV_BATCH];
-    size_t nj = 0;
-    for (size_t i = 0; i < n; i++) {
-        struct rsv_req *q = slots[i].req;
-        rd_kafka_resp_err_t e = pub_send(r->pub, q->user_id, slots[i].msg, slots[i].msg_len, &q->ticket);
-        if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
-            continue;
-        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
-            PM_INC(kafka_queue_full);
-        else
-            PM_INC(kafka_not_persisted);
-        refused[nj] = q;
-        jobs[nj++] = job_of(q);
-    }
-    restore_many(r, jobs, nj);
-    for (size_t i = 0; i < nj; i++)
-        finish(refused[i], RSV_UNAVAILABLE);
+    struct rsv_req *q = s->req;
+    struct restore_job j;
+    rd_kafka_resp_err_t e = pub_send(r->pub, q->user_id, s->msg, s->msg_len, &q->ticket);
+    if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+        return;
+    if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+        PM_INC(kafka_queue_full);
+    else
+        PM_INC(kafka_not_persisted);
+    j = job_of(q);
+    restore_many(r, &j, 1);
+    finish(q, RSV_UNAVAILABLE);
 }
 
 /* The connection broke after the scripts were sent: each of them may or may
@@ -295,7 +289,7 @@ static void resolve_ambiguous(struct rsv *r, struct slot *slots, size_t n)
     }
     for (i = 0; i < nok; i++) {
         PM_INC(reserved);
-        publish(r, ok[i], 1);
+        publish(r, ok[i]);
     }
 refuse:
     for (i = 0; i < n; i++)
@@ -401,7 +395,7 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int re
     }
     /* Publish before retrying: the retry reuses the slots. */
     for (i = 0; i < nwon; i++)
-        publish(r, won[i], 1);
+        publish(r, won[i]);
     if (nagain) {
         struct rsv_req *q[RSV_BATCH];
         for (i = 0; i < nagain; i++)

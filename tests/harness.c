@@ -6,6 +6,10 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -149,10 +153,31 @@ void harness_bin(const char *name, char *out, size_t len)
     assert_int_equal(access(out, X_OK), 0);
 }
 
+/* Every child started, so that a failed test leaves no daemon behind. */
+static pid_t spawned[64];
+static size_t nspawned;
+
+static void kill_spawned(void)
+{
+    for (size_t i = 0; i < nspawned; i++)
+        if (spawned[i] > 0 && kill(spawned[i], 0) == 0) {
+            kill(spawned[i], SIGKILL);
+            waitpid(spawned[i], NULL, 0);
+        }
+    nspawned = 0;
+}
+
 pid_t harness_spawn(char *const argv[], const char *logpath)
 {
-    pid_t pid = fork();
+    static bool registered;
+    pid_t pid;
+    if (!registered)
+        atexit(kill_spawned);
+    registered = true;
+    pid = fork();
     assert_true(pid >= 0);
+    if (pid > 0 && nspawned < ARRAY_SIZE(spawned))
+        spawned[nspawned++] = pid;
     if (pid == 0) {
         if (logpath) {
             int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -171,18 +196,92 @@ pid_t harness_spawn(char *const argv[], const char *logpath)
 int harness_wait_exit(pid_t pid, int timeout_ms)
 {
     int64_t end = util_mono_ms() + timeout_ms;
+    bool timed_out = false;
     int st;
     for (;;) {
         pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid)
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         if (r < 0)
             return -1;
-        if (util_mono_ms() >= end) {
+        if (r == pid)
+            break;
+        if (!timed_out && util_mono_ms() >= end) {
             kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            return -1;
+            timed_out = true;
         }
         util_sleep_ms(10);
     }
+    for (size_t i = 0; i < nspawned; i++)
+        if (spawned[i] == pid)
+            spawned[i] = 0; /* reaped: the pid may be reused */
+    if (timed_out)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int connect_local(int port)
+{
+    struct sockaddr_in sa = { 0 };
+    struct timeval tv = { 15, 0 };
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int harness_http(int port, const char *method, const char *path, const char *ctype,
+                 const char *body, char *resp, size_t resplen)
+{
+    char head[1024], buf[16384];
+    size_t blen = body ? strlen(body) : 0, got = 0;
+    int fd = connect_local(port), n, status = -1;
+    if (resp && resplen)
+        resp[0] = 0;
+    if (fd < 0)
+        return -1;
+    n = snprintf(head, sizeof(head),
+                 "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s%s"
+                 "Content-Length: %zu\r\n\r\n",
+                 method, path, ctype ? "Content-Type: " : "", ctype ? ctype : "", ctype ? "\r\n" : "",
+                 blen);
+    if (write(fd, head, (size_t)n) != n || (blen && write(fd, body, blen) != (ssize_t)blen))
+        goto out;
+    while (got < sizeof(buf) - 1) {
+        ssize_t r = read(fd, buf + got, sizeof(buf) - 1 - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    buf[got] = 0;
+    if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
+        status = -1;
+    if (resp && resplen) {
+        const char *b = strstr(buf, "\r\n\r\n");
+        snprintf(resp, resplen, "%s", b ? b + 4 : "");
+    }
+out:
+    close(fd);
+    return status;
+}
+
+int harness_free_port(void)
+{
+    struct sockaddr_in sa = { 0 };
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+    assert_true(fd >= 0);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
 }

@@ -70,4 +70,12 @@ pid_t harness_spawn(char *const argv[], const char *logpath);
  * signal N ended it, or -1 on timeout (it is then killed with SIGKILL). */
 int harness_wait_exit(pid_t pid, int timeout_ms);
 
+/* One HTTP/1.1 request to 127.0.0.1:port on a fresh connection (Connection:
+ * close). ctype and body may be NULL. Returns the status code, or -1 when
+ * the exchange failed; the response body (truncated) goes into resp. */
+int harness_http(int port, const char *method, const char *path, const char *ctype,
+                 const char *body, char *resp, size_t resplen);
+/* A TCP port on 127.0.0.1 that was free a moment ago. */
+int harness_free_port(void);
+
 #endif

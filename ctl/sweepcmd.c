@@ -1,0 +1,51 @@
+#include "sweepcmd.h"
+
+#include <getopt.h>
+#include <stdio.h>
+
+#include "rconn.h"
+#include "sweep.h"
+#include "util.h"
+
+int sweepcmd(const struct cfg *c, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "age-ms", required_argument, NULL, 'a' },
+        { NULL, 0, NULL, 0 },
+    };
+    int64_t age = c->producer.sweep_age_ms;
+    struct sweep_stats st;
+    struct pub *p = NULL;
+    redisContext *rc = NULL;
+    char err[512];
+    int o, ret = 1;
+    optind = 1;
+    while ((o = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+        if (o != 'a' || util_parse_i64(optarg, 0, 86400000, &age) != 0) {
+            fprintf(stderr, "usage: seckillctl sweep [--age-ms N]   (N in 0..86400000)\n");
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "seckillctl: sweep: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (rconn_open(c, &rc, err, sizeof(err)) != 0 || pub_open(c, &p, err, sizeof(err)) != 0) {
+        fprintf(stderr, "seckillctl: %s\n", err);
+        goto fail;
+    }
+    if (sweep_once(c, rc, p, age, &st, err, sizeof(err)) != 0) {
+        fprintf(stderr, "seckillctl: sweep: %s\n", err);
+        goto fail;
+    }
+    printf("items %lld  pending %lld  unpublished %lld  older than %lld ms: claimed %lld, "
+           "re-published %lld, failed %lld\n",
+           (long long)st.items, (long long)st.pending, (long long)st.unpublished, (long long)age,
+           (long long)st.claimed, (long long)st.republished, (long long)st.failed);
+    ret = st.failed ? 1 : 0;
+fail:
+    pub_close(p, 5000);
+    if (rc)
+        redisFree(rc);
+    return ret;
+}
