@@ -90,37 +90,45 @@ static enum MHD_Result unavailable(struct ingress *g, struct MHD_Connection *con
     return respond(g, conn, MHD_HTTP_SERVICE_UNAVAILABLE, "{\"status\":\"unavailable\"}", t0_us);
 }
 
-/* Reserving thread: the outcome is final. */
+/* Reserving thread: the outcome is final. It is counted here, not when the
+ * answer is sent: a client that hung up meanwhile is never asked again by
+ * MHD, and its request must still leave the in-flight count. */
 static void on_complete(struct rsv_req *rr)
 {
     struct ing_req *q = (struct ing_req *)rr;
+    struct ingress *g = q->g;
+    switch (rr->outcome) {
+    case RSV_ACCEPTED: PM_INC(req_accepted); break;
+    case RSV_DUPLICATE: PM_INC(req_duplicate); break;
+    case RSV_SOLD_OUT: PM_INC(req_sold_out); break;
+    case RSV_UNKNOWN_ITEM: PM_INC(req_unknown_item); break;
+    default: PM_INC(req_unavailable); break;
+    }
     atomic_store(&q->state, REQ_DONE);
+    atomic_fetch_sub(&g->inflight, 1);
+    PM_ADD(inflight, -1);
+    /* The last touch of q: once resumed, the HTTP thread may free it. */
     MHD_resume_connection(q->conn);
 }
 
 static enum MHD_Result answer(struct ingress *g, struct ing_req *q)
 {
     char body[96];
-    atomic_fetch_sub(&g->inflight, 1);
-    PM_ADD(inflight, -1);
     switch (q->rr.outcome) {
     case RSV_ACCEPTED:
-        PM_INC(req_accepted);
         snprintf(body, sizeof(body), "{\"status\":\"accepted\",\"order_id\":\"%" PRId64 "\"}",
                  q->rr.order_id);
         return respond(g, q->conn, MHD_HTTP_ACCEPTED, body, q->t0_us);
     case RSV_DUPLICATE:
-        PM_INC(req_duplicate);
         return respond(g, q->conn, MHD_HTTP_CONFLICT, "{\"status\":\"duplicate\"}", q->t0_us);
     case RSV_SOLD_OUT:
-        PM_INC(req_sold_out);
         return respond(g, q->conn, MHD_HTTP_GONE, "{\"status\":\"sold_out\"}", q->t0_us);
     case RSV_UNKNOWN_ITEM:
-        PM_INC(req_unknown_item);
         return respond(g, q->conn, MHD_HTTP_NOT_FOUND, "{\"status\":\"unknown_item\"}", q->t0_us);
     case RSV_UNAVAILABLE:
     default:
-        return unavailable(g, q->conn, q->t0_us);
+        return respond(g, q->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "{\"status\":\"unavailable\"}",
+                       q->t0_us);
     }
 }
 

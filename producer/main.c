@@ -62,9 +62,17 @@ static void drain(const struct cfg *c, struct ingress *g, struct pub *p)
     if (ing_inflight(g) > 0) {
         log_warn("drain deadline passed with %ld requests in flight; purging", ing_inflight(g));
         pub_purge(p, 1);
-        /* Purged messages are reported at once; wait for their answers. */
-        while (ing_inflight(g) > 0)
+        /* Purged messages are reported at once; their answers follow. */
+        end = util_mono_ms() + 5000;
+        while (ing_inflight(g) > 0 && util_mono_ms() < end)
             util_sleep_ms(10);
+        if (ing_inflight(g) > 0) {
+            /* Tearing down with suspended connections is not safe; what is
+             * unanswered is in Redis, and the sweeper publishes it. */
+            log_error("%ld requests still unanswered; exiting, their reservations are left to "
+                      "the sweeper", ing_inflight(g));
+            _exit(1);
+        }
     }
 }
 
