@@ -311,7 +311,8 @@ int ing_start(const struct cfg *c, struct rsv *r, struct ing_health *h, struct i
      * beyond the per-connection memory are refused, connections beyond the
      * cap are not accepted. */
     g->mhd = MHD_start_daemon(
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL,
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | MHD_USE_TURBO, 0,
+        NULL,
         NULL, on_request, g, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
         MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)c->producer.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,

@@ -35,6 +35,12 @@ struct slot {
     size_t msg_len;
 };
 
+/* An order acknowledged by Kafka, to be marked published. */
+struct mark {
+    int64_t item_id;
+    char oid[ORDER_ID_STR_MAX];
+};
+
 struct rsv {
     const struct cfg *cfg;
     struct pub *pub;
@@ -54,6 +60,8 @@ struct rsv {
 
     struct restore_job *backlog;
     struct slot slots[RSV_BATCH];
+    struct mark marks[RSV_BATCH];
+    size_t nmarks;
 };
 
 /* --- Redis connection --------------------------------------------------- */
@@ -409,27 +417,66 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int re
     }
 }
 
-/* Delivery reports: accepted orders are marked published (so the sweeper
- * leaves them alone) in one round trip; certain failures give the unit back;
- * possible ones keep it for the sweeper, since it may already be in Kafka. */
+static int mark_cmp(const void *a, const void *b)
+{
+    const struct mark *x = a, *y = b;
+    return (x->item_id > y->item_id) - (x->item_id < y->item_id);
+}
+
+/* Mark the collected orders published: one ZREM per item with all its order
+ * ids, all in one round trip. Best effort: a mark that does not arrive only
+ * means one harmless re-publish by the sweeper. */
+static void marks_flush(struct rsv *r)
+{
+    const char *argv[RSV_BATCH + 2];
+    char keys[RSV_BATCH][KEYS_MAX];
+    size_t i = 0, ncmd = 0, n = r->nmarks;
+    r->nmarks = 0;
+    if (n == 0 || !redis_ok(r))
+        return;
+    qsort(r->marks, n, sizeof(r->marks[0]), mark_cmp);
+    while (i < n) {
+        size_t j = i, argc = 2;
+        keys_item(keys[ncmd], KEYS_MAX, r->cfg->redis.key_prefix, r->marks[i].item_id, KEYS_ITEM_UNPUB);
+        argv[0] = "ZREM";
+        argv[1] = keys[ncmd];
+        for (; j < n && r->marks[j].item_id == r->marks[i].item_id; j++)
+            argv[argc++] = r->marks[j].oid;
+        if (redisAppendCommandArgv(r->rc, (int)argc, argv, NULL) != REDIS_OK)
+            break;
+        ncmd++;
+        i = j;
+    }
+    PM_INC(redis_roundtrips);
+    for (i = 0; i < ncmd; i++) {
+        redisReply *rep = NULL;
+        if (redisGetReply(r->rc, (void **)&rep) != REDIS_OK) {
+            redis_down(r, r->rc->errstr);
+            return;
+        }
+        freeReplyObject(rep);
+    }
+}
+
+/* Delivery reports: accepted orders are answered at once and marked
+ * published (so the sweeper leaves them alone); certain failures give the
+ * unit back; possible ones keep it for the sweeper, since it may already be
+ * in Kafka. */
 static void handle_reports(struct rsv *r, struct rsv_req *list)
 {
     struct restore_job jobs[RSV_BATCH];
     struct rsv_req *failed[RSV_BATCH];
-    size_t nj = 0, nmark = 0;
-    int conn = redis_ok(r);
+    size_t nj = 0;
     while (list) {
         struct rsv_req *q = list;
         list = q->next;
         if (q->dr_err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-            if (conn) {
-                char key[KEYS_MAX], oid[24];
-                keys_item(key, sizeof(key), r->cfg->redis.key_prefix, q->item_id, KEYS_ITEM_UNPUB);
-                snprintf(oid, sizeof(oid), "%" PRId64, q->order_id);
-                if (redisAppendCommand(r->rc, "ZREM %s %s", key, oid) == REDIS_OK)
-                    nmark++;
-            }
+            struct mark *m = &r->marks[r->nmarks++];
+            m->item_id = q->item_id;
+            snprintf(m->oid, sizeof(m->oid), "%" PRId64, q->order_id);
             finish(q, RSV_ACCEPTED);
+            if (r->nmarks == RSV_BATCH)
+                marks_flush(r);
             continue;
         }
         if (q->dr_status == RD_KAFKA_MSG_STATUS_NOT_PERSISTED) {
@@ -449,19 +496,7 @@ static void handle_reports(struct rsv *r, struct rsv_req *list)
             nj = 0;
         }
     }
-    if (nmark) {
-        /* Best effort: a mark that does not arrive only means one harmless
-         * re-publish by the sweeper. */
-        PM_INC(redis_roundtrips);
-        for (size_t i = 0; i < nmark; i++) {
-            redisReply *rep = NULL;
-            if (redisGetReply(r->rc, (void **)&rep) != REDIS_OK) {
-                redis_down(r, r->rc->errstr);
-                break;
-            }
-            freeReplyObject(rep);
-        }
-    }
+    marks_flush(r);
     restore_many(r, jobs, nj);
     for (size_t i = 0; i < nj; i++)
         finish(failed[i], RSV_UNAVAILABLE);
