@@ -1,21 +1,114 @@
 /* seckill-consumer: Kafka consumer group -> per-user lock -> PostgreSQL. */
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "cfg.h"
 #include "cli.h"
+#include "cmetrics.h"
+#include "daemon.h"
+#include "httpd.h"
+#include "log.h"
+#include "pipeline.h"
+#include "util.h"
+
+static int on_http(const char *path, struct mbuf *body, void *arg)
+{
+    struct pipe *p = arg;
+    if (strcmp(path, "/metrics") == 0) {
+        cm_render(body);
+        return 200;
+    }
+    if (strcmp(path, "/healthz") == 0) {
+        int ok = pipe_healthy(p);
+        mbuf_printf(body, "{\"status\":\"%s\",\"kafka\":%s,\"postgres\":%s,\"redis\":%s,\"paused\":%s}\n",
+                    ok ? "ok" : "degraded", pipe_fatal(p) ? "false" : "true",
+                    CM_GET(pg_down) == 0 ? "true" : "false", CM_GET(redis_down) == 0 ? "true" : "false",
+                    CM_GET(paused) ? "true" : "false");
+        return ok ? 200 : 503;
+    }
+    mbuf_printf(body, "{\"status\":\"not_found\"}\n");
+    return 404;
+}
 
 int main(int argc, char **argv)
 {
     struct cli cli = { .prog = "seckill-consumer", .usage = "" };
     struct cfg c;
-    int ret = cli_parse(&cli, argc, argv);
+    struct pipe *p = NULL;
+    struct httpd *h = NULL;
+    sigset_t block, old;
+    char err[1024];
+    int ret = cli_parse(&cli, argc, argv), fatal = 0, drained;
     if (ret >= 0)
         return ret;
     if ((ret = cli_load(&cli, &c)) >= 0)
         return ret;
-    /* The consumer pipeline arrives with issue #5; until then the binary
-     * validates its configuration and says plainly that it cannot run. */
-    fprintf(stderr, "seckill-consumer: the consumer pipeline is not part of this build yet\n");
+    if (daemon_signals_install() != 0) {
+        log_error("cannot install signal handlers");
+        cfg_free(&c);
+        return 1;
+    }
+    cm_init();
+    /* Threads started by the libraries (librdkafka, the lock watchdogs,
+     * libmicrohttpd) inherit this mask: only the main loop takes signals. */
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    /* A service that is down at start is waited for, with backoff, logging
+     * the first failure and the recovery only; a stop signal ends the wait. */
+    for (int attempt = 0; pipe_open(&c, &p, err, sizeof(err)) != 0; attempt++) {
+        if (attempt == 0)
+            log_error("cannot start yet: %s; retrying", err);
+        daemon_notify("STATUS=waiting: %s", err);
+        /* Signals are blocked here: look at them without taking them. */
+        sigset_t pending;
+        if (sigpending(&pending) == 0 &&
+            (sigismember(&pending, SIGTERM) || sigismember(&pending, SIGINT))) {
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            log_notice("stopped before start");
+            cfg_free(&c);
+            return 0;
+        }
+        util_sleep_ms(util_backoff_ms(attempt < 10 ? attempt : 10, 100, 5000) + 100);
+    }
+    if (httpd_start(c.consumer.metrics_listen, c.consumer.metrics_port, on_http, p, &h, err, sizeof(err)) != 0) {
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        log_error("metrics endpoint: %s", err);
+        pipe_close(p);
+        cfg_free(&c);
+        return 1;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+
+    log_notice("consuming %s as group %s with %d workers", c.kafka.topic, c.consumer.group_id, c.consumer.workers);
+    daemon_notify("READY=1\nSTATUS=consuming %s", c.kafka.topic);
+    while (daemon_stop_signals == 0) {
+        if (daemon_reload_signal) {
+            daemon_reload_signal = 0;
+            daemon_reload(cli.config, &c);
+        }
+        if (pipe_poll(p, 100) != 0) {
+            fatal = 1;
+            break;
+        }
+        daemon_watchdog();
+    }
+
+    daemon_notify("STOPPING=1\nSTATUS=finishing in-flight orders");
+    drained = pipe_drain(p, CFG_GET(c.consumer.drain_timeout_ms), &daemon_stop_signals);
+    if (drained < 0) {
+        /* A second signal: the operator wants out now. Nothing unsettled
+         * was stored, so what is lost here is only time. */
+        log_warn("second stop signal: exiting without finishing");
+        _exit(1);
+    }
+    httpd_stop(h);
+    pipe_close(p);
+    log_notice("stopped");
     cfg_free(&c);
-    return 1;
+    return fatal ? 1 : 0;
 }

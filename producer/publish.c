@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "kconf.h"
 #include "log.h"
 
 struct pub {
@@ -42,15 +43,6 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
     log_warn("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 
-static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-    (void)rk;
-    /* librdkafka uses syslog levels too. */
-    log_msg(level <= 3 ? LOG_LVL_ERROR : level == 4 ? LOG_LVL_WARNING
-            : level == 5 ? LOG_LVL_NOTICE : level == 6 ? LOG_LVL_INFO : LOG_LVL_DEBUG,
-            "kafka: %s: %s", fac, buf);
-}
-
 static void *poll_main(void *arg)
 {
     struct pub *p = arg;
@@ -60,47 +52,27 @@ static void *poll_main(void *arg)
     return NULL;
 }
 
-static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err, size_t errlen)
-{
-    char e[256];
-    if (rd_kafka_conf_set(conf, k, v, e, sizeof(e)) != RD_KAFKA_CONF_OK) {
-        snprintf(err, errlen, "kafka property %s: %s", k, e);
-        return -1;
-    }
-    return 0;
-}
-
-static int conf_props(rd_kafka_conf_t *conf, const struct cfg_props *pr, char *err, size_t errlen)
-{
-    for (size_t i = 0; i < pr->n; i++)
-        if (conf_set(conf, pr->keys[i], pr->values[i], err, errlen) != 0)
-            return -1;
-    return 0;
-}
-
 int pub_open(const struct cfg *c, struct pub **out, char *err, size_t errlen)
 {
     struct pub *p = calloc(1, sizeof(*p));
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_t *conf = NULL;
     char e[512], tmo[16];
     size_t tlen = sizeof(tmo);
-    if (!p)
-        goto fail;
+    const char *defaults[] = { "message.timeout.ms", tmo, "linger.ms", "5", NULL };
+    if (!p) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     snprintf(tmo, sizeof(tmo), "%d", PUB_DEFAULT_TIMEOUT_MS);
     /* Defaults first, so the operator's properties override them; the
      * idempotence setting last, so nothing turns it off. */
-    if (conf_set(conf, "bootstrap.servers", c->kafka.brokers, err, errlen) != 0 ||
-        conf_set(conf, "message.timeout.ms", tmo, err, errlen) != 0 ||
-        conf_set(conf, "linger.ms", "5", err, errlen) != 0 ||
-        conf_props(conf, &c->kafka.properties, err, errlen) != 0 ||
-        conf_props(conf, &c->kafka.producer_properties, err, errlen) != 0 ||
-        conf_set(conf, "enable.idempotence", "true", err, errlen) != 0)
+    if (!(conf = kconf_new(c, &c->kafka.producer_properties, defaults, err, errlen)) ||
+        kconf_set(conf, "enable.idempotence", "true", err, errlen) != 0)
         goto fail;
     if (rd_kafka_conf_get(conf, "message.timeout.ms", tmo, &tlen) == RD_KAFKA_CONF_OK)
         p->timeout_ms = atoi(tmo);
     rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
     rd_kafka_conf_set_error_cb(conf, on_error);
-    rd_kafka_conf_set_log_cb(conf, on_log);
     rd_kafka_conf_set_opaque(conf, p);
     p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, sizeof(e));
     if (!p->rk) {
@@ -123,13 +95,11 @@ int pub_open(const struct cfg *c, struct pub **out, char *err, size_t errlen)
 fail:
     if (conf)
         rd_kafka_conf_destroy(conf);
-    if (p && p->topic)
+    if (p->topic)
         rd_kafka_topic_destroy(p->topic);
-    if (p && p->rk)
+    if (p->rk)
         rd_kafka_destroy(p->rk);
     free(p);
-    if (!p)
-        snprintf(err, errlen, "out of memory");
     return -1;
 }
 

@@ -147,10 +147,25 @@ static void test_producer(void **state)
     cfg_free(&c);
 }
 
+static void test_consumer(void **state)
+{
+    (void)state;
+    struct cfg c;
+    char group[64];
+    harness_cfg(&c);
+    c.consumer.metrics_port = harness_free_port();
+    snprintf(group, sizeof(group), "seckill-test-notify-%d", (int)getpid());
+    free(c.consumer.group_id);
+    c.consumer.group_id = strdup(group);
+    lifecycle("seckill-consumer", &c);
+    cfg_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_producer),
+        cmocka_unit_test(test_consumer),
     };
     return cmocka_run_group_tests_name("notify", tests, NULL, NULL);
 }

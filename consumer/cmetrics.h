@@ -1,0 +1,95 @@
+/* cmetrics: the consumer's metrics, declared once and rendered from the
+ * declaration (twemproxy style). Counters and gauges are atomics updated by
+ * whichever thread sees the event; the HTTP thread only reads them. */
+#ifndef SECKILL_CMETRICS_H
+#define SECKILL_CMETRICS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "metrics.h"
+
+/* X(member, name, labels, type, help). Entries of one family are adjacent. */
+#define CM_METRICS(X)                                                                              \
+    X(consumed, "seckill_consumer_consumed_total", "", "counter",                                  \
+      "Messages received from the orders topic")                                                   \
+    X(persisted, "seckill_consumer_persisted_total", "", "counter",                                \
+      "Orders inserted into PostgreSQL")                                                           \
+    X(duplicates, "seckill_consumer_duplicates_skipped_total", "", "counter",                      \
+      "Redelivered orders that were already persisted")                                            \
+    X(dead_lettered, "seckill_consumer_dead_lettered_total", "", "counter",                        \
+      "Invalid messages written to the dead-letter topic")                                         \
+    X(rej_no_item, "seckill_consumer_rejected_total", "reason=\"no_item\"", "counter",             \
+      "Orders refused and recorded in order_rejections (alert on any)")                            \
+    X(rej_no_stock, "seckill_consumer_rejected_total", "reason=\"no_stock\"", "counter", "")       \
+    X(rej_id_conflict, "seckill_consumer_rejected_total", "reason=\"id_conflict\"", "counter", "") \
+    X(rej_dup_buyer, "seckill_consumer_rejected_total", "reason=\"dup_buyer\"", "counter", "")     \
+    X(stale_fence, "seckill_consumer_stale_fence_total", "", "counter",                            \
+      "User writes refused by the fence check (retried under a fresh lock)")                       \
+    X(lease_lost, "seckill_consumer_lease_lost_rollbacks_total", "", "counter",                    \
+      "Batches rolled back because a lease was lost before commit")                                \
+    X(lock_busy, "seckill_consumer_lock_busy_total", "", "counter",                                \
+      "Users whose lock was not acquired in time (retried)")                                       \
+    X(pg_errors, "seckill_consumer_pg_errors_total", "", "counter",                                \
+      "Failed PostgreSQL transactions (retried)")                                                  \
+    X(redis_errors, "seckill_consumer_redis_errors_total", "", "counter",                          \
+      "Failed Redis round trips (lock or reservation clean-up)")                                   \
+    X(offset_commits, "seckill_consumer_offset_commits_total", "", "counter",                      \
+      "Synchronous offset commits (revoke, stop)")                                                 \
+    X(pending, "seckill_consumer_pending_messages", "", "gauge",                                   \
+      "Messages received and not yet settled")                                                     \
+    X(paused, "seckill_consumer_paused", "", "gauge",                                              \
+      "1 while fetching is paused (backpressure or a dependency down)")                            \
+    X(assigned, "seckill_consumer_assigned_partitions", "", "gauge",                               \
+      "Partitions assigned to this instance")                                                      \
+    X(pg_down, "seckill_consumer_pg_down_workers", "", "gauge",                                    \
+      "Workers that cannot reach PostgreSQL")                                                      \
+    X(redis_down, "seckill_consumer_redis_down_workers", "", "gauge",                              \
+      "Workers that cannot reach Redis")
+
+/* X(member, name, help): struct lock_counters, summed over the workers. */
+#define CM_LOCK_COUNTERS(X)                                                                        \
+    X(acquired, "seckill_consumer_lock_acquired_total", "Lock acquisitions")                      \
+    X(contended, "seckill_consumer_lock_contended_total", "Acquisitions that had to wait")        \
+    X(timeouts, "seckill_consumer_lock_timeouts_total", "Acquisitions that gave up waiting")      \
+    X(renewals, "seckill_consumer_lock_renewals_total", "Leases renewed by the watchdog")         \
+    X(lost, "seckill_consumer_lock_lost_total", "Leases lost while held")                         \
+    X(not_held, "seckill_consumer_lock_not_held_total", "Releases of locks no longer held")       \
+    X(errors, "seckill_consumer_lock_errors_total", "Redis errors in the lock client")
+
+#define CM_MAX_PARTITIONS 256
+#define CM_MAX_WORKERS 256
+#define CM_BATCH_BUCKETS 10
+
+struct cm_lock_slot {
+#define CM_X(m, name, help) _Atomic uint64_t m;
+    CM_LOCK_COUNTERS(CM_X)
+#undef CM_X
+};
+
+struct cmetrics {
+#define CM_X(m, name, labels, type, help) _Atomic int64_t m;
+    CM_METRICS(CM_X)
+#undef CM_X
+    struct metrics_hist lock_wait;
+    struct metrics_hist txn;
+    _Atomic uint64_t batch_bucket[CM_BATCH_BUCKETS + 1];
+    _Atomic uint64_t batch_count, batch_sum;
+    _Atomic int64_t lag[CM_MAX_PARTITIONS]; /* -1: unknown or not assigned */
+    struct cm_lock_slot lock[CM_MAX_WORKERS];
+};
+
+extern struct cmetrics cm;
+
+void cm_init(void);
+void cm_batch_observe(int64_t n);
+/* Parse librdkafka's statistics JSON for consumer_lag per partition of topic. */
+void cm_stats_parse(const char *json, size_t len, const char *topic);
+/* Prometheus text for /metrics. */
+void cm_render(struct mbuf *b);
+
+#define CM_ADD(m, n) atomic_fetch_add_explicit(&cm.m, (n), memory_order_relaxed)
+#define CM_SET(m, v) atomic_store_explicit(&cm.m, (v), memory_order_relaxed)
+#define CM_GET(m) atomic_load_explicit(&cm.m, memory_order_relaxed)
+
+#endif

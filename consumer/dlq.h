@@ -1,0 +1,31 @@
+/* dlq: the dead-letter producer.
+ *
+ * An invalid message is written to kafka.dlq_topic with headers saying why
+ * (error, source_topic, source_partition, source_offset) by an idempotent
+ * producer. Its offset may move on only once the broker acknowledged the
+ * dead letter: the delivery report pushes the message onto the done queue.
+ * A failed delivery is sent again, never dropped. */
+#ifndef SECKILL_DLQ_H
+#define SECKILL_DLQ_H
+
+#include <stddef.h>
+
+#include "cfg.h"
+#include "queue.h"
+
+struct dlq;
+
+/* done receives each message once its dead letter is acknowledged. */
+int dlq_open(const struct cfg *c, struct queue *done, struct dlq **out, char *err, size_t errlen);
+/* Hand m (with payload, key and error set) over; thread-safe. m belongs to
+ * the dlq until it shows up on the done queue. 0 or -1 (m is still yours). */
+int dlq_send(struct dlq *d, struct cmsg *m);
+/* Serve delivery reports; call often from one thread. */
+void dlq_poll(struct dlq *d, int timeout_ms);
+/* Letters sent and not yet acknowledged. */
+int dlq_outstanding(struct dlq *d);
+/* Wait up to timeout_ms for every letter to be acknowledged, then close.
+ * Messages still unacknowledged are freed (their offsets never moved). */
+void dlq_close(struct dlq *d, int timeout_ms);
+
+#endif

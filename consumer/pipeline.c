@@ -1,0 +1,496 @@
+#include "pipeline.h"
+
+#include <inttypes.h>
+#include <librdkafka/rdkafka.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmetrics.h"
+#include "dlq.h"
+#include "kconf.h"
+#include "log.h"
+#include "offsets.h"
+#include "order.h"
+#include "queue.h"
+#include "util.h"
+#include "worker.h"
+
+/* Beyond year 9999 PostgreSQL cannot store the timestamp. */
+#define RESERVED_AT_MAX_MS INT64_C(253402300799999)
+/* Messages taken per turn before looking at the done queue again. */
+#define POLL_BURST 1000
+
+struct pipe {
+    struct cfg *cfg;
+    rd_kafka_t *rk;
+    struct off_table *off;
+    struct queue done;
+    struct dlq *dlq;
+    struct wk_pool *pool;
+    struct cmsg *dlq_retry; /* dead letters the producer would not queue yet */
+    bool cooperative;
+    bool paused;
+    bool draining;        /* no new work: messages still fetched are left for redelivery */
+    bool pool_closed;
+    _Atomic int fatal;
+    _Atomic int kafka_err; /* last error code reported by the error callback */
+    volatile sig_atomic_t *stop_signals;
+    int64_t invalid_log_ms;   /* invalid messages: one line per second at most */
+    int64_t invalid_quiet;    /* ... and how many went unlogged since */
+};
+
+/* --- callbacks ----------------------------------------------------------- */
+
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    struct pipe *p = opaque;
+    if (err == RD_KAFKA_RESP_ERR__FATAL) {
+        char why[512];
+        rd_kafka_fatal_error(rk, why, sizeof(why));
+        log_error("kafka: fatal error: %s; shutting down", why);
+        atomic_store(&p->fatal, 1);
+        return;
+    }
+    /* librdkafka retries on its own; say so once per kind of error. */
+    if (atomic_exchange(&p->kafka_err, err) != err)
+        log_warn("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+}
+
+static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+{
+    struct pipe *p = opaque;
+    (void)rk;
+    cm_stats_parse(json, len, p->cfg->kafka.topic);
+    return 0; /* librdkafka frees json */
+}
+
+/* --- settling -------------------------------------------------------------- */
+
+static void store_offsets(struct pipe *p)
+{
+    rd_kafka_topic_partition_list_t *l = NULL;
+    for (int32_t i = 0; i < off_partitions(p->off); i++) {
+        int64_t next;
+        if (!off_advance(p->off, i, &next))
+            continue;
+        if (!l && !(l = rd_kafka_topic_partition_list_new(8)))
+            return;
+        rd_kafka_topic_partition_list_add(l, p->cfg->kafka.topic, i)->offset = next;
+    }
+    if (!l)
+        return;
+    rd_kafka_resp_err_t e = rd_kafka_offsets_store(p->rk, l);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        log_debug("offsets_store: %s", rd_kafka_err2str(e));
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+static void drain_done(struct pipe *p)
+{
+    struct cmsg *m = q_take_all(&p->done);
+    int moved = 0;
+    while (m) {
+        struct cmsg *n = m->next;
+        if (m->outcome == CMSG_DEAD_LETTER)
+            CM_ADD(dead_lettered, 1);
+        if (off_done(p->off, m->partition, m->epoch, m->offset) == 0)
+            moved = 1;
+        cmsg_free(m);
+        m = n;
+    }
+    if (moved)
+        store_offsets(p);
+    CM_SET(pending, (int64_t)off_pending(p->off));
+}
+
+static void dlq_retry(struct pipe *p)
+{
+    struct cmsg *m = p->dlq_retry, *keep = NULL;
+    p->dlq_retry = NULL;
+    while (m) {
+        struct cmsg *n = m->next;
+        if (dlq_send(p->dlq, m) != 0) {
+            m->next = keep;
+            keep = m;
+        }
+        m = n;
+    }
+    p->dlq_retry = keep;
+}
+
+/* --- pause / resume -------------------------------------------------------- */
+
+static void set_paused(struct pipe *p, bool pause, const char *why)
+{
+    rd_kafka_topic_partition_list_t *a = NULL;
+    if (pause == p->paused)
+        return;
+    if (rd_kafka_assignment(p->rk, &a) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return;
+    rd_kafka_resp_err_t e = pause ? rd_kafka_pause_partitions(p->rk, a) : rd_kafka_resume_partitions(p->rk, a);
+    rd_kafka_topic_partition_list_destroy(a);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        log_warn("kafka: %s partitions: %s", pause ? "pause" : "resume", rd_kafka_err2str(e));
+        return;
+    }
+    p->paused = pause;
+    CM_SET(paused, pause);
+    if (pause)
+        log_notice("fetching paused: %s", why);
+    else
+        log_notice("fetching resumed");
+}
+
+static void backpressure(struct pipe *p)
+{
+    size_t pending = off_pending(p->off), max = (size_t)CFG_GET(p->cfg->consumer.max_pending);
+    bool down = CM_GET(pg_down) > 0 || CM_GET(redis_down) > 0;
+    if (p->draining)
+        return;
+    if (!p->paused && (pending > max || down))
+        set_paused(p, true, down ? "PostgreSQL or Redis unavailable" : "too many messages in flight");
+    else if (p->paused && !down && pending <= max / 2)
+        set_paused(p, false, NULL);
+}
+
+/* --- rebalance ------------------------------------------------------------- */
+
+/* Wait until the given partitions have nothing in flight, settling what the
+ * workers hand back meanwhile; give up at the deadline. */
+static void finish_partitions(struct pipe *p, const rd_kafka_topic_partition_list_t *parts, int timeout_ms)
+{
+    int64_t end = util_mono_ms() + timeout_ms;
+    for (;;) {
+        size_t left = 0;
+        drain_done(p);
+        for (int i = 0; i < parts->cnt; i++)
+            left += off_inflight(p->off, parts->elems[i].partition);
+        if (left == 0)
+            return;
+        if (p->pool_closed || util_mono_ms() >= end || (p->stop_signals && *p->stop_signals >= 2)) {
+            log_warn("revoke: abandoning %zu in-flight messages (redelivered to the next owner)", left);
+            return;
+        }
+        dlq_poll(p->dlq, 5);
+        dlq_retry(p);
+    }
+}
+
+static void commit_sync(struct pipe *p)
+{
+    rd_kafka_resp_err_t e = rd_kafka_commit(p->rk, NULL, 0);
+    if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+        CM_ADD(offset_commits, 1);
+    else if (e != RD_KAFKA_RESP_ERR__NO_OFFSET)
+        log_warn("kafka: offset commit: %s", rd_kafka_err2str(e));
+}
+
+static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts,
+                         void *opaque)
+{
+    struct pipe *p = opaque;
+    rd_kafka_error_t *kerr = NULL;
+    rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
+
+    /* Known only once the group has formed. */
+    p->cooperative = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        for (int i = 0; i < parts->cnt; i++) {
+            uint32_t epoch;
+            if (off_assign(p->off, parts->elems[i].partition, &epoch) != 0)
+                log_error("out of memory tracking partition %" PRId32, parts->elems[i].partition);
+        }
+        if (p->cooperative)
+            kerr = rd_kafka_incremental_assign(rk, parts);
+        else
+            e = rd_kafka_assign(rk, parts);
+        if (p->paused || p->draining)
+            rd_kafka_pause_partitions(rk, parts);
+        CM_ADD(assigned, parts->cnt);
+        if (parts->cnt > 0)
+            log_notice("assigned %d partitions of %s", parts->cnt, p->cfg->kafka.topic);
+    } else {
+        bool lost = rd_kafka_assignment_lost(rk);
+        if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS && !lost) {
+            /* Finish what is in flight for these partitions and commit it, so
+             * the next owner starts exactly where we stopped. */
+            finish_partitions(p, parts, CFG_GET(p->cfg->consumer.drain_timeout_ms));
+            store_offsets(p);
+            commit_sync(p);
+        } else {
+            log_warn("partitions lost (%s): their in-flight work is left for the next owner",
+                     rd_kafka_err2str(err));
+        }
+        for (int i = 0; i < parts->cnt; i++)
+            off_revoke(p->off, parts->elems[i].partition);
+        if (p->cooperative)
+            kerr = rd_kafka_incremental_unassign(rk, parts);
+        else
+            e = rd_kafka_assign(rk, NULL);
+        CM_ADD(assigned, -parts->cnt);
+        CM_SET(pending, (int64_t)off_pending(p->off));
+        if (parts->cnt > 0)
+            log_notice("revoked %d partitions of %s", parts->cnt, p->cfg->kafka.topic);
+    }
+    if (kerr) {
+        log_error("kafka: rebalance: %s", rd_kafka_error_string(kerr));
+        rd_kafka_error_destroy(kerr);
+    } else if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        log_error("kafka: rebalance: %s", rd_kafka_err2str(e));
+    }
+}
+
+/* --- messages -------------------------------------------------------------- */
+
+static int check_key(const rd_kafka_message_t *km, const struct order *o, char *err, size_t errlen)
+{
+    char want[ORDER_ID_STR_MAX];
+    int n = snprintf(want, sizeof(want), "%" PRId64, o->user_id);
+    /* The key routes a user's orders to one partition; a message whose key
+     * is not its user could be overtaken by that user's other orders. */
+    if (km->key && (km->key_len != (size_t)n || memcmp(km->key, want, (size_t)n) != 0)) {
+        snprintf(err, errlen, "key is not the user id");
+        return -1;
+    }
+    if (o->reserved_at_ms > RESERVED_AT_MAX_MS) {
+        snprintf(err, errlen, "\"reserved_at_ms\" out of range");
+        return -1;
+    }
+    return 0;
+}
+
+static void *dup_bytes(const void *b, size_t n)
+{
+    void *d = malloc(n ? n : 1);
+    if (d && n)
+        memcpy(d, b, n);
+    return d;
+}
+
+static void handle(struct pipe *p, rd_kafka_message_t *km)
+{
+    char err[256];
+    struct cmsg *m;
+    if (km->err) {
+        if (km->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+            return;
+        if (atomic_exchange(&p->kafka_err, km->err) != km->err)
+            log_warn("kafka: %s", rd_kafka_message_errstr(km));
+        return;
+    }
+    CM_ADD(consumed, 1);
+    /* A message fetched after the stop began is left for redelivery: it is
+     * not tracked, so no stored offset can pass it. */
+    if (p->draining)
+        return;
+    if (!(m = calloc(1, sizeof(*m))))
+        goto oom;
+    m->partition = km->partition;
+    m->offset = km->offset;
+    if (off_track(p->off, km->partition, km->offset, &m->epoch) != 0) {
+        free(m); /* a partition no longer ours */
+        return;
+    }
+    if (order_decode(km->payload, km->len, &m->o, err, sizeof(err)) == 0 &&
+        check_key(km, &m->o, err, sizeof(err)) == 0) {
+        wk_dispatch(p->pool, m);
+        return;
+    }
+    if (util_mono_ms() - p->invalid_log_ms >= 1000) {
+        log_warn("%s[%" PRId32 "]@%" PRId64 ": invalid message, dead-lettered: %s (%" PRId64 " more since the "
+                 "last report)", p->cfg->kafka.topic, km->partition, km->offset, err, p->invalid_quiet);
+        p->invalid_log_ms = util_mono_ms();
+        p->invalid_quiet = 0;
+    } else {
+        p->invalid_quiet++;
+    }
+    m->payload = dup_bytes(km->payload, km->len);
+    m->payload_len = km->len;
+    m->key = km->key ? dup_bytes(km->key, km->key_len) : NULL;
+    m->key_len = km->key ? km->key_len : 0;
+    m->error = strdup(err);
+    if (!m->payload || (km->key && !m->key) || !m->error) {
+        /* tracked and never settled: the watermark holds, nothing is lost */
+        cmsg_free(m);
+        goto oom;
+    }
+    if (dlq_send(p->dlq, m) != 0) {
+        m->next = p->dlq_retry;
+        p->dlq_retry = m;
+    }
+    return;
+oom:
+    log_error("out of memory at %s[%" PRId32 "]@%" PRId64, p->cfg->kafka.topic, km->partition, km->offset);
+}
+
+/* --- lifecycle ------------------------------------------------------------- */
+
+int pipe_open(struct cfg *c, struct pipe **out, char *err, size_t errlen)
+{
+    static const char *const defaults[] = {
+        "auto.offset.reset", "earliest", /* a new group must not skip orders */
+        "enable.auto.commit", "true",    /* commits what we stored, nothing more */
+        "auto.commit.interval.ms", "1000",
+        "statistics.interval.ms", "5000", /* consumer_lag for /metrics */
+        NULL,
+    };
+    char kerr[512];
+    rd_kafka_conf_t *conf = NULL;
+    rd_kafka_topic_partition_list_t *sub = NULL;
+    rd_kafka_resp_err_t e;
+    struct pipe *p = calloc(1, sizeof(*p));
+    if (!p) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    p->cfg = c;
+    p->invalid_log_ms = INT64_MIN / 2;
+    if (q_init(&p->done) != 0 || off_open(&p->off) != 0) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    if (strcmp(c->kafka.topic, c->kafka.dlq_topic) == 0) {
+        /* every dead letter would come back as a new invalid message */
+        snprintf(err, errlen, "kafka.dlq_topic must differ from kafka.topic");
+        goto fail;
+    }
+    if (dlq_open(c, &p->done, &p->dlq, err, errlen) != 0)
+        goto fail;
+    if (wk_pool_open(c, &p->done, p->dlq, &p->pool, err, errlen) != 0)
+        goto fail;
+
+    if (!(conf = kconf_new(c, &c->kafka.consumer_properties, defaults, err, errlen)))
+        goto fail;
+    if (kconf_set(conf, "group.id", c->consumer.group_id, err, errlen) != 0 ||
+        kconf_set(conf, "partition.assignment.strategy", "cooperative-sticky", err, errlen) != 0 ||
+        kconf_set(conf, "enable.auto.offset.store", "false", err, errlen) != 0 ||
+        (c->consumer.instance_id[0] &&
+         kconf_set(conf, "group.instance.id", c->consumer.instance_id, err, errlen) != 0))
+        goto fail;
+    rd_kafka_conf_set_opaque(conf, p);
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    rd_kafka_conf_set_stats_cb(conf, stats_cb);
+    rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
+    if (!(p->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, kerr, sizeof(kerr)))) {
+        snprintf(err, errlen, "kafka consumer: %s", kerr);
+        goto fail;
+    }
+    conf = NULL; /* owned by rk now */
+    rd_kafka_poll_set_consumer(p->rk);
+    if (!(sub = rd_kafka_topic_partition_list_new(1))) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    rd_kafka_topic_partition_list_add(sub, c->kafka.topic, RD_KAFKA_PARTITION_UA);
+    if ((e = rd_kafka_subscribe(p->rk, sub)) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(err, errlen, "kafka subscribe %s: %s", c->kafka.topic, rd_kafka_err2str(e));
+        goto fail;
+    }
+    rd_kafka_topic_partition_list_destroy(sub);
+    *out = p;
+    return 0;
+fail:
+    if (sub)
+        rd_kafka_topic_partition_list_destroy(sub);
+    if (conf)
+        rd_kafka_conf_destroy(conf);
+    pipe_close(p);
+    return -1;
+}
+
+int pipe_poll(struct pipe *p, int timeout_ms)
+{
+    rd_kafka_message_t *km = rd_kafka_consumer_poll(p->rk, timeout_ms);
+    for (int n = 0; km; n++) {
+        handle(p, km);
+        rd_kafka_message_destroy(km);
+        if (n + 1 >= POLL_BURST)
+            break;
+        km = rd_kafka_consumer_poll(p->rk, 0);
+    }
+    drain_done(p);
+    dlq_poll(p->dlq, 0);
+    if (p->dlq_retry)
+        dlq_retry(p);
+    backpressure(p);
+    return atomic_load(&p->fatal) ? -1 : 0;
+}
+
+int pipe_drain(struct pipe *p, int timeout_ms, volatile sig_atomic_t *stop_signals)
+{
+    int64_t end = util_mono_ms() + timeout_ms;
+    int ret = 0;
+    p->stop_signals = stop_signals;
+    /* Stop fetching; what librdkafka already holds is left for redelivery. */
+    set_paused(p, true, "stopping");
+    p->draining = true;
+    wk_pool_finish(p->pool);
+    log_notice("stopping: finishing %zu in-flight messages (up to %d ms)", off_pending(p->off), timeout_ms);
+    for (;;) {
+        drain_done(p);
+        if (off_pending(p->off) == 0)
+            break;
+        if (stop_signals && *stop_signals >= 2)
+            return -1;
+        if (util_mono_ms() >= end) {
+            log_warn("stopping: drain timeout, abandoning %zu in-flight messages (redelivered after restart)",
+                     off_pending(p->off));
+            ret = 1;
+            break;
+        }
+        dlq_poll(p->dlq, 10);
+        if (p->dlq_retry)
+            dlq_retry(p);
+    }
+    wk_pool_abandon(p->pool);
+    wk_pool_close(p->pool);
+    p->pool = NULL;
+    p->pool_closed = true;
+    drain_done(p);
+    store_offsets(p);
+    commit_sync(p);
+    return ret;
+}
+
+void pipe_close(struct pipe *p)
+{
+    if (!p)
+        return;
+    if (p->pool) {
+        wk_pool_abandon(p->pool);
+        wk_pool_close(p->pool);
+        p->pool = NULL;
+    }
+    p->pool_closed = true;
+    if (p->rk) {
+        /* Leaves the group; the revoke callback commits what was stored. */
+        rd_kafka_resp_err_t e = rd_kafka_consumer_close(p->rk);
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+            log_warn("kafka: consumer close: %s", rd_kafka_err2str(e));
+        rd_kafka_destroy(p->rk);
+    }
+    if (p->dlq)
+        dlq_close(p->dlq, 10000);
+    while (p->dlq_retry) {
+        struct cmsg *n = p->dlq_retry->next;
+        cmsg_free(p->dlq_retry);
+        p->dlq_retry = n;
+    }
+    if (p->off)
+        off_close(p->off);
+    q_destroy(&p->done);
+    free(p);
+}
+
+bool pipe_fatal(const struct pipe *p)
+{
+    return atomic_load(&p->fatal) != 0;
+}
+
+int pipe_healthy(const struct pipe *p)
+{
+    return !atomic_load(&p->fatal) && CM_GET(pg_down) == 0 && CM_GET(redis_down) == 0;
+}

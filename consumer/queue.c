@@ -1,0 +1,153 @@
+#include "queue.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+void cmsg_free(struct cmsg *m)
+{
+    if (!m)
+        return;
+    free(m->payload);
+    free(m->key);
+    free(m->error);
+    free(m);
+}
+
+int q_init(struct queue *q)
+{
+    pthread_condattr_t ca;
+    q->head = q->tail = NULL;
+    q->len = 0;
+    if (pthread_mutex_init(&q->mu, NULL) != 0)
+        return -1;
+    /* Monotonic waits: a wall clock step must not stretch a linger. */
+    if (pthread_condattr_init(&ca) != 0)
+        goto fail;
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (pthread_cond_init(&q->cv, &ca) != 0) {
+        pthread_condattr_destroy(&ca);
+        goto fail;
+    }
+    pthread_condattr_destroy(&ca);
+    return 0;
+fail:
+    pthread_mutex_destroy(&q->mu);
+    return -1;
+}
+
+void q_destroy(struct queue *q)
+{
+    struct cmsg *m = q->head;
+    while (m) {
+        struct cmsg *n = m->next;
+        cmsg_free(m);
+        m = n;
+    }
+    q->head = q->tail = NULL;
+    pthread_cond_destroy(&q->cv);
+    pthread_mutex_destroy(&q->mu);
+}
+
+void q_push_list(struct queue *q, struct cmsg *head, struct cmsg *tail, size_t n)
+{
+    if (!head)
+        return;
+    tail->next = NULL;
+    pthread_mutex_lock(&q->mu);
+    if (q->tail)
+        q->tail->next = head;
+    else
+        q->head = head;
+    q->tail = tail;
+    q->len += n;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+void q_push(struct queue *q, struct cmsg *m)
+{
+    q_push_list(q, m, m, 1);
+}
+
+static struct timespec deadline_ts(int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
+static size_t take_locked(struct queue *q, struct cmsg **out, size_t have, size_t max)
+{
+    while (have < max && q->head) {
+        struct cmsg *m = q->head;
+        q->head = m->next;
+        if (!q->head)
+            q->tail = NULL;
+        q->len--;
+        m->next = NULL;
+        out[have++] = m;
+    }
+    return have;
+}
+
+size_t q_pop_batch(struct queue *q, struct cmsg **out, size_t max, int wait_ms, int linger_ms)
+{
+    size_t n = 0;
+    struct timespec ts;
+    pthread_mutex_lock(&q->mu);
+    if (!q->head && wait_ms > 0) {
+        ts = deadline_ts(wait_ms);
+        while (!q->head)
+            if (pthread_cond_timedwait(&q->cv, &q->mu, &ts) == ETIMEDOUT)
+                break;
+    }
+    n = take_locked(q, out, n, max);
+    if (n > 0 && n < max && linger_ms > 0) {
+        /* Linger for a fuller batch: one transaction of many rows costs about
+         * what one of a few rows costs. */
+        ts = deadline_ts(linger_ms);
+        while (n < max) {
+            if (!q->head && pthread_cond_timedwait(&q->cv, &q->mu, &ts) == ETIMEDOUT) {
+                n = take_locked(q, out, n, max);
+                break;
+            }
+            n = take_locked(q, out, n, max);
+        }
+    }
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+struct cmsg *q_take_all(struct queue *q)
+{
+    struct cmsg *h;
+    pthread_mutex_lock(&q->mu);
+    h = q->head;
+    q->head = q->tail = NULL;
+    q->len = 0;
+    pthread_mutex_unlock(&q->mu);
+    return h;
+}
+
+size_t q_len(struct queue *q)
+{
+    size_t n;
+    pthread_mutex_lock(&q->mu);
+    n = q->len;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+void q_wake(struct queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}

@@ -1,0 +1,567 @@
+#include "worker.h"
+
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmetrics.h"
+#include "daemon.h"
+#include "keys.h"
+#include "lock.h"
+#include "log.h"
+#include "rconn.h"
+#include "sink.h"
+#include "util.h"
+
+#define WK_NAME_MAX 32
+
+struct worker {
+    int id;
+    pthread_t th;
+    bool started;
+    struct wk_pool *pool;
+    struct queue inbox;
+    struct lock_client *lc;
+    struct sink *sink;
+    redisContext *rc; /* for clearing reservations; reopened when broken */
+    bool pg_down, redis_down;
+    int pg_attempt, redis_attempt;
+    /* per batch, sized for the largest batch */
+    size_t cap;
+    struct cmsg **batch, **carry;
+    size_t ncarry;
+    size_t nu;        /* distinct users of the batch being written */
+    int64_t *users;   /* sorted */
+    char (*names)[WK_NAME_MAX];
+    const char **namep;
+    struct lock **locks;
+    int *status;
+    struct sink_order *so;
+    struct cmsg **so_msg;
+};
+
+struct wk_pool {
+    const struct cfg *cfg;
+    struct queue *done;
+    struct dlq *dlq;
+    int n;
+    struct worker *w;
+    _Atomic int finishing, abandon;
+};
+
+/* --- state changes, logged once ------------------------------------------ */
+
+static void set_pg_down(struct worker *w, bool down, const char *why)
+{
+    if (down == w->pg_down)
+        return;
+    w->pg_down = down;
+    CM_ADD(pg_down, down ? 1 : -1);
+    if (down)
+        log_error("worker %d: PostgreSQL unavailable, retrying with backoff: %s", w->id, why);
+    else
+        log_notice("worker %d: PostgreSQL available again", w->id);
+}
+
+static void set_redis_down(struct worker *w, bool down)
+{
+    if (down == w->redis_down)
+        return;
+    w->redis_down = down;
+    CM_ADD(redis_down, down ? 1 : -1);
+    if (down)
+        log_error("worker %d: Redis unavailable: no lock, no write; retrying with backoff", w->id);
+    else
+        log_notice("worker %d: Redis available again", w->id);
+}
+
+/* Sleep, but wake for an abandon. */
+static void nap(struct worker *w, int64_t ms)
+{
+    int64_t end = util_mono_ms() + ms;
+    while (!atomic_load(&w->pool->abandon)) {
+        int64_t left = end - util_mono_ms();
+        if (left <= 0)
+            break;
+        util_sleep_ms(left < 50 ? left : 50);
+    }
+}
+
+static int64_t backoff(struct worker *w, int *attempt)
+{
+    int64_t base = CFG_GET(w->pool->cfg->lock.backoff_base_ms), cap = 2000;
+    int64_t d = util_backoff_ms((*attempt)++, base > 10 ? base : 10, cap);
+    if (*attempt > 30)
+        *attempt = 30;
+    return d < 10 ? 10 : d;
+}
+
+/* --- reservations -------------------------------------------------------- */
+
+static int cmp_item(const void *a, const void *b)
+{
+    const struct cmsg *x = *(struct cmsg *const *)a, *y = *(struct cmsg *const *)b;
+    return x->o.item_id < y->o.item_id ? -1 : x->o.item_id > y->o.item_id;
+}
+
+/* HDEL pending and ZREM unpub for every settled order, one command of each
+ * per item, all pipelined in one round trip. A failure is only logged: the
+ * producer's sweeper re-publishes what is left and the redelivery clears it. */
+static void clear_reservations(struct worker *w, struct cmsg **v, size_t n)
+{
+    const char *prefix = w->pool->cfg->redis.key_prefix;
+    char err[256];
+    size_t cmds = 0;
+    const char **argv = NULL;
+    size_t *argl = NULL;
+    char (*ids)[ORDER_ID_STR_MAX] = NULL;
+    char kp[KEYS_MAX], ku[KEYS_MAX];
+    if (n == 0)
+        return;
+    if (rconn_broken(w->rc)) {
+        if (w->rc)
+            redisFree(w->rc);
+        w->rc = NULL;
+        if (rconn_open(w->pool->cfg, &w->rc, err, sizeof(err)) != 0) {
+            CM_ADD(redis_errors, 1);
+            goto fail;
+        }
+    }
+    qsort(v, n, sizeof(*v), cmp_item);
+    argv = malloc((n + 2) * sizeof(*argv));
+    argl = malloc((n + 2) * sizeof(*argl));
+    ids = malloc(n * sizeof(*ids));
+    if (!argv || !argl || !ids)
+        goto fail;
+    for (size_t i = 0; i < n; i++)
+        snprintf(ids[i], sizeof(ids[i]), "%" PRId64, v[i]->o.order_id);
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && v[j]->o.item_id == v[i]->o.item_id)
+            j++;
+        if (keys_item(kp, sizeof(kp), prefix, v[i]->o.item_id, KEYS_ITEM_PENDING) < 0 ||
+            keys_item(ku, sizeof(ku), prefix, v[i]->o.item_id, KEYS_ITEM_UNPUB) < 0)
+            goto fail;
+        for (int c = 0; c < 2; c++) {
+            size_t k = 0;
+            argv[k] = c == 0 ? "HDEL" : "ZREM";
+            argl[k++] = 4;
+            argv[k] = c == 0 ? kp : ku;
+            argl[k] = strlen(argv[k]);
+            k++;
+            for (size_t m = i; m < j; m++) {
+                argv[k] = ids[m];
+                argl[k++] = strlen(ids[m]);
+            }
+            if (redisAppendCommandArgv(w->rc, (int)k, argv, argl) != REDIS_OK)
+                goto fail;
+            cmds++;
+        }
+        i = j;
+    }
+    for (size_t i = 0; i < cmds; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(w->rc, (void **)&r) != REDIS_OK) {
+            CM_ADD(redis_errors, 1);
+            goto fail;
+        }
+        freeReplyObject(r);
+    }
+    free(argv);
+    free(argl);
+    free(ids);
+    return;
+fail:
+    if (!w->redis_down)
+        log_warn("worker %d: could not clear %zu reservations in Redis; the sweeper's redelivery will", w->id, n);
+    free(argv);
+    free(argl);
+    free(ids);
+}
+
+/* --- one batch ------------------------------------------------------------ */
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sort and deduplicate; the count of distinct users. */
+static size_t uniq_users(int64_t *u, size_t n)
+{
+    size_t k = 0;
+    qsort(u, n, sizeof(*u), cmp_i64);
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || u[k - 1] != u[i])
+            u[k++] = u[i];
+    return k;
+}
+
+static size_t user_index(const struct worker *w, int64_t user)
+{
+    const int64_t *p = bsearch(&user, w->users, w->nu, sizeof(*w->users), cmp_i64);
+    return (size_t)(p - w->users);
+}
+
+static int precommit(void *arg)
+{
+    struct worker *w = arg;
+    for (size_t i = 0; i < w->nu; i++)
+        if (w->status[i] == LOCK_OK && w->locks[i] && lock_lost(w->locks[i]))
+            return -1;
+    return 0;
+}
+
+static void carry(struct worker *w, struct cmsg *m)
+{
+    w->carry[w->ncarry++] = m;
+}
+
+static void count_outcome(int outcome)
+{
+    switch (outcome) {
+    case CMSG_INSERTED: CM_ADD(persisted, 1); break;
+    case CMSG_DUPLICATE: CM_ADD(duplicates, 1); break;
+    case CMSG_NO_ITEM: CM_ADD(rej_no_item, 1); break;
+    case CMSG_NO_STOCK: CM_ADD(rej_no_stock, 1); break;
+    case CMSG_ID_CONFLICT: CM_ADD(rej_id_conflict, 1); break;
+    case CMSG_DUP_BUYER: CM_ADD(rej_dup_buyer, 1); break;
+    default: break;
+    }
+}
+
+/* A message the database refuses on its own: dead-letter it. */
+static int dead_letter(struct worker *w, struct cmsg *m, const char *why)
+{
+    char buf[ORDER_MSG_MAX], key[ORDER_ID_STR_MAX];
+    int len = order_encode(&m->o, buf, sizeof(buf));
+    if (len < 0)
+        return -1;
+    snprintf(key, sizeof(key), "%" PRId64, m->o.user_id);
+    free(m->payload);
+    free(m->key);
+    free(m->error);
+    m->payload = malloc((size_t)len);
+    m->key = strdup(key);
+    m->error = strdup(why);
+    if (!m->payload || !m->key || !m->error)
+        return -1;
+    memcpy(m->payload, buf, (size_t)len);
+    m->payload_len = (size_t)len;
+    m->key_len = strlen(key);
+    log_error("worker %d: order %" PRId64 " refused by PostgreSQL, dead-lettered: %s", w->id, m->o.order_id, why);
+    return dlq_send(w->pool->dlq, m);
+}
+
+static void process(struct worker *w, struct cmsg **v, size_t n)
+{
+    char err[512];
+    size_t nu = 0, ns = 0, nsettled = 0;
+    struct cmsg *head = NULL, *tail = NULL;
+    struct lock_counters lcnt;
+    int64_t t0;
+    int st;
+
+    w->ncarry = 0;
+    /* 1. lock every distinct user of the batch in one round trip */
+    for (size_t i = 0; i < n; i++)
+        w->users[i] = v[i]->o.user_id;
+    nu = uniq_users(w->users, n);
+    w->nu = nu;
+    for (size_t u = 0; u < nu; u++) {
+        snprintf(w->names[u], WK_NAME_MAX, "user:%" PRId64, w->users[u]);
+        w->namep[u] = w->names[u];
+    }
+    t0 = util_mono_ms();
+    size_t got = lock_acquire_many(w->lc, w->namep, nu, CFG_GET(w->pool->cfg->lock.wait_ms), w->locks, w->status);
+    metrics_hist_observe_us(&cm.lock_wait, (util_mono_ms() - t0) * 1000);
+    bool any_error = false;
+    for (size_t u = 0; u < nu; u++)
+        any_error |= w->status[u] == LOCK_ERROR;
+    set_redis_down(w, got == 0 && any_error);
+    if (got == 0) {
+        for (size_t i = 0; i < n; i++)
+            carry(w, v[i]);
+        if (any_error) {
+            CM_ADD(redis_errors, 1);
+            nap(w, backoff(w, &w->redis_attempt));
+        } else {
+            CM_ADD(lock_busy, (int64_t)nu);
+        }
+        goto out;
+    }
+    w->redis_attempt = 0;
+
+    /* 2. the orders of the locked users, in arrival order */
+    for (size_t i = 0; i < n; i++) {
+        size_t u = user_index(w, v[i]->o.user_id);
+        if (w->status[u] != LOCK_OK) {
+            CM_ADD(lock_busy, 1);
+            carry(w, v[i]);
+            continue;
+        }
+        w->so[ns].o = &v[i]->o;
+        w->so[ns].fence = lock_fence(w->locks[u]);
+        w->so_msg[ns++] = v[i];
+    }
+
+    /* 3. one transaction */
+    t0 = util_mono_ms();
+    st = sink_write(w->sink, w->so, ns, precommit, w, err, sizeof(err));
+    if (st == SINK_DATA && ns > 1) {
+        /* One order the server refuses must not hold up the batch: write
+         * them one by one to find it. */
+        st = SINK_OK;
+        for (size_t i = 0; i < ns && st == SINK_OK; i++) {
+            int s1 = sink_write(w->sink, &w->so[i], 1, precommit, w, err, sizeof(err));
+            if (s1 == SINK_DATA) {
+                if (dead_letter(w, w->so_msg[i], err) == 0)
+                    w->so[i].outcome = CMSG_DEAD_LETTER; /* the dlq owns it now */
+                else
+                    w->so[i].outcome = CMSG_RETRY;
+            } else if (s1 != SINK_OK) {
+                st = s1;
+                for (size_t j = i; j < ns; j++)
+                    w->so[j].outcome = CMSG_PENDING;
+            }
+        }
+        if (st != SINK_OK) {
+            /* settle what was written, retry the rest */
+            for (size_t i = 0; i < ns; i++)
+                if (w->so[i].outcome == CMSG_PENDING)
+                    w->so[i].outcome = CMSG_RETRY;
+            st = SINK_OK;
+        }
+    } else if (st == SINK_DATA) {
+        if (dead_letter(w, w->so_msg[0], err) == 0)
+            w->so[0].outcome = CMSG_DEAD_LETTER;
+        else
+            w->so[0].outcome = CMSG_RETRY;
+        st = SINK_OK;
+    }
+    metrics_hist_observe_us(&cm.txn, (util_mono_ms() - t0) * 1000);
+
+    if (st == SINK_TRANSIENT) {
+        CM_ADD(pg_errors, 1);
+        set_pg_down(w, true, err);
+        for (size_t i = 0; i < ns; i++)
+            carry(w, w->so_msg[i]);
+    } else if (st == SINK_ABORTED) {
+        CM_ADD(lease_lost, 1);
+        log_warn("worker %d: %s; rolled back, retrying under fresh locks", w->id, err);
+        for (size_t i = 0; i < ns; i++)
+            carry(w, w->so_msg[i]);
+    } else {
+        set_pg_down(w, false, NULL);
+        w->pg_attempt = 0;
+        cm_batch_observe((int64_t)ns);
+        for (size_t i = 0; i < ns; i++) {
+            struct cmsg *m = w->so_msg[i];
+            m->outcome = w->so[i].outcome;
+            if (m->outcome == CMSG_RETRY) {
+                CM_ADD(stale_fence, 1);
+                carry(w, m);
+                continue;
+            }
+            if (m->outcome == CMSG_DEAD_LETTER)
+                continue;
+            if (m->outcome == CMSG_ID_CONFLICT)
+                log_error("order id %" PRId64 " already exists for another user or item: recorded in "
+                          "order_rejections", m->o.order_id);
+            count_outcome(m->outcome);
+            v[nsettled++] = m; /* v is ours: reuse it for the settled list */
+        }
+    }
+
+    /* 4. release in one round trip; leases of a failed release run out */
+    {
+        size_t nh = 0;
+        for (size_t u = 0; u < nu; u++)
+            if (w->status[u] == LOCK_OK)
+                w->locks[nh++] = w->locks[u];
+        w->nu = 0;
+        if (nh > 0)
+            lock_release_many(w->lc, w->locks, nh, w->status);
+    }
+
+    /* 5. clear reservations, 6. report */
+    clear_reservations(w, v, nsettled);
+    for (size_t i = 0; i < nsettled; i++) {
+        v[i]->next = NULL;
+        if (tail)
+            tail->next = v[i];
+        else
+            head = v[i];
+        tail = v[i];
+    }
+    q_push_list(w->pool->done, head, tail, nsettled);
+    if (st == SINK_TRANSIENT)
+        nap(w, backoff(w, &w->pg_attempt));
+out:
+    lock_client_counters(w->lc, &lcnt);
+#define CM_X(m, name, help) atomic_store_explicit(&cm.lock[w->id].m, lcnt.m, memory_order_relaxed);
+    CM_LOCK_COUNTERS(CM_X)
+#undef CM_X
+    return;
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    daemon_signals_block_thread();
+    for (;;) {
+        size_t n = w->ncarry, max;
+        if (atomic_load(&w->pool->abandon))
+            break;
+        memcpy(w->batch, w->carry, n * sizeof(*w->batch));
+        w->ncarry = 0;
+        max = (size_t)CFG_GET(w->pool->cfg->consumer.batch_size);
+        if (max > w->cap)
+            max = w->cap;
+        if (n < max)
+            n += q_pop_batch(&w->inbox, w->batch + n, max - n, n ? 0 : 100,
+                             n ? 0 : CFG_GET(w->pool->cfg->consumer.batch_linger_ms));
+        if (n == 0) {
+            if (atomic_load(&w->pool->finishing))
+                break;
+            continue;
+        }
+        process(w, w->batch, n);
+    }
+    /* Abandoned messages were never settled: their offsets stay put. */
+    for (size_t i = 0; i < w->ncarry; i++)
+        cmsg_free(w->carry[i]);
+    w->ncarry = 0;
+    return NULL;
+}
+
+/* --- the pool ------------------------------------------------------------- */
+
+static int worker_init(struct wk_pool *p, struct worker *w, int id, char *err, size_t errlen)
+{
+    char app[64];
+    w->id = id;
+    w->pool = p;
+    w->cap = 10000; /* consumer.batch_size's maximum: a reload may raise it */
+    if (q_init(&w->inbox) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    w->batch = calloc(w->cap, sizeof(*w->batch));
+    w->carry = calloc(w->cap, sizeof(*w->carry));
+    w->users = calloc(w->cap, sizeof(*w->users));
+    w->names = calloc(w->cap, sizeof(*w->names));
+    w->namep = calloc(w->cap, sizeof(*w->namep));
+    w->locks = calloc(w->cap, sizeof(*w->locks));
+    w->status = calloc(w->cap, sizeof(*w->status));
+    w->so = calloc(w->cap, sizeof(*w->so));
+    w->so_msg = calloc(w->cap, sizeof(*w->so_msg));
+    if (!w->batch || !w->carry || !w->users || !w->names || !w->namep || !w->locks || !w->status || !w->so ||
+        !w->so_msg) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (lock_client_open(p->cfg, &w->lc, err, errlen) != 0)
+        return -1;
+    snprintf(app, sizeof(app), "seckill-consumer/%d", id);
+    if (sink_open(p->cfg, app, &w->sink, err, errlen) != 0)
+        return -1;
+    if (rconn_open(p->cfg, &w->rc, err, errlen) != 0)
+        return -1;
+    return 0;
+}
+
+static void worker_free(struct worker *w)
+{
+    if (w->pool == NULL)
+        return;
+    q_destroy(&w->inbox);
+    if (w->lc)
+        lock_client_close(w->lc);
+    sink_close(w->sink);
+    if (w->rc)
+        redisFree(w->rc);
+    free(w->batch);
+    free(w->carry);
+    free(w->users);
+    free(w->names);
+    free(w->namep);
+    free(w->locks);
+    free(w->status);
+    free(w->so);
+    free(w->so_msg);
+}
+
+int wk_pool_open(const struct cfg *c, struct queue *done, struct dlq *dlq, struct wk_pool **out, char *err,
+                 size_t errlen)
+{
+    struct wk_pool *p = calloc(1, sizeof(*p));
+    if (!p) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    p->cfg = c;
+    p->done = done;
+    p->dlq = dlq;
+    p->n = c->consumer.workers;
+    if (p->n > CM_MAX_WORKERS)
+        p->n = CM_MAX_WORKERS;
+    if (!(p->w = calloc((size_t)p->n, sizeof(*p->w)))) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < p->n; i++)
+        if (worker_init(p, &p->w[i], i, err, errlen) != 0)
+            goto fail;
+    for (int i = 0; i < p->n; i++) {
+        if (pthread_create(&p->w[i].th, NULL, worker_main, &p->w[i]) != 0) {
+            snprintf(err, errlen, "cannot start worker %d", i);
+            goto fail;
+        }
+        p->w[i].started = true;
+    }
+    *out = p;
+    return 0;
+fail:
+    wk_pool_abandon(p);
+    wk_pool_close(p);
+    return -1;
+}
+
+void wk_dispatch(struct wk_pool *p, struct cmsg *m)
+{
+    /* Fibonacci hashing spreads sequential user ids evenly. */
+    uint64_t h = (uint64_t)m->o.user_id * 0x9E3779B97F4A7C15ull;
+    q_push(&p->w[(h >> 32) % (uint64_t)p->n].inbox, m);
+}
+
+void wk_pool_finish(struct wk_pool *p)
+{
+    atomic_store(&p->finishing, 1);
+    for (int i = 0; i < p->n; i++)
+        q_wake(&p->w[i].inbox);
+}
+
+void wk_pool_abandon(struct wk_pool *p)
+{
+    atomic_store(&p->abandon, 1);
+    wk_pool_finish(p);
+}
+
+void wk_pool_close(struct wk_pool *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; p->w && i < p->n; i++)
+        if (p->w[i].started)
+            pthread_join(p->w[i].th, NULL);
+    for (int i = 0; p->w && i < p->n; i++)
+        worker_free(&p->w[i]);
+    free(p->w);
+    free(p);
+}

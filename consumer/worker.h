@@ -1,0 +1,35 @@
+/* worker: the pool that turns orders into rows.
+ *
+ * Each worker is a thread with a FIFO inbox, its own lock client, Redis
+ * connection and PostgreSQL connection. Dispatch hashes the user id, so one
+ * user's orders stay on one worker in arrival order. A worker takes a batch,
+ * locks its users in one round trip, writes it in one transaction (sink),
+ * releases the locks in one round trip, clears the persisted reservations in
+ * Redis in one round trip, and hands the settled messages to the done queue.
+ * What could not be settled (lock busy, stale fence, a dependency down)
+ * stays at the head of its next batch, in order. */
+#ifndef SECKILL_WORKER_H
+#define SECKILL_WORKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "cfg.h"
+#include "dlq.h"
+#include "queue.h"
+
+struct wk_pool;
+
+/* Start cfg->consumer.workers workers. Fails if any cannot connect. */
+int wk_pool_open(const struct cfg *c, struct queue *done, struct dlq *dlq, struct wk_pool **out, char *err,
+                 size_t errlen);
+/* Queue m on its user's worker. */
+void wk_dispatch(struct wk_pool *p, struct cmsg *m);
+/* Finish what is queued, then exit (graceful stop). */
+void wk_pool_finish(struct wk_pool *p);
+/* Give up on what is queued and exit as soon as possible (drain timeout). */
+void wk_pool_abandon(struct wk_pool *p);
+/* Join the workers and free everything still queued. */
+void wk_pool_close(struct wk_pool *p);
+
+#endif

@@ -1,0 +1,854 @@
+/* seckill-consumer against the stack's real Kafka, Redis and PostgreSQL.
+ *
+ * Every test runs on a topic of its own (created and deleted here), a group
+ * id of its own and items, users and order ids drawn at random, and counts
+ * only its own rows, so runs never see each other. */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <librdkafka/rdkafka.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lock.h"
+#include "order.h"
+#include "queue.h"
+#include "sink.h"
+
+static rd_kafka_t *prod; /* producer, also used for admin requests and metadata */
+
+struct tctx {
+    char topic[128];
+    char dlq[160];
+    char group[128];
+    int64_t item;
+    int64_t order_base;
+    int64_t user_base;
+    char cfgs[4][256];
+    char logs[4][256];
+    pid_t pids[4];
+};
+
+static void set_str(char **field, const char *v)
+{
+    free(*field);
+    *field = strdup(v);
+    assert_non_null(*field);
+}
+
+static int64_t rnd_below(int64_t n)
+{
+    uint64_t r;
+    assert_int_equal(util_random_bytes(&r, sizeof(r)), 0);
+    return (int64_t)(r % (uint64_t)n);
+}
+
+/* --- Kafka helpers -------------------------------------------------------- */
+
+static rd_kafka_t *new_producer(void)
+{
+    char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", harness_conf.kafka.brokers, err, sizeof(err)),
+                     RD_KAFKA_CONF_OK);
+    assert_int_equal(rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)), RD_KAFKA_CONF_OK);
+    assert_int_equal(rd_kafka_conf_set(conf, "linger.ms", "5", err, sizeof(err)), RD_KAFKA_CONF_OK);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    if (!rk)
+        fail_msg("rd_kafka_new: %s", err);
+    return rk;
+}
+
+static int topic_partitions(const char *name)
+{
+    const rd_kafka_metadata_t *md = NULL;
+    rd_kafka_topic_t *t = rd_kafka_topic_new(prod, name, NULL);
+    int n = -1;
+    if (rd_kafka_metadata(prod, 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (md->topic_cnt == 1 && md->topics[0].err == 0) {
+            n = md->topics[0].partition_cnt;
+            for (int i = 0; i < n; i++)
+                if (md->topics[0].partitions[i].leader < 0)
+                    n = -1;
+        }
+        rd_kafka_metadata_destroy(md);
+    }
+    rd_kafka_topic_destroy(t);
+    return n;
+}
+
+static void topic_create(const char *name, int parts)
+{
+    char err[256];
+    bool ok;
+    rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(name, parts, 1, err, sizeof(err));
+    assert_non_null(nt);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(prod);
+    rd_kafka_CreateTopics(prod, &nt, 1, NULL, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+    assert_non_null(ev);
+    const rd_kafka_CreateTopics_result_t *res = rd_kafka_event_CreateTopics_result(ev);
+    assert_non_null(res);
+    size_t n;
+    const rd_kafka_topic_result_t **tr = rd_kafka_CreateTopics_result_topics(res, &n);
+    assert_int_equal(n, 1);
+    if (rd_kafka_topic_result_error(tr[0]) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        fail_msg("create topic %s: %s", name, rd_kafka_topic_result_error_string(tr[0]));
+    rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_NewTopic_destroy(nt);
+    WAIT_UNTIL(topic_partitions(name) == parts, 30000, ok);
+    assert_true(ok);
+}
+
+static void topic_delete(const char *name)
+{
+    rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(name);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(prod);
+    rd_kafka_DeleteTopics(prod, &dt, 1, NULL, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_DeleteTopic_destroy(dt);
+}
+
+static void produce_raw(const char *topic, const char *key, const void *val, size_t len)
+{
+    rd_kafka_resp_err_t e;
+    do {
+        e = rd_kafka_producev(prod, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
+                              RD_KAFKA_V_VALUE((void *)val, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                              RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            rd_kafka_poll(prod, 10);
+    } while (e == RD_KAFKA_RESP_ERR__QUEUE_FULL);
+    assert_int_equal(e, RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
+static void produce_order(const char *topic, int64_t order_id, int64_t user, int64_t item)
+{
+    struct order o = { order_id, user, item, 1, util_wall_ms() };
+    char buf[ORDER_MSG_MAX], key[ORDER_ID_STR_MAX];
+    int n = order_encode(&o, buf, sizeof(buf));
+    assert_true(n > 0);
+    snprintf(key, sizeof(key), "%" PRId64, user);
+    produce_raw(topic, key, buf, (size_t)n);
+}
+
+static void produce_flush(void)
+{
+    assert_int_equal(rd_kafka_flush(prod, 30000), RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
+static int64_t high_watermark(const char *topic, int32_t p)
+{
+    int64_t lo = 0, hi = -1;
+    assert_int_equal(rd_kafka_query_watermark_offsets(prod, topic, p, &lo, &hi, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    return hi;
+}
+
+/* The group's committed offsets for every partition (-1 when none). */
+static void committed(const char *group, const char *topic, int parts, int64_t *out)
+{
+    char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", harness_conf.kafka.brokers, err, sizeof(err)),
+                     RD_KAFKA_CONF_OK);
+    assert_int_equal(rd_kafka_conf_set(conf, "group.id", group, err, sizeof(err)), RD_KAFKA_CONF_OK);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+    assert_non_null(rk);
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(parts);
+    for (int i = 0; i < parts; i++)
+        rd_kafka_topic_partition_list_add(l, topic, i);
+    rd_kafka_resp_err_t e = rd_kafka_committed(rk, l, 10000);
+    for (int i = 0; i < parts; i++)
+        out[i] = e == RD_KAFKA_RESP_ERR_NO_ERROR && l->elems[i].offset >= 0 ? l->elems[i].offset : -1;
+    rd_kafka_topic_partition_list_destroy(l);
+    rd_kafka_destroy(rk);
+}
+
+static bool all_committed(const char *group, const char *topic, int parts)
+{
+    int64_t c[16];
+    committed(group, topic, parts, c);
+    for (int i = 0; i < parts; i++) {
+        int64_t hi = high_watermark(topic, i);
+        if (hi > 0 && c[i] != hi)
+            return false;
+    }
+    return true;
+}
+
+/* --- PostgreSQL helpers --------------------------------------------------- */
+
+static PGconn *pg;
+
+static int64_t pg_int(const char *sql, int64_t arg)
+{
+    char a[24];
+    snprintf(a, sizeof(a), "%" PRId64, arg);
+    const char *p[] = { a };
+    PGresult *r = PQexecParams(pg, sql, 1, NULL, p, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        /* the connection died with a PostgreSQL restart: once more */
+        PQclear(r);
+        PQreset(pg);
+        r = PQexecParams(pg, sql, 1, NULL, p, NULL, NULL, 0);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK)
+            fail_msg("%s: %s", sql, PQerrorMessage(pg));
+    }
+    int64_t v = PQgetisnull(r, 0, 0) ? -1 : strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return v;
+}
+
+static void pg_exec(const char *sql, int64_t a1, int64_t a2)
+{
+    char a[2][24];
+    snprintf(a[0], sizeof(a[0]), "%" PRId64, a1);
+    snprintf(a[1], sizeof(a[1]), "%" PRId64, a2);
+    const char *p[] = { a[0], a[1] };
+    int n = strstr(sql, "$2") ? 2 : 1;
+    PGresult *r = PQexecParams(pg, sql, n, NULL, p, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        fail_msg("%s: %s", sql, PQerrorMessage(pg));
+    PQclear(r);
+}
+
+static int64_t rows_of(int64_t item) { return pg_int("SELECT count(*) FROM orders WHERE item_id = $1", item); }
+static int64_t stock_left(int64_t item) { return pg_int("SELECT stock_left FROM items WHERE item_id = $1", item); }
+
+static void item_create(int64_t item, int64_t stock)
+{
+    pg_exec("INSERT INTO items (item_id, name, stock_total, stock_left) VALUES ($1, 'consumer test', $2, $2)",
+            item, stock);
+}
+
+static void item_drop(int64_t item)
+{
+    pg_exec("DELETE FROM orders WHERE item_id = $1", item, 0);
+    pg_exec("DELETE FROM order_rejections WHERE item_id = $1", item, 0);
+    pg_exec("DELETE FROM items WHERE item_id = $1", item, 0);
+}
+
+/* --- daemons ---------------------------------------------------------------- */
+
+static bool file_has(const char *path, const char *needle)
+{
+    char *buf = NULL;
+    size_t len;
+    if (util_read_file(path, &buf, &len) != 0)
+        return false;
+    bool found = strstr(buf, needle) != NULL;
+    free(buf);
+    return found;
+}
+
+static void ctx_init(struct tctx *t, const char *tag, int parts)
+{
+    char rnd[9];
+    memset(t, 0, sizeof(*t));
+    assert_int_equal(util_random_hex(rnd, 4), 0);
+    snprintf(t->topic, sizeof(t->topic), "sktest.%s.%d.%s", tag, (int)getpid(), rnd);
+    snprintf(t->dlq, sizeof(t->dlq), "%s.dlq", t->topic);
+    snprintf(t->group, sizeof(t->group), "sktest-%s-%d-%s", tag, (int)getpid(), rnd);
+    t->item = 900000000000LL + rnd_below(99999999999LL);
+    t->order_base = (1LL << 40) + (rnd_below(1LL << 20) << 20);
+    t->user_base = 800000000000LL + rnd_below(99999999999LL);
+    topic_create(t->topic, parts);
+    set_str(&harness_conf.kafka.topic, t->topic);
+    set_str(&harness_conf.kafka.dlq_topic, "seckill.orders.dlq");
+    set_str(&harness_conf.consumer.group_id, t->group);
+    harness_conf.consumer.metrics_port = 0;
+    harness_conf.consumer.workers = 2;
+    harness_conf.consumer.batch_size = 100;
+    harness_conf.consumer.batch_linger_ms = 5;
+    harness_conf.consumer.drain_timeout_ms = 20000;
+    harness_conf.lock.ttl_ms = 10000;
+}
+
+/* Start consumer number i with the current harness_conf. */
+static void start(struct tctx *t, int i)
+{
+    char bin[512];
+    harness_bin("seckill-consumer", bin, sizeof(bin));
+    if (t->cfgs[i][0] == 0)
+        harness_cfg_file(&harness_conf, t->cfgs[i], sizeof(t->cfgs[i]));
+    char cfgpath[256];
+    memcpy(cfgpath, t->cfgs[i], sizeof(cfgpath));
+    snprintf(t->logs[i], sizeof(t->logs[i]), "%.240s.log", cfgpath);
+    char *argv[] = { bin, "-c", t->cfgs[i], NULL };
+    t->pids[i] = harness_spawn(argv, t->logs[i]);
+}
+
+static void wait_assigned(struct tctx *t, int i)
+{
+    bool ok;
+    WAIT_UNTIL(file_has(t->logs[i], "assigned "), 30000, ok);
+    if (!ok)
+        fail_msg("consumer %d never got partitions (log %s)", i, t->logs[i]);
+}
+
+static void stop(struct tctx *t, int i)
+{
+    if (t->pids[i] <= 0)
+        return;
+    kill(t->pids[i], SIGTERM);
+    int st = harness_wait_exit(t->pids[i], 30000);
+    t->pids[i] = 0;
+    if (st != 0) {
+        char cmd[600];
+        snprintf(cmd, sizeof(cmd), "tail -n 30 '%s' >&2", t->logs[i]);
+        if (system(cmd) != 0)
+            (void)0;
+    }
+    assert_int_equal(st, 0);
+}
+
+static void ctx_done(struct tctx *t)
+{
+    for (int i = 0; i < 4; i++) {
+        if (t->pids[i] > 0) {
+            kill(t->pids[i], SIGKILL);
+            harness_wait_exit(t->pids[i], 10000);
+        }
+        if (t->cfgs[i][0] && !getenv("SECKILL_TEST_KEEP_LOGS")) {
+            unlink(t->cfgs[i]);
+            unlink(t->logs[i]);
+        }
+    }
+    item_drop(t->item);
+    topic_delete(t->topic);
+}
+
+/* A tiny HTTP GET for /metrics; returns the body (caller frees) or NULL. */
+static char *http_get(int port, const char *path)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    char req[256], *buf = NULL;
+    size_t len = 0, cap = 0;
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return NULL;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return NULL;
+    }
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
+    if (write(fd, req, (size_t)n) != n) {
+        close(fd);
+        return NULL;
+    }
+    for (;;) {
+        if (cap - len < 4096) {
+            cap = cap ? cap * 2 : 8192;
+            buf = realloc(buf, cap);
+            assert_non_null(buf);
+        }
+        ssize_t r = read(fd, buf + len, cap - len - 1);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    close(fd);
+    if (buf)
+        buf[len] = 0;
+    return buf;
+}
+
+/* Value of a metric line "name value" (exact name with labels), or -1. */
+static int64_t metric(int port, const char *name)
+{
+    char *body = http_get(port, "/metrics"), needle[256];
+    int64_t v = -1;
+    if (!body)
+        return -1;
+    snprintf(needle, sizeof(needle), "\n%s ", name);
+    char *at = strstr(body, needle);
+    if (at)
+        v = strtoll(at + strlen(needle), NULL, 10);
+    free(body);
+    return v;
+}
+
+/* A port nobody listens on right now (the kernel's pick). */
+static int free_port(void)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET };
+    socklen_t sl = sizeof(sa);
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+/* --- tests ----------------------------------------------------------------- */
+
+/* One order delivered several times, to two consumers at once (two groups
+ * each receive every message): one row, stock taken once, the reservation
+ * cleared, the repeats counted as duplicates. */
+static void test_duplicate_delivery_one_row(void **state)
+{
+    (void)state;
+    struct tctx t;
+    bool ok;
+    ctx_init(&t, "dup", 3);
+    item_create(t.item, 100);
+    int64_t dup = t.order_base + 1;
+    redisContext *rc = harness_redis(&harness_conf);
+    freeReplyObject(harness_cmd(rc, "HSET %s:{item:%lld}:pending %lld x", harness_conf.redis.key_prefix,
+                                (long long)t.item, (long long)dup));
+    freeReplyObject(harness_cmd(rc, "ZADD %s:{item:%lld}:unpub 1 %lld", harness_conf.redis.key_prefix,
+                                (long long)t.item, (long long)dup));
+
+    for (int i = 0; i < 5; i++)
+        produce_order(t.topic, dup, t.user_base, t.item);
+    for (int i = 0; i < 20; i++)
+        produce_order(t.topic, t.order_base + 100 + i, t.user_base + 100 + i, t.item);
+    produce_flush();
+
+    harness_conf.consumer.metrics_port = free_port();
+    int port0 = harness_conf.consumer.metrics_port;
+    start(&t, 0);
+    char group2[160];
+    snprintf(group2, sizeof(group2), "%s-b", t.group);
+    set_str(&harness_conf.consumer.group_id, group2);
+    harness_conf.consumer.metrics_port = 0;
+    start(&t, 1);
+
+    WAIT_UNTIL(all_committed(t.group, t.topic, 3) && all_committed(group2, t.topic, 3), 60000, ok);
+    assert_true(ok);
+    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE order_id = $1", dup), 1);
+    assert_int_equal(rows_of(t.item), 21);
+    assert_int_equal(stock_left(t.item), 100 - 21);
+    /* reservation cleared once persisted (or found persisted) */
+    assert_int_equal(harness_int(rc, "HEXISTS %s:{item:%lld}:pending %lld", harness_conf.redis.key_prefix,
+                                 (long long)t.item, (long long)dup), 0);
+    assert_int_equal(harness_int(rc, "ZSCORE %s:{item:%lld}:unpub %lld", harness_conf.redis.key_prefix,
+                                 (long long)t.item, (long long)dup), -1);
+    /* this consumer saw 25 messages: persisted + duplicates account for all */
+    int64_t persisted = metric(port0, "seckill_consumer_persisted_total");
+    int64_t dups = metric(port0, "seckill_consumer_duplicates_skipped_total");
+    assert_int_equal(persisted + dups, 25);
+    assert_true(dups >= 4);
+    stop(&t, 0);
+    stop(&t, 1);
+    redisFree(rc);
+    ctx_done(&t);
+}
+
+/* 1,000 orders from 1,000 users through three instances of one group, with
+ * members joining and leaving while it drains: exactly 1,000 rows, stock
+ * matches, offsets at the end. */
+static void test_three_instances_rebalance(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    struct tctx t;
+    bool ok;
+    ctx_init(&t, "reb", 6);
+    item_create(t.item, N);
+    harness_conf.consumer.batch_size = 20;
+    start(&t, 0);
+    start(&t, 1);
+    wait_assigned(&t, 0);
+    for (int i = 0; i < N / 2; i++)
+        produce_order(t.topic, t.order_base + i, t.user_base + i, t.item);
+    produce_flush();
+    WAIT_UNTIL(rows_of(t.item) > 0, 30000, ok);
+    assert_true(ok);
+    start(&t, 2); /* joins mid-drain: partitions move */
+    for (int i = N / 2; i < N; i++)
+        produce_order(t.topic, t.order_base + i, t.user_base + i, t.item);
+    produce_flush();
+    wait_assigned(&t, 2);
+    stop(&t, 0); /* leaves mid-drain: its partitions move again */
+    WAIT_UNTIL(rows_of(t.item) == N, 60000, ok);
+    assert_true(ok);
+    WAIT_UNTIL(all_committed(t.group, t.topic, 6), 30000, ok);
+    assert_true(ok);
+    assert_int_equal(rows_of(t.item), N);
+    assert_int_equal(stock_left(t.item), 0);
+    assert_int_equal(pg_int("SELECT count(*) FROM order_rejections WHERE item_id = $1", t.item), 0);
+    assert_true(file_has(t.logs[1], "revoked ") || file_has(t.logs[2], "revoked "));
+    stop(&t, 1);
+    stop(&t, 2);
+    ctx_done(&t);
+}
+
+struct dlq_seen {
+    int n;
+    char err[8][128];
+    char src_topic[8][128];
+    int64_t src_offset[8];
+};
+
+static void read_dlq(const char *topic, const char *group, struct dlq_seen *s)
+{
+    char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    /* assign() needs a group id even without commits */
+    assert_int_equal(rd_kafka_conf_set(conf, "group.id", group, err, sizeof(err)), RD_KAFKA_CONF_OK);
+    assert_int_equal(rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err)), RD_KAFKA_CONF_OK);
+    assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", harness_conf.kafka.brokers, err, sizeof(err)),
+                     RD_KAFKA_CONF_OK);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+    assert_non_null(rk);
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, topic, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    assert_int_equal(rd_kafka_assign(rk, l), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_topic_partition_list_destroy(l);
+    memset(s, 0, sizeof(*s));
+    int64_t end = util_mono_ms() + 5000;
+    while (util_mono_ms() < end && s->n < 8) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+        if (!m)
+            continue;
+        if (!m->err) {
+            rd_kafka_headers_t *h = NULL;
+            const void *v;
+            size_t vl;
+            if (rd_kafka_message_headers(m, &h) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                if (rd_kafka_header_get_last(h, "error", &v, &vl) == 0)
+                    snprintf(s->err[s->n], sizeof(s->err[0]), "%.*s", (int)vl, (const char *)v);
+                if (rd_kafka_header_get_last(h, "source_topic", &v, &vl) == 0)
+                    snprintf(s->src_topic[s->n], sizeof(s->src_topic[0]), "%.*s", (int)vl, (const char *)v);
+                char off[32] = "";
+                if (rd_kafka_header_get_last(h, "source_offset", &v, &vl) == 0)
+                    snprintf(off, sizeof(off), "%.*s", (int)vl, (const char *)v);
+                s->src_offset[s->n] = off[0] ? strtoll(off, NULL, 10) : -1;
+                if (rd_kafka_header_get_last(h, "source_partition", &v, &vl) != 0)
+                    s->src_offset[s->n] = -2;
+            }
+            s->n++;
+        }
+        rd_kafka_message_destroy(m);
+    }
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+}
+
+/* Poison messages go to the dead-letter topic with their reason and origin;
+ * the orders around them are persisted and the offsets move past them. */
+static void test_poison_to_dlq(void **state)
+{
+    (void)state;
+    struct tctx t;
+    bool ok;
+    ctx_init(&t, "dlq", 1);
+    topic_create(t.dlq, 1);
+    set_str(&harness_conf.kafka.dlq_topic, t.dlq);
+    item_create(t.item, 10);
+    harness_conf.consumer.metrics_port = free_port();
+    int port = harness_conf.consumer.metrics_port;
+
+    produce_order(t.topic, t.order_base + 1, t.user_base + 1, t.item);                 /* offset 0 */
+    produce_raw(t.topic, "1", "{not json", 9);                                          /* 1 */
+    const char *v2 = "{\"v\":2,\"order_id\":\"5\",\"user_id\":1,\"item_id\":1,\"qty\":1,\"reserved_at_ms\":1}";
+    produce_raw(t.topic, "1", v2, strlen(v2));                                          /* 2 */
+    const char *neg = "{\"v\":1,\"order_id\":\"5\",\"user_id\":-1,\"item_id\":1,\"qty\":1,\"reserved_at_ms\":1}";
+    produce_raw(t.topic, "1", neg, strlen(neg));                                        /* 3 */
+    const char *miss = "{\"v\":1,\"order_id\":\"5\",\"item_id\":1,\"qty\":1}";
+    produce_raw(t.topic, NULL, miss, strlen(miss));                                     /* 4 */
+    produce_order(t.topic, t.order_base + 2, t.user_base + 2, t.item);                 /* 5 */
+    produce_order(t.topic, t.order_base + 3, t.user_base + 3, t.item + 1);             /* 6: no such item */
+    produce_flush();
+
+    start(&t, 0);
+    WAIT_UNTIL(all_committed(t.group, t.topic, 1), 60000, ok);
+    assert_true(ok);
+    assert_int_equal(rows_of(t.item), 2);
+    assert_int_equal(stock_left(t.item), 8);
+    /* the unknown item is recorded, never dropped silently */
+    assert_int_equal(pg_int("SELECT count(*) FROM order_rejections WHERE order_id = $1 AND reason = 'no_item'",
+                            t.order_base + 3), 1);
+    assert_int_equal(metric(port, "seckill_consumer_rejected_total{reason=\"no_item\"}"), 1);
+    assert_int_equal(metric(port, "seckill_consumer_dead_lettered_total"), 4);
+    stop(&t, 0);
+
+    struct dlq_seen s;
+    read_dlq(t.dlq, t.group, &s);
+    assert_int_equal(s.n, 4);
+    for (int i = 0; i < 4; i++) {
+        assert_string_equal(s.src_topic[i], t.topic);
+        assert_int_equal(s.src_offset[i], i + 1);
+        assert_true(s.err[i][0] != 0);
+    }
+    assert_non_null(strstr(s.err[0], "JSON"));
+    assert_non_null(strstr(s.err[1], "version"));
+    pg_exec("DELETE FROM order_rejections WHERE item_id = $1", t.item + 1, 0);
+    topic_delete(t.dlq);
+    ctx_done(&t);
+}
+
+/* PostgreSQL stopped mid-drain: the consumer pauses, stores no offset past
+ * what is persisted, and resumes when it is back; nothing is lost. */
+static void pg_ctl_stop(void)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "cd / && runuser -u postgres -- \"$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)/pg_ctl\" "
+             "-D \"$(readlink -f '%s/.stack/pg')/data\" -m fast -w stop >/dev/null",
+             harness_root());
+    assert_int_equal(system(cmd), 0);
+}
+
+static void stack_up(void)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "'%s/scripts/stack' up >/dev/null", harness_root());
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_postgres_outage(void **state)
+{
+    (void)state;
+    enum { HALF = 300, PARTS = 3 };
+    struct tctx t;
+    bool ok;
+    int64_t hw1[PARTS], c[PARTS];
+    ctx_init(&t, "pgout", PARTS);
+    item_create(t.item, 2 * HALF);
+    harness_conf.consumer.batch_size = 20;
+    harness_conf.consumer.metrics_port = free_port();
+    int port = harness_conf.consumer.metrics_port;
+    start(&t, 0);
+    wait_assigned(&t, 0);
+    for (int i = 0; i < HALF; i++)
+        produce_order(t.topic, t.order_base + i, t.user_base + i, t.item);
+    produce_flush();
+    WAIT_UNTIL(all_committed(t.group, t.topic, PARTS), 60000, ok);
+    assert_true(ok);
+    for (int p = 0; p < PARTS; p++)
+        hw1[p] = high_watermark(t.topic, p);
+
+    pg_ctl_stop();
+    for (int i = HALF; i < 2 * HALF; i++)
+        produce_order(t.topic, t.order_base + i, t.user_base + i, t.item);
+    produce_flush();
+    WAIT_UNTIL(metric(port, "seckill_consumer_paused") == 1, 30000, ok);
+    assert_true(ok);
+    assert_int_equal(metric(port, "seckill_consumer_pg_up"), 0);
+    /* a few commit intervals pass: nothing committed past the persisted */
+    int64_t until = util_mono_ms() + 2500;
+    while (util_mono_ms() < until) {
+        committed(t.group, t.topic, PARTS, c);
+        for (int p = 0; p < PARTS; p++)
+            assert_true(c[p] <= hw1[p]);
+    }
+    stack_up();
+    WAIT_UNTIL(rows_of(t.item) == 2 * HALF, 60000, ok);
+    assert_true(ok);
+    WAIT_UNTIL(all_committed(t.group, t.topic, PARTS), 30000, ok);
+    assert_true(ok);
+    WAIT_UNTIL(metric(port, "seckill_consumer_paused") == 0, 10000, ok);
+    assert_true(ok);
+    assert_int_equal(metric(port, "seckill_consumer_pg_up"), 1);
+    assert_int_equal(stock_left(t.item), 0);
+    assert_true(file_has(t.logs[0], "PostgreSQL unavailable"));
+    stop(&t, 0);
+    ctx_done(&t);
+}
+
+/* SIGKILL in the middle of the drain, then a restart: every order exactly once. */
+static void test_sigkill_restart_exactly_once(void **state)
+{
+    (void)state;
+    enum { N = 4000 };
+    struct tctx t;
+    bool ok;
+    ctx_init(&t, "kill", 3);
+    item_create(t.item, N);
+    harness_conf.consumer.batch_size = 10;
+    harness_conf.consumer.workers = 1;
+    for (int i = 0; i < N; i++)
+        produce_order(t.topic, t.order_base + i, t.user_base + i, t.item);
+    produce_flush();
+    start(&t, 0);
+    WAIT_UNTIL(rows_of(t.item) >= 200, 60000, ok);
+    assert_true(ok);
+    kill(t.pids[0], SIGKILL);
+    assert_int_equal(harness_wait_exit(t.pids[0], 10000), 128 + SIGKILL);
+    t.pids[0] = 0;
+    int64_t at_kill = rows_of(t.item);
+    assert_true(at_kill < N); /* really mid-drain */
+    harness_conf.consumer.batch_size = 200;
+    harness_conf.consumer.workers = 2;
+    start(&t, 1);
+    WAIT_UNTIL(all_committed(t.group, t.topic, 3), 90000, ok);
+    assert_true(ok);
+    assert_int_equal(rows_of(t.item), N);
+    assert_int_equal(pg_int("SELECT count(DISTINCT order_id) FROM orders WHERE item_id = $1", t.item), N);
+    assert_int_equal(stock_left(t.item), 0);
+    stop(&t, 1);
+    ctx_done(&t);
+}
+
+/* A worker frozen with SIGSTOP past its lease: another worker takes the user
+ * and writes; after SIGCONT the frozen one's write is refused by the fence
+ * (it writes without looking at lock_lost: the fence is the backstop). */
+static void test_frozen_worker_fenced(void **state)
+{
+    (void)state;
+    struct tctx t = { 0 };
+    char err[256];
+    t.item = 900000000000LL + rnd_below(99999999999LL);
+    t.order_base = (1LL << 40) + (rnd_below(1LL << 20) << 20);
+    t.user_base = 800000000000LL + rnd_below(99999999999LL);
+    item_create(t.item, 5);
+    harness_conf.lock.ttl_ms = 300;
+    struct order o = { t.order_base, t.user_base, t.item, 1, util_wall_ms() };
+    char name[64];
+    snprintf(name, sizeof(name), "user:%" PRId64, o.user_id);
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct lock_client *lc = NULL;
+        struct sink *s = NULL;
+        struct lock *l = NULL;
+        if (lock_client_open(&harness_conf, &lc, err, sizeof(err)) != 0 ||
+            sink_open(&harness_conf, "test-frozen", &s, err, sizeof(err)) != 0)
+            _exit(10);
+        if (lock_acquire(lc, name, 0, 5000, &l) != LOCK_OK)
+            _exit(11);
+        if (write(pfd[1], "x", 1) != 1)
+            _exit(12);
+        raise(SIGSTOP); /* frozen while holding the lease */
+        struct sink_order so = { &o, lock_fence(l), 0 };
+        if (sink_write(s, &so, 1, NULL, NULL, err, sizeof(err)) != SINK_OK)
+            _exit(13);
+        _exit(so.outcome == CMSG_RETRY ? 0 : 20 + so.outcome);
+    }
+    char x;
+    assert_int_equal(read(pfd[0], &x, 1), 1);
+    int st;
+    assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
+    assert_true(WIFSTOPPED(st));
+
+    /* another worker: waits out the frozen lease, takes the user, writes */
+    struct lock_client *lc = NULL;
+    struct sink *s = NULL;
+    struct lock *l = NULL;
+    assert_int_equal(lock_client_open(&harness_conf, &lc, err, sizeof(err)), 0);
+    assert_int_equal(sink_open(&harness_conf, "test-second", &s, err, sizeof(err)), 0);
+    assert_int_equal(lock_acquire(lc, name, 0, 5000, &l), LOCK_OK);
+    int64_t fence2 = lock_fence(l);
+    struct sink_order so = { &o, fence2, 0 };
+    assert_int_equal(sink_write(s, &so, 1, NULL, NULL, err, sizeof(err)), SINK_OK);
+    assert_int_equal(so.outcome, CMSG_INSERTED);
+
+    kill(pid, SIGCONT);
+    int code = harness_wait_exit(pid, 20000);
+    assert_int_equal(code, 0); /* the frozen writer was refused: stale fence */
+    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE item_id = $1", t.item), 1);
+    assert_int_equal(pg_int("SELECT fence FROM orders WHERE order_id = $1", o.order_id), fence2);
+    assert_int_equal(stock_left(t.item), 4);
+    lock_release(lc, l);
+    lock_client_close(lc);
+    sink_close(s);
+    close(pfd[0]);
+    close(pfd[1]);
+    pg_exec("DELETE FROM user_fences WHERE user_id = $1", o.user_id, 0);
+    item_drop(t.item);
+    harness_conf.lock.ttl_ms = 10000;
+}
+
+/* The sink decides per order without letting one bad order abort the
+ * batch: stock never goes below zero, (user, item) stays unique, an id that
+ * exists for someone else is refused, and all of it is recorded. */
+static void test_sink_rejections(void **state)
+{
+    (void)state;
+    char err[256];
+    struct sink *s = NULL;
+    int64_t item = 900000000000LL + rnd_below(99999999999LL);
+    int64_t ob = (1LL << 40) + (rnd_below(1LL << 20) << 20);
+    int64_t ub = 800000000000LL + rnd_below(99999999999LL);
+    item_create(item, 2);
+    assert_int_equal(sink_open(&harness_conf, "test-sink", &s, err, sizeof(err)), 0);
+    struct order o[] = {
+        { ob + 1, ub + 1, item, 1, 1000 },     /* inserted */
+        { ob + 1, ub + 1, item, 1, 1000 },     /* same again in the batch: duplicate */
+        { ob + 2, ub + 1, item, 1, 1000 },     /* same user and item, other id: dup_buyer */
+        { ob + 1, ub + 2, item, 1, 1000 },     /* id exists for another user: id_conflict */
+        { ob + 3, ub + 3, item, 1, 1000 },     /* inserted: last unit */
+        { ob + 4, ub + 4, item, 1, 1000 },     /* no stock */
+        { ob + 5, ub + 5, item + 1, 1, 1000 }, /* no item */
+    };
+    enum { N = sizeof(o) / sizeof(o[0]) };
+    int want[N] = { CMSG_INSERTED, CMSG_DUPLICATE, CMSG_DUP_BUYER, CMSG_ID_CONFLICT,
+                    CMSG_INSERTED, CMSG_NO_STOCK, CMSG_NO_ITEM };
+    struct sink_order so[N];
+    int64_t fence = util_wall_ms() * 1000;
+    for (int i = 0; i < N; i++)
+        so[i] = (struct sink_order){ &o[i], fence, 0 };
+    assert_int_equal(sink_write(s, so, N, NULL, NULL, err, sizeof(err)), SINK_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(so[i].outcome, want[i]);
+    assert_int_equal(stock_left(item), 0);
+    assert_int_equal(rows_of(item), 2);
+    assert_int_equal(pg_int("SELECT count(*) FROM order_rejections WHERE order_id >= $1 AND order_id < $1 + 10", ob), 4);
+    /* replayed: nothing changes, the inserted ones are now duplicates */
+    fence++;
+    for (int i = 0; i < N; i++)
+        so[i].fence = fence;
+    assert_int_equal(sink_write(s, so, N, NULL, NULL, err, sizeof(err)), SINK_OK);
+    assert_int_equal(so[0].outcome, CMSG_DUPLICATE);
+    assert_int_equal(so[4].outcome, CMSG_DUPLICATE);
+    assert_int_equal(rows_of(item), 2);
+    assert_int_equal(stock_left(item), 0);
+    assert_int_equal(pg_int("SELECT count(*) FROM order_rejections WHERE order_id >= $1 AND order_id < $1 + 10", ob), 4);
+    /* a stale fence writes nothing */
+    so[0].fence = fence - 10;
+    assert_int_equal(sink_write(s, so, 1, NULL, NULL, err, sizeof(err)), SINK_OK);
+    assert_int_equal(so[0].outcome, CMSG_RETRY);
+    sink_close(s);
+    pg_exec("DELETE FROM order_rejections WHERE item_id = $1", item + 1, 0);
+    for (int i = 1; i <= 5; i++)
+        pg_exec("DELETE FROM user_fences WHERE user_id = $1", ub + i, 0);
+    item_drop(item);
+}
+
+static int setup(void **state)
+{
+    harness_setup(state);
+    prod = new_producer();
+    pg = harness_pg(&harness_conf);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    rd_kafka_destroy(prod);
+    PQfinish(pg);
+    return harness_teardown(state);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sink_rejections),
+        cmocka_unit_test(test_frozen_worker_fenced),
+        cmocka_unit_test(test_duplicate_delivery_one_row),
+        cmocka_unit_test(test_poison_to_dlq),
+        cmocka_unit_test(test_three_instances_rebalance),
+        cmocka_unit_test(test_sigkill_restart_exactly_once),
+        cmocka_unit_test(test_postgres_outage),
+    };
+    return cmocka_run_group_tests_name("consumer", tests, setup, teardown);
+}
