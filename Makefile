@@ -50,7 +50,8 @@ TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 TEST_HELPER_OBJ := $(BUILD)/obj/tests/harness.o
 
 .PHONY: all test tests demo install clean stack-up stack-down stack-status
-.SECONDARY:
+# Keep the objects of pattern-built test programs (not intermediates to delete).
+.PRECIOUS: $(BUILD)/obj/%.o
 all: $(BINS)
 
 $(GEN_C) $(GEN_H): $(EMBED_SRC) scripts/embed

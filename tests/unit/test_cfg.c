@@ -58,7 +58,7 @@ static void test_dev_config_loads(void **state)
     assert_string_equal(c.kafka.topic, "seckill.orders");
     assert_int_equal(c.kafka.producer_properties.n, 2);
     assert_string_equal(c.kafka.producer_properties.keys[0], "linger.ms");
-    assert_string_equal(c.kafka.producer_properties.values[0], "5");
+    assert_string_equal(c.kafka.producer_properties.values[0], "1");
     assert_int_equal(c.logging.level, LOG_LVL_INFO);
     cfg_free(&c);
 }
@@ -136,6 +136,11 @@ static void test_reload_check(void **state)
     write_cfg(MINIMAL "logging = { level = \"debug\"; };\nconsumer = { batch_size = 20; };\n");
     assert_int_equal(cfg_load(path, &b, err, sizeof(err)), 0);
     assert_int_equal(cfg_reload_check(&a, &b, err, sizeof(err)), 0); /* both reloadable */
+    /* Applying copies exactly the reloadable settings. */
+    assert_int_equal(cfg_reloadable_scalar_only(), 1);
+    cfg_apply_reload(&a, &b);
+    assert_int_equal(a.consumer.batch_size, 20);
+    assert_int_equal(a.logging.level, LOG_LVL_DEBUG);
     cfg_free(&b);
     write_cfg(MINIMAL "redis = { port = 7000; };\n");
     assert_int_equal(cfg_load(path, &b, err, sizeof(err)), 0);
