@@ -3,12 +3,14 @@
 #   make            build build/seckill-producer, build/seckill-consumer, build/seckillctl
 #   make test       bring the local stack up, build (also with ASan+UBSan), run every test
 #   make demo       the main job end to end
-#   make install    PREFIX=/usr/local DESTDIR= (binaries, config, SQL)
+#   make install    PREFIX=/usr/local DESTDIR= (binaries, config, SQL, systemd units)
 #   make stack-up / stack-down / stack-status
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
 SYSCONFDIR ?= /etc
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+DOCDIR  ?= $(PREFIX)/share/doc/seckill
 CC      ?= cc
 BUILD   ?= build
 SAN     ?=
@@ -103,9 +105,18 @@ demo:
 	$(MAKE) --no-print-directory all
 	scripts/demo
 
+# Units name the installed paths, so they are filled in at install time.
+UNIT_SED := sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g'
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/seckill/sql/migrations $(DESTDIR)$(SYSCONFDIR)/seckill
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/seckill/sql/migrations $(DESTDIR)$(SYSCONFDIR)/seckill \
+	        $(DESTDIR)$(UNITDIR) $(DESTDIR)$(PREFIX)/lib/sysusers.d $(DESTDIR)$(DOCDIR)
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	for u in config/systemd/*.in; do \
+	    $(UNIT_SED) $$u >$(DESTDIR)$(UNITDIR)/$$(basename $$u .in) && chmod 644 $(DESTDIR)$(UNITDIR)/$$(basename $$u .in) || exit 1; \
+	done
+	install -m 644 config/systemd/seckill.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/seckill.conf
+	install -m 644 README.md $(DESTDIR)$(DOCDIR)/
 	install -m 644 sql/migrations/*.sql $(DESTDIR)$(PREFIX)/share/seckill/sql/migrations/
 	install -m 755 scripts/migrate $(DESTDIR)$(PREFIX)/share/seckill/sql/migrate
 	@# never overwrite an operator's edited configuration

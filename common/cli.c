@@ -1,10 +1,13 @@
 #include "cli.h"
 
 #include <getopt.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "log.h"
+#include "util.h"
 #include "version.h"
 
 int cli_parse(struct cli *cli, int argc, char **argv)
@@ -14,14 +17,26 @@ int cli_parse(struct cli *cli, int argc, char **argv)
         { "check-config", no_argument, NULL, 't' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
+        { "instance", required_argument, NULL, 'i' },
         { NULL, 0, NULL, 0 },
     };
     int o;
+    int64_t n;
     cli->config = SECKILL_DEFAULT_CONFIG;
+    cli->instance = -1;
     optind = 1;
     /* '+': stop at the first non-option, it belongs to a subcommand. */
-    while ((o = getopt_long(argc, argv, "+c:thV", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "+c:thVi:", opts, NULL)) != -1) {
         switch (o) {
+        case 'i':
+            if (!cli->allow_instance || util_parse_i64(optarg, 0, 1000, &n) != 0) {
+                fprintf(stderr, "%s: %s\n", cli->prog,
+                        cli->allow_instance ? "--instance takes a number in 0..1000"
+                                            : "--instance is not an option of this program");
+                return 2;
+            }
+            cli->instance = (int)n;
+            break;
         case 'c':
             cli->config = optarg;
             break;
@@ -33,8 +48,13 @@ int cli_parse(struct cli *cli, int argc, char **argv)
                    "  -c, --config FILE    configuration file (default %s)\n"
                    "  -t, --check-config   validate the configuration and exit\n"
                    "  -h, --help           show this help\n"
-                   "  -V, --version        show the version\n",
-                   cli->prog, cli->usage, SECKILL_DEFAULT_CONFIG);
+                   "  -V, --version        show the version\n%s",
+                   cli->prog, cli->usage, SECKILL_DEFAULT_CONFIG,
+                   cli->allow_instance
+                       ? "  -i, --instance N     instance N on this host: group.instance.id\n"
+                         "                       <consumer.instance_id or hostname>-N,\n"
+                         "                       metrics port consumer.metrics_port + N\n"
+                       : "");
             return 0;
         case 'V':
             printf("%s %s\n", cli->prog, SECKILL_VERSION);
@@ -62,4 +82,22 @@ int cli_load(struct cli *cli, struct cfg *c)
     }
     log_setup(cli->prog, (enum log_level)c->logging.level, (enum log_format)c->logging.format);
     return -1;
+}
+
+void cli_apply_instance(const struct cli *cli, struct cfg *c)
+{
+    char id[300], host[256] = "localhost";
+    if (cli->instance < 0)
+        return;
+    if (c->consumer.instance_id[0] == '\0')
+        gethostname(host, sizeof(host) - 1);
+    snprintf(id, sizeof(id), "%s-%d", c->consumer.instance_id[0] ? c->consumer.instance_id : host,
+             cli->instance);
+    char *dup = strdup(id);
+    if (dup) {
+        free(c->consumer.instance_id);
+        c->consumer.instance_id = dup;
+    }
+    if (c->consumer.metrics_port != 0 && c->consumer.metrics_port + cli->instance <= 65535)
+        c->consumer.metrics_port += cli->instance;
 }

@@ -87,8 +87,9 @@ void daemon_watchdog(void)
     }
 }
 
-int daemon_reload(const char *path, struct cfg *cur)
+int daemon_reload(const struct cli *cli, struct cfg *cur)
 {
+    const char *path = cli->config;
     struct cfg next = { 0 };
     char err[1024];
     int ret = -1;
@@ -97,6 +98,7 @@ int daemon_reload(const char *path, struct cfg *cur)
         log_error("reload rejected, keeping the running configuration: %s", err);
         goto out;
     }
+    cli_apply_instance(cli, &next);
     if (cfg_reload_check(cur, &next, err, sizeof(err)) != 0) {
         log_error("reload rejected, keeping the running configuration: %s", err);
         goto out;

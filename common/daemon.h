@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "cfg.h"
+#include "cli.h"
 
 /* Set by the handlers; read and cleared by the main loop. */
 extern volatile sig_atomic_t daemon_stop_signals; /* SIGTERM/SIGINT count */
@@ -31,10 +32,11 @@ void daemon_watchdog(void);
 /* The watchdog interval in ms (0 if none), for sizing the main loop's waits. */
 int64_t daemon_watchdog_ms(void);
 
-/* SIGHUP: load the file again and apply its reloadable settings to *cur.
+/* SIGHUP: load cli's file again (with cli's --instance applied, as at start)
+ * and apply its reloadable settings to *cur.
  * A broken file or a change to a setting that needs a restart is rejected
  * with the reason logged, and *cur stays as it was. Notifies RELOADING=1 and
  * READY=1 around it. 0 if applied, -1 if rejected. */
-int daemon_reload(const char *path, struct cfg *cur);
+int daemon_reload(const struct cli *cli, struct cfg *cur);
 
 #endif

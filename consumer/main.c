@@ -34,7 +34,7 @@ static int on_http(const char *path, struct mbuf *body, void *arg)
 
 int main(int argc, char **argv)
 {
-    struct cli cli = { .prog = "seckill-consumer", .usage = "" };
+    struct cli cli = { .prog = "seckill-consumer", .usage = "[-i N]", .allow_instance = 1 };
     struct cfg c;
     struct pipe *p = NULL;
     struct httpd *h = NULL;
@@ -43,8 +43,13 @@ int main(int argc, char **argv)
     int ret = cli_parse(&cli, argc, argv), fatal = 0, drained;
     if (ret >= 0)
         return ret;
+    if (cli.argi != argc) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n", cli.prog, argv[cli.argi]);
+        return 2;
+    }
     if ((ret = cli_load(&cli, &c)) >= 0)
         return ret;
+    cli_apply_instance(&cli, &c);
     if (daemon_signals_install() != 0) {
         log_error("cannot install signal handlers");
         cfg_free(&c);
@@ -89,7 +94,7 @@ int main(int argc, char **argv)
     while (daemon_stop_signals == 0) {
         if (daemon_reload_signal) {
             daemon_reload_signal = 0;
-            daemon_reload(cli.config, &c);
+            daemon_reload(&cli, &c);
         }
         if (pipe_poll(p, 100) != 0) {
             fatal = 1;

@@ -38,9 +38,14 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
         atomic_store(&p->fatal, 1);
         return;
     }
-    /* Transient: librdkafka retries by itself; the delivery reports and
-     * the health check carry the consequences. */
-    log_warn("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+    /* Transient: librdkafka retries by itself, and the delivery reports and
+     * the health check (which logs once per state change) carry the
+     * consequences; only "all brokers down", itself a state change, is worth
+     * a line at the default level. */
+    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
+        log_warn("kafka: %s", reason);
+    else
+        log_debug("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 
 static void *poll_main(void *arg)

@@ -210,6 +210,37 @@ for prog in seckill-producer seckill-consumer; do
         "$T/range.cfg:$DEFECT_LINE:" "redis.port" -- "$BUILD/$prog" -t -c "$T/range.cfg"
 done
 
+expect "seckill-consumer -i takes an instance number" 0 out "is valid" -- "$BUILD/seckill-consumer" -i 2 -t -c "$CFG"
+expect "seckill-consumer -i refuses a non-number" 2 err "--instance takes a number" -- "$BUILD/seckill-consumer" -i two -t -c "$CFG"
+expect "seckill-producer has no -i" 2 err "--instance is not an option" -- "$BUILD/seckill-producer" -i 2 -t -c "$CFG"
+
+# --- 3b: install and the systemd units ---------------------------------------
+
+# Install from this very build: with the sanitizer flags when it is the sanitizer build.
+SAN_FLAG=; if nm -D "$CTL" 2>/dev/null | grep -q __asan_init; then SAN_FLAG=SAN=1; fi
+expect "make install into DESTDIR with a PREFIX exits 0" 0 any -- \
+    make --no-print-directory -s BUILD="$BUILD_ARG" $SAN_FLAG install DESTDIR="$T/inst" PREFIX=/opt/sk SYSCONFDIR=/etc
+for u in seckill-producer.service seckill-consumer@.service; do
+    ok_if "install puts $u in PREFIX/lib/systemd/system" "missing" test -f "$T/inst/opt/sk/lib/systemd/system/$u"
+    ok_if "$u names the installed binary and config" "$(grep ExecStart= "$T/inst/opt/sk/lib/systemd/system/$u" 2>&1)" \
+        grep -q "^ExecStart=/opt/sk/bin/seckill-[a-z]* -c /etc/seckill/seckill.cfg" "$T/inst/opt/sk/lib/systemd/system/$u"
+    ok_if "$u is Type=notify with a watchdog and a stop timeout" "lacks a setting" \
+        sh -c "grep -q '^Type=notify' '$T/inst/opt/sk/lib/systemd/system/$u' && grep -q '^WatchdogSec=' '$T/inst/opt/sk/lib/systemd/system/$u' && grep -q '^TimeoutStopSec=' '$T/inst/opt/sk/lib/systemd/system/$u'"
+done
+ok_if "install puts the sysusers entry for the seckill user" "missing" test -f "$T/inst/opt/sk/lib/sysusers.d/seckill.conf"
+if command -v systemd-analyze >/dev/null 2>&1; then
+    mkdir -p "$T/units"
+    for u in seckill-producer.service seckill-consumer@.service; do
+        sed -e "s|@BINDIR@|$BUILD|g; s|@SYSCONFDIR@|/etc|g; s|@DOCDIR@|/usr/share/doc/seckill|g" \
+            "config/systemd/$u.in" >"$T/units/$u"
+    done
+    cp "$T/units/seckill-consumer@.service" "$T/units/seckill-consumer@1.service"
+    expect "systemd-analyze verify accepts both units" 0 any -- \
+        systemd-analyze verify "$T/units/seckill-producer.service" "$T/units/seckill-consumer@1.service"
+else
+    skip "systemd-analyze verify accepts both units" "no systemd-analyze here"
+fi
+
 # --- 4: config show masks secrets ---------------------------------------------
 
 mkcfg "$T/secret.cfg" 'redis = { password = "hunter2-secret"; };'

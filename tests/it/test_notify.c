@@ -78,7 +78,42 @@ static pid_t start(const char *prog, const char *cfgpath, struct mgr *m, const c
     return pid;
 }
 
-static void lifecycle(const char *prog, struct cfg *c)
+/* Every line of the exposition is a HELP or TYPE comment or "name{labels} value",
+ * every sample's family was declared with a TYPE first. */
+static void metrics_parse(int port, const char *prefix)
+{
+    static char m[262144];
+    char *save, *line, typed[64][128];
+    int ntyped = 0, samples = 0;
+    assert_int_equal(harness_http(port, "GET", "/metrics", NULL, NULL, m, sizeof(m)), 200);
+    for (line = strtok_r(m, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char name[128], type[32];
+        double v;
+        if (strncmp(line, "# HELP ", 7) == 0)
+            continue;
+        if (sscanf(line, "# TYPE %127s %31s", name, type) == 2) {
+            assert_true(strcmp(type, "counter") == 0 || strcmp(type, "gauge") == 0 ||
+                        strcmp(type, "histogram") == 0);
+            assert_true(ntyped < 64);
+            snprintf(typed[ntyped++], sizeof(typed[0]), "%s", name);
+            continue;
+        }
+        assert_int_equal(sscanf(line, "%127[a-zA-Z0-9_:]", name), 1);
+        assert_true(strncmp(name, prefix, strlen(prefix)) == 0);
+        const char *val = strrchr(line, ' ');
+        assert_non_null(val);
+        assert_int_equal(sscanf(val, " %lf", &v), 1);
+        bool declared = false;
+        for (int i = 0; i < ntyped; i++)
+            declared |= strncmp(name, typed[i], strlen(typed[i])) == 0;
+        if (!declared)
+            fail_msg("sample %s before its TYPE line", name);
+        samples++;
+    }
+    assert_true(samples > 10);
+}
+
+static void lifecycle(const char *prog, struct cfg *c, int metrics_port, const char *prefix)
 {
     struct mgr m;
     char cfgpath[128], log[128];
@@ -100,6 +135,7 @@ static void lifecycle(const char *prog, struct cfg *c)
     WAIT_UNTIL(count_lines(&m, "WATCHDOG=1") >= before + 3, 5000, ok);
     assert_true(ok);
     assert_true(mgr_has(&m, 0, "STATUS="));
+    metrics_parse(metrics_port, prefix);
 
     /* A valid reload: a reloadable setting changes. */
     mark = m.len;
@@ -143,7 +179,7 @@ static void test_producer(void **state)
     struct cfg c;
     harness_cfg(&c);
     c.producer.port = harness_free_port();
-    lifecycle("seckill-producer", &c);
+    lifecycle("seckill-producer", &c, c.producer.port, "seckill_producer_");
     cfg_free(&c);
 }
 
@@ -157,7 +193,7 @@ static void test_consumer(void **state)
     snprintf(group, sizeof(group), "seckill-test-notify-%d", (int)getpid());
     free(c.consumer.group_id);
     c.consumer.group_id = strdup(group);
-    lifecycle("seckill-consumer", &c);
+    lifecycle("seckill-consumer", &c, c.consumer.metrics_port, "seckill_consumer_");
     cfg_free(&c);
 }
 
