@@ -3,6 +3,7 @@
 #   make            build build/seckill-producer, build/seckill-consumer, build/seckillctl
 #   make test       bring the local stack up, build (also with ASan+UBSan), run every test
 #   make demo       the main job end to end
+#   make bench      throughput next to the hardware's limits (build/bench.json)
 #   make install    PREFIX=/usr/local DESTDIR= (binaries, config, SQL, systemd units)
 #   make stack-up / stack-down / stack-status
 
@@ -51,7 +52,7 @@ TEST_SRC  := $(wildcard tests/unit/*.c tests/it/*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 TEST_HELPER_OBJ := $(BUILD)/obj/tests/harness.o
 
-.PHONY: all test tests demo install clean stack-up stack-down stack-status
+.PHONY: all test tests demo bench install clean stack-up stack-down stack-status
 # Keep the objects of pattern-built test programs (not intermediates to delete).
 .PRECIOUS: $(BUILD)/obj/%.o
 all: $(BINS)
@@ -104,6 +105,12 @@ demo:
 	scripts/stack up
 	$(MAKE) --no-print-directory all
 	scripts/demo
+
+# Figures, not tests: prints a table and writes build/bench.json.
+bench:
+	scripts/stack up
+	$(MAKE) --no-print-directory all
+	bench/run
 
 # Units name the installed paths, so they are filled in at install time.
 UNIT_SED := sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g'
