@@ -469,12 +469,14 @@ static void test_three_instances_rebalance(void **state)
     produce_flush();
     WAIT_UNTIL(rows_of(t.item) > 0, 30000, ok);
     assert_true(ok);
-    start(&t, 2); /* joins mid-drain: partitions move */
+    start(&t, 2); /* joins while the first half drains: partitions move */
+    wait_assigned(&t, 2);
     for (int i = N / 2; i < N; i++)
         produce_order(t.topic, t.order_base + i, t.user_base + i, t.item);
     produce_flush();
-    wait_assigned(&t, 2);
-    stop(&t, 0); /* leaves mid-drain: its partitions move again */
+    /* Leaves while the second half drains: its partitions move again. */
+    int64_t rows_at_leave = rows_of(t.item);
+    stop(&t, 0);
     WAIT_UNTIL(rows_of(t.item) == N, 60000, ok);
     assert_true(ok);
     WAIT_UNTIL(all_committed(t.group, t.topic, 6), 30000, ok);
@@ -482,7 +484,11 @@ static void test_three_instances_rebalance(void **state)
     assert_int_equal(rows_of(t.item), N);
     assert_int_equal(stock_left(t.item), 0);
     assert_int_equal(pg_int("SELECT count(*) FROM order_rejections WHERE item_id = $1", t.item), 0);
-    assert_true(file_has(t.logs[1], "revoked ") || file_has(t.logs[2], "revoked "));
+    assert_true(rows_at_leave < N);
+    /* Which member gives partitions up when one joins is the assignor's
+     * choice; one of them did, or the leaver did at its close. */
+    assert_true(file_has(t.logs[0], "revoked ") || file_has(t.logs[1], "revoked ") ||
+                file_has(t.logs[2], "revoked "));
     stop(&t, 1);
     stop(&t, 2);
     ctx_done(&t);
