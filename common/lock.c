@@ -216,7 +216,6 @@ static void *watchdog_main(void *arg)
 int lock_client_open(const struct cfg *cfg, struct lock_client **out, char *err, size_t errlen)
 {
     struct lock_client *lc = calloc(1, sizeof(*lc));
-    pthread_condattr_t ca;
     if (lc == NULL) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -232,10 +231,7 @@ int lock_client_open(const struct cfg *cfg, struct lock_client **out, char *err,
     if (rconn_open(cfg, &lc->rc, err, errlen) != 0)
         goto fail_free;
     pthread_mutex_init(&lc->mu, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&lc->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    util_cond_init_mono(&lc->cv);
     if (pthread_create(&lc->watchdog, NULL, watchdog_main, lc) != 0) {
         snprintf(err, errlen, "cannot start the lock watchdog");
         goto fail;

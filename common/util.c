@@ -17,6 +17,30 @@ static int64_t clock_ms(clockid_t id)
 int64_t util_mono_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
 int64_t util_wall_ms(void) { return clock_ms(CLOCK_REALTIME); }
 
+int util_cond_init_mono(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+    int rc;
+    if (pthread_condattr_init(&ca) != 0)
+        return -1;
+    rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 && pthread_cond_init(cv, &ca) == 0 ? 0 : -1;
+    pthread_condattr_destroy(&ca);
+    return rc;
+}
+
+struct timespec util_deadline_ts(int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
 void util_sleep_ms(int64_t ms)
 {
     if (ms <= 0)

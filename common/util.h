@@ -3,7 +3,9 @@
 #define SECKILL_UTIL_H
 
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -12,6 +14,12 @@
 int64_t util_mono_ms(void);
 /* Milliseconds since the epoch: only for timestamps that leave the process. */
 int64_t util_wall_ms(void);
+/* A condition variable whose timed waits run on CLOCK_MONOTONIC, so a wall
+ * clock step neither stretches nor cuts them. 0 or -1. */
+int util_cond_init_mono(pthread_cond_t *cv);
+/* The CLOCK_MONOTONIC time ms from now, as pthread_cond_timedwait wants it
+ * for a condition variable from util_cond_init_mono. */
+struct timespec util_deadline_ts(int64_t ms);
 /* Sleep for ms milliseconds, resuming after signals. */
 void util_sleep_ms(int64_t ms);
 

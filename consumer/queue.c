@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "util.h"
+
 void cmsg_free(struct cmsg *m)
 {
     if (!m)
@@ -16,20 +18,13 @@ void cmsg_free(struct cmsg *m)
 
 int q_init(struct queue *q)
 {
-    pthread_condattr_t ca;
     q->head = q->tail = NULL;
     q->len = 0;
     if (pthread_mutex_init(&q->mu, NULL) != 0)
         return -1;
     /* Monotonic waits: a wall clock step must not stretch a linger. */
-    if (pthread_condattr_init(&ca) != 0)
+    if (util_cond_init_mono(&q->cv) != 0)
         goto fail;
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    if (pthread_cond_init(&q->cv, &ca) != 0) {
-        pthread_condattr_destroy(&ca);
-        goto fail;
-    }
-    pthread_condattr_destroy(&ca);
     return 0;
 fail:
     pthread_mutex_destroy(&q->mu);
@@ -70,19 +65,6 @@ void q_push(struct queue *q, struct cmsg *m)
     q_push_list(q, m, m, 1);
 }
 
-static struct timespec deadline_ts(int ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
-}
-
 static size_t take_locked(struct queue *q, struct cmsg **out, size_t have, size_t max)
 {
     while (have < max && q->head) {
@@ -103,7 +85,7 @@ size_t q_pop_batch(struct queue *q, struct cmsg **out, size_t max, int wait_ms, 
     struct timespec ts;
     pthread_mutex_lock(&q->mu);
     if (!q->head && wait_ms > 0) {
-        ts = deadline_ts(wait_ms);
+        ts = util_deadline_ts(wait_ms);
         while (!q->head)
             if (pthread_cond_timedwait(&q->cv, &q->mu, &ts) == ETIMEDOUT)
                 break;
@@ -112,7 +94,7 @@ size_t q_pop_batch(struct queue *q, struct cmsg **out, size_t max, int wait_ms, 
     if (n > 0 && n < max && linger_ms > 0) {
         /* Linger for a fuller batch: one transaction of many rows costs about
          * what one of a few rows costs. */
-        ts = deadline_ts(linger_ms);
+        ts = util_deadline_ts(linger_ms);
         while (n < max) {
             if (!q->head && pthread_cond_timedwait(&q->cv, &q->mu, &ts) == ETIMEDOUT) {
                 n = take_locked(q, out, n, max);

@@ -126,9 +126,7 @@ static void *hk_main(void *arg)
         PM_SET(id_block, k->gen->block);
         pthread_mutex_lock(&k->mu);
         if (!k->stop) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += HK_TICK_MS / 1000;
+            struct timespec ts = util_deadline_ts(HK_TICK_MS);
             pthread_cond_timedwait(&k->cv, &k->mu, &ts);
         }
     }
@@ -149,7 +147,7 @@ int hk_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct ing
     k->gen = gen;
     k->health = h;
     pthread_mutex_init(&k->mu, NULL);
-    pthread_cond_init(&k->cv, NULL);
+    util_cond_init_mono(&k->cv);
     check_health(k);
     if (pthread_create(&k->thread, NULL, hk_main, k) != 0) {
         snprintf(err, errlen, "cannot start the housekeeping thread");

@@ -66,15 +66,16 @@ struct rsv {
 
 /* --- Redis connection --------------------------------------------------- */
 
+/* why may point into the context (its errstr): log before freeing it. */
 static void redis_down(struct rsv *r, const char *why)
 {
     PM_INC(redis_errors);
+    if (!r->redis_down)
+        log_error("redis: %s; orders are refused (503) until it is back", why);
     if (r->rc) {
         redisFree(r->rc);
         r->rc = NULL;
     }
-    if (!r->redis_down)
-        log_error("redis: %s; orders are refused (503) until it is back", why);
     r->redis_down = 1;
     PM_SET(redis_up, 0);
 }
@@ -108,6 +109,18 @@ static int redis_ok(struct rsv *r)
     r->connect_attempt = 0;
     PM_SET(redis_up, 1);
     return 1;
+}
+
+/* The next reply of a pipeline, or NULL when the connection broke (Redis is
+ * then marked down and the rest of the pipeline is lost). */
+static redisReply *reply_next(struct rsv *r)
+{
+    redisReply *rep = NULL;
+    if (redisGetReply(r->rc, (void **)&rep) != REDIS_OK) {
+        redis_down(r, r->rc->errstr);
+        return NULL;
+    }
+    return rep;
 }
 
 /* --- completing requests ------------------------------------------------ */
@@ -167,11 +180,9 @@ static void restore_many(struct rsv *r, const struct restore_job *jobs, size_t n
     }
     PM_INC(redis_roundtrips);
     for (i = 0; i < sent; i++) {
-        redisReply *rep = NULL;
-        if (redisGetReply(r->rc, (void **)&rep) != REDIS_OK) {
-            redis_down(r, r->rc->errstr);
+        redisReply *rep = reply_next(r);
+        if (!rep)
             break;
-        }
         if (rep->type == REDIS_REPLY_INTEGER && rep->integer == 1)
             PM_INC(restored);
         else if (rep->type == REDIS_REPLY_INTEGER)
@@ -215,6 +226,20 @@ static void backlog_retry(struct rsv *r)
 
 /* --- publishing --------------------------------------------------------- */
 
+/* Append q to one of the reserving thread's FIFOs and wake it. */
+static void hand_over(struct rsv *r, struct rsv_req **head, struct rsv_req **tail, struct rsv_req *q)
+{
+    q->next = NULL;
+    pthread_mutex_lock(&r->mu);
+    if (*tail)
+        (*tail)->next = q;
+    else
+        *head = q;
+    *tail = q;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
 /* Poll thread: hand the report to the reserving thread, nothing more. */
 static void on_delivery(struct pub_ticket *t, rd_kafka_resp_err_t err, rd_kafka_msg_status_t status)
 {
@@ -222,15 +247,7 @@ static void on_delivery(struct pub_ticket *t, rd_kafka_resp_err_t err, rd_kafka_
     struct rsv *r = q->owner;
     q->dr_err = err;
     q->dr_status = status;
-    q->next = NULL;
-    pthread_mutex_lock(&r->mu);
-    if (r->dr_tail)
-        r->dr_tail->next = q;
-    else
-        r->dr_head = q;
-    r->dr_tail = q;
-    pthread_cond_signal(&r->cv);
-    pthread_mutex_unlock(&r->mu);
+    hand_over(r, &r->dr_head, &r->dr_tail, q);
 }
 
 static struct restore_job job_of(const struct rsv_req *q)
@@ -283,11 +300,9 @@ static void resolve_ambiguous(struct rsv *r, struct slot *slots, size_t n)
     }
     PM_INC(redis_roundtrips);
     for (i = 0; i < sent; i++) {
-        redisReply *rep = NULL;
-        if (redisGetReply(r->rc, (void **)&rep) != REDIS_OK) {
-            redis_down(r, r->rc->errstr);
+        redisReply *rep = reply_next(r);
+        if (!rep)
             break;
-        }
         if (rep->type == REDIS_REPLY_INTEGER && rep->integer == 1)
             ok[nok++] = &slots[i];
         else
@@ -367,9 +382,8 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int re
         finish(slots[i].req, RSV_UNAVAILABLE);
     PM_INC(redis_roundtrips);
     for (i = 0; i < sent; i++) {
-        redisReply *rep = NULL;
-        if (redisGetReply(r->rc, (void **)&rep) != REDIS_OK) {
-            redis_down(r, r->rc->errstr);
+        redisReply *rep = reply_next(r);
+        if (!rep) {
             resolve_ambiguous(r, &slots[i], sent - i);
             break;
         }
@@ -449,11 +463,9 @@ static void marks_flush(struct rsv *r)
     }
     PM_INC(redis_roundtrips);
     for (i = 0; i < ncmd; i++) {
-        redisReply *rep = NULL;
-        if (redisGetReply(r->rc, (void **)&rep) != REDIS_OK) {
-            redis_down(r, r->rc->errstr);
+        redisReply *rep = reply_next(r);
+        if (!rep)
             return;
-        }
         freeReplyObject(rep);
     }
 }
@@ -513,13 +525,7 @@ static void *rsv_main(void *arg)
         int stop;
         pthread_mutex_lock(&r->mu);
         if (!r->in_head && !r->dr_head && !r->stop) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 100 * 1000000L; /* wake for the backlog now and then */
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            struct timespec ts = util_deadline_ts(100); /* wake for the backlog now and then */
             pthread_cond_timedwait(&r->cv, &r->mu, &ts);
         }
         in = r->in_head;
@@ -568,7 +574,7 @@ int rsv_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct rs
     }
     PM_SET(redis_up, 1);
     pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
+    util_cond_init_mono(&r->cv);
     if (pthread_create(&r->thread, NULL, rsv_main, r) != 0) {
         snprintf(err, errlen, "cannot start the reserving thread");
         goto fail;
@@ -586,15 +592,7 @@ void rsv_submit(struct rsv *r, struct rsv_req *req)
 {
     req->owner = r;
     req->ticket.done = on_delivery;
-    req->next = NULL;
-    pthread_mutex_lock(&r->mu);
-    if (r->in_tail)
-        r->in_tail->next = req;
-    else
-        r->in_head = req;
-    r->in_tail = req;
-    pthread_cond_signal(&r->cv);
-    pthread_mutex_unlock(&r->mu);
+    hand_over(r, &r->in_head, &r->in_tail, req);
 }
 
 void rsv_stop(struct rsv *r)
