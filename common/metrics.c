@@ -71,6 +71,15 @@ void metrics_sample(struct mbuf *b, const char *name, const char *labels, int64_
         mbuf_printf(b, "%s %lld\n", name, (long long)value);
 }
 
+void metrics_list_sample(struct mbuf *b, const char **prev, const char *name, const char *type,
+                         const char *help, const char *labels, int64_t value)
+{
+    if (strcmp(*prev, name) != 0)
+        metrics_family(b, name, type, help);
+    metrics_sample(b, name, labels, value);
+    *prev = name;
+}
+
 void metrics_hist_write(struct mbuf *b, const char *name, const char *labels,
                         const struct metrics_hist *h)
 {

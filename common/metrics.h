@@ -34,6 +34,11 @@ void metrics_hist_observe_us(struct metrics_hist *h, int64_t us);
 
 /* "# HELP name help" and "# TYPE name type" (type: counter, gauge, histogram). */
 void metrics_family(struct mbuf *b, const char *name, const char *type, const char *help);
+/* One entry of a daemon's X-macro metric list, where the entries of a family
+ * are adjacent: HELP and TYPE when name starts a new family (*prev holds the
+ * last family written, "" at first), then the sample. */
+void metrics_list_sample(struct mbuf *b, const char **prev, const char *name, const char *type,
+                         const char *help, const char *labels, int64_t value);
 /* "name{labels} value"; labels may be NULL or "" for none. */
 void metrics_sample(struct mbuf *b, const char *name, const char *labels, int64_t value);
 /* The _bucket, _sum (in seconds) and _count lines of a histogram family. */

@@ -71,11 +71,7 @@ static void render_batch(struct mbuf *b)
 void cm_render(struct mbuf *b)
 {
     const char *prev = "";
-#define CM_X(m, name, labels, type, help)                                                          \
-    if (strcmp(prev, name) != 0)                                                                   \
-        metrics_family(b, name, type, help);                                                       \
-    metrics_sample(b, name, labels, CM_GET(m));                                                    \
-    prev = name;
+#define CM_X(m, name, labels, type, help) metrics_list_sample(b, &prev, name, type, help, labels, CM_GET(m));
     CM_METRICS(CM_X)
 #undef CM_X
     metrics_family(b, "seckill_consumer_pg_up", "gauge", "1 when every worker reaches PostgreSQL");

@@ -1,17 +1,12 @@
 #include "pmetrics.h"
 
-#include <string.h>
-
 struct pm pm;
 
 void pm_render(struct mbuf *b)
 {
     const char *last = "";
-#define PM_RENDER(f, fam, type, labels, help)                                        \
-    if (strcmp(last, fam) != 0)                                                       \
-        metrics_family(b, fam, type, help);                                           \
-    metrics_sample(b, fam, labels, atomic_load_explicit(&pm.f, memory_order_relaxed)); \
-    last = fam;
+#define PM_RENDER(f, fam, type, labels, help) \
+    metrics_list_sample(b, &last, fam, type, help, labels, atomic_load_explicit(&pm.f, memory_order_relaxed));
     PM_METRICS(PM_RENDER)
 #undef PM_RENDER
     metrics_family(b, "seckill_producer_request_duration_seconds", "histogram",
