@@ -65,6 +65,10 @@ int cli_parse(struct cli *cli, int argc, char **argv)
         }
     }
     cli->argi = optind;
+    if (!cli->commands && optind != argc) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n", cli->prog, argv[optind]);
+        return 2;
+    }
     return -1;
 }
 
@@ -75,6 +79,7 @@ int cli_load(struct cli *cli, struct cfg *c)
         fprintf(stderr, "%s: %s\n", cli->prog, err);
         return 1;
     }
+    cli_apply_instance(cli, c);
     if (cli->check_only) {
         printf("%s: configuration %s is valid\n", cli->prog, cli->config);
         cfg_free(c);

@@ -11,12 +11,14 @@ struct cli {
     const char *config;     /* -c FILE, or the default */
     int check_only;         /* -t / --check-config */
     int allow_instance;     /* accept -i / --instance N (the consumer) */
+    int commands;           /* a command follows the options (seckillctl); else none may */
     int instance;           /* -i N, or -1 */
     int argi;               /* index of the first argument after the options */
 };
 
 /* Parse -c/--config, -t/--check-config, -h/--help, -V/--version, stopping at
- * the first non-option. Returns -1 to continue, else an exit status. */
+ * the first non-option, which is refused unless cli->commands. Returns -1 to
+ * continue, else an exit status. */
 int cli_parse(struct cli *cli, int argc, char **argv);
 
 /* With -i N: the Nth instance on this host (a systemd template's %i). Its
@@ -24,7 +26,7 @@ int cli_parse(struct cli *cli, int argc, char **argv);
  * metrics port consumer.metrics_port + N, so instances never collide. */
 void cli_apply_instance(const struct cli *cli, struct cfg *c);
 
-/* Load cli->config into *c and set up logging; prints "prog: file:line: ..."
+/* Load cli->config into *c (with -i applied) and set up logging; prints "prog: file:line: ..."
  * on failure. With -t prints a verdict. Returns -1 to continue, else an exit
  * status. */
 int cli_load(struct cli *cli, struct cfg *c);

@@ -43,13 +43,8 @@ int main(int argc, char **argv)
     int ret = cli_parse(&cli, argc, argv), fatal = 0, drained;
     if (ret >= 0)
         return ret;
-    if (cli.argi != argc) {
-        fprintf(stderr, "%s: unexpected argument '%s'\n", cli.prog, argv[cli.argi]);
-        return 2;
-    }
     if ((ret = cli_load(&cli, &c)) >= 0)
         return ret;
-    cli_apply_instance(&cli, &c);
     if (daemon_signals_install() != 0) {
         log_error("cannot install signal handlers");
         cfg_free(&c);

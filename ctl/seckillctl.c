@@ -21,7 +21,7 @@ static const char usage[] =
 
 int main(int argc, char **argv)
 {
-    struct cli cli = { .prog = "seckillctl", .usage = usage };
+    struct cli cli = { .prog = "seckillctl", .usage = usage, .commands = 1 };
     struct cfg c;
     int ret = cli_parse(&cli, argc, argv);
     if (ret >= 0)

@@ -92,10 +92,6 @@ int main(int argc, char **argv)
 
     if (ret >= 0)
         return ret;
-    if (cli.argi != argc) {
-        fprintf(stderr, "%s: unexpected argument '%s'\n", cli.prog, argv[cli.argi]);
-        return 2;
-    }
     if ((ret = cli_load(&cli, &c)) >= 0)
         return ret;
     if (daemon_signals_install() != 0) {
