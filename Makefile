@@ -57,7 +57,8 @@ TEST_HELPER_OBJ := $(BUILD)/obj/tests/harness.o
 .PRECIOUS: $(BUILD)/obj/%.o
 all: $(BINS)
 
-$(GEN_C) $(GEN_H): $(EMBED_SRC) scripts/embed
+# One run of scripts/embed makes both files (a grouped target: parallel make runs it once).
+$(GEN_C) $(GEN_H) &: $(EMBED_SRC) scripts/embed
 	@mkdir -p $(BUILD)/gen
 	scripts/embed $(GEN_C) $(GEN_H) $(EMBED_SRC)
 
