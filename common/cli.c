@@ -10,9 +10,12 @@
 #include "util.h"
 #include "version.h"
 
+/* Room for the common options, a program's own and the end mark. */
+#define CLI_MAX_OPTS 24
+
 int cli_parse(struct cli *cli, int argc, char **argv)
 {
-    static const struct option opts[] = {
+    static const struct option common_opts[] = {
         { "config", required_argument, NULL, 'c' },
         { "check-config", no_argument, NULL, 't' },
         { "help", no_argument, NULL, 'h' },
@@ -20,8 +23,16 @@ int cli_parse(struct cli *cli, int argc, char **argv)
         { "instance", required_argument, NULL, 'i' },
         { NULL, 0, NULL, 0 },
     };
+    struct option opts[CLI_MAX_OPTS];
+    size_t nopts = 0;
     int o;
     int64_t n;
+    /* The common options first, then the program's own, then the end mark. */
+    for (const struct option *x = common_opts; x->name; x++)
+        opts[nopts++] = *x;
+    for (const struct option *x = cli->extra; x && x->name && nopts < CLI_MAX_OPTS - 1; x++)
+        opts[nopts++] = *x;
+    opts[nopts] = (struct option){ NULL, 0, NULL, 0 };
     cli->config = SECKILL_DEFAULT_CONFIG;
     cli->instance = -1;
     optind = 1;
@@ -48,18 +59,25 @@ int cli_parse(struct cli *cli, int argc, char **argv)
                    "  -c, --config FILE    configuration file (default %s)\n"
                    "  -t, --check-config   validate the configuration and exit\n"
                    "  -h, --help           show this help\n"
-                   "  -V, --version        show the version\n%s",
+                   "  -V, --version        show the version\n%s%s",
                    cli->prog, cli->usage, SECKILL_DEFAULT_CONFIG,
                    cli->allow_instance
                        ? "  -i, --instance N     instance N on this host: group.instance.id\n"
                          "                       <consumer.instance_id or hostname>-N,\n"
                          "                       metrics port consumer.metrics_port + N\n"
-                       : "");
+                       : "",
+                   cli->extra_help ? cli->extra_help : "");
             return 0;
         case 'V':
             printf("%s %s\n", cli->prog, SECKILL_VERSION);
             return 0;
         default:
+            if (o >= 256 && cli->on_option) {
+                int rc = cli->on_option(o, optarg, cli->ctx);
+                if (rc != 0)
+                    return rc;
+                break;
+            }
             fprintf(stderr, "Try '%s --help'.\n", cli->prog);
             return 2;
         }

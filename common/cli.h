@@ -3,6 +3,8 @@
 #ifndef SECKILL_CLI_H
 #define SECKILL_CLI_H
 
+#include <getopt.h>
+
 #include "cfg.h"
 
 struct cli {
@@ -13,6 +15,12 @@ struct cli {
     int allow_instance;     /* accept -i / --instance N (the consumer) */
     int commands;           /* a command follows the options (seckillctl); else none may */
     int instance;           /* -i N, or -1 */
+    /* Options of this program only (long options, val >= 256): each one
+     * found is handed to on_option, which returns 0 or an exit status. */
+    const struct option *extra;
+    const char *extra_help;
+    int (*on_option)(int val, const char *arg, void *ctx);
+    void *ctx;
     int argi;               /* index of the first argument after the options */
 };
 

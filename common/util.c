@@ -156,3 +156,88 @@ fail:
     fclose(f);
     return -1;
 }
+
+/* n decimal digits at *p into *out; advances p. 0 or -1. */
+static int digits(const char **p, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if ((*p)[i] < '0' || (*p)[i] > '9')
+            return -1;
+        v = v * 10 + ((*p)[i] - '0');
+    }
+    *p += n;
+    *out = v;
+    return 0;
+}
+
+int util_parse_time_ms(const char *s, int64_t *out_ms)
+{
+    struct tm tm = { 0 }, back;
+    int y, mo, d, h, mi, sec, ms = 0, zh = 0, zm = 0, sign = 0;
+    const char *p = s;
+    if (!s || !*s)
+        return -1;
+    /* All digits: already epoch milliseconds. */
+    if (strspn(s, "0123456789") == strlen(s))
+        return util_parse_i64(s, 0, INT64_C(253402300799999), out_ms);
+    if (digits(&p, 4, &y) || *p++ != '-' || digits(&p, 2, &mo) || *p++ != '-' || digits(&p, 2, &d) ||
+        (*p != 'T' && *p != 't' && *p != ' ') || !*p++ || digits(&p, 2, &h) || *p++ != ':' ||
+        digits(&p, 2, &mi) || *p++ != ':' || digits(&p, 2, &sec))
+        return -1;
+    if (*p == '.') {
+        /* Milliseconds; finer digits are allowed and dropped. */
+        int n = 0;
+        p++;
+        while (*p >= '0' && *p <= '9') {
+            if (n < 3)
+                ms = ms * 10 + (*p - '0');
+            n++;
+            p++;
+        }
+        if (n == 0)
+            return -1;
+        for (; n < 3; n++)
+            ms *= 10;
+    }
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        sign = *p++ == '-' ? -1 : 1;
+        if (digits(&p, 2, &zh))
+            return -1;
+        if (*p == ':')
+            p++;
+        if (digits(&p, 2, &zm) || zh > 23 || zm > 59)
+            return -1;
+    }
+    if (*p != '\0' || y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 59)
+        return -1;
+    tm.tm_year = y - 1900;
+    tm.tm_mon = mo - 1;
+    tm.tm_mday = d;
+    tm.tm_hour = h;
+    tm.tm_min = mi;
+    tm.tm_sec = sec;
+    time_t t = timegm(&tm);
+    /* timegm normalises 31 February into March: refuse dates that moved. */
+    if (t == (time_t)-1 || !gmtime_r(&t, &back) || back.tm_mday != d || back.tm_mon != mo - 1)
+        return -1;
+    int64_t v = ((int64_t)t - (int64_t)sign * (zh * 3600 + zm * 60)) * 1000 + ms;
+    if (v < 0)
+        return -1;
+    *out_ms = v;
+    return 0;
+}
+
+void util_format_time_ms(int64_t ms, char *buf, size_t len)
+{
+    struct tm tm;
+    time_t t = (time_t)(ms / 1000);
+    if (!gmtime_r(&t, &tm)) {
+        snprintf(buf, len, "%lld ms", (long long)ms);
+        return;
+    }
+    snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+             tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+}

@@ -27,6 +27,19 @@ void util_sleep_ms(int64_t ms);
  * signs where min >= 0, leading/trailing junk and overflow. 0 or -1. */
 int util_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 
+/* A point in time given by an operator: milliseconds since the epoch
+ * ("1763719200000"), or ISO 8601 "2026-11-21T10:00:00[.123][Z|+01:00|+0100]"
+ * (also with a space for the T; UTC when no zone is given). Into *out_ms,
+ * 0 or -1. */
+int util_parse_time_ms(const char *s, int64_t *out_ms);
+/* ms since the epoch as "2026-11-21T10:00:00.123Z". */
+void util_format_time_ms(int64_t ms, char *buf, size_t len);
+
+static inline int64_t util_max_i64(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+
 /* Fill buf with len bytes from the kernel's CSPRNG. 0 or -1. */
 int util_random_bytes(void *buf, size_t len);
 /* 2*nbytes lowercase hex characters of randomness plus NUL into out. */

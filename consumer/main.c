@@ -11,6 +11,7 @@
 #include "httpd.h"
 #include "log.h"
 #include "pipeline.h"
+#include "replay.h"
 #include "util.h"
 
 static int on_http(const char *path, struct mbuf *body, void *arg)
@@ -32,9 +33,91 @@ static int on_http(const char *path, struct mbuf *body, void *arg)
     return 404;
 }
 
+enum { OPT_REPLAY = 256, OPT_FROM_BEGINNING, OPT_FROM_TIME, OPT_TO_TIME };
+
+struct replay_args {
+    int replay, from_beginning;
+    struct replay_opts o;
+};
+
+static int on_option(int val, const char *arg, void *ctx)
+{
+    struct replay_args *ra = ctx;
+    int64_t *dst = val == OPT_FROM_TIME ? &ra->o.from_ms : &ra->o.to_ms;
+    switch (val) {
+    case OPT_REPLAY:
+        ra->replay = 1;
+        return 0;
+    case OPT_FROM_BEGINNING:
+        ra->from_beginning = 1;
+        return 0;
+    case OPT_FROM_TIME:
+    case OPT_TO_TIME:
+        if (util_parse_time_ms(arg, dst) != 0) {
+            fprintf(stderr,
+                    "seckill-consumer: %s: '%s' is not a time: give epoch milliseconds or ISO 8601, "
+                    "e.g. 2026-11-21T10:00:00Z\n",
+                    val == OPT_FROM_TIME ? "--from-time" : "--to-time", arg);
+            return 2;
+        }
+        return 0;
+    }
+    return 2;
+}
+
+/* The replay options make sense only together. 0 or an exit status. */
+static int check_replay_args(const struct replay_args *ra, int instance)
+{
+    const char *why = NULL;
+    if (!ra->replay && (ra->from_beginning || ra->o.from_ms >= 0 || ra->o.to_ms >= 0))
+        why = "--from-beginning, --from-time and --to-time need --replay";
+    else if (ra->replay && ra->from_beginning == (ra->o.from_ms >= 0))
+        why = "--replay needs exactly one of --from-beginning and --from-time";
+    else if (ra->replay && ra->o.to_ms >= 0 && ra->o.from_ms >= ra->o.to_ms)
+        why = "--to-time must be later than --from-time";
+    else if (ra->replay && instance >= 0)
+        why = "--replay reads with assigned partitions; --instance does not apply";
+    if (!why)
+        return 0;
+    fprintf(stderr, "seckill-consumer: %s\n", why);
+    return 2;
+}
+
+static int run_replay(struct cfg *c, struct replay_args *ra)
+{
+    cm_init();
+    if (daemon_signals_install() != 0) {
+        log_error("cannot install signal handlers");
+        return 1;
+    }
+    return replay_run(c, &ra->o, &daemon_stop_signals, stdout);
+}
+
+static const struct option replay_opts[] = {
+    { "replay", no_argument, NULL, OPT_REPLAY },
+    { "from-beginning", no_argument, NULL, OPT_FROM_BEGINNING },
+    { "from-time", required_argument, NULL, OPT_FROM_TIME },
+    { "to-time", required_argument, NULL, OPT_TO_TIME },
+    { NULL, 0, NULL, 0 },
+};
+
 int main(int argc, char **argv)
 {
-    struct cli cli = { .prog = "seckill-consumer", .usage = "[-i N]", .allow_instance = 1 };
+    struct replay_args ra = { .o = { .from_ms = -1, .to_ms = -1, .progress_ms = 2000 } };
+    struct cli cli = {
+        .prog = "seckill-consumer",
+        .usage = "[-i N] | --replay (--from-beginning | --from-time T) [--to-time T]",
+        .allow_instance = 1,
+        .extra = replay_opts,
+        .extra_help = "      --replay         apply the topic's orders again, from\n"
+                      "      --from-beginning   the oldest message, or\n"
+                      "      --from-time T      the first stamped at or after T (epoch ms or\n"
+                      "                         ISO 8601), up to the end offsets at the start,\n"
+                      "      --to-time T        or to the last stamped before T; prints a\n"
+                      "                         summary per partition and exits\n",
+        .on_option = on_option,
+        .ctx = &ra,
+    };
     struct cfg c;
     struct pipe *p = NULL;
     struct httpd *h = NULL;
@@ -43,8 +126,15 @@ int main(int argc, char **argv)
     int ret = cli_parse(&cli, argc, argv), fatal = 0, drained;
     if (ret >= 0)
         return ret;
+    if ((ret = check_replay_args(&ra, cli.instance)) != 0)
+        return ret;
     if ((ret = cli_load(&cli, &c)) >= 0)
         return ret;
+    if (ra.replay) {
+        ret = run_replay(&c, &ra);
+        cfg_free(&c);
+        return ret;
+    }
     if (daemon_signals_install() != 0) {
         log_error("cannot install signal handlers");
         cfg_free(&c);

@@ -10,6 +10,7 @@
 
 #include "cmetrics.h"
 #include "dlq.h"
+#include "inmsg.h"
 #include "kconf.h"
 #include "log.h"
 #include "offsets.h"
@@ -18,8 +19,6 @@
 #include "util.h"
 #include "worker.h"
 
-/* Beyond year 9999 PostgreSQL cannot store the timestamp. */
-#define RESERVED_AT_MAX_MS INT64_C(253402300799999)
 /* Messages taken per turn before looking at the done queue again. */
 #define POLL_BURST 1000
 
@@ -245,31 +244,6 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
 
 /* --- messages -------------------------------------------------------------- */
 
-static int check_key(const rd_kafka_message_t *km, const struct order *o, char *err, size_t errlen)
-{
-    char want[ORDER_ID_STR_MAX];
-    int n = snprintf(want, sizeof(want), "%" PRId64, o->user_id);
-    /* The key routes a user's orders to one partition; a message whose key
-     * is not its user could be overtaken by that user's other orders. */
-    if (km->key && (km->key_len != (size_t)n || memcmp(km->key, want, (size_t)n) != 0)) {
-        snprintf(err, errlen, "key is not the user id");
-        return -1;
-    }
-    if (o->reserved_at_ms > RESERVED_AT_MAX_MS) {
-        snprintf(err, errlen, "\"reserved_at_ms\" out of range");
-        return -1;
-    }
-    return 0;
-}
-
-static void *dup_bytes(const void *b, size_t n)
-{
-    void *d = malloc(n ? n : 1);
-    if (d && n)
-        memcpy(d, b, n);
-    return d;
-}
-
 static void handle(struct pipe *p, rd_kafka_message_t *km)
 {
     char err[256];
@@ -294,8 +268,7 @@ static void handle(struct pipe *p, rd_kafka_message_t *km)
         free(m); /* a partition no longer ours */
         return;
     }
-    if (order_decode(km->payload, km->len, &m->o, err, sizeof(err)) == 0 &&
-        check_key(km, &m->o, err, sizeof(err)) == 0) {
+    if (inmsg_decode(km, m, err, sizeof(err)) == 0) {
         wk_dispatch(p->pool, m);
         return;
     }
@@ -307,12 +280,7 @@ static void handle(struct pipe *p, rd_kafka_message_t *km)
     } else {
         p->invalid_quiet++;
     }
-    m->payload = dup_bytes(km->payload, km->len);
-    m->payload_len = km->len;
-    m->key = km->key ? dup_bytes(km->key, km->key_len) : NULL;
-    m->key_len = km->key ? km->key_len : 0;
-    m->error = strdup(err);
-    if (!m->payload || (km->key && !m->key) || !m->error) {
+    if (inmsg_keep_raw(km, m, err) != 0) {
         /* tracked and never settled: the watermark holds, nothing is lost */
         cmsg_free(m);
         goto oom;

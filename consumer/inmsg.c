@@ -1,0 +1,59 @@
+#include "inmsg.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "order.h"
+
+static int check_key(const rd_kafka_message_t *km, const struct order *o, char *err, size_t errlen)
+{
+    char want[ORDER_ID_STR_MAX];
+    int n = snprintf(want, sizeof(want), "%" PRId64, o->user_id);
+    /* The key routes a user's orders to one partition; a message whose key
+     * is not its user could be overtaken by that user's other orders. */
+    if (km->key && (km->key_len != (size_t)n || memcmp(km->key, want, (size_t)n) != 0)) {
+        snprintf(err, errlen, "key is not the user id");
+        return -1;
+    }
+    if (o->reserved_at_ms > INMSG_RESERVED_AT_MAX_MS) {
+        snprintf(err, errlen, "\"reserved_at_ms\" out of range");
+        return -1;
+    }
+    return 0;
+}
+
+int inmsg_decode(const rd_kafka_message_t *km, struct cmsg *m, char *err, size_t errlen)
+{
+    if (order_decode(km->payload, km->len, &m->o, err, errlen) != 0)
+        return -1;
+    return check_key(km, &m->o, err, errlen);
+}
+
+static void *dup_bytes(const void *b, size_t n)
+{
+    void *d = malloc(n ? n : 1);
+    if (d && n)
+        memcpy(d, b, n);
+    return d;
+}
+
+int inmsg_keep_raw(const rd_kafka_message_t *km, struct cmsg *m, const char *reason)
+{
+    void *payload = dup_bytes(km->payload, km->len);
+    void *key = km->key ? dup_bytes(km->key, km->key_len) : NULL;
+    char *error = strdup(reason);
+    if (!payload || (km->key && !key) || !error) {
+        free(payload);
+        free(key);
+        free(error);
+        return -1;
+    }
+    m->payload = payload;
+    m->payload_len = km->len;
+    m->key = key;
+    m->key_len = km->key ? km->key_len : 0;
+    m->error = error;
+    return 0;
+}

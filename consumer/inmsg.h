@@ -1,0 +1,25 @@
+/* inmsg: turning a fetched Kafka message into work for the consumer.
+ *
+ * The live pipeline and the replay read the same topic and must judge every
+ * message the same way: decode it, check that its key is its user, and for a
+ * message that fails, keep its raw bytes and the reason for the dead-letter
+ * topic. */
+#ifndef SECKILL_INMSG_H
+#define SECKILL_INMSG_H
+
+#include <librdkafka/rdkafka.h>
+#include <stddef.h>
+
+#include "queue.h"
+
+/* Beyond year 9999 PostgreSQL cannot store the timestamp. */
+#define INMSG_RESERVED_AT_MAX_MS INT64_C(253402300799999)
+
+/* Decode km into m->o. 0, or -1 with the reason in err. */
+int inmsg_decode(const rd_kafka_message_t *km, struct cmsg *m, char *err, size_t errlen);
+
+/* Keep km's payload, key and the reason in m for the dead-letter producer.
+ * 0, or -1 out of memory (m is then as before). */
+int inmsg_keep_raw(const rd_kafka_message_t *km, struct cmsg *m, const char *reason);
+
+#endif

@@ -1,0 +1,461 @@
+#include "replay.h"
+
+#include <inttypes.h>
+#include <librdkafka/rdkafka.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmetrics.h"
+#include "dlq.h"
+#include "inmsg.h"
+#include "kconf.h"
+#include "log.h"
+#include "queue.h"
+#include "util.h"
+#include "worker.h"
+
+#define META_TIMEOUT_MS 10000
+
+/* One partition's share of the replay: offsets [from, to). */
+struct rpart {
+    int64_t from, to;
+    int64_t read, inserted, present, rejected, dead;
+    int64_t inflight;
+    bool reading; /* still messages below `to` to fetch */
+};
+
+struct replay {
+    struct cfg *cfg;
+    const struct replay_opts *opts;
+    rd_kafka_t *rk;
+    struct queue done;
+    bool done_init;
+    struct dlq *dlq;
+    struct wk_pool *pool;
+    struct cmsg *dlq_retry;
+    struct rpart *parts;
+    int32_t nparts;
+    int64_t total;    /* messages in range */
+    int64_t read, settled, inflight;
+    bool paused;
+    _Atomic int fatal;
+};
+
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    struct replay *r = opaque;
+    if (err == RD_KAFKA_RESP_ERR__FATAL) {
+        char why[512];
+        rd_kafka_fatal_error(rk, why, sizeof(why));
+        log_error("kafka: fatal error: %s", why);
+        atomic_store(&r->fatal, 1);
+        return;
+    }
+    log_debug("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+}
+
+/* --- planning ------------------------------------------------------------- */
+
+/* Offsets of the first messages stamped at or after ts in every partition
+ * (the end offset where there is none), into at[]. */
+static int offsets_at(struct replay *r, int64_t ts, int64_t *at, char *err, size_t errlen)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(r->nparts);
+    int ret = -1;
+    if (!l) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int32_t i = 0; i < r->nparts; i++)
+        rd_kafka_topic_partition_list_add(l, r->cfg->kafka.topic, i)->offset = ts;
+    rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(r->rk, l, META_TIMEOUT_MS);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(err, errlen, "kafka: offsets for time %" PRId64 ": %s", ts, rd_kafka_err2str(e));
+        goto fail;
+    }
+    for (int i = 0; i < l->cnt; i++) {
+        const rd_kafka_topic_partition_t *tp = &l->elems[i];
+        if (tp->err) {
+            snprintf(err, errlen, "kafka: offsets for time, partition %" PRId32 ": %s", tp->partition,
+                     rd_kafka_err2str(tp->err));
+            goto fail;
+        }
+        at[tp->partition] = tp->offset; /* -1 (OFFSET_END): no message that late */
+    }
+    ret = 0;
+fail:
+    rd_kafka_topic_partition_list_destroy(l);
+    return ret;
+}
+
+/* Decide [from, to) per partition; the end is fixed now, so orders produced
+ * during the replay are left to the live consumers. */
+static int plan(struct replay *r, char *err, size_t errlen)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_topic_t *t = rd_kafka_topic_new(r->rk, r->cfg->kafka.topic, NULL);
+    int64_t *at = NULL;
+    int ret = -1;
+    if (!t) {
+        snprintf(err, errlen, "kafka: topic handle: %s", rd_kafka_err2str(rd_kafka_last_error()));
+        return -1;
+    }
+    rd_kafka_resp_err_t e = rd_kafka_metadata(r->rk, 0, t, &md, META_TIMEOUT_MS);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(err, errlen, "kafka: metadata of %s: %s", r->cfg->kafka.topic, rd_kafka_err2str(e));
+        goto fail;
+    }
+    if (md->topic_cnt != 1 || md->topics[0].err || md->topics[0].partition_cnt <= 0) {
+        snprintf(err, errlen, "kafka: topic %s: %s", r->cfg->kafka.topic,
+                 md->topic_cnt == 1 && md->topics[0].err ? rd_kafka_err2str(md->topics[0].err) : "no partitions");
+        goto fail;
+    }
+    r->nparts = md->topics[0].partition_cnt;
+    if (!(r->parts = calloc((size_t)r->nparts, sizeof(*r->parts))) ||
+        !(at = calloc((size_t)r->nparts, sizeof(*at)))) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    for (int32_t i = 0; i < r->nparts; i++) {
+        int64_t lo, hi;
+        e = rd_kafka_query_watermark_offsets(r->rk, r->cfg->kafka.topic, i, &lo, &hi, META_TIMEOUT_MS);
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            snprintf(err, errlen, "kafka: end offsets of %s[%" PRId32 "]: %s", r->cfg->kafka.topic, i,
+                     rd_kafka_err2str(e));
+            goto fail;
+        }
+        r->parts[i].from = lo;
+        r->parts[i].to = hi;
+    }
+    if (r->opts->from_ms >= 0) {
+        if (offsets_at(r, r->opts->from_ms, at, err, errlen) != 0)
+            goto fail;
+        for (int32_t i = 0; i < r->nparts; i++)
+            r->parts[i].from = at[i] < 0 ? r->parts[i].to : util_max_i64(at[i], r->parts[i].from);
+    }
+    if (r->opts->to_ms >= 0) {
+        if (offsets_at(r, r->opts->to_ms, at, err, errlen) != 0)
+            goto fail;
+        for (int32_t i = 0; i < r->nparts; i++)
+            if (at[i] >= 0 && at[i] < r->parts[i].to)
+                r->parts[i].to = at[i];
+    }
+    for (int32_t i = 0; i < r->nparts; i++) {
+        struct rpart *p = &r->parts[i];
+        p->reading = p->from < p->to;
+        if (p->reading)
+            r->total += p->to - p->from;
+    }
+    ret = 0;
+fail:
+    free(at);
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(t);
+    return ret;
+}
+
+static int assign(struct replay *r, char *err, size_t errlen)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(r->nparts);
+    if (!l) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int32_t i = 0; i < r->nparts; i++)
+        if (r->parts[i].reading)
+            rd_kafka_topic_partition_list_add(l, r->cfg->kafka.topic, i)->offset = r->parts[i].from;
+    rd_kafka_resp_err_t e = rd_kafka_assign(r->rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(err, errlen, "kafka: assign: %s", rd_kafka_err2str(e));
+        return -1;
+    }
+    return 0;
+}
+
+/* --- reading --------------------------------------------------------------- */
+
+/* Pause (or resume) the partitions still being read; one partition when
+ * only is >= 0. */
+static void pause_parts(struct replay *r, bool pause, int32_t only)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(r->nparts);
+    if (!l)
+        return;
+    for (int32_t i = 0; i < r->nparts; i++)
+        if (only >= 0 ? i == only : r->parts[i].reading)
+            rd_kafka_topic_partition_list_add(l, r->cfg->kafka.topic, i);
+    rd_kafka_resp_err_t e = pause ? rd_kafka_pause_partitions(r->rk, l) : rd_kafka_resume_partitions(r->rk, l);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        log_warn("kafka: %s partitions: %s", pause ? "pause" : "resume", rd_kafka_err2str(e));
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+static void finish_reading(struct replay *r, int32_t part)
+{
+    r->parts[part].reading = false;
+    pause_parts(r, true, part); /* nothing past `to` is wanted */
+}
+
+static void handle(struct replay *r, rd_kafka_message_t *km)
+{
+    char err[256];
+    struct rpart *p;
+    struct cmsg *m;
+    if (km->partition < 0 || km->partition >= r->nparts)
+        return;
+    p = &r->parts[km->partition];
+    if (km->err) {
+        /* The end of a partition whose last offsets hold no message (a
+         * transaction marker, compaction) also ends its range. */
+        if (km->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            if (p->reading && km->offset >= p->to)
+                finish_reading(r, km->partition);
+        } else {
+            log_warn("kafka: %s", rd_kafka_message_errstr(km));
+        }
+        return;
+    }
+    if (!p->reading || km->offset >= p->to)
+        return;
+    if (!(m = calloc(1, sizeof(*m)))) {
+        log_error("out of memory at %s[%" PRId32 "]@%" PRId64, r->cfg->kafka.topic, km->partition, km->offset);
+        atomic_store(&r->fatal, 1);
+        return;
+    }
+    p->read++;
+    r->read++;
+    p->inflight++;
+    r->inflight++;
+    m->partition = km->partition;
+    m->offset = km->offset;
+    if (inmsg_decode(km, m, err, sizeof(err)) == 0) {
+        wk_dispatch(r->pool, m);
+    } else if (inmsg_keep_raw(km, m, err) != 0) {
+        free(m);
+        log_error("out of memory at %s[%" PRId32 "]@%" PRId64, r->cfg->kafka.topic, km->partition, km->offset);
+        atomic_store(&r->fatal, 1);
+        return;
+    } else if (dlq_send(r->dlq, m) != 0) {
+        m->next = r->dlq_retry;
+        r->dlq_retry = m;
+    }
+    if (km->offset + 1 >= p->to)
+        finish_reading(r, km->partition);
+}
+
+static void settle(struct replay *r)
+{
+    struct cmsg *m = q_take_all(&r->done);
+    while (m) {
+        struct cmsg *n = m->next;
+        struct rpart *p = &r->parts[m->partition];
+        switch (m->outcome) {
+        case CMSG_INSERTED: p->inserted++; break;
+        case CMSG_DUPLICATE: p->present++; break;
+        case CMSG_DEAD_LETTER: p->dead++; break;
+        default: p->rejected++; break;
+        }
+        p->inflight--;
+        r->inflight--;
+        r->settled++;
+        cmsg_free(m);
+        m = n;
+    }
+}
+
+static void dlq_retry(struct replay *r)
+{
+    struct cmsg *m = r->dlq_retry, *keep = NULL;
+    r->dlq_retry = NULL;
+    while (m) {
+        struct cmsg *n = m->next;
+        if (dlq_send(r->dlq, m) != 0) {
+            m->next = keep;
+            keep = m;
+        }
+        m = n;
+    }
+    r->dlq_retry = keep;
+}
+
+static void backpressure(struct replay *r)
+{
+    int64_t max = CFG_GET(r->cfg->consumer.max_pending);
+    if (!r->paused && r->inflight > max) {
+        pause_parts(r, true, -1);
+        r->paused = true;
+    } else if (r->paused && r->inflight <= max / 2) {
+        pause_parts(r, false, -1);
+        r->paused = false;
+    }
+}
+
+static bool reading(const struct replay *r)
+{
+    for (int32_t i = 0; i < r->nparts; i++)
+        if (r->parts[i].reading)
+            return true;
+    return false;
+}
+
+/* --- lifecycle ------------------------------------------------------------- */
+
+static int open_consumer(struct replay *r, char *err, size_t errlen)
+{
+    static const char *const defaults[] = { NULL };
+    char kerr[512], group[300];
+    rd_kafka_conf_t *conf = kconf_new(r->cfg, &r->cfg->kafka.consumer_properties, defaults, err, errlen);
+    if (!conf)
+        return -1;
+    /* A group id of its own that never joins or commits: librdkafka wants
+     * one, and the live group must not see this reader at all. */
+    snprintf(group, sizeof(group), "%s.replay", r->cfg->consumer.group_id);
+    if (kconf_set(conf, "group.id", group, err, errlen) != 0 ||
+        kconf_set(conf, "enable.auto.commit", "false", err, errlen) != 0 ||
+        kconf_set(conf, "enable.auto.offset.store", "false", err, errlen) != 0 ||
+        kconf_set(conf, "enable.partition.eof", "true", err, errlen) != 0) {
+        rd_kafka_conf_destroy(conf);
+        return -1;
+    }
+    rd_kafka_conf_set_opaque(conf, r);
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    if (!(r->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, kerr, sizeof(kerr)))) {
+        rd_kafka_conf_destroy(conf);
+        snprintf(err, errlen, "kafka consumer: %s", kerr);
+        return -1;
+    }
+    rd_kafka_poll_set_consumer(r->rk);
+    return 0;
+}
+
+static void describe_range(const struct replay *r, char *buf, size_t len)
+{
+    char a[40] = "the beginning", b[40] = "the end";
+    if (r->opts->from_ms >= 0)
+        util_format_time_ms(r->opts->from_ms, a, sizeof(a));
+    if (r->opts->to_ms >= 0)
+        util_format_time_ms(r->opts->to_ms, b, sizeof(b));
+    snprintf(buf, len, "from %s to %s", a, b);
+}
+
+static void summary(const struct replay *r, FILE *out, int64_t elapsed_ms, bool complete)
+{
+    char range[128];
+    struct rpart t = { 0 };
+    describe_range(r, range, sizeof(range));
+    fprintf(out, "replay of %s %s: %s\n", r->cfg->kafka.topic, range,
+            complete ? "complete" : "INTERRUPTED (settled orders stay; run it again to finish)");
+    fprintf(out, "%9s %12s %12s %10s %10s %10s %10s %13s\n", "partition", "from", "to", "read", "inserted",
+            "present", "rejected", "dead-lettered");
+    for (int32_t i = 0; i < r->nparts; i++) {
+        const struct rpart *p = &r->parts[i];
+        fprintf(out, "%9" PRId32 " %12" PRId64 " %12" PRId64 " %10" PRId64 " %10" PRId64 " %10" PRId64
+                     " %10" PRId64 " %13" PRId64 "\n",
+                i, p->from, p->to, p->read, p->inserted, p->present, p->rejected, p->dead);
+        t.read += p->read;
+        t.inserted += p->inserted;
+        t.present += p->present;
+        t.rejected += p->rejected;
+        t.dead += p->dead;
+    }
+    fprintf(out, "%9s %12s %12s %10" PRId64 " %10" PRId64 " %10" PRId64 " %10" PRId64 " %13" PRId64 "\n", "total",
+            "", "", t.read, t.inserted, t.present, t.rejected, t.dead);
+    fprintf(out, "%" PRId64 " messages in %.1f s (%.0f/s)\n", t.read, (double)elapsed_ms / 1000.0,
+            elapsed_ms > 0 ? (double)t.read * 1000.0 / (double)elapsed_ms : 0.0);
+}
+
+static void close_replay(struct replay *r)
+{
+    if (r->pool) {
+        wk_pool_abandon(r->pool);
+        wk_pool_close(r->pool);
+    }
+    if (r->rk) {
+        rd_kafka_resp_err_t e = rd_kafka_consumer_close(r->rk);
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+            log_warn("kafka: consumer close: %s", rd_kafka_err2str(e));
+        rd_kafka_destroy(r->rk);
+    }
+    if (r->dlq)
+        dlq_close(r->dlq, 10000);
+    while (r->dlq_retry) {
+        struct cmsg *n = r->dlq_retry->next;
+        cmsg_free(r->dlq_retry);
+        r->dlq_retry = n;
+    }
+    if (r->done_init)
+        q_destroy(&r->done);
+    free(r->parts);
+}
+
+int replay_run(struct cfg *c, const struct replay_opts *o, volatile sig_atomic_t *stop_signals, FILE *out)
+{
+    struct replay r = { .cfg = c, .opts = o };
+    char err[1024];
+    int64_t start = util_mono_ms(), next_progress = start + o->progress_ms;
+    bool complete = false;
+    int ret = 1;
+
+    if (strcmp(c->kafka.topic, c->kafka.dlq_topic) == 0) {
+        snprintf(err, sizeof(err), "kafka.dlq_topic must differ from kafka.topic");
+        goto fail;
+    }
+    if (q_init(&r.done) != 0) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto fail;
+    }
+    r.done_init = true;
+    if (open_consumer(&r, err, sizeof(err)) != 0 || plan(&r, err, sizeof(err)) != 0 ||
+        dlq_open(c, &r.done, &r.dlq, err, sizeof(err)) != 0 ||
+        wk_pool_open(c, &r.done, r.dlq, &r.pool, err, sizeof(err)) != 0 || assign(&r, err, sizeof(err)) != 0)
+        goto fail;
+    log_notice("replaying %" PRId64 " messages of %s in %" PRId32 " partitions", r.total, c->kafka.topic,
+               r.nparts);
+
+    while (!atomic_load(&r.fatal) && (stop_signals == NULL || *stop_signals == 0)) {
+        if (!reading(&r) && r.inflight == 0) {
+            complete = true;
+            break;
+        }
+        rd_kafka_message_t *km = rd_kafka_consumer_poll(r.rk, reading(&r) && !r.paused ? 100 : 10);
+        for (int n = 0; km && n < 1000; n++) {
+            handle(&r, km);
+            rd_kafka_message_destroy(km);
+            km = n + 1 < 1000 ? rd_kafka_consumer_poll(r.rk, 0) : NULL;
+        }
+        if (km)
+            rd_kafka_message_destroy(km);
+        settle(&r);
+        dlq_poll(r.dlq, 0);
+        if (r.dlq_retry)
+            dlq_retry(&r);
+        backpressure(&r);
+        if (o->progress_ms > 0 && util_mono_ms() >= next_progress) {
+            next_progress = util_mono_ms() + o->progress_ms;
+            fprintf(stderr, "replay: %" PRId64 "/%" PRId64 " read (%.0f%%), %" PRId64 " settled\n", r.read,
+                    r.total, r.total ? 100.0 * (double)r.read / (double)r.total : 100.0, r.settled);
+        }
+    }
+    if (!complete) {
+        /* Interrupted: let the workers finish what they hold, briefly. */
+        int64_t end = util_mono_ms() + CFG_GET(c->consumer.drain_timeout_ms);
+        wk_pool_finish(r.pool);
+        while (r.inflight > 0 && util_mono_ms() < end && (stop_signals == NULL || *stop_signals < 2)) {
+            settle(&r);
+            dlq_poll(r.dlq, 10);
+        }
+        settle(&r);
+    }
+    summary(&r, out, util_mono_ms() - start, complete);
+    ret = complete ? 0 : 1;
+    close_replay(&r);
+    return ret;
+fail:
+    fprintf(stderr, "seckill-consumer: replay: %s\n", err);
+    close_replay(&r);
+    return ret;
+}
