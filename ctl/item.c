@@ -10,6 +10,7 @@
 #include "log.h"
 #include "pgconn.h"
 #include "rconn.h"
+#include "rebuild.h"
 #include "script.h"
 #include "util.h"
 
@@ -129,7 +130,8 @@ fail:
 
 static void item_usage(FILE *f)
 {
-    fputs("usage: seckillctl [-c FILE] item create --id ID --stock N [--name NAME]\n", f);
+    fputs("usage: seckillctl [-c FILE] item create --id ID --stock N [--name NAME]\n"
+          "       seckillctl [-c FILE] item load (--id ID | --all) [--wait-ms N]\n", f);
 }
 
 int item_cmd(const struct cfg *c, int argc, char **argv)
@@ -138,17 +140,20 @@ int item_cmd(const struct cfg *c, int argc, char **argv)
         { "id", required_argument, NULL, 'i' },
         { "stock", required_argument, NULL, 's' },
         { "name", required_argument, NULL, 'n' },
+        { "all", no_argument, NULL, 'a' },
+        { "wait-ms", required_argument, NULL, 'w' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    int64_t id = 0, stock = -1;
+    int64_t id = 0, stock = -1, wait_ms = 60000;
     const char *name = "";
-    int o;
+    int o, all = 0, load;
 
-    if (argc < 2 || strcmp(argv[1], "create") != 0) {
+    if (argc < 2 || (strcmp(argv[1], "create") != 0 && strcmp(argv[1], "load") != 0)) {
         item_usage(stderr);
         return 2;
     }
+    load = strcmp(argv[1], "load") == 0;
     argc--, argv++;
     optind = 1;
     while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -169,6 +174,15 @@ int item_cmd(const struct cfg *c, int argc, char **argv)
         case 'n':
             name = optarg;
             break;
+        case 'a':
+            all = 1;
+            break;
+        case 'w':
+            if (util_parse_i64(optarg, 0, 3600000, &wait_ms) != 0) {
+                fprintf(stderr, "seckillctl: --wait-ms must be an integer in [0, 3600000], got '%s'\n", optarg);
+                return 2;
+            }
+            break;
         case 'h':
             item_usage(stdout);
             return 0;
@@ -177,7 +191,14 @@ int item_cmd(const struct cfg *c, int argc, char **argv)
             return 2;
         }
     }
-    if (id == 0 || stock < 0 || optind != argc) {
+    if (load) {
+        if ((id == 0) == !all || stock >= 0 || name[0] || optind != argc) {
+            item_usage(stderr);
+            return 2;
+        }
+        return rebuild_items(c, &id, id ? 1 : 0, all, wait_ms);
+    }
+    if (id == 0 || stock < 0 || all || optind != argc) {
         item_usage(stderr);
         return 2;
     }

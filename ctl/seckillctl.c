@@ -4,8 +4,10 @@
 
 #include "cfg.h"
 #include "cli.h"
+#include "inspect.h"
 #include "item.h"
 #include "lockcmd.h"
+#include "reconcile.h"
 #include "sweepcmd.h"
 
 static const char usage[] =
@@ -15,6 +17,12 @@ static const char usage[] =
     "  lock run --name NAME [--ttl-ms N] [--wait-ms N] -- CMD [ARGS...]\n"
     "                                                run CMD holding a distributed lock\n"
     "  lock show NAME                                show a lock's holder, lease and fence\n"
+    "  item load (--id ID | --all) [--wait-ms N]      rebuild Redis from the database after\n"
+    "                                                Redis lost its data\n"
+    "  reconcile [--item ID] [--fix]                 check that Redis and the database account\n"
+    "                                                for every unit; --fix repairs what is safe\n"
+    "  inspect [--item ID]                           sold vs stock, duplicates, rates, latency,\n"
+    "                                                refusals and dead letters\n"
     "  sweep [--age-ms N]                            re-publish reservations Kafka never\n"
     "                                                acknowledged, older than N ms\n"
     "  config show                                   print the effective configuration\n";
@@ -38,6 +46,10 @@ int main(int argc, char **argv)
         ret = item_cmd(&c, sub_argc, sub_argv);
     } else if (strcmp(sub_argv[0], "lock") == 0) {
         ret = lockcmd(&c, sub_argc, sub_argv);
+    } else if (strcmp(sub_argv[0], "inspect") == 0) {
+        ret = inspect_cmd(&c, sub_argc, sub_argv);
+    } else if (strcmp(sub_argv[0], "reconcile") == 0) {
+        ret = reconcile_cmd(&c, sub_argc, sub_argv);
     } else if (strcmp(sub_argv[0], "sweep") == 0) {
         ret = sweepcmd(&c, sub_argc, sub_argv);
     } else if (strcmp(sub_argv[0], "config") == 0 && sub_argc == 2 && strcmp(sub_argv[1], "show") == 0) {

@@ -1,0 +1,164 @@
+#include "inspect.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <librdkafka/rdkafka.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctlpg.h"
+#include "embed.h"
+#include "kconf.h"
+#include "util.h"
+
+#define NUMERIC_OID 1700
+#define INT8_OID 20
+#define INT4_OID 23
+
+struct section {
+    const char *title;
+    const char *sql;
+    bool must_be_empty;
+};
+
+static bool numeric(Oid t)
+{
+    return t == INT8_OID || t == INT4_OID || t == NUMERIC_OID;
+}
+
+/* An aligned table, numbers to the right, like psql's. */
+static void print_table(const PGresult *res)
+{
+    int rows = PQntuples(res), cols = PQnfields(res);
+    size_t *w = calloc((size_t)cols + 1, sizeof(*w));
+    if (!w)
+        return;
+    for (int j = 0; j < cols; j++) {
+        w[j] = strlen(PQfname(res, j));
+        for (int i = 0; i < rows; i++)
+            if ((size_t)PQgetlength(res, i, j) > w[j])
+                w[j] = (size_t)PQgetlength(res, i, j);
+    }
+    for (int j = 0; j < cols; j++)
+        printf("%s%*s", j ? "  " : "  ", numeric(PQftype(res, j)) ? (int)w[j] : -(int)w[j], PQfname(res, j));
+    printf("\n");
+    for (int i = 0; i < rows; i++) {
+        for (int j = 0; j < cols; j++)
+            printf("  %*s", numeric(PQftype(res, j)) ? (int)w[j] : -(int)w[j], PQgetvalue(res, i, j));
+        printf("\n");
+    }
+    if (rows == 0)
+        printf("  (none)\n");
+    free(w);
+}
+
+/* Dead letters on kafka.dlq_topic: every message still retained there. */
+static int dead_letters(const struct cfg *c, int64_t *out, char *err, size_t errlen)
+{
+    static const char *const defaults[] = { NULL };
+    char kerr[256];
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_topic_t *t = NULL;
+    rd_kafka_t *rk = NULL;
+    int ret = -1;
+    rd_kafka_conf_t *conf = kconf_new(c, &c->kafka.producer_properties, defaults, err, errlen);
+    if (!conf)
+        return -1;
+    if (!(rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof(kerr)))) {
+        rd_kafka_conf_destroy(conf);
+        snprintf(err, errlen, "kafka: %s", kerr);
+        return -1;
+    }
+    if (!(t = rd_kafka_topic_new(rk, c->kafka.dlq_topic, NULL))) {
+        snprintf(err, errlen, "kafka: topic handle: %s", rd_kafka_err2str(rd_kafka_last_error()));
+        goto fail;
+    }
+    rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, t, &md, 5000);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR || md->topic_cnt != 1 || md->topics[0].err) {
+        snprintf(err, errlen, "kafka: %s: %s", c->kafka.dlq_topic,
+                 rd_kafka_err2str(e ? e : md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC));
+        goto fail;
+    }
+    *out = 0;
+    for (int i = 0; i < md->topics[0].partition_cnt; i++) {
+        int64_t lo, hi;
+        e = rd_kafka_query_watermark_offsets(rk, c->kafka.dlq_topic, md->topics[0].partitions[i].id, &lo, &hi,
+                                             5000);
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            snprintf(err, errlen, "kafka: %s: %s", c->kafka.dlq_topic, rd_kafka_err2str(e));
+            goto fail;
+        }
+        *out += hi - lo;
+    }
+    ret = 0;
+fail:
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    if (t)
+        rd_kafka_topic_destroy(t);
+    rd_kafka_destroy(rk);
+    return ret;
+}
+
+int inspect_cmd(const struct cfg *c, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "item", required_argument, NULL, 'i' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    const struct section sections[] = {
+        { "sold vs stock per item", embed_insp_sold, false },
+        { "items whose stock_left disagrees with their orders (must be none)", embed_insp_mismatch, true },
+        { "users with more than one order for an item (must be none)", embed_insp_multi, true },
+        { "orders per minute (latest 20)", embed_insp_rate, false },
+        { "reservation-to-persist latency", embed_insp_latency, false },
+        { "orders the consumer refused, by reason (alert on any)", embed_insp_rejections, false },
+    };
+    char sid[24], err[512];
+    const char *params[] = { NULL };
+    int64_t item = 0, dead;
+    int o, ret = 0;
+    PGconn *pg;
+
+    optind = 1;
+    while ((o = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+        if (o == 'i' && util_parse_i64(optarg, 1, INT64_MAX, &item) == 0)
+            continue;
+        fputs("usage: seckillctl [-c FILE] inspect [--item ID]\n", o == 'h' ? stdout : stderr);
+        return o == 'h' ? 0 : 2;
+    }
+    if (optind != argc) {
+        fputs("usage: seckillctl [-c FILE] inspect [--item ID]\n", stderr);
+        return 2;
+    }
+    if (item) {
+        snprintf(sid, sizeof(sid), "%" PRId64, item);
+        params[0] = sid;
+    }
+    if (!(pg = ctlpg_open(c)))
+        return 1;
+    for (size_t i = 0; i < ARRAY_SIZE(sections); i++) {
+        PGresult *res = ctlpg_exec(pg, sections[i].sql, 1, params, PGRES_TUPLES_OK, sections[i].title);
+        printf("== %s\n", sections[i].title);
+        if (!res) {
+            ret = 1;
+            continue;
+        }
+        print_table(res);
+        if (sections[i].must_be_empty && PQntuples(res) > 0)
+            ret = 1;
+        PQclear(res);
+    }
+    PQfinish(pg);
+    printf("== dead letters on %s (all items)\n", c->kafka.dlq_topic);
+    if (dead_letters(c, &dead, err, sizeof(err)) == 0) {
+        printf("  %" PRId64 "\n", dead);
+    } else {
+        printf("  unknown: %s\n", err);
+        ret = 1;
+    }
+    return ret;
+}

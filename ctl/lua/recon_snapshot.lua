@@ -1,0 +1,11 @@
+-- An item's Redis state at one instant, for reconciliation.
+-- KEYS[1] stock, KEYS[2] buyers, KEYS[3] pending, KEYS[4] unpub
+-- Returns {stock or false, {order id, message, ...}, {user id, ...},
+--          {order id, reserved_at_ms, ...}}. One script, so no reservation can
+-- move between the reads.
+return {
+  redis.call('GET', KEYS[1]),
+  redis.call('HGETALL', KEYS[3]),
+  redis.call('SMEMBERS', KEYS[2]),
+  redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES'),
+}

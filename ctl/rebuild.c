@@ -1,0 +1,322 @@
+#include "rebuild.h"
+
+#include <inttypes.h>
+#include <librdkafka/rdkafka.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctlpg.h"
+#include "embed.h"
+#include "kconf.h"
+#include "keys.h"
+#include "publish.h"
+#include "rconn.h"
+#include "script.h"
+#include "util.h"
+
+#define META_TIMEOUT_MS 10000
+
+/* --- is anything still on its way? --------------------------------------- */
+
+/* The window in which an order reserved before the loss may still reach the
+ * topic: the same bound the producer's sweeper keeps (see housekeep.c). */
+static int64_t delivery_window_ms(const struct cfg *c)
+{
+    struct pub *p = NULL;
+    char err[512];
+    int64_t t = PUB_DEFAULT_TIMEOUT_MS;
+    if (pub_open(c, &p, err, sizeof(err)) == 0)
+        t = pub_timeout_ms(p);
+    pub_close(p, 0);
+    return 2 * t + 2000;
+}
+
+static rd_kafka_t *group_reader(const struct cfg *c, char *err, size_t errlen)
+{
+    static const char *const defaults[] = { NULL };
+    char kerr[256];
+    rd_kafka_conf_t *conf = kconf_new(c, &c->kafka.consumer_properties, defaults, err, errlen);
+    rd_kafka_t *rk;
+    if (!conf)
+        return NULL;
+    /* The live group's id, only to read its committed offsets: without a
+     * subscribe it never joins, so its members are not disturbed. */
+    if (kconf_set(conf, "group.id", c->consumer.group_id, err, errlen) != 0 ||
+        kconf_set(conf, "enable.auto.commit", "false", err, errlen) != 0) {
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
+    if (!(rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, kerr, sizeof(kerr)))) {
+        rd_kafka_conf_destroy(conf);
+        snprintf(err, errlen, "kafka consumer: %s", kerr);
+    }
+    return rk;
+}
+
+/* Messages of the topic the group has not consumed, counted against the end
+ * offsets in ends (taken once, before the wait). -1 on error. */
+static int64_t group_lag(rd_kafka_t *rk, const struct cfg *c, const int64_t *lo, const int64_t *ends, int32_t n,
+                         char *where, size_t wlen, char *err, size_t errlen)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
+    int64_t lag = 0;
+    if (!l) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int32_t i = 0; i < n; i++)
+        rd_kafka_topic_partition_list_add(l, c->kafka.topic, i);
+    rd_kafka_resp_err_t e = rd_kafka_committed(rk, l, META_TIMEOUT_MS);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(err, errlen, "kafka: committed offsets of group %s: %s", c->consumer.group_id, rd_kafka_err2str(e));
+        rd_kafka_topic_partition_list_destroy(l);
+        return -1;
+    }
+    where[0] = '\0';
+    for (int i = 0; i < l->cnt; i++) {
+        int32_t p = l->elems[i].partition;
+        int64_t at = l->elems[i].offset < 0 ? lo[p] : l->elems[i].offset;
+        if (at < ends[p]) {
+            size_t used = strlen(where);
+            lag += ends[p] - at;
+            snprintf(where + used, wlen - used, "%spartition %" PRId32 " at %" PRId64 " of %" PRId64,
+                     used ? ", " : "", p, at, ends[p]);
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    return lag;
+}
+
+/* Wait for the delivery window, then until the group consumed everything
+ * the topic held after it. 0, or -1 after printing why not. */
+static int wait_consumed(const struct cfg *c, int64_t wait_ms)
+{
+    char err[512], where[1024];
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_topic_t *t = NULL;
+    int64_t *lo = NULL, *hi = NULL, lag = -1, window = delivery_window_ms(c);
+    int32_t n = 0;
+    int ret = -1;
+    rd_kafka_t *rk = group_reader(c, err, sizeof(err));
+    if (!rk)
+        goto fail;
+    printf("waiting %" PRId64 " ms for orders reserved before the loss to reach %s (2 x message.timeout.ms + 2 s)\n",
+           window, c->kafka.topic);
+    fflush(stdout);
+    util_sleep_ms(window);
+
+    if (!(t = rd_kafka_topic_new(rk, c->kafka.topic, NULL))) {
+        snprintf(err, sizeof(err), "kafka: topic handle: %s", rd_kafka_err2str(rd_kafka_last_error()));
+        goto fail;
+    }
+    rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, t, &md, META_TIMEOUT_MS);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR || md->topic_cnt != 1 || md->topics[0].err) {
+        snprintf(err, sizeof(err), "kafka: metadata of %s: %s", c->kafka.topic,
+                 rd_kafka_err2str(e ? e : md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC));
+        goto fail;
+    }
+    n = md->topics[0].partition_cnt;
+    if (!(lo = calloc((size_t)n + 1, sizeof(*lo))) || !(hi = calloc((size_t)n + 1, sizeof(*hi)))) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto fail;
+    }
+    for (int32_t p = 0; p < n; p++) {
+        e = rd_kafka_query_watermark_offsets(rk, c->kafka.topic, p, &lo[p], &hi[p], META_TIMEOUT_MS);
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            snprintf(err, sizeof(err), "kafka: end offsets of %s[%" PRId32 "]: %s", c->kafka.topic, p,
+                     rd_kafka_err2str(e));
+            goto fail;
+        }
+    }
+    int64_t end = util_mono_ms() + wait_ms, last = -1;
+    for (;;) {
+        if ((lag = group_lag(rk, c, lo, hi, n, where, sizeof(where), err, sizeof(err))) < 0)
+            goto fail;
+        if (lag == 0)
+            break;
+        if (util_mono_ms() >= end) {
+            printf("refusing: consumer group %s has not consumed %" PRId64 " messages of %s that may hold orders "
+                   "for these items (%s). Start the consumers and run this again (a replay does not move the "
+                   "group's offsets).\n",
+                   c->consumer.group_id, lag, c->kafka.topic, where);
+            goto out;
+        }
+        if (lag != last)
+            printf("waiting for consumer group %s: %" PRId64 " messages left\n", c->consumer.group_id, lag);
+        fflush(stdout);
+        last = lag;
+        util_sleep_ms(500);
+    }
+    printf("consumer group %s has consumed %s up to its end\n", c->consumer.group_id, c->kafka.topic);
+    ret = 0;
+    goto out;
+fail:
+    printf("refusing: cannot tell whether orders are still on their way: %s\n", err);
+out:
+    free(lo);
+    free(hi);
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    if (t)
+        rd_kafka_topic_destroy(t);
+    if (rk) {
+        rd_kafka_consumer_close(rk);
+        rd_kafka_destroy(rk);
+    }
+    return ret;
+}
+
+/* --- Redis ------------------------------------------------------------------ */
+
+static int item_keys(const struct cfg *c, int64_t item, char k[KEYS_ITEM_PARTS][KEYS_MAX])
+{
+    for (int i = 0; i < KEYS_ITEM_PARTS; i++)
+        if (keys_item(k[i], KEYS_MAX, c->redis.key_prefix, item, (enum keys_item_part)i) < 0)
+            return -1;
+    return 0;
+}
+
+/* 1 when Redis holds any of the item's keys, 0 when none, -1 on error. */
+static int redis_holds(redisContext *rc, const struct cfg *c, int64_t item)
+{
+    char k[KEYS_ITEM_PARTS][KEYS_MAX];
+    if (item_keys(c, item, k) != 0)
+        return -1;
+    redisReply *r = redisCommand(rc, "EXISTS %s %s %s %s", k[0], k[1], k[2], k[3]);
+    int ret = r && r->type == REDIS_REPLY_INTEGER ? r->integer > 0 : -1;
+    if (ret < 0)
+        fprintf(stderr, "seckillctl: redis: %s\n", r && r->type == REDIS_REPLY_ERROR ? r->str : rc->errstr);
+    if (r)
+        freeReplyObject(r);
+    return ret;
+}
+
+/* --- rebuilding ------------------------------------------------------------- */
+
+static int rebuild_one(const struct cfg *c, PGconn *pg, redisContext *rc, struct script *s, int64_t item)
+{
+    char sid[24], stock[24], k[KEYS_ITEM_PARTS][KEYS_MAX];
+    const char *params[] = { sid };
+    const char **argv = NULL;
+    char (*users)[24] = NULL;
+    PGresult *res = NULL;
+    redisReply *r = NULL;
+    int ret = -1;
+
+    snprintf(sid, sizeof(sid), "%" PRId64, item);
+    if (item_keys(c, item, k) != 0 ||
+        !(res = ctlpg_exec(pg, embed_recon_item, 1, params, PGRES_TUPLES_OK, "read item")))
+        goto fail;
+    if (PQntuples(res) != 1) {
+        printf("item %" PRId64 ": not in the database\n", item);
+        goto fail;
+    }
+    int64_t total = ctlpg_i64(res, 0, 0), left = ctlpg_i64(res, 0, 1), sold = ctlpg_i64(res, 0, 2);
+    if (left != total - sold) {
+        printf("item %" PRId64 ": refusing: stock_left %" PRId64 " disagrees with its %" PRId64 " orders of %" PRId64
+               "; run 'seckillctl reconcile --item %" PRId64 " --fix' first\n", item, left, sold, total, item);
+        goto fail;
+    }
+    PQclear(res);
+    if (!(res = ctlpg_exec(pg, embed_recon_orders, 1, params, PGRES_TUPLES_OK, "read orders")))
+        goto fail;
+    int n = PQntuples(res);
+    if (!(argv = calloc((size_t)n + 5, sizeof(*argv))) || !(users = calloc((size_t)n + 1, sizeof(*users)))) {
+        fprintf(stderr, "seckillctl: out of memory\n");
+        goto fail;
+    }
+    snprintf(stock, sizeof(stock), "%" PRId64, left);
+    for (int i = 0; i < KEYS_ITEM_PARTS; i++)
+        argv[i] = k[i];
+    argv[4] = stock;
+    for (int i = 0; i < n; i++) {
+        snprintf(users[i], sizeof(users[i]), "%" PRId64, ctlpg_i64(res, i, 1));
+        argv[5 + i] = users[i];
+    }
+    r = script_eval(rc, s, KEYS_ITEM_PARTS, n + 1, argv, NULL);
+    if (!r || r->type != REDIS_REPLY_INTEGER) {
+        fprintf(stderr, "seckillctl: redis: %s\n",
+                !r ? rc->errstr : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        goto fail;
+    }
+    if (r->integer != 1) {
+        printf("item %" PRId64 ": refusing: Redis holds keys of it again (rebuilt meanwhile?)\n", item);
+        goto fail;
+    }
+    freeReplyObject(r);
+    keys_items(k[0], sizeof(k[0]), c->redis.key_prefix);
+    if (!(r = redisCommand(rc, "SADD %s %s", k[0], sid)) || r->type != REDIS_REPLY_INTEGER) {
+        fprintf(stderr, "seckillctl: redis: registering the item: %s\n", r ? r->str : rc->errstr);
+        goto fail;
+    }
+    printf("item %" PRId64 ": rebuilt: stock %" PRId64 ", %d buyers (%" PRId64 " of %" PRId64 " sold)\n", item, left,
+           n, sold, total);
+    ret = 0;
+fail:
+    if (r)
+        freeReplyObject(r);
+    if (res)
+        PQclear(res);
+    free(argv);
+    free(users);
+    return ret;
+}
+
+int rebuild_items(const struct cfg *c, const int64_t *ids, size_t n, int all, int64_t wait_ms)
+{
+    struct script s = SCRIPT_INIT("item_rebuild", embed_item_rebuild);
+    redisContext *rc = NULL;
+    PGconn *pg = NULL;
+    int64_t *todo = NULL, *list = NULL;
+    size_t ntodo = 0, failed = 0;
+    char err[512];
+    int ret = 1;
+
+    if (!(pg = ctlpg_open(c)))
+        return 1;
+    if (rconn_open(c, &rc, err, sizeof(err)) != 0) {
+        fprintf(stderr, "seckillctl: %s\n", err);
+        goto fail;
+    }
+    if (all) {
+        if (ctlpg_item_ids(pg, &list, &n) != 0)
+            goto fail;
+        ids = list;
+    }
+    if (!(todo = calloc(n ? n : 1, sizeof(*todo))))
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        int held = redis_holds(rc, c, ids[i]);
+        if (held < 0)
+            goto fail;
+        if (held) {
+            printf("item %" PRId64 ": Redis still holds it; nothing to rebuild%s\n", ids[i],
+                   all ? "" : " (reconcile checks it)");
+            failed += !all;
+            continue;
+        }
+        todo[ntodo++] = ids[i];
+    }
+    if (failed)
+        goto fail;
+    if (ntodo == 0) {
+        printf("nothing to rebuild\n");
+        ret = 0;
+        goto fail;
+    }
+    if (wait_consumed(c, wait_ms) != 0)
+        goto fail;
+    for (size_t i = 0; i < ntodo; i++)
+        failed += rebuild_one(c, pg, rc, &s, todo[i]) != 0;
+    printf("%zu items rebuilt, %zu refused\n", ntodo - failed, failed);
+    ret = failed ? 1 : 0;
+fail:
+    free(todo);
+    free(list);
+    if (rc)
+        redisFree(rc);
+    PQfinish(pg);
+    return ret;
+}

@@ -1,0 +1,7 @@
+-- $1 item id: set stock_left from the orders. Run after recon_lock_item.sql
+-- in the same transaction: the consumer takes that row lock before it
+-- inserts, so the count cannot move between this read and write.
+UPDATE items
+   SET stock_left = stock_total - (SELECT count(*) FROM orders WHERE item_id = $1)
+ WHERE item_id = $1
+RETURNING stock_left
