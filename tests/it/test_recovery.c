@@ -1,0 +1,596 @@
+/* Recovery and inspection against the stack: the consumer's --replay,
+ * seckillctl reconcile (clean, corrupted, --fix), item load after Redis lost
+ * an item mid-sale, and inspect.
+ *
+ * Each test has a topic, a consumer group and items of its own. */
+#include "harness.h"
+
+#include <inttypes.h>
+#include <librdkafka/rdkafka.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "keys.h"
+#include "order.h"
+#include "sale.h"
+
+#define PARTS 4
+
+struct rt {
+    struct cfg c;        /* producer, consumer and seckillctl share it */
+    char cfgpath[128];
+    char dlq[160];
+    pid_t producer, consumer;
+    char plog[160], clog[160];
+    int port;
+    PGconn *pg;
+    rd_kafka_t *kp;      /* the test's own producer, for raw messages */
+};
+
+/* --- small tools ----------------------------------------------------------- */
+
+static void sh(const char *fmt, ...)
+{
+    char cmd[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    if (system(cmd) != 0)
+        fail_msg("command failed: %s", cmd);
+}
+
+/* Run a build binary with args, capture stdout+stderr into *out (caller
+ * frees); returns the exit status. */
+static int run(char **out, const char *bin, const char *const *args)
+{
+    char path[512], log[] = "/tmp/seckill-recovery-XXXXXX";
+    char *argv[16];
+    int n = 0, fd = mkstemp(log);
+    size_t len;
+    assert_true(fd >= 0);
+    close(fd);
+    harness_bin(bin, path, sizeof(path));
+    argv[n++] = path;
+    for (; *args && n < 15; args++)
+        argv[n++] = (char *)*args;
+    argv[n] = NULL;
+    int st = harness_wait_exit(harness_spawn(argv, log), 120000);
+    *out = NULL;
+    assert_int_equal(util_read_file(log, out, &len), 0);
+    unlink(log);
+    return st;
+}
+
+static int ctl(struct rt *t, char **out, const char *a1, const char *a2, const char *a3, const char *a4,
+               const char *a5, const char *a6)
+{
+    const char *args[] = { "-c", t->cfgpath, a1, a2, a3, a4, a5, a6, NULL };
+    return run(out, "seckillctl", args);
+}
+
+static int64_t pg_i64(struct rt *t, const char *sql, int64_t arg)
+{
+    char a[24];
+    snprintf(a, sizeof(a), "%" PRId64, arg);
+    const char *p[] = { a };
+    PGresult *r = PQexecParams(t->pg, sql, 1, NULL, p, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK && PQresultStatus(r) != PGRES_COMMAND_OK)
+        fail_msg("%s: %s", sql, PQerrorMessage(t->pg));
+    int64_t v = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) && !PQgetisnull(r, 0, 0)
+                    ? strtoll(PQgetvalue(r, 0, 0), NULL, 10)
+                    : -1;
+    PQclear(r);
+    return v;
+}
+
+/* The item's orders as one checksum over what an order is (not when it was
+ * written or under which fence), in order id order. */
+static char *orders_digest(struct rt *t, int64_t item)
+{
+    char a[24];
+    snprintf(a, sizeof(a), "%" PRId64, item);
+    const char *p[] = { a };
+    PGresult *r = PQexecParams(t->pg,
+                               "SELECT count(*) || ':' || coalesce(md5(string_agg(order_id || '/' || user_id || '/' "
+                               "|| item_id || '/' || qty || '/' || reserved_at, ',' ORDER BY order_id)), '-') "
+                               "FROM orders WHERE item_id = $1",
+                               1, NULL, p, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    char *d = strdup(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return d;
+}
+
+static redisContext *redis(struct rt *t)
+{
+    return harness_redis(&t->c);
+}
+
+static void item_key(struct rt *t, int64_t item, enum keys_item_part part, char *k)
+{
+    assert_true(keys_item(k, KEYS_MAX, t->c.redis.key_prefix, item, part) > 0);
+}
+
+static int64_t new_item_id(void)
+{
+    return 700000000000LL + (int64_t)util_rand_below(99999999999ULL);
+}
+
+/* --- the pipeline ------------------------------------------------------------ */
+
+static void rt_init(struct rt *t, const char *tag)
+{
+    char rnd[9];
+    memset(t, 0, sizeof(*t));
+    harness_cfg(&t->c);
+    assert_int_equal(util_random_hex(rnd, 4), 0);
+    free(t->c.kafka.topic);
+    assert_true(asprintf(&t->c.kafka.topic, "sktest.%s.%d.%s", tag, (int)getpid(), rnd) > 0);
+    snprintf(t->dlq, sizeof(t->dlq), "%s.dlq", t->c.kafka.topic);
+    free(t->c.kafka.dlq_topic);
+    t->c.kafka.dlq_topic = strdup(t->dlq);
+    free(t->c.consumer.group_id);
+    assert_true(asprintf(&t->c.consumer.group_id, "sktest-%s-%d-%s", tag, (int)getpid(), rnd) > 0);
+    t->c.consumer.metrics_port = 0;
+    t->c.consumer.workers = 2;
+    t->c.consumer.batch_size = 100;
+    t->port = harness_free_port();
+    t->c.producer.port = t->port;
+    t->c.producer.sweep_age_ms = 1000;
+    t->c.producer.sweep_interval_ms = 200;
+    t->c.producer.connection_timeout_s = 2;
+    /* Short delivery window: item load waits 2 x this + 2 s. */
+    struct cfg_props *pp = &t->c.kafka.producer_properties;
+    pp->keys = realloc(pp->keys, (pp->n + 1) * sizeof(char *));
+    pp->values = realloc(pp->values, (pp->n + 1) * sizeof(char *));
+    pp->keys[pp->n] = strdup("message.timeout.ms");
+    pp->values[pp->n++] = strdup("1000");
+    harness_cfg_file(&t->c, t->cfgpath, sizeof(t->cfgpath));
+    snprintf(t->plog, sizeof(t->plog), "%s.producer.log", t->cfgpath);
+    snprintf(t->clog, sizeof(t->clog), "%s.consumer.log", t->cfgpath);
+    sh("'%s/scripts/stack' topic create '%s' %d >/dev/null", harness_root(), t->c.kafka.topic, PARTS);
+    sh("'%s/scripts/stack' topic create '%s' 1 >/dev/null", harness_root(), t->dlq);
+
+    char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", t->c.kafka.brokers, err, sizeof(err)),
+                     RD_KAFKA_CONF_OK);
+    assert_int_equal(rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)), RD_KAFKA_CONF_OK);
+    assert_non_null(t->kp = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err)));
+    t->pg = harness_pg(&t->c);
+}
+
+static bool log_has(const char *path, const char *needle)
+{
+    char *buf = NULL;
+    size_t len;
+    if (util_read_file(path, &buf, &len) != 0)
+        return false;
+    bool found = strstr(buf, needle) != NULL;
+    free(buf);
+    return found;
+}
+
+static void consumer_start(struct rt *t)
+{
+    char bin[512];
+    bool ok;
+    harness_bin("seckill-consumer", bin, sizeof(bin));
+    char *argv[] = { bin, "-c", t->cfgpath, NULL };
+    unlink(t->clog);
+    t->consumer = harness_spawn(argv, t->clog);
+    WAIT_UNTIL(log_has(t->clog, "assigned "), 30000, ok);
+    if (!ok)
+        fail_msg("consumer never got partitions; see %s", t->clog);
+}
+
+static void consumer_stop(struct rt *t)
+{
+    assert_int_equal(kill(t->consumer, SIGTERM), 0);
+    assert_int_equal(harness_wait_exit(t->consumer, 30000), 0);
+    t->consumer = 0;
+}
+
+static void producer_start(struct rt *t)
+{
+    char bin[512];
+    bool ok;
+    harness_bin("seckill-producer", bin, sizeof(bin));
+    char *argv[] = { bin, "-c", t->cfgpath, NULL };
+    t->producer = harness_spawn(argv, t->plog);
+    WAIT_UNTIL(harness_http(t->port, "GET", "/healthz", NULL, NULL, NULL, 0) == 200, 30000, ok);
+    if (!ok)
+        fail_msg("producer did not come up; see %s", t->plog);
+}
+
+static void rt_done(struct rt *t)
+{
+    if (t->producer > 0) {
+        kill(t->producer, SIGTERM);
+        assert_int_equal(harness_wait_exit(t->producer, 30000), 0);
+    }
+    if (t->consumer > 0)
+        consumer_stop(t);
+    rd_kafka_flush(t->kp, 10000);
+    rd_kafka_destroy(t->kp);
+    PQfinish(t->pg);
+    sh("'%s/scripts/stack' topic delete '%s' >/dev/null", harness_root(), t->c.kafka.topic);
+    sh("'%s/scripts/stack' topic delete '%s' >/dev/null", harness_root(), t->dlq);
+    if (!getenv("SECKILL_TEST_KEEP_LOGS")) {
+        unlink(t->cfgpath);
+        unlink(t->plog);
+        unlink(t->clog);
+    }
+    harness_redis_cleanup(&t->c);
+    cfg_free(&t->c);
+}
+
+static void produce(struct rt *t, const char *key, const void *val, size_t len, int64_t ts)
+{
+    rd_kafka_resp_err_t e = rd_kafka_producev(
+        t->kp, RD_KAFKA_V_TOPIC(t->c.kafka.topic), RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
+        RD_KAFKA_V_VALUE((void *)val, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_TIMESTAMP(ts),
+        RD_KAFKA_V_END);
+    assert_int_equal(e, RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
+static void produce_order(struct rt *t, int64_t oid, int64_t user, int64_t item, int64_t ts)
+{
+    struct order o = { oid, user, item, 1, ts };
+    char buf[ORDER_MSG_MAX], key[ORDER_ID_STR_MAX];
+    int n = order_encode(&o, buf, sizeof(buf));
+    assert_true(n > 0);
+    snprintf(key, sizeof(key), "%" PRId64, user);
+    produce(t, key, buf, (size_t)n, ts);
+}
+
+/* The "total" row of a replay summary: read inserted present rejected dead. */
+static void replay_totals(const char *out, int64_t v[5])
+{
+    const char *p = strstr(out, "\n    total");
+    if (!p || sscanf(p + 10, "%" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64, &v[0], &v[1], &v[2], &v[3],
+                     &v[4]) != 5)
+        fail_msg("no totals in the replay output:\n%s", out);
+}
+
+static int replay(struct rt *t, int64_t v[5], const char *a1, const char *a2, const char *a3, const char *a4)
+{
+    char *out;
+    const char *args[] = { "-c", t->cfgpath, "--replay", a1, a2, a3, a4, NULL };
+    int st = run(&out, "seckill-consumer", args);
+    if (st != 0)
+        fail_msg("replay exit %d:\n%s", st, out);
+    replay_totals(out, v);
+    free(out);
+    return st;
+}
+
+/* The group's committed offsets, -1 where none. */
+static void committed(struct rt *t, const char *group, int64_t *out)
+{
+    char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", t->c.kafka.brokers, err, sizeof(err)),
+                     RD_KAFKA_CONF_OK);
+    assert_int_equal(rd_kafka_conf_set(conf, "group.id", group, err, sizeof(err)), RD_KAFKA_CONF_OK);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+    assert_non_null(rk);
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(PARTS);
+    for (int i = 0; i < PARTS; i++)
+        rd_kafka_topic_partition_list_add(l, t->c.kafka.topic, i);
+    assert_int_equal(rd_kafka_committed(rk, l, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    for (int i = 0; i < PARTS; i++)
+        out[i] = l->elems[i].offset;
+    rd_kafka_topic_partition_list_destroy(l);
+    rd_kafka_destroy(rk);
+}
+
+/* --- replay ---------------------------------------------------------------------- */
+
+static void test_replay_rebuilds_orders(void **state)
+{
+    (void)state;
+    struct rt t;
+    int64_t v[5], before[PARTS], after[PARTS], mine[PARTS];
+    int64_t item = new_item_id(), users = 800000000000LL + (int64_t)util_rand_below(99999999999ULL);
+    int64_t oids = (1LL << 41) + ((int64_t)util_rand_below(1u << 20) << 20);
+    int64_t now = util_wall_ms(), old = now - 600000, cut = now - 300000;
+    char group_replay[300];
+    bool ok;
+    rt_init(&t, "replay");
+    pg_i64(&t, "INSERT INTO items (item_id, name, stock_total, stock_left) VALUES ($1, 'replay', 300, 300)", item);
+
+    /* Wave 1, ten minutes old: 200 orders, 20 of them delivered twice, and
+     * 3 poison messages. Wave 2, now: 100 orders. */
+    for (int i = 0; i < 200; i++)
+        produce_order(&t, oids + i, users + i, item, old);
+    for (int i = 0; i < 20; i++)
+        produce_order(&t, oids + i, users + i, item, old);
+    produce(&t, "1", "not json", 8, old);
+    produce(&t, "2", "{\"order_id\":1}", 14, old);
+    produce(&t, NULL, "", 0, old);
+    for (int i = 200; i < 300; i++)
+        produce_order(&t, oids + i, users + i, item, now);
+    assert_int_equal(rd_kafka_flush(t.kp, 30000), RD_KAFKA_RESP_ERR_NO_ERROR);
+
+    consumer_start(&t);
+    WAIT_UNTIL(pg_i64(&t, "SELECT count(*) FROM orders WHERE item_id = $1", item) == 300 &&
+                   sale_group_caught_up(&t.c, t.c.consumer.group_id, t.c.kafka.topic),
+               60000, ok);
+    assert_true(ok);
+    consumer_stop(&t);
+    char *digest = orders_digest(&t, item);
+    int64_t left = pg_i64(&t, "SELECT stock_left FROM items WHERE item_id = $1", item);
+    assert_int_equal(left, 0);
+    committed(&t, t.c.consumer.group_id, before);
+
+    /* Lose the table's rows for the item, as an operator would to rebuild. */
+    pg_i64(&t, "DELETE FROM orders WHERE item_id = $1", item);
+    pg_i64(&t, "UPDATE items SET stock_left = stock_total WHERE item_id = $1", item);
+    assert_int_equal(pg_i64(&t, "SELECT count(*) FROM orders WHERE item_id = $1", item), 0);
+
+    replay(&t, v, "--from-beginning", NULL, NULL, NULL);
+    assert_int_equal(v[0], 323); /* read */
+    assert_int_equal(v[1], 300); /* inserted */
+    assert_int_equal(v[2], 20);  /* already present: the redeliveries */
+    assert_int_equal(v[4], 3);   /* dead-lettered */
+    char *again = orders_digest(&t, item);
+    assert_string_equal(again, digest);
+    free(again);
+    assert_int_equal(pg_i64(&t, "SELECT stock_left FROM items WHERE item_id = $1", item), left);
+
+    /* Twice changes nothing. */
+    replay(&t, v, "--from-beginning", NULL, NULL, NULL);
+    assert_int_equal(v[0], 323);
+    assert_int_equal(v[1], 0);
+    assert_int_equal(v[2], 320);
+    again = orders_digest(&t, item);
+    assert_string_equal(again, digest);
+    free(again);
+
+    /* A time range picks the waves by their timestamps. */
+    char scut[24];
+    snprintf(scut, sizeof(scut), "%" PRId64, cut);
+    replay(&t, v, "--from-time", scut, NULL, NULL);
+    assert_int_equal(v[0], 100);
+    replay(&t, v, "--from-beginning", "--to-time", scut, NULL);
+    assert_int_equal(v[0], 223);
+    char iso[40];
+    util_format_time_ms(cut, iso, sizeof(iso));
+    replay(&t, v, "--from-time", iso, NULL, NULL);
+    assert_int_equal(v[0], 100);
+
+    /* The live group never saw the replays: its offsets did not move, and
+     * the replay's own group id committed nothing. */
+    committed(&t, t.c.consumer.group_id, after);
+    snprintf(group_replay, sizeof(group_replay), "%s.replay", t.c.consumer.group_id);
+    committed(&t, group_replay, mine);
+    for (int i = 0; i < PARTS; i++) {
+        assert_int_equal(after[i], before[i]);
+        assert_true(mine[i] < 0);
+    }
+    free(digest);
+    pg_i64(&t, "DELETE FROM orders WHERE item_id = $1", item);
+    pg_i64(&t, "DELETE FROM order_rejections WHERE item_id = $1", item);
+    pg_i64(&t, "DELETE FROM items WHERE item_id = $1", item);
+    rt_done(&t);
+}
+
+static void test_replay_arguments(void **state)
+{
+    (void)state;
+    char *out;
+    const char *bad[][6] = {
+        { "--replay", NULL },
+        { "--replay", "--from-beginning", "--from-time", "1", NULL },
+        { "--from-beginning", NULL },
+        { "--replay", "--from-time", "yesterday", NULL },
+        { "--replay", "--from-time", "2026-02-30T00:00:00Z", NULL },
+        { "--replay", "--from-time", "2000", "--to-time", "1000", NULL },
+    };
+    const char *why[] = { "exactly one", "exactly one", "need --replay", "not a time", "not a time", "later than" };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        assert_int_equal(run(&out, "seckill-consumer", bad[i]), 2);
+        if (!strstr(out, why[i]))
+            fail_msg("case %zu: no '%s' in: %s", i, why[i], out);
+        free(out);
+    }
+    int64_t ms;
+    assert_int_equal(util_parse_time_ms("2026-11-21T10:00:00Z", &ms), 0);
+    assert_int_equal(ms, INT64_C(1795255200000));
+    assert_int_equal(util_parse_time_ms("2026-11-21T11:00:00.250+01:00", &ms), 0);
+    assert_int_equal(ms, INT64_C(1795255200250));
+    assert_int_equal(util_parse_time_ms("2026-11-21 10:00:00", &ms), 0);
+    assert_int_equal(ms, INT64_C(1795255200000));
+    assert_int_equal(util_parse_time_ms("1795255200000", &ms), 0);
+    assert_int_equal(ms, INT64_C(1795255200000));
+    assert_int_equal(util_parse_time_ms("2026-11-21T10:00", &ms), -1);
+    assert_int_equal(util_parse_time_ms("2026-11-21T10:00:00Zjunk", &ms), -1);
+    assert_int_equal(util_parse_time_ms("-5", &ms), -1);
+}
+
+/* --- reconcile, inspect and item load ---------------------------------------- */
+
+static void sale_run(const struct rt *t, int64_t item, int64_t user_base, int users, int requests, int rate,
+                     struct sale **out)
+{
+    struct sale_params sp = {
+        .ports = &t->port, .nports = 1, .item_id = item, .user_base = user_base, .users = users,
+        .requests = requests, .conns = 8, .rate = rate,
+    };
+    assert_int_equal(sale_start(&sp, out), 0);
+}
+
+static void settle_and_verify(struct rt *t, int64_t item, struct sale **waves, int n, long want_orders)
+{
+    char why[512];
+    struct sale_report r;
+    if (sale_settle(&t->c, item, waves, n, 60000, why, sizeof(why)) != 0)
+        fail_msg("the sale did not settle: %s", why);
+    assert_int_equal(sale_verify(&t->c, item, waves, n, 0, &r, why, sizeof(why)), 0);
+    sale_report_print(stderr, "# ", &r);
+    assert_int_equal(r.lost, 0);
+    assert_int_equal(r.duplicates, 0);
+    assert_int_equal(r.oversold, 0);
+    assert_int_equal(r.unexplained, 0);
+    assert_int_equal(r.orders, want_orders);
+}
+
+/* got is evaluated before *out is read: ctl() fills it. */
+static void expect(int got, int want, char **outp, const char *needle)
+{
+    char *out = *outp;
+    if (got != want || (needle && !strstr(out, needle)))
+        fail_msg("exit %d (want %d), '%s' %s in:\n%s", got, want, needle ? needle : "",
+                 needle && strstr(out, needle) ? "found" : "missing", out);
+    free(out);
+}
+
+static void test_reconcile_detects_and_fixes(void **state)
+{
+    (void)state;
+    struct rt t;
+    struct sale *s;
+    char *out, sid[24], k[KEYS_ITEM_PARTS][KEYS_MAX], msg[ORDER_MSG_MAX];
+    int64_t item = new_item_id(), users = 810000000000LL + (int64_t)util_rand_below(9999999999ULL);
+    rt_init(&t, "recon");
+    producer_start(&t);
+    consumer_start(&t);
+    snprintf(sid, sizeof(sid), "%" PRId64, item);
+    expect(ctl(&t, &out, "item", "create", "--id", sid, NULL, NULL), 2, &out, "usage");
+    const char *args[] = { "-c", t.cfgpath, "item", "create", "--id", sid, "--stock", "100", NULL };
+    expect(run(&out, "seckillctl", args), 0, &out, "created");
+
+    /* 60 buyers for 100 units: a sale that leaves stock. */
+    sale_run(&t, item, users, 60, 120, 0, &s);
+    sale_wait(s);
+    settle_and_verify(&t, item, &s, 1, 60);
+    expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 0, &out, " ok");
+    expect(ctl(&t, &out, "inspect", "--item", sid, NULL, NULL, NULL), 0, &out, sid);
+
+    /* Corrupt it: stock_left off by 3, a buyer lost, a persisted order's
+     * reservation back in Redis, and 2 units too many offered. */
+    for (int i = 0; i < KEYS_ITEM_PARTS; i++)
+        item_key(&t, item, (enum keys_item_part)i, k[i]);
+    redisContext *rc = redis(&t);
+    PGresult *r = PQexecParams(t.pg, "SELECT order_id, user_id, (extract(epoch FROM reserved_at) * 1000)::bigint "
+                                     "FROM orders WHERE item_id = $1 ORDER BY order_id LIMIT 2",
+                               1, NULL, (const char *const[]){ sid }, NULL, NULL, 0);
+    assert_int_equal(PQntuples(r), 2);
+    struct order o = { strtoll(PQgetvalue(r, 0, 0), NULL, 10), strtoll(PQgetvalue(r, 0, 1), NULL, 10), item, 1,
+                       strtoll(PQgetvalue(r, 0, 2), NULL, 10) };
+    char lost_buyer[24];
+    snprintf(lost_buyer, sizeof(lost_buyer), "%s", PQgetvalue(r, 1, 1));
+    PQclear(r);
+    int n = order_encode(&o, msg, sizeof(msg));
+    assert_true(n > 0);
+    freeReplyObject(harness_cmd(rc, "HSET %s %lld %b", k[KEYS_ITEM_PENDING], (long long)o.order_id, msg, (size_t)n));
+    freeReplyObject(harness_cmd(rc, "SREM %s %s", k[KEYS_ITEM_BUYERS], lost_buyer));
+    freeReplyObject(harness_cmd(rc, "INCRBY %s 2", k[KEYS_ITEM_STOCK]));
+    pg_i64(&t, "UPDATE items SET stock_left = stock_left + 3 WHERE item_id = $1", item);
+
+    expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 1, &out, "MISMATCH");
+    ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL);
+    assert_non_null(strstr(out, "(+2 units)"));
+    assert_non_null(strstr(out, "missing from the Redis buyers set"));
+    assert_non_null(strstr(out, "persisted already"));
+    assert_non_null(strstr(out, "stock_left 43 != stock_total 100 - sold 60"));
+    free(out);
+    expect(ctl(&t, &out, "inspect", "--item", sid, NULL, NULL, NULL), 1, &out, "43");
+
+    expect(ctl(&t, &out, "reconcile", "--item", sid, "--fix", NULL, NULL), 0, &out, "fixed");
+    expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 0, &out, " ok");
+    assert_int_equal(harness_int(rc, "GET %s", k[KEYS_ITEM_STOCK]), 40);
+    assert_int_equal(harness_int(rc, "HLEN %s", k[KEYS_ITEM_PENDING]), 0);
+    assert_int_equal(harness_int(rc, "SISMEMBER %s %s", k[KEYS_ITEM_BUYERS], lost_buyer), 1);
+    assert_int_equal(pg_i64(&t, "SELECT stock_left FROM items WHERE item_id = $1", item), 40);
+
+    /* A unit missing from the count is never given back: it may still be
+     * an order on its way. */
+    freeReplyObject(harness_cmd(rc, "DECR %s", k[KEYS_ITEM_STOCK]));
+    expect(ctl(&t, &out, "reconcile", "--item", sid, "--fix", NULL, NULL), 1, &out, "not fixed");
+    assert_int_equal(harness_int(rc, "GET %s", k[KEYS_ITEM_STOCK]), 39);
+    freeReplyObject(harness_cmd(rc, "INCR %s", k[KEYS_ITEM_STOCK]));
+    expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 0, &out, " ok");
+
+    redisFree(rc);
+    sale_free(s);
+    rt_done(&t);
+}
+
+static void test_item_load_after_loss_mid_sale(void **state)
+{
+    (void)state;
+    struct rt t;
+    struct sale *w[2];
+    char *out, sid[24], k[KEYS_ITEM_PARTS][KEYS_MAX], reg[KEYS_MAX];
+    int64_t item = new_item_id(), users = 820000000000LL + (int64_t)util_rand_below(9999999999ULL);
+    bool ok;
+    rt_init(&t, "load");
+    producer_start(&t);
+    consumer_start(&t);
+    snprintf(sid, sizeof(sid), "%" PRId64, item);
+    const char *args[] = { "-c", t.cfgpath, "item", "create", "--id", sid, "--stock", "150", NULL };
+    expect(run(&out, "seckillctl", args), 0, &out, "created");
+    for (int i = 0; i < KEYS_ITEM_PARTS; i++)
+        item_key(&t, item, (enum keys_item_part)i, k[i]);
+    keys_items(reg, sizeof(reg), t.c.redis.key_prefix);
+
+    /* Redis still holds it: nothing to rebuild, refused. */
+    expect(ctl(&t, &out, "item", "load", "--id", sid, NULL, NULL), 1, &out, "still holds");
+
+    /* Wave 1, paced; Redis loses the item once 40 units are taken. */
+    sale_run(&t, item, users, 300, 600, 400, &w[0]);
+    WAIT_UNTIL(sale_accepted(w[0]) >= 40, 30000, ok);
+    assert_true(ok);
+    redisContext *rc = redis(&t);
+    freeReplyObject(harness_cmd(rc, "DEL %s %s %s %s", k[0], k[1], k[2], k[3]));
+    sale_wait(w[0]);
+    struct sale_counts sc;
+    sale_count(w[0], &sc);
+    assert_true(sc.unknown_item > 0); /* the producers answered 404 while it was gone */
+
+    /* The consumer is away and an order waits in the topic: refused. */
+    consumer_stop(&t);
+    produce_order(&t, (1LL << 42) + (int64_t)util_rand_below(1u << 30), users + 999999, new_item_id(),
+                  util_wall_ms());
+    assert_int_equal(rd_kafka_flush(t.kp, 30000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    expect(ctl(&t, &out, "item", "load", "--id", sid, "--wait-ms", "0"), 1, &out, "has not consumed");
+    assert_int_equal(harness_int(rc, "EXISTS %s", k[KEYS_ITEM_STOCK]), 0);
+
+    /* With the consumer back it rebuilds from the database. */
+    consumer_start(&t);
+    expect(ctl(&t, &out, "item", "load", "--id", sid, NULL, NULL), 0, &out, "rebuilt");
+    int64_t sold = pg_i64(&t, "SELECT count(*) FROM orders WHERE item_id = $1", item);
+    assert_int_equal(harness_int(rc, "GET %s", k[KEYS_ITEM_STOCK]), 150 - sold);
+    assert_int_equal(harness_int(rc, "SCARD %s", k[KEYS_ITEM_BUYERS]), sold);
+    assert_int_equal(harness_int(rc, "SISMEMBER %s %s", reg, sid), 1);
+
+    /* Wave 2: the wave-1 buyers again and new ones; the sale goes on and
+     * sells exactly the stock. */
+    sale_run(&t, item, users, 900, 1200, 0, &w[1]);
+    sale_wait(w[1]);
+    settle_and_verify(&t, item, w, 2, 150);
+    assert_int_equal(harness_int(rc, "GET %s", k[KEYS_ITEM_STOCK]), 0);
+    expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 0, &out, " ok");
+
+    redisFree(rc);
+    sale_free(w[0]);
+    sale_free(w[1]);
+    rt_done(&t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replay_arguments),
+        cmocka_unit_test(test_replay_rebuilds_orders),
+        cmocka_unit_test(test_reconcile_detects_and_fixes),
+        cmocka_unit_test(test_item_load_after_loss_mid_sale),
+    };
+    return cmocka_run_group_tests(tests, harness_setup, harness_teardown);
+}
