@@ -14,6 +14,14 @@ int keys_item(char *buf, size_t len, const char *prefix, int64_t item_id, enum k
     return fits(snprintf(buf, len, "%s:{item:%" PRId64 "}:%s", prefix, item_id, suffix[part]), len);
 }
 
+int keys_item_all(char k[KEYS_ITEM_PARTS][KEYS_MAX], const char *prefix, int64_t item_id)
+{
+    for (int i = 0; i < KEYS_ITEM_PARTS; i++)
+        if (keys_item(k[i], KEYS_MAX, prefix, item_id, (enum keys_item_part)i) < 0)
+            return -1;
+    return 0;
+}
+
 int keys_items(char *buf, size_t len, const char *prefix)
 {
     return fits(snprintf(buf, len, "%s:items", prefix), len);

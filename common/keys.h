@@ -24,6 +24,9 @@ enum keys_item_part {
  * does not fit. */
 int keys_item(char *buf, size_t len, const char *prefix, int64_t item_id, enum keys_item_part part);
 
+/* All of an item's keys, indexed by enum keys_item_part. 0 or -1. */
+int keys_item_all(char k[KEYS_ITEM_PARTS][KEYS_MAX], const char *prefix, int64_t item_id);
+
 /* <prefix>:items: the set of item ids with a sale loaded, for the sweeper
  * and the operator tools (never used inside a script). */
 int keys_items(char *buf, size_t len, const char *prefix);

@@ -170,19 +170,11 @@ out:
 
 /* --- Redis ------------------------------------------------------------------ */
 
-static int item_keys(const struct cfg *c, int64_t item, char k[KEYS_ITEM_PARTS][KEYS_MAX])
-{
-    for (int i = 0; i < KEYS_ITEM_PARTS; i++)
-        if (keys_item(k[i], KEYS_MAX, c->redis.key_prefix, item, (enum keys_item_part)i) < 0)
-            return -1;
-    return 0;
-}
-
 /* 1 when Redis holds any of the item's keys, 0 when none, -1 on error. */
 static int redis_holds(redisContext *rc, const struct cfg *c, int64_t item)
 {
     char k[KEYS_ITEM_PARTS][KEYS_MAX];
-    if (item_keys(c, item, k) != 0)
+    if (keys_item_all(k, c->redis.key_prefix, item) != 0)
         return -1;
     redisReply *r = redisCommand(rc, "EXISTS %s %s %s %s", k[0], k[1], k[2], k[3]);
     int ret = r && r->type == REDIS_REPLY_INTEGER ? r->integer > 0 : -1;
@@ -206,7 +198,7 @@ static int rebuild_one(const struct cfg *c, PGconn *pg, redisContext *rc, struct
     int ret = -1;
 
     snprintf(sid, sizeof(sid), "%" PRId64, item);
-    if (item_keys(c, item, k) != 0 ||
+    if (keys_item_all(k, c->redis.key_prefix, item) != 0 ||
         !(res = ctlpg_exec(pg, embed_recon_item, 1, params, PGRES_TUPLES_OK, "read item")))
         goto fail;
     if (PQntuples(res) != 1) {

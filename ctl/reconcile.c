@@ -95,14 +95,6 @@ static bool recon_clean(const struct recon *r)
 
 /* --- looking ---------------------------------------------------------------- */
 
-static int item_keys(const struct cfg *c, int64_t item, char k[KEYS_ITEM_PARTS][KEYS_MAX])
-{
-    for (int i = 0; i < KEYS_ITEM_PARTS; i++)
-        if (keys_item(k[i], KEYS_MAX, c->redis.key_prefix, item, (enum keys_item_part)i) < 0)
-            return -1;
-    return 0;
-}
-
 static int parse_reply_i64(const redisReply *e, int64_t *out)
 {
     if (e->type != REDIS_REPLY_STRING)
@@ -126,7 +118,7 @@ static int look(struct rctx *x, int64_t item, struct recon *r)
     r->item = item;
     r->stock = -1;
     snprintf(sid, sizeof(sid), "%" PRId64, item);
-    if (item_keys(x->c, item, k) != 0) {
+    if (keys_item_all(k, x->c->redis.key_prefix, item) != 0) {
         fprintf(stderr, "seckillctl: redis key prefix too long\n");
         return -1;
     }
@@ -401,7 +393,7 @@ static int fix(struct rctx *x, const struct recon *r)
 {
     char k[KEYS_ITEM_PARTS][KEYS_MAX];
     int64_t n;
-    if (!r->in_db || item_keys(x->c, r->item, k) != 0)
+    if (!r->in_db || keys_item_all(k, x->c->redis.key_prefix, r->item) != 0)
         return 0;
     if (r->done.n) {
         const char *keys[] = { k[KEYS_ITEM_PENDING], k[KEYS_ITEM_UNPUB] };
