@@ -1,5 +1,6 @@
 #include "script.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,52 +28,83 @@ int script_is_noscript(const redisReply *r)
     return r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
-/* Build "EVALSHA sha nkeys args..." into the caller's arrays. */
-#define SCRIPT_MAX_ARGS 64
+/* "EVALSHA sha nkeys args...": on the stack for the usual few arguments, on
+ * the heap for long ones (a rebuild passes one argument per buyer). */
+#define SCRIPT_STACK_ARGS 64
+
+struct argv_buf {
+    const char *sav[SCRIPT_STACK_ARGS];
+    size_t sal[SCRIPT_STACK_ARGS];
+    const char **av;
+    size_t *al;
+    char nk[16];
+    int n;
+};
 
 static int build(const struct script *s, int nkeys, int nargs, const char **argv, const size_t *argvlen,
-                 const char **av, size_t *al, char *nk, size_t nksz)
+                 struct argv_buf *b)
 {
     int total = nkeys + nargs;
-    if (total + 3 > SCRIPT_MAX_ARGS)
+    if (nkeys < 0 || nargs < 0 || total > INT32_MAX - 3)
         return -1;
-    snprintf(nk, nksz, "%d", nkeys);
-    av[0] = "EVALSHA", al[0] = 7;
-    av[1] = s->sha, al[1] = 40;
-    av[2] = nk, al[2] = strlen(nk);
-    for (int i = 0; i < total; i++) {
-        av[3 + i] = argv[i];
-        al[3 + i] = argvlen ? argvlen[i] : strlen(argv[i]);
+    b->av = b->sav;
+    b->al = b->sal;
+    if (total + 3 > SCRIPT_STACK_ARGS) {
+        b->av = malloc((size_t)(total + 3) * sizeof(*b->av));
+        b->al = malloc((size_t)(total + 3) * sizeof(*b->al));
+        if (!b->av || !b->al) {
+            free(b->av);
+            free(b->al);
+            b->av = NULL;
+            b->al = NULL;
+            return -1;
+        }
     }
-    return total + 3;
+    snprintf(b->nk, sizeof(b->nk), "%d", nkeys);
+    b->av[0] = "EVALSHA", b->al[0] = 7;
+    b->av[1] = s->sha, b->al[1] = 40;
+    b->av[2] = b->nk, b->al[2] = strlen(b->nk);
+    for (int i = 0; i < total; i++) {
+        b->av[3 + i] = argv[i];
+        b->al[3 + i] = argvlen ? argvlen[i] : strlen(argv[i]);
+    }
+    b->n = total + 3;
+    return 0;
+}
+
+static void argv_buf_free(struct argv_buf *b)
+{
+    if (b->av != b->sav)
+        free(b->av);
+    if (b->al != b->sal)
+        free(b->al);
 }
 
 int script_append(redisContext *rc, const struct script *s, int nkeys, int nargs, const char **argv,
                   const size_t *argvlen)
 {
-    const char *av[SCRIPT_MAX_ARGS];
-    size_t al[SCRIPT_MAX_ARGS];
-    char nk[16];
-    int n = build(s, nkeys, nargs, argv, argvlen, av, al, nk, sizeof(nk));
-    if (n < 0)
+    struct argv_buf b;
+    if (build(s, nkeys, nargs, argv, argvlen, &b) != 0)
         return -1;
-    return redisAppendCommandArgv(rc, n, av, al) == REDIS_OK ? 0 : -1;
+    int ret = redisAppendCommandArgv(rc, b.n, b.av, b.al) == REDIS_OK ? 0 : -1;
+    argv_buf_free(&b);
+    return ret;
 }
 
 redisReply *script_eval(redisContext *rc, struct script *s, int nkeys, int nargs, const char **argv,
                         const size_t *argvlen)
 {
-    const char *av[SCRIPT_MAX_ARGS];
-    size_t al[SCRIPT_MAX_ARGS];
-    char nk[16];
+    struct argv_buf b;
 
     if (s->sha[0] == '\0' && script_load(rc, s) != 0)
         return NULL;
     for (int attempt = 0;; attempt++) {
-        int n = build(s, nkeys, nargs, argv, argvlen, av, al, nk, sizeof(nk));
-        if (n < 0)
+        if (build(s, nkeys, nargs, argv, argvlen, &b) != 0) {
+            snprintf(rc->errstr, sizeof(rc->errstr), "out of memory");
             return NULL;
-        redisReply *r = redisCommandArgv(rc, n, av, al);
+        }
+        redisReply *r = redisCommandArgv(rc, b.n, b.av, b.al);
+        argv_buf_free(&b);
         if (!script_is_noscript(r) || attempt > 0)
             return r;
         freeReplyObject(r);
