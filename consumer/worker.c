@@ -28,6 +28,10 @@ struct worker {
     struct lock_client *lc;
     struct sink *sink;
     redisContext *rc; /* for clearing reservations; reopened when broken */
+    struct resv *unclear; /* reservations of persisted orders not yet cleared */
+    size_t nunclear, capunclear;
+    bool unclear_logged;
+    int64_t unclear_retry_ms;
     bool pg_down, redis_down;
     int pg_attempt, redis_attempt;
     /* per batch, sized for the largest batch */
@@ -102,50 +106,35 @@ static int64_t backoff(struct worker *w, int *attempt)
 
 /* --- reservations -------------------------------------------------------- */
 
-static int cmp_item(const void *a, const void *b)
+/* Reservations of persisted orders still to clear from Redis. */
+struct resv {
+    int64_t item, oid;
+};
+
+/* Beyond this many, the oldest are left for 'seckillctl reconcile --fix'. */
+#define WK_UNCLEAR_MAX 100000
+
+static int cmp_resv(const void *a, const void *b)
 {
-    const struct cmsg *x = *(struct cmsg *const *)a, *y = *(struct cmsg *const *)b;
-    return x->o.item_id < y->o.item_id ? -1 : x->o.item_id > y->o.item_id;
+    const struct resv *x = a, *y = b;
+    return x->item < y->item ? -1 : x->item > y->item;
 }
 
-/* HDEL pending and ZREM unpub for every settled order, one command of each
- * per item, all pipelined in one round trip. A failure is only logged: the
- * producer's sweeper re-publishes what is left and the redelivery clears it. */
-static void clear_reservations(struct worker *w, struct cmsg **v, size_t n)
+/* One pipelined round trip: HDEL pending and ZREM unpub, one command of each
+ * per item. 0, or -1 when Redis failed (the connection is then unusable). */
+static int clear_once(struct worker *w, const struct resv *r, size_t n, const char **argv, size_t *argl,
+                      char (*ids)[ORDER_ID_STR_MAX])
 {
     const char *prefix = w->pool->cfg->redis.key_prefix;
-    char err[256];
-    size_t cmds = 0;
-    const char **argv = NULL;
-    size_t *argl = NULL;
-    char (*ids)[ORDER_ID_STR_MAX] = NULL;
     char kp[KEYS_MAX], ku[KEYS_MAX];
-    if (n == 0)
-        return;
-    if (rconn_broken(w->rc)) {
-        if (w->rc)
-            redisFree(w->rc);
-        w->rc = NULL;
-        if (rconn_open(w->pool->cfg, &w->rc, err, sizeof(err)) != 0) {
-            CM_ADD(redis_errors, 1);
-            goto fail;
-        }
-    }
-    qsort(v, n, sizeof(*v), cmp_item);
-    argv = malloc((n + 2) * sizeof(*argv));
-    argl = malloc((n + 2) * sizeof(*argl));
-    ids = malloc(n * sizeof(*ids));
-    if (!argv || !argl || !ids)
-        goto fail;
-    for (size_t i = 0; i < n; i++)
-        snprintf(ids[i], sizeof(ids[i]), "%" PRId64, v[i]->o.order_id);
+    size_t cmds = 0;
     for (size_t i = 0; i < n;) {
         size_t j = i;
-        while (j < n && v[j]->o.item_id == v[i]->o.item_id)
+        while (j < n && r[j].item == r[i].item)
             j++;
-        if (keys_item(kp, sizeof(kp), prefix, v[i]->o.item_id, KEYS_ITEM_PENDING) < 0 ||
-            keys_item(ku, sizeof(ku), prefix, v[i]->o.item_id, KEYS_ITEM_UNPUB) < 0)
-            goto fail;
+        if (keys_item(kp, sizeof(kp), prefix, r[i].item, KEYS_ITEM_PENDING) < 0 ||
+            keys_item(ku, sizeof(ku), prefix, r[i].item, KEYS_ITEM_UNPUB) < 0)
+            return -1;
         for (int c = 0; c < 2; c++) {
             size_t k = 0;
             argv[k] = c == 0 ? "HDEL" : "ZREM";
@@ -158,26 +147,84 @@ static void clear_reservations(struct worker *w, struct cmsg **v, size_t n)
                 argl[k++] = strlen(ids[m]);
             }
             if (redisAppendCommandArgv(w->rc, (int)k, argv, argl) != REDIS_OK)
-                goto fail;
+                return -1;
             cmds++;
         }
         i = j;
     }
     for (size_t i = 0; i < cmds; i++) {
-        redisReply *r = NULL;
-        if (redisGetReply(w->rc, (void **)&r) != REDIS_OK) {
-            CM_ADD(redis_errors, 1);
-            goto fail;
-        }
-        freeReplyObject(r);
+        redisReply *rep = NULL;
+        if (redisGetReply(w->rc, (void **)&rep) != REDIS_OK)
+            return -1;
+        freeReplyObject(rep);
     }
-    free(argv);
-    free(argl);
-    free(ids);
-    return;
+    return 0;
+}
+
+/* Clear the reservations of the settled orders v[0..n), and of earlier ones
+ * that could not be cleared. Nothing else ever clears a reservation Kafka
+ * acknowledged, so what fails (Redis restarting) stays in the worker's
+ * backlog and goes with the next batch; a dropped connection is retried at
+ * once on a new one. Both commands are safe to repeat. */
+static void clear_reservations(struct worker *w, struct cmsg **v, size_t n)
+{
+    char err[256];
+    const char **argv = NULL;
+    size_t *argl = NULL;
+    char (*ids)[ORDER_ID_STR_MAX] = NULL;
+    if (w->nunclear + n > w->capunclear) {
+        size_t cap = (w->nunclear + n) * 2;
+        struct resv *nr = realloc(w->unclear, cap * sizeof(*nr));
+        if (!nr)
+            goto fail;
+        w->unclear = nr;
+        w->capunclear = cap;
+    }
+    for (size_t i = 0; i < n; i++)
+        w->unclear[w->nunclear++] = (struct resv){ v[i]->o.item_id, v[i]->o.order_id };
+    n = w->nunclear;
+    if (n == 0)
+        return;
+    qsort(w->unclear, n, sizeof(*w->unclear), cmp_resv);
+    argv = malloc((n + 2) * sizeof(*argv));
+    argl = malloc((n + 2) * sizeof(*argl));
+    ids = malloc(n * sizeof(*ids));
+    if (!argv || !argl || !ids)
+        goto fail;
+    for (size_t i = 0; i < n; i++)
+        snprintf(ids[i], sizeof(ids[i]), "%" PRId64, w->unclear[i].oid);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (rconn_broken(w->rc) || attempt > 0) {
+            if (w->rc)
+                redisFree(w->rc);
+            w->rc = NULL;
+            if (rconn_open(w->pool->cfg, &w->rc, err, sizeof(err)) != 0) {
+                CM_ADD(redis_errors, 1);
+                goto fail;
+            }
+        }
+        if (clear_once(w, w->unclear, n, argv, argl, ids) == 0) {
+            if (w->unclear_logged)
+                log_notice("worker %d: cleared %zu reservations left over from a Redis outage", w->id, n);
+            w->nunclear = 0;
+            w->unclear_logged = false;
+            goto done;
+        }
+        CM_ADD(redis_errors, 1);
+    }
 fail:
-    if (!w->redis_down)
-        log_warn("worker %d: could not clear %zu reservations in Redis; the sweeper's redelivery will", w->id, n);
+    if (!w->unclear_logged)
+        log_warn("worker %d: could not clear %zu reservations of persisted orders in Redis; "
+                 "retrying with the next batches", w->id, w->nunclear);
+    w->unclear_logged = true;
+    if (w->nunclear > WK_UNCLEAR_MAX) {
+        size_t drop = w->nunclear - WK_UNCLEAR_MAX;
+        log_error("worker %d: giving up clearing %zu reservations of persisted orders; "
+                  "'seckillctl reconcile --fix' drops them", w->id, drop);
+        memmove(w->unclear, w->unclear + drop, WK_UNCLEAR_MAX * sizeof(*w->unclear));
+        w->nunclear = WK_UNCLEAR_MAX;
+    }
+done:
     free(argv);
     free(argl);
     free(ids);
@@ -429,6 +476,12 @@ static void *worker_main(void *arg)
         if (n == 0) {
             if (atomic_load(&w->pool->finishing))
                 break;
+            /* Idle: a backlog left by a Redis outage must not wait for the
+             * next order, which may never come once the sale is over. */
+            if (w->nunclear > 0 && util_mono_ms() >= w->unclear_retry_ms) {
+                w->unclear_retry_ms = util_mono_ms() + 1000;
+                clear_reservations(w, NULL, 0);
+            }
             continue;
         }
         process(w, w->batch, n);
@@ -490,6 +543,7 @@ static void worker_free(struct worker *w)
     free(w->carry);
     free(w->users);
     free(w->names);
+    free(w->unclear);
     free(w->namep);
     free(w->locks);
     free(w->status);
