@@ -46,8 +46,19 @@ static void set_err(char *err, size_t errlen, const char *what, PGconn *pg, cons
 
 static int sink_connect(struct sink *s, char *err, size_t errlen)
 {
+    char idle[24];
     if (pgconn_open(s->cfg, s->appname, &s->pg, err, errlen) != 0)
         return -1;
+    /* The lock's lease: past it the batch could not commit anyway. */
+    snprintf(idle, sizeof(idle), "%lld", (long long)s->cfg->lock.ttl_ms);
+    const char *p1[] = { idle };
+    PGresult *sr = PQexecParams(s->pg, embed_cons_session, 1, NULL, p1, NULL, NULL, 0);
+    if (PQresultStatus(sr) != PGRES_TUPLES_OK) {
+        set_err(err, errlen, "session settings", s->pg, sr);
+        PQclear(sr);
+        goto fail;
+    }
+    PQclear(sr);
     for (size_t i = 0; i < ARRAY_SIZE(stmts); i++) {
         PGresult *r = PQprepare(s->pg, stmts[i].name, stmts[i].sql, stmts[i].nparams, NULL);
         if (PQresultStatus(r) != PGRES_COMMAND_OK) {
