@@ -50,7 +50,7 @@ BINS := $(BUILD)/seckill-producer $(BUILD)/seckill-consumer $(BUILD)/seckillctl
 
 TEST_SRC  := $(wildcard tests/unit/*.c tests/it/*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
-TEST_HELPER_OBJ := $(BUILD)/obj/tests/harness.o
+TEST_HELPER_OBJ := $(BUILD)/obj/tests/harness.o $(BUILD)/obj/tests/sale.o
 
 .PHONY: all test tests demo bench install clean stack-up stack-down stack-status
 # Keep the objects of pattern-built test programs (not intermediates to delete).
@@ -95,11 +95,13 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_HELPER_OBJ) $(PROD_LIB) $(CONS_L
 
 # make test sets up everything it needs: packages and services (scripts/stack
 # up is idempotent), the release build (warnings are errors), then the
-# sanitizer build of everything, then the suite.
+# sanitizer build of everything, the fuzz targets over their saved inputs,
+# then the suite.
 test:
 	scripts/stack up
 	$(MAKE) --no-print-directory all
 	$(MAKE) --no-print-directory BUILD=build/asan SAN=1 all tests
+	$(MAKE) --no-print-directory fuzz-regress
 	tests/run build/asan
 
 demo:
@@ -112,6 +114,13 @@ bench:
 	scripts/stack up
 	$(MAKE) --no-print-directory all
 	bench/run
+
+# The scale-out run alone (issue #9), from the release build: three Kafka
+# brokers, two producers, three consumers, a broker and a consumer SIGKILLed
+# mid-sale. The test brings the cluster up itself and stops it at the end.
+test-scale:
+	$(MAKE) --no-print-directory all tests
+	CMOCKA_MESSAGE_OUTPUT=TAP $(BUILD)/tests/it/test_scaleout
 
 # Units name the installed paths, so they are filled in at install time.
 UNIT_SED := sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g'
@@ -141,3 +150,4 @@ clean:
 	rm -rf build
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include mk/fuzz.mk

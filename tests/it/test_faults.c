@@ -1,0 +1,974 @@
+/* The fault-injection suite (issue #9): a real flash sale through both
+ * daemons against the stack, one fault injected in the middle of it, and,
+ * after recovery, what every buyer relies on:
+ *   - every 202's order id has its row in orders, once, with its buyer;
+ *   - no row without a 202, unless a request whose answer the fault swallowed
+ *     (a 503, or a connection that died) accounts for it: those are counted
+ *     apart, as "ambiguous";
+ *   - one order per user per item; sold == stock (demand after recovery
+ *     exceeds it), never more; Redis and PostgreSQL agree, nothing left
+ *     pending or refused; seckillctl reconcile finds nothing.
+ * One user's 100 concurrent requests run at the start of every sale.
+ *
+ * Each scenario has its own item, topic, consumer group and Redis key
+ * prefix. A failing scenario prints its daemons' logs, and the stack is
+ * restored after every scenario whatever happened, so the next one runs.
+ * The data-loss scenario deletes every key under its prefix in one script:
+ * all its daemons ever see, and nothing of other runs sharing the stack.
+ * SECKILL_FAULTS_FLUSH=all makes it a real FLUSHALL. */
+#include "harness.h"
+#include "sale.h"
+
+#include <inttypes.h>
+#include <librdkafka/rdkafka.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pgconn.h"
+#include "rconn.h"
+
+enum {
+    STOCK = 300,
+    /* The first wave lasts 13 s and sells out in about 3: the fault lands
+     * while units are still being sold, and buyers keep coming through it. */
+    W1_REQUESTS = 2000,
+    W1_USERS = 1400,
+    W1_RATE = 150,
+    CONNS = 32,
+    HAMMER = 100,
+    FAULT_AT = STOCK / 4, /* accepted orders before the fault: most of the stock still to sell */
+    W2_REQUESTS = 1000,
+    W2_USERS = 700,       /* more new buyers than units that can be left */
+    W2_HAMMER = 20,
+    W2_USER_OFFSET = 100000,
+    POISON_USER_OFFSET = 500000,
+    HAMMER_USER_OFFSET = 999999,
+    USER_SPAN = 1000000,
+    PG_OUTAGE_MS = 12000,
+    LOCK_TTL_MS = 3000,
+    FROZEN_LOCK_TTL_MS = 1000,
+    SESSION_TIMEOUT_MS = 6000, /* the broker's minimum */
+    MSG_TIMEOUT_MS = 2000,     /* the producer's sweeper floor is 2 x this + 2 s */
+    START_MS = 60000,
+    SETTLE_MS = 60000,
+    MAX_CONS = 2,
+    MAX_RUNS = 4,
+    NSCEN = 9,
+};
+
+/* One daemon: its configuration file, a log per run, its port (producer
+ * HTTP or consumer metrics) and pid. */
+struct dmn {
+    const char *bin;
+    char cfg[128];
+    char logs[MAX_RUNS][192];
+    int runs;
+    int port;
+    pid_t pid;
+};
+
+struct scen {
+    const char *title;
+    struct cfg c;
+    char topic[128], dlq[160], group[128];
+    bool own_dlq, topic_made, dlq_made;
+    int64_t item, user_base;
+    struct dmn prod, cons[MAX_CONS];
+    int ncons;
+    int held; /* consumers prepared but left for the test to start */
+    struct sale *wave[2];
+    int nwaves;
+    bool allow_404;
+    bool passed;
+    int64_t t0;
+};
+
+static struct scen scen;
+static struct scen *cur;
+
+static struct {
+    int survived;
+    long accepted, orders, oversold, lost, duplicates, ambiguous, from_ambiguous;
+    int hammer_checked, hammer_ok;
+} tot;
+
+static rd_kafka_t *meta; /* metadata requests only */
+
+/* --- small helpers ------------------------------------------------------------ */
+
+static void set_str(char **field, const char *v)
+{
+    free(*field);
+    *field = strdup(v);
+    assert_non_null(*field);
+}
+
+static void props_set(struct cfg_props *p, const char *k, const char *v)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (strcmp(p->keys[i], k) == 0) {
+            set_str(&p->values[i], v);
+            return;
+        }
+    p->keys = realloc(p->keys, (p->n + 1) * sizeof(char *));
+    p->values = realloc(p->values, (p->n + 1) * sizeof(char *));
+    assert_non_null(p->keys);
+    assert_non_null(p->values);
+    p->keys[p->n] = strdup(k);
+    p->values[p->n] = strdup(v);
+    assert_non_null(p->keys[p->n]);
+    assert_non_null(p->values[p->n]);
+    p->n++;
+}
+
+/* A shell command's exit status (-1 if it could not run). */
+static int sh(const char *fmt, ...)
+{
+    char cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    int st = system(cmd);
+    return st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int stack(const char *args)
+{
+    return sh("'%s/scripts/stack' %s >/dev/null 2>&1", harness_root(), args);
+}
+
+static void stack_ok(const char *args)
+{
+    if (stack(args) != 0)
+        fail_msg("scripts/stack %s failed", args);
+}
+
+static double secs_since(int64_t t0) { return (double)(util_mono_ms() - t0) / 1000.0; }
+
+static int healthz(int port)
+{
+    int status;
+    free(sale_http_get(port, "/healthz", &status));
+    return status;
+}
+
+/* A topic whose partitions all have a leader. */
+static bool topic_ready(const char *name, int parts)
+{
+    const rd_kafka_metadata_t *md = NULL;
+    rd_kafka_topic_t *t = rd_kafka_topic_new(meta, name, NULL);
+    bool ok = false;
+    if (rd_kafka_metadata(meta, 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        ok = md->topic_cnt == 1 && md->topics[0].err == 0 && md->topics[0].partition_cnt == parts;
+        for (int i = 0; ok && i < parts; i++)
+            ok = md->topics[0].partitions[i].leader >= 0;
+        rd_kafka_metadata_destroy(md);
+    }
+    rd_kafka_topic_destroy(t);
+    return ok;
+}
+
+static void topic_make(const char *name, int parts)
+{
+    char args[256];
+    bool ok;
+    snprintf(args, sizeof(args), "topic create '%s' %d", name, parts);
+    stack_ok(args);
+    WAIT_UNTIL(topic_ready(name, parts), 30000, ok);
+    if (!ok)
+        fail_msg("topic %s has no leaders after 30 s", name);
+}
+
+static int64_t hammer_user(const struct scen *s) { return s->user_base + HAMMER_USER_OFFSET; }
+
+/* --- PostgreSQL and Redis, without cmocka (used in teardown too) ------------------ */
+
+static long pg_count(const struct cfg *c, const char *sql, int64_t a1)
+{
+    char err[256], p[24];
+    PGconn *pg = NULL;
+    long v = -1;
+    if (pgconn_open(c, "seckill-tests", &pg, err, sizeof(err)) != 0)
+        return -1;
+    snprintf(p, sizeof(p), "%" PRId64, a1);
+    const char *params[] = { p };
+    PGresult *r = PQexecParams(pg, sql, 1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && !PQgetisnull(r, 0, 0))
+        v = strtol(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    PQfinish(pg);
+    return v;
+}
+
+static int pg_exec2(const struct cfg *c, const char *sql, int64_t a1, int64_t a2)
+{
+    char err[256], p[2][24];
+    PGconn *pg = NULL;
+    int ret = -1;
+    if (pgconn_open(c, "seckill-tests", &pg, err, sizeof(err)) != 0)
+        return -1;
+    snprintf(p[0], sizeof(p[0]), "%" PRId64, a1);
+    snprintf(p[1], sizeof(p[1]), "%" PRId64, a2);
+    const char *params[] = { p[0], p[1] };
+    PGresult *r = PQexecParams(pg, sql, strstr(sql, "$2") ? 2 : 1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(r) == PGRES_COMMAND_OK)
+        ret = 0;
+    PQclear(r);
+    PQfinish(pg);
+    return ret;
+}
+
+static long rows_of(const struct scen *s)
+{
+    return pg_count(&s->c, "SELECT count(*) FROM orders WHERE item_id = $1", s->item);
+}
+
+/* Every key under the prefix, at once (a script), without failing the
+ * test (teardown). */
+static void redis_drop_prefix(const struct cfg *c)
+{
+    char err[256], pattern[128];
+    redisContext *rc = NULL;
+    if (rconn_open(c, &rc, err, sizeof(err)) != 0)
+        return;
+    snprintf(pattern, sizeof(pattern), "%s:*", c->redis.key_prefix);
+    freeReplyObject(redisCommand(rc,
+                                 "EVAL %s 0 %s",
+                                 "for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end",
+                                 pattern));
+    redisFree(rc);
+}
+
+/* --- daemons ------------------------------------------------------------------------ */
+
+static void print_logs(const struct scen *s)
+{
+    const struct dmn *all[1 + MAX_CONS] = { &s->prod };
+    int n = 1;
+    for (int i = 0; i < s->ncons; i++)
+        all[n++] = &s->cons[i];
+    for (int d = 0; d < n; d++)
+        for (int r = 0; r < all[d]->runs; r++) {
+            fprintf(stderr, "# ---- %s, run %d: last lines of %s\n", all[d]->bin, r + 1, all[d]->logs[r]);
+            fflush(stderr);
+            sh("tail -n 15 '%s' | sed 's/^/#   /' >&2", all[d]->logs[r]);
+        }
+}
+
+/* Write the daemon's configuration from the scenario's, with a port of its own. */
+static void dmn_prepare(struct scen *s, struct dmn *d, const char *bin)
+{
+    d->bin = bin;
+    d->port = harness_free_port();
+    if (strcmp(bin, "seckill-producer") == 0)
+        s->c.producer.port = d->port;
+    else
+        s->c.consumer.metrics_port = d->port;
+    harness_cfg_file(&s->c, d->cfg, sizeof(d->cfg));
+}
+
+static void dmn_spawn(struct dmn *d)
+{
+    char bin[512];
+    assert_true(d->runs < MAX_RUNS);
+    snprintf(d->logs[d->runs], sizeof(d->logs[0]), "%.120s.%s.%d.log", d->cfg, d->bin, d->runs + 1);
+    harness_bin(d->bin, bin, sizeof(bin));
+    char *argv[] = { bin, "-c", d->cfg, NULL };
+    d->pid = harness_spawn(argv, d->logs[d->runs]);
+    d->runs++;
+}
+
+static void prod_wait_healthy(struct scen *s, int timeout_ms)
+{
+    bool ok;
+    WAIT_UNTIL(healthz(s->prod.port) == 200, timeout_ms, ok);
+    if (!ok)
+        fail_msg("%s: producer on port %d not healthy after %d ms", s->title, s->prod.port, timeout_ms);
+}
+
+static void cons_wait_assigned(struct scen *s, int i, int want_min, int timeout_ms)
+{
+    bool ok;
+    WAIT_UNTIL(sale_metric(s->cons[i].port, "seckill_consumer_assigned_partitions") >= want_min, timeout_ms, ok);
+    if (!ok)
+        fail_msg("%s: consumer %d has not %d partitions after %d ms", s->title, i, want_min, timeout_ms);
+}
+
+static void dmn_kill(struct dmn *d, int sig)
+{
+    assert_true(d->pid > 0);
+    assert_int_equal(kill(d->pid, sig), 0);
+    if (sig == SIGKILL) {
+        assert_int_equal(harness_wait_exit(d->pid, 10000), 128 + SIGKILL);
+        d->pid = 0;
+    }
+}
+
+/* SIGTERM: a clean stop exits 0. */
+static void dmn_stop(struct scen *s, struct dmn *d)
+{
+    if (d->pid <= 0)
+        return;
+    assert_int_equal(kill(d->pid, SIGTERM), 0);
+    int st = harness_wait_exit(d->pid, 30000);
+    d->pid = 0;
+    if (st != 0)
+        fail_msg("%s: %s exit status %d after SIGTERM; see %s", s->title, d->bin, st, d->logs[d->runs - 1]);
+}
+
+/* seckillctl with the scenario's configuration: its exit status; what it
+ * printed goes to out (caller frees). */
+static int ctl(struct scen *s, char **out, const char *const *args)
+{
+    char bin[512], path[200];
+    char *argv[16] = { bin, "-c", s->prod.cfg };
+    int n = 3;
+    size_t len;
+    harness_bin("seckillctl", bin, sizeof(bin));
+    for (; *args && n < 15; args++)
+        argv[n++] = (char *)*args;
+    argv[n] = NULL;
+    snprintf(path, sizeof(path), "%.120s.ctl.out", s->prod.cfg);
+    unlink(path);
+    int st = harness_wait_exit(harness_spawn(argv, path), 180000);
+    *out = NULL;
+    if (util_read_file(path, out, &len) != 0)
+        *out = strdup("");
+    unlink(path);
+    assert_non_null(*out);
+    return st;
+}
+
+/* --- the scenario's life ------------------------------------------------------------- */
+
+static void scen_init(struct scen *s, const char *title, const char *tag)
+{
+    char rnd[9];
+    memset(s, 0, sizeof(*s));
+    cur = s;
+    s->title = title;
+    s->t0 = util_mono_ms();
+    harness_cfg(&s->c); /* a Redis key prefix of its own */
+    assert_int_equal(util_random_hex(rnd, 4), 0);
+    snprintf(s->topic, sizeof(s->topic), "sktest.faults.%s.%d.%s", tag, (int)getpid(), rnd);
+    snprintf(s->dlq, sizeof(s->dlq), "%s.dlq", s->topic);
+    snprintf(s->group, sizeof(s->group), "sktest-faults-%s-%d-%s", tag, (int)getpid(), rnd);
+    s->item = 910000000000LL + (int64_t)util_rand_below(89999999999ULL);
+    s->user_base = 700000000000LL + (int64_t)util_rand_below(90000000000ULL);
+    s->ncons = 1;
+
+    struct cfg *c = &s->c;
+    set_str(&c->kafka.topic, s->topic);
+    set_str(&c->kafka.dlq_topic, "seckill.orders.dlq");
+    set_str(&c->consumer.group_id, s->group);
+    c->producer.max_inflight = 20000;
+    c->producer.connection_timeout_s = 30;
+    /* Raised by the producer to its floor, 2 x message.timeout.ms + 2 s. */
+    c->producer.sweep_age_ms = 1000;
+    c->producer.sweep_interval_ms = 200;
+    c->producer.drain_timeout_ms = 10000;
+    c->consumer.workers = 2;
+    c->consumer.batch_size = 50;
+    c->consumer.batch_linger_ms = 5;
+    c->consumer.drain_timeout_ms = 10000;
+    c->lock.ttl_ms = LOCK_TTL_MS;
+    char v[16];
+    snprintf(v, sizeof(v), "%d", MSG_TIMEOUT_MS);
+    props_set(&c->kafka.producer_properties, "message.timeout.ms", v);
+    snprintf(v, sizeof(v), "%d", SESSION_TIMEOUT_MS);
+    props_set(&c->kafka.consumer_properties, "session.timeout.ms", v);
+    props_set(&c->kafka.consumer_properties, "heartbeat.interval.ms", "1000");
+}
+
+static void scen_start(struct scen *s)
+{
+    char id[24], stock[24], *out = NULL;
+    topic_make(s->topic, 6);
+    s->topic_made = true;
+    if (s->own_dlq) {
+        set_str(&s->c.kafka.dlq_topic, s->dlq);
+        topic_make(s->dlq, 1);
+        s->dlq_made = true;
+    }
+    dmn_prepare(s, &s->prod, "seckill-producer");
+    for (int i = 0; i < s->ncons; i++)
+        dmn_prepare(s, &s->cons[i], "seckill-consumer");
+
+    snprintf(id, sizeof(id), "%" PRId64, s->item);
+    snprintf(stock, sizeof(stock), "%d", STOCK);
+    const char *args[] = { "item", "create", "--id", id, "--stock", stock, NULL };
+    int st = ctl(s, &out, args);
+    if (st != 0)
+        fail_msg("%s: item create exited %d: %s", s->title, st, out);
+    free(out);
+
+    dmn_spawn(&s->prod);
+    for (int i = 0; i < s->ncons - s->held; i++)
+        dmn_spawn(&s->cons[i]);
+    prod_wait_healthy(s, START_MS);
+    for (int i = 0; i < s->ncons - s->held; i++)
+        cons_wait_assigned(s, i, 1, START_MS);
+}
+
+/* The sale's first wave, paced, with the hammering user at its start;
+ * returns once the hammer is over and FAULT_AT orders were accepted. */
+static void wave1(struct scen *s)
+{
+    bool ok;
+    struct sale_params p = {
+        .ports = &s->prod.port, .nports = 1, .item_id = s->item, .user_base = s->user_base,
+        .users = W1_USERS, .requests = W1_REQUESTS, .conns = CONNS, .rate = W1_RATE,
+        .hammer_user = hammer_user(s), .hammer = HAMMER,
+    };
+    assert_int_equal(sale_start(&p, &s->wave[0]), 0);
+    s->nwaves = 1;
+    WAIT_UNTIL(sale_hammer_done(s->wave[0]) && sale_accepted(s->wave[0]) >= FAULT_AT, 30000, ok);
+    if (!ok)
+        fail_msg("%s: the sale did not get going: %ld accepted", s->title, sale_accepted(s->wave[0]));
+}
+
+/* After recovery: the rest of the first wave, then new buyers, more than
+ * the units that can be left, and the hammering user again. */
+static void wave2(struct scen *s)
+{
+    struct sale_params p = {
+        .ports = &s->prod.port, .nports = 1, .item_id = s->item,
+        .user_base = s->user_base + W2_USER_OFFSET, .users = W2_USERS, .requests = W2_REQUESTS,
+        .conns = CONNS, .rate = 0, .hammer_user = hammer_user(s), .hammer = W2_HAMMER,
+    };
+    sale_wait(s->wave[0]);
+    prod_wait_healthy(s, START_MS);
+    assert_int_equal(sale_start(&p, &s->wave[1]), 0);
+    s->nwaves = 2;
+    sale_wait(s->wave[1]);
+}
+
+/* A command's output as TAP comments. */
+static void print_commented(FILE *f, const char *out)
+{
+    for (const char *line = out; *line;) {
+        size_t n = strcspn(line, "\n");
+        fprintf(f, "#   %.*s\n", (int)n, line);
+        line += n + (line[n] == '\n');
+    }
+}
+
+/* `seckillctl reconcile --item ID` must find nothing. */
+static void ctl_reconcile(struct scen *s)
+{
+    char id[24], *out;
+    snprintf(id, sizeof(id), "%" PRId64, s->item);
+    const char *args[] = { "reconcile", "--item", id, NULL };
+    int st = ctl(s, &out, args);
+    if (st != 0) {
+        fprintf(stderr, "# seckillctl reconcile said:\n");
+        print_commented(stderr, out);
+    }
+    free(out);
+    if (st != 0)
+        fail_msg("%s: seckillctl reconcile --item %s exited %d", s->title, id, st);
+}
+
+/* `seckillctl item load --id ID` after Redis lost the item: it waits
+ * itself until nothing can still be on its way. */
+static void ctl_item_load(struct scen *s)
+{
+    char id[24], *out = NULL;
+    snprintf(id, sizeof(id), "%" PRId64, s->item);
+    const char *args[] = { "item", "load", "--id", id, "--wait-ms", "30000", NULL };
+    int st = ctl(s, &out, args);
+    print_commented(stdout, out);
+    free(out);
+    if (st != 0)
+        fail_msg("%s: seckillctl item load --id %s exited %d", s->title, id, st);
+}
+
+/* Drain, compare, count, check; then a clean stop of every daemon. */
+static void scen_finish(struct scen *s, long dead_letters)
+{
+    char why[512];
+    struct sale_report r;
+    struct sale_counts c1;
+
+    if (sale_settle(&s->c, s->item, s->wave, s->nwaves, SETTLE_MS, why, sizeof(why)) != 0) {
+        char id[24], *out;
+        snprintf(id, sizeof(id), "%" PRId64, s->item);
+        const char *args[] = { "reconcile", "--item", id, NULL };
+        int st = ctl(s, &out, args);
+        fprintf(stderr, "# seckillctl reconcile (exit %d) said:\n", st);
+        print_commented(stderr, out);
+        free(out);
+        fail_msg("%s: %s", s->title, why);
+    }
+    if (sale_verify(&s->c, s->item, s->wave, s->nwaves, hammer_user(s), &r, why, sizeof(why)) != 0)
+        fail_msg("%s: %s", s->title, why);
+    sale_count(s->wave[0], &c1);
+    printf("# %s: first wave: %ld accepted, %ld duplicate, %ld sold out, %ld unknown item, %ld unavailable, "
+           "%ld unanswered, %ld not sent\n",
+           s->title, c1.accepted, c1.duplicate, c1.sold_out, c1.unknown_item, c1.unavailable, c1.no_answer,
+           c1.not_sent);
+    sale_report_print(stdout, "#   ", &r);
+
+    tot.accepted += r.accepted;
+    tot.orders += r.orders;
+    tot.oversold += r.oversold;
+    tot.lost += r.lost;
+    tot.duplicates += r.duplicates;
+    tot.ambiguous += r.ambiguous;
+    tot.from_ambiguous += r.from_ambiguous;
+    tot.hammer_checked++;
+    if (r.hammer_accepted == 1 && r.hammer_orders == 1)
+        tot.hammer_ok++;
+
+    assert_int_equal(r.lost, 0);
+    assert_int_equal(r.unexplained, 0);
+    assert_int_equal(r.duplicates, 0);
+    assert_int_equal(r.oversold, 0);
+    /* Demand after recovery exceeds what can be left: everything sells. */
+    assert_int_equal(r.stock_total, STOCK);
+    assert_int_equal(r.orders, STOCK);
+    assert_int_equal(r.stock_left, 0);
+    assert_int_equal(r.redis_stock, 0);
+    assert_int_equal(r.redis_pending_unpersisted, 0);
+    assert_int_equal(r.redis_unpub, 0);
+    /* The consumer clears a reservation once its order is persisted; one
+     * left behind stays forever (the sweeper only re-sends unpublished
+     * ones), keeps the item from being created again, and breaks the sum
+     * stock + pending + orders = stock_total. */
+    if (r.redis_pending != 0)
+        fail_msg("%s: %ld reservations of persisted orders left in Redis's pending hash", s->title, r.redis_pending);
+    assert_int_equal(r.redis_buyers, STOCK);
+    assert_int_equal(r.rejections, 0);
+    assert_int_equal(r.other_status, 0);
+    if (!s->allow_404)
+        assert_int_equal(r.unknown_item, 0);
+    /* The hammering user: at most one 202 over both waves, exactly one order. */
+    assert_int_equal(r.hammer_accepted, 1);
+    assert_int_equal(r.hammer_orders, 1);
+
+    /* Nothing valid went to the dead-letter topic (the consumers that ran
+     * from the start to here; a killed one took its count with it). */
+    long dl = 0;
+    for (int i = 0; i < s->ncons; i++) {
+        int64_t v = sale_metric(s->cons[i].port, "seckill_consumer_dead_lettered_total");
+        assert_true(v >= 0);
+        dl += v;
+    }
+    assert_int_equal(dl, dead_letters);
+
+    ctl_reconcile(s);
+    dmn_stop(s, &s->prod);
+    for (int i = 0; i < s->ncons; i++)
+        dmn_stop(s, &s->cons[i]);
+    s->passed = true;
+    printf("# %s: passed in %.1f s\n", s->title, secs_since(s->t0));
+}
+
+/* Whatever happened: daemons gone, stack up, the scenario's traces removed. */
+static int scen_teardown(void **state)
+{
+    struct scen *s = cur;
+    (void)state;
+    if (!s)
+        return 0;
+    for (int i = 0; i < 2; i++)
+        if (s->wave[i])
+            sale_stop(s->wave[i]);
+    if (!s->passed)
+        print_logs(s);
+    struct dmn *all[1 + MAX_CONS] = { &s->prod, &s->cons[0], &s->cons[1] };
+    for (int d = 0; d < 1 + MAX_CONS; d++)
+        if (all[d]->pid > 0) {
+            kill(all[d]->pid, SIGKILL);
+            kill(all[d]->pid, SIGCONT);
+            harness_wait_exit(all[d]->pid, 10000);
+            all[d]->pid = 0;
+        }
+    if (stack("up") != 0)
+        fprintf(stderr, "# %s: scripts/stack up failed after the scenario\n", s->title);
+    for (int i = 0; i < 2; i++) {
+        sale_free(s->wave[i]);
+        s->wave[i] = NULL;
+    }
+    char args[256];
+    if (s->topic_made) {
+        snprintf(args, sizeof(args), "topic delete '%s'", s->topic);
+        stack(args);
+    }
+    if (s->dlq_made) {
+        snprintf(args, sizeof(args), "topic delete '%s'", s->dlq);
+        stack(args);
+    }
+    pg_exec2(&s->c, "DELETE FROM orders WHERE item_id = $1", s->item, 0);
+    pg_exec2(&s->c, "DELETE FROM order_rejections WHERE item_id = $1", s->item, 0);
+    pg_exec2(&s->c, "DELETE FROM items WHERE item_id = $1", s->item, 0);
+    pg_exec2(&s->c, "DELETE FROM user_fences WHERE user_id >= $1 AND user_id < $2", s->user_base,
+             s->user_base + USER_SPAN);
+    redis_drop_prefix(&s->c);
+    bool keep = getenv("SECKILL_TEST_KEEP_LOGS") != NULL;
+    for (int d = 0; d < 1 + MAX_CONS; d++) {
+        if (!all[d]->cfg[0] || keep)
+            continue;
+        unlink(all[d]->cfg);
+        for (int r = 0; r < all[d]->runs; r++)
+            unlink(all[d]->logs[r]);
+    }
+    if (s->passed)
+        tot.survived++;
+    cfg_free(&s->c);
+    cur = NULL;
+    return 0;
+}
+
+/* --- the scenarios ---------------------------------------------------------------------- */
+
+/* 1. The producer dies mid-burst with reservations in Redis that Kafka never
+ * saw; the next producer's sweeper publishes them. */
+static void test_producer_sigkill(void **state)
+{
+    (void)state;
+    struct scen *s = &scen;
+    scen_init(s, "producer SIGKILL mid-burst", "pkill");
+    scen_start(s);
+    wave1(s);
+    dmn_kill(&s->prod, SIGKILL);
+    dmn_spawn(&s->prod); /* same configuration and port: the buyers come back to it */
+    prod_wait_healthy(s, START_MS);
+    wave2(s);
+    scen_finish(s, 0);
+}
+
+/* 2. The consumer dies in the middle of its batches; the next one redoes
+ * what was not committed. */
+static void test_consumer_sigkill(void **state)
+{
+    (void)state;
+    bool ok;
+    struct scen *s = &scen;
+    scen_init(s, "consumer SIGKILL mid-batch", "ckill");
+    s->c.consumer.batch_size = 20;
+    scen_start(s);
+    wave1(s);
+    WAIT_UNTIL(rows_of(s) >= FAULT_AT / 2, 20000, ok);
+    assert_true(ok);
+    long at_kill = rows_of(s);
+    dmn_kill(&s->cons[0], SIGKILL);
+    assert_true(at_kill < STOCK); /* really mid-sale */
+    dmn_spawn(&s->cons[0]);
+    cons_wait_assigned(s, 0, 1, START_MS);
+    wave2(s);
+    printf("# %s: killed with %ld of %ld accepted orders persisted; the next one found %" PRId64
+           " already persisted\n",
+           s->title, at_kill, sale_accepted(s->wave[0]),
+           sale_metric(s->cons[0].port, "seckill_consumer_duplicates_skipped_total"));
+    scen_finish(s, 0);
+}
+
+/* 3. PostgreSQL away for a while mid-sale: buyers are still answered, the
+ * consumer pauses and catches up. */
+static void test_postgres_outage(void **state)
+{
+    (void)state;
+    struct scen *s = &scen;
+    scen_init(s, "PostgreSQL down mid-sale", "pgdown");
+    scen_start(s);
+    wave1(s);
+    long before = sale_accepted(s->wave[0]);
+    stack_ok("stop postgres");
+    int64_t down = util_mono_ms();
+    util_sleep_ms(PG_OUTAGE_MS); /* the fault itself */
+    long during = sale_accepted(s->wave[0]) - before;
+    stack_ok("up");
+    printf("# %s: %ld orders accepted while PostgreSQL was stopped for %.1f s\n", s->title, during,
+           secs_since(down));
+    wave2(s);
+    /* The outage hit the pipeline, not just an idle consumer. */
+    char *log = NULL;
+    size_t len;
+    assert_int_equal(util_read_file(s->cons[0].logs[0], &log, &len), 0);
+    bool noticed = strstr(log, "PostgreSQL unavailable") != NULL;
+    free(log);
+    assert_true(noticed);
+    scen_finish(s, 0);
+}
+
+/* 4. Redis restarted mid-sale (AOF: stock, buyers, reservations and locks
+ * survive a graceful restart). */
+static void test_redis_restart(void **state)
+{
+    (void)state;
+    struct scen *s = &scen;
+    scen_init(s, "Redis restart mid-sale", "redis");
+    scen_start(s);
+    wave1(s);
+    int64_t t = util_mono_ms();
+    harness_redis_restart();
+    printf("# %s: Redis back after %.1f s\n", s->title, secs_since(t));
+    prod_wait_healthy(s, START_MS);
+    wave2(s);
+    scen_finish(s, 0);
+}
+
+/* 5. The Kafka broker restarted mid-sale: orders it could not take are
+ * refused (503) and their units given back or kept for the sweeper. */
+static void test_kafka_restart(void **state)
+{
+    (void)state;
+    struct scen *s = &scen;
+    scen_init(s, "Kafka broker restart mid-sale", "kafka");
+    scen_start(s);
+    wave1(s);
+    int64_t t = util_mono_ms();
+    stack_ok("stop kafka");
+    stack_ok("up");
+    printf("# %s: broker back after %.1f s\n", s->title, secs_since(t));
+    prod_wait_healthy(s, START_MS);
+    cons_wait_assigned(s, 0, 1, START_MS);
+    wave2(s);
+    scen_finish(s, 0);
+}
+
+/* kcat -P: one message with a key. */
+static void kcat_produce(const struct scen *s, const char *key, const char *value)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "kcat -P -b '%s' -t '%s' -k '%s'", s->c.kafka.brokers, s->topic, key);
+    FILE *p = popen(cmd, "w");
+    assert_non_null(p);
+    assert_true(fputs(value, p) >= 0);
+    int st = pclose(p);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* Dead letters from our topic: how many, and whether each says why. */
+static int dlq_count(const struct scen *s, int *with_error)
+{
+    char cmd[512], line[2048], want[200];
+    int n = 0;
+    *with_error = 0;
+    snprintf(cmd, sizeof(cmd), "kcat -C -b '%s' -t '%s' -o beginning -e -q -f '%%h\\n' 2>/dev/null",
+             s->c.kafka.brokers, s->dlq);
+    snprintf(want, sizeof(want), "source_topic=%s", s->topic);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    while (fgets(line, sizeof(line), p)) {
+        char *at = strstr(line, want);
+        if (!at || (at[strlen(want)] != ',' && at[strlen(want)] != '\n' && at[strlen(want)] != 0))
+            continue;
+        n++;
+        const char *e = strstr(line, "error=");
+        if (e && e[6] != ',' && e[6] != '\n')
+            (*with_error)++;
+    }
+    pclose(p);
+    return n;
+}
+
+/* 6. Poison on the topic mid-sale: each one on the dead-letter topic with
+ * its origin and reason, and nothing else disturbed. */
+static void test_poison_messages(void **state)
+{
+    (void)state;
+    enum { NPOISON = 4 };
+    char key[4][24], val[4][256];
+    bool ok;
+    int with_error = 0;
+    struct scen *s = &scen;
+    scen_init(s, "poison messages mid-sale", "poison");
+    s->own_dlq = true;
+    scen_start(s);
+    wave1(s);
+    int64_t pu = s->user_base + POISON_USER_OFFSET, now = util_wall_ms();
+    int64_t oid = (INT64_C(1) << 62) + (int64_t)util_rand_below(UINT64_C(1) << 40);
+    for (int i = 0; i < NPOISON; i++)
+        snprintf(key[i], sizeof(key[i]), "%" PRId64, pu + i);
+    snprintf(val[0], sizeof(val[0]), "\x01\x02 this is not an order {{{");
+    /* Well-formed JSON an order must not be: two units. */
+    snprintf(val[1], sizeof(val[1]),
+             "{\"v\":1,\"order_id\":\"%" PRId64 "\",\"user_id\":%" PRId64 ",\"item_id\":%" PRId64
+             ",\"qty\":2,\"reserved_at_ms\":%" PRId64 "}",
+             oid + 1, pu + 1, s->item, now);
+    snprintf(val[2], sizeof(val[2]),
+             "{\"v\":2,\"order_id\":\"%" PRId64 "\",\"user_id\":%" PRId64 ",\"item_id\":%" PRId64
+             ",\"qty\":1,\"reserved_at_ms\":%" PRId64 "}",
+             oid + 2, pu + 2, s->item, now);
+    /* A valid order keyed by someone else. */
+    snprintf(val[3], sizeof(val[3]),
+             "{\"v\":1,\"order_id\":\"%" PRId64 "\",\"user_id\":%" PRId64 ",\"item_id\":%" PRId64
+             ",\"qty\":1,\"reserved_at_ms\":%" PRId64 "}",
+             oid + 3, pu + 3, s->item, now);
+    snprintf(key[3], sizeof(key[3]), "%" PRId64, pu + 3 + 1);
+    for (int i = 0; i < NPOISON; i++)
+        kcat_produce(s, key[i], val[i]);
+    wave2(s);
+    int n = -1;
+    WAIT_UNTIL((n = dlq_count(s, &with_error)) >= NPOISON, 30000, ok);
+    printf("# %s: %d dead letters from %s, %d with a reason\n", s->title, n, s->topic, with_error);
+    assert_true(ok);
+    assert_int_equal(n, NPOISON);
+    assert_int_equal(with_error, NPOISON);
+    assert_int_equal(pg_count(&s->c, "SELECT count(*) FROM orders WHERE user_id >= $1 AND user_id < $1 + 10",
+                              pu),
+                     0);
+    scen_finish(s, NPOISON);
+}
+
+/* 7. A consumer frozen (SIGSTOP) in the middle of its transaction, past
+ * its lock leases and its session: the other member takes its partitions
+ * and users; when it wakes, what it was about to commit is refused. To be
+ * sure it is frozen holding leases, the test holds the item's row lock until
+ * one of its workers waits on it, inside the batch's transaction. */
+static void test_consumer_frozen(void **state)
+{
+    (void)state;
+    char sitem[24];
+    bool ok;
+    struct scen *s = &scen;
+    scen_init(s, "consumer frozen past its leases", "frozen");
+    s->ncons = 2;
+    s->held = 1; /* the second member joins once the first is frozen */
+    s->c.lock.ttl_ms = FROZEN_LOCK_TTL_MS;
+    scen_start(s);
+
+    PGconn *pg = harness_pg(&s->c);
+    snprintf(sitem, sizeof(sitem), "%" PRId64, s->item);
+    PQclear(PQexec(pg, "BEGIN"));
+    const char *p1[] = { sitem };
+    PGresult *r = PQexecParams(pg, "SELECT 1 FROM items WHERE item_id = $1 FOR UPDATE", 1, NULL, p1, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    PQclear(r);
+    wave1(s);
+    WAIT_UNTIL(pg_count(&s->c, "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                        PQbackendPID(pg)) > 0,
+               20000, ok);
+    if (!ok)
+        fail_msg("%s: no consumer transaction reached the item's row", s->title);
+    dmn_kill(&s->cons[0], SIGSTOP);
+    r = PQexec(pg, "ROLLBACK");
+    assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+    PQclear(r);
+    PQfinish(pg);
+    int64_t t = util_mono_ms();
+    long rows_frozen = rows_of(s);
+
+    dmn_spawn(&s->cons[1]);
+    /* The other member gets every partition once the session expires,
+     * long after the frozen one's leases ran out. */
+    cons_wait_assigned(s, 1, 6, 30000);
+    printf("# %s: the other member took over after %.1f s; orders persisted meanwhile: %ld\n", s->title,
+           secs_since(t), rows_of(s) - rows_frozen);
+    dmn_kill(&s->cons[0], SIGCONT);
+    /* It wakes and its write is refused: its leases are gone (rollback
+     * before COMMIT), its fence is stale, or PostgreSQL already ended its
+     * transaction (idle_in_transaction_session_timeout = the lease), so the
+     * COMMIT fails as a database error and the batch is retried. */
+    WAIT_UNTIL(sale_metric(s->cons[0].port, "seckill_consumer_lease_lost_rollbacks_total") +
+                       sale_metric(s->cons[0].port, "seckill_consumer_stale_fence_total") +
+                       sale_metric(s->cons[0].port, "seckill_consumer_pg_errors_total") >=
+                   1,
+               20000, ok);
+    printf("# %s: frozen member after waking: lease-lost rollbacks %" PRId64 ", stale fences %" PRId64
+           ", database errors %" PRId64 ", leases lost %" PRId64 "\n",
+           s->title, sale_metric(s->cons[0].port, "seckill_consumer_lease_lost_rollbacks_total"),
+           sale_metric(s->cons[0].port, "seckill_consumer_stale_fence_total"),
+           sale_metric(s->cons[0].port, "seckill_consumer_pg_errors_total"),
+           sale_metric(s->cons[0].port, "seckill_consumer_lock_lost_total"));
+    assert_true(ok); /* the frozen writer's commit was refused */
+    cons_wait_assigned(s, 0, 1, START_MS);
+    wave2(s);
+    scen_finish(s, 0);
+}
+
+/* 9. Redis loses the sale's data mid-sale (stock, buyers, reservations,
+ * locks, fences); the item is rebuilt from PostgreSQL once nothing can
+ * still be on its way, and the sale goes on. */
+static void test_redis_data_lost(void **state)
+{
+    (void)state;
+    char err[256];
+    struct scen *s = &scen;
+    scen_init(s, "Redis data lost mid-sale", "flush");
+    s->allow_404 = true;
+    scen_start(s);
+    wave1(s);
+    const char *mode = getenv("SECKILL_FAULTS_FLUSH");
+    if (mode && strcmp(mode, "all") == 0) {
+        redisContext *rc = NULL;
+        assert_int_equal(rconn_open(&s->c, &rc, err, sizeof(err)), 0);
+        freeReplyObject(harness_cmd(rc, "FLUSHALL"));
+        redisFree(rc);
+    } else {
+        redis_drop_prefix(&s->c);
+    }
+    long at_flush = sale_accepted(s->wave[0]);
+    ctl_item_load(s);
+    printf("# %s: %ld accepted before the loss, item reloaded with %ld orders in PostgreSQL\n", s->title,
+           at_flush, rows_of(s));
+    wave2(s);
+    struct sale_counts c1;
+    sale_count(s->wave[0], &c1);
+    assert_true(c1.unknown_item > 0); /* buyers did see the loss */
+    scen_finish(s, 0);
+}
+
+/* 8. One user, 100 concurrent requests at the start of every sale above
+ * (20 more after recovery): one 202 and one order each time. */
+static void test_one_user_hammering(void **state)
+{
+    (void)state;
+    printf("# one user x%d: held in %d of %d sales\n", HAMMER, tot.hammer_ok, tot.hammer_checked);
+    assert_true(tot.hammer_checked > 0);
+    assert_int_equal(tot.hammer_ok, tot.hammer_checked);
+    tot.survived++;
+}
+
+static int setup(void **state)
+{
+    char err[512];
+    harness_setup(state);
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    if (rd_kafka_conf_set(conf, "bootstrap.servers", harness_conf.kafka.brokers, err, sizeof(err)) != RD_KAFKA_CONF_OK ||
+        rd_kafka_conf_set(conf, "log_level", "0", err, sizeof(err)) != RD_KAFKA_CONF_OK)
+        return -1;
+    meta = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    return meta ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    printf("# faults survived: %d/%d, accepted: %ld, orders: %ld, oversold: %ld, lost: %ld, duplicates: %ld\n",
+           tot.survived, NSCEN, tot.accepted, tot.orders, tot.oversold, tot.lost, tot.duplicates);
+    printf("# ambiguous answers (503 or lost): %ld, of which became orders: %ld\n", tot.ambiguous,
+           tot.from_ambiguous);
+    if (meta)
+        rd_kafka_destroy(meta);
+    return harness_teardown(state);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_producer_sigkill, scen_teardown),
+        cmocka_unit_test_teardown(test_consumer_sigkill, scen_teardown),
+        cmocka_unit_test_teardown(test_postgres_outage, scen_teardown),
+        cmocka_unit_test_teardown(test_redis_restart, scen_teardown),
+        cmocka_unit_test_teardown(test_kafka_restart, scen_teardown),
+        cmocka_unit_test_teardown(test_poison_messages, scen_teardown),
+        cmocka_unit_test_teardown(test_consumer_frozen, scen_teardown),
+        cmocka_unit_test_teardown(test_redis_data_lost, scen_teardown),
+        cmocka_unit_test(test_one_user_hammering),
+    };
+    /* Our comments and the daemons' logs (stderr) in the order they happened. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    /* SECKILL_FAULTS_ONLY=test_kafka_restart: one scenario, while working on it */
+    if (getenv("SECKILL_FAULTS_ONLY"))
+        cmocka_set_test_filter(getenv("SECKILL_FAULTS_ONLY"));
+    return cmocka_run_group_tests_name("faults", tests, setup, teardown);
+}
