@@ -251,6 +251,17 @@ static void handle(struct pipe *p, rd_kafka_message_t *km)
     if (km->err) {
         if (km->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
             return;
+        /* With the main queue forwarded to the consumer, a fatal error comes
+         * here and not to error_cb (a static member fenced by its own
+         * rejoin, for one). The instance can no longer consume: stop, and
+         * let the service manager start a fresh one. */
+        if (km->err == RD_KAFKA_RESP_ERR__FATAL) {
+            char why[512];
+            rd_kafka_fatal_error(p->rk, why, sizeof(why));
+            log_error("kafka: fatal error: %s; shutting down", why);
+            atomic_store(&p->fatal, 1);
+            return;
+        }
         if (atomic_exchange(&p->kafka_err, km->err) != km->err)
             log_warn("kafka: %s", rd_kafka_message_errstr(km));
         return;

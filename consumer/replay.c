@@ -11,6 +11,7 @@
 #include "dlq.h"
 #include "inmsg.h"
 #include "kconf.h"
+#include "kmeta.h"
 #include "log.h"
 #include "queue.h"
 #include "util.h"
@@ -94,40 +95,21 @@ fail:
  * during the replay are left to the live consumers. */
 static int plan(struct replay *r, char *err, size_t errlen)
 {
-    const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_topic_t *t = rd_kafka_topic_new(r->rk, r->cfg->kafka.topic, NULL);
-    int64_t *at = NULL;
+    int64_t *lo = NULL, *hi = NULL, *at = NULL;
     int ret = -1;
-    if (!t) {
-        snprintf(err, errlen, "kafka: topic handle: %s", rd_kafka_err2str(rd_kafka_last_error()));
+    if (kmeta_partitions(r->rk, r->cfg->kafka.topic, META_TIMEOUT_MS, &r->nparts, err, errlen) != 0)
         return -1;
-    }
-    rd_kafka_resp_err_t e = rd_kafka_metadata(r->rk, 0, t, &md, META_TIMEOUT_MS);
-    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        snprintf(err, errlen, "kafka: metadata of %s: %s", r->cfg->kafka.topic, rd_kafka_err2str(e));
-        goto fail;
-    }
-    if (md->topic_cnt != 1 || md->topics[0].err || md->topics[0].partition_cnt <= 0) {
-        snprintf(err, errlen, "kafka: topic %s: %s", r->cfg->kafka.topic,
-                 md->topic_cnt == 1 && md->topics[0].err ? rd_kafka_err2str(md->topics[0].err) : "no partitions");
-        goto fail;
-    }
-    r->nparts = md->topics[0].partition_cnt;
-    if (!(r->parts = calloc((size_t)r->nparts, sizeof(*r->parts))) ||
-        !(at = calloc((size_t)r->nparts, sizeof(*at)))) {
+    size_t n = (size_t)r->nparts;
+    if (!(r->parts = calloc(n, sizeof(*r->parts))) || !(lo = calloc(n, sizeof(*lo))) ||
+        !(hi = calloc(n, sizeof(*hi))) || !(at = calloc(n, sizeof(*at)))) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
+    if (kmeta_range(r->rk, r->cfg->kafka.topic, r->nparts, META_TIMEOUT_MS, lo, hi, err, errlen) != 0)
+        goto fail;
     for (int32_t i = 0; i < r->nparts; i++) {
-        int64_t lo, hi;
-        e = rd_kafka_query_watermark_offsets(r->rk, r->cfg->kafka.topic, i, &lo, &hi, META_TIMEOUT_MS);
-        if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            snprintf(err, errlen, "kafka: end offsets of %s[%" PRId32 "]: %s", r->cfg->kafka.topic, i,
-                     rd_kafka_err2str(e));
-            goto fail;
-        }
-        r->parts[i].from = lo;
-        r->parts[i].to = hi;
+        r->parts[i].from = lo[i];
+        r->parts[i].to = hi[i];
     }
     if (r->opts->from_ms >= 0) {
         if (offsets_at(r, r->opts->from_ms, at, err, errlen) != 0)
@@ -150,10 +132,9 @@ static int plan(struct replay *r, char *err, size_t errlen)
     }
     ret = 0;
 fail:
+    free(lo);
+    free(hi);
     free(at);
-    if (md)
-        rd_kafka_metadata_destroy(md);
-    rd_kafka_topic_destroy(t);
     return ret;
 }
 
@@ -205,21 +186,25 @@ static void handle(struct replay *r, rd_kafka_message_t *km)
     char err[256];
     struct rpart *p;
     struct cmsg *m;
-    if (km->partition < 0 || km->partition >= r->nparts)
-        return;
-    p = &r->parts[km->partition];
+    bool known = km->partition >= 0 && km->partition < r->nparts;
+    p = known ? &r->parts[km->partition] : NULL;
     if (km->err) {
         /* The end of a partition whose last offsets hold no message (a
          * transaction marker, compaction) also ends its range. */
         if (km->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-            if (p->reading && km->offset >= p->to)
+            if (p && p->reading && km->offset >= p->to)
                 finish_reading(r, km->partition);
+        } else if (km->err == RD_KAFKA_RESP_ERR__FATAL) {
+            char why[512];
+            rd_kafka_fatal_error(r->rk, why, sizeof(why));
+            log_error("kafka: fatal error: %s", why);
+            atomic_store(&r->fatal, 1);
         } else {
             log_warn("kafka: %s", rd_kafka_message_errstr(km));
         }
         return;
     }
-    if (!p->reading || km->offset >= p->to)
+    if (!p || !p->reading || km->offset >= p->to)
         return;
     if (!(m = calloc(1, sizeof(*m)))) {
         log_error("out of memory at %s[%" PRId32 "]@%" PRId64, r->cfg->kafka.topic, km->partition, km->offset);
