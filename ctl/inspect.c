@@ -11,6 +11,7 @@
 #include "ctlpg.h"
 #include "embed.h"
 #include "kconf.h"
+#include "kmeta.h"
 #include "util.h"
 
 #define NUMERIC_OID 1700
@@ -59,8 +60,7 @@ static int dead_letters(const struct cfg *c, int64_t *out, char *err, size_t err
 {
     static const char *const defaults[] = { NULL };
     char kerr[256];
-    const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_topic_t *t = NULL;
+    int64_t *lo = NULL, *hi = NULL;
     rd_kafka_t *rk = NULL;
     int ret = -1;
     rd_kafka_conf_t *conf = kconf_new(c, &c->kafka.producer_properties, defaults, err, errlen);
@@ -71,33 +71,22 @@ static int dead_letters(const struct cfg *c, int64_t *out, char *err, size_t err
         snprintf(err, errlen, "kafka: %s", kerr);
         return -1;
     }
-    if (!(t = rd_kafka_topic_new(rk, c->kafka.dlq_topic, NULL))) {
-        snprintf(err, errlen, "kafka: topic handle: %s", rd_kafka_err2str(rd_kafka_last_error()));
+    int32_t n;
+    if (kmeta_partitions(rk, c->kafka.dlq_topic, 5000, &n, err, errlen) != 0)
+        goto fail;
+    if (!(lo = calloc((size_t)n, sizeof(*lo))) || !(hi = calloc((size_t)n, sizeof(*hi)))) {
+        snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, t, &md, 5000);
-    if (e != RD_KAFKA_RESP_ERR_NO_ERROR || md->topic_cnt != 1 || md->topics[0].err) {
-        snprintf(err, errlen, "kafka: %s: %s", c->kafka.dlq_topic,
-                 rd_kafka_err2str(e ? e : md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC));
+    if (kmeta_range(rk, c->kafka.dlq_topic, n, 5000, lo, hi, err, errlen) != 0)
         goto fail;
-    }
     *out = 0;
-    for (int i = 0; i < md->topics[0].partition_cnt; i++) {
-        int64_t lo, hi;
-        e = rd_kafka_query_watermark_offsets(rk, c->kafka.dlq_topic, md->topics[0].partitions[i].id, &lo, &hi,
-                                             5000);
-        if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            snprintf(err, errlen, "kafka: %s: %s", c->kafka.dlq_topic, rd_kafka_err2str(e));
-            goto fail;
-        }
-        *out += hi - lo;
-    }
+    for (int32_t i = 0; i < n; i++)
+        *out += hi[i] - lo[i];
     ret = 0;
 fail:
-    if (md)
-        rd_kafka_metadata_destroy(md);
-    if (t)
-        rd_kafka_topic_destroy(t);
+    free(lo);
+    free(hi);
     rd_kafka_destroy(rk);
     return ret;
 }

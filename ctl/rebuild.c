@@ -10,6 +10,7 @@
 #include "ctlpg.h"
 #include "embed.h"
 #include "kconf.h"
+#include "kmeta.h"
 #include "keys.h"
 #include "publish.h"
 #include "rconn.h"
@@ -94,8 +95,6 @@ static int64_t group_lag(rd_kafka_t *rk, const struct cfg *c, const int64_t *lo,
 static int wait_consumed(const struct cfg *c, int64_t wait_ms)
 {
     char err[512], where[1024];
-    const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_topic_t *t = NULL;
     int64_t *lo = NULL, *hi = NULL, lag = -1, window = delivery_window_ms(c);
     int32_t n = 0;
     int ret = -1;
@@ -107,29 +106,14 @@ static int wait_consumed(const struct cfg *c, int64_t wait_ms)
     fflush(stdout);
     util_sleep_ms(window);
 
-    if (!(t = rd_kafka_topic_new(rk, c->kafka.topic, NULL))) {
-        snprintf(err, sizeof(err), "kafka: topic handle: %s", rd_kafka_err2str(rd_kafka_last_error()));
+    if (kmeta_partitions(rk, c->kafka.topic, META_TIMEOUT_MS, &n, err, sizeof(err)) != 0)
         goto fail;
-    }
-    rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, t, &md, META_TIMEOUT_MS);
-    if (e != RD_KAFKA_RESP_ERR_NO_ERROR || md->topic_cnt != 1 || md->topics[0].err) {
-        snprintf(err, sizeof(err), "kafka: metadata of %s: %s", c->kafka.topic,
-                 rd_kafka_err2str(e ? e : md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC));
-        goto fail;
-    }
-    n = md->topics[0].partition_cnt;
     if (!(lo = calloc((size_t)n + 1, sizeof(*lo))) || !(hi = calloc((size_t)n + 1, sizeof(*hi)))) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
-    for (int32_t p = 0; p < n; p++) {
-        e = rd_kafka_query_watermark_offsets(rk, c->kafka.topic, p, &lo[p], &hi[p], META_TIMEOUT_MS);
-        if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            snprintf(err, sizeof(err), "kafka: end offsets of %s[%" PRId32 "]: %s", c->kafka.topic, p,
-                     rd_kafka_err2str(e));
-            goto fail;
-        }
-    }
+    if (kmeta_range(rk, c->kafka.topic, n, META_TIMEOUT_MS, lo, hi, err, sizeof(err)) != 0)
+        goto fail;
     int64_t end = util_mono_ms() + wait_ms, last = -1;
     for (;;) {
         if ((lag = group_lag(rk, c, lo, hi, n, where, sizeof(where), err, sizeof(err))) < 0)
@@ -157,10 +141,6 @@ fail:
 out:
     free(lo);
     free(hi);
-    if (md)
-        rd_kafka_metadata_destroy(md);
-    if (t)
-        rd_kafka_topic_destroy(t);
     if (rk) {
         rd_kafka_consumer_close(rk);
         rd_kafka_destroy(rk);

@@ -1,0 +1,71 @@
+#include "kmeta.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+int kmeta_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, int32_t *n, char *err, size_t errlen)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
+    int ret = -1;
+    if (!t) {
+        snprintf(err, errlen, "kafka: topic handle: %s", rd_kafka_err2str(rd_kafka_last_error()));
+        return -1;
+    }
+    rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, t, &md, timeout_ms);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(err, errlen, "kafka: metadata of %s: %s", topic, rd_kafka_err2str(e));
+    } else if (md->topic_cnt != 1 || md->topics[0].err || md->topics[0].partition_cnt <= 0) {
+        snprintf(err, errlen, "kafka: topic %s: %s", topic,
+                 md->topic_cnt == 1 && md->topics[0].err ? rd_kafka_err2str(md->topics[0].err) : "no partitions");
+    } else {
+        *n = md->topics[0].partition_cnt;
+        ret = 0;
+    }
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(t);
+    return ret;
+}
+
+/* ListOffsets at `when` (-2 earliest, -1 latest) for every partition. */
+static int list_offsets(rd_kafka_t *rk, const char *topic, int32_t n, int timeout_ms, int64_t when, int64_t *out,
+                        char *err, size_t errlen)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
+    int ret = -1;
+    if (!l) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int32_t i = 0; i < n; i++)
+        rd_kafka_topic_partition_list_add(l, topic, i)->offset = when;
+    rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(rk, l, timeout_ms);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(err, errlen, "kafka: offsets of %s: %s", topic, rd_kafka_err2str(e));
+        goto fail;
+    }
+    for (int i = 0; i < l->cnt; i++) {
+        const rd_kafka_topic_partition_t *tp = &l->elems[i];
+        if (tp->err || tp->offset < 0) {
+            snprintf(err, errlen, "kafka: offsets of %s[%" PRId32 "]: %s", topic, tp->partition,
+                     tp->err ? rd_kafka_err2str(tp->err) : "none returned");
+            goto fail;
+        }
+        out[tp->partition] = tp->offset;
+    }
+    ret = 0;
+fail:
+    rd_kafka_topic_partition_list_destroy(l);
+    return ret;
+}
+
+int kmeta_range(rd_kafka_t *rk, const char *topic, int32_t n, int timeout_ms, int64_t *lo, int64_t *hi, char *err,
+                size_t errlen)
+{
+    if (lo && list_offsets(rk, topic, n, timeout_ms, RD_KAFKA_OFFSET_BEGINNING, lo, err, errlen) != 0)
+        return -1;
+    if (hi && list_offsets(rk, topic, n, timeout_ms, RD_KAFKA_OFFSET_END, hi, err, errlen) != 0)
+        return -1;
+    return 0;
+}
