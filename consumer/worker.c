@@ -121,7 +121,7 @@ static int cmp_resv(const void *a, const void *b)
 }
 
 /* One pipelined round trip: HDEL pending and ZREM unpub, one command of each
- * per item. 0, or -1 when Redis failed (the connection is then unusable). */
+ * per item. 0, or -1 when Redis failed or refused. */
 static int clear_once(struct worker *w, const struct resv *r, size_t n, const char **argv, size_t *argl,
                       char (*ids)[ORDER_ID_STR_MAX])
 {
@@ -152,13 +152,18 @@ static int clear_once(struct worker *w, const struct resv *r, size_t n, const ch
         }
         i = j;
     }
+    /* An error reply (LOADING while Redis reads its AOF back) leaves the
+     * reservations in place just as a dropped connection does. */
+    int ret = 0;
     for (size_t i = 0; i < cmds; i++) {
         redisReply *rep = NULL;
         if (redisGetReply(w->rc, (void **)&rep) != REDIS_OK)
             return -1;
+        if (rep->type == REDIS_REPLY_ERROR)
+            ret = -1;
         freeReplyObject(rep);
     }
-    return 0;
+    return ret;
 }
 
 /* Clear the reservations of the settled orders v[0..n), and of earlier ones
