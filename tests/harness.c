@@ -285,3 +285,39 @@ int harness_free_port(void)
     close(fd);
     return port;
 }
+
+void harness_set_str(char **field, const char *v)
+{
+    free(*field);
+    *field = strdup(v);
+    assert_non_null(*field);
+}
+
+void harness_props_set(struct cfg_props *p, const char *k, const char *v)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (strcmp(p->keys[i], k) == 0) {
+            harness_set_str(&p->values[i], v);
+            return;
+        }
+    p->keys = realloc(p->keys, (p->n + 1) * sizeof(char *));
+    p->values = realloc(p->values, (p->n + 1) * sizeof(char *));
+    assert_non_null(p->keys);
+    assert_non_null(p->values);
+    p->keys[p->n] = strdup(k);
+    p->values[p->n] = strdup(v);
+    assert_non_null(p->keys[p->n]);
+    assert_non_null(p->values[p->n]);
+    p->n++;
+}
+
+int harness_sh(const char *fmt, ...)
+{
+    char cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    int st = system(cmd);
+    return st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}

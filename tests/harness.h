@@ -59,6 +59,14 @@ PGconn *harness_pg(const struct cfg *c);
 /* Restart the stack's Redis (SHUTDOWN, then scripts/stack up), wait for PING. */
 void harness_redis_restart(void);
 
+/* Replace a config string (free the old one). */
+void harness_set_str(char **field, const char *v);
+/* Set a raw librdkafka property in p, replacing one of the same name. */
+void harness_props_set(struct cfg_props *p, const char *k, const char *v);
+/* Run a shell command built from fmt; its exit status (128+N for signal N,
+ * -1 if it could not run). */
+int harness_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Write c to a fresh file under /tmp (cfg_write); path receives its name.
  * The caller unlinks it. */
 void harness_cfg_file(const struct cfg *c, char *path, size_t len);

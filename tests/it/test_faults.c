@@ -102,46 +102,9 @@ static rd_kafka_t *meta; /* metadata requests only */
 
 /* --- small helpers ------------------------------------------------------------ */
 
-static void set_str(char **field, const char *v)
-{
-    free(*field);
-    *field = strdup(v);
-    assert_non_null(*field);
-}
-
-static void props_set(struct cfg_props *p, const char *k, const char *v)
-{
-    for (size_t i = 0; i < p->n; i++)
-        if (strcmp(p->keys[i], k) == 0) {
-            set_str(&p->values[i], v);
-            return;
-        }
-    p->keys = realloc(p->keys, (p->n + 1) * sizeof(char *));
-    p->values = realloc(p->values, (p->n + 1) * sizeof(char *));
-    assert_non_null(p->keys);
-    assert_non_null(p->values);
-    p->keys[p->n] = strdup(k);
-    p->values[p->n] = strdup(v);
-    assert_non_null(p->keys[p->n]);
-    assert_non_null(p->values[p->n]);
-    p->n++;
-}
-
-/* A shell command's exit status (-1 if it could not run). */
-static int sh(const char *fmt, ...)
-{
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    int st = system(cmd);
-    return st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 static int stack(const char *args)
 {
-    return sh("'%s/scripts/stack' %s >/dev/null 2>&1", harness_root(), args);
+    return harness_sh("'%s/scripts/stack' %s >/dev/null 2>&1", harness_root(), args);
 }
 
 static void stack_ok(const char *args)
@@ -258,7 +221,7 @@ static void print_logs(const struct scen *s)
         for (int r = 0; r < all[d]->runs; r++) {
             fprintf(stderr, "# ---- %s, run %d: last lines of %s\n", all[d]->bin, r + 1, all[d]->logs[r]);
             fflush(stderr);
-            sh("tail -n 15 '%s' | sed 's/^/#   /' >&2", all[d]->logs[r]);
+            harness_sh("tail -n 15 '%s' | sed 's/^/#   /' >&2", all[d]->logs[r]);
         }
 }
 
@@ -365,9 +328,9 @@ static void scen_init(struct scen *s, const char *title, const char *tag)
     s->ncons = 1;
 
     struct cfg *c = &s->c;
-    set_str(&c->kafka.topic, s->topic);
-    set_str(&c->kafka.dlq_topic, "seckill.orders.dlq");
-    set_str(&c->consumer.group_id, s->group);
+    harness_set_str(&c->kafka.topic, s->topic);
+    harness_set_str(&c->kafka.dlq_topic, "seckill.orders.dlq");
+    harness_set_str(&c->consumer.group_id, s->group);
     c->producer.max_inflight = 20000;
     c->producer.connection_timeout_s = 30;
     /* Raised by the producer to its floor, 2 x message.timeout.ms + 2 s. */
@@ -381,10 +344,10 @@ static void scen_init(struct scen *s, const char *title, const char *tag)
     c->lock.ttl_ms = LOCK_TTL_MS;
     char v[16];
     snprintf(v, sizeof(v), "%d", MSG_TIMEOUT_MS);
-    props_set(&c->kafka.producer_properties, "message.timeout.ms", v);
+    harness_props_set(&c->kafka.producer_properties, "message.timeout.ms", v);
     snprintf(v, sizeof(v), "%d", SESSION_TIMEOUT_MS);
-    props_set(&c->kafka.consumer_properties, "session.timeout.ms", v);
-    props_set(&c->kafka.consumer_properties, "heartbeat.interval.ms", "1000");
+    harness_props_set(&c->kafka.consumer_properties, "session.timeout.ms", v);
+    harness_props_set(&c->kafka.consumer_properties, "heartbeat.interval.ms", "1000");
 }
 
 static void scen_start(struct scen *s)
@@ -393,7 +356,7 @@ static void scen_start(struct scen *s)
     topic_make(s->topic, 6);
     s->topic_made = true;
     if (s->own_dlq) {
-        set_str(&s->c.kafka.dlq_topic, s->dlq);
+        harness_set_str(&s->c.kafka.dlq_topic, s->dlq);
         topic_make(s->dlq, 1);
         s->dlq_made = true;
     }

@@ -32,16 +32,11 @@ struct rt {
 
 /* --- small tools ----------------------------------------------------------- */
 
-static void sh(const char *fmt, ...)
-{
-    char cmd[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    if (system(cmd) != 0)
-        fail_msg("command failed: %s", cmd);
-}
+#define sh_ok(...)                                                      \
+    do {                                                                \
+        if (harness_sh(__VA_ARGS__) != 0)                               \
+            fail_msg("command failed: %s", #__VA_ARGS__);               \
+    } while (0)
 
 /* Run a build binary with args, capture stdout+stderr into *out (caller
  * frees); returns the exit status. */
@@ -144,16 +139,12 @@ static void rt_init(struct rt *t, const char *tag)
     t->c.producer.sweep_interval_ms = 200;
     t->c.producer.connection_timeout_s = 2;
     /* Short delivery window: item load waits 2 x this + 2 s. */
-    struct cfg_props *pp = &t->c.kafka.producer_properties;
-    pp->keys = realloc(pp->keys, (pp->n + 1) * sizeof(char *));
-    pp->values = realloc(pp->values, (pp->n + 1) * sizeof(char *));
-    pp->keys[pp->n] = strdup("message.timeout.ms");
-    pp->values[pp->n++] = strdup("1000");
+    harness_props_set(&t->c.kafka.producer_properties, "message.timeout.ms", "1000");
     harness_cfg_file(&t->c, t->cfgpath, sizeof(t->cfgpath));
     snprintf(t->plog, sizeof(t->plog), "%s.producer.log", t->cfgpath);
     snprintf(t->clog, sizeof(t->clog), "%s.consumer.log", t->cfgpath);
-    sh("'%s/scripts/stack' topic create '%s' %d >/dev/null", harness_root(), t->c.kafka.topic, PARTS);
-    sh("'%s/scripts/stack' topic create '%s' 1 >/dev/null", harness_root(), t->dlq);
+    sh_ok("'%s/scripts/stack' topic create '%s' %d >/dev/null", harness_root(), t->c.kafka.topic, PARTS);
+    sh_ok("'%s/scripts/stack' topic create '%s' 1 >/dev/null", harness_root(), t->dlq);
 
     char err[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -218,8 +209,8 @@ static void rt_done(struct rt *t)
     rd_kafka_flush(t->kp, 10000);
     rd_kafka_destroy(t->kp);
     PQfinish(t->pg);
-    sh("'%s/scripts/stack' topic delete '%s' >/dev/null", harness_root(), t->c.kafka.topic);
-    sh("'%s/scripts/stack' topic delete '%s' >/dev/null", harness_root(), t->dlq);
+    sh_ok("'%s/scripts/stack' topic delete '%s' >/dev/null", harness_root(), t->c.kafka.topic);
+    sh_ok("'%s/scripts/stack' topic delete '%s' >/dev/null", harness_root(), t->dlq);
     if (!getenv("SECKILL_TEST_KEEP_LOGS")) {
         unlink(t->cfgpath);
         unlink(t->plog);

@@ -116,43 +116,6 @@ static rd_kafka_t *meta; /* metadata and admin requests to the cluster */
 
 /* --- small helpers ------------------------------------------------------------ */
 
-static void set_str(char **field, const char *v)
-{
-    free(*field);
-    *field = strdup(v);
-    assert_non_null(*field);
-}
-
-static void props_set(struct cfg_props *p, const char *k, const char *v)
-{
-    for (size_t i = 0; i < p->n; i++)
-        if (strcmp(p->keys[i], k) == 0) {
-            set_str(&p->values[i], v);
-            return;
-        }
-    p->keys = realloc(p->keys, (p->n + 1) * sizeof(char *));
-    p->values = realloc(p->values, (p->n + 1) * sizeof(char *));
-    assert_non_null(p->keys);
-    assert_non_null(p->values);
-    p->keys[p->n] = strdup(k);
-    p->values[p->n] = strdup(v);
-    assert_non_null(p->keys[p->n]);
-    assert_non_null(p->values[p->n]);
-    p->n++;
-}
-
-/* A shell command's exit status (-1 if it could not run). */
-static int sh(const char *fmt, ...)
-{
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    int st = system(cmd);
-    return st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* scripts/stack ARGS, its output kept to show when it fails. */
 static int stack(const char *fmt, ...)
 {
@@ -165,11 +128,11 @@ static int stack(const char *fmt, ...)
     if (fd < 0)
         return -1;
     close(fd);
-    int st = sh("'%s/scripts/stack' %s >'%s' 2>&1", harness_root(), args, out);
+    int st = harness_sh("'%s/scripts/stack' %s >'%s' 2>&1", harness_root(), args, out);
     if (st != 0) {
         fprintf(stderr, "# scripts/stack %s: exit %d\n", args, st);
         fflush(stderr);
-        sh("tail -n 30 '%s' | sed 's/^/#   /' >&2", out);
+        harness_sh("tail -n 30 '%s' | sed 's/^/#   /' >&2", out);
     }
     unlink(out);
     return st;
@@ -447,7 +410,7 @@ static void print_logs(struct run *r)
             continue;
         fprintf(stderr, "# ---- last lines of %s\n", all[i]->log);
         fflush(stderr);
-        sh("tail -n 15 '%s' | sed 's/^/#   /' >&2", all[i]->log);
+        harness_sh("tail -n 15 '%s' | sed 's/^/#   /' >&2", all[i]->log);
     }
 }
 
@@ -491,11 +454,11 @@ static void run_init(struct run *r)
     r->user_base = 600000000000LL + (int64_t)util_rand_below(90000000000ULL);
 
     struct cfg *c = &r->c;
-    set_str(&c->kafka.brokers, CLUSTER);
-    set_str(&c->kafka.topic, r->topic);
-    set_str(&c->kafka.dlq_topic, r->dlq);
-    set_str(&c->consumer.group_id, r->group);
-    set_str(&c->consumer.instance_id, r->instance_id);
+    harness_set_str(&c->kafka.brokers, CLUSTER);
+    harness_set_str(&c->kafka.topic, r->topic);
+    harness_set_str(&c->kafka.dlq_topic, r->dlq);
+    harness_set_str(&c->consumer.group_id, r->group);
+    harness_set_str(&c->consumer.instance_id, r->instance_id);
     c->producer.max_inflight = 20000;
     c->producer.connection_timeout_s = 30;
     c->producer.sweep_age_ms = 1000; /* raised by the producer to 2 x message.timeout.ms + 2 s */
@@ -507,10 +470,10 @@ static void run_init(struct run *r)
     c->consumer.drain_timeout_ms = 10000;
     c->lock.ttl_ms = LOCK_TTL_MS;
     snprintf(v, sizeof(v), "%d", MSG_TIMEOUT_MS);
-    props_set(&c->kafka.producer_properties, "message.timeout.ms", v);
+    harness_props_set(&c->kafka.producer_properties, "message.timeout.ms", v);
     snprintf(v, sizeof(v), "%d", SESSION_TIMEOUT_MS);
-    props_set(&c->kafka.consumer_properties, "session.timeout.ms", v);
-    props_set(&c->kafka.consumer_properties, "heartbeat.interval.ms", "1000");
+    harness_props_set(&c->kafka.consumer_properties, "session.timeout.ms", v);
+    harness_props_set(&c->kafka.consumer_properties, "heartbeat.interval.ms", "1000");
 
     /* Ports: one per producer; the consumers' metrics on base + N. */
     for (int i = 0; i < PRODUCERS; i++) {
