@@ -115,6 +115,20 @@ int dlq_send(struct dlq *d, struct cmsg *m)
     return 0;
 }
 
+struct cmsg *dlq_send_list(struct dlq *d, struct cmsg *list)
+{
+    struct cmsg *keep = NULL;
+    while (list) {
+        struct cmsg *n = list->next;
+        if (dlq_send(d, list) != 0) {
+            list->next = keep;
+            keep = list;
+        }
+        list = n;
+    }
+    return keep;
+}
+
 void dlq_poll(struct dlq *d, int timeout_ms)
 {
     rd_kafka_poll(d->rk, timeout_ms);

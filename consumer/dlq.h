@@ -20,6 +20,9 @@ int dlq_open(const struct cfg *c, struct queue *done, struct dlq **out, char *er
 /* Hand m (with payload, key and error set) over; thread-safe. m belongs to
  * the dlq until it shows up on the done queue. 0 or -1 (m is still yours). */
 int dlq_send(struct dlq *d, struct cmsg *m);
+/* dlq_send each message of the list linked through next; returns the ones
+ * the producer would not queue yet (still the caller's), for a later try. */
+struct cmsg *dlq_send_list(struct dlq *d, struct cmsg *list);
 /* Serve delivery reports; call often from one thread. */
 void dlq_poll(struct dlq *d, int timeout_ms);
 /* Letters sent and not yet acknowledged. */

@@ -105,21 +105,6 @@ static void drain_done(struct pipe *p)
     CM_SET(pending, (int64_t)off_pending(p->off));
 }
 
-static void dlq_retry(struct pipe *p)
-{
-    struct cmsg *m = p->dlq_retry, *keep = NULL;
-    p->dlq_retry = NULL;
-    while (m) {
-        struct cmsg *n = m->next;
-        if (dlq_send(p->dlq, m) != 0) {
-            m->next = keep;
-            keep = m;
-        }
-        m = n;
-    }
-    p->dlq_retry = keep;
-}
-
 /* --- pause / resume -------------------------------------------------------- */
 
 static void set_paused(struct pipe *p, bool pause, const char *why)
@@ -174,7 +159,7 @@ static void finish_partitions(struct pipe *p, const rd_kafka_topic_partition_lis
             return;
         }
         dlq_poll(p->dlq, 5);
-        dlq_retry(p);
+        p->dlq_retry = dlq_send_list(p->dlq, p->dlq_retry);
     }
 }
 
@@ -393,7 +378,7 @@ int pipe_poll(struct pipe *p, int timeout_ms)
     drain_done(p);
     dlq_poll(p->dlq, 0);
     if (p->dlq_retry)
-        dlq_retry(p);
+        p->dlq_retry = dlq_send_list(p->dlq, p->dlq_retry);
     backpressure(p);
     return atomic_load(&p->fatal) ? -1 : 0;
 }
@@ -422,7 +407,7 @@ int pipe_drain(struct pipe *p, int timeout_ms, volatile sig_atomic_t *stop_signa
         }
         dlq_poll(p->dlq, 10);
         if (p->dlq_retry)
-            dlq_retry(p);
+            p->dlq_retry = dlq_send_list(p->dlq, p->dlq_retry);
     }
     wk_pool_abandon(p->pool);
     wk_pool_close(p->pool);
@@ -453,11 +438,7 @@ void pipe_close(struct pipe *p)
     }
     if (p->dlq)
         dlq_close(p->dlq, 10000);
-    while (p->dlq_retry) {
-        struct cmsg *n = p->dlq_retry->next;
-        cmsg_free(p->dlq_retry);
-        p->dlq_retry = n;
-    }
+    cmsg_free_list(p->dlq_retry);
     if (p->off)
         off_close(p->off);
     q_destroy(&p->done);

@@ -16,6 +16,15 @@ void cmsg_free(struct cmsg *m)
     free(m);
 }
 
+void cmsg_free_list(struct cmsg *m)
+{
+    while (m) {
+        struct cmsg *n = m->next;
+        cmsg_free(m);
+        m = n;
+    }
+}
+
 int q_init(struct queue *q)
 {
     q->head = q->tail = NULL;

@@ -42,6 +42,8 @@ struct cmsg {
 };
 
 void cmsg_free(struct cmsg *m);
+/* Free a chain of messages linked through next. */
+void cmsg_free_list(struct cmsg *m);
 
 /* An intrusive FIFO of cmsg with a mutex and a condition variable. */
 struct queue {

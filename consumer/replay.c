@@ -252,21 +252,6 @@ static void settle(struct replay *r)
     }
 }
 
-static void dlq_retry(struct replay *r)
-{
-    struct cmsg *m = r->dlq_retry, *keep = NULL;
-    r->dlq_retry = NULL;
-    while (m) {
-        struct cmsg *n = m->next;
-        if (dlq_send(r->dlq, m) != 0) {
-            m->next = keep;
-            keep = m;
-        }
-        m = n;
-    }
-    r->dlq_retry = keep;
-}
-
 static void backpressure(struct replay *r)
 {
     int64_t max = CFG_GET(r->cfg->consumer.max_pending);
@@ -367,11 +352,7 @@ static void close_replay(struct replay *r)
     }
     if (r->dlq)
         dlq_close(r->dlq, 10000);
-    while (r->dlq_retry) {
-        struct cmsg *n = r->dlq_retry->next;
-        cmsg_free(r->dlq_retry);
-        r->dlq_retry = n;
-    }
+    cmsg_free_list(r->dlq_retry);
     if (r->done_init)
         q_destroy(&r->done);
     free(r->parts);
@@ -417,7 +398,7 @@ int replay_run(struct cfg *c, const struct replay_opts *o, volatile sig_atomic_t
         settle(&r);
         dlq_poll(r.dlq, 0);
         if (r.dlq_retry)
-            dlq_retry(&r);
+            r.dlq_retry = dlq_send_list(r.dlq, r.dlq_retry);
         backpressure(&r);
         if (o->progress_ms > 0 && util_mono_ms() >= next_progress) {
             next_progress = util_mono_ms() + o->progress_ms;
