@@ -25,15 +25,14 @@ static int pg_ok(PGconn *pg, PGresult *res, ExecStatusType want, const char *wha
 /* Redis: set the stock unless buyers or reservations exist. 0 or -1. */
 static int redis_load(const struct cfg *c, int64_t item_id, int64_t stock)
 {
-    char k[3][KEYS_MAX], sstock[24], sid[24], err[256];
+    char k[KEYS_ITEM_PARTS][KEYS_MAX], sstock[24], sid[24], err[256];
     redisContext *rc = NULL;
     redisReply *r = NULL;
     struct script s = SCRIPT_INIT("item_load", embed_item_load);
     int ret = -1;
 
-    for (int i = 0; i < 3; i++)
-        if (keys_item(k[i], sizeof(k[i]), c->redis.key_prefix, item_id, (enum keys_item_part)i) < 0)
-            goto fail;
+    if (keys_item_all(k, c->redis.key_prefix, item_id) != 0)
+        goto fail;
     snprintf(sstock, sizeof(sstock), "%" PRId64, stock);
     snprintf(sid, sizeof(sid), "%" PRId64, item_id);
     if (rconn_open(c, &rc, err, sizeof(err)) != 0) {

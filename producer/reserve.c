@@ -133,14 +133,6 @@ static void finish(struct rsv_req *q, enum rsv_outcome o)
 
 /* --- giving units back -------------------------------------------------- */
 
-static int item_keys(const struct rsv *r, int64_t item, char keys[][KEYS_MAX])
-{
-    for (int k = 0; k < KEYS_ITEM_PARTS; k++)
-        if (keys_item(keys[k], KEYS_MAX, r->cfg->redis.key_prefix, item, (enum keys_item_part)k) < 0)
-            return -1;
-    return 0;
-}
-
 static void backlog_add(struct rsv *r, const struct restore_job *j)
 {
     struct restore_job *c = malloc(sizeof(*c));
@@ -167,7 +159,7 @@ static void restore_many(struct rsv *r, const struct restore_job *jobs, size_t n
     for (i = 0; i < n; i++) {
         char keys[KEYS_ITEM_PARTS][KEYS_MAX], user[24], oid[24], ts[24];
         const char *argv[7];
-        if (item_keys(r, jobs[i].item_id, keys) != 0)
+        if (keys_item_all(keys, r->cfg->redis.key_prefix, jobs[i].item_id) != 0)
             break;
         snprintf(user, sizeof(user), "%" PRId64, jobs[i].user_id);
         snprintf(oid, sizeof(oid), "%" PRId64, jobs[i].order_id);
@@ -336,7 +328,7 @@ static int slot_fill(struct rsv *r, struct slot *s, struct rsv_req *q)
     q->reserved_at_ms = util_wall_ms();
     o = (struct order){ q->order_id, q->user_id, q->item_id, 1, q->reserved_at_ms };
     len = order_encode(&o, s->msg, sizeof(s->msg));
-    if (len < 0 || item_keys(r, q->item_id, s->keys) != 0)
+    if (len < 0 || keys_item_all(s->keys, r->cfg->redis.key_prefix, q->item_id) != 0)
         return -1;
     s->msg_len = (size_t)len;
     snprintf(s->user, sizeof(s->user), "%" PRId64, q->user_id);
