@@ -1,5 +1,6 @@
 #include "harness.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "keys.h"
 #include "log.h"
 #include "pgconn.h"
 #include "rconn.h"
@@ -100,12 +102,24 @@ long long harness_int(redisContext *rc, const char *fmt, ...)
 
 void harness_redis_cleanup(const struct cfg *c)
 {
-    redisContext *rc = harness_redis(c);
-    redisReply *r = harness_cmd(rc, "KEYS %s:*", c->redis.key_prefix);
-    for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; i++)
-        freeReplyObject(harness_cmd(rc, "DEL %s", r->element[i]->str));
-    freeReplyObject(r);
+    assert_int_equal(harness_redis_drop(c), 0);
+}
+
+int harness_redis_drop(const struct cfg *c)
+{
+    char err[256], pattern[KEYS_MAX];
+    redisContext *rc = NULL;
+    if (rconn_open(c, &rc, err, sizeof(err)) != 0)
+        return -1;
+    snprintf(pattern, sizeof(pattern), "%s:*", c->redis.key_prefix);
+    redisReply *r = redisCommand(rc, "EVAL %s 0 %s",
+                                 "for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end",
+                                 pattern);
+    int ret = r && r->type != REDIS_REPLY_ERROR ? 0 : -1;
+    if (r)
+        freeReplyObject(r);
     redisFree(rc);
+    return ret;
 }
 
 PGconn *harness_pg(const struct cfg *c)
@@ -320,4 +334,33 @@ int harness_sh(const char *fmt, ...)
     va_end(ap);
     int st = system(cmd);
     return st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+bool harness_file_has(const char *path, const char *needle)
+{
+    char *buf = NULL;
+    size_t len;
+    if (util_read_file(path, &buf, &len) != 0)
+        return false;
+    bool found = strstr(buf, needle) != NULL;
+    free(buf);
+    return found;
+}
+
+int harness_pg_try(const struct cfg *c, const char *sql, int64_t a1, int64_t a2)
+{
+    char err[256], p[2][24];
+    PGconn *pg = NULL;
+    int ret = -1;
+    if (pgconn_open(c, "seckill-tests", &pg, err, sizeof(err)) != 0)
+        return -1;
+    snprintf(p[0], sizeof(p[0]), "%" PRId64, a1);
+    snprintf(p[1], sizeof(p[1]), "%" PRId64, a2);
+    const char *params[] = { p[0], p[1] };
+    PGresult *r = PQexecParams(pg, sql, strstr(sql, "$2") ? 2 : 1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(r) == PGRES_COMMAND_OK)
+        ret = 0;
+    PQclear(r);
+    PQfinish(pg);
+    return ret;
 }

@@ -59,6 +59,16 @@ PGconn *harness_pg(const struct cfg *c);
 /* Restart the stack's Redis (SHUTDOWN, then scripts/stack up), wait for PING. */
 void harness_redis_restart(void);
 
+/* True when the file at path contains needle (false if unreadable). */
+bool harness_file_has(const char *path, const char *needle);
+/* One statement with up to two integer parameters ($2 only when sql names
+ * it) on a connection of its own; 0 when it ran, -1 otherwise. No cmocka
+ * assertion: usable from teardowns, which must go on after a failure. */
+int harness_pg_try(const struct cfg *c, const char *sql, int64_t a1, int64_t a2);
+/* Delete every key under c's prefix in one script (so, as one loss, while
+ * daemons run). 0, or -1 when Redis could not be reached. No assertion. */
+int harness_redis_drop(const struct cfg *c);
+
 /* Replace a config string (free the old one). */
 void harness_set_str(char **field, const char *v);
 /* Set a raw librdkafka property in p, replacing one of the same name. */

@@ -36,13 +36,6 @@ struct tctx {
     pid_t pids[4];
 };
 
-static void set_str(char **field, const char *v)
-{
-    free(*field);
-    *field = strdup(v);
-    assert_non_null(*field);
-}
-
 static int64_t rnd_below(int64_t n)
 {
     uint64_t r;
@@ -241,17 +234,6 @@ static void item_drop(int64_t item)
 
 /* --- daemons ---------------------------------------------------------------- */
 
-static bool file_has(const char *path, const char *needle)
-{
-    char *buf = NULL;
-    size_t len;
-    if (util_read_file(path, &buf, &len) != 0)
-        return false;
-    bool found = strstr(buf, needle) != NULL;
-    free(buf);
-    return found;
-}
-
 static void ctx_init(struct tctx *t, const char *tag, int parts)
 {
     char rnd[9];
@@ -264,9 +246,9 @@ static void ctx_init(struct tctx *t, const char *tag, int parts)
     t->order_base = (1LL << 40) + (rnd_below(1LL << 20) << 20);
     t->user_base = 800000000000LL + rnd_below(99999999999LL);
     topic_create(t->topic, parts);
-    set_str(&harness_conf.kafka.topic, t->topic);
-    set_str(&harness_conf.kafka.dlq_topic, "seckill.orders.dlq");
-    set_str(&harness_conf.consumer.group_id, t->group);
+    harness_set_str(&harness_conf.kafka.topic, t->topic);
+    harness_set_str(&harness_conf.kafka.dlq_topic, "seckill.orders.dlq");
+    harness_set_str(&harness_conf.consumer.group_id, t->group);
     harness_conf.consumer.metrics_port = 0;
     harness_conf.consumer.workers = 2;
     harness_conf.consumer.batch_size = 100;
@@ -292,7 +274,7 @@ static void start(struct tctx *t, int i)
 static void wait_assigned(struct tctx *t, int i)
 {
     bool ok;
-    WAIT_UNTIL(file_has(t->logs[i], "assigned "), 30000, ok);
+    WAIT_UNTIL(harness_file_has(t->logs[i], "assigned "), 30000, ok);
     if (!ok)
         fail_msg("consumer %d never got partitions (log %s)", i, t->logs[i]);
 }
@@ -424,7 +406,7 @@ static void test_duplicate_delivery_one_row(void **state)
     start(&t, 0);
     char group2[160];
     snprintf(group2, sizeof(group2), "%s-b", t.group);
-    set_str(&harness_conf.consumer.group_id, group2);
+    harness_set_str(&harness_conf.consumer.group_id, group2);
     harness_conf.consumer.metrics_port = 0;
     start(&t, 1);
 
@@ -487,8 +469,8 @@ static void test_three_instances_rebalance(void **state)
     assert_true(rows_at_leave < N);
     /* Which member gives partitions up when one joins is the assignor's
      * choice; one of them did, or the leaver did at its close. */
-    assert_true(file_has(t.logs[0], "revoked ") || file_has(t.logs[1], "revoked ") ||
-                file_has(t.logs[2], "revoked "));
+    assert_true(harness_file_has(t.logs[0], "revoked ") || harness_file_has(t.logs[1], "revoked ") ||
+                harness_file_has(t.logs[2], "revoked "));
     stop(&t, 1);
     stop(&t, 2);
     ctx_done(&t);
@@ -555,7 +537,7 @@ static void test_poison_to_dlq(void **state)
     bool ok;
     ctx_init(&t, "dlq", 1);
     topic_create(t.dlq, 1);
-    set_str(&harness_conf.kafka.dlq_topic, t.dlq);
+    harness_set_str(&harness_conf.kafka.dlq_topic, t.dlq);
     item_create(t.item, 10);
     harness_conf.consumer.metrics_port = free_port();
     int port = harness_conf.consumer.metrics_port;
@@ -663,7 +645,7 @@ static void test_postgres_outage(void **state)
     assert_true(ok);
     assert_int_equal(metric(port, "seckill_consumer_pg_up"), 1);
     assert_int_equal(stock_left(t.item), 0);
-    assert_true(file_has(t.logs[0], "PostgreSQL unavailable"));
+    assert_true(harness_file_has(t.logs[0], "PostgreSQL unavailable"));
     stop(&t, 0);
     ctx_done(&t);
 }

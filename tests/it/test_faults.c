@@ -170,43 +170,9 @@ static long pg_count(const struct cfg *c, const char *sql, int64_t a1)
     return v;
 }
 
-static int pg_exec2(const struct cfg *c, const char *sql, int64_t a1, int64_t a2)
-{
-    char err[256], p[2][24];
-    PGconn *pg = NULL;
-    int ret = -1;
-    if (pgconn_open(c, "seckill-tests", &pg, err, sizeof(err)) != 0)
-        return -1;
-    snprintf(p[0], sizeof(p[0]), "%" PRId64, a1);
-    snprintf(p[1], sizeof(p[1]), "%" PRId64, a2);
-    const char *params[] = { p[0], p[1] };
-    PGresult *r = PQexecParams(pg, sql, strstr(sql, "$2") ? 2 : 1, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(r) == PGRES_COMMAND_OK)
-        ret = 0;
-    PQclear(r);
-    PQfinish(pg);
-    return ret;
-}
-
 static long rows_of(const struct scen *s)
 {
     return pg_count(&s->c, "SELECT count(*) FROM orders WHERE item_id = $1", s->item);
-}
-
-/* Every key under the prefix, at once (a script), without failing the
- * test (teardown). */
-static void redis_drop_prefix(const struct cfg *c)
-{
-    char err[256], pattern[128];
-    redisContext *rc = NULL;
-    if (rconn_open(c, &rc, err, sizeof(err)) != 0)
-        return;
-    snprintf(pattern, sizeof(pattern), "%s:*", c->redis.key_prefix);
-    freeReplyObject(redisCommand(rc,
-                                 "EVAL %s 0 %s",
-                                 "for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end",
-                                 pattern));
-    redisFree(rc);
 }
 
 /* --- daemons ------------------------------------------------------------------------ */
@@ -569,12 +535,12 @@ static int scen_teardown(void **state)
         snprintf(args, sizeof(args), "topic delete '%s'", s->dlq);
         stack(args);
     }
-    pg_exec2(&s->c, "DELETE FROM orders WHERE item_id = $1", s->item, 0);
-    pg_exec2(&s->c, "DELETE FROM order_rejections WHERE item_id = $1", s->item, 0);
-    pg_exec2(&s->c, "DELETE FROM items WHERE item_id = $1", s->item, 0);
-    pg_exec2(&s->c, "DELETE FROM user_fences WHERE user_id >= $1 AND user_id < $2", s->user_base,
+    harness_pg_try(&s->c, "DELETE FROM orders WHERE item_id = $1", s->item, 0);
+    harness_pg_try(&s->c, "DELETE FROM order_rejections WHERE item_id = $1", s->item, 0);
+    harness_pg_try(&s->c, "DELETE FROM items WHERE item_id = $1", s->item, 0);
+    harness_pg_try(&s->c, "DELETE FROM user_fences WHERE user_id >= $1 AND user_id < $2", s->user_base,
              s->user_base + USER_SPAN);
-    redis_drop_prefix(&s->c);
+    harness_redis_drop(&s->c);
     bool keep = getenv("SECKILL_TEST_KEEP_LOGS") != NULL;
     for (int d = 0; d < 1 + MAX_CONS; d++) {
         if (!all[d]->cfg[0] || keep)
@@ -869,7 +835,7 @@ static void test_redis_data_lost(void **state)
         freeReplyObject(harness_cmd(rc, "FLUSHALL"));
         redisFree(rc);
     } else {
-        redis_drop_prefix(&s->c);
+        harness_redis_drop(&s->c);
     }
     long at_flush = sale_accepted(s->wave[0]);
     ctl_item_load(s);

@@ -31,17 +31,6 @@ struct prod {
 
 static struct prod main_prod;
 
-static void props_add(struct cfg_props *p, const char *k, const char *v)
-{
-    p->keys = realloc(p->keys, (p->n + 1) * sizeof(char *));
-    p->values = realloc(p->values, (p->n + 1) * sizeof(char *));
-    assert_non_null(p->keys);
-    assert_non_null(p->values);
-    p->keys[p->n] = strdup(k);
-    p->values[p->n] = strdup(v);
-    p->n++;
-}
-
 static int healthz(int port)
 {
     return harness_http(port, "GET", "/healthz", NULL, NULL, NULL, 0);
@@ -65,7 +54,7 @@ static void prod_start(struct prod *p, int max_inflight, bool want_healthy)
     p->c.producer.sweep_interval_ms = 200;
     p->c.producer.drain_timeout_ms = 10000;
     /* A buyer waits at most this long for Kafka; keeps the outage test short. */
-    props_add(&p->c.kafka.producer_properties, "message.timeout.ms", "2000");
+    harness_props_set(&p->c.kafka.producer_properties, "message.timeout.ms", "2000");
     harness_cfg_file(&p->c, p->cfgpath, sizeof(p->cfgpath));
     snprintf(p->log, sizeof(p->log), "/tmp/seckill-test-producer-%d.log", p->port);
     harness_bin("seckill-producer", bin, sizeof(bin));

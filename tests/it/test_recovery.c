@@ -155,17 +155,6 @@ static void rt_init(struct rt *t, const char *tag)
     t->pg = harness_pg(&t->c);
 }
 
-static bool log_has(const char *path, const char *needle)
-{
-    char *buf = NULL;
-    size_t len;
-    if (util_read_file(path, &buf, &len) != 0)
-        return false;
-    bool found = strstr(buf, needle) != NULL;
-    free(buf);
-    return found;
-}
-
 static void consumer_start(struct rt *t)
 {
     char bin[512];
@@ -174,7 +163,7 @@ static void consumer_start(struct rt *t)
     char *argv[] = { bin, "-c", t->cfgpath, NULL };
     unlink(t->clog);
     t->consumer = harness_spawn(argv, t->clog);
-    WAIT_UNTIL(log_has(t->clog, "assigned "), 30000, ok);
+    WAIT_UNTIL(harness_file_has(t->clog, "assigned "), 30000, ok);
     if (!ok)
         fail_msg("consumer never got partitions; see %s", t->clog);
 }

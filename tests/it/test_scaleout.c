@@ -298,24 +298,6 @@ static int group_delete(const char *group, int timeout_ms)
 
 /* --- PostgreSQL and Redis without cmocka (teardown too) ------------------------ */
 
-static int pg_exec2(const struct cfg *c, const char *sql, int64_t a1, int64_t a2)
-{
-    char err[256], p[2][24];
-    PGconn *pg = NULL;
-    int ret = -1;
-    if (pgconn_open(c, "seckill-tests", &pg, err, sizeof(err)) != 0)
-        return -1;
-    snprintf(p[0], sizeof(p[0]), "%" PRId64, a1);
-    snprintf(p[1], sizeof(p[1]), "%" PRId64, a2);
-    const char *params[] = { p[0], p[1] };
-    PGresult *r = PQexecParams(pg, sql, strstr(sql, "$2") ? 2 : 1, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(r) == PGRES_COMMAND_OK)
-        ret = 0;
-    PQclear(r);
-    PQfinish(pg);
-    return ret;
-}
-
 static long rows_of(const struct run *r)
 {
     char err[256], p[24];
@@ -331,19 +313,6 @@ static long rows_of(const struct run *r)
     PQclear(res);
     PQfinish(pg);
     return v;
-}
-
-static void redis_drop_prefix(const struct cfg *c)
-{
-    char err[256];
-    redisContext *rc = NULL;
-    if (rconn_open(c, &rc, err, sizeof(err)) != 0)
-        return;
-    redisReply *r = redisCommand(rc, "KEYS %s:*", c->redis.key_prefix);
-    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++)
-        freeReplyObject(redisCommand(rc, "DEL %s", r->element[i]->str));
-    freeReplyObject(r);
-    redisFree(rc);
 }
 
 /* --- daemons ----------------------------------------------------------------------- */
@@ -373,17 +342,6 @@ static bool dmn_exited(const struct dmn *d)
     z = e && (e[2] == 'Z' || e[2] == 'X');
     free(buf);
     return z;
-}
-
-static bool log_has(const char *path, const char *needle)
-{
-    char *buf = NULL;
-    size_t len;
-    if (util_read_file(path, &buf, &len) != 0)
-        return false;
-    bool found = strstr(buf, needle) != NULL;
-    free(buf);
-    return found;
 }
 
 static void dmn_stop(struct dmn *d)
@@ -631,7 +589,7 @@ static bool survivor_fatal(struct run *r)
 {
     bool any = false;
     for (int i = 0; i < CONSUMERS; i++)
-        if (i != KILLED_CONSUMER && log_has(r->cons[i].log, "Fatal error")) {
+        if (i != KILLED_CONSUMER && harness_file_has(r->cons[i].log, "Fatal error")) {
             printf("# consumer %d logged a fatal librdkafka error (see %s)\n", i, r->cons[i].log);
             any = true;
         }
@@ -932,12 +890,12 @@ static int run_teardown(void **state)
     if (r->group[0])
         group_delete(r->group, GROUP_DELETE_MS);
     if (r->item) {
-        pg_exec2(&r->c, "DELETE FROM orders WHERE item_id = $1", r->item, 0);
-        pg_exec2(&r->c, "DELETE FROM order_rejections WHERE item_id = $1", r->item, 0);
-        pg_exec2(&r->c, "DELETE FROM items WHERE item_id = $1", r->item, 0);
-        pg_exec2(&r->c, "DELETE FROM user_fences WHERE user_id >= $1 AND user_id < $2", r->user_base,
+        harness_pg_try(&r->c, "DELETE FROM orders WHERE item_id = $1", r->item, 0);
+        harness_pg_try(&r->c, "DELETE FROM order_rejections WHERE item_id = $1", r->item, 0);
+        harness_pg_try(&r->c, "DELETE FROM items WHERE item_id = $1", r->item, 0);
+        harness_pg_try(&r->c, "DELETE FROM user_fences WHERE user_id >= $1 AND user_id < $2", r->user_base,
                  r->user_base + USER_SPAN);
-        redis_drop_prefix(&r->c);
+        harness_redis_drop(&r->c);
     }
     if (!getenv("SECKILL_TEST_KEEP_LOGS")) {
         for (int i = 0; i < PRODUCERS; i++)
