@@ -16,7 +16,7 @@ CC      ?= cc
 BUILD   ?= build
 SAN     ?=
 
-PKGS    := hiredis rdkafka libpq libconfig libmicrohttpd libsystemd jansson
+PKGS    := hiredis rdkafka libpq libconfig libmicrohttpd libsystemd jansson libcrypto
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

@@ -33,6 +33,16 @@ static const struct cfg_def cfg_defs[] = {
 #define CFIELD(c, d, T) ((const T *)((const char *)(c) + (d)->off))
 
 static const char *const logfmt_names[] = { "plain", "json" };
+static const char *const auth_names[] = { "none", "jwt" };
+
+/* The index of name in names[0..n), or -1. */
+static int name_index(const char *const *names, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return (int)i;
+    return -1;
+}
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
@@ -148,6 +158,55 @@ fail:
     return -1;
 }
 
+static int load_list(const config_setting_t *s, const struct cfg_def *d, const char *path,
+                     struct cfg_list *out, char *err, size_t errlen)
+{
+    int type = config_setting_type(s);
+    const char *file = src_file(s, path);
+    if (type != CONFIG_TYPE_ARRAY && type != CONFIG_TYPE_LIST) {
+        seterr(err, errlen, "%s:%d: '%s' must be an array of strings", file, src_line(s), d->path);
+        return -1;
+    }
+    size_t n = (size_t)config_setting_length(s);
+    if (!(out->v = calloc(n + 1, sizeof(char *)))) {
+        seterr(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        const char *v = config_setting_get_string(e);
+        if (!v) {
+            seterr(err, errlen, "%s:%d: '%s' element %zu must be a string", file,
+                   src_line(e) ? src_line(e) : src_line(s), d->path, i + 1);
+            return -1;
+        }
+        if (!(out->v[i] = strdup(v))) {
+            seterr(err, errlen, "%s: out of memory", path);
+            return -1;
+        }
+        out->n = i + 1;
+    }
+    return 0;
+}
+
+/* A relative path is taken from the folder of the file that sets it, so a
+ * daemon started from / (systemd) finds what the file names beside it. */
+static char *abs_path(const char *value, const char *file)
+{
+    const char *slash = strrchr(file, '/');
+    char *dir = NULL, *out = NULL, *rel;
+    if (value[0] == '/')
+        return strdup(value);
+    if (!(rel = slash ? strndup(file, (size_t)(slash - file) + (slash == file)) : strdup(".")))
+        return NULL;
+    dir = realpath(rel, NULL);
+    free(rel);
+    if (dir && asprintf(&out, "%s/%s", strcmp(dir, "/") == 0 ? "" : dir, value) < 0)
+        out = NULL;
+    free(dir);
+    return out;
+}
+
 static int load_one(config_t *lc, const struct cfg_def *d, const char *path, struct cfg *c, char *err,
                     size_t errlen)
 {
@@ -164,6 +223,7 @@ static int load_one(config_t *lc, const struct cfg_def *d, const char *path, str
             *FIELD(c, d, int) = (int)d->idef;
             return 0;
         case CFG_PROPS:
+        case CFG_LIST:
             return 0;
         default:
             sval = d->sdef;
@@ -186,6 +246,8 @@ static int load_one(config_t *lc, const struct cfg_def *d, const char *path, str
         return 0;
     } else if (d->type == CFG_PROPS) {
         return load_props(s, d, path, FIELD(c, d, struct cfg_props), err, errlen);
+    } else if (d->type == CFG_LIST) {
+        return load_list(s, d, path, FIELD(c, d, struct cfg_list), err, errlen);
     } else {
         if (config_setting_type(s) != CONFIG_TYPE_STRING) {
             seterr(err, errlen, "%s:%d: '%s' must be a string", src_file(s, path),
@@ -219,14 +281,22 @@ static int load_one(config_t *lc, const struct cfg_def *d, const char *path, str
         *FIELD(c, d, int) = l;
         return 0;
     }
-    case CFG_LOGFMT:
-        for (int i = 0; i < (int)ARRAY_SIZE(logfmt_names); i++) {
-            if (strcmp(sval, logfmt_names[i]) == 0) {
-                *FIELD(c, d, int) = i;
-                return 0;
-            }
+    case CFG_PATH:
+        if (!(*FIELD(c, d, char *) = abs_path(sval, file))) {
+            seterr(err, errlen, "%s:%d: '%s': cannot resolve '%s' against the file's folder", file, line,
+                   d->path, sval);
+            return -1;
         }
+        return 0;
+    case CFG_LOGFMT:
+        if ((*FIELD(c, d, int) = name_index(logfmt_names, ARRAY_SIZE(logfmt_names), sval)) >= 0)
+            return 0;
         seterr(err, errlen, "%s:%d: '%s' must be \"plain\" or \"json\"", file, line, d->path);
+        return -1;
+    case CFG_AUTH:
+        if ((*FIELD(c, d, int) = name_index(auth_names, ARRAY_SIZE(auth_names), sval)) >= 0)
+            return 0;
+        seterr(err, errlen, "%s:%d: '%s' must be \"none\" or \"jwt\"", file, line, d->path);
         return -1;
     default:
         seterr(err, errlen, "%s: internal: bad type for '%s'", path, d->path);
@@ -297,15 +367,25 @@ static void props_free(struct cfg_props *p)
     memset(p, 0, sizeof(*p));
 }
 
+static void list_free(struct cfg_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof(*l));
+}
+
 void cfg_free(struct cfg *c)
 {
     for (size_t i = 0; i < ARRAY_SIZE(cfg_defs); i++) {
         const struct cfg_def *d = &cfg_defs[i];
-        if (d->type == CFG_STR) {
+        if (d->type == CFG_STR || d->type == CFG_PATH) {
             free(*FIELD(c, d, char *));
             *FIELD(c, d, char *) = NULL;
         } else if (d->type == CFG_PROPS) {
             props_free(FIELD(c, d, struct cfg_props));
+        } else if (d->type == CFG_LIST) {
+            list_free(FIELD(c, d, struct cfg_list));
         }
     }
 }
@@ -320,11 +400,24 @@ static bool props_equal(const struct cfg_props *a, const struct cfg_props *b)
     return true;
 }
 
+static bool list_equal(const struct cfg_list *a, const struct cfg_list *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->v[i], b->v[i]) != 0)
+            return false;
+    return true;
+}
+
 static bool def_equal(const struct cfg_def *d, const struct cfg *a, const struct cfg *b)
 {
     switch (d->type) {
     case CFG_STR:
+    case CFG_PATH:
         return strcmp(*CFIELD(a, d, char *), *CFIELD(b, d, char *)) == 0;
+    case CFG_LIST:
+        return list_equal(CFIELD(a, d, struct cfg_list), CFIELD(b, d, struct cfg_list));
     case CFG_PROPS:
         return props_equal(CFIELD(a, d, struct cfg_props), CFIELD(b, d, struct cfg_props));
     default:
@@ -336,7 +429,7 @@ int cfg_reload_check(const struct cfg *old, const struct cfg *new, char *err, si
 {
     for (size_t i = 0; i < ARRAY_SIZE(cfg_defs); i++) {
         const struct cfg_def *d = &cfg_defs[i];
-        if (!(d->flags & CFG_RELOAD) && !def_equal(d, old, new)) {
+        if (!(d->flags & (CFG_RELOAD | CFG_SWAP)) && !def_equal(d, old, new)) {
             seterr(err, errlen, "'%s' cannot change on reload; restart the daemon to apply it", d->path);
             return -1;
         }
@@ -344,13 +437,33 @@ int cfg_reload_check(const struct cfg *old, const struct cfg *new, char *err, si
     return 0;
 }
 
-void cfg_apply_reload(struct cfg *cur, const struct cfg *new)
+static size_t def_size(const struct cfg_def *d)
+{
+    switch (d->type) {
+    case CFG_STR:
+    case CFG_PATH: return sizeof(char *);
+    case CFG_LIST: return sizeof(struct cfg_list);
+    case CFG_PROPS: return sizeof(struct cfg_props);
+    default: return sizeof(int);
+    }
+}
+
+void cfg_apply_reload(struct cfg *cur, struct cfg *new)
 {
     for (size_t i = 0; i < ARRAY_SIZE(cfg_defs); i++) {
         const struct cfg_def *d = &cfg_defs[i];
+        /* Swapped, not copied: new then owns (and frees) the old value. */
+        if (d->flags & CFG_SWAP) {
+            char tmp[sizeof(struct cfg_props)];
+            size_t n = def_size(d);
+            memcpy(tmp, FIELD(cur, d, char), n);
+            memcpy(FIELD(cur, d, char), FIELD(new, d, char), n);
+            memcpy(FIELD(new, d, char), tmp, n);
+            continue;
+        }
         /* Reloadable settings are all int-like (checked by the test suite),
          * so each is one atomic store that worker threads read with CFG_GET. */
-        if ((d->flags & CFG_RELOAD) && d->type != CFG_STR && d->type != CFG_PROPS)
+        if ((d->flags & CFG_RELOAD) && def_size(d) == sizeof(int))
             __atomic_store_n(FIELD(cur, d, int), *CFIELD(new, d, int), __ATOMIC_RELAXED);
     }
 }
@@ -358,8 +471,7 @@ void cfg_apply_reload(struct cfg *cur, const struct cfg *new)
 int cfg_reloadable_scalar_only(void)
 {
     for (size_t i = 0; i < ARRAY_SIZE(cfg_defs); i++)
-        if ((cfg_defs[i].flags & CFG_RELOAD) &&
-            (cfg_defs[i].type == CFG_STR || cfg_defs[i].type == CFG_PROPS))
+        if ((cfg_defs[i].flags & CFG_RELOAD) && def_size(&cfg_defs[i]) != sizeof(int))
             return 0;
     return 1;
 }
@@ -388,7 +500,8 @@ static void cfg_print(const struct cfg *c, FILE *f, bool mask)
         case CFG_INT:
             fprintf(f, "%d;\n", *CFIELD(c, d, int));
             break;
-        case CFG_STR: {
+        case CFG_STR:
+        case CFG_PATH: {
             const char *v = *CFIELD(c, d, char *);
             fprintf(f, "\"%s\";\n", mask && (d->flags & CFG_SECRET) && *v ? "********" : v);
             break;
@@ -399,6 +512,17 @@ static void cfg_print(const struct cfg *c, FILE *f, bool mask)
         case CFG_LOGFMT:
             fprintf(f, "\"%s\";\n", logfmt_names[*CFIELD(c, d, int)]);
             break;
+        case CFG_AUTH:
+            fprintf(f, "\"%s\";\n", auth_names[*CFIELD(c, d, int)]);
+            break;
+        case CFG_LIST: {
+            const struct cfg_list *l = CFIELD(c, d, struct cfg_list);
+            fputs("[", f);
+            for (size_t k = 0; k < l->n; k++)
+                fprintf(f, "%s\"%s\"", k ? ", " : " ", l->v[k]);
+            fputs(l->n ? " ];\n" : "];\n", f);
+            break;
+        }
         case CFG_PROPS: {
             const struct cfg_props *p = CFIELD(c, d, struct cfg_props);
             fputs("[", f);

@@ -9,6 +9,12 @@
 #include <stddef.h>
 #include <stdio.h>
 
+/* A list of strings (jwt.keys, jwt.algorithms). */
+struct cfg_list {
+    char **v;
+    size_t n;
+};
+
 /* Raw librdkafka properties passed through: "name=value" strings. */
 struct cfg_props {
     char **keys;
@@ -53,6 +59,7 @@ struct cfg {
         int sweep_age_ms;
         int sweep_interval_ms;
         int drain_timeout_ms;
+        int auth; /* enum cfg_auth */
     } producer;
     struct {
         char *group_id;
@@ -72,6 +79,17 @@ struct cfg {
         int backoff_cap_ms;
     } lock;
     struct {
+        char *key_dir;            /* absolute: resolved against the file's folder */
+        struct cfg_list keys;     /* "KID:ALG:FILE", FILE under key_dir */
+        struct cfg_list algorithms;
+        char *issuer;
+        char *audience;
+        int leeway_s;
+        int max_token_bytes;
+        int cache_entries;
+        char *signing_key;
+    } jwt;
+    struct {
         int level;  /* enum log_level */
         int format; /* enum log_format */
     } logging;
@@ -83,12 +101,25 @@ enum cfg_type {
     CFG_LEVEL,  /* log level name -> enum log_level */
     CFG_LOGFMT, /* "plain" | "json" -> enum log_format */
     CFG_PROPS,  /* array of "name=value" librdkafka properties */
+    CFG_LIST,   /* array of strings */
+    CFG_PATH,   /* heap string, a path: a relative one is made absolute
+                 * against the folder of the file that sets it */
+    CFG_AUTH,   /* "none" | "jwt" -> enum cfg_auth */
+};
+
+enum cfg_auth {
+    CFG_AUTH_NONE, /* the body's user_id is believed: development only */
+    CFG_AUTH_JWT,  /* the buyer is the verified token's sub */
 };
 
 /* Flags of a setting. */
 #define CFG_REQUIRED 0x1u /* no default: the file must set it */
 #define CFG_RELOAD 0x2u   /* a running daemon applies a new value on SIGHUP */
 #define CFG_SECRET 0x4u   /* never printed, never logged */
+/* Reloadable, but not by a plain store: the module that owns the setting
+ * builds its new state from the reloaded file (and may refuse it) before
+ * cfg_apply_reload swaps the value in. Only the main thread reads these. */
+#define CFG_SWAP 0x8u
 
 /* X(path, type, member, min, max, int default, string default, flags) */
 #define CFG_SETTINGS(X)                                                                          \
@@ -126,6 +157,7 @@ enum cfg_type {
       NULL, CFG_RELOAD)                                                                          \
     X("producer.drain_timeout_ms", CFG_INT, producer.drain_timeout_ms, 0, 600000, 30000, NULL,   \
       CFG_RELOAD)                                                                                \
+    X("producer.auth", CFG_AUTH, producer.auth, 0, 0, 0, "none", 0)                              \
     X("consumer.group_id", CFG_STR, consumer.group_id, 0, 0, 0, "seckill-consumer", 0)           \
     X("consumer.instance_id", CFG_STR, consumer.instance_id, 0, 0, 0, "", 0)                     \
     X("consumer.workers", CFG_INT, consumer.workers, 1, 256, 4, NULL, 0)                         \
@@ -142,6 +174,15 @@ enum cfg_type {
     X("lock.wait_ms", CFG_INT, lock.wait_ms, 0, 600000, 5000, NULL, CFG_RELOAD)                  \
     X("lock.backoff_base_ms", CFG_INT, lock.backoff_base_ms, 1, 10000, 5, NULL, CFG_RELOAD)      \
     X("lock.backoff_cap_ms", CFG_INT, lock.backoff_cap_ms, 1, 60000, 200, NULL, CFG_RELOAD)      \
+    X("jwt.key_dir", CFG_PATH, jwt.key_dir, 0, 0, 0, ".", CFG_SWAP)                              \
+    X("jwt.keys", CFG_LIST, jwt.keys, 0, 0, 0, NULL, CFG_SWAP)                                   \
+    X("jwt.algorithms", CFG_LIST, jwt.algorithms, 0, 0, 0, NULL, CFG_SWAP)                       \
+    X("jwt.issuer", CFG_STR, jwt.issuer, 0, 0, 0, "", CFG_SWAP)                                  \
+    X("jwt.audience", CFG_STR, jwt.audience, 0, 0, 0, "", CFG_SWAP)                              \
+    X("jwt.leeway_s", CFG_INT, jwt.leeway_s, 0, 300, 30, NULL, CFG_SWAP)                         \
+    X("jwt.max_token_bytes", CFG_INT, jwt.max_token_bytes, 128, 16384, 4096, NULL, CFG_SWAP)     \
+    X("jwt.cache_entries", CFG_INT, jwt.cache_entries, 0, 1048576, 65536, NULL, 0)               \
+    X("jwt.signing_key", CFG_STR, jwt.signing_key, 0, 0, 0, "", 0)                               \
     X("logging.level", CFG_LEVEL, logging.level, 0, 0, 0, "info", CFG_RELOAD)                    \
     X("logging.format", CFG_LOGFMT, logging.format, 0, 0, 0, "plain", 0)
 
@@ -155,9 +196,10 @@ void cfg_free(struct cfg *c);
  * otherwise -1 and err names the first one that is not. */
 int cfg_reload_check(const struct cfg *old, const struct cfg *new, char *err, size_t errlen);
 
-/* Copy every reloadable setting from new into the running cur. Call only
+/* Copy every reloadable setting from new into the running cur, and swap the
+ * CFG_SWAP ones (new then holds the old values for cfg_free). Call only
  * after cfg_reload_check() passed. */
-void cfg_apply_reload(struct cfg *cur, const struct cfg *new);
+void cfg_apply_reload(struct cfg *cur, struct cfg *new);
 /* 1 when every reloadable setting is a scalar (cfg_apply_reload relies on it). */
 int cfg_reloadable_scalar_only(void);
 

@@ -87,7 +87,7 @@ void daemon_watchdog(void)
     }
 }
 
-int daemon_reload(const struct cli *cli, struct cfg *cur)
+int daemon_reload(const struct cli *cli, struct cfg *cur, const struct daemon_reload_hook *hook)
 {
     const char *path = cli->config;
     struct cfg next = { 0 };
@@ -103,7 +103,13 @@ int daemon_reload(const struct cli *cli, struct cfg *cur)
         log_error("reload rejected, keeping the running configuration: %s", err);
         goto out;
     }
+    if (hook && hook->prepare(hook->arg, &next, err, sizeof(err)) != 0) {
+        log_error("reload rejected, keeping the running configuration: %s", err);
+        goto out;
+    }
     cfg_apply_reload(cur, &next);
+    if (hook)
+        hook->commit(hook->arg);
     log_set_level((enum log_level)cur->logging.level);
     log_notice("configuration reloaded from %s", path);
     ret = 0;

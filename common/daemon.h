@@ -32,11 +32,22 @@ void daemon_watchdog(void);
 /* The watchdog interval in ms (0 if none), for sizing the main loop's waits. */
 int64_t daemon_watchdog_ms(void);
 
+/* A module that owns CFG_SWAP settings (or files they name) takes part in a
+ * reload: prepare builds its new state from the reloaded configuration, or
+ * refuses it with err set and nothing kept (the whole reload is then
+ * rejected); commit installs that state: nothing can fail between the two. */
+struct daemon_reload_hook {
+    int (*prepare)(void *arg, const struct cfg *next, char *err, size_t errlen);
+    void (*commit)(void *arg);
+    void *arg;
+};
+
 /* SIGHUP: load cli's file again (with cli's --instance applied, as at start)
- * and apply its reloadable settings to *cur.
- * A broken file or a change to a setting that needs a restart is rejected
- * with the reason logged, and *cur stays as it was. Notifies RELOADING=1 and
- * READY=1 around it. 0 if applied, -1 if rejected. */
-int daemon_reload(const struct cli *cli, struct cfg *cur);
+ * and apply its reloadable settings to *cur; hook (may be NULL) takes part.
+ * A broken file, a change to a setting that needs a restart, or a refusal
+ * by the hook is rejected with the reason logged, and *cur and the hook's
+ * state stay as they were. Notifies RELOADING=1 and READY=1 around it.
+ * 0 if applied, -1 if rejected. */
+int daemon_reload(const struct cli *cli, struct cfg *cur, const struct daemon_reload_hook *hook);
 
 #endif

@@ -179,7 +179,7 @@ int main(int argc, char **argv)
     while (daemon_stop_signals == 0) {
         if (daemon_reload_signal) {
             daemon_reload_signal = 0;
-            daemon_reload(&cli, &c);
+            daemon_reload(&cli, &c, NULL);
         }
         if (pipe_poll(p, 100) != 0) {
             fatal = 1;

@@ -119,7 +119,7 @@ int main(int argc, char **argv)
     while (!daemon_stop_signals && !pub_fatal(p)) {
         if (daemon_reload_signal) {
             daemon_reload_signal = 0;
-            daemon_reload(&cli, &c);
+            daemon_reload(&cli, &c, NULL);
         }
         daemon_watchdog();
         util_sleep_ms(TICK_MS);

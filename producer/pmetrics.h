@@ -12,6 +12,8 @@
 
 #define PM_REQ "seckill_producer_requests_total"
 #define PM_REQ_HELP "HTTP requests by outcome"
+#define PM_AUTH "seckill_producer_auth_tokens_total"
+#define PM_AUTH_HELP "Bearer tokens checked, by result (cached: verified earlier, still valid)"
 #define PM_KAFKA "seckill_producer_kafka_errors_total"
 #define PM_KAFKA_HELP "Orders Kafka did not take, by kind"
 
@@ -24,6 +26,9 @@
     X(req_unavailable, PM_REQ, "counter", "outcome=\"unavailable\"", PM_REQ_HELP)                 \
     X(req_overloaded, PM_REQ, "counter", "outcome=\"overloaded\"", PM_REQ_HELP)                   \
     X(req_not_found, PM_REQ, "counter", "outcome=\"not_found\"", PM_REQ_HELP)                     \
+    X(auth_verified, PM_AUTH, "counter", "result=\"verified\"", PM_AUTH_HELP)                   \
+    X(auth_cached, PM_AUTH, "counter", "result=\"cached\"", PM_AUTH_HELP)                       \
+    X(auth_denied, PM_AUTH, "counter", "result=\"denied\"", PM_AUTH_HELP)                       \
     X(inflight, "seckill_producer_inflight", "gauge", "",                                        \
       "Order requests between parsing and their answer")                                        \
     X(redis_errors, "seckill_producer_redis_errors_total", "counter", "",                        \
