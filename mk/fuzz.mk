@@ -1,5 +1,6 @@
-# Fuzzing (libFuzzer + ASan + UBSan) of the two parsers that take bytes from
-# outside: the producer's request body and the consumer's Kafka message.
+# Fuzzing (libFuzzer + ASan + UBSan) of the parsers that take bytes from
+# outside: the producer's request body and bearer tokens, and the consumer's
+# Kafka message.
 #
 #   make fuzz [FUZZ_SECONDS=60]  fuzz each harness for FUZZ_SECONDS, one after the other
 #   make fuzz-regress            run every saved input once (quick; part of make test)
@@ -15,19 +16,20 @@ FUZZ_SECONDS ?= 60
 # Extra libFuzzer flags for make fuzz, e.g. FUZZ_ARGS=-use_value_profile=1
 # (not -jobs: its per-job logs land in the current directory).
 FUZZ_ARGS    ?=
-FUZZ_NAMES   := request order
+FUZZ_NAMES   := request order jwt
 FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
 
 # Recursive (=): jansson may only be installed by scripts/stack up, after this
-# file was read.
+# file was read. libcrypto: the token checks are OpenSSL's.
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) -O1 -g -fno-omit-frame-pointer \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-              -Icommon -Iproducer $(shell pkg-config --cflags jansson)
-FUZZ_LIBS   = $(shell pkg-config --libs jansson) -pthread
+              -Icommon -Iproducer $(shell pkg-config --cflags jansson libcrypto)
+FUZZ_LIBS   = $(shell pkg-config --libs jansson libcrypto) -pthread
 # A hang or a runaway allocation counts as a failure too.
 FUZZ_RUN_FLAGS := -timeout=10 -rss_limit_mb=2048
 # Longer than any body the producer takes by default (producer.body_limit 1024)
-# and any order message (ORDER_MSG_MAX), short enough to keep runs fast.
+# and any order message (ORDER_MSG_MAX), as long as the longest token taken by
+# default (jwt.max_token_bytes), short enough to keep runs fast.
 FUZZ_MAX_LEN := 4096
 
 .PHONY: fuzz fuzz-regress fuzz-toolchain
@@ -51,16 +53,17 @@ fuzz-toolchain:
 	rm -f $(FUZZ_DIR)/probe
 
 # Each harness is compiled together with just the sources it exercises, all
-# instrumented, so coverage reaches into them (jansson itself is not).
-$(FUZZ_DIR)/fuzz_request: tests/fuzz/fuzz_request.c producer/request.c
+# instrumented, so coverage reaches into them (jansson and OpenSSL are not).
+$(FUZZ_DIR)/fuzz_request: tests/fuzz/fuzz_request.c producer/request.c common/util.c
 $(FUZZ_DIR)/fuzz_order: tests/fuzz/fuzz_order.c common/order.c common/util.c
+$(FUZZ_DIR)/fuzz_jwt: tests/fuzz/fuzz_jwt.c common/jwt.c common/util.c
 $(FUZZ_BINS): $(wildcard common/*.h producer/*.h) mk/fuzz.mk | fuzz-toolchain
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^) $(FUZZ_LIBS)
 
 # Seeds and regression inputs are copied into a work corpus, so what libFuzzer
 # adds or reduces stays under $(FUZZ_DIR); the work corpus is kept between
-# runs, so a second make fuzz starts where the first stopped. Both harnesses
-# run even when the first crashes, and each says how it went.
+# runs, so a second make fuzz starts where the first stopped. Every harness
+# runs, even when an earlier one crashes, and each says how it went.
 fuzz: $(FUZZ_BINS)
 	@fail=0; \
 	for n in $(FUZZ_NAMES); do \
