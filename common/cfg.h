@@ -60,6 +60,7 @@ struct cfg {
         int sweep_interval_ms;
         int drain_timeout_ms;
         int auth; /* enum cfg_auth */
+        int status_ttl_s;
     } producer;
     struct {
         char *group_id;
@@ -158,6 +159,8 @@ enum cfg_auth {
     X("producer.drain_timeout_ms", CFG_INT, producer.drain_timeout_ms, 0, 600000, 30000, NULL,   \
       CFG_RELOAD)                                                                                \
     X("producer.auth", CFG_AUTH, producer.auth, 0, 0, 0, "none", 0)                              \
+    X("producer.status_ttl_s", CFG_INT, producer.status_ttl_s, 60, 31536000, 604800, NULL,       \
+      CFG_RELOAD)                                                                                \
     X("consumer.group_id", CFG_STR, consumer.group_id, 0, 0, 0, "seckill-consumer", 0)           \
     X("consumer.instance_id", CFG_STR, consumer.instance_id, 0, 0, 0, "", 0)                     \
     X("consumer.workers", CFG_INT, consumer.workers, 1, 256, 4, NULL, 0)                         \

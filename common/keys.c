@@ -10,7 +10,7 @@ static int fits(int n, size_t len)
 
 int keys_item(char *buf, size_t len, const char *prefix, int64_t item_id, enum keys_item_part part)
 {
-    static const char *const suffix[] = { "stock", "buyers", "pending", "unpub" };
+    static const char *const suffix[] = { "stock", "buyers", "pending", "unpub", "window", "orders" };
     return fits(snprintf(buf, len, "%s:{item:%" PRId64 "}:%s", prefix, item_id, suffix[part]), len);
 }
 
@@ -25,6 +25,11 @@ int keys_item_all(char k[KEYS_ITEM_PARTS][KEYS_MAX], const char *prefix, int64_t
 int keys_items(char *buf, size_t len, const char *prefix)
 {
     return fits(snprintf(buf, len, "%s:items", prefix), len);
+}
+
+int keys_order(char *buf, size_t len, const char *prefix, int64_t order_id)
+{
+    return fits(snprintf(buf, len, "%s:order:{%" PRId64 "}", prefix, order_id), len);
 }
 
 int keys_lock(char *buf, size_t len, const char *prefix, const char *name)

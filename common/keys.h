@@ -17,11 +17,14 @@ enum keys_item_part {
     KEYS_ITEM_PENDING, /* hash: order id -> order message, until persisted */
     KEYS_ITEM_UNPUB,   /* zset: order id -> reserved_at_ms, until Kafka acknowledged it
                         * (or the sweeper claimed it: then the score is the claim time) */
+    KEYS_ITEM_WINDOW,  /* hash: starts_ms, ends_ms (each optional): the sale window */
+    KEYS_ITEM_ORDERS,  /* hash: what became of each order, for the buyers' status
+                        * calls: "o:ORDER" -> state (see order_state.h), "u:USER" -> ORDER */
 };
-#define KEYS_ITEM_PARTS 4
+#define KEYS_ITEM_PARTS 6
 
-/* <prefix>:{item:ID}:stock|buyers|pending. Returns the length, or -1 if it
- * does not fit. */
+/* <prefix>:{item:ID}:stock|buyers|pending|unpub|window|orders. Returns the
+ * length, or -1 if it does not fit. */
 int keys_item(char *buf, size_t len, const char *prefix, int64_t item_id, enum keys_item_part part);
 
 /* All of an item's keys, indexed by enum keys_item_part. 0 or -1. */
@@ -30,6 +33,10 @@ int keys_item_all(char k[KEYS_ITEM_PARTS][KEYS_MAX], const char *prefix, int64_t
 /* <prefix>:items: the set of item ids with a sale loaded, for the sweeper
  * and the operator tools (never used inside a script). */
 int keys_items(char *buf, size_t len, const char *prefix);
+
+/* <prefix>:order:{ORDER}: "ITEM:USER", so a buyer who only has the order id
+ * finds the item whose keys hold its state. */
+int keys_order(char *buf, size_t len, const char *prefix, int64_t order_id);
 
 /* <prefix>:lock:{NAME} and <prefix>:fence:{NAME}. */
 int keys_lock(char *buf, size_t len, const char *prefix, const char *name);

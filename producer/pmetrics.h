@@ -22,6 +22,11 @@
     X(req_duplicate, PM_REQ, "counter", "outcome=\"duplicate\"", PM_REQ_HELP)                     \
     X(req_sold_out, PM_REQ, "counter", "outcome=\"sold_out\"", PM_REQ_HELP)                       \
     X(req_unknown_item, PM_REQ, "counter", "outcome=\"unknown_item\"", PM_REQ_HELP)               \
+    X(req_not_started, PM_REQ, "counter", "outcome=\"not_started\"", PM_REQ_HELP)                 \
+    X(req_ended, PM_REQ, "counter", "outcome=\"ended\"", PM_REQ_HELP)                             \
+    X(req_unauthorized, PM_REQ, "counter", "outcome=\"unauthorized\"", PM_REQ_HELP)               \
+    X(req_forbidden, PM_REQ, "counter", "outcome=\"forbidden\"", PM_REQ_HELP)                     \
+    X(req_status, PM_REQ, "counter", "outcome=\"status\"", PM_REQ_HELP)                           \
     X(req_bad_request, PM_REQ, "counter", "outcome=\"bad_request\"", PM_REQ_HELP)                 \
     X(req_unavailable, PM_REQ, "counter", "outcome=\"unavailable\"", PM_REQ_HELP)                 \
     X(req_overloaded, PM_REQ, "counter", "outcome=\"overloaded\"", PM_REQ_HELP)                   \
@@ -31,6 +36,8 @@
     X(auth_denied, PM_AUTH, "counter", "result=\"denied\"", PM_AUTH_HELP)                       \
     X(inflight, "seckill_producer_inflight", "gauge", "",                                        \
       "Order requests between parsing and their answer")                                        \
+    X(script_unknown_code, "seckill_producer_script_unknown_codes_total", "counter", "",         \
+      "Reservation script replies the outcome table does not know (answered 503)")              \
     X(redis_errors, "seckill_producer_redis_errors_total", "counter", "",                        \
       "Redis commands that failed (connection, timeout, error reply)")                           \
     X(redis_up, "seckill_producer_redis_up", "gauge", "", "1 when the reserving thread's Redis connection works") \

@@ -35,10 +35,12 @@ struct slot {
     size_t msg_len;
 };
 
-/* An order acknowledged by Kafka, to be marked published. */
+/* An order acknowledged by Kafka, to be marked published and indexed for
+ * its buyer's status calls before the 202 goes out. */
 struct mark {
     int64_t item_id;
     char oid[ORDER_ID_STR_MAX];
+    struct rsv_req *req;
 };
 
 struct rsv {
@@ -63,6 +65,39 @@ struct rsv {
     struct mark marks[RSV_BATCH];
     size_t nmarks;
 };
+
+/* --- outcomes ------------------------------------------------------------ */
+
+static const struct {
+    long long code;
+    unsigned http;
+    const char *json;
+} outcomes[] = {
+#define RSV_ROW(name, code, http, json, metric) { code, http, json },
+    RSV_OUTCOMES(RSV_ROW)
+#undef RSV_ROW
+};
+
+int rsv_outcome_of_code(long long code)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(outcomes); i++)
+        if (outcomes[i].code == code && code != RSV_NO_CODE)
+            return (int)i;
+    return -1;
+}
+
+unsigned rsv_http_status(enum rsv_outcome o) { return outcomes[o].http; }
+const char *rsv_json_status(enum rsv_outcome o) { return outcomes[o].json; }
+
+void rsv_count(enum rsv_outcome o)
+{
+    switch (o) {
+#define RSV_CASE(name, code, http, json, metric) \
+    case RSV_##name: PM_INC(metric); break;
+        RSV_OUTCOMES(RSV_CASE)
+#undef RSV_CASE
+    }
+}
 
 /* --- Redis connection --------------------------------------------------- */
 
@@ -158,15 +193,14 @@ static void restore_many(struct rsv *r, const struct restore_job *jobs, size_t n
         goto later;
     for (i = 0; i < n; i++) {
         char keys[KEYS_ITEM_PARTS][KEYS_MAX], user[24], oid[24], ts[24];
-        const char *argv[7];
         if (keys_item_all(keys, r->cfg->redis.key_prefix, jobs[i].item_id) != 0)
             break;
         snprintf(user, sizeof(user), "%" PRId64, jobs[i].user_id);
         snprintf(oid, sizeof(oid), "%" PRId64, jobs[i].order_id);
         snprintf(ts, sizeof(ts), "%" PRId64, jobs[i].reserved_at_ms);
-        argv[0] = keys[0], argv[1] = keys[1], argv[2] = keys[2], argv[3] = keys[3];
-        argv[4] = user, argv[5] = oid, argv[6] = ts;
-        if (script_append(r->rc, &r->restore, 4, 3, argv, NULL) != 0)
+        const char *argv[] = { keys[KEYS_ITEM_STOCK], keys[KEYS_ITEM_BUYERS], keys[KEYS_ITEM_PENDING],
+                               keys[KEYS_ITEM_UNPUB], keys[KEYS_ITEM_ORDERS], user, oid, ts };
+        if (script_append(r->rc, &r->restore, 5, 3, argv, NULL) != 0)
             break;
         sent++;
     }
@@ -337,6 +371,37 @@ static int slot_fill(struct rsv *r, struct slot *s, struct rsv_req *q)
     return 0;
 }
 
+/* Decide one request from reserve.lua's reply: an integer code, or for a
+ * sale not yet open {code, starts_ms}. A reserved one joins won[]. */
+static void script_result(struct slot *s, const redisReply *rep, struct slot **won, size_t *nwon)
+{
+    const redisReply *c = rep;
+    int64_t starts = 0;
+    int o;
+    if (rep->type == REDIS_REPLY_ARRAY) {
+        c = rep->elements == 2 ? rep->element[0] : NULL;
+        if (c && (rep->element[1]->type != REDIS_REPLY_STRING ||
+                  util_parse_i64(rep->element[1]->str, 0, INT64_MAX, &starts) != 0))
+            c = NULL;
+    }
+    o = c && c->type == REDIS_REPLY_INTEGER ? rsv_outcome_of_code(c->integer) : -1;
+    if (o < 0 || (o == RSV_NOT_STARTED) != (rep->type == REDIS_REPLY_ARRAY)) {
+        PM_INC(script_unknown_code);
+        log_error("redis: reserve: a reply the outcome table does not know (%s %lld); answered 503",
+                  rep->type == REDIS_REPLY_ARRAY ? "array" : "integer",
+                  c && c->type == REDIS_REPLY_INTEGER ? c->integer : 0LL);
+        finish(s->req, RSV_UNAVAILABLE);
+        return;
+    }
+    if (o == RSV_ACCEPTED) {
+        PM_INC(reserved);
+        won[(*nwon)++] = s;
+        return;
+    }
+    s->req->starts_at_ms = starts;
+    finish(s->req, (enum rsv_outcome)o);
+}
+
 /* Run n reservation scripts in one round trip; retry is 1 for the second
  * attempt after a NOSCRIPT. */
 static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int retry)
@@ -360,13 +425,16 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int re
     }
     for (i = 0; i < m; i++) {
         struct slot *s = &slots[i];
-        const char *argv[8] = { s->keys[0], s->keys[1], s->keys[2], s->keys[3],
-                                s->user,    s->oid,     s->msg,     s->ts };
-        size_t argl[8];
-        for (int k = 0; k < 8; k++)
+        const char *argv[KEYS_ITEM_PARTS + 4] = { s->user, s->oid, s->msg, s->ts };
+        size_t argl[KEYS_ITEM_PARTS + 4];
+        /* the keys in enum order, as reserve.lua names them, then its args */
+        memmove(argv + KEYS_ITEM_PARTS, argv, 4 * sizeof(*argv));
+        for (int k = 0; k < KEYS_ITEM_PARTS; k++)
+            argv[k] = s->keys[k];
+        for (int k = 0; k < KEYS_ITEM_PARTS + 4; k++)
             argl[k] = strlen(argv[k]);
-        argl[6] = s->msg_len;
-        if (script_append(r->rc, &r->reserve, 4, 4, argv, argl) != 0)
+        argl[KEYS_ITEM_PARTS + 2] = s->msg_len;
+        if (script_append(r->rc, &r->reserve, KEYS_ITEM_PARTS, 4, argv, argl) != 0)
             break;
         sent++;
     }
@@ -379,23 +447,8 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int re
             resolve_ambiguous(r, &slots[i], sent - i);
             break;
         }
-        if (rep->type == REDIS_REPLY_INTEGER) {
-            switch (rep->integer) {
-            case 1:
-                PM_INC(reserved);
-                won[nwon++] = &slots[i];
-                break;
-            case -1:
-                finish(slots[i].req, RSV_SOLD_OUT);
-                break;
-            case -2:
-                finish(slots[i].req, RSV_DUPLICATE);
-                break;
-            default:
-                finish(slots[i].req, RSV_UNKNOWN_ITEM);
-                break;
-            }
-        } else if (script_is_noscript(rep) && !retry) {
+        if (rep->type == REDIS_REPLY_INTEGER || rep->type == REDIS_REPLY_ARRAY) {
+            script_result(&slots[i], rep, won, &nwon);        } else if (script_is_noscript(rep) && !retry) {
             /* Redis restarted or its scripts were flushed: nothing ran. */
             again[nagain++] = &slots[i];
         } else {
@@ -429,17 +482,22 @@ static int mark_cmp(const void *a, const void *b)
     return (x->item_id > y->item_id) - (x->item_id < y->item_id);
 }
 
-/* Mark the collected orders published: one ZREM per item with all its order
- * ids, all in one round trip. Best effort: a mark that does not arrive only
- * means one harmless re-publish by the sweeper. */
+/* Mark the collected orders published (one ZREM per item with all its order
+ * ids) and index each order id to its item, all in one round trip; then
+ * answer them. The index goes first so that a buyer who polls the moment
+ * the 202 arrives finds the order. Best effort: a mark that does not arrive
+ * only means one harmless re-publish by the sweeper; an index that does not
+ * arrive means /orders/ID answers 404 while /seckill/ITEM still works. */
 static void marks_flush(struct rsv *r)
 {
     const char *argv[RSV_BATCH + 2];
-    char keys[RSV_BATCH][KEYS_MAX];
+    char keys[RSV_BATCH][KEYS_MAX], idx[KEYS_MAX], val[48], ttl[16];
     size_t i = 0, ncmd = 0, n = r->nmarks;
     r->nmarks = 0;
-    if (n == 0 || !redis_ok(r))
+    if (n == 0)
         return;
+    if (!redis_ok(r))
+        goto answer;
     qsort(r->marks, n, sizeof(r->marks[0]), mark_cmp);
     while (i < n) {
         size_t j = i, argc = 2;
@@ -453,19 +511,31 @@ static void marks_flush(struct rsv *r)
         ncmd++;
         i = j;
     }
+    snprintf(ttl, sizeof(ttl), "%d", CFG_GET(r->cfg->producer.status_ttl_s));
+    for (i = 0; i < n; i++) {
+        const struct rsv_req *q = r->marks[i].req;
+        keys_order(idx, sizeof(idx), r->cfg->redis.key_prefix, q->order_id);
+        snprintf(val, sizeof(val), "%" PRId64 ":%" PRId64, q->item_id, q->user_id);
+        const char *sv[] = { "SET", idx, val, "EX", ttl };
+        if (redisAppendCommandArgv(r->rc, 5, sv, NULL) != REDIS_OK)
+            break;
+        ncmd++;
+    }
     PM_INC(redis_roundtrips);
     for (i = 0; i < ncmd; i++) {
         redisReply *rep = reply_next(r);
         if (!rep)
-            return;
+            break;
         freeReplyObject(rep);
     }
+answer:
+    for (i = 0; i < n; i++)
+        finish(r->marks[i].req, RSV_ACCEPTED);
 }
 
-/* Delivery reports: accepted orders are answered at once and marked
- * published (so the sweeper leaves them alone); certain failures give the
- * unit back; possible ones keep it for the sweeper, since it may already be
- * in Kafka. */
+/* Delivery reports: accepted orders are marked published (so the sweeper
+ * leaves them alone) and answered; certain failures give the unit back;
+ * possible ones keep it for the sweeper, since it may already be in Kafka. */
 static void handle_reports(struct rsv *r, struct rsv_req *list)
 {
     struct restore_job jobs[RSV_BATCH];
@@ -477,8 +547,8 @@ static void handle_reports(struct rsv *r, struct rsv_req *list)
         if (q->dr_err == RD_KAFKA_RESP_ERR_NO_ERROR) {
             struct mark *m = &r->marks[r->nmarks++];
             m->item_id = q->item_id;
+            m->req = q;
             snprintf(m->oid, sizeof(m->oid), "%" PRId64, q->order_id);
-            finish(q, RSV_ACCEPTED);
             if (r->nmarks == RSV_BATCH)
                 marks_flush(r);
             continue;

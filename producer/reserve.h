@@ -15,13 +15,33 @@
 #include "orderid.h"
 #include "publish.h"
 
+/* Every outcome of a buy request, declared once:
+ * X(name, code reserve.lua returns, HTTP status, JSON status, metric).
+ * RSV_NO_CODE marks outcomes the script never returns. A code the table does
+ * not know is logged and answered 503, never guessed. */
+#define RSV_NO_CODE 0
+#define RSV_OUTCOMES(X)                                                      \
+    X(ACCEPTED, 1, 202, "accepted", req_accepted)         /* reserved, Kafka acknowledged */ \
+    X(UNKNOWN_ITEM, -3, 404, "unknown_item", req_unknown_item) /* no stock loaded */    \
+    X(NOT_STARTED, -4, 403, "not_started", req_not_started) /* before the window */     \
+    X(DUPLICATE, -2, 409, "duplicate", req_duplicate)     /* the user holds a unit */  \
+    X(ENDED, -5, 410, "ended", req_ended)                 /* after the window */       \
+    X(SOLD_OUT, -1, 410, "sold_out", req_sold_out)                                     \
+    X(UNAVAILABLE, RSV_NO_CODE, 503, "unavailable", req_unavailable) /* Redis or Kafka could not take it */
+
 enum rsv_outcome {
-    RSV_ACCEPTED,     /* reserved and acknowledged by Kafka */
-    RSV_DUPLICATE,    /* the user already holds a unit of the item */
-    RSV_SOLD_OUT,
-    RSV_UNKNOWN_ITEM, /* no stock loaded */
-    RSV_UNAVAILABLE,  /* Redis or Kafka could not take it */
+#define RSV_ENUM(name, code, http, json, metric) RSV_##name,
+    RSV_OUTCOMES(RSV_ENUM)
+#undef RSV_ENUM
 };
+
+/* The outcome of a script code; -1 for a code the table does not know. */
+int rsv_outcome_of_code(long long code);
+/* Its HTTP status and JSON status word. */
+unsigned rsv_http_status(enum rsv_outcome o);
+const char *rsv_json_status(enum rsv_outcome o);
+/* Count it in the producer's metrics. */
+void rsv_count(enum rsv_outcome o);
 
 struct rsv_req {
     struct pub_ticket ticket; /* Kafka's delivery report comes back through it */
@@ -35,6 +55,7 @@ struct rsv_req {
     /* out */
     enum rsv_outcome outcome;
     int64_t order_id;
+    int64_t starts_at_ms; /* RSV_NOT_STARTED: when the sale opens */
     /* private */
     struct rsv *owner;
     int64_t reserved_at_ms;

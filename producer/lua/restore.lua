@@ -1,5 +1,5 @@
 -- Give a reservation back: Kafka reported the order NOT_PERSISTED.
--- KEYS[1] stock, KEYS[2] buyers, KEYS[3] pending, KEYS[4] unpub
+-- KEYS[1] stock, KEYS[2] buyers, KEYS[3] pending, KEYS[4] unpub, KEYS[5] orders
 -- ARGV[1] user id, ARGV[2] order id, ARGV[3] reserved_at_ms
 -- Returns 1 restored, 0 kept. It is kept unless the reservation is still
 -- pending AND unpublished with its original timestamp: a different score means
@@ -16,4 +16,9 @@ redis.call('INCR', KEYS[1])
 redis.call('SREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[2])
 redis.call('ZREM', KEYS[4], ARGV[2])
+-- The order never was: the buyer's status goes back to none.
+redis.call('HDEL', KEYS[5], 'o:' .. ARGV[2])
+if redis.call('HGET', KEYS[5], 'u:' .. ARGV[1]) == ARGV[2] then
+  redis.call('HDEL', KEYS[5], 'u:' .. ARGV[1])
+end
 return 1
