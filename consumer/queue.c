@@ -6,6 +6,17 @@
 
 #include "util.h"
 
+const char *cmsg_reason(int outcome)
+{
+    switch (outcome) {
+    case CMSG_NO_ITEM: return "no_item";
+    case CMSG_NO_STOCK: return "no_stock";
+    case CMSG_ID_CONFLICT: return "id_conflict";
+    case CMSG_DUP_BUYER: return "dup_buyer";
+    default: return NULL;
+    }
+}
+
 void cmsg_free(struct cmsg *m)
 {
     if (!m)

@@ -42,6 +42,9 @@ struct cmsg {
 };
 
 void cmsg_free(struct cmsg *m);
+/* The reason a refusal is recorded under (order_rejections.reason, the
+ * buyer's status), or NULL for an outcome that is not a refusal. */
+const char *cmsg_reason(int outcome);
 /* Free a chain of messages linked through next. */
 void cmsg_free_list(struct cmsg *m);
 

@@ -229,17 +229,6 @@ static int plain(struct sink *s, const char *sql, char *err, size_t errlen)
     return st;
 }
 
-static const char *reason_name(int outcome)
-{
-    switch (outcome) {
-    case CMSG_NO_ITEM: return "no_item";
-    case CMSG_NO_STOCK: return "no_stock";
-    case CMSG_ID_CONFLICT: return "id_conflict";
-    case CMSG_DUP_BUYER: return "dup_buyer";
-    default: return NULL;
-    }
-}
-
 /* --- the transaction ----------------------------------------------------- */
 
 struct work {
@@ -395,7 +384,7 @@ static int decide(struct sink *s, struct work *w, struct sink_order *v, size_t n
             (*ninsert)++;
             continue;
         }
-        if (reason_name(v[i].outcome))
+        if (cmsg_reason(v[i].outcome))
             (*nreject)++;
     }
     return 0;
@@ -467,7 +456,7 @@ static int do_reject(struct sink *s, struct work *w, struct sink_order *v, size_
     params_reset(w);
     mbuf_printf(&w->p[3], "{");
     for (size_t i = 0; i < n; i++) {
-        const char *why = reason_name(v[i].outcome);
+        const char *why = cmsg_reason(v[i].outcome);
         if (!why)
             continue;
         w->ids[k] = v[i].o->order_id;

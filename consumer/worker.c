@@ -10,10 +10,12 @@
 
 #include "cmetrics.h"
 #include "daemon.h"
+#include "embed.h"
 #include "keys.h"
 #include "lock.h"
 #include "log.h"
 #include "rconn.h"
+#include "script.h"
 #include "sink.h"
 #include "util.h"
 
@@ -27,7 +29,8 @@ struct worker {
     struct queue inbox;
     struct lock_client *lc;
     struct sink *sink;
-    redisContext *rc; /* for clearing reservations; reopened when broken */
+    redisContext *rc; /* for settling reservations; reopened when broken */
+    struct script settle;
     struct resv *unclear; /* reservations of persisted orders not yet cleared */
     size_t nunclear, capunclear;
     bool unclear_logged;
@@ -106,13 +109,17 @@ static int64_t backoff(struct worker *w, int *attempt)
 
 /* --- reservations -------------------------------------------------------- */
 
-/* Reservations of persisted orders still to clear from Redis. */
+/* Settled orders whose reservations are still to clear from Redis, with
+ * what became of them (the buyers' status calls read it there). */
 struct resv {
-    int64_t item, oid;
+    int64_t item, oid, user, reserved_ms;
+    int outcome; /* enum cmsg_outcome */
 };
 
 /* Beyond this many, the oldest are left for 'seckillctl reconcile --fix'. */
 #define WK_UNCLEAR_MAX 100000
+/* Values per order after settle.lua's first argument. */
+#define WK_SETTLE_ARGS 5
 
 static int cmp_resv(const void *a, const void *b)
 {
@@ -120,36 +127,30 @@ static int cmp_resv(const void *a, const void *b)
     return x->item < y->item ? -1 : x->item > y->item;
 }
 
-/* One pipelined round trip: HDEL pending and ZREM unpub, one command of each
- * per item. 0, or -1 when Redis failed or refused. */
-static int clear_once(struct worker *w, const struct resv *r, size_t n, const char **argv, size_t *argl,
-                      char (*ids)[ORDER_ID_STR_MAX])
+/* One pipelined round trip: one settle.lua call per item. 0, or -1 when
+ * Redis failed or refused. vals holds WK_SETTLE_ARGS strings per order. */
+static int clear_once(struct worker *w, const struct resv *r, size_t n, const char **argv, char (*vals)[24])
 {
     const char *prefix = w->pool->cfg->redis.key_prefix;
-    char kp[KEYS_MAX], ku[KEYS_MAX];
+    char k[KEYS_ITEM_PARTS][KEYS_MAX], now[24];
     size_t cmds = 0;
+    snprintf(now, sizeof(now), "%" PRId64, util_wall_ms());
     for (size_t i = 0; i < n;) {
-        size_t j = i;
+        size_t j = i, a = 0;
         while (j < n && r[j].item == r[i].item)
             j++;
-        if (keys_item(kp, sizeof(kp), prefix, r[i].item, KEYS_ITEM_PENDING) < 0 ||
-            keys_item(ku, sizeof(ku), prefix, r[i].item, KEYS_ITEM_UNPUB) < 0)
+        if (keys_item_all(k, prefix, r[i].item) != 0)
             return -1;
-        for (int c = 0; c < 2; c++) {
-            size_t k = 0;
-            argv[k] = c == 0 ? "HDEL" : "ZREM";
-            argl[k++] = 4;
-            argv[k] = c == 0 ? kp : ku;
-            argl[k] = strlen(argv[k]);
-            k++;
-            for (size_t m = i; m < j; m++) {
-                argv[k] = ids[m];
-                argl[k++] = strlen(ids[m]);
-            }
-            if (redisAppendCommandArgv(w->rc, (int)k, argv, argl) != REDIS_OK)
-                return -1;
-            cmds++;
-        }
+        argv[a++] = k[KEYS_ITEM_PENDING];
+        argv[a++] = k[KEYS_ITEM_UNPUB];
+        argv[a++] = k[KEYS_ITEM_ORDERS];
+        argv[a++] = now;
+        for (size_t m = i; m < j; m++)
+            for (int v = 0; v < WK_SETTLE_ARGS; v++)
+                argv[a++] = vals[m * WK_SETTLE_ARGS + (size_t)v];
+        if (script_append(w->rc, &w->settle, 3, (int)(a - 3), argv, NULL) != 0)
+            return -1;
+        cmds++;
         i = j;
     }
     /* An error reply (LOADING while Redis reads its AOF back) leaves the
@@ -159,8 +160,11 @@ static int clear_once(struct worker *w, const struct resv *r, size_t n, const ch
         redisReply *rep = NULL;
         if (redisGetReply(w->rc, (void **)&rep) != REDIS_OK)
             return -1;
-        if (rep->type == REDIS_REPLY_ERROR)
+        if (rep->type == REDIS_REPLY_ERROR) {
+            if (script_is_noscript(rep))
+                w->settle.sha[0] = 0; /* reloaded on the retry */
             ret = -1;
+        }
         freeReplyObject(rep);
     }
     return ret;
@@ -175,8 +179,7 @@ static void clear_reservations(struct worker *w, struct cmsg **v, size_t n)
 {
     char err[256];
     const char **argv = NULL;
-    size_t *argl = NULL;
-    char (*ids)[ORDER_ID_STR_MAX] = NULL;
+    char (*vals)[24] = NULL;
     if (w->nunclear + n > w->capunclear) {
         size_t cap = (w->nunclear + n) * 2;
         struct resv *nr = realloc(w->unclear, cap * sizeof(*nr));
@@ -186,18 +189,26 @@ static void clear_reservations(struct worker *w, struct cmsg **v, size_t n)
         w->capunclear = cap;
     }
     for (size_t i = 0; i < n; i++)
-        w->unclear[w->nunclear++] = (struct resv){ v[i]->o.item_id, v[i]->o.order_id };
+        w->unclear[w->nunclear++] = (struct resv){ v[i]->o.item_id, v[i]->o.order_id, v[i]->o.user_id,
+                                                   v[i]->o.reserved_at_ms, v[i]->outcome };
     n = w->nunclear;
     if (n == 0)
         return;
     qsort(w->unclear, n, sizeof(*w->unclear), cmp_resv);
-    argv = malloc((n + 2) * sizeof(*argv));
-    argl = malloc((n + 2) * sizeof(*argl));
-    ids = malloc(n * sizeof(*ids));
-    if (!argv || !argl || !ids)
+    argv = malloc((n * WK_SETTLE_ARGS + 4) * sizeof(*argv));
+    vals = malloc(n * WK_SETTLE_ARGS * sizeof(*vals));
+    if (!argv || !vals)
         goto fail;
-    for (size_t i = 0; i < n; i++)
-        snprintf(ids[i], sizeof(ids[i]), "%" PRId64, w->unclear[i].oid);
+    for (size_t i = 0; i < n; i++) {
+        const struct resv *r = &w->unclear[i];
+        const char *why = cmsg_reason(r->outcome);
+        char(*o)[24] = &vals[i * WK_SETTLE_ARGS];
+        snprintf(o[0], sizeof(o[0]), "%" PRId64, r->oid);
+        snprintf(o[1], sizeof(o[1]), "%" PRId64, r->user);
+        snprintf(o[2], sizeof(o[2]), "%s", why ? "r" : "c");
+        snprintf(o[3], sizeof(o[3]), "%" PRId64, r->reserved_ms);
+        snprintf(o[4], sizeof(o[4]), "%s", why ? why : "");
+    }
     for (int attempt = 0; attempt < 2; attempt++) {
         if (rconn_broken(w->rc) || attempt > 0) {
             if (w->rc)
@@ -208,7 +219,11 @@ static void clear_reservations(struct worker *w, struct cmsg **v, size_t n)
                 goto fail;
             }
         }
-        if (clear_once(w, w->unclear, n, argv, argl, ids) == 0) {
+        if (!w->settle.sha[0] && script_load(w->rc, &w->settle) != 0) {
+            CM_ADD(redis_errors, 1);
+            continue;
+        }
+        if (clear_once(w, w->unclear, n, argv, vals) == 0) {
             if (w->unclear_logged)
                 log_notice("worker %d: cleared %zu reservations left over from a Redis outage", w->id, n);
             w->nunclear = 0;
@@ -231,8 +246,7 @@ fail:
     }
 done:
     free(argv);
-    free(argl);
-    free(ids);
+    free(vals);
 }
 
 /* --- one batch ------------------------------------------------------------ */
@@ -529,6 +543,7 @@ static int worker_init(struct wk_pool *p, struct worker *w, int id, char *err, s
     snprintf(app, sizeof(app), "seckill-consumer/%d", id);
     if (sink_open(p->cfg, app, &w->sink, err, errlen) != 0)
         return -1;
+    w->settle = (struct script)SCRIPT_INIT("settle", embed_settle);
     if (rconn_open(p->cfg, &w->rc, err, errlen) != 0)
         return -1;
     return 0;
