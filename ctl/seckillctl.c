@@ -9,11 +9,14 @@
 #include "lockcmd.h"
 #include "reconcile.h"
 #include "sweepcmd.h"
+#include "token.h"
 
 static const char usage[] =
     "COMMAND ...\n"
     "commands:\n"
-    "  item create --id ID --stock N [--name NAME]   create an item and load its stock\n"
+    "  item create --id ID --stock N [--name NAME] [--starts-at T] [--ends-at T]\n"
+    "                                                create an item, load its stock and sale window\n"
+    "  item show ID                                  stock, window, sold/pending/refused counts\n"
     "  lock run --name NAME [--ttl-ms N] [--wait-ms N] -- CMD [ARGS...]\n"
     "                                                run CMD holding a distributed lock\n"
     "  lock show NAME                                show a lock's holder, lease and fence\n"
@@ -25,6 +28,8 @@ static const char usage[] =
     "                                                refusals and dead letters\n"
     "  sweep [--age-ms N]                            re-publish reservations Kafka never\n"
     "                                                acknowledged, older than N ms\n"
+    "  token issue (--user ID | --users FIRST-LAST) [--ttl DURATION] [--key KID]\n"
+    "                                                sign a buyer's bearer token (development, tests)\n"
     "  config show                                   print the effective configuration\n";
 
 int main(int argc, char **argv)
@@ -50,6 +55,8 @@ int main(int argc, char **argv)
         ret = inspect_cmd(&c, sub_argc, sub_argv);
     } else if (strcmp(sub_argv[0], "reconcile") == 0) {
         ret = reconcile_cmd(&c, sub_argc, sub_argv);
+    } else if (strcmp(sub_argv[0], "token") == 0) {
+        ret = token_cmd(&c, sub_argc, sub_argv);
     } else if (strcmp(sub_argv[0], "sweep") == 0) {
         ret = sweepcmd(&c, sub_argc, sub_argv);
     } else if (strcmp(sub_argv[0], "config") == 0 && sub_argc == 2 && strcmp(sub_argv[1], "show") == 0) {

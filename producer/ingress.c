@@ -2,6 +2,7 @@
 
 #include <inttypes.h>
 #include <microhttpd.h>
+#include <stddef.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -9,24 +10,33 @@
 #include <string.h>
 #include <time.h>
 
+#include "auth.h"
 #include "httpd.h"
 #include "log.h"
 #include "pmetrics.h"
 #include "request.h"
+#include "status.h"
 #include "util.h"
 
 #define ORDER_PATH "/api/v1/seckill"
+#define ITEM_STATUS_PREFIX "/api/v1/seckill/"
+#define ORDER_STATUS_PREFIX "/api/v1/orders/"
 
 enum { REQ_READING, REQ_QUEUED, REQ_DONE };
+enum { KIND_BUY, KIND_STATUS };
 
-/* One order request. Pooled: allocated and freed only on the HTTP thread. */
+/* One buy or status request. Pooled: allocated and freed only on the HTTP
+ * thread. */
 struct ing_req {
     struct rsv_req rr; /* first: the reserving thread hands it back as this */
+    struct st_req sr;  /* the status thread hands it back as this */
     struct ingress *g;
     struct MHD_Connection *conn;
     int64_t t0_us;
     _Atomic int state;
+    int kind;
     int too_large;
+    int64_t buyer; /* the verified token's buyer; 0 with producer.auth = "none" */
     size_t len;
     struct ing_req *free_next;
     char body[]; /* body_limit bytes */
@@ -35,6 +45,8 @@ struct ing_req {
 struct ingress {
     const struct cfg *cfg;
     struct rsv *rsv;
+    struct st *st;
+    struct auth *auth;
     struct ing_health *health;
     struct MHD_Daemon *mhd;
     _Atomic int stopping;
@@ -50,8 +62,9 @@ static int64_t now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static enum MHD_Result respond(struct ingress *g, struct MHD_Connection *conn, unsigned status,
-                               const char *body, int64_t t0_us)
+/* hdr/value: one more response header, or NULL. */
+static enum MHD_Result respond_hdr(struct ingress *g, struct MHD_Connection *conn, unsigned status,
+                                   const char *body, int64_t t0_us, const char *hdr, const char *value)
 {
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
@@ -59,6 +72,8 @@ static enum MHD_Result respond(struct ingress *g, struct MHD_Connection *conn, u
     if (!resp)
         return MHD_NO;
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    if (hdr)
+        MHD_add_response_header(resp, hdr, value);
     if (atomic_load(&g->stopping))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     ret = MHD_queue_response(conn, status, resp);
@@ -68,8 +83,16 @@ static enum MHD_Result respond(struct ingress *g, struct MHD_Connection *conn, u
     return ret;
 }
 
-static enum MHD_Result bad_request(struct ingress *g, struct MHD_Connection *conn, const char *why,
-                                   int64_t t0_us)
+static enum MHD_Result respond(struct ingress *g, struct MHD_Connection *conn, unsigned status,
+                               const char *body, int64_t t0_us)
+{
+    return respond_hdr(g, conn, status, body, t0_us, NULL, NULL);
+}
+
+/* {"status":word,"error":why} with why made safe for a JSON string. */
+static enum MHD_Result refuse(struct ingress *g, struct MHD_Connection *conn, unsigned status,
+                              const char *word, const char *why, int64_t t0_us, const char *hdr,
+                              const char *value)
 {
     char body[256];
     /* why never contains a quote or a backslash: our own messages and
@@ -79,9 +102,24 @@ static enum MHD_Result bad_request(struct ingress *g, struct MHD_Connection *con
     for (size_t i = 0; why[i] && j < sizeof(safe) - 1; i++)
         safe[j++] = (why[i] == '"' || why[i] == '\\' || (unsigned char)why[i] < 0x20) ? '\'' : why[i];
     safe[j] = 0;
-    snprintf(body, sizeof(body), "{\"status\":\"bad_request\",\"error\":\"%s\"}", safe);
+    snprintf(body, sizeof(body), "{\"status\":\"%s\",\"error\":\"%s\"}", word, safe);
+    return respond_hdr(g, conn, status, body, t0_us, hdr, value);
+}
+
+static enum MHD_Result bad_request(struct ingress *g, struct MHD_Connection *conn, const char *why,
+                                   int64_t t0_us)
+{
     PM_INC(req_bad_request);
-    return respond(g, conn, MHD_HTTP_BAD_REQUEST, body, t0_us);
+    return refuse(g, conn, MHD_HTTP_BAD_REQUEST, "bad_request", why, t0_us, NULL, NULL);
+}
+
+/* RFC 6750: the client learns which check failed, never the token back. */
+static enum MHD_Result unauthorized(struct ingress *g, struct MHD_Connection *conn, enum jwt_err e,
+                                    int64_t t0_us)
+{
+    PM_INC(req_unauthorized);
+    return refuse(g, conn, MHD_HTTP_UNAUTHORIZED, "unauthorized", jwt_err_str(e), t0_us,
+                  MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer error=\"invalid_token\"");
 }
 
 static enum MHD_Result unavailable(struct ingress *g, struct MHD_Connection *conn, int64_t t0_us)
@@ -90,20 +128,29 @@ static enum MHD_Result unavailable(struct ingress *g, struct MHD_Connection *con
     return respond(g, conn, MHD_HTTP_SERVICE_UNAVAILABLE, "{\"status\":\"unavailable\"}", t0_us);
 }
 
+static void request_done(struct ing_req *q);
+
 /* Reserving thread: the outcome is final. It is counted here, not when the
  * answer is sent: a client that hung up meanwhile is never asked again by
  * MHD, and its request must still leave the in-flight count. */
 static void on_complete(struct rsv_req *rr)
 {
     struct ing_req *q = (struct ing_req *)rr;
+    rsv_count(rr->outcome);
+    request_done(q);
+}
+
+/* Status thread: the same hand-back. */
+static void on_status_complete(struct st_req *sr)
+{
+    struct ing_req *q = (struct ing_req *)((char *)sr - offsetof(struct ing_req, sr));
+    PM_INC(req_status);
+    request_done(q);
+}
+
+static void request_done(struct ing_req *q)
+{
     struct ingress *g = q->g;
-    switch (rr->outcome) {
-    case RSV_ACCEPTED: PM_INC(req_accepted); break;
-    case RSV_DUPLICATE: PM_INC(req_duplicate); break;
-    case RSV_SOLD_OUT: PM_INC(req_sold_out); break;
-    case RSV_UNKNOWN_ITEM: PM_INC(req_unknown_item); break;
-    default: PM_INC(req_unavailable); break;
-    }
     atomic_store(&q->state, REQ_DONE);
     atomic_fetch_sub(&g->inflight, 1);
     PM_ADD(inflight, -1);
@@ -111,25 +158,65 @@ static void on_complete(struct rsv_req *rr)
     MHD_resume_connection(q->conn);
 }
 
-static enum MHD_Result answer(struct ingress *g, struct ing_req *q)
+static enum MHD_Result answer_buy(struct ingress *g, struct ing_req *q)
 {
-    char body[96];
-    switch (q->rr.outcome) {
+    char body[128], when[40];
+    enum rsv_outcome o = q->rr.outcome;
+    switch (o) {
     case RSV_ACCEPTED:
         snprintf(body, sizeof(body), "{\"status\":\"accepted\",\"order_id\":\"%" PRId64 "\"}",
                  q->rr.order_id);
-        return respond(g, q->conn, MHD_HTTP_ACCEPTED, body, q->t0_us);
-    case RSV_DUPLICATE:
-        return respond(g, q->conn, MHD_HTTP_CONFLICT, "{\"status\":\"duplicate\"}", q->t0_us);
-    case RSV_SOLD_OUT:
-        return respond(g, q->conn, MHD_HTTP_GONE, "{\"status\":\"sold_out\"}", q->t0_us);
-    case RSV_UNKNOWN_ITEM:
-        return respond(g, q->conn, MHD_HTTP_NOT_FOUND, "{\"status\":\"unknown_item\"}", q->t0_us);
-    case RSV_UNAVAILABLE:
+        break;
+    case RSV_NOT_STARTED:
+        util_format_time_ms(q->rr.starts_at_ms, when, sizeof(when));
+        snprintf(body, sizeof(body), "{\"status\":\"not_started\",\"starts_at\":\"%s\"}", when);
+        break;
     default:
-        return respond(g, q->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "{\"status\":\"unavailable\"}",
-                       q->t0_us);
+        snprintf(body, sizeof(body), "{\"status\":\"%s\"}", rsv_json_status(o));
+        break;
     }
+    return respond(g, q->conn, rsv_http_status(o), body, q->t0_us);
+}
+
+/* ms since the epoch as a JSON string, or null for 0. */
+static void json_time(char *buf, size_t len, int64_t ms)
+{
+    char t[40];
+    if (!ms) {
+        snprintf(buf, len, "null");
+        return;
+    }
+    util_format_time_ms(ms, t, sizeof(t));
+    snprintf(buf, len, "\"%s\"", t);
+}
+
+static enum MHD_Result answer_status(struct ingress *g, struct ing_req *q)
+{
+    const struct st_req *r = &q->sr;
+    char body[384], reserved[48], persisted[48], reason[96] = "";
+    switch (r->state) {
+    case ST_NOT_FOUND:
+        return respond(g, q->conn, MHD_HTTP_NOT_FOUND, "{\"status\":\"not_found\"}", 0);
+    case ST_UNAVAILABLE:
+        return respond(g, q->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "{\"status\":\"unavailable\"}", 0);
+    case ST_NONE:
+        snprintf(body, sizeof(body), "{\"status\":\"none\",\"item_id\":%" PRId64 "}", r->id);
+        return respond(g, q->conn, MHD_HTTP_OK, body, 0);
+    default:
+        break;
+    }
+    json_time(reserved, sizeof(reserved), r->reserved_at_ms);
+    json_time(persisted, sizeof(persisted), r->state == ST_CONFIRMED ? r->settled_at_ms : 0);
+    if (r->state == ST_REFUSED) {
+        char t[48];
+        json_time(t, sizeof(t), r->settled_at_ms);
+        snprintf(reason, sizeof(reason), ",\"reason\":\"%s\",\"refused_at\":%s", r->reason, t);
+    }
+    snprintf(body, sizeof(body),
+             "{\"status\":\"%s\",\"order_id\":\"%" PRId64 "\",\"item_id\":%" PRId64
+             ",\"reserved_at\":%s,\"persisted_at\":%s%s}",
+             st_state_name(r->state), r->order_id, r->item_id, reserved, persisted, reason);
+    return respond(g, q->conn, MHD_HTTP_OK, body, 0);
 }
 
 static struct ing_req *req_get(struct ingress *g, struct MHD_Connection *conn)
@@ -194,42 +281,150 @@ static enum MHD_Result get_endpoint(struct ingress *g, struct MHD_Connection *co
     return ret;
 }
 
+/* Admit a request past the shared limits and suspend nothing yet: a pooled
+ * request, or NULL after answering (503/429). */
+static struct ing_req *admit(struct ingress *g, struct MHD_Connection *conn, int kind, int64_t t0,
+                             enum MHD_Result *ret)
+{
+    struct ing_req *q;
+    if (atomic_load(&g->stopping)) {
+        *ret = unavailable(g, conn, t0);
+        return NULL;
+    }
+    /* Load shedding: beyond the limit an immediate 429 costs the server
+     * almost nothing, where queueing would make every answer late. */
+    if (atomic_load(&g->inflight) >= CFG_GET(g->cfg->producer.max_inflight)) {
+        PM_INC(req_overloaded);
+        *ret = respond(g, conn, MHD_HTTP_TOO_MANY_REQUESTS, "{\"status\":\"overloaded\"}", t0);
+        return NULL;
+    }
+    if (!(q = req_get(g, conn))) {
+        *ret = unavailable(g, conn, t0);
+        return NULL;
+    }
+    q->t0_us = t0;
+    q->kind = kind;
+    return q;
+}
+
+/* Hand a request to its thread: it counts as in flight until answered. */
+static void queue_request(struct ingress *g, struct ing_req *q)
+{
+    atomic_store(&q->state, REQ_QUEUED);
+    atomic_fetch_add(&g->inflight, 1);
+    PM_INC(inflight);
+    MHD_suspend_connection(q->conn);
+    if (q->kind == KIND_BUY)
+        rsv_submit(g->rsv, &q->rr);
+    else
+        st_submit(g->st, &q->sr);
+}
+
+/* GET /api/v1/orders/ID or /api/v1/seckill/ID, with the buyer known. */
+static enum MHD_Result status_call(struct ingress *g, struct MHD_Connection *conn, enum st_kind kind, int64_t id,
+                                   int64_t buyer, int64_t t0, void **con_cls)
+{
+    enum MHD_Result ret = MHD_NO;
+    struct ing_req *q;
+    if (kind == ST_BY_ITEM && !buyer) {
+        /* producer.auth = "none" (development): the caller names itself. */
+        const char *u = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "user_id");
+        if (!u || util_parse_i64(u, 1, INT64_MAX, &buyer) != 0)
+            return bad_request(g, conn, "user_id query parameter must be a positive integer", t0);
+    }
+    if (!(q = admit(g, conn, KIND_STATUS, t0, &ret)))
+        return ret;
+    q->sr.kind = kind;
+    q->sr.id = id;
+    q->sr.user_id = buyer;
+    q->sr.complete = on_status_complete;
+    /* MHD calls again once the (empty) body is read: the request goes to its
+     * thread then. */
+    *con_cls = q;
+    return MHD_YES;
+}
+
 /* First call for a request: only the headers are in. */
 static enum MHD_Result on_headers(struct ingress *g, struct MHD_Connection *conn, const char *url,
                                   const char *method, void **con_cls)
 {
     const char *ctype, *clen;
-    int64_t t0 = now_us(), n;
+    int64_t t0 = now_us(), n, id, buyer = 0;
+    int is_get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    int by_order = 0, by_item = 0;
+    enum MHD_Result ret = MHD_NO;
     struct ing_req *q;
-    if (strcmp(url, ORDER_PATH) != 0) {
-        if (strcmp(method, "GET") == 0 && (strcmp(url, "/healthz") == 0 || strcmp(url, "/metrics") == 0))
-            return get_endpoint(g, conn, url);
-        PM_INC(req_not_found);
-        return respond(g, conn, MHD_HTTP_NOT_FOUND, "{\"status\":\"not_found\"}", 0);
+
+    clen = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    /* Both framings at once is how requests are smuggled past a proxy that
+     * reads the other one (RFC 9112 6.3): refuse, whatever the path. */
+    if (clen && MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 1);
+        return refuse(g, conn, MHD_HTTP_BAD_REQUEST, "bad_request",
+                      "Content-Length and Transfer-Encoding together", t0, MHD_HTTP_HEADER_CONNECTION, "close");
     }
-    if (strcmp(method, "POST") != 0) {
+    if (strcmp(url, ORDER_PATH) != 0) {
+        if (is_get && (strcmp(url, "/healthz") == 0 || strcmp(url, "/metrics") == 0))
+            return get_endpoint(g, conn, url);
+        if ((by_order = req_path_id(url, ORDER_STATUS_PREFIX, &id)) == 0)
+            by_item = req_path_id(url, ITEM_STATUS_PREFIX, &id);
+        if (by_order == 0 && by_item == 0) {
+            PM_INC(req_not_found);
+            return respond(g, conn, MHD_HTTP_NOT_FOUND, "{\"status\":\"not_found\"}", 0);
+        }
+        if (by_order < 0 || by_item < 0)
+            return bad_request(g, conn, "the id in the path must be a positive integer", t0);
+        if (!is_get) {
+            PM_INC(req_bad_request);
+            return respond(g, conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+                           "{\"status\":\"bad_request\",\"error\":\"use GET\"}", t0);
+        }
+    } else if (strcmp(method, "POST") != 0) {
         PM_INC(req_bad_request);
         return respond(g, conn, MHD_HTTP_METHOD_NOT_ALLOWED,
                        "{\"status\":\"bad_request\",\"error\":\"use POST\"}", t0);
     }
+    if (auth_enabled(g->auth)) {
+        const char *authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+        enum jwt_err e = auth_buyer(g->auth, authz, &buyer);
+        if (e != JWT_OK)
+            return unauthorized(g, conn, e, t0);
+    }
+    if (by_order || by_item)
+        return status_call(g, conn, by_order ? ST_BY_ORDER : ST_BY_ITEM, id, buyer, t0, con_cls);
+
     ctype = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (!req_content_type_ok(ctype))
         return bad_request(g, conn, "content type must be application/json", t0);
-    clen = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (clen && (util_parse_i64(clen, 0, INT64_MAX, &n) != 0 || n > (int64_t)g->body_limit))
         return bad_request(g, conn, "body too large", t0);
-    if (atomic_load(&g->stopping))
-        return unavailable(g, conn, t0);
-    /* Load shedding: beyond the limit an immediate 429 costs the server
-     * almost nothing, where queueing would make every answer late. */
-    if (atomic_load(&g->inflight) >= CFG_GET(g->cfg->producer.max_inflight)) {
-        PM_INC(req_overloaded);
-        return respond(g, conn, MHD_HTTP_TOO_MANY_REQUESTS, "{\"status\":\"overloaded\"}", t0);
-    }
-    if (!(q = req_get(g, conn)))
-        return unavailable(g, conn, t0);
-    q->t0_us = t0;
+    if (!(q = admit(g, conn, KIND_BUY, t0, &ret)))
+        return ret;
+    q->buyer = buyer;
     *con_cls = q;
+    return MHD_YES;
+}
+
+/* The whole body is in: who buys what. */
+static enum MHD_Result on_body(struct ingress *g, struct MHD_Connection *conn, struct ing_req *q)
+{
+    struct req_body rb;
+    char err[128];
+    if (q->too_large)
+        return bad_request(g, conn, "body too large", q->t0_us);
+    if (req_parse(q->body, q->len, &rb, err, sizeof(err)) != 0)
+        return bad_request(g, conn, err, q->t0_us);
+    if (q->buyer && rb.user_id && rb.user_id != q->buyer) {
+        PM_INC(req_forbidden);
+        return refuse(g, conn, MHD_HTTP_FORBIDDEN, "forbidden", "user_id is not the token's buyer", q->t0_us,
+                      NULL, NULL);
+    }
+    if (!q->buyer && !rb.user_id)
+        return bad_request(g, conn, "missing user_id", q->t0_us);
+    q->rr.user_id = q->buyer ? q->buyer : rb.user_id;
+    q->rr.item_id = rb.item_id;
+    q->rr.complete = on_complete;
+    queue_request(g, q);
     return MHD_YES;
 }
 
@@ -240,8 +435,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 {
     struct ingress *g = cls;
     struct ing_req *q = *con_cls;
-    struct req_body rb;
-    char err[128];
     (void)version;
     if (!q)
         return on_headers(g, conn, url, method, con_cls);
@@ -249,8 +442,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     case REQ_READING:
         if (*upload_data_size) {
             /* Chunked bodies have no length up front: keep reading, keep
-             * nothing beyond the limit, refuse at the end. */
-            if (q->len + *upload_data_size > g->body_limit)
+             * nothing beyond the limit, refuse at the end. A status call
+             * ignores a body. */
+            if (q->kind != KIND_BUY)
+                ;
+            else if (q->len + *upload_data_size > g->body_limit)
                 q->too_large = 1;
             else {
                 memcpy(q->body + q->len, upload_data, *upload_data_size);
@@ -259,21 +455,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             *upload_data_size = 0;
             return MHD_YES;
         }
-        if (q->too_large)
-            return bad_request(g, conn, "body too large", q->t0_us);
-        if (req_parse(q->body, q->len, &rb, err, sizeof(err)) != 0)
-            return bad_request(g, conn, err, q->t0_us);
-        q->rr.user_id = rb.user_id;
-        q->rr.item_id = rb.item_id;
-        q->rr.complete = on_complete;
-        atomic_store(&q->state, REQ_QUEUED);
-        atomic_fetch_add(&g->inflight, 1);
-        PM_INC(inflight);
-        MHD_suspend_connection(conn);
-        rsv_submit(g->rsv, &q->rr);
+        if (q->kind == KIND_BUY)
+            return on_body(g, conn, q);
+        queue_request(g, q);
         return MHD_YES;
     case REQ_DONE:
-        return answer(g, q);
+        return q->kind == KIND_BUY ? answer_buy(g, q) : answer_status(g, q);
     default:
         /* Resumed without an answer cannot happen; refuse rather than hang. */
         return MHD_NO;
@@ -289,8 +476,8 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     log_warn("http: %s", buf);
 }
 
-int ing_start(const struct cfg *c, struct rsv *r, struct ing_health *h, struct ingress **out,
-              char *err, size_t errlen)
+int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct auth *a, struct ing_health *h,
+              struct ingress **out, char *err, size_t errlen)
 {
     struct sockaddr_in sa;
     struct ingress *g = calloc(1, sizeof(*g));
@@ -300,6 +487,8 @@ int ing_start(const struct cfg *c, struct rsv *r, struct ing_health *h, struct i
     }
     g->cfg = c;
     g->rsv = r;
+    g->st = st;
+    g->auth = a;
     g->health = h;
     g->body_limit = (size_t)c->producer.body_limit;
     if (httpd_sockaddr(c->producer.listen, c->producer.port, &sa) != 0) {

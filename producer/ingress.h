@@ -1,19 +1,27 @@
 /* ingress: the HTTP API (libmicrohttpd, one epoll thread).
  *
- *   POST /api/v1/seckill   {"user_id":U,"item_id":I} -> 202/409/410/404/400/503/429
- *   GET  /healthz          Redis and Kafka reachable
- *   GET  /metrics          Prometheus text
+ *   POST /api/v1/seckill            {"item_id":I[,"user_id":U]}
+ *                                   -> 202/409/410/404/403/401/400/503/429
+ *   GET  /api/v1/orders/{order_id}  an order's status (status.h)
+ *   GET  /api/v1/seckill/{item_id}  the caller's order for an item
+ *   GET  /healthz                   Redis and Kafka reachable
+ *   GET  /metrics                   Prometheus text
+ *   (HEAD wherever GET is)
  *
- * An order request is parsed on the HTTP thread, then its connection is
- * suspended while the reserving thread works on it, and resumed with the
- * answer: the HTTP thread never waits for Redis or Kafka. */
+ * With producer.auth = "jwt" the buyer is the bearer token's (auth.h),
+ * checked on the HTTP thread from the headers alone. A buy request is parsed
+ * on the HTTP thread, then its connection is suspended while the reserving
+ * thread works on it (a status call: the status thread), and resumed with
+ * the answer: the HTTP thread never waits for Redis or Kafka. */
 #ifndef SECKILL_INGRESS_H
 #define SECKILL_INGRESS_H
 
 #include <stddef.h>
 
+#include "auth.h"
 #include "cfg.h"
 #include "reserve.h"
+#include "status.h"
 
 struct ingress;
 
@@ -24,8 +32,8 @@ struct ing_health {
 };
 
 /* Listen on producer.listen:port. 0, or -1 with err set. */
-int ing_start(const struct cfg *c, struct rsv *r, struct ing_health *h, struct ingress **out,
-              char *err, size_t errlen);
+int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct auth *a, struct ing_health *h,
+              struct ingress **out, char *err, size_t errlen);
 /* From now on order requests are answered 503 and connections are closed
  * after their answer; requests already queued still finish. */
 void ing_stop_accepting(struct ingress *g);

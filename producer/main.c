@@ -1,14 +1,16 @@
 /* seckill-producer: HTTP ingress -> atomic Redis reservation -> Kafka.
  *
- * Threads: the HTTP thread (ingress) parses and suspends, the reserving
- * thread batches scripts and publishes (reserve), librdkafka's poll thread
- * returns delivery reports to it (publish), housekeeping checks health,
- * fetches order id blocks and sweeps (housekeep). This main thread only
- * watches signals and drives the lifecycle. */
+ * Threads: the HTTP thread (ingress) authenticates, parses and suspends,
+ * the reserving thread batches scripts and publishes (reserve), librdkafka's
+ * poll thread returns delivery reports to it (publish), the status thread
+ * answers the buyers' polls (status), housekeeping checks health, fetches
+ * order id blocks and sweeps (housekeep). This main thread only watches
+ * signals and drives the lifecycle, reloads included (auth's keys). */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "cfg.h"
 #include "cli.h"
 #include "daemon.h"
@@ -19,6 +21,7 @@
 #include "pmetrics.h"
 #include "publish.h"
 #include "reserve.h"
+#include "status.h"
 #include "util.h"
 
 #define TICK_MS 100
@@ -83,6 +86,8 @@ int main(int argc, char **argv)
     struct pub *p = NULL;
     struct rsv *r = NULL;
     struct hk *k = NULL;
+    struct st *st = NULL;
+    struct auth *a = NULL;
     struct ingress *g = NULL;
     struct ing_health health = { 0 };
     static struct oid_gen gen;
@@ -99,6 +104,11 @@ int main(int argc, char **argv)
         goto out;
     }
     daemon_notify("STATUS=starting");
+    /* Keys first: a broken key file is a configuration error, not a wait. */
+    if (auth_open(&c, &a, err, sizeof(err)) != 0) {
+        log_error("%s", err);
+        goto out;
+    }
     STARTUP_RETRY("order ids", oid_take_block(&c, &block, err, sizeof(err)));
     oid_init(&gen, block);
     PM_SET(id_block, block);
@@ -108,18 +118,20 @@ int main(int argc, char **argv)
     }
     STARTUP_RETRY("redis", rsv_start(&c, p, &gen, &r, err, sizeof(err)));
     if (hk_start(&c, p, &gen, &health, &k, err, sizeof(err)) != 0 ||
-        ing_start(&c, r, &health, &g, err, sizeof(err)) != 0) {
+        st_start(&c, &st, err, sizeof(err)) != 0 ||
+        ing_start(&c, r, st, a, &health, &g, err, sizeof(err)) != 0) {
         log_error("%s", err);
         goto out;
     }
-    log_notice("taking orders on http://%s:%d/api/v1/seckill (order id block %lld)",
-               c.producer.listen, c.producer.port, (long long)block);
+    log_notice("taking orders on http://%s:%d/api/v1/seckill (order id block %lld, auth %s)",
+               c.producer.listen, c.producer.port, (long long)block, auth_enabled(a) ? "jwt" : "none");
     daemon_notify("READY=1\nSTATUS=taking orders on %s:%d", c.producer.listen, c.producer.port);
 
     while (!daemon_stop_signals && !pub_fatal(p)) {
         if (daemon_reload_signal) {
             daemon_reload_signal = 0;
-            daemon_reload(&cli, &c, NULL);
+            struct daemon_reload_hook hook = auth_reload_hook(a);
+            daemon_reload(&cli, &c, &hook);
         }
         daemon_watchdog();
         util_sleep_ms(TICK_MS);
@@ -134,8 +146,10 @@ out:
         daemon_notify("STOPPING=1");
     hk_stop(k);
     ing_stop(g);
+    st_stop(st);
     rsv_stop(r);
     pub_close(p, CFG_GET(c.producer.drain_timeout_ms));
+    auth_close(a);
     log_notice("stopped");
     cfg_free(&c);
     return status;

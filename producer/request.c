@@ -5,9 +5,15 @@
 #include <string.h>
 #include <strings.h>
 
-static int member(json_t *root, const char *name, int64_t *out, char *err, size_t errlen)
+#include "util.h"
+
+static int member(json_t *root, const char *name, int optional, int64_t *out, char *err, size_t errlen)
 {
     json_t *v = json_object_get(root, name);
+    if (!v && optional) {
+        *out = 0;
+        return 0;
+    }
     if (!v) {
         snprintf(err, errlen, "missing %s", name);
         return -1;
@@ -44,14 +50,26 @@ int req_parse(const char *body, size_t len, struct req_body *out, char *err, siz
         snprintf(err, errlen, "body must be a JSON object");
         goto fail;
     }
-    if (member(root, "user_id", &out->user_id, err, errlen) != 0 ||
-        member(root, "item_id", &out->item_id, err, errlen) != 0)
+    if (member(root, "user_id", 1, &out->user_id, err, errlen) != 0 ||
+        member(root, "item_id", 0, &out->item_id, err, errlen) != 0)
         goto fail;
     json_decref(root);
     return 0;
 fail:
     json_decref(root);
     return -1;
+}
+
+int req_path_id(const char *url, const char *prefix, int64_t *id)
+{
+    size_t n = strlen(prefix);
+    if (strncmp(url, prefix, n) != 0)
+        return 0;
+    /* util_parse_i64 refuses signs, blanks, junk and overflow; leading
+     * zeros would give one order two names, so refuse them too. */
+    if (url[n] == '0' || util_parse_i64(url + n, 1, INT64_MAX, id) != 0)
+        return -1;
+    return 1;
 }
 
 int req_content_type_ok(const char *value)

@@ -21,6 +21,30 @@ static void test_valid(void **state)
     assert_int_equal(parse(" {\"item_id\":7,\"note\":\"x\",\"user_id\":9223372036854775807}\n", &rb,
                            err, sizeof(err)), 0);
     assert_true(rb.user_id == INT64_MAX && rb.item_id == 7);
+    /* user_id is optional (the token names the buyer); absent reads 0. */
+    rb.user_id = 5;
+    assert_int_equal(parse("{\"item_id\":3}", &rb, err, sizeof(err)), 0);
+    assert_true(rb.user_id == 0 && rb.item_id == 3);
+}
+
+static void test_path_id(void **state)
+{
+    (void)state;
+    int64_t id = 0;
+    static const char *const bad[] = { "", "0", "007", "-1", "+1", "1x", "1/", "1 ", " 1", "1?x=1",
+                                       "9223372036854775808", "99999999999999999999", "/1" };
+    assert_int_equal(req_path_id("/api/v1/orders/123", "/api/v1/orders/", &id), 1);
+    assert_true(id == 123);
+    assert_int_equal(req_path_id("/api/v1/orders/9223372036854775807", "/api/v1/orders/", &id), 1);
+    assert_true(id == INT64_MAX);
+    assert_int_equal(req_path_id("/api/v1/seckill", "/api/v1/seckill/", &id), 0);
+    assert_int_equal(req_path_id("/healthz", "/api/v1/orders/", &id), 0);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char url[64];
+        snprintf(url, sizeof(url), "/api/v1/orders/%s", bad[i]);
+        id = 77;
+        assert_int_equal(req_path_id(url, "/api/v1/orders/", &id), -1);
+    }
 }
 
 static void test_invalid(void **state)
@@ -33,7 +57,6 @@ static void test_invalid(void **state)
         { "{", "malformed JSON" },
         { "[1,2]", "must be a JSON object" },
         { "42", "malformed JSON" }, /* jansson wants an object or array on top */
-        { "{\"item_id\":1}", "missing user_id" },
         { "{\"user_id\":1}", "missing item_id" },
         { "{\"user_id\":\"1\",\"item_id\":1}", "user_id must be an integer" },
         { "{\"user_id\":1.0,\"item_id\":1}", "user_id must be an integer" },
@@ -85,6 +108,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid),
         cmocka_unit_test(test_invalid),
+        cmocka_unit_test(test_path_id),
         cmocka_unit_test(test_embedded_nul),
         cmocka_unit_test(test_content_type),
     };

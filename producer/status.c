@@ -1,0 +1,363 @@
+#include "status.h"
+
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "keys.h"
+#include "log.h"
+#include "pmetrics.h"
+#include "rconn.h"
+#include "util.h"
+
+/* Requests per pipelined round trip. */
+#define ST_BATCH 256
+
+struct st {
+    const struct cfg *cfg;
+    redisContext *rc;
+    int down, attempt;
+    int64_t next_connect_ms;
+
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct st_req *head, *tail;
+    int stop;
+};
+
+const char *st_state_name(enum st_state s)
+{
+    static const char *const names[] = { "none", "queued", "confirmed", "refused", "not_found", "unavailable" };
+    return names[s];
+}
+
+/* The next '|'-separated field of [*p, end) into out (NUL-terminated). */
+static int field(const char **p, const char *end, char *out, size_t outlen)
+{
+    const char *bar = memchr(*p, '|', (size_t)(end - *p));
+    size_t n = (size_t)((bar ? bar : end) - *p);
+    if (n >= outlen)
+        return -1;
+    memcpy(out, *p, n);
+    out[n] = 0;
+    *p = bar ? bar + 1 : end;
+    return bar ? 1 : 0;
+}
+
+int st_parse_state(const char *v, size_t len, struct st_req *q, int64_t *user)
+{
+    const char *p = v, *end = v + len;
+    char f[5][24];
+    int64_t u, reserved, settled = 0;
+    for (int i = 0; i < 5; i++) {
+        int more = field(&p, end, f[i], sizeof(f[i]));
+        if (more < 0 || (more == 0) != (i == 4))
+            return -1;
+    }
+    if (util_parse_i64(f[0], 1, INT64_MAX, &u) != 0 || util_parse_i64(f[2], 0, INT64_MAX, &reserved) != 0 ||
+        (f[3][0] && util_parse_i64(f[3], 0, INT64_MAX, &settled) != 0) || f[1][1] != 0)
+        return -1;
+    switch (f[1][0]) {
+    case 'q':
+        if (f[3][0] || f[4][0])
+            return -1;
+        q->state = ST_QUEUED;
+        break;
+    case 'c':
+        if (!f[3][0] || f[4][0])
+            return -1;
+        q->state = ST_CONFIRMED;
+        break;
+    case 'r':
+        if (!f[3][0] || !f[4][0] || strlen(f[4]) >= sizeof(q->reason))
+            return -1;
+        q->state = ST_REFUSED;
+        break;
+    default:
+        return -1;
+    }
+    snprintf(q->reason, sizeof(q->reason), "%s", f[4]);
+    q->reserved_at_ms = reserved;
+    q->settled_at_ms = settled;
+    *user = u;
+    return 0;
+}
+
+/* --- Redis --------------------------------------------------------------- */
+
+static void redis_down(struct st *s, const char *why)
+{
+    PM_INC(redis_errors);
+    if (!s->down)
+        log_error("redis: status calls: %s; answered 503 until it is back", why);
+    s->down = 1;
+    if (s->rc) {
+        redisFree(s->rc);
+        s->rc = NULL;
+    }
+}
+
+static int redis_ok(struct st *s)
+{
+    char err[256];
+    int64_t now = util_mono_ms();
+    if (s->rc && !rconn_broken(s->rc))
+        return 1;
+    if (s->rc)
+        redis_down(s, s->rc->errstr[0] ? s->rc->errstr : "connection broken");
+    if (now < s->next_connect_ms)
+        return 0;
+    if (rconn_open(s->cfg, &s->rc, err, sizeof(err)) != 0) {
+        s->rc = NULL;
+        s->next_connect_ms = now + util_backoff_ms(s->attempt++, 50, 2000);
+        redis_down(s, err);
+        return 0;
+    }
+    if (s->down)
+        log_notice("redis: status calls: connected again");
+    s->down = 0;
+    s->attempt = 0;
+    return 1;
+}
+
+/* Send what was appended, then take n replies into rep[] (NULL for each
+ * that did not come). -1 when the connection broke. */
+static int replies(struct st *s, size_t n, redisReply **rep)
+{
+    size_t i;
+    memset(rep, 0, n * sizeof(*rep));
+    PM_INC(redis_roundtrips);
+    for (i = 0; i < n; i++)
+        if (redisGetReply(s->rc, (void **)&rep[i]) != REDIS_OK) {
+            redis_down(s, s->rc->errstr);
+            return -1;
+        }
+    return 0;
+}
+
+static void free_replies(redisReply **rep, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (rep[i])
+            freeReplyObject(rep[i]);
+}
+
+/* --- answering ----------------------------------------------------------- */
+
+static void done(struct st_req *q, enum st_state state)
+{
+    q->state = state;
+    q->complete(q);
+}
+
+/* Round trip 1: by order, the index (item and buyer); by item, the caller's
+ * order id. A request that resolves to an order keeps going (in[i] stays);
+ * the others are answered. */
+static int resolve(struct st *s, struct st_req **in, size_t n)
+{
+    const char *prefix = s->cfg->redis.key_prefix;
+    redisReply *rep[ST_BATCH];
+    char key[KEYS_MAX], field_[32];
+    for (size_t i = 0; i < n; i++) {
+        struct st_req *q = in[i];
+        int rc;
+        if (q->kind == ST_BY_ORDER) {
+            keys_order(key, sizeof(key), prefix, q->id);
+            rc = redisAppendCommand(s->rc, "GET %s", key);
+        } else {
+            keys_item(key, sizeof(key), prefix, q->id, KEYS_ITEM_ORDERS);
+            snprintf(field_, sizeof(field_), "u:%" PRId64, q->user_id);
+            rc = redisAppendCommand(s->rc, "HGET %s %s", key, field_);
+        }
+        if (rc != REDIS_OK)
+            return -1;
+    }
+    if (replies(s, n, rep) != 0) {
+        free_replies(rep, n);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct st_req *q = in[i];
+        redisReply *r = rep[i];
+        int64_t a, b;
+        char *colon;
+        if (r->type == REDIS_REPLY_NIL) {
+            done(q, q->kind == ST_BY_ORDER ? ST_NOT_FOUND : ST_NONE);
+            in[i] = NULL;
+        } else if (r->type != REDIS_REPLY_STRING) {
+            PM_INC(redis_errors);
+            done(q, ST_UNAVAILABLE);
+            in[i] = NULL;
+        } else if (q->kind == ST_BY_ITEM) {
+            if (util_parse_i64(r->str, 1, INT64_MAX, &a) != 0) {
+                log_warn("redis: status: bad order id for user %" PRId64 " of item %" PRId64, q->user_id, q->id);
+                done(q, ST_NONE);
+                in[i] = NULL;
+            } else {
+                q->order_id = a;
+                q->item_id = q->id;
+            }
+        } else if (!(colon = strchr(r->str, ':')) || (*colon = 0, util_parse_i64(r->str, 1, INT64_MAX, &a)) != 0 ||
+                   util_parse_i64(colon + 1, 1, INT64_MAX, &b) != 0) {
+            log_warn("redis: status: bad index entry for order %" PRId64, q->id);
+            done(q, ST_NOT_FOUND);
+            in[i] = NULL;
+        } else if (q->user_id && b != q->user_id) {
+            /* Another buyer's order looks exactly like one that does not
+             * exist, so ids cannot be probed. */
+            done(q, ST_NOT_FOUND);
+            in[i] = NULL;
+        } else {
+            q->order_id = q->id;
+            q->item_id = a;
+            q->user_id = b;
+        }
+    }
+    free_replies(rep, n);
+    return 0;
+}
+
+/* Round trip 2: the state of each resolved order. Every request left in
+ * in[] is answered here. */
+static int read_states(struct st *s, struct st_req **in, size_t n)
+{
+    const char *prefix = s->cfg->redis.key_prefix;
+    redisReply *rep[ST_BATCH];
+    struct st_req *live[ST_BATCH];
+    char key[KEYS_MAX], field_[32];
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!in[i])
+            continue;
+        keys_item(key, sizeof(key), prefix, in[i]->item_id, KEYS_ITEM_ORDERS);
+        snprintf(field_, sizeof(field_), "o:%" PRId64, in[i]->order_id);
+        if (redisAppendCommand(s->rc, "HGET %s %s", key, field_) != REDIS_OK) {
+            for (size_t j = 0; j < m; j++)
+                done(live[j], ST_UNAVAILABLE);
+            return -1;
+        }
+        live[m++] = in[i];
+        in[i] = NULL;
+    }
+    if (m == 0)
+        return 0;
+    if (replies(s, m, rep) != 0) {
+        free_replies(rep, m);
+        for (size_t i = 0; i < m; i++)
+            done(live[i], ST_UNAVAILABLE);
+        return 0;
+    }
+    for (size_t i = 0; i < m; i++) {
+        struct st_req *q = live[i];
+        int64_t user;
+        if (rep[i]->type != REDIS_REPLY_STRING ||
+            st_parse_state(rep[i]->str, rep[i]->len, q, &user) != 0 || user != q->user_id) {
+            /* Given back (the order never was), or not this buyer's. */
+            done(q, q->kind == ST_BY_ORDER ? ST_NOT_FOUND : ST_NONE);
+            continue;
+        }
+        done(q, q->state);
+    }
+    free_replies(rep, m);
+    return 0;
+}
+
+static void answer_batch(struct st *s, struct st_req **in, size_t n)
+{
+    if (redis_ok(s) && resolve(s, in, n) == 0 && read_states(s, in, n) == 0)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (in[i])
+            done(in[i], ST_UNAVAILABLE);
+}
+
+static void *st_main(void *arg)
+{
+    struct st *s = arg;
+    daemon_signals_block_thread();
+    for (;;) {
+        struct st_req *list;
+        int stop;
+        pthread_mutex_lock(&s->mu);
+        while (!s->head && !s->stop)
+            pthread_cond_wait(&s->cv, &s->mu);
+        list = s->head;
+        s->head = s->tail = NULL;
+        stop = s->stop;
+        pthread_mutex_unlock(&s->mu);
+        while (list) {
+            struct st_req *batch[ST_BATCH];
+            size_t n = 0;
+            while (list && n < ST_BATCH) {
+                batch[n++] = list;
+                list = list->next;
+            }
+            answer_batch(s, batch, n);
+        }
+        if (stop)
+            break;
+    }
+    return NULL;
+}
+
+int st_start(const struct cfg *c, struct st **out, char *err, size_t errlen)
+{
+    struct st *s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    s->cfg = c;
+    /* Redis may come later: calls are answered 503 until it does. */
+    if (rconn_open(c, &s->rc, err, errlen) != 0)
+        s->rc = NULL;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (pthread_create(&s->thread, NULL, st_main, s) != 0) {
+        snprintf(err, errlen, "cannot start the status thread");
+        goto fail;
+    }
+    *out = s;
+    return 0;
+fail:
+    if (s->rc)
+        redisFree(s->rc);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+    return -1;
+}
+
+void st_submit(struct st *s, struct st_req *q)
+{
+    q->next = NULL;
+    pthread_mutex_lock(&s->mu);
+    if (s->tail)
+        s->tail->next = q;
+    else
+        s->head = q;
+    s->tail = q;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void st_stop(struct st *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    if (s->rc)
+        redisFree(s->rc);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}

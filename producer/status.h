@@ -1,0 +1,71 @@
+/* status: what became of a buyer's order, for the calls a shop's page polls.
+ *
+ *   GET /api/v1/orders/{order_id}   one order, by its id
+ *   GET /api/v1/seckill/{item_id}   the caller's own order for an item
+ *
+ * Every answer comes from Redis alone, never from PostgreSQL: winners poll
+ * every second or so through the sale while the database is busy writing
+ * their orders. The item's orders hash holds each order's state (the
+ * reservation script writes it queued, the consumer settles it confirmed or
+ * refused, a give-back removes it) and each buyer's order id; the order
+ * index (keys_order) leads from an order id to its item.
+ *
+ * Requests queue up from the HTTP thread; one thread answers all that are
+ * queued in two pipelined round trips on a Redis connection of its own, so a
+ * burst of polls never delays a reservation (redis's way: a FIFO per worker,
+ * completions handed back through a callback). */
+#ifndef SECKILL_STATUS_H
+#define SECKILL_STATUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cfg.h"
+
+enum st_kind {
+    ST_BY_ORDER, /* id is an order id */
+    ST_BY_ITEM,  /* id is an item id: the caller's order for it */
+};
+
+enum st_state {
+    ST_NONE,        /* by item: the caller holds no order for it */
+    ST_QUEUED,      /* reserved, not yet in the database */
+    ST_CONFIRMED,   /* persisted in PostgreSQL */
+    ST_REFUSED,     /* the consumer recorded a refusal (reason says why) */
+    ST_NOT_FOUND,   /* by order: no such order, or not the caller's */
+    ST_UNAVAILABLE, /* Redis could not answer */
+};
+
+struct st_req {
+    struct st_req *next; /* queue link */
+    /* in */
+    enum st_kind kind;
+    int64_t id;
+    int64_t user_id; /* the caller; 0 only by order with producer.auth = "none" */
+    /* Called on the status thread once state is final; after it the request
+     * belongs to the caller again. */
+    void (*complete)(struct st_req *q);
+    /* out */
+    enum st_state state;
+    int64_t order_id, item_id, reserved_at_ms, settled_at_ms;
+    char reason[16];
+};
+
+struct st;
+
+/* Connect to Redis and start the thread. 0, or -1 with err set. */
+int st_start(const struct cfg *c, struct st **out, char *err, size_t errlen);
+/* Queue a request (any thread). Its complete() is called exactly once. */
+void st_submit(struct st *s, struct st_req *q);
+/* Stop the thread once every submitted request has completed. */
+void st_stop(struct st *s);
+
+/* The JSON word of a state ("queued" ...). */
+const char *st_state_name(enum st_state s);
+
+/* Parse an orders-hash state "USER|S|RESERVED_MS|SETTLED_MS|REASON" (S is
+ * q, c or r; SETTLED_MS and REASON may be empty) into q's out fields and
+ * *user. 0, or -1 when it is not one. */
+int st_parse_state(const char *v, size_t len, struct st_req *q, int64_t *user);
+
+#endif
