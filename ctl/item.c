@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ctlpg.h"
 #include "embed.h"
 #include "keys.h"
 #include "log.h"
@@ -22,10 +23,20 @@ static int pg_ok(PGconn *pg, PGresult *res, ExecStatusType want, const char *wha
     return -1;
 }
 
-/* Redis: set the stock unless buyers or reservations exist. 0 or -1. */
-static int redis_load(const struct cfg *c, int64_t item_id, int64_t stock)
+/* ms as a decimal string, or "" for 0 (no bound). */
+static void ms_arg(char *buf, size_t len, int64_t ms)
 {
-    char k[KEYS_ITEM_PARTS][KEYS_MAX], sstock[24], sid[24], err[256];
+    if (ms)
+        snprintf(buf, len, "%" PRId64, ms);
+    else
+        buf[0] = 0;
+}
+
+/* Redis: set the stock and the window unless buyers or reservations exist.
+ * 0 or -1. */
+static int redis_load(const struct cfg *c, int64_t item_id, int64_t stock, const struct item_window *w)
+{
+    char k[KEYS_ITEM_PARTS][KEYS_MAX], sstock[24], sid[24], err[256], starts[24], ends[24];
     redisContext *rc = NULL;
     redisReply *r = NULL;
     struct script s = SCRIPT_INIT("item_load", embed_item_load);
@@ -39,8 +50,11 @@ static int redis_load(const struct cfg *c, int64_t item_id, int64_t stock)
         fprintf(stderr, "seckillctl: %s\n", err);
         goto fail;
     }
-    const char *argv[] = { k[KEYS_ITEM_STOCK], k[KEYS_ITEM_BUYERS], k[KEYS_ITEM_PENDING], sstock };
-    r = script_eval(rc, &s, 3, 1, argv, NULL);
+    ms_arg(starts, sizeof(starts), w->starts_ms);
+    ms_arg(ends, sizeof(ends), w->ends_ms);
+    const char *argv[] = { k[KEYS_ITEM_STOCK], k[KEYS_ITEM_BUYERS], k[KEYS_ITEM_PENDING], k[KEYS_ITEM_WINDOW],
+                           k[KEYS_ITEM_ORDERS], sstock, starts, ends };
+    r = script_eval(rc, &s, 5, 3, argv, NULL);
     if (r == NULL) {
         fprintf(stderr, "seckillctl: redis: %s\n", rc->errstr);
         goto fail;
@@ -74,9 +88,9 @@ fail:
     return ret;
 }
 
-int item_create(const struct cfg *c, int64_t item_id, int64_t stock, const char *name)
+int item_create(const struct cfg *c, int64_t item_id, int64_t stock, const char *name, const struct item_window *w)
 {
-    char err[512], sid[24], sstock[24];
+    char err[512], sid[24], sstock[24], starts[24], ends[24];
     PGconn *pg = NULL;
     PGresult *res = NULL;
     int ret = -1;
@@ -104,8 +118,10 @@ int item_create(const struct cfg *c, int64_t item_id, int64_t stock, const char 
     }
     PQclear(res);
 
-    const char *p3[] = { sid, name, sstock };
-    res = PQexecParams(pg, embed_item_upsert, 3, NULL, p3, NULL, NULL, 0);
+    ms_arg(starts, sizeof(starts), w->starts_ms);
+    ms_arg(ends, sizeof(ends), w->ends_ms);
+    const char *p5[] = { sid, name, sstock, starts[0] ? starts : NULL, ends[0] ? ends : NULL };
+    res = PQexecParams(pg, embed_item_upsert, 5, NULL, p5, NULL, NULL, 0);
     if (pg_ok(pg, res, PGRES_COMMAND_OK, "insert item") != 0)
         goto fail;
     PQclear(res);
@@ -114,7 +130,7 @@ int item_create(const struct cfg *c, int64_t item_id, int64_t stock, const char 
      * rolled back; if COMMIT then fails, Redis holds stock for an item the
      * database lacks and the command reports it, to be run again. */
     res = NULL;
-    if (redis_load(c, item_id, stock) != 0)
+    if (redis_load(c, item_id, stock, w) != 0)
         goto fail;
     res = PQexec(pg, "COMMIT");
     if (pg_ok(pg, res, PGRES_COMMAND_OK, "commit (Redis already holds the stock; run the command again)") != 0)
@@ -129,8 +145,19 @@ fail:
 
 static void item_usage(FILE *f)
 {
-    fputs("usage: seckillctl [-c FILE] item create --id ID --stock N [--name NAME]\n"
-          "       seckillctl [-c FILE] item load (--id ID | --all) [--wait-ms N]\n", f);
+    fputs("usage: seckillctl [-c FILE] item create --id ID --stock N [--name NAME] [--starts-at T] [--ends-at T]\n"
+          "       seckillctl [-c FILE] item load (--id ID | --all) [--wait-ms N]\n"
+          "       seckillctl [-c FILE] item show ID\n"
+          "T: epoch milliseconds or ISO 8601 (2026-11-21T10:00:00Z, +01:00; UTC when no zone)\n", f);
+}
+
+static int parse_time_opt(const char *opt, const char *v, int64_t *out)
+{
+    if (util_parse_time_ms(v, out) != 0 || *out <= 0) {
+        fprintf(stderr, "seckillctl: %s must be epoch ms or ISO 8601 (2026-11-21T10:00:00Z), got '%s'\n", opt, v);
+        return -1;
+    }
+    return 0;
 }
 
 int item_cmd(const struct cfg *c, int argc, char **argv)
@@ -141,13 +168,23 @@ int item_cmd(const struct cfg *c, int argc, char **argv)
         { "name", required_argument, NULL, 'n' },
         { "all", no_argument, NULL, 'a' },
         { "wait-ms", required_argument, NULL, 'w' },
+        { "starts-at", required_argument, NULL, 'S' },
+        { "ends-at", required_argument, NULL, 'E' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     int64_t id = 0, stock = -1, wait_ms = 60000;
     const char *name = "";
+    struct item_window w = { 0, 0 };
     int o, all = 0, load;
 
+    if (argc == 3 && strcmp(argv[1], "show") == 0) {
+        if (util_parse_i64(argv[2], 1, INT64_MAX, &id) != 0) {
+            fprintf(stderr, "seckillctl: item show: ID must be a positive 64-bit integer, got '%s'\n", argv[2]);
+            return 2;
+        }
+        return item_show(c, id);
+    }
     if (argc < 2 || (strcmp(argv[1], "create") != 0 && strcmp(argv[1], "load") != 0)) {
         item_usage(stderr);
         return 2;
@@ -176,6 +213,14 @@ int item_cmd(const struct cfg *c, int argc, char **argv)
         case 'a':
             all = 1;
             break;
+        case 'S':
+            if (parse_time_opt("--starts-at", optarg, &w.starts_ms) != 0)
+                return 2;
+            break;
+        case 'E':
+            if (parse_time_opt("--ends-at", optarg, &w.ends_ms) != 0)
+                return 2;
+            break;
         case 'w':
             if (util_parse_i64(optarg, 0, 3600000, &wait_ms) != 0) {
                 fprintf(stderr, "seckillctl: --wait-ms must be an integer in [0, 3600000], got '%s'\n", optarg);
@@ -191,7 +236,7 @@ int item_cmd(const struct cfg *c, int argc, char **argv)
         }
     }
     if (load) {
-        if ((id == 0) == !all || stock >= 0 || name[0] || optind != argc) {
+        if ((id == 0) == !all || stock >= 0 || name[0] || w.starts_ms || w.ends_ms || optind != argc) {
             item_usage(stderr);
             return 2;
         }
@@ -201,8 +246,121 @@ int item_cmd(const struct cfg *c, int argc, char **argv)
         item_usage(stderr);
         return 2;
     }
-    if (item_create(c, id, stock, name) != 0)
+    if (w.starts_ms && w.ends_ms && w.starts_ms >= w.ends_ms) {
+        fprintf(stderr, "seckillctl: --ends-at must be after --starts-at\n");
+        return 2;
+    }
+    if (item_create(c, id, stock, name, &w) != 0)
         return 1;
-    printf("item %" PRId64 " created: %" PRId64 " units\n", id, stock);
+    printf("item %" PRId64 " created: %" PRId64 " units", id, stock);
+    if (w.starts_ms || w.ends_ms) {
+        char a[40] = "open", b[40] = "sold out";
+        if (w.starts_ms)
+            util_format_time_ms(w.starts_ms, a, sizeof(a));
+        if (w.ends_ms)
+            util_format_time_ms(w.ends_ms, b, sizeof(b));
+        printf(", on sale from %s until %s", a, b);
+    }
+    printf("\n");
     return 0;
+}
+
+/* "2026-11-21T10:00:00.000Z", or what an open end means. */
+static const char *window_end(int64_t ms, char *buf, size_t len, const char *open)
+{
+    if (!ms)
+        return open;
+    util_format_time_ms(ms, buf, len);
+    return buf;
+}
+
+/* The window's state by Redis's clock, the one the reservation script uses. */
+static const char *window_state(redisContext *rc, int64_t starts, int64_t ends)
+{
+    redisReply *r = redisCommand(rc, "TIME");
+    const char *st = "unknown (no Redis clock)";
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+        int64_t s, us;
+        if (util_parse_i64(r->element[0]->str, 0, INT64_MAX, &s) == 0 &&
+            util_parse_i64(r->element[1]->str, 0, 999999, &us) == 0) {
+            int64_t now = s * 1000 + us / 1000;
+            st = starts && now < starts ? "not started" : ends && now >= ends ? "ended" : "open";
+        }
+    }
+    if (r)
+        freeReplyObject(r);
+    return st;
+}
+
+int item_show(const struct cfg *c, int64_t item_id)
+{
+    char sid[24], err[256], a[40], b[40], ra[40], rb[40], k[KEYS_ITEM_PARTS][KEYS_MAX];
+    const char *params[] = { sid };
+    PGconn *pg = NULL;
+    PGresult *res = NULL;
+    redisContext *rc = NULL;
+    redisReply *r = NULL;
+    int ret = -1;
+
+    snprintf(sid, sizeof(sid), "%" PRId64, item_id);
+    if (!(pg = ctlpg_open(c)) ||
+        !(res = ctlpg_exec(pg, embed_item_show, 1, params, PGRES_TUPLES_OK, "read item")))
+        goto fail;
+    if (PQntuples(res) != 1) {
+        printf("item %" PRId64 ": not in the database\n", item_id);
+        ret = 1;
+        goto fail;
+    }
+    int64_t starts = ctlpg_i64(res, 0, 3), ends = ctlpg_i64(res, 0, 4);
+    printf("item %" PRId64 " \"%s\"\n", item_id, PQgetvalue(res, 0, 0));
+    printf("  window     %s .. %s\n", window_end(starts, a, sizeof(a), "(open)"),
+           window_end(ends, b, sizeof(b), "(until sold out)"));
+    printf("  database   stock_total %s, stock_left %s, sold %s, refused %s\n", PQgetvalue(res, 0, 1),
+           PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 5), PQgetvalue(res, 0, 6));
+    if (rconn_open(c, &rc, err, sizeof(err)) != 0 || keys_item_all(k, c->redis.key_prefix, item_id) != 0) {
+        printf("  redis      unreachable: %s\n", err);
+        goto fail;
+    }
+    /* One round trip, read only. */
+    redisAppendCommand(rc, "GET %s", k[KEYS_ITEM_STOCK]);
+    redisAppendCommand(rc, "HLEN %s", k[KEYS_ITEM_PENDING]);
+    redisAppendCommand(rc, "ZCARD %s", k[KEYS_ITEM_UNPUB]);
+    redisAppendCommand(rc, "SCARD %s", k[KEYS_ITEM_BUYERS]);
+    redisAppendCommand(rc, "HMGET %s starts_ms ends_ms", k[KEYS_ITEM_WINDOW]);
+    redisReply *rep[5] = { 0 };
+    int ok = 1;
+    for (int i = 0; i < 5; i++)
+        ok &= redisGetReply(rc, (void **)&rep[i]) == REDIS_OK && rep[i] && rep[i]->type != REDIS_REPLY_ERROR;
+    if (ok) {
+        int64_t rs = 0, re = 0;
+        if (rep[4]->type == REDIS_REPLY_ARRAY && rep[4]->elements == 2) {
+            if (rep[4]->element[0]->type == REDIS_REPLY_STRING)
+                util_parse_i64(rep[4]->element[0]->str, 0, INT64_MAX, &rs);
+            if (rep[4]->element[1]->type == REDIS_REPLY_STRING)
+                util_parse_i64(rep[4]->element[1]->str, 0, INT64_MAX, &re);
+        }
+        if (rep[0]->type == REDIS_REPLY_NIL)
+            printf("  redis      no stock loaded ('seckillctl item load --id %" PRId64 "')\n", item_id);
+        else
+            printf("  redis      stock %s, pending %lld, unpublished %lld, buyers %lld\n", rep[0]->str,
+                   rep[1]->integer, rep[2]->integer, rep[3]->integer);
+        printf("  redis      window %s .. %s: %s by Redis's clock%s\n", window_end(rs, ra, sizeof(ra), "(open)"),
+               window_end(re, rb, sizeof(rb), "(until sold out)"), window_state(rc, rs, re),
+               rs != starts || re != ends ? " (DIFFERS from the database: 'seckillctl reconcile --fix')" : "");
+        ret = 0;
+    } else {
+        printf("  redis      %s\n", rc->err ? rc->errstr : "error reply");
+    }
+    for (int i = 0; i < 5; i++)
+        if (rep[i])
+            freeReplyObject(rep[i]);
+fail:
+    if (r)
+        freeReplyObject(r);
+    if (res)
+        PQclear(res);
+    if (rc)
+        redisFree(rc);
+    PQfinish(pg);
+    return ret;
 }

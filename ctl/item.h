@@ -1,4 +1,5 @@
-/* item: creating an item for a sale (PostgreSQL row + Redis stock). */
+/* item: creating an item for a sale (PostgreSQL row + Redis stock and
+ * window) and showing one. */
 #ifndef SECKILL_ITEM_H
 #define SECKILL_ITEM_H
 
@@ -6,10 +7,20 @@
 
 #include "cfg.h"
 
-/* Create or reset item_id with `stock` units. Refuses (returns -1 with the
- * reason printed) when the item already has orders, or when Redis holds
- * buyers or pending reservations for it. 0 on success. */
-int item_create(const struct cfg *c, int64_t item_id, int64_t stock, const char *name);
+/* A sale window in ms since the epoch; 0 for an open end. */
+struct item_window {
+    int64_t starts_ms, ends_ms;
+};
+
+/* Create or reset item_id with `stock` units on sale within w. Refuses
+ * (returns -1 with the reason printed) when the item already has orders, or
+ * when Redis holds buyers or pending reservations for it. 0 on success. */
+int item_create(const struct cfg *c, int64_t item_id, int64_t stock, const char *name,
+                const struct item_window *w);
+
+/* Print an item: stock and window in the database and in Redis, sold,
+ * pending and refused counts. 0, 1 when it does not exist, or -1. */
+int item_show(const struct cfg *c, int64_t item_id);
 
 int item_cmd(const struct cfg *c, int argc, char **argv);
 

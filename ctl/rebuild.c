@@ -156,7 +156,10 @@ static int redis_holds(redisContext *rc, const struct cfg *c, int64_t item)
     char k[KEYS_ITEM_PARTS][KEYS_MAX];
     if (keys_item_all(k, c->redis.key_prefix, item) != 0)
         return -1;
-    redisReply *r = redisCommand(rc, "EXISTS %s %s %s %s", k[0], k[1], k[2], k[3]);
+    const char *argv[KEYS_ITEM_PARTS + 1] = { "EXISTS" };
+    for (int i = 0; i < KEYS_ITEM_PARTS; i++)
+        argv[i + 1] = k[i];
+    redisReply *r = redisCommandArgv(rc, KEYS_ITEM_PARTS + 1, argv, NULL);
     int ret = r && r->type == REDIS_REPLY_INTEGER ? r->integer > 0 : -1;
     if (ret < 0)
         fprintf(stderr, "seckillctl: redis: %s\n", r && r->type == REDIS_REPLY_ERROR ? r->str : rc->errstr);
@@ -167,21 +170,48 @@ static int redis_holds(redisContext *rc, const struct cfg *c, int64_t item)
 
 /* --- rebuilding ------------------------------------------------------------- */
 
+/* Values per order passed to item_rebuild.lua. */
+#define RB_STATE_ARGS 6
+
+/* The order index (keys_order) of every settled order, pipelined: a buyer who
+ * kept an order id finds it again. Best effort, like the producer's. */
+static void index_orders(const struct cfg *c, redisContext *rc, int64_t item, const PGresult *res)
+{
+    char key[KEYS_MAX], val[48], ttl[16];
+    int n = PQntuples(res), sent = 0;
+    snprintf(ttl, sizeof(ttl), "%d", c->producer.status_ttl_s);
+    for (int i = 0; i < n; i++) {
+        keys_order(key, sizeof(key), c->redis.key_prefix, ctlpg_i64(res, i, 0));
+        snprintf(val, sizeof(val), "%" PRId64 ":%" PRId64, item, ctlpg_i64(res, i, 1));
+        const char *argv[] = { "SET", key, val, "EX", ttl };
+        if (redisAppendCommandArgv(rc, 5, argv, NULL) != REDIS_OK)
+            break;
+        sent++;
+    }
+    for (int i = 0; i < sent; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(rc, (void **)&r) != REDIS_OK)
+            break;
+        freeReplyObject(r);
+    }
+}
+
 static int rebuild_one(const struct cfg *c, PGconn *pg, redisContext *rc, struct script *s, int64_t item)
 {
-    char sid[24], stock[24], k[KEYS_ITEM_PARTS][KEYS_MAX];
+    char sid[24], stock[24], starts[24] = "", ends[24] = "", k[KEYS_ITEM_PARTS][KEYS_MAX];
     const char *params[] = { sid };
     const char **argv = NULL;
-    char (*users)[24] = NULL;
-    PGresult *res = NULL;
+    char (*vals)[24] = NULL;
+    PGresult *res = NULL, *win = NULL;
     redisReply *r = NULL;
     int ret = -1;
 
     snprintf(sid, sizeof(sid), "%" PRId64, item);
     if (keys_item_all(k, c->redis.key_prefix, item) != 0 ||
-        !(res = ctlpg_exec(pg, embed_recon_item, 1, params, PGRES_TUPLES_OK, "read item")))
+        !(res = ctlpg_exec(pg, embed_recon_item, 1, params, PGRES_TUPLES_OK, "read item")) ||
+        !(win = ctlpg_exec(pg, embed_item_show, 1, params, PGRES_TUPLES_OK, "read item window")))
         goto fail;
-    if (PQntuples(res) != 1) {
+    if (PQntuples(res) != 1 || PQntuples(win) != 1) {
         printf("item %" PRId64 ": not in the database\n", item);
         goto fail;
     }
@@ -191,23 +221,35 @@ static int rebuild_one(const struct cfg *c, PGconn *pg, redisContext *rc, struct
                "; run 'seckillctl reconcile --item %" PRId64 " --fix' first\n", item, left, sold, total, item);
         goto fail;
     }
+    if (ctlpg_i64(win, 0, 3) > 0)
+        snprintf(starts, sizeof(starts), "%" PRId64, ctlpg_i64(win, 0, 3));
+    if (ctlpg_i64(win, 0, 4) > 0)
+        snprintf(ends, sizeof(ends), "%" PRId64, ctlpg_i64(win, 0, 4));
     PQclear(res);
-    if (!(res = ctlpg_exec(pg, embed_recon_orders, 1, params, PGRES_TUPLES_OK, "read orders")))
+    if (!(res = ctlpg_exec(pg, embed_item_states, 1, params, PGRES_TUPLES_OK, "read orders")))
         goto fail;
-    int n = PQntuples(res);
-    if (!(argv = calloc((size_t)n + 5, sizeof(*argv))) || !(users = calloc((size_t)n + 1, sizeof(*users)))) {
+    int n = PQntuples(res), buyers = 0;
+    size_t nargs = 3 + (size_t)n * RB_STATE_ARGS;
+    if (!(argv = calloc(KEYS_ITEM_PARTS + nargs, sizeof(*argv))) ||
+        !(vals = calloc((size_t)n * RB_STATE_ARGS + 1, sizeof(*vals)))) {
         fprintf(stderr, "seckillctl: out of memory\n");
         goto fail;
     }
     snprintf(stock, sizeof(stock), "%" PRId64, left);
     for (int i = 0; i < KEYS_ITEM_PARTS; i++)
         argv[i] = k[i];
-    argv[4] = stock;
+    argv[KEYS_ITEM_PARTS] = stock;
+    argv[KEYS_ITEM_PARTS + 1] = starts;
+    argv[KEYS_ITEM_PARTS + 2] = ends;
     for (int i = 0; i < n; i++) {
-        snprintf(users[i], sizeof(users[i]), "%" PRId64, ctlpg_i64(res, i, 1));
-        argv[5 + i] = users[i];
+        char(*v)[24] = &vals[(size_t)i * RB_STATE_ARGS];
+        for (int f = 0; f < RB_STATE_ARGS; f++) {
+            snprintf(v[f], sizeof(v[f]), "%s", PQgetvalue(res, i, f));
+            argv[KEYS_ITEM_PARTS + 3 + (size_t)i * RB_STATE_ARGS + (size_t)f] = v[f];
+        }
+        buyers += v[2][0] == 'c';
     }
-    r = script_eval(rc, s, KEYS_ITEM_PARTS, n + 1, argv, NULL);
+    r = script_eval(rc, s, KEYS_ITEM_PARTS, (int)nargs, argv, NULL);
     if (!r || r->type != REDIS_REPLY_INTEGER) {
         fprintf(stderr, "seckillctl: redis: %s\n",
                 !r ? rc->errstr : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
@@ -218,21 +260,24 @@ static int rebuild_one(const struct cfg *c, PGconn *pg, redisContext *rc, struct
         goto fail;
     }
     freeReplyObject(r);
+    index_orders(c, rc, item, res);
     keys_items(k[0], sizeof(k[0]), c->redis.key_prefix);
     if (!(r = redisCommand(rc, "SADD %s %s", k[0], sid)) || r->type != REDIS_REPLY_INTEGER) {
         fprintf(stderr, "seckillctl: redis: registering the item: %s\n", r ? r->str : rc->errstr);
         goto fail;
     }
-    printf("item %" PRId64 ": rebuilt: stock %" PRId64 ", %d buyers (%" PRId64 " of %" PRId64 " sold)\n", item, left,
-           n, sold, total);
+    printf("item %" PRId64 ": rebuilt: stock %" PRId64 ", %d buyers (%" PRId64 " of %" PRId64 " sold), %d refused%s\n",
+           item, left, buyers, sold, total, n - buyers, starts[0] || ends[0] ? ", sale window restored" : "");
     ret = 0;
 fail:
     if (r)
         freeReplyObject(r);
     if (res)
         PQclear(res);
+    if (win)
+        PQclear(win);
     free(argv);
-    free(users);
+    free(vals);
     return ret;
 }
 

@@ -39,13 +39,16 @@ struct recon {
     int64_t extra_buyers;                 /* in the set with neither */
     int64_t stale_unpub;                  /* unacknowledged by Kafka past the sweep age */
     int64_t bad_pending;                  /* entries that are not order messages */
+    int64_t stale_states;                 /* settled orders whose status in Redis disagrees */
+    int64_t starts, ends;                 /* the window in PostgreSQL (0: open end) */
+    int64_t rstarts, rends;               /* and in Redis, which the script obeys */
 };
 
 struct rctx {
     const struct cfg *c;
     PGconn *pg;
     redisContext *rc;
-    struct script snap, drop, buyers, lower;
+    struct script snap, drop, buyers, lower, window, states;
 };
 
 static int ids_add(struct ids *s, int64_t v)
@@ -90,7 +93,7 @@ static bool recon_clean(const struct recon *r)
 {
     return r->in_db && r->in_redis && r->stock >= 0 && r->total == r->stock + r->pending_live + r->sold &&
            r->missing_buyers.n == 0 && r->extra_buyers == 0 && r->left == r->total - r->sold &&
-           r->dup_users == 0 && r->bad_pending == 0;
+           r->dup_users == 0 && r->bad_pending == 0 && r->starts == r->rstarts && r->ends == r->rends && r->stale_states == 0;
 }
 
 /* --- looking ---------------------------------------------------------------- */
@@ -100,6 +103,25 @@ static int parse_reply_i64(const redisReply *e, int64_t *out)
     if (e->type != REDIS_REPLY_STRING)
         return -1;
     return util_parse_i64(e->str, INT64_MIN, INT64_MAX, out);
+}
+
+/* The settled orders (item_states.sql rows) whose status in the Redis orders
+ * hash (field, value, ... as HGETALL gives it) is missing, or names another
+ * buyer or another state: the buyer would be told queued, or nothing. */
+static int64_t stale_states(const PGresult *res, const redisReply *h)
+{
+    int64_t n = 0;
+    for (int i = 0; i < PQntuples(res); i++) {
+        char field[32], want[48];
+        const redisReply *v = NULL;
+        snprintf(field, sizeof(field), "o:%s", PQgetvalue(res, i, 0));
+        snprintf(want, sizeof(want), "%s|%s|", PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
+        for (size_t j = 0; h->type == REDIS_REPLY_ARRAY && j + 1 < h->elements && !v; j += 2)
+            if (h->element[j]->type == REDIS_REPLY_STRING && strcmp(h->element[j]->str, field) == 0)
+                v = h->element[j + 1];
+        n += !v || v->type != REDIS_REPLY_STRING || strncmp(v->str, want, strlen(want)) != 0;
+    }
+    return n;
 }
 
 /* Redis first, in one script, then the database: an order that moves from
@@ -122,9 +144,11 @@ static int look(struct rctx *x, int64_t item, struct recon *r)
         fprintf(stderr, "seckillctl: redis key prefix too long\n");
         return -1;
     }
-    const char *kv[] = { k[0], k[1], k[2], k[3] };
-    rep = script_eval(x->rc, &x->snap, 4, 0, kv, NULL);
-    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 4) {
+    const char *kv[] = { k[KEYS_ITEM_STOCK], k[KEYS_ITEM_BUYERS], k[KEYS_ITEM_PENDING], k[KEYS_ITEM_UNPUB],
+                         k[KEYS_ITEM_WINDOW], k[KEYS_ITEM_ORDERS] };
+    rep = script_eval(x->rc, &x->snap, 6, 0, kv, NULL);
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 6 || rep->element[4]->type != REDIS_REPLY_ARRAY ||
+        rep->element[4]->elements != 2) {
         fprintf(stderr, "seckillctl: redis: %s\n",
                 !rep ? x->rc->errstr : rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
         goto fail;
@@ -138,6 +162,8 @@ static int look(struct rctx *x, int64_t item, struct recon *r)
         r->left = ctlpg_i64(res, 0, 1);
         r->sold = ctlpg_i64(res, 0, 2);
         r->dup_users = ctlpg_i64(res, 0, 3);
+        r->starts = ctlpg_i64(res, 0, 4);
+        r->ends = ctlpg_i64(res, 0, 5);
     }
     PQclear(res);
     if (!(res = ctlpg_exec(x->pg, embed_recon_orders, 1, params, PGRES_TUPLES_OK, "read orders")))
@@ -154,6 +180,13 @@ static int look(struct rctx *x, int64_t item, struct recon *r)
                   unpub->elements > 0;
     if (stock->type == REDIS_REPLY_STRING && parse_reply_i64(stock, &r->stock) != 0)
         r->stock = -1;
+    /* A window bound Redis cannot read counts as different (-1). */
+    for (int i = 0; i < 2; i++) {
+        const redisReply *e = rep->element[4]->element[i];
+        int64_t *w = i ? &r->rends : &r->rstarts;
+        if (e->type == REDIS_REPLY_STRING && parse_reply_i64(e, w) != 0)
+            *w = -1;
+    }
     for (size_t i = 0; i + 1 < pend->elements; i += 2) {
         int64_t oid;
         struct order o;
@@ -195,6 +228,10 @@ static int look(struct rctx *x, int64_t item, struct recon *r)
     for (size_t i = 0; i < buyers.n; i++)
         if (!ids_has(&expect, buyers.v[i]))
             r->extra_buyers++;
+    PQclear(res);
+    if (!(res = ctlpg_exec(x->pg, embed_item_states, 1, params, PGRES_TUPLES_OK, "read settled orders")))
+        goto fail;
+    r->stale_states = stale_states(res, rep->element[5]);
     ret = 0;
     goto fail;
 oom:
@@ -281,9 +318,75 @@ static void problems(const struct recon *r)
     if (r->stale_unpub)
         printf("  item %" PRId64 ": %" PRId64 " reservations were never acknowledged by Kafka\n", r->item,
                r->stale_unpub);
+    if (r->stale_states)
+        printf("  item %" PRId64 ": %" PRId64 " settled orders show another status to their buyers than the "
+               "database's\n", r->item, r->stale_states);
+    if (r->starts != r->rstarts || r->ends != r->rends)
+        printf("  item %" PRId64 ": the sale window in Redis (%" PRId64 " .. %" PRId64 ") differs from the "
+               "database's (%" PRId64 " .. %" PRId64 ", ms; 0 = open)\n", r->item, r->rstarts, r->rends, r->starts,
+               r->ends);
+}
+
+/* Redis's window := the database's; the reservation script obeys Redis's. */
+static int fix_window(struct rctx *x, const struct recon *r, char k[KEYS_ITEM_PARTS][KEYS_MAX])
+{
+    char a[24] = "", b[24] = "";
+    if (r->starts)
+        snprintf(a, sizeof(a), "%" PRId64, r->starts);
+    if (r->ends)
+        snprintf(b, sizeof(b), "%" PRId64, r->ends);
+    const char *argv[] = { k[KEYS_ITEM_WINDOW], a, b };
+    redisReply *rep = script_eval(x->rc, &x->window, 1, 2, argv, NULL);
+    int ok = rep && rep->type == REDIS_REPLY_INTEGER;
+    if (!ok)
+        fprintf(stderr, "seckillctl: redis: %s\n",
+                !rep ? x->rc->errstr : rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+    else
+        printf("  fixed: item %" PRId64 ": sale window in Redis set to the database's\n", r->item);
+    if (rep)
+        freeReplyObject(rep);
+    return ok ? 0 : -1;
 }
 
 /* --- repairing ---------------------------------------------------------------- */
+
+/* The buyers' status of every settled order := the database's. */
+static int fix_states(struct rctx *x, const struct recon *r, char k[KEYS_ITEM_PARTS][KEYS_MAX])
+{
+    char sid[24];
+    const char *params[] = { sid };
+    const char **argv = NULL;
+    PGresult *res;
+    redisReply *rep = NULL;
+    int ret = -1;
+    snprintf(sid, sizeof(sid), "%" PRId64, r->item);
+    if (!(res = ctlpg_exec(x->pg, embed_item_states, 1, params, PGRES_TUPLES_OK, "read settled orders")))
+        return -1;
+    int n = PQntuples(res);
+    if (!(argv = calloc((size_t)n * 6 + 1, sizeof(*argv)))) {
+        fprintf(stderr, "seckillctl: out of memory\n");
+        goto fail;
+    }
+    argv[0] = k[KEYS_ITEM_ORDERS];
+    for (int i = 0; i < n; i++)
+        for (int f = 0; f < 6; f++)
+            argv[1 + (size_t)i * 6 + (size_t)f] = PQgetvalue(res, i, f);
+    rep = script_eval(x->rc, &x->states, 1, n * 6, argv, NULL);
+    if (!rep || rep->type != REDIS_REPLY_INTEGER) {
+        fprintf(stderr, "seckillctl: redis: %s\n",
+                !rep ? x->rc->errstr : rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+        goto fail;
+    }
+    printf("  fixed: item %" PRId64 ": set the status of %lld settled orders to the database's\n", r->item,
+           rep->integer);
+    ret = 0;
+fail:
+    if (rep)
+        freeReplyObject(rep);
+    free(argv);
+    PQclear(res);
+    return ret;
+}
 
 static int run_ids(struct rctx *x, struct script *s, int nkeys, const char **keys, const struct ids *v,
                    int64_t *count)
@@ -415,6 +518,10 @@ static int fix(struct rctx *x, const struct recon *r)
         return -1;
     if (r->stale_unpub && sweep_stale(x) != 0)
         return -1;
+    if ((r->starts != r->rstarts || r->ends != r->rends) && fix_window(x, r, k) != 0)
+        return -1;
+    if (r->stale_states && r->stock >= 0 && fix_states(x, r, k) != 0)
+        return -1;
     if (r->stock < 0)
         printf("  not fixed: item %" PRId64 ": rebuild it with 'seckillctl item load --id %" PRId64 "'\n",
                r->item, r->item);
@@ -453,6 +560,8 @@ int reconcile_cmd(const struct cfg *c, int argc, char **argv)
         .drop = SCRIPT_INIT("recon_drop", embed_recon_drop),
         .buyers = SCRIPT_INIT("recon_buyers", embed_recon_buyers),
         .lower = SCRIPT_INIT("recon_lower", embed_recon_lower),
+        .window = SCRIPT_INIT("recon_window", embed_recon_window),
+        .states = SCRIPT_INIT("recon_states", embed_recon_states),
     };
     int64_t item = 0, *ids = NULL;
     size_t n = 0, bad = 0;

@@ -1,6 +1,9 @@
--- $1 item id: its stock, what is sold and the users holding two orders.
+-- $1 item id: its stock, what is sold, the users holding two orders, and its
+-- sale window in ms since the epoch (0 for an open end).
 SELECT i.stock_total, i.stock_left,
        (SELECT count(*) FROM orders o WHERE o.item_id = i.item_id) AS sold,
        (SELECT count(*) FROM (SELECT 1 FROM orders o WHERE o.item_id = i.item_id
-                               GROUP BY o.user_id HAVING count(*) > 1) d) AS dup_users
+                               GROUP BY o.user_id HAVING count(*) > 1) d) AS dup_users,
+       coalesce((extract(epoch FROM i.starts_at) * 1000)::bigint, 0) AS starts_ms,
+       coalesce((extract(epoch FROM i.ends_at) * 1000)::bigint, 0) AS ends_ms
   FROM items i WHERE i.item_id = $1
