@@ -134,6 +134,7 @@ install: all
 	done
 	install -m 644 config/systemd/seckill.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/seckill.conf
 	install -m 644 README.md $(DESTDIR)$(DOCDIR)/
+	install -d $(DESTDIR)$(DOCDIR)/docs && install -m 644 docs/*.md $(DESTDIR)$(DOCDIR)/docs/
 	install -m 644 sql/migrations/*.sql $(DESTDIR)$(PREFIX)/share/seckill/sql/migrations/
 	install -m 755 scripts/migrate $(DESTDIR)$(PREFIX)/share/seckill/sql/migrate
 	@# never overwrite an operator's edited configuration

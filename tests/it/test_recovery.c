@@ -528,7 +528,7 @@ static void test_item_load_after_loss_mid_sale(void **state)
     WAIT_UNTIL(sale_accepted(w[0]) >= 40, 30000, ok);
     assert_true(ok);
     redisContext *rc = redis(&t);
-    freeReplyObject(harness_cmd(rc, "DEL %s %s %s %s", k[0], k[1], k[2], k[3]));
+    freeReplyObject(harness_cmd(rc, "DEL %s %s %s %s %s %s", k[0], k[1], k[2], k[3], k[4], k[5]));
     sale_wait(w[0]);
     struct sale_counts sc;
     sale_count(w[0], &sc);
