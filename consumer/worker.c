@@ -144,11 +144,12 @@ static int clear_once(struct worker *w, const struct resv *r, size_t n, const ch
         argv[a++] = k[KEYS_ITEM_PENDING];
         argv[a++] = k[KEYS_ITEM_UNPUB];
         argv[a++] = k[KEYS_ITEM_ORDERS];
+        argv[a++] = k[KEYS_ITEM_STOCK];
         argv[a++] = now;
         for (size_t m = i; m < j; m++)
             for (int v = 0; v < WK_SETTLE_ARGS; v++)
                 argv[a++] = vals[m * WK_SETTLE_ARGS + (size_t)v];
-        if (script_append(w->rc, &w->settle, 3, (int)(a - 3), argv, NULL) != 0)
+        if (script_append(w->rc, &w->settle, 4, (int)(a - 4), argv, NULL) != 0)
             return -1;
         cmds++;
         i = j;
@@ -195,7 +196,7 @@ static void clear_reservations(struct worker *w, struct cmsg **v, size_t n)
     if (n == 0)
         return;
     qsort(w->unclear, n, sizeof(*w->unclear), cmp_resv);
-    argv = malloc((n * WK_SETTLE_ARGS + 4) * sizeof(*argv));
+    argv = malloc((n * WK_SETTLE_ARGS + 5) * sizeof(*argv));
     vals = malloc(n * WK_SETTLE_ARGS * sizeof(*vals));
     if (!argv || !vals)
         goto fail;

@@ -193,7 +193,7 @@ static void json_time(char *buf, size_t len, int64_t ms)
 static enum MHD_Result answer_status(struct ingress *g, struct ing_req *q)
 {
     const struct st_req *r = &q->sr;
-    char body[384], reserved[48], persisted[48], reason[96] = "";
+    char body[400], reserved[48], persisted[48], reason[112] = "";
     switch (r->state) {
     case ST_NOT_FOUND:
         return respond(g, q->conn, MHD_HTTP_NOT_FOUND, "{\"status\":\"not_found\"}", 0);

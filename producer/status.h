@@ -48,7 +48,7 @@ struct st_req {
     /* out */
     enum st_state state;
     int64_t order_id, item_id, reserved_at_ms, settled_at_ms;
-    char reason[16];
+    char reason[24];
 };
 
 struct st;

@@ -472,6 +472,11 @@ static void test_reconcile_detects_and_fixes(void **state)
     freeReplyObject(harness_cmd(rc, "SREM %s %s", k[KEYS_ITEM_BUYERS], lost_buyer));
     freeReplyObject(harness_cmd(rc, "INCRBY %s 2", k[KEYS_ITEM_STOCK]));
     pg_i64(&t, "UPDATE items SET stock_left = stock_left + 3 WHERE item_id = $1", item);
+    /* The buyer of the first order is told nothing of it any more, and
+     * Redis opens the sale a day later than the database says. */
+    freeReplyObject(harness_cmd(rc, "HDEL %s o:%lld", k[KEYS_ITEM_ORDERS], (long long)o.order_id));
+    freeReplyObject(harness_cmd(rc, "HSET %s starts_ms %lld", k[KEYS_ITEM_WINDOW],
+                                (long long)(util_wall_ms() + 86400000)));
 
     expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 1, &out, "MISMATCH");
     ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL);
@@ -479,6 +484,8 @@ static void test_reconcile_detects_and_fixes(void **state)
     assert_non_null(strstr(out, "missing from the Redis buyers set"));
     assert_non_null(strstr(out, "persisted already"));
     assert_non_null(strstr(out, "stock_left 43 != stock_total 100 - sold 60"));
+    assert_non_null(strstr(out, "1 settled orders show another status"));
+    assert_non_null(strstr(out, "sale window in Redis"));
     free(out);
     expect(ctl(&t, &out, "inspect", "--item", sid, NULL, NULL, NULL), 1, &out, "43");
 
@@ -488,6 +495,15 @@ static void test_reconcile_detects_and_fixes(void **state)
     assert_int_equal(harness_int(rc, "HLEN %s", k[KEYS_ITEM_PENDING]), 0);
     assert_int_equal(harness_int(rc, "SISMEMBER %s %s", k[KEYS_ITEM_BUYERS], lost_buyer), 1);
     assert_int_equal(pg_i64(&t, "SELECT stock_left FROM items WHERE item_id = $1", item), 40);
+    assert_int_equal(harness_int(rc, "EXISTS %s", k[KEYS_ITEM_WINDOW]), 0);
+    {
+        redisReply *st = harness_cmd(rc, "HGET %s o:%lld", k[KEYS_ITEM_ORDERS], (long long)o.order_id);
+        char want[48];
+        snprintf(want, sizeof(want), "%lld|c|", (long long)o.user_id);
+        assert_int_equal(st->type, REDIS_REPLY_STRING);
+        assert_true(strncmp(st->str, want, strlen(want)) == 0);
+        freeReplyObject(st);
+    }
 
     /* A unit missing from the count is never given back: it may still be
      * an order on its way. */
@@ -549,6 +565,27 @@ static void test_item_load_after_loss_mid_sale(void **state)
     assert_int_equal(harness_int(rc, "GET %s", k[KEYS_ITEM_STOCK]), 150 - sold);
     assert_int_equal(harness_int(rc, "SCARD %s", k[KEYS_ITEM_BUYERS]), sold);
     assert_int_equal(harness_int(rc, "SISMEMBER %s %s", reg, sid), 1);
+    /* Every persisted order's status came back: "o:ORDER" and "u:USER" each. */
+    assert_int_equal(harness_int(rc, "HLEN %s", k[KEYS_ITEM_ORDERS]), 2 * sold);
+    {
+        PGresult *one = PQexecParams(t.pg, "SELECT order_id, user_id FROM orders WHERE item_id = $1 LIMIT 1", 1,
+                                     NULL, (const char *const[]){ sid }, NULL, NULL, 0);
+        assert_int_equal(PQntuples(one), 1);
+        redisReply *st = harness_cmd(rc, "HGET %s o:%s", k[KEYS_ITEM_ORDERS], PQgetvalue(one, 0, 0));
+        char want[48], idx[KEYS_MAX];
+        snprintf(want, sizeof(want), "%s|c|", PQgetvalue(one, 0, 1));
+        assert_int_equal(st->type, REDIS_REPLY_STRING);
+        assert_true(strncmp(st->str, want, strlen(want)) == 0);
+        freeReplyObject(st);
+        /* and the order index leads back to the item */
+        keys_order(idx, sizeof(idx), t.c.redis.key_prefix, strtoll(PQgetvalue(one, 0, 0), NULL, 10));
+        st = harness_cmd(rc, "GET %s", idx);
+        snprintf(want, sizeof(want), "%s:%s", sid, PQgetvalue(one, 0, 1));
+        assert_int_equal(st->type, REDIS_REPLY_STRING);
+        assert_string_equal(st->str, want);
+        freeReplyObject(st);
+        PQclear(one);
+    }
 
     /* Wave 2: the wave-1 buyers again and new ones; the sale goes on and
      * sells exactly the stock. */
