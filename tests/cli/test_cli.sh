@@ -28,6 +28,7 @@ ID_BASE=$(( (UNIQ / 1000 % 1000000000000) * 1000000 + ($$ % 100000) * 10 ))
 ITEM1=$((ID_BASE + 1))  # created, recreated, then gets an order
 ITEM2=$((ID_BASE + 2))  # has a buyer in Redis only
 ITEM3=$((ID_BASE + 3))  # has a pending reservation in Redis only
+ITEM4=$((ID_BASE + 4))  # created with a sale window
 ORDER1=$((ID_BASE + 1))
 LOCK1=cli-$$-$UNIQ-seq
 LOCK2=cli-$$-$UNIQ-busy
@@ -41,11 +42,11 @@ cleanup() {
         while kill -0 "$BG_PID" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.05; done
         kill "$BG_PID" 2>/dev/null
     fi
-    sql "DELETE FROM orders WHERE item_id IN ($ITEM1, $ITEM2, $ITEM3);
-         DELETE FROM items WHERE item_id IN ($ITEM1, $ITEM2, $ITEM3);" >/dev/null 2>&1
+    sql "DELETE FROM orders WHERE item_id IN ($ITEM1, $ITEM2, $ITEM3, $ITEM4);
+         DELETE FROM items WHERE item_id IN ($ITEM1, $ITEM2, $ITEM3, $ITEM4);" >/dev/null 2>&1
     local id n keys=()
-    for id in "$ITEM1" "$ITEM2" "$ITEM3"; do
-        for n in stock buyers pending; do keys+=("$KEY_PREFIX:{item:$id}:$n"); done
+    for id in "$ITEM1" "$ITEM2" "$ITEM3" "$ITEM4"; do
+        for n in stock buyers pending unpub window orders; do keys+=("$KEY_PREFIX:{item:$id}:$n"); done
     done
     for n in "$LOCK1" "$LOCK2"; do keys+=("$KEY_PREFIX:lock:{$n}" "$KEY_PREFIX:fence:{$n}"); done
     redis-cli -h 127.0.0.1 -p "$REDIS_PORT" DEL "${keys[@]}" >/dev/null 2>&1
@@ -302,7 +303,33 @@ for bad in "--stock -1" "--stock 1x" "--stock 2147483648"; do
         "$CTL" -c "$CFG" item create --id "$ITEM2" $bad
 done
 expect "item create without --stock exits 2" 2 err "usage:" -- "$CTL" -c "$CFG" item create --id "$ITEM2"
+for bad in "--starts-at yesterday" "--starts-at 2026-02-30T10:00:00Z" "--ends-at 12x" "--ends-at -5"; do
+    # shellcheck disable=SC2086
+    expect "item create $bad exits 2 and names the option" 2 err "${bad%% *}" -- \
+        "$CTL" -c "$CFG" item create --id "$ITEM2" --stock 5 $bad
+done
+expect "item create with --ends-at before --starts-at exits 2" 2 err "after --starts-at" -- \
+    "$CTL" -c "$CFG" item create --id "$ITEM2" --stock 5 --starts-at 2026-11-21T10:00:00Z \
+    --ends-at 2026-11-21T09:00:00Z
 is "item $ITEM2: the refused creations wrote nothing to PostgreSQL" "$(stock_pg "$ITEM2")" ""
+
+# A window: stored in PostgreSQL (ms precision) and in Redis with the stock.
+check_out "item create --starts-at/--ends-at succeeds and prints the window" \
+    "on sale from 2031-01-02T03:04:05.000Z until 2031-01-02T04:00:00.000Z" \
+    "$CTL" -c "$CFG" item create --id "$ITEM4" --stock 7 --starts-at 2031-01-02T03:04:05Z \
+    --ends-at 1925092800000
+is "item $ITEM4: PostgreSQL window" \
+    "$(sql "SELECT (extract(epoch FROM starts_at) * 1000)::bigint, (extract(epoch FROM ends_at) * 1000)::bigint FROM items WHERE item_id=$ITEM4")" \
+    "1925089445000|1925092800000"
+is "item $ITEM4: Redis window" "$(rcli HGET "$KEY_PREFIX:{item:$ITEM4}:window" starts_ms) $(rcli HGET "$KEY_PREFIX:{item:$ITEM4}:window" ends_ms)" \
+    "1925089445000 1925092800000"
+check_out "item show prints the window, not started by Redis's clock" "not started by Redis's clock" \
+    "$CTL" -c "$CFG" item show "$ITEM4"
+ok_if "item show prints the database and Redis stock" "$(cat "$T/out")" \
+    grep -q "stock_total 7, stock_left 7, sold 0, refused 0" "$T/out"
+ok_if "item show prints Redis's stock" "$(cat "$T/out")" grep -q "redis      stock 7, pending 0" "$T/out"
+expect "item show of an unknown item exits 1" 1 out "not in the database" -- "$CTL" -c "$CFG" item show 999999999999
+expect "item show with a bad id exits 2" 2 err "ID must be" -- "$CTL" -c "$CFG" item show 0x10
 
 # --- 6: lock run: exit status, fence, release ----------------------------------
 
