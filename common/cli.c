@@ -99,6 +99,11 @@ int cli_load(struct cli *cli, struct cfg *c)
     }
     cli_apply_instance(cli, c);
     if (cli->check_only) {
+        if (cli->check && cli->check(c, err, sizeof(err)) != 0) {
+            fprintf(stderr, "%s: %s\n", cli->prog, err);
+            cfg_free(c);
+            return 1;
+        }
         printf("%s: configuration %s is valid\n", cli->prog, cli->config);
         cfg_free(c);
         return 0;

@@ -21,6 +21,9 @@ struct cli {
     const char *extra_help;
     int (*on_option)(int val, const char *arg, void *ctx);
     void *ctx;
+    /* What -t checks beyond the file itself: the files it names (the
+     * producer's keys). 0, or -1 with err. NULL: nothing more. */
+    int (*check)(const struct cfg *c, char *err, size_t errlen);
     int argi;               /* index of the first argument after the options */
 };
 

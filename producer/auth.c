@@ -133,3 +133,14 @@ struct daemon_reload_hook auth_reload_hook(struct auth *a)
 {
     return (struct daemon_reload_hook){ .prepare = reload_prepare, .commit = reload_commit, .arg = a };
 }
+
+int auth_check(const struct cfg *c, char *err, size_t errlen)
+{
+    struct jwt_keyset *ks = NULL;
+    if (c->producer.auth != CFG_AUTH_JWT)
+        return 0;
+    if (jwt_keyset_load(c, &ks, err, errlen) != 0)
+        return -1;
+    jwt_keyset_free(ks);
+    return 0;
+}

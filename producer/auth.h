@@ -44,4 +44,8 @@ enum jwt_err auth_buyer(struct auth *a, const char *authorization, int64_t *user
  * reloaded configuration (or refuses it), commit swaps it in. */
 struct daemon_reload_hook auth_reload_hook(struct auth *a);
 
+/* For -t: with producer.auth = "jwt", load the keys c names and drop them.
+ * 0, or -1 with err naming the entry and file. */
+int auth_check(const struct cfg *c, char *err, size_t errlen);
+
 #endif

@@ -81,7 +81,7 @@ static void drain(const struct cfg *c, struct ingress *g, struct pub *p)
 
 int main(int argc, char **argv)
 {
-    struct cli cli = { .prog = "seckill-producer", .usage = "" };
+    struct cli cli = { .prog = "seckill-producer", .usage = "", .check = auth_check };
     struct cfg c;
     struct pub *p = NULL;
     struct rsv *r = NULL;

@@ -198,6 +198,16 @@ expect "kafka.properties linger.mss=5: exit 1, the property named at file:line" 
 
 expect "missing configuration file: exit 1, the path named" 1 err "$T/no-such.cfg" -- \
     "$CTL" -t -c "$T/no-such.cfg"
+
+# -t also loads the producer's keys with auth = "jwt" (the unit's ExecStartPre).
+mkcfg "$T/jwt.cfg" 'producer = { auth = "jwt"; }; jwt = { key_dir = "keys"; keys = [ "k1:HS256:k1.secret" ]; };'
+expect "producer -t, jwt key file missing: exit 1, entry and file named" 1 err \
+    "'k1:HS256:k1.secret'" "$T/keys/k1.secret" -- "$BUILD/seckill-producer" -t -c "$T/jwt.cfg"
+mkdir -p "$T/keys" && head -c 16 /dev/urandom | base64 >"$T/keys/k1.secret"
+expect "producer -t, jwt secret too short: exit 1" 1 err "k1.secret" -- "$BUILD/seckill-producer" -t -c "$T/jwt.cfg"
+head -c 48 /dev/urandom | base64 >"$T/keys/k1.secret"
+expect "producer -t, jwt key file fine (key_dir relative to the file): exit 0" 0 out "is valid" -- \
+    "$BUILD/seckill-producer" -t -c "$T/jwt.cfg"
 expect "configuration path is a folder: exit 1, says it is not a regular file" 1 err "$T: cannot read: not a regular file" -- "$CTL" -t -c "$T"
 if [ "$(id -u)" -ne 0 ]; then
     cp "$T/valid.cfg" "$T/unreadable.cfg" && chmod 000 "$T/unreadable.cfg"
