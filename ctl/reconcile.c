@@ -51,6 +51,20 @@ struct rctx {
     struct script snap, drop, buyers, lower, window, states;
 };
 
+/* Run a script; its reply when it is of the type wanted, else NULL after
+ * saying why on stderr. The caller frees the reply. */
+static redisReply *eval_want(struct rctx *x, struct script *s, int nkeys, int nargs, const char **argv, int type)
+{
+    redisReply *rep = script_eval(x->rc, s, nkeys, nargs, argv, NULL);
+    if (rep && rep->type == type)
+        return rep;
+    fprintf(stderr, "seckillctl: redis: %s\n",
+            !rep ? x->rc->errstr : rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+    if (rep)
+        freeReplyObject(rep);
+    return NULL;
+}
+
 static int ids_add(struct ids *s, int64_t v)
 {
     if (s->n == s->cap) {
@@ -146,11 +160,10 @@ static int look(struct rctx *x, int64_t item, struct recon *r)
     }
     const char *kv[] = { k[KEYS_ITEM_STOCK], k[KEYS_ITEM_BUYERS], k[KEYS_ITEM_PENDING], k[KEYS_ITEM_UNPUB],
                          k[KEYS_ITEM_WINDOW], k[KEYS_ITEM_ORDERS] };
-    rep = script_eval(x->rc, &x->snap, 6, 0, kv, NULL);
-    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 6 || rep->element[4]->type != REDIS_REPLY_ARRAY ||
-        rep->element[4]->elements != 2) {
-        fprintf(stderr, "seckillctl: redis: %s\n",
-                !rep ? x->rc->errstr : rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+    if (!(rep = eval_want(x, &x->snap, 6, 0, kv, REDIS_REPLY_ARRAY)))
+        goto fail;
+    if (rep->elements != 6 || rep->element[4]->type != REDIS_REPLY_ARRAY || rep->element[4]->elements != 2) {
+        fprintf(stderr, "seckillctl: redis: unexpected snapshot\n");
         goto fail;
     }
     const char *params[] = { sid };
@@ -336,16 +349,12 @@ static int fix_window(struct rctx *x, const struct recon *r, char k[KEYS_ITEM_PA
     if (r->ends)
         snprintf(b, sizeof(b), "%" PRId64, r->ends);
     const char *argv[] = { k[KEYS_ITEM_WINDOW], a, b };
-    redisReply *rep = script_eval(x->rc, &x->window, 1, 2, argv, NULL);
-    int ok = rep && rep->type == REDIS_REPLY_INTEGER;
-    if (!ok)
-        fprintf(stderr, "seckillctl: redis: %s\n",
-                !rep ? x->rc->errstr : rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
-    else
-        printf("  fixed: item %" PRId64 ": sale window in Redis set to the database's\n", r->item);
-    if (rep)
-        freeReplyObject(rep);
-    return ok ? 0 : -1;
+    redisReply *rep = eval_want(x, &x->window, 1, 2, argv, REDIS_REPLY_INTEGER);
+    if (!rep)
+        return -1;
+    printf("  fixed: item %" PRId64 ": sale window in Redis set to the database's\n", r->item);
+    freeReplyObject(rep);
+    return 0;
 }
 
 /* --- repairing ---------------------------------------------------------------- */
@@ -371,12 +380,8 @@ static int fix_states(struct rctx *x, const struct recon *r, char k[KEYS_ITEM_PA
     for (int i = 0; i < n; i++)
         for (int f = 0; f < 6; f++)
             argv[1 + (size_t)i * 6 + (size_t)f] = PQgetvalue(res, i, f);
-    rep = script_eval(x->rc, &x->states, 1, n * 6, argv, NULL);
-    if (!rep || rep->type != REDIS_REPLY_INTEGER) {
-        fprintf(stderr, "seckillctl: redis: %s\n",
-                !rep ? x->rc->errstr : rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+    if (!(rep = eval_want(x, &x->states, 1, n * 6, argv, REDIS_REPLY_INTEGER)))
         goto fail;
-    }
     printf("  fixed: item %" PRId64 ": set the status of %lld settled orders to the database's\n", r->item,
            rep->integer);
     ret = 0;
@@ -406,12 +411,8 @@ static int run_ids(struct rctx *x, struct script *s, int nkeys, const char **key
         snprintf(num[i], sizeof(num[i]), "%" PRId64, v->v[i]);
         argv[(size_t)nkeys + i] = num[i];
     }
-    rep = script_eval(x->rc, s, nkeys, (int)v->n, argv, NULL);
-    if (!rep || rep->type != REDIS_REPLY_INTEGER) {
-        fprintf(stderr, "seckillctl: redis: %s\n",
-                !rep ? x->rc->errstr : rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+    if (!(rep = eval_want(x, s, nkeys, (int)v->n, argv, REDIS_REPLY_INTEGER)))
         goto fail;
-    }
     *count = rep->integer;
     ret = 0;
 fail:
@@ -452,24 +453,18 @@ static int fix_stock(struct rctx *x, const struct recon *r, char k[KEYS_ITEM_PAR
     const char *argv[] = { k[KEYS_ITEM_STOCK], seen, want };
     snprintf(seen, sizeof(seen), "%" PRId64, r->stock);
     snprintf(want, sizeof(want), "%" PRId64, to);
-    redisReply *rep = script_eval(x->rc, &x->lower, 1, 2, argv, NULL);
-    int ret = -1;
-    if (!rep || rep->type != REDIS_REPLY_INTEGER) {
-        fprintf(stderr, "seckillctl: redis: %s\n",
-                !rep ? x->rc->errstr : rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
-    } else if (rep->integer == 0) {
+    redisReply *rep = eval_want(x, &x->lower, 1, 2, argv, REDIS_REPLY_INTEGER);
+    if (!rep)
+        return -1;
+    if (rep->integer == 0)
         printf("  not fixed: item %" PRId64 ": its stock changed while being repaired; run reconcile again\n",
                r->item);
-        ret = 0;
-    } else {
+    else
         printf("  fixed: item %" PRId64 ": Redis stock %" PRId64 " -> %" PRId64
                " (it offered %" PRId64 " units more than the orders leave)\n",
                r->item, r->stock, to, excess);
-        ret = 0;
-    }
-    if (rep)
-        freeReplyObject(rep);
-    return ret;
+    freeReplyObject(rep);
+    return 0;
 }
 
 static int sweep_stale(struct rctx *x)
