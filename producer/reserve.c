@@ -302,7 +302,8 @@ static void publish(struct rsv *r, struct slot *s)
 
 /* The connection broke after the scripts were sent: each of them may or may
  * not have run. Ask Redis, once it answers again within the command timeout,
- * whether each reservation exists: publish those that do, refuse the rest.
+ * for each reservation: publish those that exist (as Redis holds them), refuse
+ * the rest.
  * If Redis stays away, refuse them all; a reservation that did happen is then
  * published by the sweeper later (counted as ambiguous). */
 static void resolve_ambiguous(struct rsv *r, struct slot *slots, size_t n)
@@ -319,20 +320,27 @@ static void resolve_ambiguous(struct rsv *r, struct slot *slots, size_t n)
     if (rconn_broken(r->rc))
         goto refuse;
     for (i = 0; i < n; i++) {
-        if (redisAppendCommand(r->rc, "HEXISTS %s %s", slots[i].keys[KEYS_ITEM_PENDING],
-                               slots[i].oid) != REDIS_OK)
+        if (redisAppendCommand(r->rc, "HGET %s %s", slots[i].keys[KEYS_ITEM_PENDING], slots[i].oid) != REDIS_OK)
             break;
         sent++;
     }
     PM_INC(redis_roundtrips);
     for (i = 0; i < sent; i++) {
         redisReply *rep = reply_next(r);
+        struct order o;
+        char err[64];
         if (!rep)
             break;
-        if (rep->type == REDIS_REPLY_INTEGER && rep->integer == 1)
+        /* Publish the message Redis holds: the script may have re-stamped it. */
+        if (rep->type == REDIS_REPLY_STRING && rep->len <= sizeof(slots[i].msg) &&
+            order_decode(rep->str, rep->len, &o, err, sizeof(err)) == 0 && o.order_id == slots[i].req->order_id) {
+            memcpy(slots[i].msg, rep->str, rep->len);
+            slots[i].msg_len = rep->len;
+            slots[i].req->reserved_at_ms = o.reserved_at_ms;
             ok[nok++] = &slots[i];
-        else
+        } else {
             finish(slots[i].req, RSV_UNAVAILABLE);
+        }
         slots[i].req = NULL;
         freeReplyObject(rep);
     }
@@ -371,21 +379,45 @@ static int slot_fill(struct rsv *r, struct slot *s, struct rsv_req *q)
     return 0;
 }
 
-/* Decide one request from reserve.lua's reply: an integer code, or for a
- * sale not yet open {code, starts_ms}. A reserved one joins won[]. */
+/* Re-encode a slot's order message after the script re-stamped it. */
+static int slot_restamp(struct slot *s, int64_t at)
+{
+    struct rsv_req *q = s->req;
+    struct order o = { q->order_id, q->user_id, q->item_id, 1, at };
+    int len = order_encode(&o, s->msg, sizeof(s->msg));
+    if (len < 0)
+        return -1;
+    q->reserved_at_ms = at;
+    s->msg_len = (size_t)len;
+    snprintf(s->ts, sizeof(s->ts), "%" PRId64, at);
+    return 0;
+}
+
+/* Decide one request from reserve.lua's reply: an integer code, or
+ * {code, ms}: a sale not yet open with its opening, or a reservation the
+ * script re-stamped with its time. A reserved one joins won[]. */
 static void script_result(struct slot *s, const redisReply *rep, struct slot **won, size_t *nwon)
 {
     const redisReply *c = rep;
-    int64_t starts = 0;
+    int64_t ms = 0;
     int o;
     if (rep->type == REDIS_REPLY_ARRAY) {
         c = rep->elements == 2 ? rep->element[0] : NULL;
         if (c && (rep->element[1]->type != REDIS_REPLY_STRING ||
-                  util_parse_i64(rep->element[1]->str, 0, INT64_MAX, &starts) != 0))
+                  util_parse_i64(rep->element[1]->str, 1, INT64_MAX, &ms) != 0))
             c = NULL;
     }
     o = c && c->type == REDIS_REPLY_INTEGER ? rsv_outcome_of_code(c->integer) : -1;
-    if (o < 0 || (o == RSV_NOT_STARTED) != (rep->type == REDIS_REPLY_ARRAY)) {
+    if (o >= 0 && rep->type == REDIS_REPLY_ARRAY && o != RSV_NOT_STARTED && o != RSV_ACCEPTED)
+        o = -1;
+    if (o == RSV_ACCEPTED && ms && slot_restamp(s, ms) != 0) {
+        /* Cannot happen (the message only grows by digits it had room for);
+         * the reservation stands in Redis and the sweeper publishes it. */
+        log_error("order %" PRId64 ": cannot re-encode it; left to the sweeper", s->req->order_id);
+        finish(s->req, RSV_UNAVAILABLE);
+        return;
+    }
+    if (o < 0 || (o == RSV_NOT_STARTED && rep->type != REDIS_REPLY_ARRAY)) {
         PM_INC(script_unknown_code);
         log_error("redis: reserve: a reply the outcome table does not know (%s %lld); answered 503",
                   rep->type == REDIS_REPLY_ARRAY ? "array" : "integer",
@@ -398,7 +430,7 @@ static void script_result(struct slot *s, const redisReply *rep, struct slot **w
         won[(*nwon)++] = s;
         return;
     }
-    s->req->starts_at_ms = starts;
+    s->req->starts_at_ms = ms;
     finish(s->req, (enum rsv_outcome)o);
 }
 

@@ -364,3 +364,80 @@ int harness_pg_try(const struct cfg *c, const char *sql, int64_t a1, int64_t a2)
     PQfinish(pg);
     return ret;
 }
+
+/* Keysets already loaded, by what configured them; freed at exit. */
+static struct {
+    char *conf;
+    struct jwt_keyset *ks;
+} keysets[16];
+static size_t nkeysets;
+
+static void keysets_free(void)
+{
+    for (size_t i = 0; i < nkeysets; i++) {
+        jwt_keyset_free(keysets[i].ks);
+        free(keysets[i].conf);
+    }
+    nkeysets = 0;
+}
+
+/* Every jwt setting a keyset copies, as one string. */
+static char *keys_conf(const struct cfg *c)
+{
+    char *s = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&s, &len);
+    assert_non_null(f);
+    fprintf(f, "%s\n%s\n%s\n%s\n%d %d\n", c->jwt.key_dir ? c->jwt.key_dir : "", c->jwt.issuer ? c->jwt.issuer : "",
+            c->jwt.audience ? c->jwt.audience : "", c->jwt.signing_key ? c->jwt.signing_key : "", c->jwt.leeway_s,
+            c->jwt.max_token_bytes);
+    for (size_t i = 0; i < c->jwt.keys.n; i++)
+        fprintf(f, "k %s\n", c->jwt.keys.v[i]);
+    for (size_t i = 0; i < c->jwt.algorithms.n; i++)
+        fprintf(f, "a %s\n", c->jwt.algorithms.v[i]);
+    assert_int_equal(fclose(f), 0);
+    return s;
+}
+
+const struct jwt_keyset *harness_keys(const struct cfg *c)
+{
+    static bool registered;
+    char err[512], *conf = keys_conf(c);
+    struct jwt_keyset *ks = NULL;
+    for (size_t i = 0; i < nkeysets; i++)
+        if (strcmp(keysets[i].conf, conf) == 0) {
+            free(conf);
+            return keysets[i].ks;
+        }
+    if (jwt_keyset_load(c, &ks, err, sizeof(err)) != 0) {
+        free(conf);
+        fail_msg("jwt keys: %s", err);
+    }
+    if (nkeysets == ARRAY_SIZE(keysets)) {
+        free(conf);
+        jwt_keyset_free(ks);
+        fail_msg("harness_keys: more than %zu key configurations", ARRAY_SIZE(keysets));
+    }
+    if (!registered)
+        atexit(keysets_free);
+    registered = true;
+    keysets[nkeysets].conf = conf;
+    keysets[nkeysets].ks = ks;
+    nkeysets++;
+    return ks;
+}
+
+void harness_token(const struct cfg *c, int64_t user, char *out, size_t len)
+{
+    char err[256], *tok = NULL;
+    int64_t now = util_wall_ms() / 1000;
+    if (jwt_sign(harness_keys(c), NULL, user, now, now + 3600, &tok, err, sizeof(err)) != 0)
+        fail_msg("jwt_sign: %s", err);
+    size_t n = strlen(tok);
+    if (n >= len) {
+        free(tok);
+        fail_msg("harness_token: a token of %zu bytes does not fit in %zu", n, len);
+    }
+    memcpy(out, tok, n + 1);
+    free(tok);
+}

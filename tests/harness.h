@@ -15,6 +15,7 @@
 #include <libpq-fe.h>
 
 #include "cfg.h"
+#include "jwt.h"
 #include "util.h"
 
 /* Wait for a condition with a deadline, polling every 10 ms; sets ok. Never
@@ -95,5 +96,13 @@ int harness_http(int port, const char *method, const char *path, const char *cty
                  const char *body, char *resp, size_t resplen);
 /* A TCP port on 127.0.0.1 that was free a moment ago. */
 int harness_free_port(void);
+
+/* The jwt keyset of c (jwt.key_dir, jwt.keys, the checks), loaded once per
+ * distinct key configuration and kept until the program exits; fails the
+ * test when it cannot be loaded. For producers with producer.auth = "jwt". */
+const struct jwt_keyset *harness_keys(const struct cfg *c);
+/* A bearer token for user, signed with c's jwt.signing_key, valid for an
+ * hour. Fails the test when it does not fit in out. */
+void harness_token(const struct cfg *c, int64_t user, char *out, size_t len);
 
 #endif

@@ -19,6 +19,7 @@
 #include <hiredis/hiredis.h>
 #include <libpq-fe.h>
 
+#include "jwt.h"
 #include "keys.h"
 #include "pgconn.h"
 #include "rconn.h"
@@ -29,6 +30,9 @@
 struct sale {
     struct sale_params p;
     int *ports;
+    /* with p.keys: the token of user user_base + i at i, the hammer's after them */
+    char **tokens;
+    size_t ntokens;
     struct sale_rec *recs; /* requests, then hammer */
     size_t nrecs;
     pthread_t *threads;
@@ -163,15 +167,19 @@ static int read_response(int fd, char *body, size_t bodylen, bool *keep)
     return status;
 }
 
-static int post_order(struct sale *s, struct conn *cn, int64_t user, int64_t *order_id)
+static int post_order(struct sale *s, struct conn *cn, int64_t user, const char *token, int64_t *order_id)
 {
-    char req[512], body[128], resp[256];
+    char req[2048], body[128], resp[256];
     bool keep;
-    int blen = snprintf(body, sizeof(body), "{\"user_id\":%" PRId64 ",\"item_id\":%" PRId64 "}", user, s->p.item_id);
+    int blen = token ? snprintf(body, sizeof(body), "{\"item_id\":%" PRId64 "}", s->p.item_id)
+                     : snprintf(body, sizeof(body), "{\"user_id\":%" PRId64 ",\"item_id\":%" PRId64 "}", user,
+                                s->p.item_id);
     int n = snprintf(req, sizeof(req),
                      "POST /api/v1/seckill HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %d\r\n\r\n%s",
-                     blen, body);
+                     "%s%s%sContent-Length: %d\r\n\r\n%s",
+                     token ? "Authorization: Bearer " : "", token ? token : "", token ? "\r\n" : "", blen, body);
+    if (n < 0 || (size_t)n >= sizeof(req))
+        return SALE_NOT_SENT;
     *order_id = 0;
     /* A kept-alive connection the server closed meanwhile refuses the
      * write: nothing was delivered, so one fresh attempt is safe. */
@@ -235,7 +243,7 @@ static void *run_conn(void *arg)
         if (atomic_load(&s->stop))
             break;
         int64_t user = s->p.user_base + i % s->p.users;
-        int st = post_order(s, &cn, user, &oid);
+        int st = post_order(s, &cn, user, s->tokens ? s->tokens[i % s->p.users] : NULL, &oid);
         record(s, (size_t)i, user, st, oid);
     }
     conn_close(&cn);
@@ -263,7 +271,7 @@ static void *run_hammer(void *arg)
     go = s->gate_open;
     pthread_mutex_unlock(&s->gate_mu);
     if (go)
-        st = post_order(s, &cn, s->p.hammer_user, &oid);
+        st = post_order(s, &cn, s->p.hammer_user, s->tokens ? s->tokens[s->p.users] : NULL, &oid);
     else
         oid = 0;
     record(s, (size_t)s->p.requests + (size_t)w->slot, s->p.hammer_user, st, oid);
@@ -271,6 +279,26 @@ static void *run_hammer(void *arg)
     conn_close(&cn);
     free(w);
     return NULL;
+}
+
+/* One token per user (and the hammer's), valid long after any sale ends:
+ * signing is the slow part, so none is made while the sale runs. */
+static int make_tokens(struct sale *s, int hammer)
+{
+    char err[256];
+    int64_t now = util_wall_ms() / 1000;
+    size_t n = (size_t)s->p.users + (hammer ? 1 : 0);
+    if (!(s->tokens = calloc(n, sizeof(*s->tokens))))
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        int64_t user = i < (size_t)s->p.users ? s->p.user_base + (int64_t)i : s->p.hammer_user;
+        if (jwt_sign(s->p.keys, NULL, user, now, now + 6 * 3600, &s->tokens[i], err, sizeof(err)) != 0) {
+            fprintf(stderr, "# sale: signing a token for user %" PRId64 ": %s\n", user, err);
+            return -1;
+        }
+        s->ntokens = i + 1;
+    }
+    return 0;
 }
 
 int sale_start(const struct sale_params *p, struct sale **out)
@@ -296,6 +324,8 @@ int sale_start(const struct sale_params *p, struct sale **out)
     s->p.ports = s->ports;
     for (size_t i = 0; i < s->nrecs; i++)
         s->recs[i].status = SALE_NOT_SENT;
+    if (p->keys && make_tokens(s, hammer) != 0)
+        goto fail;
     atomic_store(&s->hammer_left, hammer);
     s->p.hammer = hammer;
     clock_gettime(CLOCK_MONOTONIC, &s->t0);
@@ -349,6 +379,9 @@ void sale_free(struct sale *s)
     sale_wait(s);
     pthread_mutex_destroy(&s->gate_mu);
     pthread_cond_destroy(&s->gate_cv);
+    for (size_t i = 0; i < s->ntokens; i++)
+        free(s->tokens[i]);
+    free(s->tokens);
     free(s->threads);
     free(s->recs);
     free(s->ports);

@@ -16,6 +16,8 @@
 
 #include "cfg.h"
 
+struct jwt_keyset;
+
 /* A request's status besides HTTP codes. */
 enum {
     SALE_NOT_SENT = 0,   /* no producer accepted the connection: nothing reached one */
@@ -41,11 +43,16 @@ struct sale_params {
                            * each on a connection of its own */
     int hammer;
     int timeout_ms;       /* per request; 0: 20000 */
+    const struct jwt_keyset *keys; /* NULL: no Authorization header (producer.auth = "none"); else
+                                    * every POST carries "Bearer <token>" for its user, signed with
+                                    * the keyset's signing key, and the body no user_id (the token
+                                    * names the buyer); tokens are made once, in sale_start */
 };
 
 struct sale;
 
-/* Start the sale's threads; returns 0, or -1 (out of memory, no threads). */
+/* Start the sale's threads; returns 0, or -1 (out of memory, no threads, a
+ * token that could not be signed). */
 int sale_start(const struct sale_params *p, struct sale **out);
 /* No new requests from now on (requests in flight still finish). */
 void sale_stop(struct sale *s);

@@ -303,6 +303,7 @@ static void scen_init(struct scen *s, const char *title, const char *tag)
     c->producer.sweep_age_ms = 1000;
     c->producer.sweep_interval_ms = 200;
     c->producer.drain_timeout_ms = 10000;
+    c->producer.auth = CFG_AUTH_JWT; /* buyers present tokens, as in production */
     c->consumer.workers = 2;
     c->consumer.batch_size = 50;
     c->consumer.batch_linger_ms = 5;
@@ -354,7 +355,7 @@ static void wave1(struct scen *s)
     struct sale_params p = {
         .ports = &s->prod.port, .nports = 1, .item_id = s->item, .user_base = s->user_base,
         .users = W1_USERS, .requests = W1_REQUESTS, .conns = CONNS, .rate = W1_RATE,
-        .hammer_user = hammer_user(s), .hammer = HAMMER,
+        .hammer_user = hammer_user(s), .hammer = HAMMER, .keys = harness_keys(&s->c),
     };
     assert_int_equal(sale_start(&p, &s->wave[0]), 0);
     s->nwaves = 1;
@@ -371,6 +372,7 @@ static void wave2(struct scen *s)
         .ports = &s->prod.port, .nports = 1, .item_id = s->item,
         .user_base = s->user_base + W2_USER_OFFSET, .users = W2_USERS, .requests = W2_REQUESTS,
         .conns = CONNS, .rate = 0, .hammer_user = hammer_user(s), .hammer = W2_HAMMER,
+        .keys = harness_keys(&s->c),
     };
     sale_wait(s->wave[0]);
     prod_wait_healthy(s, START_MS);

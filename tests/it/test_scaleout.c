@@ -422,6 +422,7 @@ static void run_init(struct run *r)
     c->producer.sweep_age_ms = 1000; /* raised by the producer to 2 x message.timeout.ms + 2 s */
     c->producer.sweep_interval_ms = 500;
     c->producer.drain_timeout_ms = 20000;
+    c->producer.auth = CFG_AUTH_JWT; /* buyers present tokens, as in production */
     c->consumer.workers = 2;
     c->consumer.batch_size = 50;
     c->consumer.batch_linger_ms = 5;
@@ -633,6 +634,7 @@ static void test_scaleout(void **state)
         .ports = r->prod_ports, .nports = PRODUCERS, .item_id = r->item, .user_base = r->user_base,
         .users = USERS, .requests = REQUESTS, .conns = CONNS, .rate = RATE,
         .hammer_user = hammer_user, .hammer = HAMMER, .timeout_ms = REQUEST_TIMEOUT_MS,
+        .keys = harness_keys(&r->c),
     };
     assert_int_equal(sale_start(&p, &r->sale), 0);
     int64_t t_sale = util_mono_ms();
