@@ -10,14 +10,16 @@
 #include <string.h>
 #include <strings.h>
 
+#include <pthread.h>
+
 #include <openssl/bio.h>
 #include <openssl/bn.h>
 #include <openssl/crypto.h>
 #include <openssl/ec.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/objects.h>
+#include <openssl/params.h>
 #include <openssl/pem.h>
 #include <openssl/rsa.h>
 
@@ -39,6 +41,7 @@ struct jwt_key {
     enum jwt_alg alg;
     unsigned char *secret; /* HS256 */
     size_t secret_len;
+    EVP_MAC_CTX *hmac;     /* HS256: keyed once; each MAC works on a copy */
     EVP_PKEY *pkey;        /* RS256, ES256 */
     bool can_sign;
 };
@@ -179,6 +182,57 @@ static size_t b64url_encode(const unsigned char *in, size_t n, char *out)
     return o;
 }
 
+/* --- algorithms ---------------------------------------------------------------- */
+
+/* OpenSSL 3 looks an algorithm up in its provider store on every one-shot
+ * call (HMAC(), EVP_sha256() in EVP_Digest): that lookup, not the hashing,
+ * was most of a token's cost on the HTTP thread. Fetch each once. */
+static pthread_once_t algs_once = PTHREAD_ONCE_INIT;
+static EVP_MD *sha256_md;
+static EVP_MAC *hmac_mac;
+
+static void algs_fetch(void)
+{
+    sha256_md = EVP_MD_fetch(NULL, "SHA2-256", NULL);
+    hmac_mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+}
+
+static const EVP_MD *sha256(void)
+{
+    pthread_once(&algs_once, algs_fetch);
+    return sha256_md;
+}
+
+/* An HMAC-SHA256 context keyed with the secret, or NULL. */
+static EVP_MAC_CTX *hmac_keyed(const unsigned char *secret, size_t len)
+{
+    char digest[] = "SHA2-256";
+    OSSL_PARAM params[] = { OSSL_PARAM_construct_utf8_string("digest", digest, 0), OSSL_PARAM_construct_end() };
+    EVP_MAC_CTX *ctx;
+    pthread_once(&algs_once, algs_fetch);
+    if (!hmac_mac || !(ctx = EVP_MAC_CTX_new(hmac_mac)))
+        return NULL;
+    if (EVP_MAC_init(ctx, secret, len, params) != 1) {
+        EVP_MAC_CTX_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+/* HMAC-SHA256 of in with k's secret, on a copy of its keyed context (the
+ * keyset is shared by threads; the copy is this call's). 0 or -1. */
+static int hs256_mac(const struct jwt_key *k, const char *in, size_t inlen, unsigned char mac[SHA256_LEN])
+{
+    EVP_MAC_CTX *ctx = EVP_MAC_CTX_dup(k->hmac);
+    size_t n = 0;
+    int ok = ctx && EVP_MAC_update(ctx, (const unsigned char *)in, inlen) == 1 &&
+             EVP_MAC_final(ctx, mac, &n, SHA256_LEN) == 1 && n == SHA256_LEN;
+    EVP_MAC_CTX_free(ctx);
+    if (!ok)
+        ERR_clear_error();
+    return ok ? 0 : -1;
+}
+
 /* --- keys -------------------------------------------------------------------- */
 
 static void key_clear(struct jwt_key *k)
@@ -188,6 +242,7 @@ static void key_clear(struct jwt_key *k)
         OPENSSL_cleanse(k->secret, k->secret_len);
         free(k->secret);
     }
+    EVP_MAC_CTX_free(k->hmac);
     EVP_PKEY_free(k->pkey);
     memset(k, 0, sizeof(*k));
 }
@@ -281,6 +336,10 @@ static int key_material(struct jwt_key *k, char *buf, size_t n, char *why, size_
         }
         memcpy(k->secret, buf, n);
         k->secret_len = n;
+        if (!(k->hmac = hmac_keyed(k->secret, n))) {
+            seterr(why, whylen, "OpenSSL cannot make an HMAC-SHA256 with it");
+            return -1;
+        }
         k->can_sign = true;
         return 0;
     }
@@ -448,11 +507,8 @@ static const struct jwt_key *key_find(const struct jwt_keyset *ks, const char *k
 static bool hs256_ok(const struct jwt_key *k, const char *in, size_t inlen, const unsigned char *sig,
                      size_t siglen)
 {
-    unsigned char mac[EVP_MAX_MD_SIZE];
-    unsigned int maclen = 0;
-    if (siglen != SHA256_LEN ||
-        !HMAC(EVP_sha256(), k->secret, (int)k->secret_len, (const unsigned char *)in, inlen, mac, &maclen) ||
-        maclen != SHA256_LEN)
+    unsigned char mac[SHA256_LEN];
+    if (siglen != SHA256_LEN || hs256_mac(k, in, inlen, mac) != 0)
         return false;
     /* Constant time: a byte-by-byte early exit would let a client find a
      * valid MAC one byte at a time. */
@@ -491,7 +547,7 @@ static bool pkey_verify(const struct jwt_key *k, const char *in, size_t inlen, c
         vsig = der;
         vlen = (size_t)dlen;
     }
-    if (!(mctx = EVP_MD_CTX_new()) || EVP_DigestVerifyInit(mctx, &pctx, EVP_sha256(), NULL, k->pkey) != 1)
+    if (!(mctx = EVP_MD_CTX_new()) || EVP_DigestVerifyInit(mctx, &pctx, sha256(), NULL, k->pkey) != 1)
         goto out;
     if (k->alg == ALG_RS256 && EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PADDING) != 1)
         goto out;
@@ -704,7 +760,7 @@ static int pkey_sign(const struct jwt_key *k, const char *in, size_t inlen, unsi
     size_t dlen = 0;
     int ret = -1;
 
-    if (!mctx || EVP_DigestSignInit(mctx, &pctx, EVP_sha256(), NULL, k->pkey) != 1)
+    if (!mctx || EVP_DigestSignInit(mctx, &pctx, sha256(), NULL, k->pkey) != 1)
         goto out;
     if (k->alg == ALG_RS256 && EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PADDING) != 1)
         goto out;
@@ -803,12 +859,11 @@ int jwt_sign(const struct jwt_keyset *ks, const char *kid, int64_t user, int64_t
     tok[hl] = '.';
     memcpy(tok + hl + 1, p, pl);
     if (k->alg == ALG_HS256) {
-        unsigned int ml = 0;
-        if (!HMAC(EVP_sha256(), k->secret, (int)k->secret_len, (const unsigned char *)tok, inlen, sig, &ml)) {
+        if (hs256_mac(k, tok, inlen, sig) != 0) {
             seterr(err, errlen, "key %s: HMAC failed", k->kid);
             goto fail;
         }
-        siglen = ml;
+        siglen = SHA256_LEN;
     } else if (pkey_sign(k, tok, inlen, sig, &siglen) != 0) {
         seterr(err, errlen, "key %s: signing failed", k->kid);
         goto fail;
@@ -889,7 +944,7 @@ static struct jwt_cache_entry *cache_set(struct jwt_cache *jc, const char *tok, 
 {
     unsigned int hl = 0;
     uint64_t idx;
-    if (EVP_Digest(tok, len, hash, &hl, EVP_sha256(), NULL) != 1 || hl != SHA256_LEN) {
+    if (EVP_Digest(tok, len, hash, &hl, sha256(), NULL) != 1 || hl != SHA256_LEN) {
         ERR_clear_error();
         return NULL;
     }
