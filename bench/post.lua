@@ -1,6 +1,9 @@
 -- wrk script: POST an order for a random user. Item from the ITEM variable.
 -- Counts responses by status so the bench can report accepted requests/s.
+-- REPEAT=K: each thread cycles over K random users instead, the buyer who
+-- keeps pressing buy (202 once, then 409).
 local item = os.getenv("ITEM") or "1"
+local repeat_k = tonumber(os.getenv("REPEAT") or "0")
 local counts = {}
 local threads = {}
 
@@ -13,10 +16,18 @@ function init(args)
   wrk.method = "POST"
   wrk.headers["Content-Type"] = "application/json"
   statuses = {}
+  few, next_user = {}, 0
+  for i = 1, repeat_k do few[i] = math.random(1, 2000000000) end
 end
 
 function request()
-  local user = math.random(1, 2000000000)
+  local user
+  if repeat_k > 0 then
+    next_user = next_user % repeat_k + 1
+    user = few[next_user]
+  else
+    user = math.random(1, 2000000000)
+  end
   return wrk.format(nil, "/api/v1/seckill", nil,
                     string.format('{"user_id":%d,"item_id":%s}', user, item))
 end

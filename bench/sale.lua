@@ -1,9 +1,13 @@
 -- wrk script for a flash sale: REQUESTS requests in all (split over the
 -- threads), from USERS distinct users picked at random (so with repeats), at
--- ITEM. Prints the responses by status and the latency percentiles.
+-- ITEM, each with its user's bearer token (producer.auth = "jwt"): TOKENS is
+-- a file of one token a line, line N for user N (seckillctl token issue
+-- --users 1-USERS). Prints the responses by status and the latency
+-- percentiles.
 local item = os.getenv("ITEM") or "1"
 local users = tonumber(os.getenv("USERS") or "50000")
 local total = tonumber(os.getenv("REQUESTS") or "100000")
+local path = os.getenv("TOKENS") or error("TOKENS: a file of tokens, line N for user N")
 local threads = {}
 local nthreads = 0
 
@@ -15,8 +19,15 @@ end
 
 function init(args)
   math.randomseed(os.time() * 1000 + id)
-  wrk.method = "POST"
-  wrk.headers["Content-Type"] = "application/json"
+  -- Every thread may pick any user: each keeps the whole file.
+  tokens = {}
+  local f = assert(io.open(path, "r"))
+  for t in f:lines() do tokens[#tokens + 1] = "Bearer " .. t end
+  f:close()
+  assert(#tokens >= users, string.format("%s has %d tokens, USERS is %d", path, #tokens, users))
+  -- wrk.format does not merge wrk.headers into the table it is given.
+  headers = { ["Content-Type"] = "application/json", ["Host"] = wrk.headers["Host"] }
+  body = string.format('{"item_id":%s}', item)
   statuses = {}
   sent, got = 0, 0
   quota = math.floor(total / tonumber(os.getenv("THREADS") or "1"))
@@ -24,8 +35,8 @@ end
 
 function request()
   sent = sent + 1
-  return wrk.format(nil, "/api/v1/seckill", nil,
-                    string.format('{"user_id":%d,"item_id":%s}', math.random(1, users), item))
+  headers["Authorization"] = tokens[math.random(1, users)]
+  return wrk.format("POST", "/api/v1/seckill", headers, body)
 end
 
 function response(status, headers, body)
