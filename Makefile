@@ -112,8 +112,12 @@ demo:
 # Figures, not tests: prints a table and writes build/bench.json.
 bench:
 	scripts/stack up
-	$(MAKE) --no-print-directory all
+	$(MAKE) --no-print-directory all $(BUILD)/bench/jwtverify
 	bench/run
+
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 # The scale-out run alone (issue #9), from the release build: three Kafka
 # brokers, two producers, three consumers, a broker and a consumer SIGKILLed
