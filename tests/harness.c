@@ -232,17 +232,18 @@ int harness_wait_exit(pid_t pid, int timeout_ms)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static int connect_local(int port)
+int harness_connect(int port)
 {
     struct sockaddr_in sa = { 0 };
     struct timeval tv = { 15, 0 };
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
     sa.sin_family = AF_INET;
     sa.sin_port = htons((uint16_t)port);
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
         close(fd);
         return -1;
@@ -250,12 +251,32 @@ static int connect_local(int port)
     return fd;
 }
 
+int harness_run(char **out, const char *bin, const char *const *args, int timeout_ms)
+{
+    char path[512], log[] = "/tmp/seckill-run-XXXXXX";
+    char *argv[24];
+    int n = 0, fd = mkstemp(log);
+    size_t len;
+    assert_true(fd >= 0);
+    close(fd);
+    harness_bin(bin, path, sizeof(path));
+    argv[n++] = path;
+    for (; *args && n < 23; args++)
+        argv[n++] = (char *)*args;
+    argv[n] = NULL;
+    int st = harness_wait_exit(harness_spawn(argv, log), timeout_ms);
+    *out = NULL;
+    assert_int_equal(util_read_file(log, out, &len), 0);
+    unlink(log);
+    return st;
+}
+
 int harness_http(int port, const char *method, const char *path, const char *ctype,
                  const char *body, char *resp, size_t resplen)
 {
     char head[1024], buf[16384];
     size_t blen = body ? strlen(body) : 0, got = 0;
-    int fd = connect_local(port), n, status = -1;
+    int fd = harness_connect(port), n, status = -1;
     if (resp && resplen)
         resp[0] = 0;
     if (fd < 0)

@@ -89,6 +89,15 @@ pid_t harness_spawn(char *const argv[], const char *logpath);
  * signal N ended it, or -1 on timeout (it is then killed with SIGKILL). */
 int harness_wait_exit(pid_t pid, int timeout_ms);
 
+/* Run a binary of this build (harness_bin) with args (NULL-terminated, at
+ * most 22), stdout and stderr into *out (caller frees); its exit status as
+ * harness_wait_exit gives it. */
+int harness_run(char **out, const char *bin, const char *const *args, int timeout_ms);
+
+/* A TCP connection to 127.0.0.1:port with 15 s send and receive timeouts,
+ * or -1. */
+int harness_connect(int port);
+
 /* One HTTP/1.1 request to 127.0.0.1:port on a fresh connection (Connection:
  * close). ctype and body may be NULL. Returns the status code, or -1 when
  * the exchange failed; the response body (truncated) goes into resp. */

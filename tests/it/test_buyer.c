@@ -64,32 +64,13 @@ struct resp {
     size_t body_len;    /* bytes after the blank line, all of them (may exceed body) */
 };
 
-static int connect_local(int port)
-{
-    struct sockaddr_in sa = { 0 };
-    struct timeval tv = { 15, 0 };
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* Send req as is, read until the server closes (the request says
  * Connection: close, or the server decides to). No cmocka: threads use it. */
 static int http_raw(int port, const char *req, size_t len, struct resp *r)
 {
     char buf[16384];
     size_t got = 0, total = 0;
-    int fd = connect_local(port);
+    int fd = harness_connect(port);
     memset(r, 0, sizeof(*r));
     r->status = -1;
     if (fd < 0)
@@ -325,25 +306,9 @@ static int teardown(void **state)
 
 /* --- small tools ------------------------------------------------------------ */
 
-/* Run a build binary with args; stdout+stderr into *out (caller frees). */
 static int run(char **out, const char *bin, const char *const *args)
 {
-    char path[512], log[] = "/tmp/seckill-buyer-XXXXXX";
-    char *argv[20];
-    int n = 0, fd = mkstemp(log);
-    size_t len;
-    assert_true(fd >= 0);
-    close(fd);
-    harness_bin(bin, path, sizeof(path));
-    argv[n++] = path;
-    for (; *args && n < 19; args++)
-        argv[n++] = (char *)*args;
-    argv[n] = NULL;
-    int st = harness_wait_exit(harness_spawn(argv, log), 60000);
-    *out = NULL;
-    assert_int_equal(util_read_file(log, out, &len), 0);
-    unlink(log);
-    return st;
+    return harness_run(out, bin, args, 60000);
 }
 
 static int64_t new_item_id(void)

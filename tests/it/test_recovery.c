@@ -38,26 +38,9 @@ struct rt {
             fail_msg("command failed: %s", #__VA_ARGS__);               \
     } while (0)
 
-/* Run a build binary with args, capture stdout+stderr into *out (caller
- * frees); returns the exit status. */
 static int run(char **out, const char *bin, const char *const *args)
 {
-    char path[512], log[] = "/tmp/seckill-recovery-XXXXXX";
-    char *argv[16];
-    int n = 0, fd = mkstemp(log);
-    size_t len;
-    assert_true(fd >= 0);
-    close(fd);
-    harness_bin(bin, path, sizeof(path));
-    argv[n++] = path;
-    for (; *args && n < 15; args++)
-        argv[n++] = (char *)*args;
-    argv[n] = NULL;
-    int st = harness_wait_exit(harness_spawn(argv, log), 120000);
-    *out = NULL;
-    assert_int_equal(util_read_file(log, out, &len), 0);
-    unlink(log);
-    return st;
+    return harness_run(out, bin, args, 120000);
 }
 
 static int ctl(struct rt *t, char **out, const char *a1, const char *a2, const char *a3, const char *a4,
