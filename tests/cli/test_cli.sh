@@ -56,23 +56,8 @@ trap cleanup EXIT
 
 # --- TAP helpers --------------------------------------------------------------
 
-n=0 failed=0
-diag() { sed 's/^/# /'; }
-pass() { n=$((n + 1)); echo "ok $n - $1"; }
-fail() {
-    n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; shift
-    local m; for m in "$@"; do printf '%s\n' "$m" | diag; done
-}
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
-
-# run CMD...: stdout in $T/out, stderr in $T/err, status in $rc.
-rc=0
-run() { "$@" >"$T/out" 2>"$T/err"; rc=$?; }
-run_diag() {
-    printf 'command: %s\nexit: %s\n' "$*" "$rc"
-    [ -s "$T/out" ] && { echo "stdout:"; head -n 20 "$T/out"; }
-    [ -s "$T/err" ] && { echo "stderr:"; head -n 20 "$T/err"; }
-}
+# shellcheck source=../tap.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../tap.sh"
 
 # expect DESC WANT STREAM [SUBSTR...] -- CMD...
 #   WANT: the exit status, or "nz" for any non-zero one.
@@ -104,8 +89,6 @@ expect() {
 check() { local d=$1; shift; expect "$d" 0 any -- "$@"; }
 # check_out DESC SUBSTR CMD...: CMD exits 0 and prints SUBSTR on stdout.
 check_out() { local d=$1 s=$2; shift 2; expect "$d" 0 out "$s" -- "$@"; }
-# is DESC GOT WANT
-is() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "got:  '$2'" "want: '$3'"; fi; }
 # ok_if DESC DIAG CONDITION...: CONDITION (a command, usually [ ... ]) succeeds.
 ok_if() { local d=$1 m=$2; shift 2; if "$@"; then pass "$d"; else fail "$d" "$m"; fi; }
 posint() { [[ $1 =~ ^[1-9][0-9]*$ ]]; }

@@ -18,24 +18,8 @@ SECRET=config/dev-keys/DEV-ONLY-hs256.secret # jwt.keys "dev-hs256" in $CFG
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
-# --- TAP helpers (as in test_cli.sh) ------------------------------------------
-
-n=0 failed=0
-diag() { sed 's/^/# /'; }
-pass() { n=$((n + 1)); echo "ok $n - $1"; }
-fail() {
-    n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; shift
-    local m; for m in "$@"; do printf '%s\n' "$m" | diag; done
-}
-is() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "got:  '$2'" "want: '$3'"; fi; }
-
-rc=0
-run() { "$@" >"$T/out" 2>"$T/err"; rc=$?; }
-run_diag() {
-    printf 'command: %s\nexit: %s\n' "$*" "$rc"
-    [ -s "$T/out" ] && { echo "stdout:"; head -n 5 "$T/out"; }
-    [ -s "$T/err" ] && { echo "stderr:"; head -n 5 "$T/err"; }
-}
+# shellcheck source=../tap.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../tap.sh"
 
 # refused DESC SUBSTR ARGS...: token issue ARGS exits 2, prints nothing on
 # stdout and SUBSTR on stderr.
