@@ -26,7 +26,17 @@ ifeq ($(SAN),1)
 CFLAGS  := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
 endif
-ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) -Icommon -Ictl -Iproducer -Iconsumer -Itests -I$(BUILD)/gen $(PKG_CFLAGS)
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) -I$(BUILD)/gen $(PKG_CFLAGS)
+# The layers: each folder sees only the headers it may use, so a reach into
+# another program's folder fails to compile instead of linking by accident.
+# Picked by the source's top folder (INC_<folder>); the tests see everything.
+INC_common   := -Icommon
+INC_gen      := -Icommon
+INC_producer := -Icommon -Iproducer
+INC_consumer := -Icommon -Iconsumer
+INC_ctl      := -Icommon -Ictl
+INC_bench    := -Icommon
+INC_tests    := -Icommon -Ictl -Iproducer -Iconsumer -Itests
 LIBS    := $(PKG_LIBS) -pthread
 
 COMMON_SRC := $(wildcard common/*.c)
@@ -40,6 +50,7 @@ GEN_H      := $(BUILD)/gen/embed.h
 
 LIB_OBJ := $(COMMON_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/embed.o
 CTL_OBJ := $(CTL_SRC:%.c=$(BUILD)/obj/%.o)
+# common/ only: what more than one program runs.
 LIB     := $(BUILD)/libseckill.a
 # Each daemon's modules but main() in a library of their own, so unit tests
 # link the very objects the daemon runs.
@@ -64,13 +75,13 @@ $(GEN_C) $(GEN_H) &: $(EMBED_SRC) scripts/embed
 
 $(BUILD)/obj/gen/embed.o: $(GEN_C)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(INC_gen) -c $< -o $@
 
 $(BUILD)/obj/%.o: %.c $(GEN_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(INC_$(firstword $(subst /, ,$*))) -MMD -MP -c $< -o $@
 
-$(LIB): $(LIB_OBJ) $(CTL_OBJ)
+$(LIB): $(LIB_OBJ)
 	rm -f $@
 	$(AR) rcs $@ $^
 
@@ -85,7 +96,7 @@ $(BUILD)/seckill-producer: $(BUILD)/obj/producer/main.o $(PROD_LIB) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 $(BUILD)/seckill-consumer: $(BUILD)/obj/consumer/main.o $(CONS_LIB) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
-$(BUILD)/seckillctl: $(BUILD)/obj/ctl/seckillctl.o $(CTL_OBJ) $(PROD_LIB) $(LIB)
+$(BUILD)/seckillctl: $(BUILD)/obj/ctl/seckillctl.o $(CTL_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 tests: $(TEST_BINS)
