@@ -12,27 +12,14 @@
 #include "kconf.h"
 #include "kmeta.h"
 #include "keys.h"
-#include "publish.h"
 #include "rconn.h"
 #include "script.h"
+#include "sweepage.h"
 #include "util.h"
 
 #define META_TIMEOUT_MS 10000
 
 /* --- is anything still on its way? --------------------------------------- */
-
-/* The window in which an order reserved before the loss may still reach the
- * topic: the same bound the producer's sweeper keeps (see housekeep.c). */
-static int64_t delivery_window_ms(const struct cfg *c)
-{
-    struct pub *p = NULL;
-    char err[512];
-    int64_t t = PUB_DEFAULT_TIMEOUT_MS;
-    if (pub_open(c, &p, err, sizeof(err)) == 0)
-        t = pub_timeout_ms(p);
-    pub_close(p, 0);
-    return 2 * t + 2000;
-}
 
 static rd_kafka_t *group_reader(const struct cfg *c, char *err, size_t errlen)
 {
@@ -90,12 +77,14 @@ static int64_t group_lag(rd_kafka_t *rk, const struct cfg *c, const int64_t *lo,
     return lag;
 }
 
-/* Wait for the delivery window, then until the group consumed everything
- * the topic held after it. 0, or -1 after printing why not. */
+/* Wait for the delivery window (the sweep's floor, see sweepage.h: an
+ * order reserved before the loss may reach the topic until then), then
+ * until the group consumed everything the topic held after it. 0, or -1
+ * after printing why not. */
 static int wait_consumed(const struct cfg *c, int64_t wait_ms)
 {
     char err[512], where[1024];
-    int64_t *lo = NULL, *hi = NULL, lag = -1, window = delivery_window_ms(c);
+    int64_t *lo = NULL, *hi = NULL, lag = -1, window = sweep_min_age_ms(c);
     int32_t n = 0;
     int ret = -1;
     rd_kafka_t *rk = group_reader(c, err, sizeof(err));

@@ -15,6 +15,7 @@
 #include "rconn.h"
 #include "script.h"
 #include "sweep.h"
+#include "sweepage.h"
 #include "util.h"
 
 /* A failing check is read again this often before it counts: a sale in
@@ -148,7 +149,7 @@ static int look(struct rctx *x, int64_t item, struct recon *r)
     redisReply *rep = NULL;
     PGresult *res = NULL;
     int ret = -1;
-    int64_t now = util_wall_ms(), age = CFG_GET(x->c->producer.sweep_age_ms);
+    int64_t now = util_wall_ms(), age = sweep_age_ms(x->c);
 
     memset(r, 0, sizeof(*r));
     r->item = item;
@@ -474,7 +475,7 @@ static int sweep_stale(struct rctx *x)
     char err[512];
     int ret = -1;
     if (pub_open(x->c, &p, err, sizeof(err)) != 0 ||
-        sweep_once(x->c, x->rc, p, CFG_GET(x->c->producer.sweep_age_ms), &st, err, sizeof(err)) != 0) {
+        sweep_once(x->c, x->rc, p, sweep_age_ms(x->c), &st, err, sizeof(err)) != 0) {
         fprintf(stderr, "seckillctl: sweep: %s\n", err);
         goto fail;
     }

@@ -5,6 +5,7 @@
 
 #include "rconn.h"
 #include "sweep.h"
+#include "sweepage.h"
 #include "util.h"
 
 int sweepcmd(const struct cfg *c, int argc, char **argv)
@@ -13,7 +14,7 @@ int sweepcmd(const struct cfg *c, int argc, char **argv)
         { "age-ms", required_argument, NULL, 'a' },
         { NULL, 0, NULL, 0 },
     };
-    int64_t age = c->producer.sweep_age_ms;
+    int64_t age = sweep_age_ms(c); /* --age-ms, the operator's explicit choice, is taken as given */
     struct sweep_stats st;
     struct pub *p = NULL;
     redisContext *rc = NULL;

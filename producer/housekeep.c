@@ -11,6 +11,7 @@
 #include "pmetrics.h"
 #include "rconn.h"
 #include "sweep.h"
+#include "sweepage.h"
 #include "util.h"
 
 #define HK_TICK_MS 1000
@@ -81,7 +82,7 @@ static void refill_ids(struct hk *k)
 static int64_t sweep_age(const struct hk *k)
 {
     int64_t age = CFG_GET(k->cfg->producer.sweep_age_ms);
-    int64_t floor = 2 * (int64_t)pub_timeout_ms(k->pub) + 2000;
+    int64_t floor = sweep_min_age_ms(k->cfg);
     return age > floor ? age : floor;
 }
 
