@@ -50,3 +50,15 @@ fail:
     rd_kafka_conf_destroy(conf);
     return NULL;
 }
+
+int kconf_fatal(rd_kafka_t *rk, int err, _Atomic int *fatal)
+{
+    char why[512];
+    if (err != RD_KAFKA_RESP_ERR__FATAL)
+        return 0;
+    /* The code that made it fatal, not __FATAL itself, names the cause. */
+    rd_kafka_resp_err_t orig = rd_kafka_fatal_error(rk, why, sizeof(why));
+    log_error("kafka: fatal error %s: %s; shutting down", rd_kafka_err2name(orig), why);
+    atomic_store(fatal, 1);
+    return 1;
+}

@@ -46,13 +46,8 @@ struct pipe {
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
     struct pipe *p = opaque;
-    if (err == RD_KAFKA_RESP_ERR__FATAL) {
-        char why[512];
-        rd_kafka_fatal_error(rk, why, sizeof(why));
-        log_error("kafka: fatal error: %s; shutting down", why);
-        atomic_store(&p->fatal, 1);
+    if (kconf_fatal(rk, err, &p->fatal))
         return;
-    }
     /* librdkafka retries on its own; say so once per kind of error. */
     if (atomic_exchange(&p->kafka_err, err) != err)
         log_warn("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
@@ -240,13 +235,8 @@ static void handle(struct pipe *p, rd_kafka_message_t *km)
          * here and not to error_cb (a static member fenced by its own
          * rejoin, for one). The instance can no longer consume: stop, and
          * let the service manager start a fresh one. */
-        if (km->err == RD_KAFKA_RESP_ERR__FATAL) {
-            char why[512];
-            rd_kafka_fatal_error(p->rk, why, sizeof(why));
-            log_error("kafka: fatal error: %s; shutting down", why);
-            atomic_store(&p->fatal, 1);
+        if (kconf_fatal(p->rk, km->err, &p->fatal))
             return;
-        }
         if (atomic_exchange(&p->kafka_err, km->err) != km->err)
             log_warn("kafka: %s", rd_kafka_message_errstr(km));
         return;

@@ -47,13 +47,8 @@ struct replay {
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
     struct replay *r = opaque;
-    if (err == RD_KAFKA_RESP_ERR__FATAL) {
-        char why[512];
-        rd_kafka_fatal_error(rk, why, sizeof(why));
-        log_error("kafka: fatal error: %s", why);
-        atomic_store(&r->fatal, 1);
+    if (kconf_fatal(rk, err, &r->fatal))
         return;
-    }
     log_debug("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 
@@ -194,12 +189,7 @@ static void handle(struct replay *r, rd_kafka_message_t *km)
         if (km->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
             if (p && p->reading && km->offset >= p->to)
                 finish_reading(r, km->partition);
-        } else if (km->err == RD_KAFKA_RESP_ERR__FATAL) {
-            char why[512];
-            rd_kafka_fatal_error(r->rk, why, sizeof(why));
-            log_error("kafka: fatal error: %s", why);
-            atomic_store(&r->fatal, 1);
-        } else {
+        } else if (!kconf_fatal(r->rk, km->err, &r->fatal)) {
             log_warn("kafka: %s", rd_kafka_message_errstr(km));
         }
         return;
