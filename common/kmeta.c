@@ -3,6 +3,30 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "kconf.h"
+
+rd_kafka_t *kmeta_open(const struct cfg *c, const char *group, char *err, size_t errlen)
+{
+    static const char *const defaults[] = { NULL };
+    char kerr[256];
+    rd_kafka_t *rk = NULL;
+    rd_kafka_conf_t *conf =
+        kconf_new(c, group ? &c->kafka.consumer_properties : &c->kafka.producer_properties, defaults, err, errlen);
+    if (!conf)
+        return NULL;
+    if (group && (kconf_set(conf, "group.id", group, err, errlen) != 0 ||
+                  kconf_set(conf, "enable.auto.commit", "false", err, errlen) != 0))
+        goto fail;
+    if (!(rk = rd_kafka_new(group ? RD_KAFKA_CONSUMER : RD_KAFKA_PRODUCER, conf, kerr, sizeof(kerr)))) {
+        snprintf(err, errlen, "kafka %s: %s", group ? "consumer" : "client", kerr);
+        goto fail;
+    }
+    return rk; /* conf is owned by rk now */
+fail:
+    rd_kafka_conf_destroy(conf);
+    return NULL;
+}
+
 int kmeta_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, int32_t *n, char *err, size_t errlen)
 {
     const struct rd_kafka_metadata *md = NULL;
@@ -28,7 +52,9 @@ int kmeta_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, int32_t 
     return ret;
 }
 
-/* ListOffsets at `when` (-2 earliest, -1 latest) for every partition. */
+/* ListOffsets at `when` (-2 earliest, -1 latest, else a timestamp) for
+ * every partition. Earliest and latest always exist; a timestamp past the
+ * last message answers -1 (the end), which is an answer, not an error. */
 static int list_offsets(rd_kafka_t *rk, const char *topic, int32_t n, int timeout_ms, int64_t when, int64_t *out,
                         char *err, size_t errlen)
 {
@@ -42,12 +68,15 @@ static int list_offsets(rd_kafka_t *rk, const char *topic, int32_t n, int timeou
         rd_kafka_topic_partition_list_add(l, topic, i)->offset = when;
     rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(rk, l, timeout_ms);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        snprintf(err, errlen, "kafka: offsets of %s: %s", topic, rd_kafka_err2str(e));
+        if (when >= 0)
+            snprintf(err, errlen, "kafka: offsets of %s for time %" PRId64 ": %s", topic, when, rd_kafka_err2str(e));
+        else
+            snprintf(err, errlen, "kafka: offsets of %s: %s", topic, rd_kafka_err2str(e));
         goto fail;
     }
     for (int i = 0; i < l->cnt; i++) {
         const rd_kafka_topic_partition_t *tp = &l->elems[i];
-        if (tp->err || tp->offset < 0) {
+        if (tp->err || (when < 0 && tp->offset < 0)) {
             snprintf(err, errlen, "kafka: offsets of %s[%" PRId32 "]: %s", topic, tp->partition,
                      tp->err ? rd_kafka_err2str(tp->err) : "none returned");
             goto fail;
@@ -68,4 +97,10 @@ int kmeta_range(rd_kafka_t *rk, const char *topic, int32_t n, int timeout_ms, in
     if (hi && list_offsets(rk, topic, n, timeout_ms, RD_KAFKA_OFFSET_END, hi, err, errlen) != 0)
         return -1;
     return 0;
+}
+
+int kmeta_offsets_at(rd_kafka_t *rk, const char *topic, int32_t n, int timeout_ms, int64_t ts, int64_t *at,
+                     char *err, size_t errlen)
+{
+    return list_offsets(rk, topic, n, timeout_ms, ts, at, err, errlen);
 }

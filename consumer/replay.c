@@ -54,38 +54,6 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 
 /* --- planning ------------------------------------------------------------- */
 
-/* Offsets of the first messages stamped at or after ts in every partition
- * (the end offset where there is none), into at[]. */
-static int offsets_at(struct replay *r, int64_t ts, int64_t *at, char *err, size_t errlen)
-{
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(r->nparts);
-    int ret = -1;
-    if (!l) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    for (int32_t i = 0; i < r->nparts; i++)
-        rd_kafka_topic_partition_list_add(l, r->cfg->kafka.topic, i)->offset = ts;
-    rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(r->rk, l, META_TIMEOUT_MS);
-    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        snprintf(err, errlen, "kafka: offsets for time %" PRId64 ": %s", ts, rd_kafka_err2str(e));
-        goto fail;
-    }
-    for (int i = 0; i < l->cnt; i++) {
-        const rd_kafka_topic_partition_t *tp = &l->elems[i];
-        if (tp->err) {
-            snprintf(err, errlen, "kafka: offsets for time, partition %" PRId32 ": %s", tp->partition,
-                     rd_kafka_err2str(tp->err));
-            goto fail;
-        }
-        at[tp->partition] = tp->offset; /* -1 (OFFSET_END): no message that late */
-    }
-    ret = 0;
-fail:
-    rd_kafka_topic_partition_list_destroy(l);
-    return ret;
-}
-
 /* Decide [from, to) per partition; the end is fixed now, so orders produced
  * during the replay are left to the live consumers. */
 static int plan(struct replay *r, char *err, size_t errlen)
@@ -107,13 +75,15 @@ static int plan(struct replay *r, char *err, size_t errlen)
         r->parts[i].to = hi[i];
     }
     if (r->opts->from_ms >= 0) {
-        if (offsets_at(r, r->opts->from_ms, at, err, errlen) != 0)
+        if (kmeta_offsets_at(r->rk, r->cfg->kafka.topic, r->nparts, META_TIMEOUT_MS, r->opts->from_ms, at, err,
+                             errlen) != 0)
             goto fail;
         for (int32_t i = 0; i < r->nparts; i++)
             r->parts[i].from = at[i] < 0 ? r->parts[i].to : util_max_i64(at[i], r->parts[i].from);
     }
     if (r->opts->to_ms >= 0) {
-        if (offsets_at(r, r->opts->to_ms, at, err, errlen) != 0)
+        if (kmeta_offsets_at(r->rk, r->cfg->kafka.topic, r->nparts, META_TIMEOUT_MS, r->opts->to_ms, at, err,
+                             errlen) != 0)
             goto fail;
         for (int32_t i = 0; i < r->nparts; i++)
             if (at[i] >= 0 && at[i] < r->parts[i].to)

@@ -10,7 +10,6 @@
 
 #include "ctlpg.h"
 #include "embed.h"
-#include "kconf.h"
 #include "kmeta.h"
 #include "util.h"
 
@@ -58,19 +57,11 @@ static void print_table(const PGresult *res)
 /* Dead letters on kafka.dlq_topic: every message still retained there. */
 static int dead_letters(const struct cfg *c, int64_t *out, char *err, size_t errlen)
 {
-    static const char *const defaults[] = { NULL };
-    char kerr[256];
     int64_t *lo = NULL, *hi = NULL;
-    rd_kafka_t *rk = NULL;
     int ret = -1;
-    rd_kafka_conf_t *conf = kconf_new(c, &c->kafka.producer_properties, defaults, err, errlen);
-    if (!conf)
+    rd_kafka_t *rk = kmeta_open(c, NULL, err, errlen);
+    if (!rk)
         return -1;
-    if (!(rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof(kerr)))) {
-        rd_kafka_conf_destroy(conf);
-        snprintf(err, errlen, "kafka: %s", kerr);
-        return -1;
-    }
     int32_t n;
     if (kmeta_partitions(rk, c->kafka.dlq_topic, 5000, &n, err, errlen) != 0)
         goto fail;

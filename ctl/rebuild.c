@@ -9,7 +9,6 @@
 
 #include "ctlpg.h"
 #include "embed.h"
-#include "kconf.h"
 #include "kmeta.h"
 #include "keys.h"
 #include "rconn.h"
@@ -20,28 +19,6 @@
 #define META_TIMEOUT_MS 10000
 
 /* --- is anything still on its way? --------------------------------------- */
-
-static rd_kafka_t *group_reader(const struct cfg *c, char *err, size_t errlen)
-{
-    static const char *const defaults[] = { NULL };
-    char kerr[256];
-    rd_kafka_conf_t *conf = kconf_new(c, &c->kafka.consumer_properties, defaults, err, errlen);
-    rd_kafka_t *rk;
-    if (!conf)
-        return NULL;
-    /* The live group's id, only to read its committed offsets: without a
-     * subscribe it never joins, so its members are not disturbed. */
-    if (kconf_set(conf, "group.id", c->consumer.group_id, err, errlen) != 0 ||
-        kconf_set(conf, "enable.auto.commit", "false", err, errlen) != 0) {
-        rd_kafka_conf_destroy(conf);
-        return NULL;
-    }
-    if (!(rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, kerr, sizeof(kerr)))) {
-        rd_kafka_conf_destroy(conf);
-        snprintf(err, errlen, "kafka consumer: %s", kerr);
-    }
-    return rk;
-}
 
 /* Messages of the topic the group has not consumed, counted against the end
  * offsets in ends (taken once, before the wait). -1 on error. */
@@ -87,7 +64,8 @@ static int wait_consumed(const struct cfg *c, int64_t wait_ms)
     int64_t *lo = NULL, *hi = NULL, lag = -1, window = sweep_min_age_ms(c);
     int32_t n = 0;
     int ret = -1;
-    rd_kafka_t *rk = group_reader(c, err, sizeof(err));
+    /* The live group's id, only to read its committed offsets. */
+    rd_kafka_t *rk = kmeta_open(c, c->consumer.group_id, err, sizeof(err));
     if (!rk)
         goto fail;
     printf("waiting %" PRId64 " ms for orders reserved before the loss to reach %s (2 x message.timeout.ms + 2 s)\n",
