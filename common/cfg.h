@@ -122,6 +122,8 @@ enum cfg_auth {
  * cfg_apply_reload swaps the value in. Only the main thread reads these. */
 #define CFG_SWAP 0x8u
 
+/* One setting per entry, laid out by hand. */
+/* clang-format off */
 /* X(path, type, member, min, max, int default, string default, flags, help)
  * help: a one-line description for `seckillctl config reference`. */
 #define CFG_SETTINGS(X)                                                                                     \
@@ -229,6 +231,7 @@ enum cfg_auth {
       "least severe level logged: error, warning, notice, info, debug")                                     \
     X("logging.format", CFG_LOGFMT, logging.format, 0, 0, 0, "plain", 0,                                    \
       "plain (priority prefix for journald) or json (one object per line)")
+/* clang-format on */
 
 /* Load and validate path into *out (which the caller zeroes or reuses after
  * cfg_free). On failure returns -1, leaves *out empty and writes
