@@ -140,7 +140,7 @@ test-scale:
 # Units name the installed paths, so they are filled in at install time.
 UNIT_SED := sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g'
 
-install: all
+install: all install-man
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/seckill/sql/migrations $(DESTDIR)$(SYSCONFDIR)/seckill \
 	        $(DESTDIR)$(UNITDIR) $(DESTDIR)$(PREFIX)/lib/sysusers.d $(DESTDIR)$(DOCDIR)
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
@@ -167,3 +167,4 @@ clean:
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 -include mk/fuzz.mk
+-include mk/docs.mk

@@ -122,72 +122,116 @@ enum cfg_auth {
  * cfg_apply_reload swaps the value in. Only the main thread reads these. */
 #define CFG_SWAP 0x8u
 
-/* X(path, type, member, min, max, int default, string default, flags) */
-#define CFG_SETTINGS(X)                                                                          \
-    X("redis.host", CFG_STR, redis.host, 0, 0, 0, "127.0.0.1", 0)                                \
-    X("redis.port", CFG_INT, redis.port, 1, 65535, 6379, NULL, 0)                                \
-    X("redis.password", CFG_STR, redis.password, 0, 0, 0, "", CFG_SECRET)                        \
-    X("redis.db", CFG_INT, redis.db, 0, 15, 0, NULL, 0)                                          \
-    X("redis.connect_timeout_ms", CFG_INT, redis.connect_timeout_ms, 1, 60000, 1000, NULL, 0)   \
-    X("redis.command_timeout_ms", CFG_INT, redis.command_timeout_ms, 1, 60000, 2000, NULL, 0)   \
-    X("redis.key_prefix", CFG_STR, redis.key_prefix, 0, 0, 0, "seckill", 0)                      \
-    X("kafka.brokers", CFG_STR, kafka.brokers, 0, 0, 0, NULL, CFG_REQUIRED)                      \
-    X("kafka.topic", CFG_STR, kafka.topic, 0, 0, 0, "seckill.orders", 0)                         \
-    X("kafka.dlq_topic", CFG_STR, kafka.dlq_topic, 0, 0, 0, "seckill.orders.dlq", 0)             \
-    X("kafka.properties", CFG_PROPS, kafka.properties, 0, 0, 0, NULL, 0)                         \
-    X("kafka.producer_properties", CFG_PROPS, kafka.producer_properties, 0, 0, 0, NULL, 0)       \
-    X("kafka.consumer_properties", CFG_PROPS, kafka.consumer_properties, 0, 0, 0, NULL, 0)       \
-    X("postgres.host", CFG_STR, postgres.host, 0, 0, 0, "127.0.0.1", 0)                          \
-    X("postgres.port", CFG_INT, postgres.port, 1, 65535, 5432, NULL, 0)                          \
-    X("postgres.dbname", CFG_STR, postgres.dbname, 0, 0, 0, NULL, CFG_REQUIRED)                  \
-    X("postgres.user", CFG_STR, postgres.user, 0, 0, 0, NULL, CFG_REQUIRED)                      \
-    X("postgres.password", CFG_STR, postgres.password, 0, 0, 0, "", CFG_SECRET)                  \
-    X("postgres.connect_timeout_s", CFG_INT, postgres.connect_timeout_s, 1, 600, 5, NULL, 0)     \
-    X("postgres.sslmode", CFG_STR, postgres.sslmode, 0, 0, 0, "prefer", 0)                       \
-    X("producer.listen", CFG_STR, producer.listen, 0, 0, 0, "127.0.0.1", 0)                      \
-    X("producer.port", CFG_INT, producer.port, 1, 65535, 8080, NULL, 0)                          \
-    X("producer.max_connections", CFG_INT, producer.max_connections, 1, 1000000, 4096, NULL, 0) \
-    X("producer.max_inflight", CFG_INT, producer.max_inflight, 1, 10000000, 20000, NULL,         \
-      CFG_RELOAD)                                                                                \
-    X("producer.connection_timeout_s", CFG_INT, producer.connection_timeout_s, 1, 3600, 30,     \
-      NULL, 0)                                                                                   \
-    X("producer.body_limit", CFG_INT, producer.body_limit, 64, 65536, 1024, NULL, 0)            \
-    X("producer.sweep_age_ms", CFG_INT, producer.sweep_age_ms, 1000, 86400000, 30000, NULL,      \
-      CFG_RELOAD)                                                                                \
-    X("producer.sweep_interval_ms", CFG_INT, producer.sweep_interval_ms, 100, 3600000, 5000,    \
-      NULL, CFG_RELOAD)                                                                          \
-    X("producer.drain_timeout_ms", CFG_INT, producer.drain_timeout_ms, 0, 600000, 30000, NULL,   \
-      CFG_RELOAD)                                                                                \
-    X("producer.auth", CFG_AUTH, producer.auth, 0, 0, 0, "none", 0)                              \
-    X("producer.status_ttl_s", CFG_INT, producer.status_ttl_s, 60, 31536000, 604800, NULL,       \
-      CFG_RELOAD)                                                                                \
-    X("consumer.group_id", CFG_STR, consumer.group_id, 0, 0, 0, "seckill-consumer", 0)           \
-    X("consumer.instance_id", CFG_STR, consumer.instance_id, 0, 0, 0, "", 0)                     \
-    X("consumer.workers", CFG_INT, consumer.workers, 1, 256, 4, NULL, 0)                         \
-    X("consumer.batch_size", CFG_INT, consumer.batch_size, 1, 10000, 500, NULL, CFG_RELOAD)      \
-    X("consumer.batch_linger_ms", CFG_INT, consumer.batch_linger_ms, 0, 10000, 5, NULL,          \
-      CFG_RELOAD)                                                                                \
-    X("consumer.max_pending", CFG_INT, consumer.max_pending, 1, 10000000, 20000, NULL,           \
-      CFG_RELOAD)                                                                                \
-    X("consumer.metrics_listen", CFG_STR, consumer.metrics_listen, 0, 0, 0, "127.0.0.1", 0)      \
-    X("consumer.metrics_port", CFG_INT, consumer.metrics_port, 0, 65535, 9101, NULL, 0)          \
-    X("consumer.drain_timeout_ms", CFG_INT, consumer.drain_timeout_ms, 0, 600000, 30000, NULL,   \
-      CFG_RELOAD)                                                                                \
-    X("lock.ttl_ms", CFG_INT, lock.ttl_ms, 100, 600000, 10000, NULL, 0)                          \
-    X("lock.wait_ms", CFG_INT, lock.wait_ms, 0, 600000, 5000, NULL, CFG_RELOAD)                  \
-    X("lock.backoff_base_ms", CFG_INT, lock.backoff_base_ms, 1, 10000, 5, NULL, CFG_RELOAD)      \
-    X("lock.backoff_cap_ms", CFG_INT, lock.backoff_cap_ms, 1, 60000, 200, NULL, CFG_RELOAD)      \
-    X("jwt.key_dir", CFG_PATH, jwt.key_dir, 0, 0, 0, ".", CFG_SWAP)                              \
-    X("jwt.keys", CFG_LIST, jwt.keys, 0, 0, 0, NULL, CFG_SWAP)                                   \
-    X("jwt.algorithms", CFG_LIST, jwt.algorithms, 0, 0, 0, NULL, CFG_SWAP)                       \
-    X("jwt.issuer", CFG_STR, jwt.issuer, 0, 0, 0, "", CFG_SWAP)                                  \
-    X("jwt.audience", CFG_STR, jwt.audience, 0, 0, 0, "", CFG_SWAP)                              \
-    X("jwt.leeway_s", CFG_INT, jwt.leeway_s, 0, 300, 30, NULL, CFG_SWAP)                         \
-    X("jwt.max_token_bytes", CFG_INT, jwt.max_token_bytes, 128, 16384, 4096, NULL, CFG_SWAP)     \
-    X("jwt.cache_entries", CFG_INT, jwt.cache_entries, 0, 1048576, 65536, NULL, 0)               \
-    X("jwt.signing_key", CFG_STR, jwt.signing_key, 0, 0, 0, "", 0)                               \
-    X("logging.level", CFG_LEVEL, logging.level, 0, 0, 0, "info", CFG_RELOAD)                    \
-    X("logging.format", CFG_LOGFMT, logging.format, 0, 0, 0, "plain", 0)
+/* One setting per entry, laid out by hand. */
+/* clang-format off */
+/* X(path, type, member, min, max, int default, string default, flags, help)
+ * help: a one-line description for `seckillctl config reference`. */
+#define CFG_SETTINGS(X)                                                                                     \
+    X("redis.host", CFG_STR, redis.host, 0, 0, 0, "127.0.0.1", 0, "Redis server host name or address")      \
+    X("redis.port", CFG_INT, redis.port, 1, 65535, 6379, NULL, 0, "Redis server TCP port")                  \
+    X("redis.password", CFG_STR, redis.password, 0, 0, 0, "", CFG_SECRET,                                   \
+      "Redis AUTH password; empty: no AUTH")                                                                \
+    X("redis.db", CFG_INT, redis.db, 0, 15, 0, NULL, 0, "Redis logical database number (SELECT)")           \
+    X("redis.connect_timeout_ms", CFG_INT, redis.connect_timeout_ms, 1, 60000, 1000, NULL, 0,               \
+      "deadline to connect to Redis")                                                                       \
+    X("redis.command_timeout_ms", CFG_INT, redis.command_timeout_ms, 1, 60000, 2000, NULL, 0,               \
+      "deadline for one Redis command or pipelined round trip")                                             \
+    X("redis.key_prefix", CFG_STR, redis.key_prefix, 0, 0, 0, "seckill", 0,                                 \
+      "first part of every key: <prefix>:{item:ID}:stock, <prefix>:lock:{NAME} ...")                        \
+    X("kafka.brokers", CFG_STR, kafka.brokers, 0, 0, 0, NULL, CFG_REQUIRED,                                 \
+      "bootstrap brokers, \"host:port[,host:port...]\" (bootstrap.servers)")                                \
+    X("kafka.topic", CFG_STR, kafka.topic, 0, 0, 0, "seckill.orders", 0,                                    \
+      "the orders topic: producers write it, consumers read it")                                            \
+    X("kafka.dlq_topic", CFG_STR, kafka.dlq_topic, 0, 0, 0, "seckill.orders.dlq", 0,                        \
+      "dead-letter topic for messages the consumer cannot decode or validate")                              \
+    X("kafka.properties", CFG_PROPS, kafka.properties, 0, 0, 0, NULL, 0,                                    \
+      "raw librdkafka properties, \"name=value\", for both clients; checked at load")                       \
+    X("kafka.producer_properties", CFG_PROPS, kafka.producer_properties, 0, 0, 0, NULL, 0,                  \
+      "raw librdkafka properties for Kafka producers only (orders, dead letters), over kafka.properties")   \
+    X("kafka.consumer_properties", CFG_PROPS, kafka.consumer_properties, 0, 0, 0, NULL, 0,                  \
+      "raw librdkafka properties for Kafka consumers only (the consumer, replay), over kafka.properties")   \
+    X("postgres.host", CFG_STR, postgres.host, 0, 0, 0, "127.0.0.1", 0,                                     \
+      "PostgreSQL host name, address or socket folder")                                                     \
+    X("postgres.port", CFG_INT, postgres.port, 1, 65535, 5432, NULL, 0, "PostgreSQL TCP port")              \
+    X("postgres.dbname", CFG_STR, postgres.dbname, 0, 0, 0, NULL, CFG_REQUIRED, "database name")            \
+    X("postgres.user", CFG_STR, postgres.user, 0, 0, 0, NULL, CFG_REQUIRED, "role to connect as")           \
+    X("postgres.password", CFG_STR, postgres.password, 0, 0, 0, "", CFG_SECRET,                             \
+      "the role's password; empty: none (trust, peer or .pgpass)")                                          \
+    X("postgres.connect_timeout_s", CFG_INT, postgres.connect_timeout_s, 1, 600, 5, NULL, 0,                \
+      "deadline to connect to PostgreSQL (libpq connect_timeout)")                                          \
+    X("postgres.sslmode", CFG_STR, postgres.sslmode, 0, 0, 0, "prefer", 0,                                  \
+      "libpq sslmode: disable, allow, prefer, require, verify-ca, verify-full")                             \
+    X("producer.listen", CFG_STR, producer.listen, 0, 0, 0, "127.0.0.1", 0,                                 \
+      "address the producer's HTTP server binds")                                                           \
+    X("producer.port", CFG_INT, producer.port, 1, 65535, 8080, NULL, 0,                                     \
+      "the producer's HTTP port (API, /healthz, /metrics)")                                                 \
+    X("producer.max_connections", CFG_INT, producer.max_connections, 1, 1000000, 4096, NULL, 0,             \
+      "open HTTP connections at most; beyond it new ones are not accepted")                                 \
+    X("producer.max_inflight", CFG_INT, producer.max_inflight, 1, 10000000, 20000, NULL, CFG_RELOAD,        \
+      "order requests in flight at once; beyond it 429 overloaded")                                         \
+    X("producer.connection_timeout_s", CFG_INT, producer.connection_timeout_s, 1, 3600, 30, NULL, 0,        \
+      "an idle or slow connection is closed after this long")                                               \
+    X("producer.body_limit", CFG_INT, producer.body_limit, 64, 65536, 1024, NULL, 0,                        \
+      "largest request body accepted, in bytes; larger: 400")                                               \
+    X("producer.sweep_age_ms", CFG_INT, producer.sweep_age_ms, 1000, 86400000, 30000, NULL, CFG_RELOAD,     \
+      "a reservation unpublished this long is re-published by the sweeper")                                 \
+    X("producer.sweep_interval_ms", CFG_INT, producer.sweep_interval_ms, 100, 3600000, 5000, NULL,          \
+      CFG_RELOAD,                                                                                           \
+      "how often the sweeper runs")                                                                         \
+    X("producer.drain_timeout_ms", CFG_INT, producer.drain_timeout_ms, 0, 600000, 30000, NULL, CFG_RELOAD,  \
+      "on SIGTERM, how long in-flight orders may take to finish")                                           \
+    X("producer.auth", CFG_AUTH, producer.auth, 0, 0, 0, "none", 0,                                         \
+      "who the buyer is: none (the body's user_id, development) or jwt (bearer token's sub)")               \
+    X("producer.status_ttl_s", CFG_INT, producer.status_ttl_s, 60, 31536000, 604800, NULL, CFG_RELOAD,      \
+      "how long Redis keeps an order's status for the status calls")                                        \
+    X("consumer.group_id", CFG_STR, consumer.group_id, 0, 0, 0, "seckill-consumer", 0,                      \
+      "Kafka consumer group of the consumers (replay uses <group_id>.replay)")                              \
+    X("consumer.instance_id", CFG_STR, consumer.instance_id, 0, 0, 0, "", 0,                                \
+      "static membership (group.instance.id) when set; -i N appends -N")                                    \
+    X("consumer.workers", CFG_INT, consumer.workers, 1, 256, 4, NULL, 0,                                    \
+      "worker threads; each persists its own users' orders")                                                \
+    X("consumer.batch_size", CFG_INT, consumer.batch_size, 1, 10000, 500, NULL, CFG_RELOAD,                 \
+      "most orders a worker persists in one transaction")                                                   \
+    X("consumer.batch_linger_ms", CFG_INT, consumer.batch_linger_ms, 0, 10000, 5, NULL, CFG_RELOAD,         \
+      "how long a worker waits to fill a batch")                                                            \
+    X("consumer.max_pending", CFG_INT, consumer.max_pending, 1, 10000000, 20000, NULL, CFG_RELOAD,          \
+      "unsettled messages before fetching pauses (resumes at half)")                                        \
+    X("consumer.metrics_listen", CFG_STR, consumer.metrics_listen, 0, 0, 0, "127.0.0.1", 0,                 \
+      "address the consumer's /metrics and /healthz bind")                                                  \
+    X("consumer.metrics_port", CFG_INT, consumer.metrics_port, 0, 65535, 9101, NULL, 0,                     \
+      "port of the consumer's /metrics and /healthz (+ N with -i N); 0: off")                               \
+    X("consumer.drain_timeout_ms", CFG_INT, consumer.drain_timeout_ms, 0, 600000, 30000, NULL, CFG_RELOAD,  \
+      "on SIGTERM or revoke, how long in-flight batches may take to finish")                                \
+    X("lock.ttl_ms", CFG_INT, lock.ttl_ms, 100, 600000, 10000, NULL, 0,                                     \
+      "lease of a distributed lock, renewed every ttl/3 while held (lock run's default --ttl-ms)")          \
+    X("lock.wait_ms", CFG_INT, lock.wait_ms, 0, 600000, 5000, NULL, CFG_RELOAD,                             \
+      "how long to wait for a lock (consumer workers; lock run's default --wait-ms)")                       \
+    X("lock.backoff_base_ms", CFG_INT, lock.backoff_base_ms, 1, 10000, 5, NULL, CFG_RELOAD,                 \
+      "first backoff between lock attempts (full-jitter exponential)")                                      \
+    X("lock.backoff_cap_ms", CFG_INT, lock.backoff_cap_ms, 1, 60000, 200, NULL, CFG_RELOAD,                 \
+      "longest backoff between lock attempts")                                                              \
+    X("jwt.key_dir", CFG_PATH, jwt.key_dir, 0, 0, 0, ".", CFG_SWAP,                                         \
+      "folder of the key files; relative: to the configuration file's folder")                              \
+    X("jwt.keys", CFG_LIST, jwt.keys, 0, 0, 0, NULL, CFG_SWAP,                                              \
+      "verification keys, \"KID:ALG:FILE\" (FILE under jwt.key_dir)")                                       \
+    X("jwt.algorithms", CFG_LIST, jwt.algorithms, 0, 0, 0, NULL, CFG_SWAP,                                  \
+      "algorithms accepted (HS256, RS256, ES256); empty: those of jwt.keys")                                \
+    X("jwt.issuer", CFG_STR, jwt.issuer, 0, 0, 0, "", CFG_SWAP, "required iss claim; empty: not checked")   \
+    X("jwt.audience", CFG_STR, jwt.audience, 0, 0, 0, "", CFG_SWAP,                                         \
+      "required aud claim; empty: not checked")                                                             \
+    X("jwt.leeway_s", CFG_INT, jwt.leeway_s, 0, 300, 30, NULL, CFG_SWAP,                                    \
+      "clock skew allowed on exp and nbf")                                                                  \
+    X("jwt.max_token_bytes", CFG_INT, jwt.max_token_bytes, 128, 16384, 4096, NULL, CFG_SWAP,                \
+      "longest bearer token accepted")                                                                      \
+    X("jwt.cache_entries", CFG_INT, jwt.cache_entries, 0, 1048576, 65536, NULL, 0,                          \
+      "verified tokens remembered until they expire; 0: no cache")                                          \
+    X("jwt.signing_key", CFG_STR, jwt.signing_key, 0, 0, 0, "", 0,                                          \
+      "kid that seckillctl token issue signs with; empty: the first key that can sign")                     \
+    X("logging.level", CFG_LEVEL, logging.level, 0, 0, 0, "info", CFG_RELOAD,                               \
+      "least severe level logged: error, warning, notice, info, debug")                                     \
+    X("logging.format", CFG_LOGFMT, logging.format, 0, 0, 0, "plain", 0,                                    \
+      "plain (priority prefix for journald) or json (one object per line)")
+/* clang-format on */
 
 /* Load and validate path into *out (which the caller zeroes or reuses after
  * cfg_free). On failure returns -1, leaves *out empty and writes
@@ -214,5 +258,12 @@ void cfg_dump(const struct cfg *c, FILE *f);
 /* The same with secrets in clear: a file cfg_load() reads back identically
  * (for tests and tools that hand a modified configuration to a daemon). */
 void cfg_write(const struct cfg *c, FILE *f);
+
+/* Print the reference of every setting in Markdown (docs/configuration.md):
+ * per section a table of type, default, range or values, reload, secret and
+ * help, after an introduction. Needs no loaded configuration. */
+void cfg_reference(FILE *f);
+/* The help of the i-th setting (and its path in *path), or NULL past the last. */
+const char *cfg_help(size_t i, const char **path);
 
 #endif

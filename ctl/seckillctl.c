@@ -30,7 +30,9 @@ static const char usage[] =
     "                                                acknowledged, older than N ms\n"
     "  token issue (--user ID | --users FIRST-LAST) [--ttl DURATION] [--key KID]\n"
     "                                                sign a buyer's bearer token (development, tests)\n"
-    "  config show                                   print the effective configuration\n";
+    "  config show                                   print the effective configuration\n"
+    "  config reference                              print every setting's reference in Markdown\n"
+    "                                                (docs/configuration.md; reads no file)\n";
 
 int main(int argc, char **argv)
 {
@@ -39,6 +41,12 @@ int main(int argc, char **argv)
     int ret = cli_parse(&cli, argc, argv);
     if (ret >= 0)
         return ret;
+    /* The reference is the table itself: it needs no configuration file. */
+    if (argc - cli.argi == 2 && strcmp(argv[cli.argi], "config") == 0 &&
+        strcmp(argv[cli.argi + 1], "reference") == 0) {
+        cfg_reference(stdout);
+        return fflush(stdout) == 0 ? 0 : 1;
+    }
     if ((ret = cli_load(&cli, &c)) >= 0)
         return ret;
 

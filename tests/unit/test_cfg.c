@@ -171,6 +171,28 @@ static void test_dump_masks_secrets(void **state)
     cfg_free(&c);
 }
 
+/* The reference (docs/configuration.md) describes every setting. */
+static void test_every_setting_has_help(void **state)
+{
+    (void)state;
+    const char *p, *h;
+    size_t i;
+    for (i = 0; (h = cfg_help(i, &p)) != NULL; i++)
+        if (h[0] == '\0' || strchr(h, '\n'))
+            fail_msg("setting '%s' has no one-line help", p);
+    assert_true(i > 50);
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    cfg_reference(f);
+    fclose(f);
+    assert_non_null(strstr(out, "| `redis.port` | integer | `6379` | 1 – 65535 | restart |  | "));
+    assert_non_null(strstr(out, "| `postgres.password` | string | `\"\"` |  | restart | yes | "));
+    assert_non_null(strstr(out, "| `kafka.brokers` | string | *required* |"));
+    assert_non_null(strstr(out, "\n## logging\n"));
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -182,6 +204,7 @@ int main(void)
         cmocka_unit_test(test_unreadable_file),
         cmocka_unit_test(test_reload_check),
         cmocka_unit_test(test_dump_masks_secrets),
+        cmocka_unit_test(test_every_setting_has_help),
     };
     return cmocka_run_group_tests_name("cfg", tests, setup, teardown);
 }
