@@ -384,7 +384,7 @@ static int decide(struct sink *s, struct work *w, struct sink_order *v, size_t n
             (*ninsert)++;
             continue;
         }
-        if (cmsg_reason(v[i].outcome))
+        if (cmsg_is_refusal(v[i].outcome))
             (*nreject)++;
     }
     return 0;
@@ -457,7 +457,7 @@ static int do_reject(struct sink *s, struct work *w, struct sink_order *v, size_
     mbuf_printf(&w->p[3], "{");
     for (size_t i = 0; i < n; i++) {
         const char *why = cmsg_reason(v[i].outcome);
-        if (!why)
+        if (!cmsg_is_refusal(v[i].outcome))
             continue;
         w->ids[k] = v[i].o->order_id;
         w->uids[k] = v[i].o->user_id;

@@ -206,7 +206,7 @@ static void clear_reservations(struct worker *w, struct cmsg **v, size_t n)
         char(*o)[24] = &vals[i * WK_SETTLE_ARGS];
         snprintf(o[0], sizeof(o[0]), "%" PRId64, r->oid);
         snprintf(o[1], sizeof(o[1]), "%" PRId64, r->user);
-        snprintf(o[2], sizeof(o[2]), "%s", why ? "r" : "c");
+        snprintf(o[2], sizeof(o[2]), "%c", cmsg_status(r->outcome));
         snprintf(o[3], sizeof(o[3]), "%" PRId64, r->reserved_ms);
         snprintf(o[4], sizeof(o[4]), "%s", why ? why : "");
     }
@@ -287,19 +287,6 @@ static int precommit(void *arg)
 static void carry(struct worker *w, struct cmsg *m)
 {
     w->carry[w->ncarry++] = m;
-}
-
-static void count_outcome(int outcome)
-{
-    switch (outcome) {
-    case CMSG_INSERTED: CM_ADD(persisted, 1); break;
-    case CMSG_DUPLICATE: CM_ADD(duplicates, 1); break;
-    case CMSG_NO_ITEM: CM_ADD(rej_no_item, 1); break;
-    case CMSG_NO_STOCK: CM_ADD(rej_no_stock, 1); break;
-    case CMSG_ID_CONFLICT: CM_ADD(rej_id_conflict, 1); break;
-    case CMSG_DUP_BUYER: CM_ADD(rej_dup_buyer, 1); break;
-    default: break;
-    }
 }
 
 /* A message the database refuses on its own: dead-letter it. */
@@ -440,7 +427,7 @@ static void process(struct worker *w, struct cmsg **v, size_t n)
             if (m->outcome == CMSG_ID_CONFLICT)
                 log_error("order id %" PRId64 " already exists for another user or item: recorded in "
                           "order_rejections", m->o.order_id);
-            count_outcome(m->outcome);
+            cm_count_outcome(m->outcome);
             v[nsettled++] = m; /* v is ours: reuse it for the settled list */
         }
     }
