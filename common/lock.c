@@ -21,6 +21,21 @@
 #define LOCK_FENCE_KEEP_MS (24LL * 3600 * 1000)
 /* Acquisitions whose reply was lost are sent again, at most this often. */
 #define LOCK_RESEND_MAX 3
+/* The renewal policy, in fractions of the lease. The watchdog renews once a
+ * third of it has run, leaving two thirds for a slow round trip or a Redis
+ * restart; a renewal that got no answer is tried again after a tenth, so a
+ * few more tries fit before the lease ends. */
+#define LOCK_RENEW_DIV 3
+#define LOCK_RETRY_DIV 10
+/* A fence counter outlives at least this many leases (see LOCK_FENCE_KEEP_MS). */
+#define LOCK_FENCE_KEEP_TTLS 10LL
+
+/* States of an acquisition or release in flight that share an int with enum
+ * lock_status but never leave this file. */
+enum lock_step {
+    LOCK_UNTRIED = -2, /* an acquisition not sent yet, or to send again (NOSCRIPT) */
+    LOCK_SKIP = -3,    /* a release not to send again */
+};
 
 struct lock {
     struct lock *next;       /* in lc->held, under lc->mu */
@@ -166,7 +181,7 @@ static void renew_due(struct lock_client *lc, int64_t now)
         if (result[i] == 1) {
             /* The lease runs from when we asked, not from when Redis answered. */
             l->valid_until_ms = sent + l->ttl_ms;
-            l->renew_at_ms = sent + l->ttl_ms / 3;
+            l->renew_at_ms = sent + l->ttl_ms / LOCK_RENEW_DIV;
             lc->renewals++;
         } else if (result[i] == 0) {
             mark_lost(lc, l, "taken over or expired before renewal");
@@ -174,7 +189,7 @@ static void renew_due(struct lock_client *lc, int64_t now)
             mark_lost(lc, l, "Redis unreachable until the lease ran out");
         } else {
             /* Try again soon, well before the lease ends. */
-            int64_t retry = after + l->ttl_ms / 10;
+            int64_t retry = after + l->ttl_ms / LOCK_RETRY_DIV;
             l->renew_at_ms = retry < l->valid_until_ms ? retry : l->valid_until_ms;
         }
     }
@@ -301,7 +316,7 @@ struct attempt {
     char fkey[KEYS_MAX];
     char req[33];
     int64_t sent_ms;
-    int status;     /* LOCK_OK, LOCK_BUSY, LOCK_ERROR; -2 = not tried yet */
+    int status;     /* enum lock_status, or LOCK_UNTRIED */
     int64_t fence;
     int holds;
     int64_t pttl;
@@ -319,7 +334,7 @@ static int attempt_init(struct lock_client *lc, struct attempt *a, const char *n
 {
     memset(a, 0, sizeof(*a));
     a->name = name;
-    a->status = -2;
+    a->status = LOCK_UNTRIED;
     if (!lock_name_valid(name) || keys_lock(a->key, sizeof(a->key), lc->cfg->redis.key_prefix, name) < 0 ||
         keys_fence(a->fkey, sizeof(a->fkey), lc->cfg->redis.key_prefix, name) < 0) {
         log_error("lock: invalid lock name '%s'", name);
@@ -358,15 +373,15 @@ static int acquire_round(struct lock_client *lc, struct attempt *at, size_t n, i
 {
     char ttl[16], keep[24];
     snprintf(ttl, sizeof(ttl), "%d", ttl_ms);
-    snprintf(keep, sizeof(keep), "%lld", (long long)(LOCK_FENCE_KEEP_MS > 10LL * ttl_ms ? LOCK_FENCE_KEEP_MS
-                                                                                        : 10LL * ttl_ms));
+    int64_t keep_ms = LOCK_FENCE_KEEP_TTLS * ttl_ms;
+    snprintf(keep, sizeof(keep), "%lld", (long long)(LOCK_FENCE_KEEP_MS > keep_ms ? LOCK_FENCE_KEEP_MS : keep_ms));
     if (ensure_conn(lc, &lc->rc, "client") != 0)
         return -1;
     if (lc->s_acquire.sha[0] == '\0' && script_load(lc->rc, &lc->s_acquire) != 0)
         return -1;
     size_t sent = 0;
     for (size_t i = 0; i < n; i++) {
-        if (at[i].status != -2 && at[i].status != LOCK_BUSY)
+        if (at[i].status != LOCK_UNTRIED && at[i].status != LOCK_BUSY)
             continue;
         const char *argv[] = { at[i].key, at[i].fkey, lc->token, ttl, at[i].req, keep };
         at[i].sent_ms = util_mono_ms();
@@ -376,7 +391,7 @@ static int acquire_round(struct lock_client *lc, struct attempt *at, size_t n, i
     }
     bool noscript = false;
     for (size_t i = 0; i < n && sent > 0; i++) {
-        if (at[i].status != -2 && at[i].status != LOCK_BUSY)
+        if (at[i].status != LOCK_UNTRIED && at[i].status != LOCK_BUSY)
             continue;
         redisReply *r = NULL;
         if (redisGetReply(lc->rc, (void **)&r) != REDIS_OK)
@@ -406,7 +421,7 @@ static struct lock *lock_adopt(struct lock_client *lc, struct attempt *a, int tt
         l->fence = a->fence;
         l->holds = a->holds;
         l->valid_until_ms = a->sent_ms + ttl_ms;
-        l->renew_at_ms = a->sent_ms + ttl_ms / 3;
+        l->renew_at_ms = a->sent_ms + ttl_ms / LOCK_RENEW_DIV;
         pthread_mutex_lock(&lc->mu);
         l->seq = ++lc->next_seq;
         l->next = lc->held;
@@ -449,7 +464,7 @@ static size_t acquire_many(struct lock_client *lc, const char *const *names, siz
         size_t busy = 0;
         int64_t min_pttl = INT64_MAX;
         for (size_t i = 0; i < n; i++) {
-            if (at[i].status == -2) {
+            if (at[i].status == LOCK_UNTRIED) {
                 busy++; /* NOSCRIPT: resend at once */
                 min_pttl = 0;
             } else if (at[i].status == LOCK_BUSY) {
@@ -466,8 +481,9 @@ static size_t acquire_many(struct lock_client *lc, const char *const *names, siz
         waited = true;
         /* Sleep a jittered backoff, never past the deadline, and not much
          * longer than the holder's remaining lease. */
-        int64_t d = min_pttl == 0 ? 0 : util_backoff_ms(attempt, lc->cfg->lock.backoff_base_ms,
-                                                        lc->cfg->lock.backoff_cap_ms);
+        /* Reloadable: read atomically, the reloading thread may be writing. */
+        int64_t d = min_pttl == 0 ? 0 : util_backoff_ms(attempt, CFG_GET(lc->cfg->lock.backoff_base_ms),
+                                                        CFG_GET(lc->cfg->lock.backoff_cap_ms));
         if (min_pttl != INT64_MAX && min_pttl > 0 && d > min_pttl + 1)
             d = min_pttl + 1;
         if (d > deadline - now)
@@ -600,11 +616,11 @@ void lock_release_many(struct lock_client *lc, struct lock **locks, size_t n, in
          * re-entered hold is not resent: twice would drop two holds. */
         for (size_t i = 0; i < n; i++)
             if (status[i] == LOCK_ERROR && !final_hold[i])
-                status[i] = -3; /* skip in the retry */
+                status[i] = LOCK_SKIP;
         if (release_round(lc, locks, n, status) != 0)
             count_error(lc, lc->rc, "release");
         for (size_t i = 0; i < n; i++)
-            if (status[i] == -3)
+            if (status[i] == LOCK_SKIP)
                 status[i] = LOCK_ERROR;
     }
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "queue.h"
 #include "util.h"
 
 struct cmetrics cm;
@@ -25,6 +26,24 @@ void cm_batch_observe(int64_t n)
     atomic_fetch_add_explicit(&cm.batch_bucket[i], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&cm.batch_count, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&cm.batch_sum, (uint64_t)n, memory_order_relaxed);
+}
+
+_Atomic int64_t *cm_outcome_counter(int outcome)
+{
+    switch (outcome) {
+#define CM_OUTCOME(name, reason, metric, refusal, status) \
+    case CMSG_##name: return metric;
+        CMSG_OUTCOMES(CM_OUTCOME)
+#undef CM_OUTCOME
+    default: return NULL;
+    }
+}
+
+void cm_count_outcome(int outcome)
+{
+    _Atomic int64_t *c = cm_outcome_counter(outcome);
+    if (c)
+        atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }
 
 void cm_stats_parse(const char *json, size_t len, const char *topic)

@@ -83,6 +83,11 @@ extern struct cmetrics cm;
 
 void cm_init(void);
 void cm_batch_observe(int64_t n);
+/* The counter a settled outcome bumps (the metric column of CMSG_OUTCOMES
+ * in queue.h), or NULL for one counted elsewhere or not at all. */
+_Atomic int64_t *cm_outcome_counter(int outcome);
+/* Count a settled outcome in its counter, if it has one. */
+void cm_count_outcome(int outcome);
 /* Parse librdkafka's statistics JSON for consumer_lag per partition of topic. */
 void cm_stats_parse(const char *json, size_t len, const char *topic);
 /* Prometheus text for /metrics. */

@@ -6,15 +6,35 @@
 
 #include "util.h"
 
+/* The table's columns as arrays indexed by outcome. */
+static const struct {
+    const char *reason;
+    bool refusal;
+    char status;
+} outcomes[] = {
+#define CMSG_ROW(name, reason, metric, refusal, status) [CMSG_##name] = { reason, refusal, status },
+    CMSG_OUTCOMES(CMSG_ROW)
+#undef CMSG_ROW
+};
+
+static bool known(int outcome)
+{
+    return outcome >= 0 && outcome < CMSG_NOUTCOMES;
+}
+
 const char *cmsg_reason(int outcome)
 {
-    switch (outcome) {
-    case CMSG_NO_ITEM: return "no_item";
-    case CMSG_NO_STOCK: return "no_stock";
-    case CMSG_ID_CONFLICT: return "id_conflict";
-    case CMSG_DUP_BUYER: return "dup_buyer";
-    default: return NULL;
-    }
+    return known(outcome) ? outcomes[outcome].reason : NULL;
+}
+
+bool cmsg_is_refusal(int outcome)
+{
+    return known(outcome) && outcomes[outcome].refusal;
+}
+
+char cmsg_status(int outcome)
+{
+    return known(outcome) ? outcomes[outcome].status : 0;
 }
 
 void cmsg_free(struct cmsg *m)

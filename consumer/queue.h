@@ -8,22 +8,53 @@
 #define SECKILL_QUEUE_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "order.h"
 
-/* How a message was settled. */
+/* How a message was settled: every outcome declared once, here.
+ *
+ * X(name, reason, metric, refusal, status)
+ *   name     the enum constant CMSG_<name>
+ *   reason   the word a refusal is recorded under: order_rejections.reason
+ *            (its CHECK list in sql/migrations/004_order_rejections.sql must
+ *            hold exactly these; tests/unit/test_outcomes.c checks it) and the
+ *            buyer's status in Redis; NULL for an outcome that is no refusal
+ *   metric   CMSG_METRIC(member of struct cmetrics) the worker bumps when it
+ *            settles the order, or CMSG_NO_METRIC (dead letters are counted
+ *            once Kafka acknowledges them, in the pipeline)
+ *   refusal  1 when the order is refused for good and recorded in
+ *            order_rejections
+ *   status   the letter settle.lua stores as the buyer's status: 'c'
+ *            (confirmed), 'r' (refused), 0 for an outcome that never reaches
+ *            Redis (not settled, or dead-lettered) */
+#define CMSG_OUTCOMES(X)                                                                         \
+    X(PENDING, NULL, CMSG_NO_METRIC, 0, 0)                    /* not decided yet */               \
+    X(INSERTED, NULL, CMSG_METRIC(persisted), 0, 'c')         /* a new row in orders */           \
+    X(DUPLICATE, NULL, CMSG_METRIC(duplicates), 0, 'c')       /* already there (redelivery) */    \
+    X(NO_ITEM, "no_item", CMSG_METRIC(rej_no_item), 1, 'r')   /* the item does not exist */       \
+    X(NO_STOCK, "no_stock", CMSG_METRIC(rej_no_stock), 1, 'r') /* stock would go below zero */    \
+    /* the order id exists with another user or item */                                          \
+    X(ID_CONFLICT, "id_conflict", CMSG_METRIC(rej_id_conflict), 1, 'r')                          \
+    /* the user holds another order for the item */                                              \
+    X(DUP_BUYER, "dup_buyer", CMSG_METRIC(rej_dup_buyer), 1, 'r')                                \
+    /* written to the dead-letter topic and acknowledged */                                      \
+    X(DEAD_LETTER, NULL, CMSG_NO_METRIC, 0, 0)                                                   \
+    /* not settled yet: stale fence or lost race, try again */                                   \
+    X(RETRY, NULL, CMSG_NO_METRIC, 0, 0)
+
+/* The metric column names a counter of cmetrics.h; it expands only where
+ * that header is included (cmetrics.c), so queue.h stays free of it. */
+#define CMSG_METRIC(member) (&cm.member)
+#define CMSG_NO_METRIC NULL
+
 enum cmsg_outcome {
-    CMSG_PENDING = 0,
-    CMSG_INSERTED,     /* a new row in orders */
-    CMSG_DUPLICATE,    /* the same order was already there (redelivery) */
-    CMSG_NO_ITEM,      /* rejected: the item does not exist */
-    CMSG_NO_STOCK,     /* rejected: it would drive stock below zero */
-    CMSG_ID_CONFLICT,  /* rejected: the order id exists with another user/item */
-    CMSG_DUP_BUYER,    /* rejected: the user holds another order for the item */
-    CMSG_DEAD_LETTER,  /* written to the dead-letter topic and acknowledged */
-    CMSG_RETRY,        /* not settled yet: stale fence or lost race, try again */
+#define CMSG_ENUM(name, reason, metric, refusal, status) CMSG_##name,
+    CMSG_OUTCOMES(CMSG_ENUM)
+#undef CMSG_ENUM
+    CMSG_NOUTCOMES
 };
 
 struct cmsg {
@@ -45,6 +76,10 @@ void cmsg_free(struct cmsg *m);
 /* The reason a refusal is recorded under (order_rejections.reason, the
  * buyer's status), or NULL for an outcome that is not a refusal. */
 const char *cmsg_reason(int outcome);
+/* True for a refusal recorded in order_rejections. */
+bool cmsg_is_refusal(int outcome);
+/* The buyer's status letter ('c' or 'r'), 0 for an outcome never settled in Redis. */
+char cmsg_status(int outcome);
 /* Free a chain of messages linked through next. */
 void cmsg_free_list(struct cmsg *m);
 

@@ -229,6 +229,14 @@ static int plain(struct sink *s, const char *sql, char *err, size_t errlen)
     return st;
 }
 
+/* Out of memory for a statement's parameters: retry the batch later. */
+static int fail_oom(int *status, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "out of memory");
+    *status = SINK_TRANSIENT;
+    return -1;
+}
+
 /* --- the transaction ----------------------------------------------------- */
 
 struct work {
@@ -269,14 +277,15 @@ static bool params_oom(const struct work *w, size_t k)
     return false;
 }
 
-static int decide(struct sink *s, struct work *w, struct sink_order *v, size_t n, size_t *ninsert,
-                  size_t *nreject, int *status, char *err, size_t errlen)
+/* Advance the fence of each user of the batch, in user order; fence_ok then
+ * holds 1 for the users that may write, 0 for those whose fence is stale. */
+static int check_fences(struct sink *s, struct work *w, const struct sink_order *v, size_t n, int *status,
+                        char *err, size_t errlen)
 {
     PGresult *r;
-    size_t nu = 0, ni = 0, k = 0;
-    const char *pp[3];
+    size_t nu = 0;
+    const char *pp[2];
 
-    /* 1. fences, in user order */
     for (size_t i = 0; i < n; i++)
         w->users[nu++] = v[i].o->user_id;
     nu = uniq_sorted(w->users, nu);
@@ -291,12 +300,11 @@ static int decide(struct sink *s, struct work *w, struct sink_order *v, size_t n
     arr_i64(&w->p[0], w->users, nu);
     arr_i64(&w->p[1], w->fences, nu);
     if (params_oom(w, 2))
-        goto oom;
+        return fail_oom(status, err, errlen);
     pp[0] = w->p[0].data;
     pp[1] = w->p[1].data;
     if (!(r = run(s, "fence", 2, pp, PGRES_TUPLES_OK, status, err, errlen)))
         return -1;
-    /* fence_ok value: 1 = may write */
     for (size_t i = 0; i < nu; i++)
         *pset_get(&w->fence_ok, w->users[i], 0) = 0;
     for (int i = 0; i < PQntuples(r); i++) {
@@ -305,8 +313,15 @@ static int decide(struct sink *s, struct work *w, struct sink_order *v, size_t n
             *pset_get(&w->fence_ok, u, 0) = 1;
     }
     PQclear(r);
+    return 0;
+}
 
-    /* 2. item rows, locked in id order; 3. orders already there */
+/* Mark the orders of stale fences CMSG_RETRY, the others CMSG_PENDING, and
+ * gather the pending ones' items (w->items, *nitems) and keys (w->ids,
+ * w->uids, w->iids). Returns how many are pending. */
+static size_t gather_open(struct work *w, struct sink_order *v, size_t n, size_t *nitems)
+{
+    size_t ni = 0, k = 0;
     for (size_t i = 0; i < n; i++) {
         v[i].outcome = *pset_get(&w->fence_ok, v[i].o->user_id, 0) ? CMSG_PENDING : CMSG_RETRY;
         if (v[i].outcome == CMSG_RETRY)
@@ -317,13 +332,20 @@ static int decide(struct sink *s, struct work *w, struct sink_order *v, size_t n
         w->iids[k] = v[i].o->item_id;
         k++;
     }
-    if (k == 0)
-        return 0;
+    *nitems = ni;
+    return k;
+}
+
+/* Lock the item rows of w->items[0..ni) in id order; stock: item -> left. */
+static int load_stock(struct sink *s, struct work *w, size_t ni, int *status, char *err, size_t errlen)
+{
+    PGresult *r;
+    const char *pp[1];
     ni = uniq_sorted(w->items, ni);
     params_reset(w);
     arr_i64(&w->p[0], w->items, ni);
     if (params_oom(w, 1))
-        goto oom;
+        return fail_oom(status, err, errlen);
     pp[0] = w->p[0].data;
     if (!(r = run(s, "items", 1, pp, PGRES_TUPLES_OK, status, err, errlen)))
         return -1;
@@ -334,18 +356,25 @@ static int decide(struct sink *s, struct work *w, struct sink_order *v, size_t n
             pset_put(&w->stock, item, 0, left);
     }
     PQclear(r);
+    return 0;
+}
 
+/* The orders already there for the k keys gathered: by_id: order_id ->
+ * user, with the item at (order_id, -1); by_pair: (user, item) -> order_id. */
+static int load_existing(struct sink *s, struct work *w, size_t k, int *status, char *err, size_t errlen)
+{
+    PGresult *r;
+    const char *pp[3];
     params_reset(w);
     arr_i64(&w->p[0], w->ids, k);
     arr_i64(&w->p[1], w->uids, k);
     arr_i64(&w->p[2], w->iids, k);
     if (params_oom(w, 3))
-        goto oom;
+        return fail_oom(status, err, errlen);
     for (int i = 0; i < 3; i++)
         pp[i] = w->p[i].data;
     if (!(r = run(s, "existing", 3, pp, PGRES_TUPLES_OK, status, err, errlen)))
         return -1;
-    /* by_id: order_id -> user, with the item in by_pair(user, item) -> order_id */
     for (int i = 0; i < PQntuples(r); i++) {
         int64_t o, u, it;
         if (util_parse_i64(PQgetvalue(r, i, 0), 1, INT64_MAX, &o) != 0 ||
@@ -357,41 +386,57 @@ static int decide(struct sink *s, struct work *w, struct sink_order *v, size_t n
         pset_put(&w->by_pair, u, it, o);
     }
     PQclear(r);
+    return 0;
+}
 
-    /* 4. decide, in arrival order: earlier orders of the batch count as
-     * existing for later ones. */
+/* The outcome of one pending order, given what is there. An order to insert
+ * takes its unit of stock and counts as existing for the later ones. */
+static int decide_one(struct work *w, const struct order *o)
+{
+    int64_t *eu, *ei, *left;
+    if ((eu = pset_get(&w->by_id, o->order_id, 0)) != NULL) {
+        ei = pset_get(&w->by_id, o->order_id, -1);
+        return *eu == o->user_id && ei && *ei == o->item_id ? CMSG_DUPLICATE : CMSG_ID_CONFLICT;
+    }
+    if (pset_get(&w->by_pair, o->user_id, o->item_id) != NULL)
+        return CMSG_DUP_BUYER;
+    if ((left = pset_get(&w->stock, o->item_id, 0)) == NULL)
+        return CMSG_NO_ITEM;
+    if (*left <= 0)
+        return CMSG_NO_STOCK;
+    (*left)--;
+    pset_put(&w->by_id, o->order_id, 0, o->user_id);
+    pset_put(&w->by_id, o->order_id, -1, o->item_id);
+    pset_put(&w->by_pair, o->user_id, o->item_id, o->order_id);
+    return CMSG_INSERTED; /* tentative: confirmed by RETURNING */
+}
+
+/* In one transaction: fences, then for the orders they let through the
+ * item rows and the orders already there, then each order's outcome in
+ * arrival order (earlier orders of the batch count as existing for later
+ * ones). *ninsert and *nreject: how many to insert and to record refused. */
+static int decide(struct sink *s, struct work *w, struct sink_order *v, size_t n, size_t *ninsert,
+                  size_t *nreject, int *status, char *err, size_t errlen)
+{
+    size_t ni, k;
+    if (check_fences(s, w, v, n, status, err, errlen) != 0)
+        return -1;
+    k = gather_open(w, v, n, &ni);
+    if (k == 0)
+        return 0;
+    if (load_stock(s, w, ni, status, err, errlen) != 0 || load_existing(s, w, k, status, err, errlen) != 0)
+        return -1;
     *ninsert = *nreject = 0;
     for (size_t i = 0; i < n; i++) {
-        const struct order *o = v[i].o;
-        int64_t *eu, *ei, *pair, *left;
         if (v[i].outcome == CMSG_RETRY)
             continue;
-        if ((eu = pset_get(&w->by_id, o->order_id, 0)) != NULL) {
-            ei = pset_get(&w->by_id, o->order_id, -1);
-            v[i].outcome = *eu == o->user_id && ei && *ei == o->item_id ? CMSG_DUPLICATE : CMSG_ID_CONFLICT;
-        } else if ((pair = pset_get(&w->by_pair, o->user_id, o->item_id)) != NULL) {
-            v[i].outcome = CMSG_DUP_BUYER;
-        } else if ((left = pset_get(&w->stock, o->item_id, 0)) == NULL) {
-            v[i].outcome = CMSG_NO_ITEM;
-        } else if (*left <= 0) {
-            v[i].outcome = CMSG_NO_STOCK;
-        } else {
-            (*left)--;
-            v[i].outcome = CMSG_INSERTED; /* tentative: confirmed by RETURNING */
-            pset_put(&w->by_id, o->order_id, 0, o->user_id);
-            pset_put(&w->by_id, o->order_id, -1, o->item_id);
-            pset_put(&w->by_pair, o->user_id, o->item_id, o->order_id);
+        v[i].outcome = decide_one(w, v[i].o);
+        if (v[i].outcome == CMSG_INSERTED)
             (*ninsert)++;
-            continue;
-        }
-        if (cmsg_reason(v[i].outcome))
+        else if (cmsg_is_refusal(v[i].outcome))
             (*nreject)++;
     }
     return 0;
-oom:
-    snprintf(err, errlen, "out of memory");
-    *status = SINK_TRANSIENT;
-    return -1;
 }
 
 static int do_insert(struct sink *s, struct work *w, struct sink_order *v, size_t n, int *status, char *err,
@@ -418,7 +463,7 @@ static int do_insert(struct sink *s, struct work *w, struct sink_order *v, size_
     arr_i64(&w->p[3], w->rat, k);
     arr_i64(&w->p[4], w->fc, k);
     if (params_oom(w, 5))
-        goto oom;
+        return fail_oom(status, err, errlen);
     for (int i = 0; i < 5; i++)
         pp[i] = w->p[i].data;
     if (!(r = run(s, "insert", 5, pp, PGRES_TUPLES_OK, status, err, errlen)))
@@ -426,7 +471,7 @@ static int do_insert(struct sink *s, struct work *w, struct sink_order *v, size_
     if (pset_init(&got, (size_t)PQntuples(r)) != 0) {
         PQclear(r);
         pset_free(&got);
-        goto oom;
+        return fail_oom(status, err, errlen);
     }
     for (int i = 0; i < PQntuples(r); i++) {
         int64_t o;
@@ -441,10 +486,6 @@ static int do_insert(struct sink *s, struct work *w, struct sink_order *v, size_
             v[i].outcome = CMSG_RETRY;
     pset_free(&got);
     return 0;
-oom:
-    snprintf(err, errlen, "out of memory");
-    *status = SINK_TRANSIENT;
-    return -1;
 }
 
 static int do_reject(struct sink *s, struct work *w, struct sink_order *v, size_t n, int *status, char *err,
@@ -457,7 +498,7 @@ static int do_reject(struct sink *s, struct work *w, struct sink_order *v, size_
     mbuf_printf(&w->p[3], "{");
     for (size_t i = 0; i < n; i++) {
         const char *why = cmsg_reason(v[i].outcome);
-        if (!why)
+        if (!cmsg_is_refusal(v[i].outcome))
             continue;
         w->ids[k] = v[i].o->order_id;
         w->uids[k] = v[i].o->user_id;
@@ -471,11 +512,8 @@ static int do_reject(struct sink *s, struct work *w, struct sink_order *v, size_
     arr_i64(&w->p[1], w->uids, k);
     arr_i64(&w->p[2], w->iids, k);
     arr_i64(&w->p[4], w->rat, k);
-    if (params_oom(w, 5)) {
-        snprintf(err, errlen, "out of memory");
-        *status = SINK_TRANSIENT;
-        return -1;
-    }
+    if (params_oom(w, 5))
+        return fail_oom(status, err, errlen);
     for (int i = 0; i < 5; i++)
         pp[i] = w->p[i].data;
     if (!(r = run(s, "reject", 5, pp, PGRES_COMMAND_OK, status, err, errlen)))

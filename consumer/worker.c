@@ -1,6 +1,5 @@
 #include "worker.h"
 
-#include <hiredis/hiredis.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -10,12 +9,9 @@
 
 #include "cmetrics.h"
 #include "daemon.h"
-#include "embed.h"
-#include "keys.h"
 #include "lock.h"
 #include "log.h"
-#include "rconn.h"
-#include "script.h"
+#include "settle.h"
 #include "sink.h"
 #include "util.h"
 
@@ -29,12 +25,7 @@ struct worker {
     struct queue inbox;
     struct lock_client *lc;
     struct sink *sink;
-    redisContext *rc; /* for settling reservations; reopened when broken */
-    struct script settle;
-    struct resv *unclear; /* reservations of persisted orders not yet cleared */
-    size_t nunclear, capunclear;
-    bool unclear_logged;
-    int64_t unclear_retry_ms;
+    struct settle *settle; /* clears the reservations of settled orders */
     bool pg_down, redis_down;
     int pg_attempt, redis_attempt;
     /* per batch, sized for the largest batch */
@@ -107,149 +98,6 @@ static int64_t backoff(struct worker *w, int *attempt)
     return d < 10 ? 10 : d;
 }
 
-/* --- reservations -------------------------------------------------------- */
-
-/* Settled orders whose reservations are still to clear from Redis, with
- * what became of them (the buyers' status calls read it there). */
-struct resv {
-    int64_t item, oid, user, reserved_ms;
-    int outcome; /* enum cmsg_outcome */
-};
-
-/* Beyond this many, the oldest are left for 'seckillctl reconcile --fix'. */
-#define WK_UNCLEAR_MAX 100000
-/* Values per order after settle.lua's first argument. */
-#define WK_SETTLE_ARGS 5
-
-static int cmp_resv(const void *a, const void *b)
-{
-    const struct resv *x = a, *y = b;
-    return x->item < y->item ? -1 : x->item > y->item;
-}
-
-/* One pipelined round trip: one settle.lua call per item. 0, or -1 when
- * Redis failed or refused. vals holds WK_SETTLE_ARGS strings per order. */
-static int clear_once(struct worker *w, const struct resv *r, size_t n, const char **argv, char (*vals)[24])
-{
-    const char *prefix = w->pool->cfg->redis.key_prefix;
-    char k[KEYS_ITEM_PARTS][KEYS_MAX], now[24];
-    size_t cmds = 0;
-    snprintf(now, sizeof(now), "%" PRId64, util_wall_ms());
-    for (size_t i = 0; i < n;) {
-        size_t j = i, a = 0;
-        while (j < n && r[j].item == r[i].item)
-            j++;
-        if (keys_item_all(k, prefix, r[i].item) != 0)
-            return -1;
-        argv[a++] = k[KEYS_ITEM_PENDING];
-        argv[a++] = k[KEYS_ITEM_UNPUB];
-        argv[a++] = k[KEYS_ITEM_ORDERS];
-        argv[a++] = k[KEYS_ITEM_STOCK];
-        argv[a++] = now;
-        for (size_t m = i; m < j; m++)
-            for (int v = 0; v < WK_SETTLE_ARGS; v++)
-                argv[a++] = vals[m * WK_SETTLE_ARGS + (size_t)v];
-        if (script_append(w->rc, &w->settle, 4, (int)(a - 4), argv, NULL) != 0)
-            return -1;
-        cmds++;
-        i = j;
-    }
-    /* An error reply (LOADING while Redis reads its AOF back) leaves the
-     * reservations in place just as a dropped connection does. */
-    int ret = 0;
-    for (size_t i = 0; i < cmds; i++) {
-        redisReply *rep = NULL;
-        if (redisGetReply(w->rc, (void **)&rep) != REDIS_OK)
-            return -1;
-        if (rep->type == REDIS_REPLY_ERROR) {
-            if (script_is_noscript(rep))
-                w->settle.sha[0] = 0; /* reloaded on the retry */
-            ret = -1;
-        }
-        freeReplyObject(rep);
-    }
-    return ret;
-}
-
-/* Clear the reservations of the settled orders v[0..n), and of earlier ones
- * that could not be cleared. Nothing else ever clears a reservation Kafka
- * acknowledged, so what fails (Redis restarting) stays in the worker's
- * backlog and goes with the next batch; a dropped connection is retried at
- * once on a new one. Both commands are safe to repeat. */
-static void clear_reservations(struct worker *w, struct cmsg **v, size_t n)
-{
-    char err[256];
-    const char **argv = NULL;
-    char (*vals)[24] = NULL;
-    if (w->nunclear + n > w->capunclear) {
-        size_t cap = (w->nunclear + n) * 2;
-        struct resv *nr = realloc(w->unclear, cap * sizeof(*nr));
-        if (!nr)
-            goto fail;
-        w->unclear = nr;
-        w->capunclear = cap;
-    }
-    for (size_t i = 0; i < n; i++)
-        w->unclear[w->nunclear++] = (struct resv){ v[i]->o.item_id, v[i]->o.order_id, v[i]->o.user_id,
-                                                   v[i]->o.reserved_at_ms, v[i]->outcome };
-    n = w->nunclear;
-    if (n == 0)
-        return;
-    qsort(w->unclear, n, sizeof(*w->unclear), cmp_resv);
-    argv = malloc((n * WK_SETTLE_ARGS + 5) * sizeof(*argv));
-    vals = malloc(n * WK_SETTLE_ARGS * sizeof(*vals));
-    if (!argv || !vals)
-        goto fail;
-    for (size_t i = 0; i < n; i++) {
-        const struct resv *r = &w->unclear[i];
-        const char *why = cmsg_reason(r->outcome);
-        char(*o)[24] = &vals[i * WK_SETTLE_ARGS];
-        snprintf(o[0], sizeof(o[0]), "%" PRId64, r->oid);
-        snprintf(o[1], sizeof(o[1]), "%" PRId64, r->user);
-        snprintf(o[2], sizeof(o[2]), "%s", why ? "r" : "c");
-        snprintf(o[3], sizeof(o[3]), "%" PRId64, r->reserved_ms);
-        snprintf(o[4], sizeof(o[4]), "%s", why ? why : "");
-    }
-    for (int attempt = 0; attempt < 2; attempt++) {
-        if (rconn_broken(w->rc) || attempt > 0) {
-            if (w->rc)
-                redisFree(w->rc);
-            w->rc = NULL;
-            if (rconn_open(w->pool->cfg, &w->rc, err, sizeof(err)) != 0) {
-                CM_ADD(redis_errors, 1);
-                goto fail;
-            }
-        }
-        if (!w->settle.sha[0] && script_load(w->rc, &w->settle) != 0) {
-            CM_ADD(redis_errors, 1);
-            continue;
-        }
-        if (clear_once(w, w->unclear, n, argv, vals) == 0) {
-            if (w->unclear_logged)
-                log_notice("worker %d: cleared %zu reservations left over from a Redis outage", w->id, n);
-            w->nunclear = 0;
-            w->unclear_logged = false;
-            goto done;
-        }
-        CM_ADD(redis_errors, 1);
-    }
-fail:
-    if (!w->unclear_logged)
-        log_warn("worker %d: could not clear %zu reservations of persisted orders in Redis; "
-                 "retrying with the next batches", w->id, w->nunclear);
-    w->unclear_logged = true;
-    if (w->nunclear > WK_UNCLEAR_MAX) {
-        size_t drop = w->nunclear - WK_UNCLEAR_MAX;
-        log_error("worker %d: giving up clearing %zu reservations of persisted orders; "
-                  "'seckillctl reconcile --fix' drops them", w->id, drop);
-        memmove(w->unclear, w->unclear + drop, WK_UNCLEAR_MAX * sizeof(*w->unclear));
-        w->nunclear = WK_UNCLEAR_MAX;
-    }
-done:
-    free(argv);
-    free(vals);
-}
-
 /* --- one batch ------------------------------------------------------------ */
 
 static int cmp_i64(const void *a, const void *b)
@@ -289,19 +137,6 @@ static void carry(struct worker *w, struct cmsg *m)
     w->carry[w->ncarry++] = m;
 }
 
-static void count_outcome(int outcome)
-{
-    switch (outcome) {
-    case CMSG_INSERTED: CM_ADD(persisted, 1); break;
-    case CMSG_DUPLICATE: CM_ADD(duplicates, 1); break;
-    case CMSG_NO_ITEM: CM_ADD(rej_no_item, 1); break;
-    case CMSG_NO_STOCK: CM_ADD(rej_no_stock, 1); break;
-    case CMSG_ID_CONFLICT: CM_ADD(rej_id_conflict, 1); break;
-    case CMSG_DUP_BUYER: CM_ADD(rej_dup_buyer, 1); break;
-    default: break;
-    }
-}
-
 /* A message the database refuses on its own: dead-letter it. */
 static int dead_letter(struct worker *w, struct cmsg *m, const char *why)
 {
@@ -325,17 +160,15 @@ static int dead_letter(struct worker *w, struct cmsg *m, const char *why)
     return dlq_send(w->pool->dlq, m);
 }
 
-static void process(struct worker *w, struct cmsg **v, size_t n)
+/* Lock every distinct user of v[0..n) in one round trip (w->users, w->locks,
+ * w->status). Returns how many were acquired; with none, the whole batch is
+ * carried to the next one, after a backoff when Redis failed. */
+static size_t lock_users(struct worker *w, struct cmsg **v, size_t n)
 {
-    char err[512];
-    size_t nu = 0, ns = 0, nsettled = 0;
-    struct cmsg *head = NULL, *tail = NULL;
-    struct lock_counters lcnt;
+    size_t nu, got;
+    bool any_error = false;
     int64_t t0;
-    int st;
 
-    w->ncarry = 0;
-    /* 1. lock every distinct user of the batch in one round trip */
     for (size_t i = 0; i < n; i++)
         w->users[i] = v[i]->o.user_id;
     nu = uniq_users(w->users, n);
@@ -345,26 +178,31 @@ static void process(struct worker *w, struct cmsg **v, size_t n)
         w->namep[u] = w->names[u];
     }
     t0 = util_mono_ms();
-    size_t got = lock_acquire_many(w->lc, w->namep, nu, CFG_GET(w->pool->cfg->lock.wait_ms), w->locks, w->status);
+    got = lock_acquire_many(w->lc, w->namep, nu, CFG_GET(w->pool->cfg->lock.wait_ms), w->locks, w->status);
     metrics_hist_observe_us(&cm.lock_wait, (util_mono_ms() - t0) * 1000);
-    bool any_error = false;
     for (size_t u = 0; u < nu; u++)
         any_error |= w->status[u] == LOCK_ERROR;
     set_redis_down(w, got == 0 && any_error);
-    if (got == 0) {
-        for (size_t i = 0; i < n; i++)
-            carry(w, v[i]);
-        if (any_error) {
-            CM_ADD(redis_errors, 1);
-            nap(w, backoff(w, &w->redis_attempt));
-        } else {
-            CM_ADD(lock_busy, (int64_t)nu);
-        }
-        goto out;
+    if (got > 0) {
+        w->redis_attempt = 0;
+        return got;
     }
-    w->redis_attempt = 0;
+    for (size_t i = 0; i < n; i++)
+        carry(w, v[i]);
+    if (any_error) {
+        CM_ADD(redis_errors, 1);
+        nap(w, backoff(w, &w->redis_attempt));
+    } else {
+        CM_ADD(lock_busy, (int64_t)nu);
+    }
+    return 0;
+}
 
-    /* 2. the orders of the locked users, in arrival order */
+/* The orders of the locked users into w->so, in arrival order, each with
+ * its user's fence; the others are carried. Returns how many. */
+static size_t pick_locked(struct worker *w, struct cmsg **v, size_t n)
+{
+    size_t ns = 0;
     for (size_t i = 0; i < n; i++) {
         size_t u = user_index(w, v[i]->o.user_id);
         if (w->status[u] != LOCK_OK) {
@@ -376,89 +214,119 @@ static void process(struct worker *w, struct cmsg **v, size_t n)
         w->so[ns].fence = lock_fence(w->locks[u]);
         w->so_msg[ns++] = v[i];
     }
+    return ns;
+}
 
-    /* 3. one transaction */
-    t0 = util_mono_ms();
-    st = sink_write(w->sink, w->so, ns, precommit, w, err, sizeof(err));
+/* Order i of w->so was refused by PostgreSQL on its own: dead-letter it (the
+ * dlq owns it then), or retry it when even that failed. */
+static void refuse(struct worker *w, size_t i, const char *err)
+{
+    if (dead_letter(w, w->so_msg[i], err) == 0)
+        w->so[i].outcome = CMSG_DEAD_LETTER;
+    else
+        w->so[i].outcome = CMSG_RETRY;
+}
+
+/* One order the server refuses must not hold up the batch: write the ns
+ * orders one by one to find it. What was written is settled; after a
+ * failure that is not the data's, the rest is retried. Always SINK_OK. */
+static int write_one_by_one(struct worker *w, size_t ns, char *err, size_t errlen)
+{
+    int st = SINK_OK;
+    for (size_t i = 0; i < ns && st == SINK_OK; i++) {
+        int s1 = sink_write(w->sink, &w->so[i], 1, precommit, w, err, errlen);
+        if (s1 == SINK_DATA) {
+            refuse(w, i, err);
+        } else if (s1 != SINK_OK) {
+            st = s1;
+            for (size_t j = i; j < ns; j++)
+                w->so[j].outcome = CMSG_PENDING;
+        }
+    }
+    if (st != SINK_OK)
+        for (size_t i = 0; i < ns; i++)
+            if (w->so[i].outcome == CMSG_PENDING)
+                w->so[i].outcome = CMSG_RETRY;
+    return SINK_OK;
+}
+
+/* Write w->so[0..ns) in one transaction, falling back to one at a time when
+ * the server refuses the data. A sink status: SINK_OK (every outcome set),
+ * SINK_TRANSIENT or SINK_ABORTED (nothing written). */
+static int write_batch(struct worker *w, size_t ns, char *err, size_t errlen)
+{
+    int64_t t0 = util_mono_ms();
+    int st = sink_write(w->sink, w->so, ns, precommit, w, err, errlen);
     if (st == SINK_DATA && ns > 1) {
-        /* One order the server refuses must not hold up the batch: write
-         * them one by one to find it. */
-        st = SINK_OK;
-        for (size_t i = 0; i < ns && st == SINK_OK; i++) {
-            int s1 = sink_write(w->sink, &w->so[i], 1, precommit, w, err, sizeof(err));
-            if (s1 == SINK_DATA) {
-                if (dead_letter(w, w->so_msg[i], err) == 0)
-                    w->so[i].outcome = CMSG_DEAD_LETTER; /* the dlq owns it now */
-                else
-                    w->so[i].outcome = CMSG_RETRY;
-            } else if (s1 != SINK_OK) {
-                st = s1;
-                for (size_t j = i; j < ns; j++)
-                    w->so[j].outcome = CMSG_PENDING;
-            }
-        }
-        if (st != SINK_OK) {
-            /* settle what was written, retry the rest */
-            for (size_t i = 0; i < ns; i++)
-                if (w->so[i].outcome == CMSG_PENDING)
-                    w->so[i].outcome = CMSG_RETRY;
-            st = SINK_OK;
-        }
+        st = write_one_by_one(w, ns, err, errlen);
     } else if (st == SINK_DATA) {
-        if (dead_letter(w, w->so_msg[0], err) == 0)
-            w->so[0].outcome = CMSG_DEAD_LETTER;
-        else
-            w->so[0].outcome = CMSG_RETRY;
+        refuse(w, 0, err);
         st = SINK_OK;
     }
     metrics_hist_observe_us(&cm.txn, (util_mono_ms() - t0) * 1000);
+    return st;
+}
 
+/* Act on the batch's outcome: carry what is to retry, count the rest and
+ * gather the settled messages into v (ours: reused as the settled list).
+ * Returns how many were settled. */
+static size_t take_outcomes(struct worker *w, int st, size_t ns, struct cmsg **v, const char *err)
+{
+    size_t nsettled = 0;
     if (st == SINK_TRANSIENT) {
         CM_ADD(pg_errors, 1);
         set_pg_down(w, true, err);
         for (size_t i = 0; i < ns; i++)
             carry(w, w->so_msg[i]);
-    } else if (st == SINK_ABORTED) {
+        return 0;
+    }
+    if (st == SINK_ABORTED) {
         CM_ADD(lease_lost, 1);
         log_warn("worker %d: %s; rolled back, retrying under fresh locks", w->id, err);
         for (size_t i = 0; i < ns; i++)
             carry(w, w->so_msg[i]);
-    } else {
-        set_pg_down(w, false, NULL);
-        w->pg_attempt = 0;
-        cm_batch_observe((int64_t)ns);
-        for (size_t i = 0; i < ns; i++) {
-            struct cmsg *m = w->so_msg[i];
-            m->outcome = w->so[i].outcome;
-            if (m->outcome == CMSG_RETRY) {
-                CM_ADD(stale_fence, 1);
-                carry(w, m);
-                continue;
-            }
-            if (m->outcome == CMSG_DEAD_LETTER)
-                continue;
-            if (m->outcome == CMSG_ID_CONFLICT)
-                log_error("order id %" PRId64 " already exists for another user or item: recorded in "
-                          "order_rejections", m->o.order_id);
-            count_outcome(m->outcome);
-            v[nsettled++] = m; /* v is ours: reuse it for the settled list */
+        return 0;
+    }
+    set_pg_down(w, false, NULL);
+    w->pg_attempt = 0;
+    cm_batch_observe((int64_t)ns);
+    for (size_t i = 0; i < ns; i++) {
+        struct cmsg *m = w->so_msg[i];
+        m->outcome = w->so[i].outcome;
+        if (m->outcome == CMSG_RETRY) {
+            CM_ADD(stale_fence, 1);
+            carry(w, m);
+            continue;
         }
+        if (m->outcome == CMSG_DEAD_LETTER)
+            continue;
+        if (m->outcome == CMSG_ID_CONFLICT)
+            log_error("order id %" PRId64 " already exists for another user or item: recorded in "
+                      "order_rejections", m->o.order_id);
+        cm_count_outcome(m->outcome);
+        v[nsettled++] = m;
     }
+    return nsettled;
+}
 
-    /* 4. release in one round trip; leases of a failed release run out */
-    {
-        size_t nh = 0;
-        for (size_t u = 0; u < nu; u++)
-            if (w->status[u] == LOCK_OK)
-                w->locks[nh++] = w->locks[u];
-        w->nu = 0;
-        if (nh > 0)
-            lock_release_many(w->lc, w->locks, nh, w->status);
-    }
+/* Release the locks held in one round trip; the leases of a failed release
+ * run out on their own. */
+static void release_users(struct worker *w)
+{
+    size_t nh = 0;
+    for (size_t u = 0; u < w->nu; u++)
+        if (w->status[u] == LOCK_OK)
+            w->locks[nh++] = w->locks[u];
+    w->nu = 0;
+    if (nh > 0)
+        lock_release_many(w->lc, w->locks, nh, w->status);
+}
 
-    /* 5. clear reservations, 6. report */
-    clear_reservations(w, v, nsettled);
-    for (size_t i = 0; i < nsettled; i++) {
+/* Hand the settled messages v[0..n) to the done queue, in one push. */
+static void report(struct worker *w, struct cmsg **v, size_t n)
+{
+    struct cmsg *head = NULL, *tail = NULL;
+    for (size_t i = 0; i < n; i++) {
         v[i]->next = NULL;
         if (tail)
             tail->next = v[i];
@@ -466,15 +334,40 @@ static void process(struct worker *w, struct cmsg **v, size_t n)
             head = v[i];
         tail = v[i];
     }
-    q_push_list(w->pool->done, head, tail, nsettled);
-    if (st == SINK_TRANSIENT)
-        nap(w, backoff(w, &w->pg_attempt));
-out:
+    q_push_list(w->pool->done, head, tail, n);
+}
+
+static void publish_lock_counters(struct worker *w)
+{
+    struct lock_counters lcnt;
     lock_client_counters(w->lc, &lcnt);
 #define CM_X(m, name, help) atomic_store_explicit(&cm.lock[w->id].m, lcnt.m, memory_order_relaxed);
     CM_LOCK_COUNTERS(CM_X)
 #undef CM_X
-    return;
+}
+
+/* One batch: lock its users, write the orders of the locked ones, settle
+ * what was written, release, clear the reservations, report. What could not
+ * be settled is carried, in order, to the head of the next batch. */
+static void process(struct worker *w, struct cmsg **v, size_t n)
+{
+    char err[512];
+    size_t ns, nsettled;
+    int st;
+
+    w->ncarry = 0;
+    if (lock_users(w, v, n) == 0)
+        goto out;
+    ns = pick_locked(w, v, n);
+    st = write_batch(w, ns, err, sizeof(err));
+    nsettled = take_outcomes(w, st, ns, v, err);
+    release_users(w);
+    settle_clear(w->settle, v, nsettled);
+    report(w, v, nsettled);
+    if (st == SINK_TRANSIENT)
+        nap(w, backoff(w, &w->pg_attempt));
+out:
+    publish_lock_counters(w);
 }
 
 static void *worker_main(void *arg)
@@ -496,12 +389,7 @@ static void *worker_main(void *arg)
         if (n == 0) {
             if (atomic_load(&w->pool->finishing))
                 break;
-            /* Idle: a backlog left by a Redis outage must not wait for the
-             * next order, which may never come once the sale is over. */
-            if (w->nunclear > 0 && util_mono_ms() >= w->unclear_retry_ms) {
-                w->unclear_retry_ms = util_mono_ms() + 1000;
-                clear_reservations(w, NULL, 0);
-            }
+            settle_idle(w->settle);
             continue;
         }
         process(w, w->batch, n);
@@ -544,8 +432,7 @@ static int worker_init(struct wk_pool *p, struct worker *w, int id, char *err, s
     snprintf(app, sizeof(app), "seckill-consumer/%d", id);
     if (sink_open(p->cfg, app, &w->sink, err, errlen) != 0)
         return -1;
-    w->settle = (struct script)SCRIPT_INIT("settle", embed_settle);
-    if (rconn_open(p->cfg, &w->rc, err, errlen) != 0)
+    if (settle_open(p->cfg, id, &w->settle, err, errlen) != 0)
         return -1;
     return 0;
 }
@@ -558,13 +445,11 @@ static void worker_free(struct worker *w)
     if (w->lc)
         lock_client_close(w->lc);
     sink_close(w->sink);
-    if (w->rc)
-        redisFree(w->rc);
+    settle_close(w->settle);
     free(w->batch);
     free(w->carry);
     free(w->users);
     free(w->names);
-    free(w->unclear);
     free(w->namep);
     free(w->locks);
     free(w->status);

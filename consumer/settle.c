@@ -1,0 +1,233 @@
+#include "settle.h"
+
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmetrics.h"
+#include "embed.h"
+#include "keys.h"
+#include "log.h"
+#include "rconn.h"
+#include "script.h"
+#include "util.h"
+
+/* Values per order after settle.lua's first argument. */
+#define SETTLE_ARGS 5
+/* Keys per settle.lua call, and its one leading argument (now). */
+#define SETTLE_KEYS 4
+/* How often an idle worker retries its backlog. */
+#define SETTLE_IDLE_RETRY_MS 1000
+
+/* A settled order whose reservation is still to clear, with what became of
+ * it (the buyers' status calls read it there). */
+struct resv {
+    int64_t item, oid, user, reserved_ms;
+    int outcome; /* enum cmsg_outcome */
+};
+
+struct settle {
+    const struct cfg *cfg;
+    int id;
+    redisContext *rc; /* reopened when broken */
+    struct script script;
+    struct resv *unclear; /* the backlog, oldest first */
+    size_t nunclear, capunclear;
+    bool logged;          /* the backlog's warning was logged */
+    int64_t retry_ms;     /* monotonic: the next idle retry */
+};
+
+int settle_open(const struct cfg *c, int id, struct settle **out, char *err, size_t errlen)
+{
+    struct settle *s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    s->cfg = c;
+    s->id = id;
+    s->script = (struct script)SCRIPT_INIT("settle", embed_settle);
+    if (rconn_open(c, &s->rc, err, errlen) != 0)
+        goto fail;
+    *out = s;
+    return 0;
+fail:
+    free(s);
+    return -1;
+}
+
+void settle_close(struct settle *s)
+{
+    if (!s)
+        return;
+    if (s->rc)
+        redisFree(s->rc);
+    free(s->unclear);
+    free(s);
+}
+
+static int cmp_resv(const void *a, const void *b)
+{
+    const struct resv *x = a, *y = b;
+    return x->item < y->item ? -1 : x->item > y->item;
+}
+
+/* One pipelined round trip: one settle.lua call per item of r[0..n), which
+ * is sorted by item. 0, or -1 when Redis failed or refused. vals holds
+ * SETTLE_ARGS strings per order; argv has room for all of them and a call's
+ * keys. */
+static int clear_once(struct settle *s, const struct resv *r, size_t n, const char **argv, char (*vals)[24])
+{
+    const char *prefix = s->cfg->redis.key_prefix;
+    char k[KEYS_ITEM_PARTS][KEYS_MAX], now[24];
+    size_t cmds = 0;
+    snprintf(now, sizeof(now), "%" PRId64, util_wall_ms());
+    for (size_t i = 0; i < n;) {
+        size_t j = i, a = 0;
+        while (j < n && r[j].item == r[i].item)
+            j++;
+        if (keys_item_all(k, prefix, r[i].item) != 0)
+            return -1;
+        argv[a++] = k[KEYS_ITEM_PENDING];
+        argv[a++] = k[KEYS_ITEM_UNPUB];
+        argv[a++] = k[KEYS_ITEM_ORDERS];
+        argv[a++] = k[KEYS_ITEM_STOCK];
+        argv[a++] = now;
+        for (size_t m = i; m < j; m++)
+            for (int v = 0; v < SETTLE_ARGS; v++)
+                argv[a++] = vals[m * SETTLE_ARGS + (size_t)v];
+        if (script_append(s->rc, &s->script, SETTLE_KEYS, (int)(a - SETTLE_KEYS), argv, NULL) != 0)
+            return -1;
+        cmds++;
+        i = j;
+    }
+    /* An error reply (LOADING while Redis reads its AOF back) leaves the
+     * reservations in place just as a dropped connection does. */
+    int ret = 0;
+    for (size_t i = 0; i < cmds; i++) {
+        redisReply *rep = NULL;
+        if (redisGetReply(s->rc, (void **)&rep) != REDIS_OK)
+            return -1;
+        if (rep->type == REDIS_REPLY_ERROR) {
+            if (script_is_noscript(rep))
+                s->script.sha[0] = 0; /* reloaded on the retry */
+            ret = -1;
+        }
+        freeReplyObject(rep);
+    }
+    return ret;
+}
+
+/* Append the orders of v[0..n) to the backlog. 0, or -1 out of memory. */
+static int backlog_add(struct settle *s, struct cmsg *const *v, size_t n)
+{
+    if (s->nunclear + n > s->capunclear) {
+        size_t cap = (s->nunclear + n) * 2;
+        struct resv *nr = realloc(s->unclear, cap * sizeof(*nr));
+        if (!nr)
+            return -1;
+        s->unclear = nr;
+        s->capunclear = cap;
+    }
+    for (size_t i = 0; i < n; i++)
+        s->unclear[s->nunclear++] = (struct resv){ v[i]->o.item_id, v[i]->o.order_id, v[i]->o.user_id,
+                                                   v[i]->o.reserved_at_ms, v[i]->outcome };
+    return 0;
+}
+
+/* settle.lua's values of each order: id, user, status letter, reserved at,
+ * reason ('' when confirmed). */
+static void format_vals(const struct resv *r, size_t n, char (*vals)[24])
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *why = cmsg_reason(r[i].outcome);
+        char(*o)[24] = &vals[i * SETTLE_ARGS];
+        snprintf(o[0], sizeof(o[0]), "%" PRId64, r[i].oid);
+        snprintf(o[1], sizeof(o[1]), "%" PRId64, r[i].user);
+        snprintf(o[2], sizeof(o[2]), "%c", cmsg_status(r[i].outcome));
+        snprintf(o[3], sizeof(o[3]), "%" PRId64, r[i].reserved_ms);
+        snprintf(o[4], sizeof(o[4]), "%s", why ? why : "");
+    }
+}
+
+/* Send the whole backlog: on the connection as it is, then once more on a
+ * fresh one (it may have gone stale while Redis restarted). 0 when cleared. */
+static int send_backlog(struct settle *s, const char **argv, char (*vals)[24])
+{
+    char err[256];
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (rconn_broken(s->rc) || attempt > 0) {
+            if (s->rc)
+                redisFree(s->rc);
+            s->rc = NULL;
+            if (rconn_open(s->cfg, &s->rc, err, sizeof(err)) != 0) {
+                CM_ADD(redis_errors, 1);
+                return -1;
+            }
+        }
+        if (!s->script.sha[0] && script_load(s->rc, &s->script) != 0) {
+            CM_ADD(redis_errors, 1);
+            continue;
+        }
+        if (clear_once(s, s->unclear, s->nunclear, argv, vals) == 0)
+            return 0;
+        CM_ADD(redis_errors, 1);
+    }
+    return -1;
+}
+
+/* Keep the backlog for the next call, within SETTLE_BACKLOG_MAX. */
+static void backlog_keep(struct settle *s)
+{
+    if (!s->logged)
+        log_warn("worker %d: could not clear %zu reservations of persisted orders in Redis; "
+                 "retrying with the next batches", s->id, s->nunclear);
+    s->logged = true;
+    if (s->nunclear > SETTLE_BACKLOG_MAX) {
+        size_t drop = s->nunclear - SETTLE_BACKLOG_MAX;
+        log_error("worker %d: giving up clearing %zu reservations of persisted orders; "
+                  "'seckillctl reconcile --fix' drops them", s->id, drop);
+        memmove(s->unclear, s->unclear + drop, SETTLE_BACKLOG_MAX * sizeof(*s->unclear));
+        s->nunclear = SETTLE_BACKLOG_MAX;
+    }
+}
+
+void settle_clear(struct settle *s, struct cmsg *const *v, size_t n)
+{
+    const char **argv = NULL;
+    char (*vals)[24] = NULL;
+    if (backlog_add(s, v, n) != 0)
+        goto fail;
+    n = s->nunclear;
+    if (n == 0)
+        return;
+    qsort(s->unclear, n, sizeof(*s->unclear), cmp_resv);
+    argv = malloc((n * SETTLE_ARGS + SETTLE_KEYS + 1) * sizeof(*argv));
+    vals = malloc(n * SETTLE_ARGS * sizeof(*vals));
+    if (!argv || !vals)
+        goto fail;
+    format_vals(s->unclear, n, vals);
+    if (send_backlog(s, argv, vals) != 0)
+        goto fail;
+    if (s->logged)
+        log_notice("worker %d: cleared %zu reservations left over from a Redis outage", s->id, n);
+    s->nunclear = 0;
+    s->logged = false;
+    goto done;
+fail:
+    backlog_keep(s);
+done:
+    free(argv);
+    free(vals);
+}
+
+void settle_idle(struct settle *s)
+{
+    if (s->nunclear == 0 || util_mono_ms() < s->retry_ms)
+        return;
+    s->retry_ms = util_mono_ms() + SETTLE_IDLE_RETRY_MS;
+    settle_clear(s, NULL, 0);
+}

@@ -1,0 +1,164 @@
+/* The consumer's settlement outcomes are declared once (CMSG_OUTCOMES in
+ * consumer/queue.h); what cannot be derived from that table is checked
+ * against it here: the CHECK list of order_rejections.reason, and the
+ * rejection counters' reason labels. */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmetrics.h"
+#include "queue.h"
+
+#define MAX_WORDS 32
+
+/* The file's text, NUL-terminated; the caller frees it. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n;
+    if (!f)
+        fail_msg("cannot open %s (run from the repository or set SECKILL_ROOT)", path);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    n = ftell(f);
+    assert_true(n > 0);
+    rewind(f);
+    buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* The quoted words of "CHECK (reason IN ('a', 'b', ...))" in sql, into
+ * words[] (pointers into sql, quotes replaced by NULs). Returns how many. */
+static size_t check_list(char *sql, char **words, size_t max)
+{
+    const char *open = "CHECK (reason IN (";
+    char *p = strstr(sql, open);
+    char *end;
+    size_t n = 0;
+    assert_non_null(p);
+    p += strlen(open);
+    end = strchr(p, ')');
+    assert_non_null(end);
+    *end = '\0';
+    while ((p = strchr(p, '\'')) != NULL) {
+        char *q = strchr(p + 1, '\'');
+        assert_non_null(q);
+        assert_true(n < max);
+        *q = '\0';
+        words[n++] = p + 1;
+        p = q + 1;
+    }
+    return n;
+}
+
+static void test_check_list_is_the_table(void **state)
+{
+    (void)state;
+    char path[512], *words[MAX_WORDS];
+    const char *reasons[MAX_WORDS];
+    size_t nwords, nreasons = 0;
+    char *sql;
+
+    snprintf(path, sizeof(path), "%s/sql/migrations/004_order_rejections.sql", harness_root());
+    sql = slurp(path);
+    nwords = check_list(sql, words, MAX_WORDS);
+    for (int o = 0; o < CMSG_NOUTCOMES; o++)
+        if (cmsg_reason(o))
+            reasons[nreasons++] = cmsg_reason(o);
+    assert_true(nreasons > 0);
+    assert_int_equal(nwords, nreasons);
+    /* Same sizes and every reason in the list, no word twice: the same set. */
+    for (size_t i = 0; i < nreasons; i++) {
+        size_t seen = 0;
+        for (size_t j = 0; j < nwords; j++)
+            seen += strcmp(words[j], reasons[i]) == 0;
+        if (seen != 1)
+            fail_msg("reason '%s' appears %zu times in the CHECK list of %s", reasons[i], seen, path);
+    }
+    free(sql);
+}
+
+/* The columns of one row agree: a refusal has a reason and the 'r' status. */
+static void test_columns_agree(void **state)
+{
+    (void)state;
+    for (int o = 0; o < CMSG_NOUTCOMES; o++) {
+        bool refusal = cmsg_is_refusal(o);
+        assert_int_equal(refusal, cmsg_reason(o) != NULL);
+        assert_int_equal(refusal, cmsg_status(o) == 'r');
+    }
+    assert_int_equal(cmsg_status(CMSG_INSERTED), 'c');
+    assert_int_equal(cmsg_status(CMSG_DUPLICATE), 'c');
+    assert_int_equal(cmsg_status(CMSG_RETRY), 0);
+    assert_false(cmsg_is_refusal(CMSG_PENDING));
+    /* Out of range: nothing, not a neighbour's row. */
+    assert_null(cmsg_reason(-1));
+    assert_null(cmsg_reason(CMSG_NOUTCOMES));
+    assert_false(cmsg_is_refusal(CMSG_NOUTCOMES));
+    assert_int_equal(cmsg_status(CMSG_NOUTCOMES), 0);
+}
+
+/* Each refusal's counter is seckill_consumer_rejected_total{reason="<its reason>"}. */
+static void test_rejection_labels(void **state)
+{
+    (void)state;
+    for (int o = 0; o < CMSG_NOUTCOMES; o++) {
+        _Atomic int64_t *c = cm_outcome_counter(o);
+        const char *name = NULL, *labels = NULL;
+        char want[64];
+        if (!cmsg_is_refusal(o))
+            continue;
+        assert_non_null(c);
+#define FIND(m, n, l, type, help)                                                                  \
+    if (c == &cm.m) {                                                                              \
+        name = n;                                                                                  \
+        labels = l;                                                                                \
+    }
+        CM_METRICS(FIND)
+#undef FIND
+        assert_non_null(name);
+        assert_string_equal(name, "seckill_consumer_rejected_total");
+        snprintf(want, sizeof(want), "reason=\"%s\"", cmsg_reason(o));
+        assert_string_equal(labels, want);
+    }
+}
+
+/* Counting an outcome bumps its own counter and no other. */
+static void test_count_outcome(void **state)
+{
+    (void)state;
+    cm_init();
+    assert_non_null(cm_outcome_counter(CMSG_INSERTED));
+    assert_null(cm_outcome_counter(CMSG_RETRY));
+    for (int o = 0; o < CMSG_NOUTCOMES; o++) {
+        _Atomic int64_t *c = cm_outcome_counter(o);
+        int64_t before = c ? atomic_load(c) : 0;
+        int64_t persisted = CM_GET(persisted);
+        cm_count_outcome(o);
+        if (c)
+            assert_int_equal(atomic_load(c), before + 1);
+        if (c != &cm.persisted)
+            assert_int_equal(CM_GET(persisted), persisted);
+    }
+    assert_int_equal(CM_GET(persisted), 1);
+    assert_int_equal(CM_GET(duplicates), 1);
+    assert_int_equal(CM_GET(rej_no_stock), 1);
+    assert_int_equal(CM_GET(dead_lettered), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_check_list_is_the_table),
+        cmocka_unit_test(test_columns_agree),
+        cmocka_unit_test(test_rejection_labels),
+        cmocka_unit_test(test_count_outcome),
+    };
+    return cmocka_run_group_tests_name("outcomes", tests, NULL, NULL);
+}
