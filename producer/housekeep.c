@@ -123,7 +123,7 @@ static void *hk_main(void *arg)
             sweep(k);
             next_sweep = util_mono_ms() + CFG_GET(k->cfg->producer.sweep_interval_ms);
         }
-        PM_SET(id_block, k->gen->block);
+        PM_SET(id_block, oid_block(k->gen));
         pthread_mutex_lock(&k->mu);
         if (!k->stop) {
             struct timespec ts = util_deadline_ts(HK_TICK_MS);
