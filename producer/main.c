@@ -26,23 +26,30 @@
 
 #define TICK_MS 100
 
-/* Retry a startup step with backoff until it works or a stop signal comes.
- * Logs the first failure and the recovery, not every attempt. */
-#define STARTUP_RETRY(what, call)                                                      \
-    do {                                                                               \
-        int attempt_ = 0;                                                              \
-        while ((call) != 0) {                                                          \
-            if (attempt_ == 0)                                                         \
-                log_error("%s: %s; retrying", what, err);                              \
-            daemon_notify("STATUS=waiting: %s", err);                                  \
-            if (daemon_stop_signals)                                                   \
-                goto out;                                                              \
-            util_sleep_ms(util_backoff_ms(attempt_ < 10 ? attempt_ : 10, 100, 5000) + 100); \
-            attempt_++;                                                                \
-        }                                                                              \
-        if (attempt_)                                                                  \
-            log_notice("%s: ok after %d attempts", what, attempt_ + 1);                \
-    } while (0)
+/* The startup steps that wait for a service (daemon_retry). */
+struct take_block_arg {
+    const struct cfg *c;
+    int64_t *block;
+};
+
+static int try_take_block(void *arg, char *err, size_t errlen)
+{
+    struct take_block_arg *a = arg;
+    return oid_take_block(a->c, a->block, err, errlen);
+}
+
+struct rsv_start_arg {
+    const struct cfg *c;
+    struct pub *p;
+    struct oid_gen *gen;
+    struct rsv **r;
+};
+
+static int try_rsv_start(void *arg, char *err, size_t errlen)
+{
+    struct rsv_start_arg *a = arg;
+    return rsv_start(a->c, a->p, a->gen, a->r, err, errlen);
+}
 
 /* Stop: no new orders, let in-flight ones finish, then make every one
  * that is left hear its fate from Kafka (purged: not persisted -> unit given
@@ -103,20 +110,25 @@ int main(int argc, char **argv)
         log_error("cannot install signal handlers");
         goto out;
     }
+    /* Before pub_open and ing_start start librdkafka's and libmicrohttpd's
+     * threads; unblocked here once they all run. */
+    daemon_signals_block();
     daemon_notify("STATUS=starting");
     /* Keys first: a broken key file is a configuration error, not a wait. */
     if (auth_open(&c, &a, err, sizeof(err)) != 0) {
         log_error("%s", err);
         goto out;
     }
-    STARTUP_RETRY("order ids", oid_take_block(&c, &block, err, sizeof(err)));
+    if (daemon_retry("order ids", try_take_block, &(struct take_block_arg){ &c, &block }) != 0)
+        goto out;
     oid_init(&gen, block);
     PM_SET(id_block, block);
     if (pub_open(&c, &p, err, sizeof(err)) != 0) {
         log_error("%s", err);
         goto out;
     }
-    STARTUP_RETRY("redis", rsv_start(&c, p, &gen, &r, err, sizeof(err)));
+    if (daemon_retry("redis", try_rsv_start, &(struct rsv_start_arg){ &c, p, &gen, &r }) != 0)
+        goto out;
     if (hk_start(&c, p, &gen, &health, &k, err, sizeof(err)) != 0 ||
         st_start(&c, &st, err, sizeof(err)) != 0 ||
         ing_start(&c, r, st, a, &health, &g, err, sizeof(err)) != 0) {
@@ -125,6 +137,7 @@ int main(int argc, char **argv)
     }
     log_notice("taking orders on http://%s:%d/api/v1/seckill (order id block %lld, auth %s)",
                c.producer.listen, c.producer.port, (long long)block, auth_enabled(a) ? "jwt" : "none");
+    daemon_signals_unblock();
     daemon_notify("READY=1\nSTATUS=taking orders on %s:%d", c.producer.listen, c.producer.port);
 
     while (!daemon_stop_signals && !pub_fatal(p)) {
@@ -139,6 +152,8 @@ int main(int argc, char **argv)
     drain(&c, g, p);
     status = pub_fatal(p) ? 1 : 0;
 out:
+    /* A stop signal still pending from startup is counted now. */
+    daemon_signals_unblock();
     /* Stopped while still starting up is a clean stop too. */
     if (status != 0 && daemon_stop_signals && !(p && pub_fatal(p)))
         status = 0;
