@@ -78,10 +78,13 @@ static void refill_ids(struct hk *k)
  * librdkafka scans for timed-out messages about once a second, and the
  * idempotent producer may hold them while it recovers, so the report can
  * come well after message.timeout.ms. */
+/* Two of librdkafka's once-a-second timeout scans. */
+#define SWEEP_AGE_SLACK_MS 2000
+
 static int64_t sweep_age(const struct hk *k)
 {
     int64_t age = CFG_GET(k->cfg->producer.sweep_age_ms);
-    int64_t floor = 2 * (int64_t)pub_timeout_ms(k->pub) + 2000;
+    int64_t floor = 2 * (int64_t)pub_timeout_ms(k->pub) + SWEEP_AGE_SLACK_MS;
     return age > floor ? age : floor;
 }
 

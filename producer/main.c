@@ -25,6 +25,11 @@
 #include "util.h"
 
 #define TICK_MS 100
+/* Draining: how often to look at the in-flight count (short: the exit
+ * waits on it), and how long purged messages may take to be reported
+ * (librdkafka reports them at once; 5 s is slack for a loaded machine). */
+#define DRAIN_POLL_MS 10
+#define PURGE_REPORT_MS 5000
 
 /* The startup steps that wait for a service (daemon_retry). */
 struct take_block_arg {
@@ -67,15 +72,15 @@ static void drain(const struct cfg *c, struct ingress *g, struct pub *p)
             _exit(1);
         }
         daemon_watchdog();
-        util_sleep_ms(10);
+        util_sleep_ms(DRAIN_POLL_MS);
     }
     if (ing_inflight(g) > 0) {
         log_warn("drain deadline passed with %ld requests in flight; purging", ing_inflight(g));
         pub_purge(p, 1);
         /* Purged messages are reported at once; their answers follow. */
-        end = util_mono_ms() + 5000;
+        end = util_mono_ms() + PURGE_REPORT_MS;
         while (ing_inflight(g) > 0 && util_mono_ms() < end)
-            util_sleep_ms(10);
+            util_sleep_ms(DRAIN_POLL_MS);
         if (ing_inflight(g) > 0) {
             /* Tearing down with suspended connections is not safe; what is
              * unanswered is in Redis, and the sweeper publishes it. */
