@@ -91,86 +91,113 @@ static void drain(const struct cfg *c, struct ingress *g, struct pub *p)
     }
 }
 
+/* What the daemon runs; NULL members were not started. */
+struct producer {
+    struct cfg c;
+    struct pub *p;
+    struct rsv *r;
+    struct hk *k;
+    struct st *st;
+    struct auth *a;
+    struct ingress *g;
+    struct ing_health health;
+    struct oid_gen gen;
+    int64_t block;
+};
+
+/* Every thread started, in dependency order, with the signals blocked so
+ * that only the main thread takes them (the caller unblocks). Services that
+ * are down are waited for. 0, or -1 (logged, or a stop signal came). */
+static int start(struct producer *d)
+{
+    struct cfg *c = &d->c;
+    char err[1024];
+    daemon_notify("STATUS=starting");
+    /* Keys first: a broken key file is a configuration error, not a wait. */
+    if (auth_open(c, &d->a, err, sizeof(err)) != 0)
+        goto fail;
+    if (daemon_retry("order ids", try_take_block, &(struct take_block_arg){ c, &d->block }) != 0)
+        return -1;
+    oid_init(&d->gen, d->block);
+    PM_SET(id_block, d->block);
+    if (pub_open(c, &d->p, err, sizeof(err)) != 0)
+        goto fail;
+    if (daemon_retry("redis", try_rsv_start, &(struct rsv_start_arg){ c, d->p, &d->gen, &d->r }) != 0)
+        return -1;
+    if (hk_start(c, d->p, &d->gen, &d->health, &d->k, err, sizeof(err)) != 0 ||
+        st_start(c, &d->st, err, sizeof(err)) != 0 ||
+        ing_start(c, d->r, d->st, d->a, &d->health, &d->g, err, sizeof(err)) != 0)
+        goto fail;
+    log_notice("taking orders on http://%s:%d/api/v1/seckill (order id block %lld, auth %s)",
+               c->producer.listen, c->producer.port, (long long)d->block,
+               auth_enabled(d->a) ? "jwt" : "none");
+    return 0;
+fail:
+    log_error("%s", err);
+    return -1;
+}
+
+/* Take orders until a stop signal or a fatal Kafka error, reloading on
+ * SIGHUP. */
+static void run(const struct cli *cli, struct producer *d)
+{
+    daemon_notify("READY=1\nSTATUS=taking orders on %s:%d", d->c.producer.listen, d->c.producer.port);
+    while (!daemon_stop_signals && !pub_fatal(d->p)) {
+        if (daemon_reload_signal) {
+            daemon_reload_signal = 0;
+            struct daemon_reload_hook hook = auth_reload_hook(d->a);
+            daemon_reload(cli, &d->c, &hook);
+        }
+        daemon_watchdog();
+        util_sleep_ms(TICK_MS);
+    }
+}
+
+/* Stop what was started, the HTTP side before what it calls. */
+static void stop(struct producer *d)
+{
+    if (!d->g)
+        daemon_notify("STOPPING=1");
+    hk_stop(d->k);
+    ing_stop(d->g);
+    st_stop(d->st);
+    rsv_stop(d->r);
+    pub_close(d->p, CFG_GET(d->c.producer.drain_timeout_ms));
+    auth_close(d->a);
+}
+
 int main(int argc, char **argv)
 {
     struct cli cli = { .prog = "seckill-producer", .usage = "", .check = auth_check };
-    struct cfg c;
-    struct pub *p = NULL;
-    struct rsv *r = NULL;
-    struct hk *k = NULL;
-    struct st *st = NULL;
-    struct auth *a = NULL;
-    struct ingress *g = NULL;
-    struct ing_health health = { 0 };
-    static struct oid_gen gen;
-    int64_t block = 0;
-    char err[1024];
+    /* static: the order id generator in it is shared with the threads */
+    static struct producer d;
     int ret = cli_parse(&cli, argc, argv), status = 1;
 
     if (ret >= 0)
         return ret;
-    if ((ret = cli_load(&cli, &c)) >= 0)
+    if ((ret = cli_load(&cli, &d.c)) >= 0)
         return ret;
     if (daemon_signals_install() != 0) {
         log_error("cannot install signal handlers");
         goto out;
     }
     /* Before pub_open and ing_start start librdkafka's and libmicrohttpd's
-     * threads; unblocked here once they all run. */
+     * threads; unblocked once they all run. */
     daemon_signals_block();
-    daemon_notify("STATUS=starting");
-    /* Keys first: a broken key file is a configuration error, not a wait. */
-    if (auth_open(&c, &a, err, sizeof(err)) != 0) {
-        log_error("%s", err);
+    if (start(&d) != 0)
         goto out;
-    }
-    if (daemon_retry("order ids", try_take_block, &(struct take_block_arg){ &c, &block }) != 0)
-        goto out;
-    oid_init(&gen, block);
-    PM_SET(id_block, block);
-    if (pub_open(&c, &p, err, sizeof(err)) != 0) {
-        log_error("%s", err);
-        goto out;
-    }
-    if (daemon_retry("redis", try_rsv_start, &(struct rsv_start_arg){ &c, p, &gen, &r }) != 0)
-        goto out;
-    if (hk_start(&c, p, &gen, &health, &k, err, sizeof(err)) != 0 ||
-        st_start(&c, &st, err, sizeof(err)) != 0 ||
-        ing_start(&c, r, st, a, &health, &g, err, sizeof(err)) != 0) {
-        log_error("%s", err);
-        goto out;
-    }
-    log_notice("taking orders on http://%s:%d/api/v1/seckill (order id block %lld, auth %s)",
-               c.producer.listen, c.producer.port, (long long)block, auth_enabled(a) ? "jwt" : "none");
     daemon_signals_unblock();
-    daemon_notify("READY=1\nSTATUS=taking orders on %s:%d", c.producer.listen, c.producer.port);
-
-    while (!daemon_stop_signals && !pub_fatal(p)) {
-        if (daemon_reload_signal) {
-            daemon_reload_signal = 0;
-            struct daemon_reload_hook hook = auth_reload_hook(a);
-            daemon_reload(&cli, &c, &hook);
-        }
-        daemon_watchdog();
-        util_sleep_ms(TICK_MS);
-    }
-    drain(&c, g, p);
-    status = pub_fatal(p) ? 1 : 0;
+    run(&cli, &d);
+    drain(&d.c, d.g, d.p);
+    status = pub_fatal(d.p) ? 1 : 0;
 out:
     /* A stop signal still pending from startup is counted now. */
     daemon_signals_unblock();
     /* Stopped while still starting up is a clean stop too. */
-    if (status != 0 && daemon_stop_signals && !(p && pub_fatal(p)))
+    if (status != 0 && daemon_stop_signals && !(d.p && pub_fatal(d.p)))
         status = 0;
-    if (!g)
-        daemon_notify("STOPPING=1");
-    hk_stop(k);
-    ing_stop(g);
-    st_stop(st);
-    rsv_stop(r);
-    pub_close(p, CFG_GET(c.producer.drain_timeout_ms));
-    auth_close(a);
+    stop(&d);
     log_notice("stopped");
-    cfg_free(&c);
+    cfg_free(&d.c);
     return status;
 }
