@@ -21,11 +21,12 @@ static int on_http(const char *path, struct mbuf *body, void *arg)
         return 200;
     }
     if (strcmp(path, "/healthz") == 0) {
+        /* The producer's schema: status, then each dependency up or down.
+         * Paused consumption is not a dependency: it is in /metrics. */
         int ok = pipe_healthy(p);
-        mbuf_printf(body, "{\"status\":\"%s\",\"kafka\":%s,\"postgres\":%s,\"redis\":%s,\"paused\":%s}\n",
-                    ok ? "ok" : "degraded", pipe_fatal(p) ? "false" : "true",
-                    CM_GET(pg_down) == 0 ? "true" : "false", CM_GET(redis_down) == 0 ? "true" : "false",
-                    CM_GET(paused) ? "true" : "false");
+        mbuf_printf(body, "{\"status\":\"%s\",\"kafka\":\"%s\",\"postgres\":\"%s\",\"redis\":\"%s\"}\n",
+                    ok ? "ok" : "unavailable", pipe_fatal(p) ? "down" : "up",
+                    CM_GET(pg_down) == 0 ? "up" : "down", CM_GET(redis_down) == 0 ? "up" : "down");
         return ok ? 200 : 503;
     }
     mbuf_printf(body, "{\"status\":\"not_found\"}\n");
