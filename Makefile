@@ -4,6 +4,7 @@
 #   make test       bring the local stack up, build (also with ASan+UBSan), run every test
 #   make demo       the main job end to end
 #   make bench      throughput next to the hardware's limits (build/bench.json)
+#   make tsan       ThreadSanitizer build (build/tsan), threaded integration tests under it (mk/tsan.mk)
 #   make install    PREFIX=/usr/local DESTDIR= (binaries, config, SQL, systemd units)
 #   make stack-up / stack-down / stack-status
 
@@ -25,6 +26,10 @@ CFLAGS  ?= -O2 -g
 ifeq ($(SAN),1)
 CFLAGS  := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
+endif
+ifeq ($(SAN),thread)
+CFLAGS  := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=thread
 endif
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) -I$(BUILD)/gen $(PKG_CFLAGS)
 # The layers: each folder sees only the headers it may use, so a reach into
@@ -168,3 +173,4 @@ clean:
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 -include mk/fuzz.mk
 -include mk/docs.mk
+-include mk/tsan.mk

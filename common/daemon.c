@@ -1,5 +1,6 @@
 #include "daemon.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +12,17 @@
 
 volatile sig_atomic_t daemon_stop_signals;
 volatile sig_atomic_t daemon_reload_signal;
+
+/* Startup retries: exponential backoff from RETRY_BASE_MS to RETRY_CAP_MS
+ * (doubling stops after RETRY_MAX_DOUBLINGS), with jitter, plus
+ * RETRY_FLOOR_MS. A service coming back is found within a second or two at
+ * first, and a long outage costs one attempt every few seconds, not a
+ * flood of connections and log lines; the floor keeps a zero jitter draw
+ * from retrying at once. */
+#define RETRY_BASE_MS 100
+#define RETRY_CAP_MS 5000
+#define RETRY_MAX_DOUBLINGS 10
+#define RETRY_FLOOR_MS 100
 
 static int64_t watchdog_ms;
 static int64_t watchdog_last_ms;
@@ -61,6 +73,62 @@ void daemon_signals_block_thread(void)
     sigset_t set;
     daemon_sigset(&set);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+void daemon_signals_block(void)
+{
+    sigset_t set;
+    daemon_sigset(&set);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+void daemon_signals_unblock(void)
+{
+    sigset_t set;
+    daemon_sigset(&set);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
+/* Wait up to ms for a stop signal. -1 if one came (or had come), else 0.
+ * With the signals blocked (startup), sigtimedwait takes a pending one and
+ * it is counted here as the handler would have; unblocked, the handler
+ * counts it and the wait ends with EINTR. */
+static int stop_wait_ms(int64_t ms)
+{
+    sigset_t stop;
+    int64_t end = util_mono_ms() + ms;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    while (!daemon_stop_signals) {
+        int64_t left = end - util_mono_ms();
+        if (left <= 0)
+            return 0;
+        struct timespec ts = { .tv_sec = left / 1000, .tv_nsec = (left % 1000) * 1000000 };
+        if (sigtimedwait(&stop, NULL, &ts) > 0)
+            daemon_stop_signals++;
+        else if (errno == EAGAIN)
+            return 0;
+    }
+    return -1;
+}
+
+int daemon_retry(const char *what, daemon_attempt_fn attempt, void *arg)
+{
+    char err[1024];
+    int n;
+    for (n = 0; attempt(arg, err, sizeof(err)) != 0; n++) {
+        if (n == 0)
+            log_error("%s: %s; retrying", what, err);
+        daemon_notify("STATUS=waiting: %s", err);
+        int64_t pause = util_backoff_ms(n < RETRY_MAX_DOUBLINGS ? n : RETRY_MAX_DOUBLINGS,
+                                        RETRY_BASE_MS, RETRY_CAP_MS) + RETRY_FLOOR_MS;
+        if (stop_wait_ms(pause) != 0)
+            return -1;
+    }
+    if (n > 0)
+        log_notice("%s: ok after %d attempts", what, n + 1);
+    return 0;
 }
 
 void daemon_notify(const char *fmt, ...)

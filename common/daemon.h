@@ -8,6 +8,7 @@
 #define SECKILL_DAEMON_H
 
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cfg.h"
@@ -17,11 +18,28 @@
 extern volatile sig_atomic_t daemon_stop_signals; /* SIGTERM/SIGINT count */
 extern volatile sig_atomic_t daemon_reload_signal; /* SIGHUP seen */
 
-/* Install the handlers for SIGTERM, SIGINT and SIGHUP, ignore SIGPIPE, and
- * block all of them in threads started afterwards (call before any thread). */
+/* Install the handlers for SIGTERM, SIGINT and SIGHUP and ignore SIGPIPE
+ * (call before any thread). */
 int daemon_signals_install(void);
 /* Called by a thread it creates: block the daemon's signals in it. */
 void daemon_signals_block_thread(void);
+/* Only the main thread takes the daemon's signals: block them in it before
+ * any thread starts (the libraries' threads, librdkafka's and
+ * libmicrohttpd's, inherit the mask), and unblock them in it alone once
+ * every thread is running. A signal sent in between waits, pending, and
+ * reaches its handler at the unblock (daemon_retry takes a stop signal
+ * meanwhile). Unblocking twice is harmless: call it on every way out. */
+void daemon_signals_block(void);
+void daemon_signals_unblock(void);
+
+/* A startup step that needs a service which may not be up yet: err says
+ * why it failed. 0 when done. */
+typedef int (*daemon_attempt_fn)(void *arg, char *err, size_t errlen);
+/* Run attempt until it succeeds, with backoff between tries, logging the
+ * first failure and the recovery (not every try) and notifying
+ * STATUS=waiting. 0 when done; -1 when a stop signal came first (it is
+ * counted in daemon_stop_signals, blocked or not). */
+int daemon_retry(const char *what, daemon_attempt_fn attempt, void *arg);
 
 /* sd_notify with a printf-formatted state ("READY=1", "STATUS=…"). */
 void daemon_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -31,13 +31,8 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
 static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
     struct pub *p = opaque;
-    char buf[512];
-    if (err == RD_KAFKA_RESP_ERR__FATAL) {
-        rd_kafka_resp_err_t orig = rd_kafka_fatal_error(rk, buf, sizeof(buf));
-        log_error("kafka: fatal error %s: %s; shutting down", rd_kafka_err2name(orig), buf);
-        atomic_store(&p->fatal, 1);
+    if (kconf_fatal(rk, err, &p->fatal))
         return;
-    }
     /* Transient: librdkafka retries by itself, and the delivery reports and
      * the health check (which logs once per state change) carry the
      * consequences; only "all brokers down", itself a state change, is worth
@@ -48,12 +43,18 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
         log_debug("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 
+/* The poll thread's wait for delivery reports: also how long pub_close
+ * waits for it to notice the stop. */
+#define POLL_MS 100
+/* After a purge the reports are local and immediate; a second is slack. */
+#define PURGED_FLUSH_MS 1000
+
 static void *poll_main(void *arg)
 {
     struct pub *p = arg;
     daemon_signals_block_thread();
     while (!atomic_load(&p->stop))
-        rd_kafka_poll(p->rk, 100);
+        rd_kafka_poll(p->rk, POLL_MS);
     return NULL;
 }
 
@@ -118,7 +119,7 @@ void pub_close(struct pub *p, int timeout_ms)
         log_warn("kafka: %d messages unsent after %d ms; purging", rd_kafka_outq_len(p->rk),
                  timeout_ms);
         rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-        rd_kafka_flush(p->rk, 1000);
+        rd_kafka_flush(p->rk, PURGED_FLUSH_MS);
     }
     atomic_store(&p->stop, 1);
     pthread_join(p->poller, NULL);

@@ -48,22 +48,17 @@ static int64_t count(redisContext *rc, const char *cmd, const char *key)
     return n;
 }
 
-/* Claim and re-publish one item's stale reservations. */
-static int sweep_item(const struct cfg *c, redisContext *rc, struct pub *p, struct script *claim,
-                      int64_t item, int64_t age_ms, struct sweep_stats *st,
-                      char *err, size_t errlen)
+/* Count the item's reservations into st, then claim its stale ones with
+ * sweep_claim.lua: *out is its reply, {order id, message}... 0, or -1 with
+ * err set. */
+static int claim_stale(redisContext *rc, struct script *claim, int64_t age_ms,
+                       char keys[][KEYS_MAX], struct sweep_stats *st, redisReply **out,
+                       char *err, size_t errlen)
 {
-    char keys[KEYS_ITEM_PARTS][KEYS_MAX], cutoff[24], now[24], limit[16];
+    char cutoff[24], now[24], limit[16];
     const char *argv[5];
-    struct sweep_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
-    struct sweep_ticket *tk = NULL;
-    redisReply *r = NULL;
-    size_t n = 0;
     int64_t wall = util_wall_ms();
-    int ret = -1;
-
-    for (int k = 0; k < KEYS_ITEM_PARTS; k++)
-        keys_item(keys[k], sizeof(keys[k]), c->redis.key_prefix, item, (enum keys_item_part)k);
+    redisReply *r;
     st->pending += count(rc, "HLEN", keys[KEYS_ITEM_PENDING]);
     st->unpublished += count(rc, "ZCARD", keys[KEYS_ITEM_UNPUB]);
     snprintf(cutoff, sizeof(cutoff), "%" PRId64, wall - age_ms);
@@ -75,19 +70,18 @@ static int sweep_item(const struct cfg *c, redisContext *rc, struct pub *p, stru
     if (!r || r->type != REDIS_REPLY_ARRAY) {
         snprintf(err, errlen, "redis: sweep claim: %s",
                  !r ? rc->errstr : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
-        goto fail;
+        freeReplyObject(r);
+        return -1;
     }
-    n = r->elements / 2;
-    if (n == 0) {
-        ret = 0;
-        goto fail;
-    }
-    st->claimed += (int64_t)n;
-    tk = calloc(n, sizeof(*tk));
-    if (!tk) {
-        snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
+    *out = r;
+    return 0;
+}
+
+/* Hand the n claimed messages of r to Kafka, one ticket each in tk; a
+ * ticket left without done was not sent (counted failed). */
+static void send_claimed(struct pub *p, const redisReply *r, size_t n, int64_t item,
+                         struct sweep_ticket *tk, struct sweep_wait *w, struct sweep_stats *st)
+{
     for (size_t i = 0; i < n; i++) {
         const redisReply *id = r->element[2 * i], *msg = r->element[2 * i + 1];
         struct order o;
@@ -100,26 +94,32 @@ static int sweep_item(const struct cfg *c, redisContext *rc, struct pub *p, stru
             continue;
         }
         tk[i].t.done = on_delivery;
-        tk[i].w = &w;
+        tk[i].w = w;
         snprintf(tk[i].oid, sizeof(tk[i].oid), "%.*s", (int)id->len, id->str);
-        pthread_mutex_lock(&w.mu);
-        w.outstanding++;
-        pthread_mutex_unlock(&w.mu);
+        pthread_mutex_lock(&w->mu);
+        w->outstanding++;
+        pthread_mutex_unlock(&w->mu);
         if (pub_send(p, o.user_id, msg->str, msg->len, &tk[i].t) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            pthread_mutex_lock(&w.mu);
-            w.outstanding--;
-            pthread_mutex_unlock(&w.mu);
+            pthread_mutex_lock(&w->mu);
+            w->outstanding--;
+            pthread_mutex_unlock(&w->mu);
             tk[i].t.done = NULL;
             st->failed++;
-            continue;
         }
     }
+}
+
+/* Wait for every sent ticket's delivery report, then mark the delivered
+ * ones published (ZREM from the unpublished set). */
+static void settle_claimed(redisContext *rc, const char *unpub_key, struct sweep_ticket *tk, size_t n,
+                           struct sweep_wait *w, struct sweep_stats *st)
+{
     /* librdkafka reports every message within message.timeout.ms, so this
-     * wait ends; the tickets live in this frame until it does. */
-    pthread_mutex_lock(&w.mu);
-    while (w.outstanding > 0)
-        pthread_cond_wait(&w.cv, &w.mu);
-    pthread_mutex_unlock(&w.mu);
+     * wait ends; the tickets live in the caller until it does. */
+    pthread_mutex_lock(&w->mu);
+    while (w->outstanding > 0)
+        pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
     for (size_t i = 0; i < n; i++) {
         if (!tk[i].t.done)
             continue;
@@ -128,8 +128,39 @@ static int sweep_item(const struct cfg *c, redisContext *rc, struct pub *p, stru
             continue;
         }
         st->republished++;
-        freeReplyObject(redisCommand(rc, "ZREM %s %s", keys[KEYS_ITEM_UNPUB], tk[i].oid));
+        freeReplyObject(redisCommand(rc, "ZREM %s %s", unpub_key, tk[i].oid));
     }
+}
+
+/* Claim and re-publish one item's stale reservations. */
+static int sweep_item(const struct cfg *c, redisContext *rc, struct pub *p, struct script *claim,
+                      int64_t item, int64_t age_ms, struct sweep_stats *st,
+                      char *err, size_t errlen)
+{
+    char keys[KEYS_ITEM_PARTS][KEYS_MAX];
+    struct sweep_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
+    struct sweep_ticket *tk = NULL;
+    redisReply *r = NULL;
+    size_t n = 0;
+    int ret = -1;
+
+    for (int k = 0; k < KEYS_ITEM_PARTS; k++)
+        keys_item(keys[k], sizeof(keys[k]), c->redis.key_prefix, item, (enum keys_item_part)k);
+    if (claim_stale(rc, claim, age_ms, keys, st, &r, err, errlen) != 0)
+        goto fail;
+    n = r->elements / 2;
+    if (n == 0) {
+        ret = 0;
+        goto fail;
+    }
+    st->claimed += (int64_t)n;
+    tk = calloc(n, sizeof(*tk));
+    if (!tk) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    send_claimed(p, r, n, item, tk, &w, st);
+    settle_claimed(rc, keys[KEYS_ITEM_UNPUB], tk, n, &w, st);
     ret = 0;
 fail:
     free(tk);

@@ -1,5 +1,4 @@
 /* seckill-consumer: Kafka consumer group -> per-user lock -> PostgreSQL. */
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,11 +21,12 @@ static int on_http(const char *path, struct mbuf *body, void *arg)
         return 200;
     }
     if (strcmp(path, "/healthz") == 0) {
+        /* The producer's schema: status, then each dependency up or down.
+         * Paused consumption is not a dependency: it is in /metrics. */
         int ok = pipe_healthy(p);
-        mbuf_printf(body, "{\"status\":\"%s\",\"kafka\":%s,\"postgres\":%s,\"redis\":%s,\"paused\":%s}\n",
-                    ok ? "ok" : "degraded", pipe_fatal(p) ? "false" : "true",
-                    CM_GET(pg_down) == 0 ? "true" : "false", CM_GET(redis_down) == 0 ? "true" : "false",
-                    CM_GET(paused) ? "true" : "false");
+        mbuf_printf(body, "{\"status\":\"%s\",\"kafka\":\"%s\",\"postgres\":\"%s\",\"redis\":\"%s\"}\n",
+                    ok ? "ok" : "unavailable", pipe_fatal(p) ? "down" : "up",
+                    CM_GET(pg_down) == 0 ? "up" : "down", CM_GET(redis_down) == 0 ? "up" : "down");
         return ok ? 200 : 503;
     }
     mbuf_printf(body, "{\"status\":\"not_found\"}\n");
@@ -101,6 +101,75 @@ static const struct option replay_opts[] = {
     { NULL, 0, NULL, 0 },
 };
 
+struct pipe_open_arg {
+    struct cfg *c;
+    struct pipe **p;
+};
+
+static int try_pipe_open(void *arg, char *err, size_t errlen)
+{
+    struct pipe_open_arg *a = arg;
+    return pipe_open(a->c, a->p, err, errlen);
+}
+
+/* The pipeline and the metrics endpoint, their threads started with the
+ * signals blocked so only the main loop takes them. A service that is down
+ * is waited for; a stop signal ends the wait. 0 when running; 1 when stopped
+ * before start (*p, *h NULL); -1 when the endpoint failed (logged). */
+static int start(struct cfg *c, struct pipe **p, struct httpd **h)
+{
+    char err[1024];
+    daemon_signals_block();
+    if (daemon_retry("pipeline", try_pipe_open, &(struct pipe_open_arg){ c, p }) != 0) {
+        daemon_signals_unblock();
+        log_notice("stopped before start");
+        return 1;
+    }
+    if (httpd_start(c->consumer.metrics_listen, c->consumer.metrics_port, on_http, *p, h, err,
+                    sizeof(err)) != 0) {
+        daemon_signals_unblock();
+        log_error("metrics endpoint: %s", err);
+        pipe_close(*p);
+        *p = NULL;
+        return -1;
+    }
+    daemon_signals_unblock();
+    return 0;
+}
+
+/* Consume until a stop signal or a fatal pipeline error (1), reloading on
+ * SIGHUP. */
+static int run(const struct cli *cli, struct cfg *c, struct pipe *p)
+{
+    log_notice("consuming %s as group %s with %d workers", c->kafka.topic, c->consumer.group_id,
+               c->consumer.workers);
+    daemon_notify("READY=1\nSTATUS=consuming %s", c->kafka.topic);
+    while (daemon_stop_signals == 0) {
+        if (daemon_reload_signal) {
+            daemon_reload_signal = 0;
+            daemon_reload(cli, c, NULL);
+        }
+        if (pipe_poll(p, 100) != 0)
+            return 1;
+        daemon_watchdog();
+    }
+    return 0;
+}
+
+/* Finish what is in flight, then stop. */
+static void stop(const struct cfg *c, struct pipe *p, struct httpd *h)
+{
+    daemon_notify("STOPPING=1\nSTATUS=finishing in-flight orders");
+    if (pipe_drain(p, CFG_GET(c->consumer.drain_timeout_ms), &daemon_stop_signals) < 0) {
+        /* A second signal: the operator wants out now. Nothing unsettled
+         * was stored, so what is lost here is only time. */
+        log_warn("second stop signal: exiting without finishing");
+        _exit(1);
+    }
+    httpd_stop(h);
+    pipe_close(p);
+}
+
 int main(int argc, char **argv)
 {
     struct replay_args ra = { .o = { .from_ms = -1, .to_ms = -1, .progress_ms = 2000 } };
@@ -121,9 +190,7 @@ int main(int argc, char **argv)
     struct cfg c;
     struct pipe *p = NULL;
     struct httpd *h = NULL;
-    sigset_t block, old;
-    char err[1024];
-    int ret = cli_parse(&cli, argc, argv), fatal = 0, drained;
+    int ret = cli_parse(&cli, argc, argv);
     if (ret >= 0)
         return ret;
     if ((ret = check_replay_args(&ra, cli.instance)) != 0)
@@ -132,73 +199,24 @@ int main(int argc, char **argv)
         return ret;
     if (ra.replay) {
         ret = run_replay(&c, &ra);
-        cfg_free(&c);
-        return ret;
+        goto out;
     }
     if (daemon_signals_install() != 0) {
         log_error("cannot install signal handlers");
-        cfg_free(&c);
-        return 1;
+        ret = 1;
+        goto out;
     }
     cm_init();
-    /* Threads started by the libraries (librdkafka, the lock watchdogs,
-     * libmicrohttpd) inherit this mask: only the main loop takes signals. */
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
-    /* A service that is down at start is waited for, with backoff, logging
-     * the first failure and the recovery only; a stop signal ends the wait. */
-    for (int attempt = 0; pipe_open(&c, &p, err, sizeof(err)) != 0; attempt++) {
-        if (attempt == 0)
-            log_error("cannot start yet: %s; retrying", err);
-        daemon_notify("STATUS=waiting: %s", err);
-        /* Signals are blocked here: look at them without taking them. */
-        sigset_t pending;
-        if (sigpending(&pending) == 0 &&
-            (sigismember(&pending, SIGTERM) || sigismember(&pending, SIGINT))) {
-            pthread_sigmask(SIG_SETMASK, &old, NULL);
-            log_notice("stopped before start");
-            cfg_free(&c);
-            return 0;
-        }
-        util_sleep_ms(util_backoff_ms(attempt < 10 ? attempt : 10, 100, 5000) + 100);
+    ret = start(&c, &p, &h);
+    if (ret != 0) {
+        /* Stopped before start is a clean stop. */
+        ret = ret > 0 ? 0 : 1;
+        goto out;
     }
-    if (httpd_start(c.consumer.metrics_listen, c.consumer.metrics_port, on_http, p, &h, err, sizeof(err)) != 0) {
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        log_error("metrics endpoint: %s", err);
-        pipe_close(p);
-        cfg_free(&c);
-        return 1;
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-
-    log_notice("consuming %s as group %s with %d workers", c.kafka.topic, c.consumer.group_id, c.consumer.workers);
-    daemon_notify("READY=1\nSTATUS=consuming %s", c.kafka.topic);
-    while (daemon_stop_signals == 0) {
-        if (daemon_reload_signal) {
-            daemon_reload_signal = 0;
-            daemon_reload(&cli, &c, NULL);
-        }
-        if (pipe_poll(p, 100) != 0) {
-            fatal = 1;
-            break;
-        }
-        daemon_watchdog();
-    }
-
-    daemon_notify("STOPPING=1\nSTATUS=finishing in-flight orders");
-    drained = pipe_drain(p, CFG_GET(c.consumer.drain_timeout_ms), &daemon_stop_signals);
-    if (drained < 0) {
-        /* A second signal: the operator wants out now. Nothing unsettled
-         * was stored, so what is lost here is only time. */
-        log_warn("second stop signal: exiting without finishing");
-        _exit(1);
-    }
-    httpd_stop(h);
-    pipe_close(p);
+    ret = run(&cli, &c, p);
+    stop(&c, p, h);
     log_notice("stopped");
+out:
     cfg_free(&c);
-    return fatal ? 1 : 0;
+    return ret;
 }

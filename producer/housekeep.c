@@ -73,19 +73,6 @@ static void refill_ids(struct hk *k)
     k->ids_failing = failed;
 }
 
-/* Never younger than twice the delivery timeout plus a margin: a reservation
- * still waiting for its delivery report is not stale, and claiming it would
- * stop its producer from giving the unit back on a certain failure.
- * librdkafka scans for timed-out messages about once a second, and the
- * idempotent producer may hold them while it recovers, so the report can
- * come well after message.timeout.ms. */
-static int64_t sweep_age(const struct hk *k)
-{
-    int64_t age = CFG_GET(k->cfg->producer.sweep_age_ms);
-    int64_t floor = sweep_min_age_ms(k->cfg);
-    return age > floor ? age : floor;
-}
-
 static void sweep(struct hk *k)
 {
     struct sweep_stats st;
@@ -93,7 +80,7 @@ static void sweep(struct hk *k)
     int failed;
     if (!k->rc)
         return;
-    failed = sweep_once(k->cfg, k->rc, k->pub, sweep_age(k), &st, err, sizeof(err)) != 0;
+    failed = sweep_once(k->cfg, k->rc, k->pub, sweep_age_ms(k->cfg), &st, err, sizeof(err)) != 0;
     if (failed) {
         PM_INC(sweep_errors);
         if (!k->sweep_failing)
@@ -124,7 +111,7 @@ static void *hk_main(void *arg)
             sweep(k);
             next_sweep = util_mono_ms() + CFG_GET(k->cfg->producer.sweep_interval_ms);
         }
-        PM_SET(id_block, k->gen->block);
+        PM_SET(id_block, oid_block(k->gen));
         pthread_mutex_lock(&k->mu);
         if (!k->stop) {
             struct timespec ts = util_deadline_ts(HK_TICK_MS);

@@ -25,24 +25,36 @@
 #include "util.h"
 
 #define TICK_MS 100
+/* Draining: how often to look at the in-flight count (short: the exit
+ * waits on it), and how long purged messages may take to be reported
+ * (librdkafka reports them at once; 5 s is slack for a loaded machine). */
+#define DRAIN_POLL_MS 10
+#define PURGE_REPORT_MS 5000
 
-/* Retry a startup step with backoff until it works or a stop signal comes.
- * Logs the first failure and the recovery, not every attempt. */
-#define STARTUP_RETRY(what, call)                                                      \
-    do {                                                                               \
-        int attempt_ = 0;                                                              \
-        while ((call) != 0) {                                                          \
-            if (attempt_ == 0)                                                         \
-                log_error("%s: %s; retrying", what, err);                              \
-            daemon_notify("STATUS=waiting: %s", err);                                  \
-            if (daemon_stop_signals)                                                   \
-                goto out;                                                              \
-            util_sleep_ms(util_backoff_ms(attempt_ < 10 ? attempt_ : 10, 100, 5000) + 100); \
-            attempt_++;                                                                \
-        }                                                                              \
-        if (attempt_)                                                                  \
-            log_notice("%s: ok after %d attempts", what, attempt_ + 1);                \
-    } while (0)
+/* The startup steps that wait for a service (daemon_retry). */
+struct take_block_arg {
+    const struct cfg *c;
+    int64_t *block;
+};
+
+static int try_take_block(void *arg, char *err, size_t errlen)
+{
+    struct take_block_arg *a = arg;
+    return oid_take_block(a->c, a->block, err, errlen);
+}
+
+struct rsv_start_arg {
+    const struct cfg *c;
+    struct pub *p;
+    struct oid_gen *gen;
+    struct rsv **r;
+};
+
+static int try_rsv_start(void *arg, char *err, size_t errlen)
+{
+    struct rsv_start_arg *a = arg;
+    return rsv_start(a->c, a->p, a->gen, a->r, err, errlen);
+}
 
 /* Stop: no new orders, let in-flight ones finish, then make every one
  * that is left hear its fate from Kafka (purged: not persisted -> unit given
@@ -60,15 +72,15 @@ static void drain(const struct cfg *c, struct ingress *g, struct pub *p)
             _exit(1);
         }
         daemon_watchdog();
-        util_sleep_ms(10);
+        util_sleep_ms(DRAIN_POLL_MS);
     }
     if (ing_inflight(g) > 0) {
         log_warn("drain deadline passed with %ld requests in flight; purging", ing_inflight(g));
         pub_purge(p, 1);
         /* Purged messages are reported at once; their answers follow. */
-        end = util_mono_ms() + 5000;
+        end = util_mono_ms() + PURGE_REPORT_MS;
         while (ing_inflight(g) > 0 && util_mono_ms() < end)
-            util_sleep_ms(10);
+            util_sleep_ms(DRAIN_POLL_MS);
         if (ing_inflight(g) > 0) {
             /* Tearing down with suspended connections is not safe; what is
              * unanswered is in Redis, and the sweeper publishes it. */
@@ -79,78 +91,113 @@ static void drain(const struct cfg *c, struct ingress *g, struct pub *p)
     }
 }
 
+/* What the daemon runs; NULL members were not started. */
+struct producer {
+    struct cfg c;
+    struct pub *p;
+    struct rsv *r;
+    struct hk *k;
+    struct st *st;
+    struct auth *a;
+    struct ingress *g;
+    struct ing_health health;
+    struct oid_gen gen;
+    int64_t block;
+};
+
+/* Every thread started, in dependency order, with the signals blocked so
+ * that only the main thread takes them (the caller unblocks). Services that
+ * are down are waited for. 0, or -1 (logged, or a stop signal came). */
+static int start(struct producer *d)
+{
+    struct cfg *c = &d->c;
+    char err[1024];
+    daemon_notify("STATUS=starting");
+    /* Keys first: a broken key file is a configuration error, not a wait. */
+    if (auth_open(c, &d->a, err, sizeof(err)) != 0)
+        goto fail;
+    if (daemon_retry("order ids", try_take_block, &(struct take_block_arg){ c, &d->block }) != 0)
+        return -1;
+    oid_init(&d->gen, d->block);
+    PM_SET(id_block, d->block);
+    if (pub_open(c, &d->p, err, sizeof(err)) != 0)
+        goto fail;
+    if (daemon_retry("redis", try_rsv_start, &(struct rsv_start_arg){ c, d->p, &d->gen, &d->r }) != 0)
+        return -1;
+    if (hk_start(c, d->p, &d->gen, &d->health, &d->k, err, sizeof(err)) != 0 ||
+        st_start(c, &d->st, err, sizeof(err)) != 0 ||
+        ing_start(c, d->r, d->st, d->a, &d->health, &d->g, err, sizeof(err)) != 0)
+        goto fail;
+    log_notice("taking orders on http://%s:%d/api/v1/seckill (order id block %lld, auth %s)",
+               c->producer.listen, c->producer.port, (long long)d->block,
+               auth_enabled(d->a) ? "jwt" : "none");
+    return 0;
+fail:
+    log_error("%s", err);
+    return -1;
+}
+
+/* Take orders until a stop signal or a fatal Kafka error, reloading on
+ * SIGHUP. */
+static void run(const struct cli *cli, struct producer *d)
+{
+    daemon_notify("READY=1\nSTATUS=taking orders on %s:%d", d->c.producer.listen, d->c.producer.port);
+    while (!daemon_stop_signals && !pub_fatal(d->p)) {
+        if (daemon_reload_signal) {
+            daemon_reload_signal = 0;
+            struct daemon_reload_hook hook = auth_reload_hook(d->a);
+            daemon_reload(cli, &d->c, &hook);
+        }
+        daemon_watchdog();
+        util_sleep_ms(TICK_MS);
+    }
+}
+
+/* Stop what was started, the HTTP side before what it calls. */
+static void stop(struct producer *d)
+{
+    if (!d->g)
+        daemon_notify("STOPPING=1");
+    hk_stop(d->k);
+    ing_stop(d->g);
+    st_stop(d->st);
+    rsv_stop(d->r);
+    pub_close(d->p, CFG_GET(d->c.producer.drain_timeout_ms));
+    auth_close(d->a);
+}
+
 int main(int argc, char **argv)
 {
     struct cli cli = { .prog = "seckill-producer", .usage = "", .check = auth_check };
-    struct cfg c;
-    struct pub *p = NULL;
-    struct rsv *r = NULL;
-    struct hk *k = NULL;
-    struct st *st = NULL;
-    struct auth *a = NULL;
-    struct ingress *g = NULL;
-    struct ing_health health = { 0 };
-    static struct oid_gen gen;
-    int64_t block = 0;
-    char err[1024];
+    /* static: the order id generator in it is shared with the threads */
+    static struct producer d;
     int ret = cli_parse(&cli, argc, argv), status = 1;
 
     if (ret >= 0)
         return ret;
-    if ((ret = cli_load(&cli, &c)) >= 0)
+    if ((ret = cli_load(&cli, &d.c)) >= 0)
         return ret;
     if (daemon_signals_install() != 0) {
         log_error("cannot install signal handlers");
         goto out;
     }
-    daemon_notify("STATUS=starting");
-    /* Keys first: a broken key file is a configuration error, not a wait. */
-    if (auth_open(&c, &a, err, sizeof(err)) != 0) {
-        log_error("%s", err);
+    /* Before pub_open and ing_start start librdkafka's and libmicrohttpd's
+     * threads; unblocked once they all run. */
+    daemon_signals_block();
+    if (start(&d) != 0)
         goto out;
-    }
-    STARTUP_RETRY("order ids", oid_take_block(&c, &block, err, sizeof(err)));
-    oid_init(&gen, block);
-    PM_SET(id_block, block);
-    if (pub_open(&c, &p, err, sizeof(err)) != 0) {
-        log_error("%s", err);
-        goto out;
-    }
-    STARTUP_RETRY("redis", rsv_start(&c, p, &gen, &r, err, sizeof(err)));
-    if (hk_start(&c, p, &gen, &health, &k, err, sizeof(err)) != 0 ||
-        st_start(&c, &st, err, sizeof(err)) != 0 ||
-        ing_start(&c, r, st, a, &health, &g, err, sizeof(err)) != 0) {
-        log_error("%s", err);
-        goto out;
-    }
-    log_notice("taking orders on http://%s:%d/api/v1/seckill (order id block %lld, auth %s)",
-               c.producer.listen, c.producer.port, (long long)block, auth_enabled(a) ? "jwt" : "none");
-    daemon_notify("READY=1\nSTATUS=taking orders on %s:%d", c.producer.listen, c.producer.port);
-
-    while (!daemon_stop_signals && !pub_fatal(p)) {
-        if (daemon_reload_signal) {
-            daemon_reload_signal = 0;
-            struct daemon_reload_hook hook = auth_reload_hook(a);
-            daemon_reload(&cli, &c, &hook);
-        }
-        daemon_watchdog();
-        util_sleep_ms(TICK_MS);
-    }
-    drain(&c, g, p);
-    status = pub_fatal(p) ? 1 : 0;
+    daemon_signals_unblock();
+    run(&cli, &d);
+    drain(&d.c, d.g, d.p);
+    status = pub_fatal(d.p) ? 1 : 0;
 out:
+    /* A stop signal still pending from startup is counted now. */
+    daemon_signals_unblock();
     /* Stopped while still starting up is a clean stop too. */
-    if (status != 0 && daemon_stop_signals && !(p && pub_fatal(p)))
+    if (status != 0 && daemon_stop_signals && !(d.p && pub_fatal(d.p)))
         status = 0;
-    if (!g)
-        daemon_notify("STOPPING=1");
-    hk_stop(k);
-    ing_stop(g);
-    st_stop(st);
-    rsv_stop(r);
-    pub_close(p, CFG_GET(c.producer.drain_timeout_ms));
-    auth_close(a);
+    stop(&d);
     log_notice("stopped");
-    cfg_free(&c);
+    cfg_free(&d.c);
     return status;
 }

@@ -43,6 +43,7 @@ void oid_init(struct oid_gen *g, int64_t block)
 {
     g->block = block;
     g->seq = 0;
+    atomic_store(&g->shown_block, block);
     atomic_store(&g->spare, 0);
     atomic_store(&g->want_spare, 0);
 }
@@ -58,11 +59,17 @@ int64_t oid_next(struct oid_gen *g)
         }
         g->block = spare;
         g->seq = 0;
+        atomic_store_explicit(&g->shown_block, spare, memory_order_relaxed);
     }
     /* Half way through: plenty of time for housekeeping to fetch the next. */
     if (g->seq == size / 2)
         atomic_store(&g->want_spare, 1);
     return order_id_make(g->block, g->seq++);
+}
+
+int64_t oid_block(struct oid_gen *g)
+{
+    return atomic_load_explicit(&g->shown_block, memory_order_relaxed);
 }
 
 int oid_refill(struct oid_gen *g, const struct cfg *c, char *err, size_t errlen)

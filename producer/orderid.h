@@ -16,6 +16,9 @@ struct oid_gen {
     int64_t seq;              /* next sequence number in it */
     _Atomic int64_t spare;    /* the next block, 0 until fetched */
     _Atomic int want_spare;   /* set by the reserving thread, served by housekeeping */
+    /* A copy of block for other threads (the id_block gauge): block itself
+     * is the reserving thread's, read without synchronisation on each id. */
+    _Atomic int64_t shown_block;
 };
 
 /* Take a fresh block from PostgreSQL (a committed INSERT; see
@@ -28,6 +31,10 @@ void oid_init(struct oid_gen *g, int64_t block);
 /* The next id, or -1 when the block is used up and the spare has not come:
  * the caller answers "unavailable" rather than invent an id. */
 int64_t oid_next(struct oid_gen *g);
+
+/* The block ids are being handed out from, for another thread than the
+ * reserving one. */
+int64_t oid_block(struct oid_gen *g);
 
 /* Housekeeping: fetch the spare block if one was asked for. 0 when nothing
  * was needed or it was fetched; -1 with err set when PostgreSQL failed. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backoff.h"
 #include "daemon.h"
 #include "embed.h"
 #include "keys.h"
@@ -129,12 +130,12 @@ static int redis_ok(struct rsv *r)
         return 0;
     if (rconn_open(r->cfg, &r->rc, err, sizeof(err)) != 0) {
         r->rc = NULL;
-        r->next_connect_ms = now + util_backoff_ms(r->connect_attempt++, 50, 2000);
+        r->next_connect_ms = now + util_backoff_ms(r->connect_attempt++, REDIS_RECONNECT_BASE_MS, REDIS_RECONNECT_CAP_MS);
         redis_down(r, err);
         return 0;
     }
     if (script_load(r->rc, &r->reserve) != 0 || script_load(r->rc, &r->restore) != 0) {
-        r->next_connect_ms = now + util_backoff_ms(r->connect_attempt++, 50, 2000);
+        r->next_connect_ms = now + util_backoff_ms(r->connect_attempt++, REDIS_RECONNECT_BASE_MS, REDIS_RECONNECT_CAP_MS);
         redis_down(r, "cannot load the scripts");
         return 0;
     }
@@ -300,6 +301,12 @@ static void publish(struct rsv *r, struct slot *s)
     finish(q, RSV_UNAVAILABLE);
 }
 
+/* Reconnecting while a batch's outcome is unknown: its buyers are held
+ * waiting, and the whole attempt is bounded by redis.command_timeout_ms, so
+ * it tries often (20 ms, at most 200 ms apart) rather than politely. */
+#define AMBIGUOUS_RETRY_BASE_MS 20
+#define AMBIGUOUS_RETRY_CAP_MS 200
+
 /* The connection broke after the scripts were sent: each of them may or may
  * not have run. Ask Redis, once it answers again within the command timeout,
  * for each reservation: publish those that exist (as Redis holds them), refuse
@@ -314,7 +321,7 @@ static void resolve_ambiguous(struct rsv *r, struct slot *slots, size_t n)
     int attempt = 0;
     r->next_connect_ms = 0;
     while (!redis_ok(r) && util_mono_ms() < end) {
-        util_sleep_ms(util_backoff_ms(attempt++, 20, 200));
+        util_sleep_ms(util_backoff_ms(attempt++, AMBIGUOUS_RETRY_BASE_MS, AMBIGUOUS_RETRY_CAP_MS));
         r->next_connect_ms = 0;
     }
     if (rconn_broken(r->rc))
@@ -434,29 +441,28 @@ static void script_result(struct slot *s, const redisReply *rep, struct slot **w
     finish(s->req, (enum rsv_outcome)o);
 }
 
-/* Run n reservation scripts in one round trip; retry is 1 for the second
- * attempt after a NOSCRIPT. */
-static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int retry)
+/* Copy the requests into slots (the messages and keys the script needs);
+ * one that does not fit is answered at once. The number of slots filled. */
+static size_t slots_fill(struct rsv *r, struct rsv_req **reqs, size_t n)
 {
-    struct slot *slots = r->slots;
-    struct slot *won[RSV_BATCH], *again[RSV_BATCH];
-    size_t nwon = 0, nagain = 0, m = 0, i, sent = 0;
-
-    if (!redis_ok(r)) {
-        for (i = 0; i < n; i++)
-            finish(reqs[i], RSV_UNAVAILABLE);
-        return;
-    }
-    /* Slots are reused by a retry: copy out the requests first. */
-    for (i = 0; i < n; i++) {
-        if (slot_fill(r, &slots[m], reqs[i]) != 0) {
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (slot_fill(r, &r->slots[m], reqs[i]) != 0) {
             finish(reqs[i], RSV_UNAVAILABLE);
             continue;
         }
         m++;
     }
-    for (i = 0; i < m; i++) {
-        struct slot *s = &slots[i];
+    return m;
+}
+
+/* Pipeline one reserve.lua call per slot; those that could not be sent are
+ * answered. The number sent (the first ones). */
+static size_t scripts_send(struct rsv *r, size_t m)
+{
+    size_t sent = 0;
+    for (size_t i = 0; i < m; i++) {
+        struct slot *s = &r->slots[i];
         const char *argv[KEYS_ITEM_PARTS + 4] = { s->user, s->oid, s->msg, s->ts };
         size_t argl[KEYS_ITEM_PARTS + 4];
         /* the keys in enum order, as reserve.lua names them, then its args */
@@ -470,19 +476,30 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int re
             break;
         sent++;
     }
-    for (i = sent; i < m; i++)
-        finish(slots[i].req, RSV_UNAVAILABLE);
+    for (size_t i = sent; i < m; i++)
+        finish(r->slots[i].req, RSV_UNAVAILABLE);
     PM_INC(redis_roundtrips);
-    for (i = 0; i < sent; i++) {
+    return sent;
+}
+
+/* Read the replies of the sent scripts: the reserved slots go to won[],
+ * those Redis did not know the script for (NOSCRIPT, first try only) to
+ * again[], the rest are answered. */
+static void scripts_read(struct rsv *r, size_t sent, int retry, struct slot **won, size_t *nwon,
+                         struct slot **again, size_t *nagain)
+{
+    struct slot *slots = r->slots;
+    for (size_t i = 0; i < sent; i++) {
         redisReply *rep = reply_next(r);
         if (!rep) {
             resolve_ambiguous(r, &slots[i], sent - i);
             break;
         }
         if (rep->type == REDIS_REPLY_INTEGER || rep->type == REDIS_REPLY_ARRAY) {
-            script_result(&slots[i], rep, won, &nwon);        } else if (script_is_noscript(rep) && !retry) {
+            script_result(&slots[i], rep, won, nwon);
+        } else if (script_is_noscript(rep) && !retry) {
             /* Redis restarted or its scripts were flushed: nothing ran. */
-            again[nagain++] = &slots[i];
+            again[(*nagain)++] = &slots[i];
         } else {
             /* An error reply (out of memory, a read-only replica): the
              * script did not run. */
@@ -492,20 +509,45 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int re
         }
         freeReplyObject(rep);
     }
-    /* Publish before retrying: the retry reuses the slots. */
-    for (i = 0; i < nwon; i++)
-        publish(r, won[i]);
-    if (nagain) {
-        struct rsv_req *q[RSV_BATCH];
+}
+
+static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int retry);
+
+/* The NOSCRIPT ones: load the script again and run them once more. */
+static void reserve_again(struct rsv *r, struct slot **again, size_t nagain)
+{
+    struct rsv_req *q[RSV_BATCH];
+    size_t i;
+    for (i = 0; i < nagain; i++)
+        q[i] = again[i]->req;
+    if (r->rc && script_load(r->rc, &r->reserve) == 0) {
+        reserve_batch(r, q, nagain, 1);
+    } else {
         for (i = 0; i < nagain; i++)
-            q[i] = again[i]->req;
-        if (r->rc && script_load(r->rc, &r->reserve) == 0) {
-            reserve_batch(r, q, nagain, 1);
-        } else {
-            for (i = 0; i < nagain; i++)
-                finish(q[i], RSV_UNAVAILABLE);
-        }
+            finish(q[i], RSV_UNAVAILABLE);
     }
+}
+
+/* Run n reservation scripts in one round trip; retry is 1 for the second
+ * attempt after a NOSCRIPT. */
+static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int retry)
+{
+    struct slot *won[RSV_BATCH], *again[RSV_BATCH];
+    size_t nwon = 0, nagain = 0, sent;
+
+    if (!redis_ok(r)) {
+        for (size_t i = 0; i < n; i++)
+            finish(reqs[i], RSV_UNAVAILABLE);
+        return;
+    }
+    /* Slots are reused by a retry: copy out the requests first. */
+    sent = scripts_send(r, slots_fill(r, reqs, n));
+    scripts_read(r, sent, retry, won, &nwon, again, &nagain);
+    /* Publish before retrying: the retry reuses the slots. */
+    for (size_t i = 0; i < nwon; i++)
+        publish(r, won[i]);
+    if (nagain)
+        reserve_again(r, again, nagain);
 }
 
 static int mark_cmp(const void *a, const void *b)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backoff.h"
 #include "daemon.h"
 #include "keys.h"
 #include "log.h"
@@ -115,7 +116,7 @@ static int redis_ok(struct st *s)
         return 0;
     if (rconn_open(s->cfg, &s->rc, err, sizeof(err)) != 0) {
         s->rc = NULL;
-        s->next_connect_ms = now + util_backoff_ms(s->attempt++, 50, 2000);
+        s->next_connect_ms = now + util_backoff_ms(s->attempt++, REDIS_RECONNECT_BASE_MS, REDIS_RECONNECT_CAP_MS);
         redis_down(s, err);
         return 0;
     }

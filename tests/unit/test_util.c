@@ -69,6 +69,114 @@ static void test_keys_hash_tags(void **state)
     assert_int_equal(keys_lock(small, sizeof(small), "seckill", "x"), -1);
 }
 
+/* 2026-11-21T10:00:00Z */
+#define T0 INT64_C(1795255200000)
+
+static void time_ok(const char *s, int64_t want)
+{
+    int64_t got = -1;
+    if (util_parse_time_ms(s, &got) != 0)
+        fail_msg("'%s' refused", s);
+    if (got != want)
+        fail_msg("'%s' -> %lld, want %lld", s, (long long)got, (long long)want);
+}
+
+static void time_bad(const char *s)
+{
+    int64_t got = 42;
+    if (util_parse_time_ms(s, &got) == 0)
+        fail_msg("'%s' accepted as %lld", s, (long long)got);
+    assert_int_equal(got, 42); /* left alone */
+}
+
+static void test_parse_time_valid(void **state)
+{
+    (void)state;
+    /* epoch milliseconds, as they are */
+    time_ok("1795255200000", T0);
+    time_ok("0", 0);
+    time_ok("253402300799999", INT64_C(253402300799999));
+    /* ISO 8601: Z, either case, T or a space */
+    time_ok("2026-11-21T10:00:00Z", T0);
+    time_ok("2026-11-21t10:00:00z", T0);
+    time_ok("2026-11-21 10:00:00Z", T0);
+    /* no zone: UTC */
+    time_ok("2026-11-21T10:00:00", T0);
+    /* offsets, with and without the colon, both signs */
+    time_ok("2026-11-21T11:00:00+01:00", T0);
+    time_ok("2026-11-21T11:00:00+0100", T0);
+    time_ok("2026-11-21T05:30:00-04:30", T0);
+    time_ok("2026-11-21T05:30:00-0430", T0);
+    time_ok("2026-11-22T09:59:00+23:59", T0);
+    /* fractions: milliseconds, padded, finer digits dropped */
+    time_ok("2026-11-21T10:00:00.123Z", T0 + 123);
+    time_ok("2026-11-21T10:00:00.5Z", T0 + 500);
+    time_ok("2026-11-21T10:00:00.05+00:00", T0 + 50);
+    time_ok("2026-11-21T10:00:00.123999Z", T0 + 123);
+    /* edges: the epoch, a leap day, the last representable millisecond */
+    time_ok("1970-01-01T00:00:00Z", 0);
+    time_ok("2024-02-29T23:59:59Z", INT64_C(1709251199000));
+    time_ok("9999-12-31T23:59:59.999Z", INT64_C(253402300799999));
+}
+
+static void test_parse_time_invalid(void **state)
+{
+    (void)state;
+    int64_t got = 42;
+    assert_int_equal(util_parse_time_ms(NULL, &got), -1);
+    time_bad("");
+    time_bad("junk");
+    time_bad("-5");
+    time_bad("12ab");
+    /* dates that do not exist (timegm would move them) */
+    time_bad("2026-02-30T00:00:00Z");
+    time_bad("2025-02-29T00:00:00Z");
+    time_bad("2026-04-31T00:00:00Z");
+    time_bad("2026-13-01T00:00:00Z");
+    time_bad("2026-00-10T00:00:00Z");
+    time_bad("2026-11-00T00:00:00Z");
+    /* times that do not exist */
+    time_bad("2026-11-21T24:00:01Z");
+    time_bad("2026-11-21T24:00:00Z");
+    time_bad("2026-11-21T23:60:00Z");
+    time_bad("2026-11-21T23:59:60Z");
+    /* incomplete or trailing */
+    time_bad("2026-11-21");
+    time_bad("2026-11-21T10:00");
+    time_bad("2026-11-21X10:00:00Z");
+    time_bad("2026-11-21T10:00:00.Z");
+    time_bad("2026-11-21T10:00:00Zjunk");
+    time_bad("2026-11-21T10:00:00 ");
+    time_bad("26-11-21T10:00:00Z");
+    /* zones out of range or malformed */
+    time_bad("2026-11-21T10:00:00+24:00");
+    time_bad("2026-11-21T10:00:00+01:60");
+    time_bad("2026-11-21T10:00:00+1");
+    time_bad("2026-11-21T10:00:00+01:0");
+    /* out of range: before the epoch, past year 9999 */
+    time_bad("1969-12-31T23:59:59Z");
+    time_bad("1970-01-01T00:00:00+00:01");
+    time_bad("253402300800000");
+    time_bad("99999999999999999999");
+}
+
+static void test_format_time_round_trip(void **state)
+{
+    (void)state;
+    const int64_t v[] = { 0, 1, 999, T0, T0 + 123, INT64_C(1709251199000), INT64_C(253402300799999) };
+    char buf[64];
+    util_format_time_ms(T0 + 7, buf, sizeof(buf));
+    assert_string_equal(buf, "2026-11-21T10:00:00.007Z");
+    util_format_time_ms(0, buf, sizeof(buf));
+    assert_string_equal(buf, "1970-01-01T00:00:00.000Z");
+    for (size_t i = 0; i < ARRAY_SIZE(v); i++) {
+        int64_t back = -1;
+        util_format_time_ms(v[i], buf, sizeof(buf));
+        assert_int_equal(util_parse_time_ms(buf, &back), 0);
+        assert_int_equal(back, v[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -76,6 +184,9 @@ int main(void)
         cmocka_unit_test(test_random_hex),
         cmocka_unit_test(test_backoff_bounds),
         cmocka_unit_test(test_keys_hash_tags),
+        cmocka_unit_test(test_parse_time_valid),
+        cmocka_unit_test(test_parse_time_invalid),
+        cmocka_unit_test(test_format_time_round_trip),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
