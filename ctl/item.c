@@ -160,7 +160,17 @@ static int parse_time_opt(const char *opt, const char *v, int64_t *out)
     return 0;
 }
 
-int item_cmd(const struct cfg *c, int argc, char **argv)
+/* What the item create and item load command lines say. */
+struct item_args {
+    int64_t id, stock, wait_ms;
+    const char *name;
+    struct item_window w;
+    int all;
+};
+
+/* Parse the options after "create" or "load" into a. -1 to go on, else the
+ * exit status (0 after --help). */
+static int item_parse(int argc, char **argv, struct item_args *a)
 {
     static const struct option opts[] = {
         { "id", required_argument, NULL, 'i' },
@@ -173,56 +183,39 @@ int item_cmd(const struct cfg *c, int argc, char **argv)
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    int64_t id = 0, stock = -1, wait_ms = 60000;
-    const char *name = "";
-    struct item_window w = { 0, 0 };
-    int o, all = 0, load;
-
-    if (argc == 3 && strcmp(argv[1], "show") == 0) {
-        if (util_parse_i64(argv[2], 1, INT64_MAX, &id) != 0) {
-            fprintf(stderr, "seckillctl: item show: ID must be a positive 64-bit integer, got '%s'\n", argv[2]);
-            return 2;
-        }
-        return item_show(c, id);
-    }
-    if (argc < 2 || (strcmp(argv[1], "create") != 0 && strcmp(argv[1], "load") != 0)) {
-        item_usage(stderr);
-        return 2;
-    }
-    load = strcmp(argv[1], "load") == 0;
-    argc--, argv++;
+    int o;
     optind = 1;
     while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (o) {
         case 'i':
-            if (util_parse_i64(optarg, 1, INT64_MAX, &id) != 0) {
+            if (util_parse_i64(optarg, 1, INT64_MAX, &a->id) != 0) {
                 fprintf(stderr, "seckillctl: --id must be a positive 64-bit integer, got '%s'\n", optarg);
                 return 2;
             }
             break;
         case 's':
-            if (util_parse_i64(optarg, 0, INT32_MAX, &stock) != 0) {
+            if (util_parse_i64(optarg, 0, INT32_MAX, &a->stock) != 0) {
                 fprintf(stderr, "seckillctl: --stock must be an integer in [0, %d], got '%s'\n", INT32_MAX,
                         optarg);
                 return 2;
             }
             break;
         case 'n':
-            name = optarg;
+            a->name = optarg;
             break;
         case 'a':
-            all = 1;
+            a->all = 1;
             break;
         case 'S':
-            if (parse_time_opt("--starts-at", optarg, &w.starts_ms) != 0)
+            if (parse_time_opt("--starts-at", optarg, &a->w.starts_ms) != 0)
                 return 2;
             break;
         case 'E':
-            if (parse_time_opt("--ends-at", optarg, &w.ends_ms) != 0)
+            if (parse_time_opt("--ends-at", optarg, &a->w.ends_ms) != 0)
                 return 2;
             break;
         case 'w':
-            if (util_parse_i64(optarg, 0, 3600000, &wait_ms) != 0) {
+            if (util_parse_i64(optarg, 0, 3600000, &a->wait_ms) != 0) {
                 fprintf(stderr, "seckillctl: --wait-ms must be an integer in [0, 3600000], got '%s'\n", optarg);
                 return 2;
             }
@@ -235,34 +228,63 @@ int item_cmd(const struct cfg *c, int argc, char **argv)
             return 2;
         }
     }
-    if (load) {
-        if ((id == 0) == !all || stock >= 0 || name[0] || w.starts_ms || w.ends_ms || optind != argc) {
-            item_usage(stderr);
-            return 2;
-        }
-        return rebuild_items(c, &id, id ? 1 : 0, all, wait_ms);
-    }
-    if (id == 0 || stock < 0 || all || optind != argc) {
+    if (optind != argc) {
         item_usage(stderr);
         return 2;
     }
-    if (w.starts_ms && w.ends_ms && w.starts_ms >= w.ends_ms) {
+    return -1;
+}
+
+static int item_create_cmd(const struct cfg *c, const struct item_args *a)
+{
+    if (a->id == 0 || a->stock < 0 || a->all) {
+        item_usage(stderr);
+        return 2;
+    }
+    if (a->w.starts_ms && a->w.ends_ms && a->w.starts_ms >= a->w.ends_ms) {
         fprintf(stderr, "seckillctl: --ends-at must be after --starts-at\n");
         return 2;
     }
-    if (item_create(c, id, stock, name, &w) != 0)
+    if (item_create(c, a->id, a->stock, a->name, &a->w) != 0)
         return 1;
-    printf("item %" PRId64 " created: %" PRId64 " units", id, stock);
-    if (w.starts_ms || w.ends_ms) {
-        char a[40] = "open", b[40] = "sold out";
-        if (w.starts_ms)
-            util_format_time_ms(w.starts_ms, a, sizeof(a));
-        if (w.ends_ms)
-            util_format_time_ms(w.ends_ms, b, sizeof(b));
-        printf(", on sale from %s until %s", a, b);
+    printf("item %" PRId64 " created: %" PRId64 " units", a->id, a->stock);
+    if (a->w.starts_ms || a->w.ends_ms) {
+        char from[40] = "open", until[40] = "sold out";
+        if (a->w.starts_ms)
+            util_format_time_ms(a->w.starts_ms, from, sizeof(from));
+        if (a->w.ends_ms)
+            util_format_time_ms(a->w.ends_ms, until, sizeof(until));
+        printf(", on sale from %s until %s", from, until);
     }
     printf("\n");
     return 0;
+}
+
+int item_cmd(const struct cfg *c, int argc, char **argv)
+{
+    struct item_args a = { .stock = -1, .wait_ms = 60000, .name = "" };
+    int ret;
+
+    if (argc == 3 && strcmp(argv[1], "show") == 0) {
+        if (util_parse_i64(argv[2], 1, INT64_MAX, &a.id) != 0) {
+            fprintf(stderr, "seckillctl: item show: ID must be a positive 64-bit integer, got '%s'\n", argv[2]);
+            return 2;
+        }
+        return item_show(c, a.id);
+    }
+    if (argc < 2 || (strcmp(argv[1], "create") != 0 && strcmp(argv[1], "load") != 0)) {
+        item_usage(stderr);
+        return 2;
+    }
+    if ((ret = item_parse(argc - 1, argv + 1, &a)) >= 0)
+        return ret;
+    if (strcmp(argv[1], "create") == 0)
+        return item_create_cmd(c, &a);
+    if ((a.id == 0) == !a.all || a.stock >= 0 || a.name[0] || a.w.starts_ms || a.w.ends_ms) {
+        item_usage(stderr);
+        return 2;
+    }
+    return rebuild_items(c, &a.id, a.id ? 1 : 0, a.all, a.wait_ms);
 }
 
 /* "2026-11-21T10:00:00.000Z", or what an open end means. */

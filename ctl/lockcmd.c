@@ -71,7 +71,10 @@ static int run_child(struct lock *l, char **argv, const sigset_t *wait_set, cons
     return 128 + WTERMSIG(status);
 }
 
-static int lock_run(const struct cfg *c, int argc, char **argv)
+/* lock run's options: the name, the lease and the wait. -1 to go on, else
+ * the exit status (0 after --help); optind is left at the command. */
+static int lock_run_parse(const struct cfg *c, int argc, char **argv, const char **name, int64_t *ttl,
+                          int64_t *wait)
 {
     static const struct option opts[] = {
         { "name", required_argument, NULL, 'n' },
@@ -80,24 +83,24 @@ static int lock_run(const struct cfg *c, int argc, char **argv)
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    const char *name = NULL;
-    int64_t ttl = c->lock.ttl_ms, wait = c->lock.wait_ms;
     int o;
-
+    *name = NULL;
+    *ttl = c->lock.ttl_ms;
+    *wait = c->lock.wait_ms;
     optind = 1;
     while ((o = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
         switch (o) {
         case 'n':
-            name = optarg;
+            *name = optarg;
             break;
         case 't':
-            if (util_parse_i64(optarg, 100, 600000, &ttl) != 0) {
+            if (util_parse_i64(optarg, 100, 600000, ttl) != 0) {
                 fprintf(stderr, "seckillctl: --ttl-ms must be an integer in [100, 600000], got '%s'\n", optarg);
                 return 2;
             }
             break;
         case 'w':
-            if (util_parse_i64(optarg, 0, 86400000, &wait) != 0) {
+            if (util_parse_i64(optarg, 0, 86400000, wait) != 0) {
                 fprintf(stderr, "seckillctl: --wait-ms must be an integer in [0, 86400000], got '%s'\n", optarg);
                 return 2;
             }
@@ -110,10 +113,20 @@ static int lock_run(const struct cfg *c, int argc, char **argv)
             return 2;
         }
     }
-    if (name == NULL || optind >= argc) {
+    if (*name == NULL || optind >= argc) {
         lock_usage(stderr);
         return 2;
     }
+    return -1;
+}
+
+static int lock_run(const struct cfg *c, int argc, char **argv)
+{
+    const char *name;
+    int64_t ttl, wait;
+    int ret = lock_run_parse(c, argc, argv, &name, &ttl, &wait);
+    if (ret >= 0)
+        return ret;
     if (!lock_name_valid(name)) {
         fprintf(stderr, "seckillctl: invalid lock name '%s' (1..200 printable characters, no braces)\n", name);
         return 2;
@@ -132,7 +145,7 @@ static int lock_run(const struct cfg *c, int argc, char **argv)
     char err[256];
     struct lock_client *lc = NULL;
     struct lock *l = NULL;
-    int ret = 1;
+    ret = 1;
     if (lock_client_open(c, &lc, err, sizeof(err)) != 0) {
         fprintf(stderr, "seckillctl: %s\n", err);
         goto out;

@@ -163,6 +163,22 @@ static void index_orders(const struct cfg *c, redisContext *rc, int64_t item, co
     }
 }
 
+/* item_rebuild.lua's arguments for each settled order (item_states.sql
+ * rows) into argv, their text in vals. Returns how many are persisted. */
+static int state_args(const PGresult *res, const char **argv, char (*vals)[24])
+{
+    int persisted = 0;
+    for (int i = 0; i < PQntuples(res); i++) {
+        char(*v)[24] = &vals[(size_t)i * RB_STATE_ARGS];
+        for (int f = 0; f < RB_STATE_ARGS; f++) {
+            snprintf(v[f], sizeof(v[f]), "%s", PQgetvalue(res, i, f));
+            argv[(size_t)i * RB_STATE_ARGS + (size_t)f] = v[f];
+        }
+        persisted += v[2][0] == 'c';
+    }
+    return persisted;
+}
+
 static int rebuild_one(const struct cfg *c, PGconn *pg, redisContext *rc, struct script *s, int64_t item)
 {
     char sid[24], stock[24], starts[24] = "", ends[24] = "", k[KEYS_ITEM_PARTS][KEYS_MAX];
@@ -208,14 +224,7 @@ static int rebuild_one(const struct cfg *c, PGconn *pg, redisContext *rc, struct
     argv[KEYS_ITEM_PARTS] = stock;
     argv[KEYS_ITEM_PARTS + 1] = starts;
     argv[KEYS_ITEM_PARTS + 2] = ends;
-    for (int i = 0; i < n; i++) {
-        char(*v)[24] = &vals[(size_t)i * RB_STATE_ARGS];
-        for (int f = 0; f < RB_STATE_ARGS; f++) {
-            snprintf(v[f], sizeof(v[f]), "%s", PQgetvalue(res, i, f));
-            argv[KEYS_ITEM_PARTS + 3 + (size_t)i * RB_STATE_ARGS + (size_t)f] = v[f];
-        }
-        buyers += v[2][0] == 'c';
-    }
+    buyers = state_args(res, argv + KEYS_ITEM_PARTS + 3, vals);
     r = script_eval(rc, s, KEYS_ITEM_PARTS, (int)nargs, argv, NULL);
     if (!r || r->type != REDIS_REPLY_INTEGER) {
         fprintf(stderr, "seckillctl: redis: %s\n",

@@ -139,17 +139,136 @@ static int64_t stale_states(const PGresult *res, const redisReply *h)
     return n;
 }
 
+/* The item's row: totals, duplicate users, window. 0 or -1 (printed). */
+static int read_item(struct rctx *x, const char *const *params, struct recon *r)
+{
+    PGresult *res = ctlpg_exec(x->pg, embed_recon_item, 1, params, PGRES_TUPLES_OK, "read item");
+    if (!res)
+        return -1;
+    if (PQntuples(res) == 1) {
+        r->in_db = true;
+        r->total = ctlpg_i64(res, 0, 0);
+        r->left = ctlpg_i64(res, 0, 1);
+        r->sold = ctlpg_i64(res, 0, 2);
+        r->dup_users = ctlpg_i64(res, 0, 3);
+        r->starts = ctlpg_i64(res, 0, 4);
+        r->ends = ctlpg_i64(res, 0, 5);
+    }
+    PQclear(res);
+    return 0;
+}
+
+/* The persisted orders' ids (sorted) into orders, their users into expect.
+ * 0 or -1 (printed). */
+static int read_orders(struct rctx *x, const char *const *params, struct ids *orders, struct ids *expect)
+{
+    PGresult *res = ctlpg_exec(x->pg, embed_recon_orders, 1, params, PGRES_TUPLES_OK, "read orders");
+    int ret = 0;
+    if (!res)
+        return -1;
+    for (int i = 0; i < PQntuples(res) && ret == 0; i++)
+        if (ids_add(orders, ctlpg_i64(res, i, 0)) != 0 || ids_add(expect, ctlpg_i64(res, i, 1)) != 0)
+            ret = -1;
+    PQclear(res);
+    if (ret != 0)
+        fprintf(stderr, "seckillctl: out of memory\n");
+    ids_sort(orders);
+    return ret;
+}
+
+/* Stock, presence and window from the snapshot. */
+static void read_scalars(const redisReply *snap, struct recon *r)
+{
+    const redisReply *stock = snap->element[0];
+    r->in_redis = stock->type == REDIS_REPLY_STRING || snap->element[1]->elements > 0 ||
+                  snap->element[2]->elements > 0 || snap->element[3]->elements > 0;
+    if (stock->type == REDIS_REPLY_STRING && parse_reply_i64(stock, &r->stock) != 0)
+        r->stock = -1;
+    /* A window bound Redis cannot read counts as different (-1). */
+    for (int i = 0; i < 2; i++) {
+        const redisReply *e = snap->element[4]->element[i];
+        int64_t *w = i ? &r->rends : &r->rstarts;
+        if (e->type == REDIS_REPLY_STRING && parse_reply_i64(e, w) != 0)
+            *w = -1;
+    }
+}
+
+/* Reservations (order id, message, ...): persisted ones are stale (done),
+ * the others live, their users expected among the buyers. 0 or -1 (OOM). */
+static int read_pending(const redisReply *pend, const struct ids *orders, struct ids *expect, struct recon *r)
+{
+    for (size_t i = 0; i + 1 < pend->elements; i += 2) {
+        int64_t oid;
+        struct order o;
+        char err[128];
+        const redisReply *v = pend->element[i + 1];
+        if (parse_reply_i64(pend->element[i], &oid) != 0 || v->type != REDIS_REPLY_STRING ||
+            order_decode(v->str, v->len, &o, err, sizeof(err)) != 0 || o.order_id != oid) {
+            r->bad_pending++;
+        } else if (ids_has(orders, oid)) {
+            if (ids_add(&r->done, oid) != 0)
+                return -1;
+        } else {
+            r->pending_live++;
+            if (ids_add(expect, o.user_id) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* The buyers set against the users expected in it (sorted here). 0 or -1. */
+static int read_buyers(const redisReply *set, struct ids *expect, struct recon *r)
+{
+    struct ids buyers = { 0 };
+    int ret = -1;
+    for (size_t i = 0; i < set->elements; i++) {
+        int64_t u;
+        if (parse_reply_i64(set->element[i], &u) != 0)
+            r->extra_buyers++;
+        else if (ids_add(&buyers, u) != 0)
+            goto out;
+    }
+    ids_sort(expect);
+    ids_sort(&buyers);
+    for (size_t i = 0; i < expect->n; i++)
+        if ((i == 0 || expect->v[i] != expect->v[i - 1]) && !ids_has(&buyers, expect->v[i]) &&
+            ids_add(&r->missing_buyers, expect->v[i]) != 0)
+            goto out;
+    for (size_t i = 0; i < buyers.n; i++)
+        if (!ids_has(expect, buyers.v[i]))
+            r->extra_buyers++;
+    ret = 0;
+out:
+    free(buyers.v);
+    return ret;
+}
+
+/* Unacknowledged reservations (order id, score, ...) of unpersisted orders
+ * older than the cutoff. */
+static int64_t stale_unpublished(const redisReply *unpub, const struct ids *orders, int64_t cutoff)
+{
+    int64_t n = 0;
+    for (size_t i = 0; i + 1 < unpub->elements; i += 2) {
+        int64_t oid, at;
+        if (parse_reply_i64(unpub->element[i], &oid) == 0 && !ids_has(orders, oid) &&
+            parse_reply_i64(unpub->element[i + 1], &at) == 0 && at < cutoff)
+            n++;
+    }
+    return n;
+}
+
 /* Redis first, in one script, then the database: an order that moves from
  * one to the other in between is then seen in the database (and its stale
  * reservation recognised as such), never in neither. */
 static int look(struct rctx *x, int64_t item, struct recon *r)
 {
     char k[KEYS_ITEM_PARTS][KEYS_MAX], sid[24];
-    struct ids orders = { 0 }, users = { 0 }, expect = { 0 }, buyers = { 0 };
+    const char *params[] = { sid };
+    struct ids orders = { 0 }, expect = { 0 };
     redisReply *rep = NULL;
     PGresult *res = NULL;
     int ret = -1;
-    int64_t now = util_wall_ms(), age = sweep_age_ms(x->c);
 
     memset(r, 0, sizeof(*r));
     r->item = item;
@@ -167,94 +286,21 @@ static int look(struct rctx *x, int64_t item, struct recon *r)
         fprintf(stderr, "seckillctl: redis: unexpected snapshot\n");
         goto fail;
     }
-    const char *params[] = { sid };
-    if (!(res = ctlpg_exec(x->pg, embed_recon_item, 1, params, PGRES_TUPLES_OK, "read item")))
+    if (read_item(x, params, r) != 0 || read_orders(x, params, &orders, &expect) != 0)
         goto fail;
-    if (PQntuples(res) == 1) {
-        r->in_db = true;
-        r->total = ctlpg_i64(res, 0, 0);
-        r->left = ctlpg_i64(res, 0, 1);
-        r->sold = ctlpg_i64(res, 0, 2);
-        r->dup_users = ctlpg_i64(res, 0, 3);
-        r->starts = ctlpg_i64(res, 0, 4);
-        r->ends = ctlpg_i64(res, 0, 5);
-    }
-    PQclear(res);
-    if (!(res = ctlpg_exec(x->pg, embed_recon_orders, 1, params, PGRES_TUPLES_OK, "read orders")))
+    read_scalars(rep, r);
+    if (read_pending(rep->element[1], &orders, &expect, r) != 0 || read_buyers(rep->element[2], &expect, r) != 0) {
+        fprintf(stderr, "seckillctl: out of memory\n");
         goto fail;
-    for (int i = 0; i < PQntuples(res); i++)
-        if (ids_add(&orders, ctlpg_i64(res, i, 0)) != 0 || ids_add(&users, ctlpg_i64(res, i, 1)) != 0 ||
-            ids_add(&expect, ctlpg_i64(res, i, 1)) != 0)
-            goto oom;
-    ids_sort(&orders);
-
-    const redisReply *stock = rep->element[0], *pend = rep->element[1], *set = rep->element[2],
-                     *unpub = rep->element[3];
-    r->in_redis = stock->type == REDIS_REPLY_STRING || pend->elements > 0 || set->elements > 0 ||
-                  unpub->elements > 0;
-    if (stock->type == REDIS_REPLY_STRING && parse_reply_i64(stock, &r->stock) != 0)
-        r->stock = -1;
-    /* A window bound Redis cannot read counts as different (-1). */
-    for (int i = 0; i < 2; i++) {
-        const redisReply *e = rep->element[4]->element[i];
-        int64_t *w = i ? &r->rends : &r->rstarts;
-        if (e->type == REDIS_REPLY_STRING && parse_reply_i64(e, w) != 0)
-            *w = -1;
     }
-    for (size_t i = 0; i + 1 < pend->elements; i += 2) {
-        int64_t oid;
-        struct order o;
-        char err[128];
-        const redisReply *v = pend->element[i + 1];
-        if (parse_reply_i64(pend->element[i], &oid) != 0 || v->type != REDIS_REPLY_STRING ||
-            order_decode(v->str, v->len, &o, err, sizeof(err)) != 0 || o.order_id != oid) {
-            r->bad_pending++;
-            continue;
-        }
-        if (ids_has(&orders, oid)) {
-            if (ids_add(&r->done, oid) != 0)
-                goto oom;
-        } else {
-            r->pending_live++;
-            if (ids_add(&expect, o.user_id) != 0)
-                goto oom;
-        }
-    }
-    for (size_t i = 0; i < set->elements; i++) {
-        int64_t u;
-        if (parse_reply_i64(set->element[i], &u) != 0 || ids_add(&buyers, u) != 0) {
-            r->extra_buyers++;
-            continue;
-        }
-    }
-    for (size_t i = 0; i + 1 < unpub->elements; i += 2) {
-        int64_t oid, at;
-        if (parse_reply_i64(unpub->element[i], &oid) == 0 && !ids_has(&orders, oid) &&
-            parse_reply_i64(unpub->element[i + 1], &at) == 0 && at < now - age)
-            r->stale_unpub++;
-    }
-    ids_sort(&expect);
-    ids_sort(&buyers);
-    for (size_t i = 0; i < expect.n; i++)
-        if ((i == 0 || expect.v[i] != expect.v[i - 1]) && !ids_has(&buyers, expect.v[i]) &&
-            ids_add(&r->missing_buyers, expect.v[i]) != 0)
-            goto oom;
-    for (size_t i = 0; i < buyers.n; i++)
-        if (!ids_has(&expect, buyers.v[i]))
-            r->extra_buyers++;
-    PQclear(res);
+    r->stale_unpub = stale_unpublished(rep->element[3], &orders, util_wall_ms() - sweep_age_ms(x->c));
     if (!(res = ctlpg_exec(x->pg, embed_item_states, 1, params, PGRES_TUPLES_OK, "read settled orders")))
         goto fail;
     r->stale_states = stale_states(res, rep->element[5]);
     ret = 0;
-    goto fail;
-oom:
-    fprintf(stderr, "seckillctl: out of memory\n");
 fail:
     free(orders.v);
-    free(users.v);
     free(expect.v);
-    free(buyers.v);
     if (res)
         PQclear(res);
     if (rep)

@@ -60,7 +60,14 @@ static int parse_users(const char *s, int64_t *first, int64_t *last)
     return 0;
 }
 
-static int token_issue(const struct cfg *c, int argc, char **argv)
+/* What token issue's command line asks for. */
+struct token_args {
+    int64_t first, last, ttl;
+    const char *kid;
+};
+
+/* -1 to go on, else the exit status (0 after --help). */
+static int token_parse(int argc, char **argv, struct token_args *a)
 {
     static const struct option opts[] = {
         { "user", required_argument, NULL, 'u' },
@@ -70,23 +77,22 @@ static int token_issue(const struct cfg *c, int argc, char **argv)
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    int64_t first = 0, last = 0, ttl = 3600;
-    const char *kid = NULL;
     int o;
+    *a = (struct token_args){ 0, 0, 3600, NULL };
 
     optind = 1;
     while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (o) {
         case 'u':
-            if (first != 0 || util_parse_i64(optarg, 1, INT64_MAX, &first) != 0) {
+            if (a->first != 0 || util_parse_i64(optarg, 1, INT64_MAX, &a->first) != 0) {
                 fprintf(stderr, "seckillctl: --user must be a positive 64-bit integer, given once; got '%s'\n",
                         optarg);
                 return 2;
             }
-            last = first;
+            a->last = a->first;
             break;
         case 'U':
-            if (first != 0 || parse_users(optarg, &first, &last) != 0) {
+            if (a->first != 0 || parse_users(optarg, &a->first, &a->last) != 0) {
                 fprintf(stderr,
                         "seckillctl: --users must be FIRST-LAST, positive, FIRST <= LAST, at most %d users, "
                         "instead of --user; got '%s'\n",
@@ -95,7 +101,7 @@ static int token_issue(const struct cfg *c, int argc, char **argv)
             }
             break;
         case 't':
-            if (parse_duration(optarg, &ttl) != 0) {
+            if (parse_duration(optarg, &a->ttl) != 0) {
                 fprintf(stderr,
                         "seckillctl: --ttl must be 1s to 366d (seconds, or a number with s, m, h or d); got '%s'\n",
                         optarg);
@@ -103,7 +109,7 @@ static int token_issue(const struct cfg *c, int argc, char **argv)
             }
             break;
         case 'k':
-            kid = optarg;
+            a->kid = optarg;
             break;
         case 'h':
             token_usage(stdout);
@@ -113,11 +119,19 @@ static int token_issue(const struct cfg *c, int argc, char **argv)
             return 2;
         }
     }
-    if (first == 0 || optind != argc) {
+    if (a->first == 0 || optind != argc) {
         token_usage(stderr);
         return 2;
     }
+    return -1;
+}
 
+static int token_issue(const struct cfg *c, int argc, char **argv)
+{
+    struct token_args a;
+    int ret = token_parse(argc, argv, &a);
+    if (ret >= 0)
+        return ret;
     char err[512];
     struct jwt_keyset *ks = NULL;
     if (jwt_keyset_load(c, &ks, err, sizeof(err)) != 0) {
@@ -125,10 +139,10 @@ static int token_issue(const struct cfg *c, int argc, char **argv)
         return 1;
     }
     int64_t iat = util_wall_ms() / 1000;
-    int ret = 0;
-    for (int64_t u = first;; u++) {
+    ret = 0;
+    for (int64_t u = a.first;; u++) {
         char *tok = NULL;
-        if (jwt_sign(ks, kid, u, iat, iat + ttl, &tok, err, sizeof(err)) != 0) {
+        if (jwt_sign(ks, a.kid, u, iat, iat + a.ttl, &tok, err, sizeof(err)) != 0) {
             /* Nothing else fails here but the choice of key. */
             fprintf(stderr, "seckillctl: %s\n", err);
             ret = 2;
@@ -138,7 +152,7 @@ static int token_issue(const struct cfg *c, int argc, char **argv)
         free(tok);
         if (w == EOF || putchar('\n') == EOF)
             break;
-        if (u == last)
+        if (u == a.last)
             break;
     }
     if (fflush(stdout) != 0 || ferror(stdout)) {
