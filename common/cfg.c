@@ -73,6 +73,16 @@ static const struct cfg_def *def_find(const char *path)
     return NULL;
 }
 
+int cfg_range(const char *path, long long *min, long long *max)
+{
+    const struct cfg_def *d = def_find(path);
+    if (!d || d->type != CFG_INT)
+        return -1;
+    *min = d->min;
+    *max = d->max;
+    return 0;
+}
+
 static bool section_known(const char *name)
 {
     size_t n = strlen(name);

@@ -250,6 +250,12 @@ void cfg_apply_reload(struct cfg *cur, struct cfg *new);
 /* 1 when every reloadable setting is a scalar (cfg_apply_reload relies on it). */
 int cfg_reloadable_scalar_only(void);
 
+/* The range [min, max] CFG_SETTINGS declares for the integer setting path,
+ * so code that needs a bound (a buffer sized for the largest batch a reload
+ * may ask for, a command-line option with the same limits) takes it from the
+ * one table. 0, or -1 for a path that is not an integer setting. */
+int cfg_range(const char *path, long long *min, long long *max);
+
 /* Read a reloadable setting from another thread than the one reloading. */
 #define CFG_GET(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
 

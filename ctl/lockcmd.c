@@ -93,12 +93,17 @@ static int lock_run_parse(const struct cfg *c, int argc, char **argv, const char
         case 'n':
             *name = optarg;
             break;
-        case 't':
-            if (util_parse_i64(optarg, 100, 600000, ttl) != 0) {
-                fprintf(stderr, "seckillctl: --ttl-ms must be an integer in [100, 600000], got '%s'\n", optarg);
+        case 't': {
+            /* The same lease limits as lock.ttl_ms. */
+            long long lo = 0, hi = 0;
+            cfg_range("lock.ttl_ms", &lo, &hi);
+            if (util_parse_i64(optarg, lo, hi, ttl) != 0) {
+                fprintf(stderr, "seckillctl: --ttl-ms must be an integer in [%lld, %lld], got '%s'\n", lo, hi,
+                        optarg);
                 return 2;
             }
             break;
+        }
         case 'w':
             if (util_parse_i64(optarg, 0, 86400000, wait) != 0) {
                 fprintf(stderr, "seckillctl: --wait-ms must be an integer in [0, 86400000], got '%s'\n", optarg);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cmetrics.h"
 #include "log.h"
 
 /* The smallest valid file; each broken case adds one defect to it. */
@@ -193,6 +194,22 @@ static void test_every_setting_has_help(void **state)
     free(out);
 }
 
+/* Bounds taken from the table, and the one that cannot be (an array size)
+ * held to it here. */
+static void test_ranges(void **state)
+{
+    (void)state;
+    long long min = 0, max = 0;
+    assert_int_equal(cfg_range("consumer.batch_size", &min, &max), 0);
+    assert_true(min == 1 && max == 10000);
+    assert_int_equal(cfg_range("consumer.workers", &min, &max), 0);
+    /* consumer/cmetrics.h sizes the per-worker lock counters at compile
+     * time: a wider range in the table would overrun them. */
+    assert_true(max == CM_MAX_WORKERS);
+    assert_int_equal(cfg_range("redis.host", &min, &max), -1);
+    assert_int_equal(cfg_range("no.such", &min, &max), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -205,6 +222,7 @@ int main(void)
         cmocka_unit_test(test_reload_check),
         cmocka_unit_test(test_dump_masks_secrets),
         cmocka_unit_test(test_every_setting_has_help),
+        cmocka_unit_test(test_ranges),
     };
     return cmocka_run_group_tests_name("cfg", tests, setup, teardown);
 }
