@@ -141,8 +141,6 @@ void daemon_notify(const char *fmt, ...)
     sd_notify(0, buf);
 }
 
-int64_t daemon_watchdog_ms(void) { return watchdog_ms; }
-
 void daemon_watchdog(void)
 {
     int64_t now;

@@ -47,8 +47,6 @@ void daemon_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * passed since the last one. Call from the main loop, so a stuck loop stops
  * the pings and gets the daemon restarted. */
 void daemon_watchdog(void);
-/* The watchdog interval in ms (0 if none), for sizing the main loop's waits. */
-int64_t daemon_watchdog_ms(void);
 
 /* A module that owns CFG_SWAP settings (or files they name) takes part in a
  * reload: prepare builds its new state from the reloaded configuration, or

@@ -285,8 +285,6 @@ void lock_client_close(struct lock_client *lc)
     free(lc);
 }
 
-const char *lock_client_token(const struct lock_client *lc) { return lc->token; }
-
 void lock_client_counters(const struct lock_client *lc, struct lock_counters *o)
 {
     o->acquired = lc->acquired;

@@ -53,7 +53,6 @@ int lock_client_open(const struct cfg *cfg, struct lock_client **out, char *err,
 /* Stop the watchdog and close. Locks still held are not released: their
  * leases simply run out. */
 void lock_client_close(struct lock_client *lc);
-const char *lock_client_token(const struct lock_client *lc);
 void lock_client_counters(const struct lock_client *lc, struct lock_counters *out);
 
 /* Acquire NAME, waiting up to wait_ms (0: try once) with jittered

@@ -50,7 +50,7 @@ static void json_escape(FILE *f, const char *s)
     }
 }
 
-void log_vmsg(enum log_level level, const char *fmt, va_list ap)
+static void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 {
     if (!log_enabled(level))
         return;

@@ -134,7 +134,8 @@ void dlq_poll(struct dlq *d, int timeout_ms)
     rd_kafka_poll(d->rk, timeout_ms);
 }
 
-int dlq_outstanding(struct dlq *d)
+/* Letters sent and not yet acknowledged. */
+static int dlq_outstanding(struct dlq *d)
 {
     return atomic_load(&d->outstanding);
 }

@@ -25,8 +25,6 @@ int dlq_send(struct dlq *d, struct cmsg *m);
 struct cmsg *dlq_send_list(struct dlq *d, struct cmsg *list);
 /* Serve delivery reports; call often from one thread. */
 void dlq_poll(struct dlq *d, int timeout_ms);
-/* Letters sent and not yet acknowledged. */
-int dlq_outstanding(struct dlq *d);
 /* Wait up to timeout_ms for every letter to be acknowledged, then close.
  * Messages still unacknowledged are freed (their offsets never moved). */
 void dlq_close(struct dlq *d, int timeout_ms);

@@ -158,15 +158,6 @@ struct cmsg *q_take_all(struct queue *q)
     return h;
 }
 
-size_t q_len(struct queue *q)
-{
-    size_t n;
-    pthread_mutex_lock(&q->mu);
-    n = q->len;
-    pthread_mutex_unlock(&q->mu);
-    return n;
-}
-
 void q_wake(struct queue *q)
 {
     pthread_mutex_lock(&q->mu);

@@ -101,7 +101,6 @@ void q_push_list(struct queue *q, struct cmsg *head, struct cmsg *tail, size_t n
 size_t q_pop_batch(struct queue *q, struct cmsg **out, size_t max, int wait_ms, int linger_ms);
 /* Take everything at once, without waiting (NULL when empty). */
 struct cmsg *q_take_all(struct queue *q);
-size_t q_len(struct queue *q);
 /* Wake every waiter (on stop). */
 void q_wake(struct queue *q);
 

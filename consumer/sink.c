@@ -101,7 +101,8 @@ void sink_close(struct sink *s)
     free(s);
 }
 
-int sink_ensure(struct sink *s, char *err, size_t errlen)
+/* Reconnect if the connection is gone. 0 when usable. */
+static int sink_ensure(struct sink *s, char *err, size_t errlen)
 {
     if (s->pg && PQstatus(s->pg) == CONNECTION_OK)
         return 0;

@@ -34,8 +34,6 @@ struct sink;
 
 int sink_open(const struct cfg *c, const char *appname, struct sink **out, char *err, size_t errlen);
 void sink_close(struct sink *s);
-/* Reconnect if the connection is gone. 0 when usable. */
-int sink_ensure(struct sink *s, char *err, size_t errlen);
 
 /* Write n orders. Users of the batch must be locked by the caller with the
  * fences given. Outcomes are CMSG_INSERTED, CMSG_DUPLICATE, a rejection, or

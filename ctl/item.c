@@ -160,6 +160,10 @@ static int parse_time_opt(const char *opt, const char *v, int64_t *out)
     return 0;
 }
 
+/* Print an item: stock and window in the database and in Redis, sold,
+ * pending and refused counts. 0, 1 when it does not exist, or -1. */
+static int item_show(const struct cfg *c, int64_t item_id);
+
 /* What the item create and item load command lines say. */
 struct item_args {
     int64_t id, stock, wait_ms;
@@ -314,7 +318,7 @@ static const char *window_state(redisContext *rc, int64_t starts, int64_t ends)
     return st;
 }
 
-int item_show(const struct cfg *c, int64_t item_id)
+static int item_show(const struct cfg *c, int64_t item_id)
 {
     char sid[24], err[256], a[40], b[40], ra[40], rb[40], k[KEYS_ITEM_PARTS][KEYS_MAX];
     const char *params[] = { sid };

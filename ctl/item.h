@@ -18,9 +18,6 @@ struct item_window {
 int item_create(const struct cfg *c, int64_t item_id, int64_t stock, const char *name,
                 const struct item_window *w);
 
-/* Print an item: stock and window in the database and in Redis, sold,
- * pending and refused counts. 0, 1 when it does not exist, or -1. */
-int item_show(const struct cfg *c, int64_t item_id);
 
 int item_cmd(const struct cfg *c, int argc, char **argv);
 

@@ -79,7 +79,8 @@ static const struct {
 #undef RSV_ROW
 };
 
-int rsv_outcome_of_code(long long code)
+/* The outcome of a script code; -1 for a code the table does not know. */
+static int rsv_outcome_of_code(long long code)
 {
     for (size_t i = 0; i < ARRAY_SIZE(outcomes); i++)
         if (outcomes[i].code == code && code != RSV_NO_CODE)

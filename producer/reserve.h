@@ -35,8 +35,6 @@ enum rsv_outcome {
 #undef RSV_ENUM
 };
 
-/* The outcome of a script code; -1 for a code the table does not know. */
-int rsv_outcome_of_code(long long code);
 /* Its HTTP status and JSON status word. */
 unsigned rsv_http_status(enum rsv_outcome o);
 const char *rsv_json_status(enum rsv_outcome o);

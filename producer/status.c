@@ -50,7 +50,10 @@ static int field(const char **p, const char *end, char *out, size_t outlen)
     return bar ? 1 : 0;
 }
 
-int st_parse_state(const char *v, size_t len, struct st_req *q, int64_t *user)
+/* Parse an orders-hash state "USER|S|RESERVED_MS|SETTLED_MS|REASON" (S is
+ * q, c or r; SETTLED_MS and REASON may be empty) into q's out fields and
+ * *user. 0, or -1 when it is not one. */
+static int st_parse_state(const char *v, size_t len, struct st_req *q, int64_t *user)
 {
     const char *p = v, *end = v + len;
     char f[5][24];

@@ -63,9 +63,5 @@ void st_stop(struct st *s);
 /* The JSON word of a state ("queued" ...). */
 const char *st_state_name(enum st_state s);
 
-/* Parse an orders-hash state "USER|S|RESERVED_MS|SETTLED_MS|REASON" (S is
- * q, c or r; SETTLED_MS and REASON may be empty) into q's out fields and
- * *user. 0, or -1 when it is not one. */
-int st_parse_state(const char *v, size_t len, struct st_req *q, int64_t *user);
 
 #endif
