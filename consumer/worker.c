@@ -89,13 +89,22 @@ static void nap(struct worker *w, int64_t ms)
     }
 }
 
+/* A worker whose Redis or PostgreSQL is down retries on lock.backoff_base_ms,
+ * but never faster than every WK_RETRY_FLOOR_MS (a zero jitter draw or a
+ * tiny base would spin on a dead service) nor slower than WK_RETRY_CAP_MS
+ * (the service is back within two seconds of a restart); the attempt count
+ * stops growing once the cap is reached, so it cannot overflow. */
+#define WK_RETRY_FLOOR_MS 10
+#define WK_RETRY_CAP_MS 2000
+#define WK_RETRY_MAX_ATTEMPT 30
+
 static int64_t backoff(struct worker *w, int *attempt)
 {
-    int64_t base = CFG_GET(w->pool->cfg->lock.backoff_base_ms), cap = 2000;
-    int64_t d = util_backoff_ms((*attempt)++, base > 10 ? base : 10, cap);
-    if (*attempt > 30)
-        *attempt = 30;
-    return d < 10 ? 10 : d;
+    int64_t base = CFG_GET(w->pool->cfg->lock.backoff_base_ms);
+    int64_t d = util_backoff_ms((*attempt)++, util_max_i64(base, WK_RETRY_FLOOR_MS), WK_RETRY_CAP_MS);
+    if (*attempt > WK_RETRY_MAX_ATTEMPT)
+        *attempt = WK_RETRY_MAX_ATTEMPT;
+    return util_max_i64(d, WK_RETRY_FLOOR_MS);
 }
 
 /* --- one batch ------------------------------------------------------------ */
