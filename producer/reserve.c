@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backoff.h"
 #include "daemon.h"
 #include "embed.h"
 #include "keys.h"
@@ -15,6 +14,7 @@
 #include "order.h"
 #include "pmetrics.h"
 #include "rconn.h"
+#include "rlink.h"
 #include "script.h"
 #include "util.h"
 
@@ -48,10 +48,7 @@ struct rsv {
     const struct cfg *cfg;
     struct pub *pub;
     struct oid_gen *gen;
-    redisContext *rc;
-    int redis_down;
-    int connect_attempt;
-    int64_t next_connect_ms;
+    struct rlink link; /* this thread's Redis */
     struct script reserve, restore;
 
     pthread_t thread;
@@ -103,49 +100,12 @@ void rsv_count(enum rsv_outcome o)
 
 /* --- Redis connection --------------------------------------------------- */
 
-/* why may point into the context (its errstr): log before freeing it. */
-static void redis_down(struct rsv *r, const char *why)
+/* After each connect: both scripts, so a new Redis (or one whose scripts
+ * were flushed) is ready before the first reservation. */
+static int load_scripts(redisContext *rc, void *arg)
 {
-    PM_INC(redis_errors);
-    if (!r->redis_down)
-        log_error("redis: %s; orders are refused (503) until it is back", why);
-    if (r->rc) {
-        redisFree(r->rc);
-        r->rc = NULL;
-    }
-    r->redis_down = 1;
-    PM_SET(redis_up, 0);
-}
-
-/* A usable connection with the scripts loaded, reconnecting with backoff. */
-static int redis_ok(struct rsv *r)
-{
-    char err[256];
-    int64_t now;
-    if (r->rc && !rconn_broken(r->rc))
-        return 1;
-    if (r->rc)
-        redis_down(r, r->rc->errstr[0] ? r->rc->errstr : "connection broken");
-    now = util_mono_ms();
-    if (now < r->next_connect_ms)
-        return 0;
-    if (rconn_open(r->cfg, &r->rc, err, sizeof(err)) != 0) {
-        r->rc = NULL;
-        r->next_connect_ms = now + util_backoff_ms(r->connect_attempt++, REDIS_RECONNECT_BASE_MS, REDIS_RECONNECT_CAP_MS);
-        redis_down(r, err);
-        return 0;
-    }
-    if (script_load(r->rc, &r->reserve) != 0 || script_load(r->rc, &r->restore) != 0) {
-        r->next_connect_ms = now + util_backoff_ms(r->connect_attempt++, REDIS_RECONNECT_BASE_MS, REDIS_RECONNECT_CAP_MS);
-        redis_down(r, "cannot load the scripts");
-        return 0;
-    }
-    if (r->redis_down)
-        log_notice("redis: connected again");
-    r->redis_down = 0;
-    r->connect_attempt = 0;
-    PM_SET(redis_up, 1);
-    return 1;
+    struct rsv *r = arg;
+    return script_load(rc, &r->reserve) != 0 || script_load(rc, &r->restore) != 0 ? -1 : 0;
 }
 
 /* The next reply of a pipeline, or NULL when the connection broke (Redis is
@@ -153,8 +113,8 @@ static int redis_ok(struct rsv *r)
 static redisReply *reply_next(struct rsv *r)
 {
     redisReply *rep = NULL;
-    if (redisGetReply(r->rc, (void **)&rep) != REDIS_OK) {
-        redis_down(r, r->rc->errstr);
+    if (redisGetReply(r->link.rc, (void **)&rep) != REDIS_OK) {
+        rlink_down(&r->link, r->link.rc->errstr);
         return NULL;
     }
     return rep;
@@ -191,7 +151,7 @@ static void restore_many(struct rsv *r, const struct restore_job *jobs, size_t n
     size_t i, sent = 0;
     if (n == 0)
         return;
-    if (!redis_ok(r))
+    if (!rlink_ok(&r->link))
         goto later;
     for (i = 0; i < n; i++) {
         char keys[KEYS_ITEM_PARTS][KEYS_MAX], user[24], oid[24], ts[24];
@@ -202,7 +162,7 @@ static void restore_many(struct rsv *r, const struct restore_job *jobs, size_t n
         snprintf(ts, sizeof(ts), "%" PRId64, jobs[i].reserved_at_ms);
         const char *argv[] = { keys[KEYS_ITEM_STOCK], keys[KEYS_ITEM_BUYERS], keys[KEYS_ITEM_PENDING],
                                keys[KEYS_ITEM_UNPUB], keys[KEYS_ITEM_ORDERS], user, oid, ts };
-        if (script_append(r->rc, &r->restore, 5, 3, argv, NULL) != 0)
+        if (script_append(r->link.rc, &r->restore, 5, 3, argv, NULL) != 0)
             break;
         sent++;
     }
@@ -220,7 +180,7 @@ static void restore_many(struct rsv *r, const struct restore_job *jobs, size_t n
              * next turn with the script reloaded. */
             PM_INC(redis_errors);
             if (script_is_noscript(rep))
-                script_load(r->rc, &r->restore);
+                script_load(r->link.rc, &r->restore);
             backlog_add(r, &jobs[i]);
         }
         freeReplyObject(rep);
@@ -237,7 +197,7 @@ static void backlog_retry(struct rsv *r)
     struct restore_job *list = r->backlog, *next;
     struct restore_job batch[64];
     size_t n = 0;
-    if (!list || !redis_ok(r))
+    if (!list || !rlink_ok(&r->link))
         return;
     r->backlog = NULL;
     for (; list; list = next) {
@@ -320,15 +280,15 @@ static void resolve_ambiguous(struct rsv *r, struct slot *slots, size_t n)
     size_t nok = 0, i, sent = 0;
     int64_t end = util_mono_ms() + r->cfg->redis.command_timeout_ms;
     int attempt = 0;
-    r->next_connect_ms = 0;
-    while (!redis_ok(r) && util_mono_ms() < end) {
+    rlink_retry_now(&r->link);
+    while (!rlink_ok(&r->link) && util_mono_ms() < end) {
         util_sleep_ms(util_backoff_ms(attempt++, AMBIGUOUS_RETRY_BASE_MS, AMBIGUOUS_RETRY_CAP_MS));
-        r->next_connect_ms = 0;
+        rlink_retry_now(&r->link);
     }
-    if (rconn_broken(r->rc))
+    if (rconn_broken(r->link.rc))
         goto refuse;
     for (i = 0; i < n; i++) {
-        if (redisAppendCommand(r->rc, "HGET %s %s", slots[i].keys[KEYS_ITEM_PENDING], slots[i].oid) != REDIS_OK)
+        if (redisAppendCommand(r->link.rc, "HGET %s %s", slots[i].keys[KEYS_ITEM_PENDING], slots[i].oid) != REDIS_OK)
             break;
         sent++;
     }
@@ -473,7 +433,7 @@ static size_t scripts_send(struct rsv *r, size_t m)
         for (int k = 0; k < KEYS_ITEM_PARTS + 4; k++)
             argl[k] = strlen(argv[k]);
         argl[KEYS_ITEM_PARTS + 2] = s->msg_len;
-        if (script_append(r->rc, &r->reserve, KEYS_ITEM_PARTS, 4, argv, argl) != 0)
+        if (script_append(r->link.rc, &r->reserve, KEYS_ITEM_PARTS, 4, argv, argl) != 0)
             break;
         sent++;
     }
@@ -521,7 +481,7 @@ static void reserve_again(struct rsv *r, struct slot **again, size_t nagain)
     size_t i;
     for (i = 0; i < nagain; i++)
         q[i] = again[i]->req;
-    if (r->rc && script_load(r->rc, &r->reserve) == 0) {
+    if (r->link.rc && script_load(r->link.rc, &r->reserve) == 0) {
         reserve_batch(r, q, nagain, 1);
     } else {
         for (i = 0; i < nagain; i++)
@@ -536,7 +496,7 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int re
     struct slot *won[RSV_BATCH], *again[RSV_BATCH];
     size_t nwon = 0, nagain = 0, sent;
 
-    if (!redis_ok(r)) {
+    if (!rlink_ok(&r->link)) {
         for (size_t i = 0; i < n; i++)
             finish(reqs[i], RSV_UNAVAILABLE);
         return;
@@ -571,7 +531,7 @@ static void marks_flush(struct rsv *r)
     r->nmarks = 0;
     if (n == 0)
         return;
-    if (!redis_ok(r))
+    if (!rlink_ok(&r->link))
         goto answer;
     qsort(r->marks, n, sizeof(r->marks[0]), mark_cmp);
     while (i < n) {
@@ -581,7 +541,7 @@ static void marks_flush(struct rsv *r)
         argv[1] = keys[ncmd];
         for (; j < n && r->marks[j].item_id == r->marks[i].item_id; j++)
             argv[argc++] = r->marks[j].oid;
-        if (redisAppendCommandArgv(r->rc, (int)argc, argv, NULL) != REDIS_OK)
+        if (redisAppendCommandArgv(r->link.rc, (int)argc, argv, NULL) != REDIS_OK)
             break;
         ncmd++;
         i = j;
@@ -592,7 +552,7 @@ static void marks_flush(struct rsv *r)
         keys_order(idx, sizeof(idx), r->cfg->redis.key_prefix, q->order_id);
         snprintf(val, sizeof(val), "%" PRId64 ":%" PRId64, q->item_id, q->user_id);
         const char *sv[] = { "SET", idx, val, "EX", ttl };
-        if (redisAppendCommandArgv(r->rc, 5, sv, NULL) != REDIS_OK)
+        if (redisAppendCommandArgv(r->link.rc, 5, sv, NULL) != REDIS_OK)
             break;
         ncmd++;
     }
@@ -703,9 +663,10 @@ int rsv_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct rs
     r->gen = gen;
     r->reserve = (struct script)SCRIPT_INIT("reserve", embed_reserve);
     r->restore = (struct script)SCRIPT_INIT("restore", embed_restore);
-    if (rconn_open(c, &r->rc, err, errlen) != 0)
+    r->link = (struct rlink){ .cfg = c, .what = "orders", .prepare = load_scripts, .arg = r, .report_up = 1 };
+    if (rconn_open(c, &r->link.rc, err, errlen) != 0)
         goto fail;
-    if (script_load(r->rc, &r->reserve) != 0 || script_load(r->rc, &r->restore) != 0) {
+    if (load_scripts(r->link.rc, r) != 0) {
         snprintf(err, errlen, "redis: cannot load the reservation scripts");
         goto fail;
     }
@@ -719,8 +680,7 @@ int rsv_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct rs
     *out = r;
     return 0;
 fail:
-    if (r->rc)
-        redisFree(r->rc);
+    rlink_close(&r->link);
     free(r);
     return -1;
 }
@@ -748,8 +708,7 @@ void rsv_stop(struct rsv *r)
                  j->order_id);
         free(j);
     }
-    if (r->rc)
-        redisFree(r->rc);
+    rlink_close(&r->link);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     free(r);

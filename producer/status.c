@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backoff.h"
 #include "daemon.h"
 #include "keys.h"
 #include "log.h"
 #include "pmetrics.h"
 #include "rconn.h"
+#include "rlink.h"
 #include "util.h"
 
 /* Requests per pipelined round trip. */
@@ -20,9 +20,7 @@
 
 struct st {
     const struct cfg *cfg;
-    redisContext *rc;
-    int down, attempt;
-    int64_t next_connect_ms;
+    struct rlink link; /* this thread's Redis */
 
     pthread_t thread;
     pthread_mutex_t mu;
@@ -95,41 +93,6 @@ static int st_parse_state(const char *v, size_t len, struct st_req *q, int64_t *
 
 /* --- Redis --------------------------------------------------------------- */
 
-static void redis_down(struct st *s, const char *why)
-{
-    PM_INC(redis_errors);
-    if (!s->down)
-        log_error("redis: status calls: %s; answered 503 until it is back", why);
-    s->down = 1;
-    if (s->rc) {
-        redisFree(s->rc);
-        s->rc = NULL;
-    }
-}
-
-static int redis_ok(struct st *s)
-{
-    char err[256];
-    int64_t now = util_mono_ms();
-    if (s->rc && !rconn_broken(s->rc))
-        return 1;
-    if (s->rc)
-        redis_down(s, s->rc->errstr[0] ? s->rc->errstr : "connection broken");
-    if (now < s->next_connect_ms)
-        return 0;
-    if (rconn_open(s->cfg, &s->rc, err, sizeof(err)) != 0) {
-        s->rc = NULL;
-        s->next_connect_ms = now + util_backoff_ms(s->attempt++, REDIS_RECONNECT_BASE_MS, REDIS_RECONNECT_CAP_MS);
-        redis_down(s, err);
-        return 0;
-    }
-    if (s->down)
-        log_notice("redis: status calls: connected again");
-    s->down = 0;
-    s->attempt = 0;
-    return 1;
-}
-
 /* Send what was appended, then take n replies into rep[] (NULL for each
  * that did not come). -1 when the connection broke. */
 static int replies(struct st *s, size_t n, redisReply **rep)
@@ -138,8 +101,8 @@ static int replies(struct st *s, size_t n, redisReply **rep)
     memset(rep, 0, n * sizeof(*rep));
     PM_INC(redis_roundtrips);
     for (i = 0; i < n; i++)
-        if (redisGetReply(s->rc, (void **)&rep[i]) != REDIS_OK) {
-            redis_down(s, s->rc->errstr);
+        if (redisGetReply(s->link.rc, (void **)&rep[i]) != REDIS_OK) {
+            rlink_down(&s->link, s->link.rc->errstr);
             return -1;
         }
     return 0;
@@ -173,11 +136,11 @@ static int resolve(struct st *s, struct st_req **in, size_t n)
         int rc;
         if (q->kind == ST_BY_ORDER) {
             keys_order(key, sizeof(key), prefix, q->id);
-            rc = redisAppendCommand(s->rc, "GET %s", key);
+            rc = redisAppendCommand(s->link.rc, "GET %s", key);
         } else {
             keys_item(key, sizeof(key), prefix, q->id, KEYS_ITEM_ORDERS);
             snprintf(field_, sizeof(field_), "u:%" PRId64, q->user_id);
-            rc = redisAppendCommand(s->rc, "HGET %s %s", key, field_);
+            rc = redisAppendCommand(s->link.rc, "HGET %s %s", key, field_);
         }
         if (rc != REDIS_OK)
             return -1;
@@ -241,7 +204,7 @@ static int read_states(struct st *s, struct st_req **in, size_t n)
             continue;
         keys_item(key, sizeof(key), prefix, in[i]->item_id, KEYS_ITEM_ORDERS);
         snprintf(field_, sizeof(field_), "o:%" PRId64, in[i]->order_id);
-        if (redisAppendCommand(s->rc, "HGET %s %s", key, field_) != REDIS_OK) {
+        if (redisAppendCommand(s->link.rc, "HGET %s %s", key, field_) != REDIS_OK) {
             for (size_t j = 0; j < m; j++)
                 done(live[j], ST_UNAVAILABLE);
             return -1;
@@ -274,7 +237,7 @@ static int read_states(struct st *s, struct st_req **in, size_t n)
 
 static void answer_batch(struct st *s, struct st_req **in, size_t n)
 {
-    if (redis_ok(s) && resolve(s, in, n) == 0 && read_states(s, in, n) == 0)
+    if (rlink_ok(&s->link) && resolve(s, in, n) == 0 && read_states(s, in, n) == 0)
         return;
     for (size_t i = 0; i < n; i++)
         if (in[i])
@@ -319,8 +282,9 @@ int st_start(const struct cfg *c, struct st **out, char *err, size_t errlen)
     }
     s->cfg = c;
     /* Redis may come later: calls are answered 503 until it does. */
-    if (rconn_open(c, &s->rc, err, errlen) != 0)
-        s->rc = NULL;
+    s->link = (struct rlink){ .cfg = c, .what = "status calls" };
+    if (rconn_open(c, &s->link.rc, err, errlen) != 0)
+        s->link.rc = NULL;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     if (pthread_create(&s->thread, NULL, st_main, s) != 0) {
@@ -330,8 +294,7 @@ int st_start(const struct cfg *c, struct st **out, char *err, size_t errlen)
     *out = s;
     return 0;
 fail:
-    if (s->rc)
-        redisFree(s->rc);
+    rlink_close(&s->link);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
@@ -360,8 +323,7 @@ void st_stop(struct st *s)
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->thread, NULL);
-    if (s->rc)
-        redisFree(s->rc);
+    rlink_close(&s->link);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
