@@ -325,7 +325,6 @@ static int item_show(const struct cfg *c, int64_t item_id)
     PGconn *pg = NULL;
     PGresult *res = NULL;
     redisContext *rc = NULL;
-    redisReply *r = NULL;
     int ret = -1;
 
     snprintf(sid, sizeof(sid), "%" PRId64, item_id);
@@ -381,8 +380,6 @@ static int item_show(const struct cfg *c, int64_t item_id)
         if (rep[i])
             freeReplyObject(rep[i]);
 fail:
-    if (r)
-        freeReplyObject(r);
     if (res)
         PQclear(res);
     if (rc)
