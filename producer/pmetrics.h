@@ -35,7 +35,7 @@
     X(auth_cached, PM_AUTH, "counter", "result=\"cached\"", PM_AUTH_HELP)                       \
     X(auth_denied, PM_AUTH, "counter", "result=\"denied\"", PM_AUTH_HELP)                       \
     X(inflight, "seckill_producer_inflight", "gauge", "",                                        \
-      "Order requests between parsing and their answer")                                        \
+      "Buy and status requests between parsing and their answer")                                        \
     X(script_unknown_code, "seckill_producer_script_unknown_codes_total", "counter", "",         \
       "Reservation script replies the outcome table does not know (answered 503)")              \
     X(redis_errors, "seckill_producer_redis_errors_total", "counter", "",                        \
