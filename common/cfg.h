@@ -61,6 +61,8 @@ struct cfg {
         int drain_timeout_ms;
         int auth; /* enum cfg_auth */
         int status_ttl_s;
+        int soldout_refresh_ms;
+        int soldout_max_buyers;
     } producer;
     struct {
         char *group_id;
@@ -184,6 +186,11 @@ enum cfg_auth {
       "who the buyer is: none (the body's user_id, development) or jwt (bearer token's sub)")               \
     X("producer.status_ttl_s", CFG_INT, producer.status_ttl_s, 60, 31536000, 604800, NULL, CFG_RELOAD,      \
       "how long Redis keeps an order's status for the status calls")                                        \
+    X("producer.soldout_refresh_ms", CFG_INT, producer.soldout_refresh_ms, 10, 60000, 100, NULL, CFG_RELOAD,   \
+      "how often items known sold out are checked in Redis: how long a unit back in stock can be missed")   \
+    X("producer.soldout_max_buyers", CFG_INT, producer.soldout_max_buyers, 0, 100000000, 1000000, NULL,     \
+      CFG_RELOAD,                                                                                           \
+      "buyers of an item copied at most to answer its sold-out requests locally; 0: always ask Redis")      \
     X("consumer.group_id", CFG_STR, consumer.group_id, 0, 0, 0, "seckill-consumer", 0,                      \
       "Kafka consumer group of the consumers (replay uses <group_id>.replay)")                              \
     X("consumer.instance_id", CFG_STR, consumer.instance_id, 0, 0, 0, "", 0,                                \

@@ -19,7 +19,8 @@ enum keys_item_part {
                         * (or the sweeper claimed it: then the score is the claim time) */
     KEYS_ITEM_WINDOW,  /* hash: starts_ms, ends_ms (each optional): the sale window */
     KEYS_ITEM_ORDERS,  /* hash: what became of each order, for the buyers' status
-                        * calls: "o:ORDER" -> state (see order_state.h), "u:USER" -> ORDER */
+                        * calls: "o:ORDER" -> state (see order_state.h), "u:USER" -> ORDER;
+                        * "given_back" -> units given back (producer/soldout.h) */
 };
 #define KEYS_ITEM_PARTS 6
 

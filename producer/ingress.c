@@ -15,6 +15,7 @@
 #include "log.h"
 #include "pmetrics.h"
 #include "request.h"
+#include "soldout.h"
 #include "status.h"
 #include "util.h"
 
@@ -46,6 +47,7 @@ struct ingress {
     const struct cfg *cfg;
     struct rsv *rsv;
     struct st *st;
+    struct so *so;
     struct auth *auth;
     struct ing_health *health;
     struct MHD_Daemon *mhd;
@@ -137,6 +139,8 @@ static void on_complete(struct rsv_req *rr)
 {
     struct ing_req *q = (struct ing_req *)rr;
     rsv_count(rr->outcome);
+    if (rr->outcome == RSV_SOLD_OUT)
+        so_mark(q->g->so, rr->item_id);
     request_done(q);
 }
 
@@ -423,6 +427,13 @@ static enum MHD_Result on_body(struct ingress *g, struct MHD_Connection *conn, s
         return bad_request(g, conn, "missing user_id", q->t0_us);
     q->rr.user_id = q->buyer ? q->buyer : rb.user_id;
     q->rr.item_id = rb.item_id;
+    /* Most of a sale's requests come after the stock is gone: answered here,
+     * they cost Redis nothing (soldout.h says how stale this can be). */
+    if (so_sold_out(g->so, q->rr.item_id, q->rr.user_id)) {
+        PM_INC(sold_out_local);
+        rsv_count(RSV_SOLD_OUT);
+        return respond(g, conn, rsv_http_status(RSV_SOLD_OUT), "{\"status\":\"sold_out\"}", q->t0_us);
+    }
     q->rr.complete = on_complete;
     queue_request(g, q);
     return MHD_YES;
@@ -476,8 +487,8 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     log_warn("http: %s", buf);
 }
 
-int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct auth *a, struct ing_health *h,
-              struct ingress **out, char *err, size_t errlen)
+int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct so *so, struct auth *a,
+              struct ing_health *h, struct ingress **out, char *err, size_t errlen)
 {
     struct sockaddr_in sa;
     struct ingress *g = calloc(1, sizeof(*g));
@@ -488,6 +499,7 @@ int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct auth *a,
     g->cfg = c;
     g->rsv = r;
     g->st = st;
+    g->so = so;
     g->auth = a;
     g->health = h;
     g->body_limit = (size_t)c->producer.body_limit;

@@ -9,7 +9,8 @@
  *   (HEAD wherever GET is)
  *
  * With producer.auth = "jwt" the buyer is the bearer token's (auth.h),
- * checked on the HTTP thread from the headers alone. A buy request is parsed
+ * checked on the HTTP thread from the headers alone. A buy request for an
+ * item known sold out (soldout.h) is answered 410 there too. Any other is parsed
  * on the HTTP thread, then its connection is suspended while the reserving
  * thread works on it (a status call: the status thread), and resumed with
  * the answer: the HTTP thread never waits for Redis or Kafka. */
@@ -21,6 +22,7 @@
 #include "auth.h"
 #include "cfg.h"
 #include "reserve.h"
+#include "soldout.h"
 #include "status.h"
 
 struct ingress;
@@ -32,8 +34,8 @@ struct ing_health {
 };
 
 /* Listen on producer.listen:port. 0, or -1 with err set. */
-int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct auth *a, struct ing_health *h,
-              struct ingress **out, char *err, size_t errlen);
+int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct so *so, struct auth *a,
+              struct ing_health *h, struct ingress **out, char *err, size_t errlen);
 /* From now on order requests are answered 503 and connections are closed
  * after their answer; requests already queued still finish. */
 void ing_stop_accepting(struct ingress *g);

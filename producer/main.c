@@ -98,6 +98,7 @@ struct producer {
     struct rsv *r;
     struct hk *k;
     struct st *st;
+    struct so *so;
     struct auth *a;
     struct ingress *g;
     struct ing_health health;
@@ -125,8 +126,8 @@ static int start(struct producer *d)
     if (daemon_retry("redis", try_rsv_start, &(struct rsv_start_arg){ c, d->p, &d->gen, &d->r }) != 0)
         return -1;
     if (hk_start(c, d->p, &d->gen, &d->health, &d->k, err, sizeof(err)) != 0 ||
-        st_start(c, &d->st, err, sizeof(err)) != 0 ||
-        ing_start(c, d->r, d->st, d->a, &d->health, &d->g, err, sizeof(err)) != 0)
+        st_start(c, &d->st, err, sizeof(err)) != 0 || so_start(c, &d->so, err, sizeof(err)) != 0 ||
+        ing_start(c, d->r, d->st, d->so, d->a, &d->health, &d->g, err, sizeof(err)) != 0)
         goto fail;
     log_notice("taking orders on http://%s:%d/api/v1/seckill (order id block %lld, auth %s)",
                c->producer.listen, c->producer.port, (long long)d->block,
@@ -161,6 +162,7 @@ static void stop(struct producer *d)
     hk_stop(d->k);
     ing_stop(d->g);
     st_stop(d->st);
+    so_stop(d->so);
     rsv_stop(d->r);
     pub_close(d->p, CFG_GET(d->c.producer.drain_timeout_ms));
     auth_close(d->a);

@@ -34,6 +34,12 @@
     X(auth_verified, PM_AUTH, "counter", "result=\"verified\"", PM_AUTH_HELP)                   \
     X(auth_cached, PM_AUTH, "counter", "result=\"cached\"", PM_AUTH_HELP)                       \
     X(auth_denied, PM_AUTH, "counter", "result=\"denied\"", PM_AUTH_HELP)                       \
+    X(sold_out_local, "seckill_producer_sold_out_local_total", "counter", "",                       \
+      "Sold-out answers given without asking Redis (also counted in requests_total)")          \
+    X(soldout_items, "seckill_producer_sold_out_items", "gauge", "",                               \
+      "Items this producer answers sold out by itself, their buyers copied from Redis")        \
+    X(soldout_copies, "seckill_producer_sold_out_copies_total", "counter", "",                     \
+      "Buyer sets of sold-out items copied from Redis")                                        \
     X(inflight, "seckill_producer_inflight", "gauge", "",                                        \
       "Buy and status requests between parsing and their answer")                                        \
     X(script_unknown_code, "seckill_producer_script_unknown_codes_total", "counter", "",         \

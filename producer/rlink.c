@@ -9,7 +9,9 @@
 void rlink_down(struct rlink *l, const char *why)
 {
     PM_INC(redis_errors);
-    if (!l->down)
+    if (!l->down && l->meanwhile)
+        log_error("redis: %s; %s until it is back", why, l->meanwhile);
+    else if (!l->down)
         log_error("redis: %s; %s are refused (503) until it is back", why, l->what);
     if (l->rc) {
         redisFree(l->rc);
@@ -45,7 +47,9 @@ int rlink_ok(struct rlink *l)
     }
     if (l->prepare && l->prepare(l->rc, l->arg) != 0)
         return retry_later(l, now, "cannot load the scripts");
-    if (l->down)
+    if (l->down && l->meanwhile)
+        log_notice("redis: connected again; %s resume", l->what);
+    else if (l->down)
         log_notice("redis: connected again; %s are taken again", l->what);
     l->down = 0;
     l->attempt = 0;

@@ -19,6 +19,7 @@ struct rlink {
     /* set by the owner */
     const struct cfg *cfg;
     const char *what;      /* who is refused meanwhile, for the log: "orders" */
+    const char *meanwhile; /* instead of "<what> are refused (503)", when set */
     int (*prepare)(redisContext *rc, void *arg); /* after each connect; 0 or -1 (may be NULL) */
     void *arg;
     int report_up;         /* keep seckill_producer_redis_up (the reserving thread's link) */

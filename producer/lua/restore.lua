@@ -21,4 +21,7 @@ redis.call('HDEL', KEYS[5], 'o:' .. ARGV[2])
 if redis.call('HGET', KEYS[5], 'u:' .. ARGV[1]) == ARGV[2] then
   redis.call('HDEL', KEYS[5], 'u:' .. ARGV[1])
 end
+-- Producers that answer this item's sold-out requests themselves watch the
+-- count (soldout.lua): someone may buy the unit before they see it back.
+redis.call('HINCRBY', KEYS[5], 'given_back', 1)
 return 1

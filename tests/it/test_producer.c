@@ -478,6 +478,186 @@ static void test_kafka_down_and_orphans(void **state)
     prod_stop(&c2);
 }
 
+
+/* --- sold out, answered by the producer itself (producer/soldout.h) ----- */
+
+/* Value of a metric line "name value" in the producer's /metrics, or -1. */
+static int64_t metric(int port, const char *name)
+{
+    static char body[1 << 16];
+    char needle[160];
+    const char *at;
+    if (harness_http(port, "GET", "/metrics", NULL, NULL, body, sizeof(body)) != 200)
+        return -1;
+    snprintf(needle, sizeof(needle), "\n%s ", name);
+    at = strstr(body, needle);
+    return at ? strtoll(at + strlen(needle), NULL, 10) : -1;
+}
+
+static int64_t order_id_of(const char *resp)
+{
+    const char *id = strstr(resp, "\"order_id\":\"");
+    return id ? strtoll(id + 12, NULL, 10) : 0;
+}
+
+/* A buy that must be answered status (a 410 also by the word sold_out). */
+static void expect_order(int port, int64_t user, int64_t item, int status)
+{
+    char resp[256];
+    int got = order(port, user, item, resp, sizeof(resp));
+    if (got != status)
+        fail_msg("user %lld, item %lld: %d %s, expected %d", (long long)user, (long long)item, got, resp, status);
+    if (status == 410)
+        assert_non_null(strstr(resp, "\"sold_out\""));
+}
+
+/* One PING answered (frees nothing: the caller owns rc). */
+static bool redis_pings(redisContext *rc)
+{
+    redisReply *r = redisCommand(rc, "PING");
+    bool ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r)
+        freeReplyObject(r);
+    return ok;
+}
+
+/* True once a buy of item by user is answered 410 by the producer itself. */
+static bool answered_locally(int port, int64_t user, int64_t item)
+{
+    int64_t before = metric(port, "seckill_producer_sold_out_local_total");
+    return order(port, user, item, NULL, 0) == 410 && metric(port, "seckill_producer_sold_out_local_total") > before;
+}
+
+/* Once Redis said sold out, the crowd is answered without it: the answers
+ * are counted as local, they still come while every Redis client is
+ * paused, and a buyer who holds a unit still hears 409 (from Redis). */
+static void test_sold_out_locally(void **state)
+{
+    (void)state;
+    struct prod *p = &main_prod;
+    int64_t item = new_item(2), local0;
+    redisContext *rc;
+    bool ok;
+    expect_order(p->port, 1, item, 202);
+    expect_order(p->port, 2, item, 202);
+    expect_order(p->port, 3, item, 410); /* Redis's answer: the producer learns it */
+    WAIT_UNTIL(answered_locally(p->port, 4, item), 10000, ok);
+    assert_true(ok);
+    local0 = metric(p->port, "seckill_producer_sold_out_local_total");
+    for (int64_t u = 100; u < 120; u++)
+        expect_order(p->port, u, item, 410);
+    assert_int_equal(metric(p->port, "seckill_producer_sold_out_local_total"), local0 + 20);
+    expect_order(p->port, 1, item, 409);
+    expect_order(p->port, 2, item, 409);
+    assert_int_equal(metric(p->port, "seckill_producer_sold_out_local_total"), local0 + 20);
+
+    /* Redis paused for every client (CLIENT UNPAUSE would wait too): the
+     * sold-out crowd is still answered, by the producer alone. */
+    rc = harness_redis(&harness_conf);
+    freeReplyObject(harness_cmd(rc, "CLIENT PAUSE 3000 ALL"));
+    redisFree(rc);
+    for (int64_t u = 200; u < 210; u++)
+        expect_order(p->port, u, item, 410);
+    /* A connection without a timeout: its PING is answered when the pause
+     * ends, so the next test finds Redis serving. */
+    rc = redisConnect(harness_conf.redis.host, harness_conf.redis.port);
+    assert_true(rc && !rc->err);
+    assert_true(redis_pings(rc));
+    redisFree(rc);
+    assert_int_equal(metric(p->port, "seckill_producer_sold_out_local_total"), local0 + 30);
+}
+
+/* A unit that comes back (here as the producer gives one back when Kafka
+ * refuses an order: restore.lua, run by hand) is for sale again within a
+ * refresh period, and after it sells again the new holder is told 409 and
+ * the one who gave it back 410. */
+static void test_sold_out_unit_back(void **state)
+{
+    (void)state;
+    struct prod *p = &main_prod;
+    char resp[256], k[KEYS_ITEM_PARTS][KEYS_MAX], oid[24], user[24];
+    int64_t item = new_item(1), order_id;
+    redisContext *rc = harness_redis(&harness_conf);
+    redisReply *r;
+    bool ok;
+    int st;
+    assert_int_equal(order(p->port, 7, item, resp, sizeof(resp)), 202);
+    order_id = order_id_of(resp);
+    expect_order(p->port, 8, item, 410);
+    WAIT_UNTIL(answered_locally(p->port, 9, item), 10000, ok);
+    assert_true(ok);
+
+    keys_item_all(k, harness_conf.redis.key_prefix, item);
+    snprintf(oid, sizeof(oid), "%lld", (long long)order_id);
+    snprintf(user, sizeof(user), "7");
+    r = harness_cmd(rc, "ZSCORE %s %s", k[KEYS_ITEM_UNPUB], oid);
+    if (r->type != REDIS_REPLY_STRING) {
+        /* Published already: put it back as unpublished, as it is in the
+         * moment restore.lua is for (stamped now: the sweeper leaves it). */
+        freeReplyObject(r);
+        freeReplyObject(harness_cmd(rc, "ZADD %s %lld %s", k[KEYS_ITEM_UNPUB], (long long)util_wall_ms(), oid));
+        r = harness_cmd(rc, "ZSCORE %s %s", k[KEYS_ITEM_UNPUB], oid);
+    }
+    char score[32];
+    snprintf(score, sizeof(score), "%s", r->str);
+    freeReplyObject(r);
+    char src[2048] = "";
+    char path[600];
+    snprintf(path, sizeof(path), "%s/producer/lua/restore.lua", harness_root());
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(src, 1, sizeof(src) - 1, f);
+    fclose(f);
+    src[n] = 0;
+    r = harness_cmd(rc, "EVAL %s 5 %s %s %s %s %s %s %s %s", src, k[KEYS_ITEM_STOCK], k[KEYS_ITEM_BUYERS],
+                    k[KEYS_ITEM_PENDING], k[KEYS_ITEM_UNPUB], k[KEYS_ITEM_ORDERS], user, oid, score);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    assert_int_equal(r->integer, 1);
+    freeReplyObject(r);
+
+    /* Back in stock: a new buyer gets it within a refresh period. */
+    WAIT_UNTIL((st = order(p->port, 10, item, resp, sizeof(resp))) != 410, 10000, ok);
+    assert_true(ok);
+    assert_int_equal(st, 202);
+    expect_order(p->port, 11, item, 410); /* Redis again: sold out */
+    WAIT_UNTIL(answered_locally(p->port, 12, item), 10000, ok);
+    assert_true(ok);
+    expect_order(p->port, 10, item, 409); /* the new holder */
+    expect_order(p->port, 7, item, 410);  /* gave it back: sold out for them now */
+    redisFree(rc);
+}
+
+/* The unit comes back and sells again, in Redis, between two checks: the
+ * stock and the number of buyers are as before; the given-back count is
+ * what tells the producer to copy the buyers again, so the new holder is
+ * told 409 within a refresh period (not only at the periodic resync). */
+static void test_sold_out_given_back_between_checks(void **state)
+{
+    (void)state;
+    struct prod p2 = { 0 };
+    char resp[256], k[KEYS_ITEM_PARTS][KEYS_MAX];
+    int64_t item = new_item(1);
+    redisContext *rc = harness_redis(&harness_conf);
+    bool ok;
+    prod_start(&p2, 20000, true);
+    assert_int_equal(order(p2.port, 21, item, resp, sizeof(resp)), 202);
+    expect_order(p2.port, 22, item, 410);
+    WAIT_UNTIL(answered_locally(p2.port, 23, item), 10000, ok);
+    assert_true(ok);
+    /* In one step, as no check can fall between: user 21 gives the unit
+     * back, user 24 takes it. */
+    keys_item_all(k, harness_conf.redis.key_prefix, item);
+    freeReplyObject(harness_cmd(rc, "EVAL %s 3 %s %s %s",
+                                "redis.call('SREM', KEYS[2], '21') redis.call('SADD', KEYS[2], '24') "
+        "redis.call('HINCRBY', KEYS[3], 'given_back', 1) return 1",
+        k[KEYS_ITEM_STOCK], k[KEYS_ITEM_BUYERS], k[KEYS_ITEM_ORDERS]));
+    WAIT_UNTIL(order(p2.port, 24, item, NULL, 0) == 409, 5000, ok);
+    assert_true(ok);
+    expect_order(p2.port, 21, item, 410);
+    prod_stop(&p2);
+    redisFree(rc);
+}
+
 /* Whatever happened in the test, the broker is running again after it. */
 static int restart_stack(void **state)
 {
@@ -494,6 +674,9 @@ int main(void)
         cmocka_unit_test(test_one_user_hammering),
         cmocka_unit_test(test_http_edge),
         cmocka_unit_test(test_slow_client_cannot_stall),
+        cmocka_unit_test(test_sold_out_locally),
+        cmocka_unit_test(test_sold_out_unit_back),
+        cmocka_unit_test(test_sold_out_given_back_between_checks),
         cmocka_unit_test_teardown(test_kafka_down_and_orphans, restart_stack),
     };
     return cmocka_run_group_tests_name("producer", tests, setup, teardown);

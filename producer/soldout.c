@@ -1,0 +1,485 @@
+#include "soldout.h"
+
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "embed.h"
+#include "keys.h"
+#include "log.h"
+#include "pmetrics.h"
+#include "rconn.h"
+#include "rlink.h"
+#include "script.h"
+#include "util.h"
+
+/* Items ever marked, at most: entries are reused, never removed, so the
+ * table only grows with items that really sold out. */
+#define SO_MAX_ITEMS 65536
+/* A copied buyers set is copied again this often even when nothing seemed
+ * to move: the operator's repairs (`seckillctl reconcile --fix`, `item
+ * rebuild`) change buyers without a give-back. */
+#define SO_RESYNC_MS 10000
+/* Members per SSCAN call: one call stays well under a millisecond of Redis
+ * time, so copying a large set never stalls the sale. */
+#define SO_SCAN_COUNT "1000"
+
+enum so_state {
+    SO_NONE,    /* not known sold out: ask Redis */
+    SO_SUSPECT, /* Redis said sold out; buyers not copied yet: ask Redis */
+    SO_KNOWN,   /* sold out with its buyers copied: answer 410 here */
+};
+
+/* An open-addressing set of user ids (0 marks a free slot: ids are > 0).
+ * Never changed once published: a new copy replaces it. */
+struct hset {
+    size_t mask;
+    int64_t v[];
+};
+
+struct so_item {
+    int64_t item_id;
+    enum so_state state;
+    /* what soldout.lua said when the buyers were copied */
+    int64_t buyers, given_back;
+    int64_t resync_at_ms;
+    struct hset *holders; /* SO_KNOWN only */
+    int too_many;         /* logged that its buyers exceed the limit */
+};
+
+/* soldout.lua's answer for one item. */
+struct so_view {
+    int64_t exists, stock, buyers, given_back;
+};
+
+struct so {
+    const struct cfg *cfg;
+    struct rlink link;
+    struct script check;
+
+    pthread_t thread;
+    pthread_mutex_t mu; /* guards everything below */
+    pthread_cond_t cv;
+    int stop;
+    int marked; /* a mark since the last pass: do not wait for the period */
+    struct so_item *items;
+    size_t n, cap;
+    uint32_t *index; /* item -> 1 + position in items, 0 free; size index_mask + 1 */
+    size_t index_mask;
+};
+
+static size_t hash_i64(int64_t v) { return (size_t)(((uint64_t)v * 0x9E3779B97F4A7C15ull) >> 17); }
+
+static struct hset *hset_new(size_t want)
+{
+    size_t size = 16;
+    struct hset *h;
+    while (size < want * 2) /* at most half full: short probes */
+        size <<= 1;
+    if (!(h = calloc(1, sizeof(*h) + size * sizeof(int64_t))))
+        return NULL;
+    h->mask = size - 1;
+    return h;
+}
+
+static void hset_add(struct hset *h, int64_t v)
+{
+    size_t i = hash_i64(v) & h->mask;
+    while (h->v[i] && h->v[i] != v)
+        i = (i + 1) & h->mask;
+    h->v[i] = v;
+}
+
+static bool hset_has(const struct hset *h, int64_t v)
+{
+    size_t i = hash_i64(v) & h->mask;
+    while (h->v[i]) {
+        if (h->v[i] == v)
+            return true;
+        i = (i + 1) & h->mask;
+    }
+    return false;
+}
+
+/* --- the table (s->mu held) -------------------------------------------- */
+
+static struct so_item *find(const struct so *s, int64_t item_id)
+{
+    if (!s->index)
+        return NULL;
+    for (size_t i = hash_i64(item_id) & s->index_mask; s->index[i]; i = (i + 1) & s->index_mask)
+        if (s->items[s->index[i] - 1].item_id == item_id)
+            return &s->items[s->index[i] - 1];
+    return NULL;
+}
+
+static int reindex(struct so *s, size_t size)
+{
+    uint32_t *idx = calloc(size, sizeof(*idx));
+    if (!idx)
+        return -1;
+    free(s->index);
+    s->index = idx;
+    s->index_mask = size - 1;
+    for (size_t k = 0; k < s->n; k++) {
+        size_t i = hash_i64(s->items[k].item_id) & s->index_mask;
+        while (s->index[i])
+            i = (i + 1) & s->index_mask;
+        s->index[i] = (uint32_t)(k + 1);
+    }
+    return 0;
+}
+
+static struct so_item *add(struct so *s, int64_t item_id)
+{
+    size_t i;
+    if (s->n == SO_MAX_ITEMS)
+        return NULL;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        struct so_item *v = realloc(s->items, cap * sizeof(*v));
+        if (!v)
+            return NULL;
+        s->items = v;
+        s->cap = cap;
+    }
+    /* The index stays at most half full: short probes on the HTTP thread. */
+    if (!s->index || (s->n + 1) * 2 > s->index_mask + 1)
+        if (reindex(s, s->index ? (s->index_mask + 1) * 2 : 128) != 0)
+            return NULL;
+    s->items[s->n] = (struct so_item){ .item_id = item_id };
+    for (i = hash_i64(item_id) & s->index_mask; s->index[i]; i = (i + 1) & s->index_mask)
+        ;
+    s->index[i] = (uint32_t)++s->n;
+    return &s->items[s->n - 1];
+}
+
+/* Forget what is known of it; the caller frees *old after unlocking. */
+static void forget(struct so_item *it, struct hset **old)
+{
+    if (it->state == SO_KNOWN)
+        PM_ADD(soldout_items, -1);
+    *old = it->holders;
+    it->holders = NULL;
+    it->state = SO_NONE;
+}
+
+/* --- the public side ---------------------------------------------------- */
+
+bool so_sold_out(struct so *s, int64_t item_id, int64_t user_id)
+{
+    bool r = false;
+    if (!s)
+        return false;
+    pthread_mutex_lock(&s->mu);
+    struct so_item *it = find(s, item_id);
+    if (it && it->state == SO_KNOWN)
+        r = !hset_has(it->holders, user_id);
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+void so_mark(struct so *s, int64_t item_id)
+{
+    if (!s || CFG_GET(s->cfg->producer.soldout_max_buyers) == 0)
+        return;
+    pthread_mutex_lock(&s->mu);
+    struct so_item *it = find(s, item_id);
+    if (!it && !(it = add(s, item_id))) {
+        pthread_mutex_unlock(&s->mu);
+        return; /* its requests keep going to Redis: slower, not wrong */
+    }
+    if (it->state == SO_NONE) {
+        it->state = SO_SUSPECT;
+        s->marked = 1;
+        pthread_cond_signal(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* --- talking to Redis (the refresh thread) ----------------------------- */
+
+static int load_script(redisContext *rc, void *arg)
+{
+    struct so *s = arg;
+    return script_load(rc, &s->check);
+}
+
+static int item_keys(const struct so *s, int64_t item_id, char stock[KEYS_MAX], char buyers[KEYS_MAX],
+                     char orders[KEYS_MAX])
+{
+    const char *p = s->cfg->redis.key_prefix;
+    return keys_item(stock, KEYS_MAX, p, item_id, KEYS_ITEM_STOCK) < 0 ||
+                   keys_item(buyers, KEYS_MAX, p, item_id, KEYS_ITEM_BUYERS) < 0 ||
+                   keys_item(orders, KEYS_MAX, p, item_id, KEYS_ITEM_ORDERS) < 0
+               ? -1
+               : 0;
+}
+
+static int append_check(struct so *s, int64_t item_id)
+{
+    char k[3][KEYS_MAX];
+    const char *argv[3] = { k[0], k[1], k[2] };
+    if (item_keys(s, item_id, k[0], k[1], k[2]) != 0)
+        return -1;
+    return script_append(s->link.rc, &s->check, 3, 0, argv, NULL);
+}
+
+/* soldout.lua's reply into *v. 0, or -1 for anything else (a NOSCRIPT
+ * after a Redis restart included: the link reloads the script when it
+ * reconnects, and the item waits for the next pass). */
+static int parse_view(const redisReply *r, struct so_view *v)
+{
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 4)
+        return -1;
+    for (size_t i = 0; i < 4; i++)
+        if (r->element[i]->type != REDIS_REPLY_INTEGER)
+            return -1;
+    *v = (struct so_view){ r->element[0]->integer, r->element[1]->integer, r->element[2]->integer,
+                           r->element[3]->integer };
+    return 0;
+}
+
+static int check_one(struct so *s, int64_t item_id, struct so_view *v)
+{
+    redisReply *r;
+    int rc;
+    if (append_check(s, item_id) != 0)
+        return -1;
+    if (redisGetReply(s->link.rc, (void **)&r) != REDIS_OK) {
+        rlink_down(&s->link, s->link.rc->errstr);
+        return -1;
+    }
+    if (script_is_noscript(r))
+        rlink_down(&s->link, "sold-out check: script not loaded");
+    rc = parse_view(r, v);
+    freeReplyObject(r);
+    return rc;
+}
+
+/* Copy the buyers of item (SSCAN: Redis never blocks on a large set), then
+ * check again: the copy is kept only if nothing moved while it was taken.
+ * A new set, or NULL (Redis failed, or the item changed meanwhile). */
+static struct hset *copy_buyers(struct so *s, int64_t item_id, const struct so_view *before)
+{
+    char k[3][KEYS_MAX], cursor[32] = "0";
+    struct hset *h;
+    struct so_view after;
+    if (item_keys(s, item_id, k[0], k[1], k[2]) != 0 || !(h = hset_new((size_t)before->buyers)))
+        return NULL;
+    do {
+        const char *argv[] = { "SSCAN", k[1], cursor, "COUNT", SO_SCAN_COUNT };
+        redisReply *r = redisCommandArgv(s->link.rc, 5, argv, NULL);
+        if (!r) {
+            rlink_down(&s->link, s->link.rc->errstr);
+            goto fail;
+        }
+        int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING &&
+                 r->element[0]->len < sizeof(cursor) && r->element[1]->type == REDIS_REPLY_ARRAY;
+        for (size_t i = 0; ok && i < r->element[1]->elements; i++) {
+            const redisReply *m = r->element[1]->element[i];
+            int64_t u;
+            /* Members are user ids; anything else cannot be a buyer who
+             * asks: such a member simply never matches. */
+            if (m->type == REDIS_REPLY_STRING && util_parse_i64(m->str, 1, INT64_MAX, &u) == 0)
+                hset_add(h, u);
+        }
+        if (ok)
+            memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
+        freeReplyObject(r);
+        if (!ok)
+            goto fail;
+    } while (strcmp(cursor, "0") != 0);
+    if (check_one(s, item_id, &after) != 0 || after.exists != before->exists || after.stock > 0 ||
+        after.buyers != before->buyers || after.given_back != before->given_back)
+        goto fail;
+    PM_INC(soldout_copies);
+    return h;
+fail:
+    free(h);
+    return NULL;
+}
+
+/* What a pass looks at: an item and what was known of it. */
+struct so_look {
+    int64_t item_id;
+    enum so_state state;
+    int64_t buyers, given_back, resync_at_ms;
+};
+
+/* Apply one item's check. A copy is made outside the lock. */
+static void settle_item(struct so *s, const struct so_look *l, const struct so_view *v, int64_t max_buyers)
+{
+    struct hset *copy = NULL, *old = NULL;
+    struct so_item *it;
+    int back = !v->exists || v->stock > 0;
+    int too_many = !back && v->buyers > max_buyers;
+    int stale = l->state == SO_SUSPECT || v->buyers != l->buyers || v->given_back != l->given_back ||
+                util_mono_ms() >= l->resync_at_ms;
+    if (!back && !too_many && stale && !(copy = copy_buyers(s, l->item_id, v)))
+        return; /* try again next pass; its requests go to Redis meanwhile if it was suspect */
+    pthread_mutex_lock(&s->mu);
+    /* Only this thread forgets items: it is still there, and not SO_NONE. */
+    it = find(s, l->item_id);
+    if (it && (back || too_many)) {
+        if (too_many && !it->too_many)
+            log_notice("sold out: item %" PRId64 " has %" PRId64 " buyers, more than producer.soldout_max_buyers "
+                       "(%" PRId64 "): its sold-out requests go to Redis",
+                       l->item_id, v->buyers, max_buyers);
+        it->too_many = too_many;
+        forget(it, &old);
+        if (too_many)
+            it->state = SO_SUSPECT; /* Redis said sold out: look again next pass */
+    } else if (it && copy) {
+        if (it->state != SO_KNOWN)
+            PM_INC(soldout_items);
+        old = it->holders;
+        it->holders = copy;
+        it->state = SO_KNOWN;
+        it->buyers = v->buyers;
+        it->given_back = v->given_back;
+        it->resync_at_ms = util_mono_ms() + SO_RESYNC_MS;
+        copy = NULL;
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(copy);
+    free(old);
+}
+
+/* One pass over every item Redis said was sold out: all checks in one
+ * pipelined round trip, then a copy of the buyers where they moved. */
+static void refresh(struct so *s)
+{
+    int64_t max_buyers = CFG_GET(s->cfg->producer.soldout_max_buyers);
+    struct so_look *look = NULL;
+    struct so_view *views = NULL;
+    char *ok = NULL;
+    size_t n = 0, sent = 0;
+    int noscript = 0;
+
+    pthread_mutex_lock(&s->mu);
+    s->marked = 0;
+    if (max_buyers == 0) {
+        /* Switched off by a reload: every request goes to Redis again. */
+        for (size_t i = 0; i < s->n; i++) {
+            struct hset *old = NULL;
+            forget(&s->items[i], &old);
+            free(old);
+        }
+    } else if (s->n && (look = malloc(s->n * sizeof(*look)))) {
+        for (size_t i = 0; i < s->n; i++)
+            if (s->items[i].state != SO_NONE)
+                look[n++] = (struct so_look){ s->items[i].item_id, s->items[i].state, s->items[i].buyers,
+                                              s->items[i].given_back, s->items[i].resync_at_ms };
+    }
+    pthread_mutex_unlock(&s->mu);
+    /* While Redis is down the view stays as it is (see the header). */
+    if (!n || !rlink_ok(&s->link))
+        goto done;
+    if (!(ok = calloc(n, 1)) || !(views = malloc(n * sizeof(*views))))
+        goto done;
+    for (; sent < n; sent++)
+        if (append_check(s, look[sent].item_id) != 0)
+            break;
+    /* Every reply of the pipeline is read before a copy talks to Redis
+     * again on the same connection. */
+    for (size_t i = 0; i < sent; i++) {
+        redisReply *r;
+        if (redisGetReply(s->link.rc, (void **)&r) != REDIS_OK) {
+            rlink_down(&s->link, s->link.rc->errstr);
+            goto done;
+        }
+        if (script_is_noscript(r))
+            noscript = 1;
+        ok[i] = parse_view(r, &views[i]) == 0;
+        freeReplyObject(r);
+    }
+    if (noscript) {
+        /* Redis restarted without its scripts: the link reloads them. */
+        rlink_down(&s->link, "sold-out check: script not loaded");
+        goto done;
+    }
+    for (size_t i = 0; i < sent && s->link.rc; i++)
+        if (ok[i])
+            settle_item(s, &look[i], &views[i], max_buyers);
+done:
+    free(look);
+    free(views);
+    free(ok);
+}
+
+static void *so_main(void *arg)
+{
+    struct so *s = arg;
+    daemon_signals_block_thread();
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop) {
+        pthread_mutex_unlock(&s->mu);
+        refresh(s);
+        pthread_mutex_lock(&s->mu);
+        if (!s->stop && !s->marked) {
+            struct timespec ts = util_deadline_ts(CFG_GET(s->cfg->producer.soldout_refresh_ms));
+            pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int so_start(const struct cfg *c, struct so **out, char *err, size_t errlen)
+{
+    struct so *s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    s->cfg = c;
+    s->check = (struct script)SCRIPT_INIT("soldout", embed_soldout);
+    s->link = (struct rlink){ .cfg = c,
+                              .what = "sold-out checks",
+                              .meanwhile = "items known sold out stay so, the others go to Redis",
+                              .prepare = load_script,
+                              .arg = s };
+    /* Redis may come later: the first pass connects (and until then
+     * nothing is known sold out). */
+    pthread_mutex_init(&s->mu, NULL);
+    if (util_cond_init_mono(&s->cv) != 0) {
+        snprintf(err, errlen, "cannot make a condition variable");
+        goto fail;
+    }
+    if (pthread_create(&s->thread, NULL, so_main, s) != 0) {
+        snprintf(err, errlen, "cannot start the sold-out thread");
+        pthread_cond_destroy(&s->cv);
+        goto fail;
+    }
+    *out = s;
+    return 0;
+fail:
+    rlink_close(&s->link);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+    return -1;
+}
+
+void so_stop(struct so *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    rlink_close(&s->link);
+    for (size_t i = 0; i < s->n; i++)
+        free(s->items[i].holders);
+    free(s->items);
+    free(s->index);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
