@@ -18,9 +18,12 @@
  * (linger, compression, the broker's ack, the report's hop to the poll
  * thread). The first WARMUP_MS of each run (the idempotent producer's id,
  * connections, the topic's metadata) is not counted.
- * Prints "key value" lines. TOPIC must exist (bench/kafkalimit.sh makes a
- * fresh one with seckill.orders' partitions and deletes it after).
- *   build/bench/kafkalimit CONFIG TOPIC [SECONDS]   (default 10) */
+ * Other bounds can be named after SECONDS instead (kafka_limit_N_* each;
+ * 1 gives one message's own produce-to-ack time: linger.ms plus the
+ * broker's ack). Prints "key value" lines. TOPIC must exist
+ * (bench/kafkalimit.sh makes a fresh one with seckill.orders' partitions
+ * and deletes it after).
+ *   build/bench/kafkalimit CONFIG TOPIC [SECONDS [INFLIGHT...]]   (10; the two above) */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -207,10 +210,17 @@ int main(int argc, char **argv)
     int64_t secs = 10;
     int ret = 1;
 
-    if (argc < 3 || (argc > 3 && util_parse_i64(argv[3], 1, 3600, &secs) != 0)) {
-        fprintf(stderr, "usage: kafkalimit CONFIG TOPIC [SECONDS]\n");
+    int64_t caps[16];
+    int ncaps = 0;
+    if (argc < 3 || argc > 4 + 16 || (argc > 3 && util_parse_i64(argv[3], 1, 3600, &secs) != 0)) {
+        fprintf(stderr, "usage: kafkalimit CONFIG TOPIC [SECONDS [INFLIGHT...]]\n");
         return 2;
     }
+    for (int i = 4; i < argc; i++)
+        if (util_parse_i64(argv[i], 1, 1000000, &caps[ncaps++]) != 0) {
+            fprintf(stderr, "kafkalimit: INFLIGHT %s: not in 1..1000000\n", argv[i]);
+            return 2;
+        }
     if (cfg_load(argv[1], &c, err, sizeof(err)) != 0) {
         fprintf(stderr, "kafkalimit: %s\n", err);
         goto fail;
@@ -236,9 +246,17 @@ int main(int argc, char **argv)
     printf("kafka_limit_msg_bytes %d\n", order_encode(&o, probe, sizeof(probe)));
     /* The order matters little; the unbounded run first, so the 64 run does
      * not pay for connections and metadata on its own. */
-    if (measure(p, "kafka_limit", c.producer.max_inflight, secs, 800012345) != 0 ||
-        measure(p, "kafka_limit_64", 64, secs, 800012345) != 0)
-        goto fail;
+    if (ncaps == 0) {
+        if (measure(p, "kafka_limit", c.producer.max_inflight, secs, 800012345) != 0 ||
+            measure(p, "kafka_limit_64", 64, secs, 800012345) != 0)
+            goto fail;
+    }
+    for (int i = 0; i < ncaps; i++) {
+        char name[40];
+        snprintf(name, sizeof(name), "kafka_limit_%" PRId64, caps[i]);
+        if (measure(p, name, (int)caps[i], secs, 800012345) != 0)
+            goto fail;
+    }
     ret = 0;
 fail:
     if (p)

@@ -3,7 +3,9 @@
 # orders (build/bench/kafkalimit) on a fresh topic with seckill.orders'
 # partitions, deleted at the end: the bench's messages never reach a
 # consumer group that reads seckill.orders. Prints "key value" lines.
-#   BENCH_SECONDS (10): the length of each of its two runs
+#   BENCH_SECONDS (10): the length of each of its runs
+#   bench/kafkalimit.sh [INFLIGHT...]: other bounds on messages in flight
+#   than the two default runs (build/bench/kafkalimit says which)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -18,4 +20,4 @@ cleanup() { scripts/stack topic delete "$TOPIC" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 scripts/stack topic create "$TOPIC" "$PARTS" >/dev/null
 echo "kafka_limit_partitions $PARTS"
-build/bench/kafkalimit config/seckill.cfg "$TOPIC" "$SECS"
+build/bench/kafkalimit config/seckill.cfg "$TOPIC" "$SECS" "$@"
