@@ -79,24 +79,25 @@ static void on_done(struct pub_ticket *t, rd_kafka_resp_err_t err, rd_kafka_msg_
 {
     struct slot *s = (struct slot *)t;
     struct run *r = s->run;
-    int64_t at = now_us(), lat = at - s->sent_us;
+    int64_t at_us = now_us(), lat_us = at_us - s->sent_us;
     (void)status;
     pthread_mutex_lock(&r->mu);
     if (err) {
         r->failed++;
         if (!r->first_err[0])
             snprintf(r->first_err, sizeof(r->first_err), "%s", rd_kafka_err2name(err));
-    } else if (at >= r->from_us && at < r->until_us) {
+    } else if (at_us >= r->from_us && at_us < r->until_us) {
         /* Rate: acks that arrive inside the window; latency: those sent in it. */
         r->ok++;
     }
     if (!err && s->sent_us >= r->from_us && s->sent_us < r->until_us) {
-        int64_t b = lat / HIST_STEP_US;
+        int64_t b = lat_us / HIST_STEP_US;
         r->hist[b < HIST_BUCKETS - 1 ? b : HIST_BUCKETS - 1]++;
         r->counted++;
     }
     r->free_idx[r->nfree++] = s->idx;
-    if (r->nfree == 1)
+    /* The sender waits for a free slot, the drain for all of them. */
+    if (r->nfree == 1 || r->nfree == r->cap)
         pthread_cond_signal(&r->cv);
     pthread_mutex_unlock(&r->mu);
 }
@@ -113,9 +114,9 @@ static double pct_ms(const struct run *r, double p)
     return 0;
 }
 
-/* One run: up to cap messages outstanding for secs seconds after the warm-up.
+/* One run: up to cap messages outstanding for run_s seconds after the warm-up.
  * Prints its figures under name. 0, or -1 (a message failed). */
-static int measure(struct pub *p, const char *name, int cap, int64_t secs, int64_t item_id)
+static int measure(struct pub *p, const char *name, int cap, int64_t run_s, int64_t item_id)
 {
     struct run r = { .cap = cap };
     char msg[ORDER_MSG_MAX];
@@ -137,7 +138,7 @@ static int measure(struct pub *p, const char *name, int cap, int64_t secs, int64
     }
     int64_t start = now_us();
     r.from_us = start + WARMUP_MS * 1000;
-    r.until_us = r.from_us + secs * 1000000;
+    r.until_us = r.from_us + run_s * 1000000;
     for (;;) {
         pthread_mutex_lock(&r.mu);
         while (r.nfree == 0 && now_us() < r.until_us) {
@@ -185,12 +186,13 @@ drain:
     }
     pthread_mutex_unlock(&r.mu);
     if (r.failed) {
-        fprintf(stderr, "kafkalimit: %s: %" PRId64 " messages failed (first: %s)\n", name, r.failed, r.first_err);
+        fprintf(stderr, "kafkalimit: %s: %" PRId64 " messages failed (first: %s)\n", name, r.failed,
+                r.first_err);
         ret = -1;
     }
-    printf("%s_rps %.0f\n", name, (double)r.ok / (double)secs);
-    printf("%s_p50_ms %.2f\n%s_p99_ms %.2f\n%s_p999_ms %.2f\n", name, pct_ms(&r, 50), name, pct_ms(&r, 99), name,
-           pct_ms(&r, 99.9));
+    printf("%s_rps %.0f\n", name, (double)r.ok / (double)run_s);
+    printf("%s_p50_ms %.2f\n%s_p99_ms %.2f\n%s_p999_ms %.2f\n", name, pct_ms(&r, 50), name, pct_ms(&r, 99),
+           name, pct_ms(&r, 99.9));
     printf("%s_inflight %d\n%s_sent %" PRId64 "\n", name, cap, name, sent);
     fflush(stdout);
 fail:
@@ -207,12 +209,12 @@ int main(int argc, char **argv)
     struct cfg c = { 0 };
     struct pub *p = NULL;
     char err[512], *topic = NULL;
-    int64_t secs = 10;
+    int64_t run_s = 10;
     int ret = 1;
 
     int64_t caps[16];
     int ncaps = 0;
-    if (argc < 3 || argc > 4 + 16 || (argc > 3 && util_parse_i64(argv[3], 1, 3600, &secs) != 0)) {
+    if (argc < 3 || argc > 4 + 16 || (argc > 3 && util_parse_i64(argv[3], 1, 3600, &run_s) != 0)) {
         fprintf(stderr, "usage: kafkalimit CONFIG TOPIC [SECONDS [INFLIGHT...]]\n");
         return 2;
     }
@@ -247,14 +249,14 @@ int main(int argc, char **argv)
     /* The order matters little; the unbounded run first, so the 64 run does
      * not pay for connections and metadata on its own. */
     if (ncaps == 0) {
-        if (measure(p, "kafka_limit", c.producer.max_inflight, secs, 800012345) != 0 ||
-            measure(p, "kafka_limit_64", 64, secs, 800012345) != 0)
+        if (measure(p, "kafka_limit", c.producer.max_inflight, run_s, 800012345) != 0 ||
+            measure(p, "kafka_limit_64", 64, run_s, 800012345) != 0)
             goto fail;
     }
     for (int i = 0; i < ncaps; i++) {
         char name[40];
         snprintf(name, sizeof(name), "kafka_limit_%" PRId64, caps[i]);
-        if (measure(p, name, (int)caps[i], secs, 800012345) != 0)
+        if (measure(p, name, (int)caps[i], run_s, 800012345) != 0)
             goto fail;
     }
     ret = 0;
