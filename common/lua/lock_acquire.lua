@@ -1,41 +1,61 @@
--- Acquire (or re-enter) a lock, atomically, in one round trip.
--- KEYS[1] the lock hash <prefix>:lock:{NAME}; KEYS[2] its fence counter <prefix>:fence:{NAME}
--- ARGV[1] owner token, ARGV[2] lease in milliseconds, ARGV[3] request id,
--- ARGV[4] how long the fence counter is kept, in milliseconds.
--- Returns {1, fence, holds} when held by this owner, {0, pttl} when another owner holds it.
+-- Acquire (or re-enter) a batch of locks of one group, each atomically, in
+-- one script call.
+-- KEYS[2i-1] lock i's hash <prefix>:lock:{lk:G}:NAME, KEYS[2i] its fence
+-- counter <prefix>:fence:{lk:G}:NAME (the same group G for all: one slot).
+-- ARGV[1] owner token, ARGV[2] lease in milliseconds, ARGV[3] how long a
+-- fence counter is kept, in milliseconds, ARGV[3+i] lock i's request id.
+-- Returns three integers per lock: 1, fence, holds when held by this owner;
+-- 0, pttl, 0 when another owner holds it.
 --
 -- The request id makes a retry idempotent: if the reply to an acquire was
 -- lost and the client sends it again, the second call reports the same
--- acquisition instead of counting a second hold.
+-- acquisition instead of counting a second hold. It is unique per owner (a
+-- counter of the client's), so it is only compared once the owner matched.
 --
 -- The fence is max(Redis clock in microseconds, last fence + 1). The counter
 -- alone would restart from zero after Redis loses its data, and every new
 -- fence would then lose against the ones the database already stored; the
 -- clock keeps growing across such a loss, so new holders always win and an
 -- old holder's fence stays behind theirs.
-local owner = redis.call('HGET', KEYS[1], 'owner')
-if owner == ARGV[1] then
-  if redis.call('HGET', KEYS[1], 'req') ~= ARGV[3] then
-    redis.call('HINCRBY', KEYS[1], 'holds', 1)
-    redis.call('HSET', KEYS[1], 'req', ARGV[3])
+--
+-- Each command below is there because a guarantee needs it; the count is
+-- what the lock costs Redis (a fresh acquisition: HMGET, SET, HSET, PEXPIRE,
+-- and one TIME per call).
+local token, ttl, keep = ARGV[1], ARGV[2], ARGV[3]
+local out, now_us = {}, nil
+for i = 1, #KEYS / 2 do
+  local k, req, o = KEYS[2 * i - 1], ARGV[3 + i], #out
+  local h = redis.call('HMGET', k, 'owner', 'req', 'holds', 'fence')
+  if h[1] == token then
+    local holds = tonumber(h[3])
+    if h[2] ~= req then
+      holds = holds + 1
+      redis.call('HSET', k, 'holds', holds, 'req', req)
+    end
+    redis.call('PEXPIRE', k, ttl)
+    out[o + 1], out[o + 2], out[o + 3] = 1, tonumber(h[4]), holds
+  elseif h[1] then
+    out[o + 1], out[o + 2], out[o + 3] = 0, redis.call('PTTL', k), 0
+  else
+    if now_us == nil then
+      local t = redis.call('TIME')
+      now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    -- Read and write the counter in one command: write the clock, get the
+    -- last fence back. Only when that one is not behind the clock (two
+    -- acquisitions in one microsecond, or a clock stepped back) is it
+    -- written a second time.
+    -- %d: a Lua number passed as an argument would be formatted with %.14g
+    -- and lose the low digits of a 16-digit fence.
+    local fence = now_us
+    local last = tonumber(redis.call('SET', KEYS[2 * i], string.format('%d', fence), 'PX', keep, 'GET') or '0')
+    if last >= fence then
+      fence = last + 1
+      redis.call('SET', KEYS[2 * i], string.format('%d', fence), 'PX', keep)
+    end
+    redis.call('HSET', k, 'owner', token, 'holds', 1, 'fence', string.format('%d', fence), 'req', req)
+    redis.call('PEXPIRE', k, ttl)
+    out[o + 1], out[o + 2], out[o + 3] = 1, fence, 1
   end
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, tonumber(redis.call('HGET', KEYS[1], 'fence')), tonumber(redis.call('HGET', KEYS[1], 'holds'))}
 end
-if owner then
-  return {0, redis.call('PTTL', KEYS[1])}
-end
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local last = tonumber(redis.call('GET', KEYS[2]) or '0')
-local fence = now_us
-if last >= fence then
-  fence = last + 1
-end
--- %d: a Lua number passed as an argument would be formatted with %.14g and
--- lose the low digits of a 16-digit fence.
-local f = string.format('%d', fence)
-redis.call('SET', KEYS[2], f, 'PX', ARGV[4])
-redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'holds', 1, 'fence', f, 'req', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return {1, fence, 1}
+return out

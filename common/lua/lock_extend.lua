@@ -1,9 +1,17 @@
--- Renew the lease of a lock, only if this owner still holds it.
--- KEYS[1] the lock hash; ARGV[1] owner token, ARGV[2] lease in milliseconds.
--- Returns 1 when renewed, 0 when the lock is gone or held by someone else
--- (never recreates it: a renewal racing a release leaves no key behind).
-if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then
-  return 0
+-- Renew the leases of a batch of locks of one group, each only if this
+-- owner still holds it.
+-- KEYS[i] lock i's hash (one group: one slot); ARGV[1] owner token,
+-- ARGV[1+i] lock i's lease in milliseconds.
+-- Returns per lock 1 when renewed, 0 when the lock is gone or held by
+-- someone else (never recreates it: a renewal racing a release leaves no key
+-- behind).
+local token, out = ARGV[1], {}
+for i = 1, #KEYS do
+  if redis.call('HGET', KEYS[i], 'owner') == token then
+    redis.call('PEXPIRE', KEYS[i], ARGV[1 + i])
+    out[i] = 1
+  else
+    out[i] = 0
+  end
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 1
+return out
