@@ -799,7 +799,7 @@ int lock_inspect(const struct cfg *cfg, const char *name, struct lock_info *out,
     }
     if (rconn_open(cfg, &rc, err, errlen) != 0)
         return -1;
-    redisAppendCommand(rc, "HGETALL %s", key);
+    redisAppendCommand(rc, "GET %s", key);
     redisAppendCommand(rc, "PTTL %s", key);
     redisAppendCommand(rc, "GET %s", fkey);
     for (int i = 0; i < 3; i++) {
@@ -808,18 +808,13 @@ int lock_inspect(const struct cfg *cfg, const char *name, struct lock_info *out,
             goto fail;
         }
     }
-    if (r[0]->type == REDIS_REPLY_ARRAY) {
-        for (size_t i = 0; i + 1 < r[0]->elements; i += 2) {
-            const char *f = r[0]->element[i]->str, *v = r[0]->element[i + 1]->str;
-            int64_t x;
-            if (strcmp(f, "owner") == 0) {
-                snprintf(out->owner, sizeof(out->owner), "%s", v);
-                out->held = true;
-            } else if (strcmp(f, "holds") == 0 && util_parse_i64(v, 0, INT64_MAX, &x) == 0) {
-                out->holds = x;
-            } else if (strcmp(f, "fence") == 0 && util_parse_i64(v, 0, INT64_MAX, &x) == 0) {
-                out->fence = x;
-            }
+    if (r[0]->type == REDIS_REPLY_STRING) {
+        /* "OWNER REQ HOLDS FENCE" (see lock_acquire.lua) */
+        long long holds = 0, fence = 0;
+        out->held = true;
+        if (sscanf(r[0]->str, "%63s %*s %lld %lld", out->owner, &holds, &fence) == 3) {
+            out->holds = holds;
+            out->fence = fence;
         }
     }
     out->ttl_ms = r[1]->type == REDIS_REPLY_INTEGER ? r[1]->integer : -2;

@@ -1,11 +1,15 @@
 -- Acquire (or re-enter) a batch of locks of one group, each atomically, in
 -- one script call.
--- KEYS[2i-1] lock i's hash <prefix>:lock:{lk:G}:NAME, KEYS[2i] its fence
+-- KEYS[2i-1] lock i's key <prefix>:lock:{lk:G}:NAME, KEYS[2i] its fence
 -- counter <prefix>:fence:{lk:G}:NAME (the same group G for all: one slot).
 -- ARGV[1] owner token, ARGV[2] lease in milliseconds, ARGV[3] how long a
 -- fence counter is kept, in milliseconds, ARGV[3+i] lock i's request id.
 -- Returns three integers per lock: 1, fence, holds when held by this owner;
 -- 0, pttl, 0 when another owner holds it.
+--
+-- A lock is one string, "OWNER REQ HOLDS FENCE", with the lease as its TTL:
+-- one GET reads it and one SET ... PX writes it and its lease (a hash needed
+-- HMGET, HSET and PEXPIRE, and each command is what Redis pays for).
 --
 -- The request id makes a retry idempotent: if the reply to an acquire was
 -- lost and the client sends it again, the second call reports the same
@@ -17,25 +21,24 @@
 -- fence would then lose against the ones the database already stored; the
 -- clock keeps growing across such a loss, so new holders always win and an
 -- old holder's fence stays behind theirs.
---
--- Each command below is there because a guarantee needs it; the count is
--- what the lock costs Redis (a fresh acquisition: HMGET, SET, HSET, PEXPIRE,
--- and one TIME per call).
 local token, ttl, keep = ARGV[1], ARGV[2], ARGV[3]
 local out, now_us = {}, nil
 for i = 1, #KEYS / 2 do
   local k, req, o = KEYS[2 * i - 1], ARGV[3 + i], #out
-  local h = redis.call('HMGET', k, 'owner', 'req', 'holds', 'fence')
-  if h[1] == token then
-    local holds = tonumber(h[3])
-    if h[2] ~= req then
-      holds = holds + 1
-      redis.call('HSET', k, 'holds', holds, 'req', req)
+  local v = redis.call('GET', k)
+  if v then
+    local owner, vreq, holds, fence = string.match(v, '^(%S+) (%S+) (%d+) (%d+)$')
+    if owner == token then
+      holds = tonumber(holds)
+      if vreq ~= req then
+        holds = holds + 1
+      end
+      -- %d: holds is a Lua number, and tostring() could print 2.0 or 1e+15
+      redis.call('SET', k, owner .. ' ' .. req .. ' ' .. string.format('%d', holds) .. ' ' .. fence, 'PX', ttl)
+      out[o + 1], out[o + 2], out[o + 3] = 1, tonumber(fence), holds
+    else
+      out[o + 1], out[o + 2], out[o + 3] = 0, redis.call('PTTL', k), 0
     end
-    redis.call('PEXPIRE', k, ttl)
-    out[o + 1], out[o + 2], out[o + 3] = 1, tonumber(h[4]), holds
-  elseif h[1] then
-    out[o + 1], out[o + 2], out[o + 3] = 0, redis.call('PTTL', k), 0
   else
     if now_us == nil then
       local t = redis.call('TIME')
@@ -53,8 +56,7 @@ for i = 1, #KEYS / 2 do
       fence = last + 1
       redis.call('SET', KEYS[2 * i], string.format('%d', fence), 'PX', keep)
     end
-    redis.call('HSET', k, 'owner', token, 'holds', 1, 'fence', string.format('%d', fence), 'req', req)
-    redis.call('PEXPIRE', k, ttl)
+    redis.call('SET', k, token .. ' ' .. req .. ' 1 ' .. string.format('%d', fence), 'PX', ttl)
     out[o + 1], out[o + 2], out[o + 3] = 1, fence, 1
   end
 end
