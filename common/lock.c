@@ -82,7 +82,7 @@ struct lock_client {
      * talks to Redis); too big for its stack, allocated once. */
     char (*wkeys)[KEYS_MAX];
 
-    _Atomic uint64_t acquired, contended, timeouts, wait_ms, hold_ms, renewals, lost, not_held, errors;
+    _Atomic uint64_t acquired, contended, timeouts, wait_ms, hold_ms, renewals, lost, not_held, errors, calls;
 };
 
 bool lock_name_valid(const char *name)
@@ -203,6 +203,7 @@ static void renew_due(struct lock_client *lc, int64_t now)
         }
         argv[cnt[c]] = lc->token;
         ok = script_append(lc->wrc, &lc->w_extend, (int)cnt[c], (int)cnt[c] + 1, argv, NULL) == 0;
+        lc->calls++;
     }
     for (size_t c = 0, k = 0; c < calls; k += cnt[c], c++) {
         redisReply *r = NULL;
@@ -355,6 +356,7 @@ void lock_client_counters(const struct lock_client *lc, struct lock_counters *o)
     o->lost = lc->lost;
     o->not_held = lc->not_held;
     o->errors = lc->errors;
+    o->calls = lc->calls;
 }
 
 int64_t lock_fence(const struct lock *l) { return l->fence; }
@@ -485,6 +487,7 @@ static int acquire_round(struct lock_client *lc, struct attempt *at, size_t n, i
         argv[2 * m + 2] = keep;
         if (script_append(lc->rc, &lc->s_acquire, (int)(2 * m), (int)(m + 3), argv, NULL) != 0)
             return -1;
+        lc->calls++;
     }
     bool noscript = false;
     for (size_t c = 0, k = 0; c < calls; k += p->cnt[c], c++) {
@@ -682,6 +685,7 @@ static int release_round(struct lock_client *lc, struct lock **locks, size_t n, 
             argv[m] = lc->token;
             if (script_append(lc->rc, &lc->s_release, (int)m, (int)m + 1, argv, NULL) != 0)
                 return -1;
+            lc->calls++;
         }
         bool noscript = false;
         for (size_t c = 0, k = 0; c < calls; k += p->cnt[c], c++) {
@@ -797,6 +801,8 @@ int lock_inspect(const struct cfg *cfg, const char *name, struct lock_info *out,
         snprintf(err, errlen, "invalid lock name '%s'", name);
         return -1;
     }
+    snprintf(out->key, sizeof(out->key), "%s", key);
+    snprintf(out->fence_key, sizeof(out->fence_key), "%s", fkey);
     if (rconn_open(cfg, &rc, err, errlen) != 0)
         return -1;
     redisAppendCommand(rc, "GET %s", key);
