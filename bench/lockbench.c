@@ -25,7 +25,8 @@
  *
  * Prints "key value" lines; lock_redis_us_per_op (uncontended) and
  * lock_batch_redis_us_per_key (batch) are the headline figures.
- *   build/bench/lockbench [CONFIG] [SECONDS]   (config/seckill.cfg, 3 s) */
+ *   build/bench/lockbench [CONFIG] [SECONDS] [SCENARIO]   (config/seckill.cfg, 3 s, all)
+ * One scenario alone is for `strace -f -c`: syscalls per op on the client. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -356,7 +357,7 @@ int main(int argc, char **argv)
 
     if ((argc > 2 && util_parse_i64(argv[2], 1, 3600, &secs) != 0) ||
         (getenv("BENCH_LOCK_BG_S") && util_parse_i64(getenv("BENCH_LOCK_BG_S"), 0, 3600, &bg_s) != 0)) {
-        fprintf(stderr, "usage: lockbench [CONFIG] [SECONDS]\n");
+        fprintf(stderr, "usage: lockbench [CONFIG] [SECONDS] [uncontended|hotkey|batch|renew]\n");
         return 2;
     }
     if (cfg_load(path, &c, err, sizeof(err)) != 0) {
@@ -374,18 +375,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "lockbench: %s\n", err);
         goto fail;
     }
+    const char *only = argc > 3 ? argv[3] : NULL;
     double us[4] = { 0 };
-    for (int s = SC_UNCONTENDED; s <= SC_BATCH; s++) {
+    for (int s = SC_UNCONTENDED; s <= SC_RENEW; s++) {
+        if (only && strcmp(only, sc_name[s]) != 0)
+            continue;
         b.sc = (enum scenario)s;
+        /* A short lease for the renewal scenario only. */
+        c.lock.ttl_ms = s == SC_RENEW ? RENEW_TTL_MS : c.lock.ttl_ms;
         if (run(&b, rc, secs * 1000, bg_s * 1000, &us[s]) != 0)
             goto fail;
     }
-    /* A short lease for the renewal scenario only. */
-    c.lock.ttl_ms = RENEW_TTL_MS;
-    b.sc = SC_RENEW;
-    if (run(&b, rc, secs * 1000, bg_s * 1000, &us[SC_RENEW]) != 0)
-        goto fail;
-    printf("lock_redis_us_per_op %.2f\nlock_batch_redis_us_per_key %.2f\n", us[SC_UNCONTENDED], us[SC_BATCH]);
+    if (only == NULL)
+        printf("lock_redis_us_per_op %.2f\nlock_batch_redis_us_per_key %.2f\n", us[SC_UNCONTENDED], us[SC_BATCH]);
     ret = 0;
 fail:
     if (rc)

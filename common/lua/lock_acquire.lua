@@ -8,8 +8,8 @@
 -- 0, pttl, 0 when another owner holds it.
 --
 -- A lock is one string, "OWNER REQ HOLDS FENCE", with the lease as its TTL:
--- one GET reads it and one SET ... PX writes it and its lease (a hash needed
--- HMGET, HSET and PEXPIRE, and each command is what Redis pays for).
+-- one SET ... PX writes it and its lease (a hash needed HSET and PEXPIRE,
+-- and each command is what Redis pays for).
 --
 -- The request id makes a retry idempotent: if the reply to an acquire was
 -- lost and the client sends it again, the second call reports the same
@@ -22,10 +22,23 @@
 -- clock keeps growing across such a loss, so new holders always win and an
 -- old holder's fence stays behind theirs.
 local token, ttl, keep = ARGV[1], ARGV[2], ARGV[3]
-local out, now_us = {}, nil
-for i = 1, #KEYS / 2 do
-  local k, req, o = KEYS[2 * i - 1], ARGV[3 + i], #out
-  local v = redis.call('GET', k)
+local out, now_us, n = {}, nil, #KEYS / 2
+-- One MGET reads every lock of the call: Redis pays per command, and a
+-- command called from Lua costs about as much as the key work it does.
+local lk = {}
+for i = 1, n do
+  lk[i] = KEYS[2 * i - 1]
+end
+local vals = redis.call('MGET', unpack(lk))
+-- What this call wrote, for a name that comes twice in one batch: the second
+-- must see the first's acquisition (a re-entry), not the MGET's "free".
+local wrote = {}
+for i = 1, n do
+  local k, req, o = lk[i], ARGV[3 + i], #out
+  local v = wrote[k]
+  if v == nil then
+    v = vals[i]
+  end
   if v then
     local owner, vreq, holds, fence = string.match(v, '^(%S+) (%S+) (%d+) (%d+)$')
     if owner == token then
@@ -34,7 +47,9 @@ for i = 1, #KEYS / 2 do
         holds = holds + 1
       end
       -- %d: holds is a Lua number, and tostring() could print 2.0 or 1e+15
-      redis.call('SET', k, owner .. ' ' .. req .. ' ' .. string.format('%d', holds) .. ' ' .. fence, 'PX', ttl)
+      v = owner .. ' ' .. req .. ' ' .. string.format('%d', holds) .. ' ' .. fence
+      redis.call('SET', k, v, 'PX', ttl)
+      wrote[k] = v
       out[o + 1], out[o + 2], out[o + 3] = 1, tonumber(fence), holds
     else
       out[o + 1], out[o + 2], out[o + 3] = 0, redis.call('PTTL', k), 0
@@ -56,7 +71,9 @@ for i = 1, #KEYS / 2 do
       fence = last + 1
       redis.call('SET', KEYS[2 * i], string.format('%d', fence), 'PX', keep)
     end
-    redis.call('SET', k, token .. ' ' .. req .. ' 1 ' .. string.format('%d', fence), 'PX', ttl)
+    v = token .. ' ' .. req .. ' 1 ' .. string.format('%d', fence)
+    redis.call('SET', k, v, 'PX', ttl)
+    wrote[k] = v
     out[o + 1], out[o + 2], out[o + 3] = 1, fence, 1
   end
 end

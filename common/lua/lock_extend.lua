@@ -4,10 +4,11 @@
 -- ARGV[1] owner token, ARGV[1+i] lock i's lease in milliseconds.
 -- Returns per lock 1 when renewed, 0 when the lock is gone or held by
 -- someone else (never recreates it: a renewal racing a release leaves no key
--- behind).
+-- behind). One MGET reads them all (see lock_release.lua).
 local mine, out = ARGV[1] .. ' ', {}
+local vals = redis.call('MGET', unpack(KEYS))
 for i = 1, #KEYS do
-  local v = redis.call('GET', KEYS[i])
+  local v = vals[i]
   if v and string.sub(v, 1, #mine) == mine then
     redis.call('PEXPIRE', KEYS[i], ARGV[1 + i])
     out[i] = 1

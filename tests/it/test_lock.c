@@ -600,6 +600,31 @@ static void test_batch_over_groups_busy_and_reentry(void **state)
     lock_client_close(b);
 }
 
+/* A name twice in one batch is taken once and re-entered once (the script
+ * reads all the group's locks before writing any: the second must see the
+ * first's acquisition). */
+static void test_batch_same_name_twice(void **state)
+{
+    (void)state;
+    struct lock_client *a = open_client();
+    const char *names[] = { "twice:a", "twice:b", "twice:a" };
+    struct lock *locks[3];
+    int st[3];
+    assert_int_equal(lock_acquire_many(a, names, 3, 0, locks, st), 3);
+    assert_ptr_equal(locks[0], locks[2]);
+    assert_int_equal(lock_holds(locks[0]), 2);
+    char err[256];
+    struct lock_info li;
+    assert_int_equal(lock_inspect(&harness_conf, "twice:a", &li, err, sizeof(err)), 0);
+    assert_int_equal(li.holds, 2);
+    assert_int_equal(lock_release(a, locks[0]), LOCK_OK);
+    assert_true(key_exists("twice:a"));
+    assert_int_equal(lock_release(a, locks[2]), LOCK_OK);
+    assert_false(key_exists("twice:a"));
+    assert_int_equal(lock_release(a, locks[1]), LOCK_OK);
+    lock_client_close(a);
+}
+
 /* Fences stay strictly increasing per name across batches, single
  * acquisitions and clients, and the counter remembers the last one. */
 static void test_fences_monotonic_across_batches(void **state)
@@ -836,6 +861,7 @@ int main(void)
         cmocka_unit_test(test_lost_reply_does_not_double_acquire),
         cmocka_unit_test(test_batch_acquire_and_release_one_round_trip),
         cmocka_unit_test(test_batch_over_groups_busy_and_reentry),
+        cmocka_unit_test(test_batch_same_name_twice),
         cmocka_unit_test(test_fences_monotonic_across_batches),
         cmocka_unit_test(test_watchdog_wakes_for_sooner_lease),
         cmocka_unit_test(test_lost_lease_reported_in_batch),
