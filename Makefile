@@ -128,7 +128,7 @@ demo:
 # Figures, not tests: prints a table and writes build/bench.json.
 bench:
 	scripts/stack up
-	$(MAKE) --no-print-directory all $(BUILD)/bench/jwtverify
+	$(MAKE) --no-print-directory all $(BUILD)/bench/jwtverify $(BUILD)/bench/lockbench
 	bench/run
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
