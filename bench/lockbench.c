@@ -82,7 +82,8 @@ static int snap_take(redisContext *rc, struct snap *s)
     int ret = -1;
     if (r == NULL || cpu == NULL || r->type != REDIS_REPLY_STRING || cpu->type != REDIS_REPLY_STRING)
         goto fail;
-    for (char *line = strstr(r->str, "cmdstat_"); line && s->n < MAX_CMDS; line = strstr(line + 1, "cmdstat_")) {
+    for (char *line = strstr(r->str, "cmdstat_"); line && s->n < MAX_CMDS;
+         line = strstr(line + 1, "cmdstat_")) {
         struct cmdstat *c = &s->c[s->n];
         long long calls, usec;
         if (sscanf(line, "cmdstat_%47[^:]:calls=%lld,usec=%lld", c->name, &calls, &usec) == 3) {
@@ -218,8 +219,8 @@ static void *worker_main(void *arg)
 }
 
 /* The renewal scenario's work is the watchdogs'; this thread only holds. */
-static int run_renew(struct bench *b, struct lock_client **lcs, int64_t run_ms, redisContext *rc, struct snap *s1,
-                     struct snap *s2, uint64_t *renewals, uint64_t *lost)
+static int run_renew(struct bench *b, struct lock_client **lcs, int64_t run_ms, redisContext *rc,
+                     struct snap *s1, struct snap *s2, uint64_t *renewals, uint64_t *lost)
 {
     static char names[RENEW_CLIENTS][RENEW_LOCKS][96];
     static const char *np[RENEW_LOCKS];
@@ -318,9 +319,14 @@ static int run(struct bench *b, redisContext *rc, int64_t run_ms, int64_t bg_ms,
 
     snap_delta(&s0, &s1, &bg);
     snap_delta(&s1, &s2, &d);
-    double secs = (double)(s2.at_ms - s1.at_ms) / 1000.0, scale = secs * 1000.0 / (double)(s1.at_ms - s0.at_ms);
+    double secs = (double)(s2.at_ms - s1.at_ms) / 1000.0,
+           scale = secs * 1000.0 / (double)(s1.at_ms - s0.at_ms);
     double ops = (double)b->ops, per = ops > 0 ? 1.0 / ops : 0;
-    print_kv(sc, b->sc == SC_BATCH ? "keys_per_s" : b->sc == SC_RENEW ? "renewals_per_s" : "ops_per_s", ops / secs);
+    print_kv(sc,
+             b->sc == SC_BATCH   ? "keys_per_s"
+             : b->sc == SC_RENEW ? "renewals_per_s"
+                                 : "ops_per_s",
+             ops / secs);
     print_kv(sc, "ops", ops);
     print_kv(sc, "errors", (double)b->errors);
     if (b->sc == SC_RENEW)
@@ -362,7 +368,8 @@ int main(int argc, char **argv)
 
     if ((argc > 2 && util_parse_i64(argv[2], 1, 3600, &secs) != 0) ||
         (getenv("BENCH_LOCK_BG_S") && util_parse_i64(getenv("BENCH_LOCK_BG_S"), 0, 3600, &bg_s) != 0) ||
-        (getenv("BENCH_LOCK_WORKERS") && util_parse_i64(getenv("BENCH_LOCK_WORKERS"), 1, WORKERS, &workers) != 0)) {
+        (getenv("BENCH_LOCK_WORKERS") &&
+         util_parse_i64(getenv("BENCH_LOCK_WORKERS"), 1, WORKERS, &workers) != 0)) {
         fprintf(stderr, "usage: lockbench [CONFIG] [SECONDS] [uncontended|hotkey|batch|renew]\n");
         return 2;
     }
@@ -395,7 +402,8 @@ int main(int argc, char **argv)
             goto fail;
     }
     if (only == NULL)
-        printf("lock_redis_us_per_op %.2f\nlock_batch_redis_us_per_key %.2f\n", us[SC_UNCONTENDED], us[SC_BATCH]);
+        printf("lock_redis_us_per_op %.2f\nlock_batch_redis_us_per_key %.2f\n", us[SC_UNCONTENDED],
+               us[SC_BATCH]);
     ret = 0;
 fail:
     if (rc)

@@ -48,7 +48,7 @@ struct lock {
     uint64_t seq;            /* tells a new lock from a freed one at the same address */
     char name[KEYS_MAX];
     char key[KEYS_MAX];
-    unsigned group;          /* keys_lock_group(name): the calls it shares */
+    unsigned group; /* keys_lock_group(name): the calls it shares */
     int64_t fence;
     int holds;               /* owner thread only */
     int ttl_ms;
@@ -166,7 +166,7 @@ static size_t plan_calls(const int *grp, size_t n, size_t *idx, size_t *cnt)
 static void renew_due(struct lock_client *lc, int64_t now)
 {
     enum { BATCH = LOCK_RENEW_BATCH };
-    char (*keys)[KEYS_MAX] = lc->wkeys;
+    char(*keys)[KEYS_MAX] = lc->wkeys;
     char ttls[BATCH][12];
     struct lock *ptr[BATCH];
     uint64_t seq[BATCH];

@@ -17,7 +17,6 @@
 #include "keys.h"
 #include "lock.h"
 
-
 static struct lock_client *open_client(void)
 {
     struct lock_client *lc = NULL;
