@@ -320,7 +320,7 @@ static int run(struct bench *b, redisContext *rc, int64_t run_ms, int64_t bg_ms,
     snap_delta(&s0, &s1, &bg);
     snap_delta(&s1, &s2, &d);
     double secs = (double)(s2.at_ms - s1.at_ms) / 1000.0,
-           scale = secs * 1000.0 / (double)(s1.at_ms - s0.at_ms);
+           scale = bg_ms > 0 && s1.at_ms > s0.at_ms ? secs * 1000.0 / (double)(s1.at_ms - s0.at_ms) : 0;
     double ops = (double)b->ops, per = ops > 0 ? 1.0 / ops : 0;
     print_kv(sc,
              b->sc == SC_BATCH   ? "keys_per_s"
