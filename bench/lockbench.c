@@ -159,6 +159,7 @@ struct bench {
     atomic_bool stop;
     atomic_int ready;
     atomic_uint_fast64_t ops, errors;
+    atomic_uint_fast64_t live_ops; /* counted as they happen, for the windows */
 };
 
 struct worker {
@@ -201,6 +202,7 @@ static void *worker_main(void *arg)
                     ops++;
                 else
                     errors++;
+            b->live_ops += k;
             continue;
         }
         struct lock *l;
@@ -213,6 +215,7 @@ static void *worker_main(void *arg)
             ops++;
         else
             errors++;
+        b->live_ops++;
     }
     b->ops += ops;
     b->errors += errors;
@@ -285,6 +288,44 @@ static void forget_fences(struct bench *b, redisContext *rc, int clients, int na
     }
 }
 
+/* The run cut into windows of WINDOW_MS, each with its own commandstats
+ * delta: Redis times a command in wall-clock time, so a window in which the
+ * server lost the CPU to another process counts the wait too. The quietest
+ * windows show what the commands cost when they ran undisturbed. */
+enum { WINDOW_MS = 200, MAX_WINDOWS = 1000 };
+
+static void sample_windows(struct bench *b, redisContext *rc, int64_t run_ms, double *us_per_op, int *n)
+{
+    struct snap *s = malloc(2 * sizeof(*s));
+    int64_t end = util_mono_ms() + run_ms;
+    *n = 0;
+    if (s == NULL || snap_take(rc, &s[0]) != 0) {
+        free(s);
+        util_sleep_ms(run_ms);
+        return;
+    }
+    uint64_t ops0 = b->live_ops;
+    while (util_mono_ms() < end && *n < MAX_WINDOWS) {
+        util_sleep_ms(WINDOW_MS);
+        if (snap_take(rc, &s[1]) != 0)
+            break;
+        uint64_t ops1 = b->live_ops;
+        struct delta d;
+        snap_delta(&s[0], &s[1], &d);
+        if (ops1 > ops0)
+            us_per_op[(*n)++] = d.sent_usec / (double)(ops1 - ops0);
+        s[0] = s[1];
+        ops0 = ops1;
+    }
+    free(s);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 static void print_kv(const char *sc, const char *key, double v)
 {
     printf("lock_%s_%s %.2f\n", sc, key, v);
@@ -301,10 +342,12 @@ static int run(struct bench *b, redisContext *rc, int64_t run_ms, int64_t bg_ms,
     char err[256];
     uint64_t renewals = 0, lost = 0;
     const char *sc = sc_name[b->sc];
+    static double win[MAX_WINDOWS];
+    int nwin = 0;
 
     b->stop = false;
     b->ready = 0;
-    b->ops = b->errors = 0;
+    b->ops = b->errors = b->live_ops = 0;
     for (int i = 0; i < nclients; i++)
         if (lock_client_open(b->cfg, &lcs[i], err, sizeof(err)) != 0) {
             fprintf(stderr, "lockbench: %s\n", err);
@@ -333,7 +376,7 @@ static int run(struct bench *b, redisContext *rc, int64_t run_ms, int64_t bg_ms,
         int64_t until = util_mono_ms() + 10000;
         while (b->ready < started && util_mono_ms() < until)
             util_sleep_ms(1);
-        util_sleep_ms(run_ms);
+        sample_windows(b, rc, run_ms, win, &nwin);
         b->stop = true;
         for (int i = 0; i < started; i++)
             pthread_join(th[i], NULL);
@@ -371,6 +414,14 @@ static int run(struct bench *b, redisContext *rc, int64_t run_ms, int64_t bg_ms,
     print_kv(sc, "redis_cmds_per_op", (d.inner_calls - bg.inner_calls * scale) * per);
     print_kv(sc, "redis_cpu_us_per_op", (d.cpu_us - bg.cpu_us * scale) * per);
     print_kv(sc, "redis_cpu_busy", d.cpu_us / (secs * 1e6));
+    if (nwin > 0) {
+        /* Raw per window: only meaningful on a Redis of the bench's own. */
+        qsort(win, (size_t)nwin, sizeof(win[0]), cmp_double);
+        print_kv(sc, "windows", nwin);
+        print_kv(sc, "redis_us_per_op_window_min", win[0]);
+        print_kv(sc, "redis_us_per_op_window_p25", win[nwin / 4]);
+        print_kv(sc, "redis_us_per_op_window_median", win[nwin / 2]);
+    }
     fflush(stdout);
     *us_per_op = usec * per;
     ret = 0;
