@@ -22,7 +22,7 @@
 -- clock keeps growing across such a loss, so new holders always win and an
 -- old holder's fence stays behind theirs.
 local token, ttl, keep = ARGV[1], ARGV[2], ARGV[3]
-local out, now_us, n = {}, nil, #KEYS / 2
+local out, now_us, now_s, n = {}, nil, nil, #KEYS / 2
 -- One MGET reads every lock of the call: Redis pays per command, and a
 -- command called from Lua costs about as much as the key work it does.
 local lk = {}
@@ -65,13 +65,18 @@ for i = 1, n do
     -- written a second time.
     -- %d: a Lua number passed as an argument would be formatted with %.14g
     -- and lose the low digits of a 16-digit fence.
-    local fence = now_us
-    local last = tonumber(redis.call('SET', KEYS[2 * i], string.format('%d', fence), 'PX', keep, 'GET') or '0')
+    local fence, f = now_us, now_s
+    if f == nil then
+      f = string.format('%d', fence)
+      now_s = f
+    end
+    local last = tonumber(redis.call('SET', KEYS[2 * i], f, 'PX', keep, 'GET') or '0')
     if last >= fence then
       fence = last + 1
-      redis.call('SET', KEYS[2 * i], string.format('%d', fence), 'PX', keep)
+      f = string.format('%d', fence)
+      redis.call('SET', KEYS[2 * i], f, 'PX', keep)
     end
-    v = token .. ' ' .. req .. ' 1 ' .. string.format('%d', fence)
+    v = token .. ' ' .. req .. ' 1 ' .. f
     redis.call('SET', k, v, 'PX', ttl)
     wrote[k] = v
     out[o + 1], out[o + 2], out[o + 3] = 1, fence, 1

@@ -23,13 +23,14 @@ for i = 1, #KEYS do
   if not v or string.sub(v, 1, #mine) ~= mine then
     out[i] = -1
   else
-    local req, holds, fence = string.match(v, '^%S+ (%S+) (%d+) (%d+)$')
-    holds = tonumber(holds) - 1
+    -- Only the hold count, in the common case: the last hold goes.
+    local holds = tonumber(string.match(v, ' (%d+) %d+$')) - 1
     if holds <= 0 then
       dels[#dels + 1] = k
       now[k] = false
       out[i] = 0
     else
+      local req, fence = string.match(v, '^%S+ (%S+) %d+ (%d+)$')
       v = mine .. req .. ' ' .. string.format('%d', holds) .. ' ' .. fence
       redis.call('SET', k, v, 'PX', ARGV[1 + i])
       now[k] = v
