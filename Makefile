@@ -128,7 +128,8 @@ demo:
 # Figures, not tests: prints a table and writes build/bench.json.
 bench:
 	scripts/stack up
-	$(MAKE) --no-print-directory all $(BUILD)/bench/jwtverify $(BUILD)/bench/kafkalimit $(BUILD)/bench/zipfitems
+	$(MAKE) --no-print-directory all $(BUILD)/bench/jwtverify $(BUILD)/bench/lockbench $(BUILD)/bench/kafkalimit \
+	        $(BUILD)/bench/zipfitems
 	bench/run
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)

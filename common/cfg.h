@@ -139,7 +139,7 @@ enum cfg_auth {
     X("redis.command_timeout_ms", CFG_INT, redis.command_timeout_ms, 1, 60000, 2000, NULL, 0,               \
       "deadline for one Redis command or pipelined round trip")                                             \
     X("redis.key_prefix", CFG_STR, redis.key_prefix, 0, 0, 0, "seckill", 0,                                 \
-      "first part of every key: <prefix>:{item:ID}:stock, <prefix>:lock:{NAME} ...")                        \
+      "first part of every key: <prefix>:{item:ID}:stock, <prefix>:lock:{lk:G}:NAME ...")                   \
     X("kafka.brokers", CFG_STR, kafka.brokers, 0, 0, 0, NULL, CFG_REQUIRED,                                 \
       "bootstrap brokers, \"host:port[,host:port...]\" (bootstrap.servers)")                                \
     X("kafka.topic", CFG_STR, kafka.topic, 0, 0, 0, "seckill.orders", 0,                                    \

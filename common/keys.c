@@ -32,12 +32,25 @@ int keys_order(char *buf, size_t len, const char *prefix, int64_t order_id)
     return fits(snprintf(buf, len, "%s:order:{%" PRId64 "}", prefix, order_id), len);
 }
 
+/* FNV-1a (32 bits): a hash every version and host computes alike, which is
+ * all a lock's group needs; changing it moves every lock to other keys (see
+ * keys.h). */
+unsigned keys_lock_group(const char *name)
+{
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        h ^= *p;
+        h *= 16777619u;
+    }
+    return h % KEYS_LOCK_GROUPS;
+}
+
 int keys_lock(char *buf, size_t len, const char *prefix, const char *name)
 {
-    return fits(snprintf(buf, len, "%s:lock:{%s}", prefix, name), len);
+    return fits(snprintf(buf, len, "%s:lock:{lk:%u}:%s", prefix, keys_lock_group(name), name), len);
 }
 
 int keys_fence(char *buf, size_t len, const char *prefix, const char *name)
 {
-    return fits(snprintf(buf, len, "%s:fence:{%s}", prefix, name), len);
+    return fits(snprintf(buf, len, "%s:fence:{lk:%u}:%s", prefix, keys_lock_group(name), name), len);
 }

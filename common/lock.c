@@ -29,6 +29,12 @@
 #define LOCK_RETRY_DIV 10
 /* A fence counter outlives at least this many leases (see LOCK_FENCE_KEEP_MS). */
 #define LOCK_FENCE_KEEP_TTLS 10LL
+/* Most locks in one script call: a script holds Redis for its whole run, so
+ * a huge batch is cut into calls of this size (each well under a
+ * millisecond), still pipelined in one round trip. */
+#define LOCK_CALL_MAX 128
+/* Most leases renewed in one round trip; more due at once take several. */
+#define LOCK_RENEW_BATCH 512
 
 /* States of an acquisition or release in flight that share an int with enum
  * lock_status but never leave this file. */
@@ -42,6 +48,7 @@ struct lock {
     uint64_t seq;            /* tells a new lock from a freed one at the same address */
     char name[KEYS_MAX];
     char key[KEYS_MAX];
+    unsigned group; /* keys_lock_group(name): the calls it shares */
     int64_t fence;
     int holds;               /* owner thread only */
     int ttl_ms;
@@ -56,17 +63,26 @@ struct lock_client {
     char token[33];
     redisContext *rc; /* owner thread */
     struct script s_acquire, s_release;
+    uint64_t next_req; /* owner thread: request ids are this counter, unique per token */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop;
+    /* When the watchdog looks next (monotonic), under mu: 0 while it is
+     * awake (it looks at every lease before sleeping again), INT64_MAX while
+     * nothing is held. A new lease wakes it only if due before this: waking
+     * it on every acquisition cost a futex storm and bought nothing. */
+    int64_t wake_at_ms;
     struct lock *held;
     uint64_t next_seq;
     pthread_t watchdog;
     redisContext *wrc; /* watchdog thread */
     struct script w_extend; /* the watchdog's own copy: its SHA belongs to wrc */
+    /* The watchdog's copies of the due keys (the locks may be freed while it
+     * talks to Redis); too big for its stack, allocated once. */
+    char (*wkeys)[KEYS_MAX];
 
-    _Atomic uint64_t acquired, contended, timeouts, wait_ms, hold_ms, renewals, lost, not_held, errors;
+    _Atomic uint64_t acquired, contended, timeouts, wait_ms, hold_ms, renewals, lost, not_held, errors, calls;
 };
 
 bool lock_name_valid(const char *name)
@@ -122,16 +138,41 @@ static void mark_lost(struct lock_client *lc, struct lock *l, const char *why)
     }
 }
 
-/* Renew every due lease in one pipelined round trip. Called with mu held;
- * drops it while talking to Redis. */
+/* Order the entries whose grp[i] is a group (not -1) into script calls:
+ * one per group, cut at LOCK_CALL_MAX. idx[] gets the entries in call
+ * order, cnt[] each call's size. Returns the number of calls. */
+static size_t plan_calls(const int *grp, size_t n, size_t *idx, size_t *cnt)
+{
+    size_t k = 0, calls = 0;
+    for (int g = 0; g < KEYS_LOCK_GROUPS; g++) {
+        size_t in_call = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (grp[i] != g)
+                continue;
+            if (in_call == 0)
+                cnt[calls++] = 0;
+            idx[k++] = i;
+            cnt[calls - 1]++;
+            if (++in_call == LOCK_CALL_MAX)
+                in_call = 0;
+        }
+    }
+    return calls;
+}
+
+/* Renew every due lease (up to BATCH of them) in one pipelined round trip,
+ * one script call per group. Called with mu held; drops it while talking to
+ * Redis. */
 static void renew_due(struct lock_client *lc, int64_t now)
 {
-    enum { BATCH = 128 };
-    char keys[BATCH][KEYS_MAX];
-    char ttls[BATCH][16];
+    enum { BATCH = LOCK_RENEW_BATCH };
+    char(*keys)[KEYS_MAX] = lc->wkeys;
+    char ttls[BATCH][12];
     struct lock *ptr[BATCH];
     uint64_t seq[BATCH];
-    size_t n = 0;
+    int grp[BATCH];
+    size_t idx[BATCH], cnt[BATCH], n = 0;
+    const char *argv[1 + 2 * LOCK_CALL_MAX];
 
     for (struct lock *l = lc->held; l && n < BATCH; l = l->next) {
         if (l->lost || l->renew_at_ms > now)
@@ -140,30 +181,41 @@ static void renew_due(struct lock_client *lc, int64_t now)
         snprintf(ttls[n], sizeof(ttls[n]), "%d", l->ttl_ms);
         ptr[n] = l;
         seq[n] = l->seq;
+        grp[n] = (int)l->group;
         n++;
     }
     if (n == 0)
         return;
     pthread_mutex_unlock(&lc->mu);
 
+    size_t calls = plan_calls(grp, n, idx, cnt);
     int64_t sent = util_mono_ms();
     long long result[BATCH];
+    for (size_t i = 0; i < n; i++)
+        result[i] = -1;
     bool ok = ensure_conn(lc, &lc->wrc, "watchdog") == 0;
     if (ok && lc->w_extend.sha[0] == '\0')
         ok = script_load(lc->wrc, &lc->w_extend) == 0;
-    for (size_t i = 0; ok && i < n; i++) {
-        const char *argv[] = { keys[i], lc->token, ttls[i] };
-        ok = script_append(lc->wrc, &lc->w_extend, 1, 2, argv, NULL) == 0;
+    for (size_t c = 0, k = 0; ok && c < calls; k += cnt[c], c++) {
+        for (size_t j = 0; j < cnt[c]; j++) {
+            argv[j] = keys[idx[k + j]];
+            argv[cnt[c] + 1 + j] = ttls[idx[k + j]];
+        }
+        argv[cnt[c]] = lc->token;
+        ok = script_append(lc->wrc, &lc->w_extend, (int)cnt[c], (int)cnt[c] + 1, argv, NULL) == 0;
+        lc->calls++;
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t c = 0, k = 0; c < calls; k += cnt[c], c++) {
         redisReply *r = NULL;
-        result[i] = -1;
         if (ok && redisGetReply(lc->wrc, (void **)&r) != REDIS_OK)
             ok = false;
-        if (r && r->type == REDIS_REPLY_INTEGER)
-            result[i] = r->integer;
-        else if (script_is_noscript(r))
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == cnt[c]) {
+            for (size_t j = 0; j < cnt[c]; j++)
+                if (r->element[j]->type == REDIS_REPLY_INTEGER)
+                    result[idx[k + j]] = r->element[j]->integer;
+        } else if (script_is_noscript(r)) {
             lc->w_extend.sha[0] = '\0'; /* Redis restarted: reload next time */
+        }
         if (r)
             freeReplyObject(r);
     }
@@ -200,6 +252,7 @@ static void *watchdog_main(void *arg)
     struct lock_client *lc = arg;
     pthread_mutex_lock(&lc->mu);
     while (!lc->stop) {
+        lc->wake_at_ms = 0; /* awake: a new lease is seen in the scan below */
         int64_t now = util_mono_ms();
         int64_t next = INT64_MAX;
         for (struct lock *l = lc->held; l; l = l->next) {
@@ -214,6 +267,7 @@ static void *watchdog_main(void *arg)
             renew_due(lc, now);
             continue;
         }
+        lc->wake_at_ms = next;
         if (next == INT64_MAX) {
             pthread_cond_wait(&lc->cv, &lc->mu);
         } else {
@@ -239,6 +293,10 @@ int lock_client_open(const struct cfg *cfg, struct lock_client **out, char *err,
     lc->s_acquire = (struct script)SCRIPT_INIT("lock_acquire", embed_lock_acquire);
     lc->s_release = (struct script)SCRIPT_INIT("lock_release", embed_lock_release);
     lc->w_extend = (struct script)SCRIPT_INIT("lock_extend", embed_lock_extend);
+    if ((lc->wkeys = calloc(LOCK_RENEW_BATCH, sizeof(*lc->wkeys))) == NULL) {
+        snprintf(err, errlen, "out of memory");
+        goto fail_free;
+    }
     if (util_random_hex(lc->token, 16) != 0) {
         snprintf(err, errlen, "no randomness for the lock token: %s", strerror(errno));
         goto fail_free;
@@ -258,6 +316,7 @@ fail:
     pthread_mutex_destroy(&lc->mu);
     redisFree(lc->rc);
 fail_free:
+    free(lc->wkeys);
     free(lc);
     return -1;
 }
@@ -282,6 +341,7 @@ void lock_client_close(struct lock_client *lc)
         redisFree(lc->rc);
     if (lc->wrc)
         redisFree(lc->wrc);
+    free(lc->wkeys);
     free(lc);
 }
 
@@ -296,6 +356,7 @@ void lock_client_counters(const struct lock_client *lc, struct lock_counters *o)
     o->lost = lc->lost;
     o->not_held = lc->not_held;
     o->errors = lc->errors;
+    o->calls = lc->calls;
 }
 
 int64_t lock_fence(const struct lock *l) { return l->fence; }
@@ -312,7 +373,8 @@ struct attempt {
     const char *name;
     char key[KEYS_MAX];
     char fkey[KEYS_MAX];
-    char req[33];
+    int group;
+    char req[24];
     int64_t sent_ms;
     int status;     /* enum lock_status, or LOCK_UNTRIED */
     int64_t fence;
@@ -339,23 +401,30 @@ static int attempt_init(struct lock_client *lc, struct attempt *a, const char *n
         a->status = LOCK_ERROR;
         return -1;
     }
-    /* One request id per acquisition, kept across resends of it. */
-    return util_random_hex(a->req, 16);
+    a->group = (int)keys_lock_group(name);
+    /* One request id per acquisition, kept across resends of it. The script
+     * compares it only once the owner token matched, so the token plus a
+     * counter of the client's is as unique as a random id, without a
+     * getrandom() per lock. */
+    snprintf(a->req, sizeof(a->req), "%" PRIu64, ++lc->next_req);
+    return 0;
 }
 
-static void attempt_parse(struct attempt *a, const redisReply *r)
+/* e: the three integers the script returns for this attempt, or NULL when
+ * the call's reply r was not the array expected. */
+static void attempt_parse(struct attempt *a, const redisReply *r, redisReply *const *e)
 {
-    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
-        r->element[1]->type == REDIS_REPLY_INTEGER) {
-        if (r->element[0]->integer == 1 && r->elements == 3 && r->element[2]->type == REDIS_REPLY_INTEGER) {
+    if (e && e[0]->type == REDIS_REPLY_INTEGER && e[1]->type == REDIS_REPLY_INTEGER &&
+        e[2]->type == REDIS_REPLY_INTEGER) {
+        if (e[0]->integer == 1) {
             a->status = LOCK_OK;
-            a->fence = r->element[1]->integer;
-            a->holds = (int)r->element[2]->integer;
+            a->fence = e[1]->integer;
+            a->holds = (int)e[2]->integer;
             return;
         }
-        if (r->element[0]->integer == 0) {
+        if (e[0]->integer == 0) {
             a->status = LOCK_BUSY;
-            a->pttl = r->element[1]->integer;
+            a->pttl = e[1]->integer;
             return;
         }
     }
@@ -364,10 +433,32 @@ static void attempt_parse(struct attempt *a, const redisReply *r)
     a->status = LOCK_ERROR;
 }
 
-/* Send the acquire script for every attempt whose status is in `want`, in
- * one pipelined round trip; parse the replies into the attempts. Returns 0,
- * or -1 when the connection failed (those attempts keep their status). */
-static int acquire_round(struct lock_client *lc, struct attempt *at, size_t n, int ttl_ms)
+/* Scratch space for planning the script calls of n locks. */
+struct plan {
+    int *grp;
+    size_t *idx, *cnt;
+};
+
+static int plan_alloc(struct plan *p, size_t n)
+{
+    p->grp = calloc(n ? n : 1, sizeof(*p->grp));
+    p->idx = calloc(n ? n : 1, sizeof(*p->idx));
+    p->cnt = calloc(n ? n : 1, sizeof(*p->cnt));
+    return p->grp && p->idx && p->cnt ? 0 : -1;
+}
+
+static void plan_free(struct plan *p)
+{
+    free(p->grp);
+    free(p->idx);
+    free(p->cnt);
+}
+
+/* Send the acquire script for every attempt not settled yet (untried or
+ * busy), one call per group, all pipelined in one round trip; parse the
+ * replies into the attempts. Returns 0, or -1 when the connection failed
+ * (those attempts keep their status). */
+static int acquire_round(struct lock_client *lc, struct attempt *at, size_t n, int ttl_ms, struct plan *p)
 {
     char ttl[16], keep[24];
     snprintf(ttl, sizeof(ttl), "%d", ttl_ms);
@@ -377,28 +468,40 @@ static int acquire_round(struct lock_client *lc, struct attempt *at, size_t n, i
         return -1;
     if (lc->s_acquire.sha[0] == '\0' && script_load(lc->rc, &lc->s_acquire) != 0)
         return -1;
-    size_t sent = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (at[i].status != LOCK_UNTRIED && at[i].status != LOCK_BUSY)
-            continue;
-        const char *argv[] = { at[i].key, at[i].fkey, lc->token, ttl, at[i].req, keep };
-        at[i].sent_ms = util_mono_ms();
-        if (script_append(lc->rc, &lc->s_acquire, 2, 4, argv, NULL) != 0)
+    for (size_t i = 0; i < n; i++)
+        p->grp[i] = at[i].status == LOCK_UNTRIED || at[i].status == LOCK_BUSY ? at[i].group : -1;
+    size_t calls = plan_calls(p->grp, n, p->idx, p->cnt);
+    const char *argv[3 * LOCK_CALL_MAX + 3];
+    int64_t now = util_mono_ms();
+    for (size_t c = 0, k = 0; c < calls; k += p->cnt[c], c++) {
+        size_t m = p->cnt[c];
+        for (size_t j = 0; j < m; j++) {
+            struct attempt *a = &at[p->idx[k + j]];
+            argv[2 * j] = a->key;
+            argv[2 * j + 1] = a->fkey;
+            argv[2 * m + 3 + j] = a->req;
+            a->sent_ms = now;
+        }
+        argv[2 * m] = lc->token;
+        argv[2 * m + 1] = ttl;
+        argv[2 * m + 2] = keep;
+        if (script_append(lc->rc, &lc->s_acquire, (int)(2 * m), (int)(m + 3), argv, NULL) != 0)
             return -1;
-        sent++;
+        lc->calls++;
     }
     bool noscript = false;
-    for (size_t i = 0; i < n && sent > 0; i++) {
-        if (at[i].status != LOCK_UNTRIED && at[i].status != LOCK_BUSY)
-            continue;
+    for (size_t c = 0, k = 0; c < calls; k += p->cnt[c], c++) {
+        size_t m = p->cnt[c];
         redisReply *r = NULL;
         if (redisGetReply(lc->rc, (void **)&r) != REDIS_OK)
-            return -1; /* the reply is lost; the attempt is resent with the same request id */
-        sent--;
-        if (script_is_noscript(r))
-            noscript = true; /* leave the status; sent again after the reload */
-        else
-            attempt_parse(&at[i], r);
+            return -1; /* the reply is lost; the attempts are resent with the same request ids */
+        if (script_is_noscript(r)) {
+            noscript = true; /* leave the statuses; sent again after the reload */
+        } else {
+            bool shaped = r->type == REDIS_REPLY_ARRAY && r->elements == 3 * m;
+            for (size_t j = 0; j < m; j++)
+                attempt_parse(&at[p->idx[k + j]], r, shaped ? &r->element[3 * j] : NULL);
+        }
         freeReplyObject(r);
     }
     if (noscript)
@@ -418,13 +521,18 @@ static struct lock *lock_adopt(struct lock_client *lc, struct attempt *a, int tt
         l->ttl_ms = ttl_ms;
         l->fence = a->fence;
         l->holds = a->holds;
+        l->group = (unsigned)a->group;
         l->valid_until_ms = a->sent_ms + ttl_ms;
         l->renew_at_ms = a->sent_ms + ttl_ms / LOCK_RENEW_DIV;
         pthread_mutex_lock(&lc->mu);
         l->seq = ++lc->next_seq;
         l->next = lc->held;
         lc->held = l;
-        pthread_cond_signal(&lc->cv);
+        /* The watchdog sleeps until its earliest renewal; only a lease due
+         * before that needs it awake (a shorter lease than those held, or
+         * the first one). Otherwise it finds this one when it next looks. */
+        if (l->renew_at_ms < lc->wake_at_ms)
+            pthread_cond_signal(&lc->cv);
         pthread_mutex_unlock(&lc->mu);
     } else {
         pthread_mutex_lock(&lc->mu);
@@ -439,6 +547,7 @@ static size_t acquire_many(struct lock_client *lc, const char *const *names, siz
                            struct lock **out, int *status)
 {
     struct attempt *at = calloc(n ? n : 1, sizeof(*at));
+    struct plan p;
     int64_t start = util_mono_ms(), deadline = start + (wait_ms > 0 ? wait_ms : 0);
     size_t got = 0;
     bool waited = false;
@@ -447,13 +556,16 @@ static size_t acquire_many(struct lock_client *lc, const char *const *names, siz
         out[i] = NULL;
         status[i] = LOCK_ERROR;
     }
-    if (at == NULL)
+    if (plan_alloc(&p, n) != 0 || at == NULL) {
+        plan_free(&p);
+        free(at);
         return 0;
+    }
     for (size_t i = 0; i < n; i++)
         attempt_init(lc, &at[i], names[i]);
 
     for (int attempt = 0, resends = 0;; attempt++) {
-        if (acquire_round(lc, at, n, ttl_ms) != 0) {
+        if (acquire_round(lc, at, n, ttl_ms, &p) != 0) {
             count_error(lc, lc->rc, "acquire");
             if (++resends > LOCK_RESEND_MAX || util_mono_ms() >= deadline)
                 break;
@@ -511,6 +623,7 @@ static size_t acquire_many(struct lock_client *lc, const char *const *names, siz
         lc->contended++;
         lc->wait_ms += (uint64_t)waited_ms;
     }
+    plan_free(&p);
     free(at);
     return got;
 }
@@ -546,36 +659,54 @@ static void lock_forget(struct lock_client *lc, struct lock *l)
     free(l);
 }
 
-/* One pipelined round of the release script for every lock whose status is
- * still LOCK_ERROR. Returns 0, or -1 when the connection failed. */
-static int release_round(struct lock_client *lc, struct lock **locks, size_t n, int *status)
+/* One pipelined round of the release script, one call per group, for every
+ * lock whose status is still LOCK_ERROR. Returns 0, or -1 when the
+ * connection failed. */
+static int release_round(struct lock_client *lc, struct lock **locks, size_t n, int *status, struct plan *p)
 {
     if (ensure_conn(lc, &lc->rc, "client") != 0)
         return -1;
     for (int round = 0; round < 2; round++) {
         if (lc->s_release.sha[0] == '\0' && script_load(lc->rc, &lc->s_release) != 0)
             return -1;
-        for (size_t i = 0; i < n; i++) {
-            if (status[i] != LOCK_ERROR)
-                continue;
-            char ttl[16];
-            snprintf(ttl, sizeof(ttl), "%d", locks[i]->ttl_ms);
-            const char *argv[] = { locks[i]->key, lc->token, ttl };
-            if (script_append(lc->rc, &lc->s_release, 1, 2, argv, NULL) != 0)
+        for (size_t i = 0; i < n; i++)
+            p->grp[i] = status[i] == LOCK_ERROR ? (int)locks[i]->group : -1;
+        size_t calls = plan_calls(p->grp, n, p->idx, p->cnt);
+        const char *argv[2 * LOCK_CALL_MAX + 1];
+        char ttls[LOCK_CALL_MAX][12];
+        for (size_t c = 0, k = 0; c < calls; k += p->cnt[c], c++) {
+            size_t m = p->cnt[c];
+            for (size_t j = 0; j < m; j++) {
+                struct lock *l = locks[p->idx[k + j]];
+                snprintf(ttls[j], sizeof(ttls[j]), "%d", l->ttl_ms);
+                argv[j] = l->key;
+                argv[m + 1 + j] = ttls[j];
+            }
+            argv[m] = lc->token;
+            if (script_append(lc->rc, &lc->s_release, (int)m, (int)m + 1, argv, NULL) != 0)
                 return -1;
+            lc->calls++;
         }
         bool noscript = false;
-        for (size_t i = 0; i < n; i++) {
-            if (status[i] != LOCK_ERROR)
-                continue;
+        for (size_t c = 0, k = 0; c < calls; k += p->cnt[c], c++) {
+            size_t m = p->cnt[c];
             redisReply *r = NULL;
             if (redisGetReply(lc->rc, (void **)&r) != REDIS_OK)
                 return -1;
-            if (r->type == REDIS_REPLY_INTEGER) {
-                status[i] = r->integer >= 0 ? LOCK_OK : LOCK_NOT_HELD;
-                locks[i]->holds = r->integer > 0 ? (int)r->integer : 0;
+            if (r->type == REDIS_REPLY_ARRAY && r->elements == m) {
+                for (size_t j = 0; j < m; j++) {
+                    const redisReply *e = r->element[j];
+                    size_t i = p->idx[k + j];
+                    if (e->type != REDIS_REPLY_INTEGER)
+                        continue;
+                    status[i] = e->integer >= 0 ? LOCK_OK : LOCK_NOT_HELD;
+                    locks[i]->holds = e->integer > 0 ? (int)e->integer : 0;
+                }
             } else if (script_is_noscript(r)) {
                 noscript = true; /* Redis lost the scripts: nothing was released */
+            } else {
+                log_error("lock: unexpected reply to release%s%s", r->type == REDIS_REPLY_ERROR ? ": " : "",
+                          r->type == REDIS_REPLY_ERROR ? r->str : "");
             }
             freeReplyObject(r);
         }
@@ -589,9 +720,12 @@ static int release_round(struct lock_client *lc, struct lock **locks, size_t n, 
 void lock_release_many(struct lock_client *lc, struct lock **locks, size_t n, int *status)
 {
     bool *final_hold = calloc(n ? n : 1, sizeof(*final_hold));
-    if (final_hold == NULL) {
+    struct plan p;
+    if (plan_alloc(&p, n) != 0 || final_hold == NULL) {
         for (size_t i = 0; i < n; i++)
             status[i] = LOCK_ERROR; /* handles kept; their leases run out */
+        plan_free(&p);
+        free(final_hold);
         return;
     }
     /* Stop renewing what is about to be freed before telling Redis: the
@@ -606,7 +740,7 @@ void lock_release_many(struct lock_client *lc, struct lock **locks, size_t n, in
     }
     pthread_mutex_unlock(&lc->mu);
 
-    if (release_round(lc, locks, n, status) != 0) {
+    if (release_round(lc, locks, n, status, &p) != 0) {
         count_error(lc, lc->rc, "release");
         /* The connection was stale (Redis restarted) or broke mid-way. A
          * final release may be sent again: run twice it still deletes only
@@ -615,7 +749,7 @@ void lock_release_many(struct lock_client *lc, struct lock **locks, size_t n, in
         for (size_t i = 0; i < n; i++)
             if (status[i] == LOCK_ERROR && !final_hold[i])
                 status[i] = LOCK_SKIP;
-        if (release_round(lc, locks, n, status) != 0)
+        if (release_round(lc, locks, n, status, &p) != 0)
             count_error(lc, lc->rc, "release");
         for (size_t i = 0; i < n; i++)
             if (status[i] == LOCK_SKIP)
@@ -641,6 +775,7 @@ void lock_release_many(struct lock_client *lc, struct lock **locks, size_t n, in
         }
         lock_forget(lc, l);
     }
+    plan_free(&p);
     free(final_hold);
 }
 
@@ -666,9 +801,11 @@ int lock_inspect(const struct cfg *cfg, const char *name, struct lock_info *out,
         snprintf(err, errlen, "invalid lock name '%s'", name);
         return -1;
     }
+    snprintf(out->key, sizeof(out->key), "%s", key);
+    snprintf(out->fence_key, sizeof(out->fence_key), "%s", fkey);
     if (rconn_open(cfg, &rc, err, errlen) != 0)
         return -1;
-    redisAppendCommand(rc, "HGETALL %s", key);
+    redisAppendCommand(rc, "GET %s", key);
     redisAppendCommand(rc, "PTTL %s", key);
     redisAppendCommand(rc, "GET %s", fkey);
     for (int i = 0; i < 3; i++) {
@@ -677,18 +814,13 @@ int lock_inspect(const struct cfg *cfg, const char *name, struct lock_info *out,
             goto fail;
         }
     }
-    if (r[0]->type == REDIS_REPLY_ARRAY) {
-        for (size_t i = 0; i + 1 < r[0]->elements; i += 2) {
-            const char *f = r[0]->element[i]->str, *v = r[0]->element[i + 1]->str;
-            int64_t x;
-            if (strcmp(f, "owner") == 0) {
-                snprintf(out->owner, sizeof(out->owner), "%s", v);
-                out->held = true;
-            } else if (strcmp(f, "holds") == 0 && util_parse_i64(v, 0, INT64_MAX, &x) == 0) {
-                out->holds = x;
-            } else if (strcmp(f, "fence") == 0 && util_parse_i64(v, 0, INT64_MAX, &x) == 0) {
-                out->fence = x;
-            }
+    if (r[0]->type == REDIS_REPLY_STRING) {
+        /* "OWNER REQ HOLDS FENCE" (see lock_acquire.lua) */
+        long long holds = 0, fence = 0;
+        out->held = true;
+        if (sscanf(r[0]->str, "%63s %*s %lld %lld", out->owner, &holds, &fence) == 3) {
+            out->holds = holds;
+            out->fence = fence;
         }
     }
     out->ttl_ms = r[1]->type == REDIS_REPLY_INTEGER ? r[1]->integer : -2;

@@ -4,14 +4,22 @@
  *  - owned by a random 128-bit token per client, so no other process or host
  *    can release or renew it by accident;
  *  - reentrant: the same client may take it again, and must release it as
- *    many times;
+ *    many times; an acquisition whose reply was lost is sent again with the
+ *    same request id (the client's token and a counter of its own) and is
+ *    not counted twice;
  *  - renewed by a watchdog thread every ttl/3 while held (monotonic clock);
- *    renewal stops at release, and a lease that could not be renewed in time
- *    is reported lost, so the holder can abandon its work;
+ *    the watchdog sleeps until its earliest renewal and a new lease wakes it
+ *    only when due before that; renewal stops at release, and a lease that
+ *    could not be renewed in time is reported lost, so the holder can
+ *    abandon its work;
  *  - fenced: every acquisition returns a number larger than any returned
  *    before for that name. The protected resource (PostgreSQL here) stores
  *    the largest fence it has seen and refuses writes that carry a smaller one,
  *    which is what makes a holder paused past its lease harmless.
+ *
+ * Locks live in KEYS_LOCK_GROUPS hash-tag groups (keys.h): a batch costs one
+ * script call per group, all pipelined in one round trip, and every call
+ * touches one Redis Cluster slot.
  *
  * A lock_client and the locks it returns belong to one thread; only the
  * watchdog runs beside it, with a connection of its own. */
@@ -23,6 +31,7 @@
 #include <stdint.h>
 
 #include "cfg.h"
+#include "keys.h"
 
 enum lock_status {
     LOCK_OK = 0,        /* acquired / released */
@@ -45,6 +54,7 @@ struct lock_counters {
     uint64_t lost;          /* leases lost while held */
     uint64_t not_held;      /* releases of locks that were no longer ours */
     uint64_t errors;        /* Redis errors */
+    uint64_t calls;         /* script calls sent: one per group of locks a batch spans */
 };
 
 /* Open a client with its own token, Redis connection and watchdog.
@@ -61,9 +71,9 @@ void lock_client_counters(const struct lock_client *lc, struct lock_counters *ou
  * holds returns the same handle with one more hold and the same fence. */
 int lock_acquire(struct lock_client *lc, const char *name, int ttl_ms, int wait_ms, struct lock **out);
 
-/* Acquire n names in one round trip per attempt, waiting up to wait_ms for
- * the busy ones. status[i] is LOCK_OK (out[i] set), LOCK_BUSY or LOCK_ERROR.
- * Returns how many were acquired. */
+/* Acquire n names in one round trip per attempt (one script call per group
+ * of names), waiting up to wait_ms for the busy ones. status[i] is LOCK_OK
+ * (out[i] set), LOCK_BUSY or LOCK_ERROR. Returns how many were acquired. */
 size_t lock_acquire_many(struct lock_client *lc, const char *const *names, size_t n, int wait_ms,
                          struct lock **out, int *status);
 
@@ -71,7 +81,8 @@ size_t lock_acquire_many(struct lock_client *lc, const char *const *names, size_
  * when the lock turned out not to be ours any more). LOCK_OK, LOCK_NOT_HELD
  * or LOCK_ERROR (the lease then runs out on its own). */
 int lock_release(struct lock_client *lc, struct lock *l);
-/* Release n locks in one round trip; status[i] as for lock_release. */
+/* Release n locks in one round trip (one script call per group); status[i]
+ * as for lock_release. */
 void lock_release_many(struct lock_client *lc, struct lock **locks, size_t n, int *status);
 
 int64_t lock_fence(const struct lock *l);
@@ -88,10 +99,13 @@ struct lock_info {
     int64_t fence;      /* fence of the current holder */
     int64_t ttl_ms;     /* remaining lease, -2 when free */
     int64_t last_fence; /* last fence handed out, 0 if unknown */
+    char key[KEYS_MAX]; /* the Redis keys of the lock and of its fence counter */
+    char fence_key[KEYS_MAX];
 };
 int lock_inspect(const struct cfg *cfg, const char *name, struct lock_info *out, char *err, size_t errlen);
 
-/* Lock names go inside a Redis hash tag: 1..200 printable characters, no braces. */
+/* Lock names: 1..200 printable characters, no braces (a brace would make
+ * Redis Cluster read a hash tag where none is meant). */
 bool lock_name_valid(const char *name);
 
 #endif

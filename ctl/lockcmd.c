@@ -202,6 +202,10 @@ static int lock_show(const struct cfg *c, int argc, char **argv)
         printf("fence:      %" PRId64 "\n", li.fence);
     }
     printf("last_fence: %" PRId64 "\n", li.last_fence);
+    /* The keys, for an operator with redis-cli: their layout (a hash-tag
+     * group per name) is not something to work out by hand. */
+    printf("key:        %s\n", li.key);
+    printf("fence_key:  %s\n", li.fence_key);
     return 0;
 }
 

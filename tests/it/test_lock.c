@@ -14,9 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "keys.h"
 #include "lock.h"
-
-
 
 static struct lock_client *open_client(void)
 {
@@ -27,10 +26,19 @@ static struct lock_client *open_client(void)
     return lc;
 }
 
+/* The lock's key, from keys.c: the layout (a hash-tag group per name) is
+ * its business, not the tests'. */
+static const char *lock_key(const char *name)
+{
+    static char k[KEYS_MAX];
+    assert_true(keys_lock(k, sizeof(k), harness_conf.redis.key_prefix, name) > 0);
+    return k;
+}
+
 static bool key_exists(const char *name)
 {
     redisContext *rc = harness_redis(&harness_conf);
-    long long n = harness_int(rc, "EXISTS %s:lock:{%s}", harness_conf.redis.key_prefix, name);
+    long long n = harness_int(rc, "EXISTS %s", lock_key(name));
     redisFree(rc);
     return n == 1;
 }
@@ -162,7 +170,7 @@ static void test_ttl_is_milliseconds(void **state)
     assert_int_equal(read(pipefd[0], &x, 1), 1);
     int64_t t0 = util_mono_ms();
     redisContext *rc = harness_redis(&harness_conf);
-    long long pttl = harness_int(rc, "PTTL %s:lock:{ttl}", harness_conf.redis.key_prefix);
+    long long pttl = harness_int(rc, "PTTL %s", lock_key("ttl"));
     assert_true(pttl > 1000 && pttl <= 1500);
     kill(pid, SIGKILL); /* no release, no renewal */
     waitpid(pid, NULL, 0);
@@ -387,10 +395,9 @@ out:
 
 static struct proxy proxy; /* outlives the test: its threads may still run */
 
-static void test_lost_reply_does_not_double_acquire(void **state)
+static void proxy_start(struct proxy *p)
 {
-    (void)state;
-    struct proxy *p = &proxy;
+    memset(p, 0, sizeof(*p));
     p->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = { .sin_family = AF_INET };
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
@@ -400,6 +407,20 @@ static void test_lost_reply_does_not_double_acquire(void **state)
     getsockname(p->listen_fd, (struct sockaddr *)&a, &al);
     p->port = ntohs(a.sin_port);
     pthread_create(&p->thread, NULL, proxy_main, p);
+}
+
+static void proxy_stop(struct proxy *p)
+{
+    shutdown(p->listen_fd, SHUT_RDWR);
+    close(p->listen_fd);
+    pthread_join(p->thread, NULL);
+}
+
+static void test_lost_reply_does_not_double_acquire(void **state)
+{
+    (void)state;
+    struct proxy *p = &proxy;
+    proxy_start(p);
 
     /* The client under test talks to Redis through the proxy. */
     struct cfg via = harness_conf;
@@ -418,7 +439,10 @@ static void test_lost_reply_does_not_double_acquire(void **state)
     /* one hold, not two: a single release frees it */
     assert_int_equal(lock_holds(l), 1);
     redisContext *rc = harness_redis(&harness_conf);
-    assert_int_equal(harness_int(rc, "HGET %s:lock:{lostreply} holds", harness_conf.redis.key_prefix), 1);
+    struct lock_info li;
+    assert_int_equal(lock_inspect(&harness_conf, "lostreply", &li, err, sizeof(err)), 0);
+    assert_true(li.held);
+    assert_int_equal(li.holds, 1);
     struct lock_client *b = open_client();
     struct lock *lb;
     assert_int_equal(lock_acquire(b, "lostreply", 0, 0, &lb), LOCK_BUSY);
@@ -429,9 +453,22 @@ static void test_lost_reply_does_not_double_acquire(void **state)
     lock_client_close(b);
     lock_client_close(lc);
     redisFree(rc);
-    shutdown(p->listen_fd, SHUT_RDWR);
-    close(p->listen_fd);
-    pthread_join(p->thread, NULL);
+    proxy_stop(p);
+}
+
+/* How many lock groups (script calls) n names span. */
+static size_t groups_of(const char *const *names, size_t n)
+{
+    bool seen[KEYS_LOCK_GROUPS] = { false };
+    size_t g = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned grp = keys_lock_group(names[i]);
+        if (!seen[grp]) {
+            seen[grp] = true;
+            g++;
+        }
+    }
+    return g;
 }
 
 static void test_batch_acquire_and_release_one_round_trip(void **state)
@@ -456,6 +493,8 @@ static void test_batch_acquire_and_release_one_round_trip(void **state)
     calls_before = s ? strtoll(s + 22, NULL, 10) : 0;
     freeReplyObject(info);
 
+    struct lock_counters k0, k1;
+    lock_client_counters(a, &k0);
     assert_int_equal(lock_acquire_many(a, names, N, 0, locks, st), N - 1);
     for (int i = 0; i < N; i++)
         assert_int_equal(st[i], i == 3 ? LOCK_BUSY : LOCK_OK);
@@ -463,7 +502,11 @@ static void test_batch_acquire_and_release_one_round_trip(void **state)
     info = harness_cmd(rc, "INFO commandstats");
     s = strstr(info->str, "cmdstat_evalsha:calls=");
     assert_non_null(s);
-    assert_true(strtoll(s + 22, NULL, 10) - calls_before >= N); /* one script call per key */
+    /* one script call per group of names, not per name (the client's own
+     * count is exact; Redis's is shared with whoever else uses it) */
+    lock_client_counters(a, &k1);
+    assert_int_equal(k1.calls - k0.calls, groups_of(names, N));
+    assert_true(strtoll(s + 22, NULL, 10) - calls_before >= (long long)groups_of(names, N));
     freeReplyObject(info);
 
     /* fences are per lock and all fresh */
@@ -485,6 +528,271 @@ static void test_batch_acquire_and_release_one_round_trip(void **state)
     redisFree(rc);
     lock_client_close(a);
     lock_client_close(b);
+}
+
+/* --- the leaner lock: groups, request ids, the watchdog's wake-up --------- */
+
+/* A batch over many groups with a name another client holds and a name this
+ * client already holds: one script call per group, the busy one BUSY and
+ * untouched, the held one re-entered (same handle, same fence, two holds),
+ * the rest fresh. The release frees all but the re-entered one. */
+static void test_batch_over_groups_busy_and_reentry(void **state)
+{
+    (void)state;
+    enum { N = 40, BUSY = 7, REENTER = 21 };
+    struct lock_client *a = open_client(), *b = open_client();
+    char buf[N][32];
+    const char *names[N];
+    struct lock *locks[N], *other, *mine;
+    int st[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(buf[i], sizeof(buf[i]), "grp:%d", i);
+        names[i] = buf[i];
+    }
+    size_t groups = groups_of(names, N);
+    assert_true(groups >= 8); /* the batch really spans many groups */
+    assert_int_equal(lock_acquire(b, names[BUSY], 0, 0, &other), LOCK_OK);
+    assert_int_equal(lock_acquire(a, names[REENTER], 0, 0, &mine), LOCK_OK);
+    int64_t mine_fence = lock_fence(mine);
+
+    struct lock_counters k0, k1;
+    lock_client_counters(a, &k0);
+    assert_int_equal(lock_acquire_many(a, names, N, 0, locks, st), N - 1);
+    lock_client_counters(a, &k1);
+    assert_int_equal(k1.calls - k0.calls, groups);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(st[i], i == BUSY ? LOCK_BUSY : LOCK_OK);
+        if (i == BUSY)
+            continue;
+        assert_true(lock_fence(locks[i]) > 0);
+        assert_int_equal(lock_holds(locks[i]), i == REENTER ? 2 : 1);
+        char err[256];
+        struct lock_info li;
+        assert_int_equal(lock_inspect(&harness_conf, names[i], &li, err, sizeof(err)), 0);
+        assert_true(li.held);
+        assert_int_equal(li.holds, i == REENTER ? 2 : 1);
+        assert_int_equal(li.fence, lock_fence(locks[i]));
+    }
+    assert_ptr_equal(locks[REENTER], mine);
+    assert_int_equal(lock_fence(mine), mine_fence);
+    assert_null(locks[BUSY]);
+
+    struct lock *held[N];
+    int hst[N], n = 0;
+    for (int i = 0; i < N; i++)
+        if (i != BUSY)
+            held[n++] = locks[i];
+    lock_client_counters(a, &k0);
+    lock_release_many(a, held, (size_t)n, hst);
+    lock_client_counters(a, &k1);
+    /* the busy name's group may still be needed by the others' release */
+    assert_true(k1.calls - k0.calls <= groups);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(hst[i], LOCK_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(key_exists(names[i]), i == BUSY || i == REENTER);
+    assert_int_equal(lock_holds(mine), 1);
+    assert_int_equal(lock_release(a, mine), LOCK_OK);
+    assert_false(key_exists(names[REENTER]));
+    assert_int_equal(lock_release(b, other), LOCK_OK);
+    lock_client_close(a);
+    lock_client_close(b);
+}
+
+/* A name twice in one batch is taken once and re-entered once (the script
+ * reads all the group's locks before writing any: the second must see the
+ * first's acquisition). */
+static void test_batch_same_name_twice(void **state)
+{
+    (void)state;
+    struct lock_client *a = open_client();
+    const char *names[] = { "twice:a", "twice:b", "twice:a" };
+    struct lock *locks[3];
+    int st[3];
+    assert_int_equal(lock_acquire_many(a, names, 3, 0, locks, st), 3);
+    assert_ptr_equal(locks[0], locks[2]);
+    assert_int_equal(lock_holds(locks[0]), 2);
+    char err[256];
+    struct lock_info li;
+    assert_int_equal(lock_inspect(&harness_conf, "twice:a", &li, err, sizeof(err)), 0);
+    assert_int_equal(li.holds, 2);
+    assert_int_equal(lock_release(a, locks[0]), LOCK_OK);
+    assert_true(key_exists("twice:a"));
+    assert_int_equal(lock_release(a, locks[2]), LOCK_OK);
+    assert_false(key_exists("twice:a"));
+    assert_int_equal(lock_release(a, locks[1]), LOCK_OK);
+    lock_client_close(a);
+}
+
+/* Fences stay strictly increasing per name across batches, single
+ * acquisitions and clients, and the counter remembers the last one. */
+static void test_fences_monotonic_across_batches(void **state)
+{
+    (void)state;
+    enum { N = 12, ROUNDS = 20 };
+    struct lock_client *c[2] = { open_client(), open_client() };
+    char buf[N][32];
+    const char *names[N];
+    int64_t last[N] = { 0 };
+    struct lock *locks[N];
+    int st[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(buf[i], sizeof(buf[i]), "mono:%d", i);
+        names[i] = buf[i];
+    }
+    for (int r = 0; r < ROUNDS; r++) {
+        struct lock_client *lc = c[r % 2];
+        if (r % 3 == 2) {
+            for (int i = 0; i < N; i++)
+                assert_int_equal(lock_acquire(lc, names[i], 0, 0, &locks[i]), LOCK_OK);
+        } else {
+            assert_int_equal(lock_acquire_many(lc, names, N, 0, locks, st), N);
+        }
+        for (int i = 0; i < N; i++) {
+            assert_true(lock_fence(locks[i]) > last[i]);
+            last[i] = lock_fence(locks[i]);
+        }
+        lock_release_many(lc, locks, N, st);
+        for (int i = 0; i < N; i++)
+            assert_int_equal(st[i], LOCK_OK);
+    }
+    char err[256];
+    struct lock_info li;
+    assert_int_equal(lock_inspect(&harness_conf, names[0], &li, err, sizeof(err)), 0);
+    assert_false(li.held);
+    assert_int_equal(li.last_fence, last[0]);
+    lock_client_close(c[0]);
+    lock_client_close(c[1]);
+}
+
+/* The watchdog sleeps until its earliest renewal. A long lease first puts it
+ * to sleep for a third of a minute; a short lease taken afterwards must wake
+ * it, or that lease would run out unrenewed. */
+static void test_watchdog_wakes_for_sooner_lease(void **state)
+{
+    (void)state;
+    struct lock_client *a = open_client(), *b = open_client();
+    struct lock *longl, *shortl, *lb;
+    assert_int_equal(lock_acquire(a, "wake:long", 60000, 0, &longl), LOCK_OK);
+    struct lock_counters k0, k;
+    lock_client_counters(a, &k0);
+    /* Round trips of someone else's before the short lease give the
+     * watchdog the time to go back to its 20 s sleep (no fixed sleep: were
+     * it still awake, the test would pass without proving the wake-up, never
+     * fail falsely). */
+    char err[256];
+    struct lock_info li;
+    assert_int_equal(lock_inspect(&harness_conf, "wake:long", &li, err, sizeof(err)), 0);
+    assert_true(li.held);
+    assert_int_equal(lock_acquire(a, "wake:short", 300, 0, &shortl), LOCK_OK);
+    int64_t end = util_mono_ms() + 6 * 300;
+    while (util_mono_ms() < end) {
+        assert_false(lock_lost(shortl));
+        assert_int_equal(lock_acquire(b, "wake:short", 300, 0, &lb), LOCK_BUSY);
+        util_sleep_ms(50);
+    }
+    lock_client_counters(a, &k);
+    assert_true(k.renewals - k0.renewals >= 6);
+    assert_int_equal(k.lost, 0);
+    assert_false(lock_lost(longl));
+    assert_int_equal(lock_release(a, shortl), LOCK_OK);
+    assert_int_equal(lock_release(a, longl), LOCK_OK);
+
+    /* And again from idle: the first lease after all were released wakes a
+     * watchdog that had nothing to wait for. */
+    assert_int_equal(lock_acquire(a, "wake:short", 300, 0, &shortl), LOCK_OK);
+    lock_client_counters(a, &k0);
+    bool renewed;
+    WAIT_UNTIL((lock_client_counters(a, &k), k.renewals >= k0.renewals + 3), 5000, renewed);
+    assert_true(renewed);
+    assert_false(lock_lost(shortl));
+    assert_int_equal(lock_release(a, shortl), LOCK_OK);
+    assert_false(key_exists("wake:short"));
+    lock_client_close(a);
+    lock_client_close(b);
+}
+
+/* A lease whose key vanished (data loss, or expired and taken over) is
+ * reported lost by the watchdog's batched renewal, the other leases of the
+ * same renewal round are not, and the new holder's fence is larger. */
+static void test_lost_lease_reported_in_batch(void **state)
+{
+    (void)state;
+    enum { N = 6 };
+    struct lock_client *a = open_client(), *b = open_client();
+    char buf[N][32];
+    const char *names[N];
+    struct lock *locks[N], *lb;
+    int st[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(buf[i], sizeof(buf[i]), "gone:%d", i);
+        names[i] = buf[i];
+    }
+    for (int i = 0; i < N; i++)
+        assert_int_equal(lock_acquire(a, names[i], 600, 0, &locks[i]), LOCK_OK);
+    int64_t old_fence = lock_fence(locks[2]);
+    redisContext *rc = harness_redis(&harness_conf);
+    freeReplyObject(harness_cmd(rc, "DEL %s", lock_key(names[2])));
+    assert_int_equal(lock_acquire(b, names[2], 10000, 0, &lb), LOCK_OK);
+    assert_true(lock_fence(lb) > old_fence);
+    bool lost;
+    WAIT_UNTIL(lock_lost(locks[2]), 5000, lost);
+    assert_true(lost);
+    struct lock_counters k;
+    lock_client_counters(a, &k);
+    assert_int_equal(k.lost, 1);
+    for (int i = 0; i < N; i++)
+        if (i != 2)
+            assert_false(lock_lost(locks[i]));
+    lock_release_many(a, locks, N, st);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(st[i], i == 2 ? LOCK_NOT_HELD : LOCK_OK);
+    assert_true(key_exists(names[2])); /* b's lock untouched */
+    assert_int_equal(lock_release(b, lb), LOCK_OK);
+    redisFree(rc);
+    lock_client_close(a);
+    lock_client_close(b);
+}
+
+/* A batch whose replies are lost: the client resends every call with the
+ * same request ids, and no lock counts a second hold. */
+static void test_lost_reply_batch_idempotent(void **state)
+{
+    (void)state;
+    enum { N = 20 };
+    struct proxy *p = &proxy;
+    proxy_start(p);
+    struct cfg via = harness_conf;
+    via.redis.port = p->port;
+    struct lock_client *lc = NULL;
+    char err[256], buf[N][32];
+    const char *names[N];
+    struct lock *locks[N];
+    int st[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(buf[i], sizeof(buf[i]), "lostbatch:%d", i);
+        names[i] = buf[i];
+    }
+    assert_int_equal(lock_client_open(&via, &lc, err, sizeof(err)), 0);
+    __atomic_store_n(&p->drop_armed, 1, __ATOMIC_SEQ_CST);
+    assert_int_equal(lock_acquire_many(lc, names, N, 2000, locks, st), N);
+    assert_int_equal(__atomic_load_n(&p->drop_armed, __ATOMIC_SEQ_CST), 0);
+    struct lock_counters k;
+    lock_client_counters(lc, &k);
+    assert_true(k.errors >= 1);
+    for (int i = 0; i < N; i++) {
+        struct lock_info li;
+        assert_int_equal(lock_holds(locks[i]), 1);
+        assert_int_equal(lock_inspect(&harness_conf, names[i], &li, err, sizeof(err)), 0);
+        assert_int_equal(li.holds, 1);
+    }
+    lock_release_many(lc, locks, N, st);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(st[i], LOCK_OK);
+        assert_false(key_exists(names[i]));
+    }
+    lock_client_close(lc);
+    proxy_stop(p);
 }
 
 /* Redis restarts (AOF on) while a lock is held: the holder keeps it and the
@@ -514,8 +822,9 @@ static void test_redis_restart_and_data_loss(void **state)
 
     /* data loss */
     redisContext *rc = harness_redis(&harness_conf);
-    freeReplyObject(harness_cmd(rc, "DEL %s:lock:{%s} %s:fence:{%s}", harness_conf.redis.key_prefix, name,
-                                harness_conf.redis.key_prefix, name));
+    char fkey[KEYS_MAX];
+    assert_true(keys_fence(fkey, sizeof(fkey), harness_conf.redis.key_prefix, name) > 0);
+    freeReplyObject(harness_cmd(rc, "DEL %s %s", lock_key(name), fkey));
     bool lost;
     WAIT_UNTIL(lock_lost(l), 10000, lost);
     assert_true(lost);
@@ -550,6 +859,12 @@ int main(void)
         cmocka_unit_test(test_frozen_holder_overtaken_and_fenced),
         cmocka_unit_test(test_lost_reply_does_not_double_acquire),
         cmocka_unit_test(test_batch_acquire_and_release_one_round_trip),
+        cmocka_unit_test(test_batch_over_groups_busy_and_reentry),
+        cmocka_unit_test(test_batch_same_name_twice),
+        cmocka_unit_test(test_fences_monotonic_across_batches),
+        cmocka_unit_test(test_watchdog_wakes_for_sooner_lease),
+        cmocka_unit_test(test_lost_lease_reported_in_batch),
+        cmocka_unit_test(test_lost_reply_batch_idempotent),
         cmocka_unit_test(test_redis_restart_and_data_loss),
     };
     return cmocka_run_group_tests_name("lock", tests, harness_setup, harness_teardown);

@@ -61,10 +61,24 @@ static void test_keys_hash_tags(void **state)
     assert_string_equal(k, "seckill:{item:42}:stock");
     keys_item(k, sizeof(k), "p", 7, KEYS_ITEM_PENDING);
     assert_string_equal(k, "p:{item:7}:pending");
+    /* The group is FNV-1a 32 of the name mod 16, worked out by hand (a
+     * different number here means every lock moved: see keys.h). */
+    assert_int_equal(keys_lock_group("user:9"), 3);
     keys_lock(k, sizeof(k), "seckill", "user:9");
-    assert_string_equal(k, "seckill:lock:{user:9}");
+    assert_string_equal(k, "seckill:lock:{lk:3}:user:9");
     keys_fence(k, sizeof(k), "seckill", "user:9");
-    assert_string_equal(k, "seckill:fence:{user:9}");
+    assert_string_equal(k, "seckill:fence:{lk:3}:user:9");
+    /* Users spread over every group, so a batch is cut into several calls. */
+    int seen[KEYS_LOCK_GROUPS] = { 0 };
+    for (int u = 0; u < 1600; u++) {
+        char name[32];
+        snprintf(name, sizeof(name), "user:%d", u);
+        unsigned g = keys_lock_group(name);
+        assert_true(g < KEYS_LOCK_GROUPS);
+        seen[g]++;
+    }
+    for (int g = 0; g < KEYS_LOCK_GROUPS; g++)
+        assert_true(seen[g] > 50);
     char small[8];
     assert_int_equal(keys_lock(small, sizeof(small), "seckill", "x"), -1);
 }
