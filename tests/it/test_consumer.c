@@ -17,9 +17,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "keys.h"
 #include "lock.h"
 #include "order.h"
 #include "queue.h"
+#include "settle.h"
 #include "sink.h"
 
 static rd_kafka_t *prod; /* producer, also used for admin requests and metadata */
@@ -982,6 +984,94 @@ static void test_sink_pipeline_connection_lost(void **state)
     pipe_case_done(&c, N);
 }
 
+/* --- settle.lua: a batch's orders of an item in one call -------------------- */
+
+static redisReply *hget(redisContext *rc, const char *key, const char *field)
+{
+    return harness_cmd(rc, "HGET %s %s", key, field);
+}
+
+/* The status field of o:ID ("user|state|reserved|settled|reason"). */
+static void expect_status(redisContext *rc, const char *key, int64_t oid, const char *want_prefix)
+{
+    char f[40];
+    snprintf(f, sizeof(f), "o:%" PRId64, oid);
+    redisReply *r = hget(rc, key, f);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    if (strncmp(r->str, want_prefix, strlen(want_prefix)) != 0)
+        fail_msg("%s: %s, want %s...", f, r->str, want_prefix);
+    freeReplyObject(r);
+}
+
+/* Each order is decided on what the ones before it in the same call wrote
+ * (a refusal never overwrites a confirmation; a confirmation overwrites a
+ * refusal), and a call larger than the script's chunk of values clears and
+ * records every order. */
+static void test_settle_batch_semantics(void **state)
+{
+    (void)state;
+    enum { BIG = 2500 };
+    char err[256], k[KEYS_ITEM_PARTS][KEYS_MAX];
+    struct settle *st = NULL;
+    redisContext *rc = harness_redis(&harness_conf);
+    int64_t item = 900000000000LL + rnd_below(99999999999LL);
+    int64_t ob = (1LL << 40) + (rnd_below(1LL << 20) << 20), ub = 800000000000LL + rnd_below(99999999999LL);
+    assert_int_equal(keys_item_all(k, harness_conf.redis.key_prefix, item), 0);
+    freeReplyObject(harness_cmd(rc, "SET %s 1", k[KEYS_ITEM_STOCK]));
+    freeReplyObject(
+        harness_cmd(rc, "HSET %s %lld x %lld x", k[KEYS_ITEM_PENDING], (long long)ob, (long long)ob + 1));
+    freeReplyObject(
+        harness_cmd(rc, "ZADD %s 1 %lld 2 %lld", k[KEYS_ITEM_UNPUB], (long long)ob, (long long)ob + 1));
+    freeReplyObject(harness_cmd(rc, "HSET %s o:%lld %lld|q|5|0| u:%lld %lld", k[KEYS_ITEM_ORDERS],
+                                (long long)ob, (long long)ub, (long long)ub, (long long)ob));
+    assert_int_equal(settle_open(&harness_conf, 0, &st, err, sizeof(err)), 0);
+
+    struct cmsg *m = calloc(BIG, sizeof(*m));
+    struct cmsg **v = calloc(BIG, sizeof(*v));
+    assert_non_null(m);
+    assert_non_null(v);
+    int outcome[4] = { CMSG_NO_STOCK, CMSG_INSERTED, CMSG_INSERTED, CMSG_NO_STOCK };
+    for (int i = 0; i < 4; i++) {
+        m[i].o = (struct order){ ob + i / 2, ub + i / 2, item, 1, 5 };
+        m[i].outcome = outcome[i];
+        v[i] = &m[i];
+    }
+    /* A: refused, then confirmed; B: confirmed, then refused */
+    settle_clear(st, v, 4);
+    char want[64];
+    snprintf(want, sizeof(want), "%" PRId64 "|c|5|", ub);
+    expect_status(rc, k[KEYS_ITEM_ORDERS], ob, want);
+    snprintf(want, sizeof(want), "%" PRId64 "|c|5|", ub + 1);
+    expect_status(rc, k[KEYS_ITEM_ORDERS], ob + 1, want);
+    char uf[40];
+    snprintf(uf, sizeof(uf), "u:%" PRId64, ub + 1);
+    redisReply *r = hget(rc, k[KEYS_ITEM_ORDERS], uf);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_int_equal(strtoll(r->str, NULL, 10), ob + 1);
+    freeReplyObject(r);
+    assert_int_equal(harness_int(rc, "HLEN %s", k[KEYS_ITEM_PENDING]), 0);
+    assert_int_equal(harness_int(rc, "ZCARD %s", k[KEYS_ITEM_UNPUB]), 0);
+
+    /* more orders than one command of the script takes */
+    for (int i = 0; i < BIG; i++) {
+        m[i].o = (struct order){ ob + 10 + i, ub + 10 + i, item, 1, 7 };
+        m[i].outcome = CMSG_INSERTED;
+        v[i] = &m[i];
+        freeReplyObject(harness_cmd(rc, "HSET %s %lld x", k[KEYS_ITEM_PENDING], (long long)ob + 10 + i));
+    }
+    settle_clear(st, v, BIG);
+    assert_int_equal(harness_int(rc, "HLEN %s", k[KEYS_ITEM_PENDING]), 0);
+    assert_int_equal(harness_int(rc, "HLEN %s", k[KEYS_ITEM_ORDERS]), 2 * 2 + 2 * BIG);
+    snprintf(want, sizeof(want), "%" PRId64 "|c|7|", ub + 10 + BIG - 1);
+    expect_status(rc, k[KEYS_ITEM_ORDERS], ob + 10 + BIG - 1, want);
+    settle_close(st);
+    free(m);
+    free(v);
+    for (int i = 0; i < KEYS_ITEM_PARTS; i++)
+        freeReplyObject(harness_cmd(rc, "DEL %s", k[i]));
+    redisFree(rc);
+}
+
 static int setup(void **state)
 {
     harness_setup(state);
@@ -1004,6 +1094,7 @@ int main(void)
         cmocka_unit_test(test_sink_pipeline_stock_race),
         cmocka_unit_test(test_sink_pipeline_data_error),
         cmocka_unit_test(test_sink_pipeline_connection_lost),
+        cmocka_unit_test(test_settle_batch_semantics),
         cmocka_unit_test(test_frozen_worker_fenced),
         cmocka_unit_test(test_duplicate_delivery_one_row),
         cmocka_unit_test(test_poison_to_dlq),
