@@ -38,6 +38,13 @@ struct settle {
     size_t nunclear, capunclear;
     bool logged;          /* the backlog's warning was logged */
     int64_t retry_ms;     /* monotonic: the next idle retry */
+    /* the calls of the clearing under way (settle_start .. settle_finish) */
+    const char **argv; /* room for every order's values and a call's keys */
+    char (*vals)[24];  /* SETTLE_ARGS strings per order of the backlog */
+    size_t capargs;    /* orders argv and vals have room for */
+    size_t inflight;   /* calls sent whose replies are still to read */
+    bool sent;         /* the first try went out */
+    bool failed;       /* no second try: out of memory, or Redis down */
 };
 
 int settle_open(const struct cfg *c, int id, struct settle **out, char *err, size_t errlen)
@@ -66,6 +73,8 @@ void settle_close(struct settle *s)
     if (s->rc)
         redisFree(s->rc);
     free(s->unclear);
+    free(s->argv);
+    free(s->vals);
     free(s);
 }
 
@@ -75,15 +84,17 @@ static int cmp_resv(const void *a, const void *b)
     return x->item < y->item ? -1 : x->item > y->item;
 }
 
-/* One pipelined round trip: one settle.lua call per item of r[0..n), which
- * is sorted by item. 0, or -1 when Redis failed or refused. vals holds
- * SETTLE_ARGS strings per order; argv has room for all of them and a call's
- * keys. */
-static int clear_once(struct settle *s, const struct resv *r, size_t n, const char **argv, char (*vals)[24])
+/* Queue one settle.lua call per item of s->unclear (sorted by item) and send
+ * them all, without waiting for the replies. *cmds: how many. 0, or -1 when
+ * Redis failed. */
+static int clear_send(struct settle *s, size_t *cmds)
 {
     const char *prefix = s->cfg->redis.key_prefix;
+    const struct resv *r = s->unclear;
+    size_t n = s->nunclear;
     char k[KEYS_ITEM_PARTS][KEYS_MAX], now[24];
-    size_t cmds = 0;
+    int done = 0;
+    *cmds = 0;
     snprintf(now, sizeof(now), "%" PRId64, util_wall_ms());
     for (size_t i = 0; i < n;) {
         size_t j = i, a = 0;
@@ -91,19 +102,29 @@ static int clear_once(struct settle *s, const struct resv *r, size_t n, const ch
             j++;
         if (keys_item_all(k, prefix, r[i].item) != 0)
             return -1;
-        argv[a++] = k[KEYS_ITEM_PENDING];
-        argv[a++] = k[KEYS_ITEM_UNPUB];
-        argv[a++] = k[KEYS_ITEM_ORDERS];
-        argv[a++] = k[KEYS_ITEM_STOCK];
-        argv[a++] = now;
+        s->argv[a++] = k[KEYS_ITEM_PENDING];
+        s->argv[a++] = k[KEYS_ITEM_UNPUB];
+        s->argv[a++] = k[KEYS_ITEM_ORDERS];
+        s->argv[a++] = k[KEYS_ITEM_STOCK];
+        s->argv[a++] = now;
         for (size_t m = i; m < j; m++)
             for (int v = 0; v < SETTLE_ARGS; v++)
-                argv[a++] = vals[m * SETTLE_ARGS + (size_t)v];
-        if (script_append(s->rc, &s->script, SETTLE_KEYS, (int)(a - SETTLE_KEYS), argv, NULL) != 0)
+                s->argv[a++] = s->vals[m * SETTLE_ARGS + (size_t)v];
+        /* hiredis copies the arguments into its output buffer here */
+        if (script_append(s->rc, &s->script, SETTLE_KEYS, (int)(a - SETTLE_KEYS), s->argv, NULL) != 0)
             return -1;
-        cmds++;
+        (*cmds)++;
         i = j;
     }
+    while (!done)
+        if (redisBufferWrite(s->rc, &done) != REDIS_OK)
+            return -1;
+    return 0;
+}
+
+/* Read the replies of cmds calls. 0 when each one cleared its orders. */
+static int clear_recv(struct settle *s, size_t cmds)
+{
     /* An error reply (LOADING while Redis reads its AOF back) leaves the
      * reservations in place just as a dropped connection does. */
     int ret = 0;
@@ -153,30 +174,41 @@ static void format_vals(const struct resv *r, size_t n, char (*vals)[24])
     }
 }
 
-/* Send the whole backlog: on the connection as it is, then once more on a
- * fresh one (it may have gone stale while Redis restarted). 0 when cleared. */
-static int send_backlog(struct settle *s, const char **argv, char (*vals)[24])
+/* Room in argv and vals for the whole backlog. 0, or -1 out of memory. */
+static int reserve_args(struct settle *s)
+{
+    size_t n = s->nunclear;
+    if (n <= s->capargs)
+        return 0;
+    const char **argv = realloc(s->argv, (n * SETTLE_ARGS + SETTLE_KEYS + 1) * sizeof(*argv));
+    if (argv)
+        s->argv = argv;
+    char(*vals)[24] = realloc(s->vals, n * SETTLE_ARGS * sizeof(*vals));
+    if (vals)
+        s->vals = vals;
+    if (!argv || !vals)
+        return -1;
+    s->capargs = n;
+    return 0;
+}
+
+/* A usable connection with the script loaded: the one there is, or a fresh
+ * one when it is broken or fresh is set (it may have gone stale while Redis
+ * restarted). 0; -1 when no connection could be opened (Redis is down: no
+ * point in trying again at once); -2 when loading the script failed. */
+static int prepare(struct settle *s, bool fresh)
 {
     char err[256];
-    for (int attempt = 0; attempt < 2; attempt++) {
-        if (rconn_broken(s->rc) || attempt > 0) {
-            if (s->rc)
-                redisFree(s->rc);
-            s->rc = NULL;
-            if (rconn_open(s->cfg, &s->rc, err, sizeof(err)) != 0) {
-                CM_ADD(redis_errors, 1);
-                return -1;
-            }
-        }
-        if (!s->script.sha[0] && script_load(s->rc, &s->script) != 0) {
-            CM_ADD(redis_errors, 1);
-            continue;
-        }
-        if (clear_once(s, s->unclear, s->nunclear, argv, vals) == 0)
-            return 0;
-        CM_ADD(redis_errors, 1);
+    if (rconn_broken(s->rc) || fresh) {
+        if (s->rc)
+            redisFree(s->rc);
+        s->rc = NULL;
+        if (rconn_open(s->cfg, &s->rc, err, sizeof(err)) != 0)
+            return -1;
     }
-    return -1;
+    if (!s->script.sha[0] && script_load(s->rc, &s->script) != 0)
+        return -2;
+    return 0;
 }
 
 /* Keep the backlog for the next call, within SETTLE_BACKLOG_MAX. */
@@ -195,33 +227,65 @@ static void backlog_keep(struct settle *s)
     }
 }
 
-void settle_clear(struct settle *s, struct cmsg *const *v, size_t n)
+void settle_start(struct settle *s, struct cmsg *const *v, size_t n)
 {
-    const char **argv = NULL;
-    char (*vals)[24] = NULL;
-    if (backlog_add(s, v, n) != 0)
-        goto fail;
-    n = s->nunclear;
-    if (n == 0)
+    s->sent = s->failed = false;
+    s->inflight = 0;
+    if (backlog_add(s, v, n) != 0 || reserve_args(s) != 0) {
+        s->failed = true;
         return;
-    qsort(s->unclear, n, sizeof(*s->unclear), cmp_resv);
-    argv = malloc((n * SETTLE_ARGS + SETTLE_KEYS + 1) * sizeof(*argv));
-    vals = malloc(n * SETTLE_ARGS * sizeof(*vals));
-    if (!argv || !vals)
-        goto fail;
-    format_vals(s->unclear, n, vals);
-    if (send_backlog(s, argv, vals) != 0)
-        goto fail;
+    }
+    if (s->nunclear == 0)
+        return;
+    qsort(s->unclear, s->nunclear, sizeof(*s->unclear), cmp_resv);
+    format_vals(s->unclear, s->nunclear, s->vals);
+    /* The first try, on the connection as it is. */
+    int p = prepare(s, false);
+    if (p == 0 && clear_send(s, &s->inflight) == 0) {
+        s->sent = true;
+        return;
+    }
+    CM_ADD(redis_errors, 1);
+    s->failed = p == -1;
+}
+
+void settle_finish(struct settle *s)
+{
+    size_t cmds;
+    bool ok = false;
+    if (s->failed) {
+        backlog_keep(s);
+        return;
+    }
+    if (s->nunclear == 0)
+        return;
+    if (s->sent) {
+        ok = clear_recv(s, s->inflight) == 0;
+        if (!ok)
+            CM_ADD(redis_errors, 1);
+    }
+    /* Once more on a fresh connection: the script is safe to repeat. */
+    if (!ok) {
+        ok = prepare(s, true) == 0 && clear_send(s, &cmds) == 0 && clear_recv(s, cmds) == 0;
+        if (!ok)
+            CM_ADD(redis_errors, 1);
+    }
+    s->sent = false;
+    s->inflight = 0;
+    if (!ok) {
+        backlog_keep(s);
+        return;
+    }
     if (s->logged)
-        log_notice("worker %d: cleared %zu reservations left over from a Redis outage", s->id, n);
+        log_notice("worker %d: cleared %zu reservations left over from a Redis outage", s->id, s->nunclear);
     s->nunclear = 0;
     s->logged = false;
-    goto done;
-fail:
-    backlog_keep(s);
-done:
-    free(argv);
-    free(vals);
+}
+
+void settle_clear(struct settle *s, struct cmsg *const *v, size_t n)
+{
+    settle_start(s, v, n);
+    settle_finish(s);
 }
 
 void settle_idle(struct settle *s)

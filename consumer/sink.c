@@ -1,5 +1,6 @@
 #include "sink.h"
 
+#include <endian.h>
 #include <inttypes.h>
 #include <libpq-fe.h>
 #include <stdbool.h>
@@ -13,10 +14,36 @@
 #include "queue.h"
 #include "util.h"
 
+/* --- per-batch scratch, kept from one batch to the next ------------------ */
+
+/* A parameter in binary form. */
+struct bytes {
+    unsigned char *data;
+    size_t len, cap;
+    bool oom;
+};
+
+/* Open-addressing map of (a, b) pairs to a value; a > 0 always (ids). */
+struct pset {
+    int64_t *a, *b, *val;
+    size_t cap;
+};
+
+struct work {
+    size_t cap; /* orders the arrays below hold */
+    int64_t *users, *fences, *ids, *uids, *iids, *items, *rat, *fc;
+    int64_t *ex; /* the orders already there: (order, user, item) triples */
+    size_t nex, capex;
+    struct bytes p[5];
+    struct mbuf why; /* the reasons of the refusals, a text[] literal */
+    struct pset fence_ok, by_id, by_pair, stock, got;
+};
+
 struct sink {
     const struct cfg *cfg;
     char appname[64];
     PGconn *pg;
+    struct work w; /* reused: a batch allocates nothing once the first has grown it */
 };
 
 static const struct {
@@ -25,6 +52,7 @@ static const struct {
     int nparams;
 } stmts[] = {
     { "fence", embed_cons_fence, 2 },
+    { "peek", embed_cons_peek, 1 },
     { "items", embed_cons_items, 1 },
     { "existing", embed_cons_existing, 3 },
     { "insert", embed_cons_insert, 5 },
@@ -42,6 +70,13 @@ static void set_err(char *err, size_t errlen, const char *what, PGconn *pg, cons
     for (char *c = err; *c; c++)
         if (*c == '\n' || *c == '\t')
             *c = ' ';
+}
+
+static void drop_conn(struct sink *s)
+{
+    if (s->pg)
+        PQfinish(s->pg);
+    s->pg = NULL;
 }
 
 static int sink_connect(struct sink *s, char *err, size_t errlen)
@@ -68,11 +103,48 @@ static int sink_connect(struct sink *s, char *err, size_t errlen)
         }
         PQclear(r);
     }
+    /* From here on every statement is sent pipelined (sink_write). */
+    if (!PQenterPipelineMode(s->pg)) {
+        set_err(err, errlen, "pipeline mode", s->pg, NULL);
+        goto fail;
+    }
     return 0;
 fail:
-    PQfinish(s->pg);
-    s->pg = NULL;
+    drop_conn(s);
     return -1;
+}
+
+static void bytes_free(struct bytes *b)
+{
+    free(b->data);
+}
+
+static void pset_free(struct pset *s)
+{
+    free(s->a);
+    free(s->b);
+    free(s->val);
+}
+
+static void work_free(struct work *w)
+{
+    free(w->users);
+    free(w->fences);
+    free(w->ids);
+    free(w->uids);
+    free(w->iids);
+    free(w->items);
+    free(w->rat);
+    free(w->fc);
+    free(w->ex);
+    for (size_t i = 0; i < ARRAY_SIZE(w->p); i++)
+        bytes_free(&w->p[i]);
+    mbuf_free(&w->why);
+    pset_free(&w->fence_ok);
+    pset_free(&w->by_id);
+    pset_free(&w->by_pair);
+    pset_free(&w->stock);
+    pset_free(&w->got);
 }
 
 int sink_open(const struct cfg *c, const char *appname, struct sink **out, char *err, size_t errlen)
@@ -96,8 +168,8 @@ void sink_close(struct sink *s)
 {
     if (!s)
         return;
-    if (s->pg)
-        PQfinish(s->pg);
+    drop_conn(s);
+    work_free(&s->w);
     free(s);
 }
 
@@ -106,46 +178,89 @@ static int sink_ensure(struct sink *s, char *err, size_t errlen)
 {
     if (s->pg && PQstatus(s->pg) == CONNECTION_OK)
         return 0;
-    if (s->pg)
-        PQfinish(s->pg);
-    s->pg = NULL;
+    drop_conn(s);
     return sink_connect(s, err, errlen);
 }
 
 /* --- small helpers ------------------------------------------------------- */
 
-/* PostgreSQL array literal of integers (a parameter value, never SQL text). */
-static void arr_i64(struct mbuf *b, const int64_t *v, size_t n)
+static void bytes_put(struct bytes *b, const void *p, size_t n)
 {
-    mbuf_printf(b, "{");
-    for (size_t i = 0; i < n; i++)
-        mbuf_printf(b, i ? ",%" PRId64 : "%" PRId64, v[i]);
-    mbuf_printf(b, "}");
+    if (b->oom)
+        return;
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n)
+            cap *= 2;
+        unsigned char *d = realloc(b->data, cap);
+        if (!d) {
+            b->oom = true;
+            return;
+        }
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
 }
 
-/* Open-addressing set of (a, b) pairs with a value; a > 0 always (ids). */
-struct pset {
-    int64_t *a, *b, *val;
-    size_t cap;
-};
+static void bytes_put32(struct bytes *b, uint32_t v)
+{
+    v = htobe32(v);
+    bytes_put(b, &v, sizeof(v));
+}
 
-static int pset_init(struct pset *s, size_t n)
+/* int8 in pg_type (catalog/pg_type_d.h is a server header). */
+#define SINK_INT8_OID 20
+
+/* A bigint[] parameter in PostgreSQL's binary array format (array_send:
+ * dimensions, a no-nulls flag, the element type, then length and lower bound
+ * per dimension, then each element as its length and its big-endian value).
+ * A batch sends thousands of ids: in binary the server copies them instead of
+ * parsing decimal text, and the consumer formats none. */
+static void arr_i64(struct bytes *b, const int64_t *v, size_t n)
+{
+    b->len = 0;
+    b->oom = false;
+    bytes_put32(b, n ? 1 : 0);
+    bytes_put32(b, 0);
+    bytes_put32(b, SINK_INT8_OID);
+    if (n) {
+        bytes_put32(b, (uint32_t)n);
+        bytes_put32(b, 1);
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t x = htobe64((uint64_t)v[i]);
+        bytes_put32(b, sizeof(x));
+        bytes_put(b, &x, sizeof(x));
+    }
+}
+
+static int grow_i64(int64_t **p, size_t n)
+{
+    int64_t *q = realloc(*p, n * sizeof(**p));
+    if (!q)
+        return -1;
+    *p = q;
+    return 0;
+}
+
+/* Room for n entries, all empty. 0, or -1 out of memory. */
+static int pset_reset(struct pset *s, size_t n)
 {
     size_t cap = 16;
     while (cap < n * 2 + 2)
         cap *= 2;
-    s->cap = cap;
-    s->a = calloc(cap, sizeof(int64_t));
-    s->b = calloc(cap, sizeof(int64_t));
-    s->val = calloc(cap, sizeof(int64_t));
-    return s->a && s->b && s->val ? 0 : -1;
-}
-
-static void pset_free(struct pset *s)
-{
-    free(s->a);
-    free(s->b);
-    free(s->val);
+    if (cap > s->cap) {
+        pset_free(s);
+        s->a = calloc(cap, sizeof(int64_t));
+        s->b = calloc(cap, sizeof(int64_t));
+        s->val = calloc(cap, sizeof(int64_t));
+        s->cap = s->a && s->b && s->val ? cap : 0;
+        return s->cap ? 0 : -1;
+    }
+    memset(s->a, 0, s->cap * sizeof(int64_t));
+    return 0;
 }
 
 static size_t pset_slot(const struct pset *s, int64_t a, int64_t b)
@@ -170,6 +285,24 @@ static void pset_put(struct pset *s, int64_t a, int64_t b, int64_t v)
     s->a[i] = a;
     s->b[i] = b;
     s->val[i] = v;
+}
+
+/* Room for a batch of n orders in w. 0, or -1 out of memory. by_id holds
+ * two entries per order and per order already there; the latter are bounded
+ * by 2n (one by id, one by user and item, per order). */
+static int work_reserve(struct work *w, size_t n)
+{
+    if (n > w->cap) {
+        int64_t **arr[] = { &w->users, &w->fences, &w->ids, &w->uids, &w->iids, &w->items, &w->rat, &w->fc };
+        for (size_t i = 0; i < ARRAY_SIZE(arr); i++)
+            if (grow_i64(arr[i], n) != 0)
+                return -1;
+        w->cap = n;
+    }
+    if (pset_reset(&w->fence_ok, n) != 0 || pset_reset(&w->by_id, 6 * n) != 0 ||
+        pset_reset(&w->by_pair, 3 * n) != 0 || pset_reset(&w->stock, n) != 0 || pset_reset(&w->got, n) != 0)
+        return -1;
+    return 0;
 }
 
 static int cmp_i64(const void *x, const void *y)
@@ -197,7 +330,7 @@ static bool transient_state(const char *st)
            strcmp(st, "55P03") == 0;
 }
 
-static int classify(struct sink *s, PGresult *r)
+static int classify(struct sink *s, const PGresult *r)
 {
     if (PQstatus(s->pg) != CONNECTION_OK)
         return SINK_TRANSIENT;
@@ -205,32 +338,114 @@ static int classify(struct sink *s, PGresult *r)
                                                                                : SINK_DATA;
 }
 
-/* Run a prepared statement; on failure returns its status and NULL. */
-static PGresult *run(struct sink *s, const char *name, int n, const char *const *params, ExecStatusType want,
-                     int *status, char *err, size_t errlen)
+/* The insert decided on an unlocked read of the stock was refused by the
+ * stock's CHECK: a concurrent batch took the units first. Not the data's
+ * fault: the batch is redone under the item rows' lock. */
+#define SINK_STOCK_RACE 1
+
+static bool stock_race(const PGresult *r)
 {
-    PGresult *r = PQexecPrepared(s->pg, name, n, params, NULL, NULL, 0);
-    if (PQresultStatus(r) == want)
-        return r;
-    set_err(err, errlen, name, s->pg, r);
-    *status = classify(s, r);
-    PQclear(r);
-    return NULL;
+    const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    const char *con = PQresultErrorField(r, PG_DIAG_CONSTRAINT_NAME);
+    return st && con && strcmp(st, "23514") == 0 && strcmp(con, "items_stock_left_range") == 0;
 }
 
-static int plain(struct sink *s, const char *sql, char *err, size_t errlen)
+/* --- pipelined round trips ----------------------------------------------- */
+
+/* The statements of one round trip: sent one after the other without
+ * waiting, then a sync, then all the results are read. */
+#define TRIP_MAX 4
+
+struct trip {
+    int n;
+    const char *name[TRIP_MAX];
+    ExecStatusType want[TRIP_MAX];
+    PGresult *r[TRIP_MAX];
+    bool synced; /* the sync went out: the server answers every statement */
+    int failed;  /* the statement that failed first, or -1 */
+};
+
+static void trip_clear(struct trip *t)
 {
-    PGresult *r = PQexec(s->pg, sql);
-    int st = SINK_OK;
-    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-        set_err(err, errlen, sql, s->pg, r);
-        st = classify(s, r);
+    for (int i = 0; i < t->n; i++)
+        PQclear(t->r[i]);
+    memset(t, 0, sizeof(*t));
+}
+
+/* Queue a prepared statement (name) or, with nparams < 0, a constant one
+ * (sql). Parameters are bigint[] in binary, except the ones fmts says are
+ * text. 0, or -1 when libpq refused (the connection is unusable). */
+static int trip_add(struct sink *s, struct trip *t, const char *name, int nparams, const char *const *vals,
+                    const int *lens, const int *fmts, ExecStatusType want)
+{
+    int ok = nparams < 0 ? PQsendQueryParams(s->pg, name, 0, NULL, NULL, NULL, NULL, 0)
+                         : PQsendQueryPrepared(s->pg, name, nparams, vals, lens, fmts, 0);
+    if (!ok)
+        return -1;
+    t->name[t->n] = name;
+    t->want[t->n] = want;
+    t->r[t->n++] = NULL;
+    return 0;
+}
+
+/* Send the sync and read every result of the trip. 0 when each statement
+ * got its wanted status. Otherwise -1, *status says why and err which
+ * statement: the first one that failed (the ones after it, skipped by the
+ * server, come back PGRES_PIPELINE_ABORTED); a connection lost or a reply
+ * out of step drops the connection (SINK_TRANSIENT; the server rolls back). */
+static int trip_run(struct sink *s, struct trip *t, int *status, char *err, size_t errlen)
+{
+    PGresult *r;
+    t->failed = -1;
+    t->synced = true;
+    if (!PQpipelineSync(s->pg))
+        goto broken;
+    for (int i = 0; i < t->n; i++) {
+        if ((t->r[i] = PQgetResult(s->pg)) == NULL)
+            goto broken;
+        if ((r = PQgetResult(s->pg)) != NULL) { /* one result per statement, then NULL */
+            PQclear(r);
+            goto broken;
+        }
+        if (t->failed < 0 && PQresultStatus(t->r[i]) != t->want[i]) {
+            t->failed = i;
+            set_err(err, errlen, t->name[i], s->pg, t->r[i]);
+            *status = classify(s, t->r[i]);
+        }
+    }
+    r = PQgetResult(s->pg);
+    if (PQresultStatus(r) != PGRES_PIPELINE_SYNC) {
+        PQclear(r);
+        goto broken;
     }
     PQclear(r);
-    return st;
+    if (t->failed >= 0 && PQstatus(s->pg) != CONNECTION_OK)
+        goto broken_logged;
+    return t->failed < 0 ? 0 : -1;
+broken:
+    set_err(err, errlen, "pipeline", s->pg, NULL);
+broken_logged:
+    *status = SINK_TRANSIENT;
+    drop_conn(s);
+    return -1;
 }
 
-/* Out of memory for a statement's parameters: retry the batch later. */
+/* After a failure: end the transaction if one is open (aborted or not).
+ * A connection that cannot even roll back is dropped (the server rolls back
+ * when it goes). */
+static void rollback(struct sink *s)
+{
+    struct trip t = { 0 };
+    int st;
+    char e[8];
+    if (!s->pg || PQtransactionStatus(s->pg) == PQTRANS_IDLE)
+        return;
+    if (trip_add(s, &t, "ROLLBACK", -1, NULL, NULL, NULL, PGRES_COMMAND_OK) != 0 ||
+        trip_run(s, &t, &st, e, sizeof(e)) != 0)
+        drop_conn(s);
+    trip_clear(&t);
+}
+
 static int fail_oom(int *status, char *err, size_t errlen)
 {
     snprintf(err, errlen, "out of memory");
@@ -238,160 +453,128 @@ static int fail_oom(int *status, char *err, size_t errlen)
     return -1;
 }
 
-/* --- the transaction ----------------------------------------------------- */
-
-struct work {
-    int64_t *users, *fences, *ids, *uids, *iids, *items, *rat, *fc;
-    struct mbuf p[5];
-    struct pset fence_ok, by_id, by_pair, stock;
-};
-
-static void work_free(struct work *w)
-{
-    free(w->users);
-    free(w->fences);
-    free(w->ids);
-    free(w->uids);
-    free(w->iids);
-    free(w->items);
-    free(w->rat);
-    free(w->fc);
-    for (size_t i = 0; i < ARRAY_SIZE(w->p); i++)
-        mbuf_free(&w->p[i]);
-    pset_free(&w->fence_ok);
-    pset_free(&w->by_id);
-    pset_free(&w->by_pair);
-    pset_free(&w->stock);
-}
-
-static void params_reset(struct work *w)
-{
-    for (size_t i = 0; i < ARRAY_SIZE(w->p); i++)
-        w->p[i].len = 0;
-}
-
 static bool params_oom(const struct work *w, size_t k)
 {
     for (size_t i = 0; i < k; i++)
-        if (w->p[i].oom || w->p[i].data == NULL)
+        if (w->p[i].oom)
             return true;
     return false;
 }
 
-/* Advance the fence of each user of the batch, in user order; fence_ok then
- * holds 1 for the users that may write, 0 for those whose fence is stale. */
-static int check_fences(struct sink *s, struct work *w, const struct sink_order *v, size_t n, int *status,
-                        char *err, size_t errlen)
+/* The values and lengths of w->p[0..k) for libpq. */
+static void params(struct work *w, size_t k, const char **vals, int *lens)
 {
-    PGresult *r;
-    size_t nu = 0;
-    const char *pp[2];
+    for (size_t i = 0; i < k; i++) {
+        vals[i] = (const char *)w->p[i].data;
+        lens[i] = (int)w->p[i].len;
+    }
+}
+
+static const int bin5[5] = { 1, 1, 1, 1, 1 };
+
+/* --- the first trip: fences, what is there, the stock -------------------- */
+
+/* Queue BEGIN; the fence of each user of the batch; the orders already
+ * there for any of the batch's keys; and the stock of its items, locked or
+ * not. What is there is looked up for every order, even those of users whose
+ * fence turns out stale: the statements go out before that is known. */
+static int send_first(struct sink *s, struct trip *t, const struct sink_order *v, size_t n, bool lock_items)
+{
+    struct work *w = &s->w;
+    const char *vals[3];
+    int lens[3];
+    size_t nu = 0, ni;
 
     for (size_t i = 0; i < n; i++)
         w->users[nu++] = v[i].o->user_id;
     nu = uniq_sorted(w->users, nu);
-    for (size_t i = 0; i < n; i++) {
-        int64_t *f = pset_get(&w->fence_ok, v[i].o->user_id, 0);
-        if (!f)
+    for (size_t i = 0; i < n; i++)
+        if (!pset_get(&w->fence_ok, v[i].o->user_id, 0))
             pset_put(&w->fence_ok, v[i].o->user_id, 0, v[i].fence);
-    }
     for (size_t i = 0; i < nu; i++)
         w->fences[i] = *pset_get(&w->fence_ok, w->users[i], 0);
-    params_reset(w);
+    if (trip_add(s, t, "BEGIN", -1, NULL, NULL, NULL, PGRES_COMMAND_OK) != 0)
+        return -1;
     arr_i64(&w->p[0], w->users, nu);
     arr_i64(&w->p[1], w->fences, nu);
     if (params_oom(w, 2))
-        return fail_oom(status, err, errlen);
-    pp[0] = w->p[0].data;
-    pp[1] = w->p[1].data;
-    if (!(r = run(s, "fence", 2, pp, PGRES_TUPLES_OK, status, err, errlen)))
+        return -2;
+    params(w, 2, vals, lens);
+    if (trip_add(s, t, "fence", 2, vals, lens, bin5, PGRES_TUPLES_OK) != 0)
         return -1;
-    for (size_t i = 0; i < nu; i++)
-        *pset_get(&w->fence_ok, w->users[i], 0) = 0;
-    for (int i = 0; i < PQntuples(r); i++) {
-        int64_t u;
-        if (util_parse_i64(PQgetvalue(r, i, 0), 1, INT64_MAX, &u) == 0 && pset_get(&w->fence_ok, u, 0))
-            *pset_get(&w->fence_ok, u, 0) = 1;
+
+    for (size_t i = 0; i < n; i++) {
+        w->ids[i] = v[i].o->order_id;
+        w->uids[i] = v[i].o->user_id;
+        w->iids[i] = v[i].o->item_id;
+        w->items[i] = v[i].o->item_id;
     }
-    PQclear(r);
+    arr_i64(&w->p[0], w->ids, n);
+    arr_i64(&w->p[1], w->uids, n);
+    arr_i64(&w->p[2], w->iids, n);
+    if (params_oom(w, 3))
+        return -2;
+    params(w, 3, vals, lens);
+    if (trip_add(s, t, "existing", 3, vals, lens, bin5, PGRES_TUPLES_OK) != 0)
+        return -1;
+
+    ni = uniq_sorted(w->items, n);
+    arr_i64(&w->p[0], w->items, ni);
+    if (params_oom(w, 1))
+        return -2;
+    params(w, 1, vals, lens);
+    return trip_add(s, t, lock_items ? "items" : "peek", 1, vals, lens, bin5, PGRES_TUPLES_OK);
+}
+
+/* fence_ok: 1 for the users whose fence passed, 0 for the stale ones. */
+static void take_fences(struct work *w, const PGresult *r)
+{
+    for (size_t i = 0; i < w->fence_ok.cap; i++)
+        if (w->fence_ok.a[i])
+            w->fence_ok.val[i] = 0;
+    for (int i = 0; i < PQntuples(r); i++) {
+        int64_t u, *f;
+        if (util_parse_i64(PQgetvalue(r, i, 0), 1, INT64_MAX, &u) == 0 && (f = pset_get(&w->fence_ok, u, 0)))
+            *f = 1;
+    }
+}
+
+/* The rows of the existing lookup into w->ex. 0, or -1 out of memory. */
+static int take_existing(struct work *w, const PGresult *r)
+{
+    size_t rows = (size_t)PQntuples(r);
+    w->nex = 0;
+    if (3 * rows > w->capex) {
+        if (grow_i64(&w->ex, 3 * rows) != 0)
+            return -1;
+        w->capex = 3 * rows;
+    }
+    for (size_t i = 0; i < rows; i++) {
+        int64_t *e = &w->ex[3 * w->nex];
+        if (util_parse_i64(PQgetvalue(r, (int)i, 0), 1, INT64_MAX, &e[0]) == 0 &&
+            util_parse_i64(PQgetvalue(r, (int)i, 1), 1, INT64_MAX, &e[1]) == 0 &&
+            util_parse_i64(PQgetvalue(r, (int)i, 2), 1, INT64_MAX, &e[2]) == 0)
+            w->nex++;
+    }
     return 0;
 }
 
-/* Mark the orders of stale fences CMSG_RETRY, the others CMSG_PENDING, and
- * gather the pending ones' items (w->items, *nitems) and keys (w->ids,
- * w->uids, w->iids). Returns how many are pending. */
-static size_t gather_open(struct work *w, struct sink_order *v, size_t n, size_t *nitems)
+/* stock: item -> units left, from the peek or the locked read. */
+static void take_stock(struct work *w, const PGresult *r)
 {
-    size_t ni = 0, k = 0;
-    for (size_t i = 0; i < n; i++) {
-        v[i].outcome = *pset_get(&w->fence_ok, v[i].o->user_id, 0) ? CMSG_PENDING : CMSG_RETRY;
-        if (v[i].outcome == CMSG_RETRY)
-            continue;
-        w->items[ni++] = v[i].o->item_id;
-        w->ids[k] = v[i].o->order_id;
-        w->uids[k] = v[i].o->user_id;
-        w->iids[k] = v[i].o->item_id;
-        k++;
-    }
-    *nitems = ni;
-    return k;
-}
-
-/* Lock the item rows of w->items[0..ni) in id order; stock: item -> left. */
-static int load_stock(struct sink *s, struct work *w, size_t ni, int *status, char *err, size_t errlen)
-{
-    PGresult *r;
-    const char *pp[1];
-    ni = uniq_sorted(w->items, ni);
-    params_reset(w);
-    arr_i64(&w->p[0], w->items, ni);
-    if (params_oom(w, 1))
-        return fail_oom(status, err, errlen);
-    pp[0] = w->p[0].data;
-    if (!(r = run(s, "items", 1, pp, PGRES_TUPLES_OK, status, err, errlen)))
-        return -1;
+    memset(w->stock.a, 0, w->stock.cap * sizeof(int64_t));
     for (int i = 0; i < PQntuples(r); i++) {
         int64_t item, left;
         if (util_parse_i64(PQgetvalue(r, i, 0), 1, INT64_MAX, &item) == 0 &&
             util_parse_i64(PQgetvalue(r, i, 1), 0, INT64_MAX, &left) == 0)
             pset_put(&w->stock, item, 0, left);
     }
-    PQclear(r);
-    return 0;
 }
 
-/* The orders already there for the k keys gathered: by_id: order_id ->
- * user, with the item at (order_id, -1); by_pair: (user, item) -> order_id. */
-static int load_existing(struct sink *s, struct work *w, size_t k, int *status, char *err, size_t errlen)
-{
-    PGresult *r;
-    const char *pp[3];
-    params_reset(w);
-    arr_i64(&w->p[0], w->ids, k);
-    arr_i64(&w->p[1], w->uids, k);
-    arr_i64(&w->p[2], w->iids, k);
-    if (params_oom(w, 3))
-        return fail_oom(status, err, errlen);
-    for (int i = 0; i < 3; i++)
-        pp[i] = w->p[i].data;
-    if (!(r = run(s, "existing", 3, pp, PGRES_TUPLES_OK, status, err, errlen)))
-        return -1;
-    for (int i = 0; i < PQntuples(r); i++) {
-        int64_t o, u, it;
-        if (util_parse_i64(PQgetvalue(r, i, 0), 1, INT64_MAX, &o) != 0 ||
-            util_parse_i64(PQgetvalue(r, i, 1), 1, INT64_MAX, &u) != 0 ||
-            util_parse_i64(PQgetvalue(r, i, 2), 1, INT64_MAX, &it) != 0)
-            continue;
-        pset_put(&w->by_id, o, 0, u);
-        pset_put(&w->by_id, o, -1, it);
-        pset_put(&w->by_pair, u, it, o);
-    }
-    PQclear(r);
-    return 0;
-}
+/* --- deciding ------------------------------------------------------------ */
 
-/* The outcome of one pending order, given what is there. An order to insert
- * takes its unit of stock and counts as existing for the later ones. */
+/* The outcome of one order, given what is there. An order to insert takes
+ * its unit of stock and counts as existing for the later ones. */
 static int decide_one(struct work *w, const struct order *o)
 {
     int64_t *eu, *ei, *left;
@@ -412,41 +595,46 @@ static int decide_one(struct work *w, const struct order *o)
     return CMSG_INSERTED; /* tentative: confirmed by RETURNING */
 }
 
-/* In one transaction: fences, then for the orders they let through the
- * item rows and the orders already there, then each order's outcome in
- * arrival order (earlier orders of the batch count as existing for later
- * ones). *ninsert and *nreject: how many to insert and to record refused. */
-static int decide(struct sink *s, struct work *w, struct sink_order *v, size_t n, size_t *ninsert,
-                  size_t *nreject, int *status, char *err, size_t errlen)
+/* Each order's outcome, in arrival order (earlier orders of the batch count
+ * as existing for later ones): CMSG_RETRY for a stale fence, else from what
+ * is there and w->stock (consumed). *ninsert and *nreject: how many to insert
+ * and to record refused. Returns true when an order was refused for want of
+ * stock or of its item: a refusal that only the locked read may decide. */
+static bool decide(struct work *w, struct sink_order *v, size_t n, size_t *ninsert, size_t *nreject)
 {
-    size_t ni, k;
-    if (check_fences(s, w, v, n, status, err, errlen) != 0)
-        return -1;
-    k = gather_open(w, v, n, &ni);
-    if (k == 0)
-        return 0;
-    if (load_stock(s, w, ni, status, err, errlen) != 0 || load_existing(s, w, k, status, err, errlen) != 0)
-        return -1;
+    bool short_of_stock = false;
+    memset(w->by_id.a, 0, w->by_id.cap * sizeof(int64_t));
+    memset(w->by_pair.a, 0, w->by_pair.cap * sizeof(int64_t));
+    for (size_t i = 0; i < w->nex; i++) {
+        const int64_t *e = &w->ex[3 * i];
+        pset_put(&w->by_id, e[0], 0, e[1]);
+        pset_put(&w->by_id, e[0], -1, e[2]);
+        pset_put(&w->by_pair, e[1], e[2], e[0]);
+    }
     *ninsert = *nreject = 0;
     for (size_t i = 0; i < n; i++) {
-        if (v[i].outcome == CMSG_RETRY)
+        if (!*pset_get(&w->fence_ok, v[i].o->user_id, 0)) {
+            v[i].outcome = CMSG_RETRY;
             continue;
+        }
         v[i].outcome = decide_one(w, v[i].o);
         if (v[i].outcome == CMSG_INSERTED)
             (*ninsert)++;
         else if (cmsg_is_refusal(v[i].outcome))
             (*nreject)++;
+        short_of_stock |= v[i].outcome == CMSG_NO_STOCK || v[i].outcome == CMSG_NO_ITEM;
     }
-    return 0;
+    return short_of_stock;
 }
 
-static int do_insert(struct sink *s, struct work *w, struct sink_order *v, size_t n, int *status, char *err,
-                     size_t errlen)
+/* --- the last trip: insert, refusals, commit ----------------------------- */
+
+static int send_insert(struct sink *s, struct trip *t, const struct sink_order *v, size_t n)
 {
+    struct work *w = &s->w;
+    const char *vals[5];
+    int lens[5];
     size_t k = 0;
-    const char *pp[5];
-    PGresult *r;
-    struct pset got;
     for (size_t i = 0; i < n; i++) {
         if (v[i].outcome != CMSG_INSERTED)
             continue;
@@ -457,125 +645,184 @@ static int do_insert(struct sink *s, struct work *w, struct sink_order *v, size_
         w->fc[k] = v[i].fence;
         k++;
     }
-    params_reset(w);
     arr_i64(&w->p[0], w->ids, k);
     arr_i64(&w->p[1], w->uids, k);
     arr_i64(&w->p[2], w->iids, k);
     arr_i64(&w->p[3], w->rat, k);
     arr_i64(&w->p[4], w->fc, k);
     if (params_oom(w, 5))
-        return fail_oom(status, err, errlen);
-    for (int i = 0; i < 5; i++)
-        pp[i] = w->p[i].data;
-    if (!(r = run(s, "insert", 5, pp, PGRES_TUPLES_OK, status, err, errlen)))
-        return -1;
-    if (pset_init(&got, (size_t)PQntuples(r)) != 0) {
-        PQclear(r);
-        pset_free(&got);
-        return fail_oom(status, err, errlen);
-    }
-    for (int i = 0; i < PQntuples(r); i++) {
-        int64_t o;
-        if (util_parse_i64(PQgetvalue(r, i, 0), 1, INT64_MAX, &o) == 0)
-            pset_put(&got, o, 0, 1);
-    }
-    PQclear(r);
-    /* Not inserted although nothing was there when we looked: a concurrent
-     * transaction (an id collision across users) won. Look again next time. */
-    for (size_t i = 0; i < n; i++)
-        if (v[i].outcome == CMSG_INSERTED && !pset_get(&got, v[i].o->order_id, 0))
-            v[i].outcome = CMSG_RETRY;
-    pset_free(&got);
-    return 0;
+        return -2;
+    params(w, 5, vals, lens);
+    return trip_add(s, t, "insert", 5, vals, lens, bin5, PGRES_TUPLES_OK);
 }
 
-static int do_reject(struct sink *s, struct work *w, struct sink_order *v, size_t n, int *status, char *err,
-                     size_t errlen)
+static int send_reject(struct sink *s, struct trip *t, const struct sink_order *v, size_t n)
 {
+    static const int fmts[5] = { 1, 1, 1, 0, 1 }; /* the reasons go as a text[] literal */
+    struct work *w = &s->w;
+    const char *vals[5];
+    int lens[5];
     size_t k = 0;
-    const char *pp[5];
-    PGresult *r;
-    params_reset(w);
-    mbuf_printf(&w->p[3], "{");
+    w->why.len = 0;
+    mbuf_printf(&w->why, "{");
     for (size_t i = 0; i < n; i++) {
-        const char *why = cmsg_reason(v[i].outcome);
         if (!cmsg_is_refusal(v[i].outcome))
             continue;
         w->ids[k] = v[i].o->order_id;
         w->uids[k] = v[i].o->user_id;
         w->iids[k] = v[i].o->item_id;
         w->rat[k] = v[i].o->reserved_at_ms;
-        mbuf_printf(&w->p[3], k ? ",%s" : "%s", why);
+        mbuf_printf(&w->why, k ? ",%s" : "%s", cmsg_reason(v[i].outcome));
         k++;
     }
-    mbuf_printf(&w->p[3], "}");
+    mbuf_printf(&w->why, "}");
     arr_i64(&w->p[0], w->ids, k);
     arr_i64(&w->p[1], w->uids, k);
     arr_i64(&w->p[2], w->iids, k);
     arr_i64(&w->p[4], w->rat, k);
-    if (params_oom(w, 5))
-        return fail_oom(status, err, errlen);
-    for (int i = 0; i < 5; i++)
-        pp[i] = w->p[i].data;
-    if (!(r = run(s, "reject", 5, pp, PGRES_COMMAND_OK, status, err, errlen)))
-        return -1;
-    PQclear(r);
+    if (params_oom(w, 3) || w->p[4].oom || w->why.oom || !w->why.data)
+        return -2;
+    params(w, 5, vals, lens);
+    vals[3] = w->why.data;
+    lens[3] = 0;
+    return trip_add(s, t, "reject", 5, vals, lens, fmts, PGRES_COMMAND_OK);
+}
+
+/* Orders decided CMSG_INSERTED that RETURNING does not list: a concurrent
+ * transaction (an id collision across users) won. Look again next time. */
+static int take_inserted(struct work *w, const PGresult *r, struct sink_order *v, size_t n)
+{
+    memset(w->got.a, 0, w->got.cap * sizeof(int64_t));
+    for (int i = 0; i < PQntuples(r); i++) {
+        int64_t o;
+        if (util_parse_i64(PQgetvalue(r, i, 0), 1, INT64_MAX, &o) == 0)
+            pset_put(&w->got, o, 0, 1);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (v[i].outcome == CMSG_INSERTED && !pset_get(&w->got, v[i].o->order_id, 0))
+            v[i].outcome = CMSG_RETRY;
     return 0;
+}
+
+/* --- the batch ----------------------------------------------------------- */
+
+/* One attempt at the batch, in one transaction and two round trips (three
+ * when the stock is short):
+ *   1. BEGIN, fences, what is there, the stock: unlocked (peek), or locked
+ *      (items) when lock_items;
+ *   (short of stock after an unlocked read: the locked read, decide again;)
+ *   2. insert, refusals, COMMIT.
+ * Whatever fails, the transaction is rolled back and nothing is written.
+ * SINK_STOCK_RACE: redo with lock_items. */
+static int attempt(struct sink *s, struct sink_order *v, size_t n, bool lock_items,
+                   sink_precommit_fn precommit, void *arg, char *err, size_t errlen)
+{
+    struct work *w = &s->w;
+    struct trip t = { 0 };
+    int status = SINK_TRANSIENT, q;
+    size_t ninsert, nreject;
+
+    if (work_reserve(w, n) != 0) {
+        fail_oom(&status, err, errlen);
+        goto fail;
+    }
+    if ((q = send_first(s, &t, v, n, lock_items)) != 0) {
+        if (q == -2)
+            fail_oom(&status, err, errlen);
+        else
+            set_err(err, errlen, "pipeline", s->pg, NULL);
+        goto fail;
+    }
+    if (trip_run(s, &t, &status, err, errlen) != 0)
+        goto fail;
+    take_fences(w, t.r[1]);
+    if (take_existing(w, t.r[2]) != 0) {
+        fail_oom(&status, err, errlen);
+        goto fail;
+    }
+    take_stock(w, t.r[3]);
+    trip_clear(&t);
+    if (decide(w, v, n, &ninsert, &nreject) && !lock_items) {
+        /* Refusing needs the truth: read the stock again, locked. The
+         * items' ids are still in p[0] from send_first. */
+        const char *vals[1];
+        int lens[1];
+        params(w, 1, vals, lens);
+        if (trip_add(s, &t, "items", 1, vals, lens, bin5, PGRES_TUPLES_OK) != 0) {
+            set_err(err, errlen, "pipeline", s->pg, NULL);
+            goto fail;
+        }
+        if (trip_run(s, &t, &status, err, errlen) != 0)
+            goto fail;
+        take_stock(w, t.r[0]);
+        trip_clear(&t);
+        lock_items = true;
+        decide(w, v, n, &ninsert, &nreject);
+    }
+    /* The last look at the leases before the trip that commits. Losing one
+     * during that trip is what the fences (whose rows this transaction holds
+     * locked until it ends) are for. */
+    if (precommit && precommit(arg) != 0) {
+        snprintf(err, errlen, "a lease was lost before commit");
+        status = SINK_ABORTED;
+        goto fail;
+    }
+    q = 0;
+    if (ninsert > 0)
+        q = send_insert(s, &t, v, n);
+    if (q == 0 && nreject > 0)
+        q = send_reject(s, &t, v, n);
+    if (q == 0)
+        q = trip_add(s, &t, "COMMIT", -1, NULL, NULL, NULL, PGRES_COMMAND_OK);
+    if (q != 0) {
+        if (q == -2)
+            fail_oom(&status, err, errlen);
+        else
+            set_err(err, errlen, "pipeline", s->pg, NULL);
+        goto fail;
+    }
+    if (trip_run(s, &t, &status, err, errlen) != 0) {
+        if (!lock_items && ninsert > 0 && t.failed == 0 && stock_race(t.r[0]))
+            status = SINK_STOCK_RACE;
+        goto fail;
+    }
+    /* COMMIT in a transaction the server had already aborted answers
+     * ROLLBACK, with a success status. */
+    if (strcmp(PQcmdStatus(t.r[t.n - 1]), "COMMIT") != 0) {
+        snprintf(err, errlen, "COMMIT: the server rolled back");
+        status = SINK_TRANSIENT;
+        goto fail;
+    }
+    if (ninsert > 0)
+        take_inserted(w, t.r[0], v, n);
+    trip_clear(&t);
+    return SINK_OK;
+fail:
+    /* Statements queued without their sync (out of memory half-way, libpq
+     * refusing one) leave the pipeline out of step: drop the connection
+     * rather than guess; the server rolls back. */
+    if (t.n > 0 && !t.synced)
+        drop_conn(s);
+    trip_clear(&t);
+    rollback(s);
+    return status;
 }
 
 int sink_write(struct sink *s, struct sink_order *v, size_t n, sink_precommit_fn precommit, void *arg,
                char *err, size_t errlen)
 {
-    struct work w = { 0 };
-    int status = SINK_TRANSIENT;
-    size_t ninsert = 0, nreject = 0;
-    bool in_txn = false;
-
+    int st;
     for (size_t i = 0; i < n; i++)
         v[i].outcome = CMSG_PENDING;
     if (n == 0)
         return SINK_OK;
     if (sink_ensure(s, err, errlen) != 0)
         return SINK_TRANSIENT;
-    w.users = malloc(n * sizeof(int64_t));
-    w.fences = malloc(n * sizeof(int64_t));
-    w.ids = malloc(n * sizeof(int64_t));
-    w.uids = malloc(n * sizeof(int64_t));
-    w.iids = malloc(n * sizeof(int64_t));
-    w.items = malloc(n * sizeof(int64_t));
-    w.rat = malloc(n * sizeof(int64_t));
-    w.fc = malloc(n * sizeof(int64_t));
-    if (!w.users || !w.fences || !w.ids || !w.uids || !w.iids || !w.items || !w.rat || !w.fc ||
-        pset_init(&w.fence_ok, n) != 0 || pset_init(&w.by_id, 2 * n) != 0 || pset_init(&w.by_pair, n) != 0 ||
-        pset_init(&w.stock, n) != 0) {
-        snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
-    if ((status = plain(s, "BEGIN", err, errlen)) != SINK_OK)
-        goto fail;
-    in_txn = true;
-    status = SINK_TRANSIENT;
-    if (decide(s, &w, v, n, &ninsert, &nreject, &status, err, errlen) != 0)
-        goto fail;
-    if (ninsert > 0 && do_insert(s, &w, v, n, &status, err, errlen) != 0)
-        goto fail;
-    if (nreject > 0 && do_reject(s, &w, v, n, &status, err, errlen) != 0)
-        goto fail;
-    if (precommit && precommit(arg) != 0) {
-        snprintf(err, errlen, "a lease was lost before commit");
-        status = SINK_ABORTED;
-        goto fail;
-    }
-    in_txn = false;
-    if ((status = plain(s, "COMMIT", err, errlen)) != SINK_OK)
-        goto fail;
-    work_free(&w);
-    return SINK_OK;
-fail:
-    if (in_txn && s->pg && PQstatus(s->pg) == CONNECTION_OK)
-        PQclear(PQexec(s->pg, "ROLLBACK"));
-    for (size_t i = 0; i < n; i++)
-        v[i].outcome = CMSG_PENDING;
-    work_free(&w);
-    return status;
+    st = attempt(s, v, n, false, precommit, arg, err, errlen);
+    if (st == SINK_STOCK_RACE)
+        st = attempt(s, v, n, true, precommit, arg, err, errlen);
+    if (st != SINK_OK)
+        for (size_t i = 0; i < n; i++)
+            v[i].outcome = CMSG_PENDING;
+    return st;
 }

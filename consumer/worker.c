@@ -356,7 +356,7 @@ static void publish_lock_counters(struct worker *w)
 }
 
 /* One batch: lock its users, write the orders of the locked ones, settle
- * what was written, release, clear the reservations, report. What could not
+ * what was written, release and clear the reservations, report. What could not
  * be settled is carried, in order, to the head of the next batch. */
 static void process(struct worker *w, struct cmsg **v, size_t n)
 {
@@ -370,8 +370,11 @@ static void process(struct worker *w, struct cmsg **v, size_t n)
     ns = pick_locked(w, v, n);
     st = write_batch(w, ns, err, sizeof(err));
     nsettled = take_outcomes(w, st, ns, v, err);
+    /* The settle calls run in Redis while the locks are released on the
+     * lock client's connection: two round trips overlap. */
+    settle_start(w->settle, v, nsettled);
     release_users(w);
-    settle_clear(w->settle, v, nsettled);
+    settle_finish(w->settle);
     report(w, v, nsettled);
     if (st == SINK_TRANSIENT)
         nap(w, backoff(w, &w->pg_attempt));

@@ -25,6 +25,15 @@ const char *harness_root(void)
     return r ? r : ".";
 }
 
+void harness_filter(void)
+{
+    const char *only = getenv("SECKILL_TEST_ONLY"), *skip = getenv("SECKILL_TEST_SKIP");
+    if (only && *only)
+        cmocka_set_test_filter(only);
+    if (skip && *skip)
+        cmocka_set_skip_filter(skip);
+}
+
 void harness_cfg(struct cfg *c)
 {
     char path[512], err[1024], prefix[64], rnd[9];

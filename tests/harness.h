@@ -46,6 +46,11 @@ extern struct cfg harness_conf;
 int harness_setup(void **state);
 int harness_teardown(void **state);
 const char *harness_root(void);
+/* Run only the tests matching SECKILL_TEST_ONLY and skip those matching
+ * SECKILL_TEST_SKIP (cmocka's globs: '*', '?'), when set; call before
+ * cmocka_run_group_tests. Lets one test of a suite run alone, or a suite run
+ * without the tests that stop a shared service. */
+void harness_filter(void);
 
 redisContext *harness_redis(const struct cfg *c);
 /* Run a command; returns the reply (caller frees). Fails the test on I/O error. */

@@ -10,25 +10,71 @@
 -- bring one of its keys back, and 'seckillctl item load' rebuilds only an
 -- item Redis holds nothing of. The rebuild restores every status from the
 -- database instead.
-local live = redis.call('EXISTS', KEYS[4]) == 1
-local n = 0
-for i = 2, #ARGV, 5 do
-  local oid, user, st, rsv, why = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-  redis.call('HDEL', KEYS[1], oid)
-  redis.call('ZREM', KEYS[2], oid)
-  if live then
-    local cur = redis.call('HGET', KEYS[3], 'o:' .. oid)
-    local was = cur and string.match(cur, '^[^|]*|(%a)|')
+-- A call carries a whole batch's orders of one item: each command takes all
+-- of them at once (HDEL, ZREM, HMGET, HSET with many fields) instead of six
+-- commands per order. The decisions are still made order by order, in
+-- argument order, on a table of the fields as they stand so far: an order
+-- that appears twice (a backlog retried with a new batch) is decided the
+-- second time on what the first time wrote, as if each had run alone.
+local CHUNK = 1000 -- values per command: unpack() is limited to a few thousand
+local function each(cmd, key, list)
+  for j = 1, #list, CHUNK do
+    redis.call(cmd, key, unpack(list, j, math.min(j + CHUNK - 1, #list)))
+  end
+end
+local function fetch(key, fields, into)
+  for j = 1, #fields, CHUNK do
+    local vals = redis.call('HMGET', key, unpack(fields, j, math.min(j + CHUNK - 1, #fields)))
+    for k = 1, #vals do
+      if into[fields[j + k - 1]] == nil then
+        into[fields[j + k - 1]] = vals[k]
+      end
+    end
+  end
+end
+
+local n = (#ARGV - 1) / 5
+local oids, ofields, ufields = {}, {}, {}
+for i = 1, n do
+  local b = 2 + 5 * (i - 1)
+  oids[i] = ARGV[b]
+  ofields[i] = 'o:' .. ARGV[b]
+  ufields[i] = 'u:' .. ARGV[b + 1]
+end
+each('HDEL', KEYS[1], oids)
+each('ZREM', KEYS[2], oids)
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  local cur = {} -- field -> value (false: absent)
+  fetch(KEYS[3], ofields, cur)
+  fetch(KEYS[3], ufields, cur)
+  local dirty, set = {}, {}
+  local function put(f, v)
+    cur[f] = v
+    if not dirty[f] then
+      dirty[f] = true
+      set[#set + 1] = f
+    end
+  end
+  for i = 1, n do
+    local b = 2 + 5 * (i - 1)
+    local oid, user, st, rsv, why = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
+    local c = cur[ofields[i]]
+    local was = c and string.match(c, '^[^|]*|(%a)|')
     if not was or was == 'q' or (was == 'r' and st == 'c') then
-      redis.call('HSET', KEYS[3], 'o:' .. oid, user .. '|' .. st .. '|' .. rsv .. '|' .. ARGV[1] .. '|' .. why)
+      put(ofields[i], user .. '|' .. st .. '|' .. rsv .. '|' .. ARGV[1] .. '|' .. why)
     end
     -- The user's order for this item: the one they reserved, or the one the
     -- database confirmed (it allows one per user and item).
-    local held = redis.call('HGET', KEYS[3], 'u:' .. user)
+    local held = cur[ufields[i]]
     if not held or (st == 'c' and held ~= oid) then
-      redis.call('HSET', KEYS[3], 'u:' .. user, oid)
+      put(ufields[i], oid)
     end
   end
-  n = n + 1
+  local pairs_ = {}
+  for _, f in ipairs(set) do
+    pairs_[#pairs_ + 1] = f
+    pairs_[#pairs_ + 1] = cur[f]
+  end
+  each('HSET', KEYS[3], pairs_)
 end
 return n

@@ -1,15 +1,28 @@
 -- $1 order ids, $2 user ids, $3 item ids, $4 reserved_at (ms since the epoch),
 -- $5 fences. Inserts the orders that fit and takes one unit of stock for each
 -- row really inserted, in one statement. Returns the inserted order ids.
+-- The item rows are locked only here, after the inserts, and in id order
+-- (lk): concurrent batches insert side by side and queue on an item row only
+-- for the update and the commit. lk locks in id order because the lock is
+-- applied after the sort; upd changes only rows lk has locked. When the
+-- batch was decided on an unlocked read of the stock and a concurrent batch
+-- took the units meanwhile, stock_left would go below zero: the CHECK on it
+-- (items_stock_left_range) fails this statement and the consumer redoes the
+-- batch under cons_items.sql's lock.
 WITH ins AS (
     INSERT INTO orders (order_id, user_id, item_id, qty, reserved_at, fence)
     SELECT o, u, i, 1, timestamptz 'epoch' + r * interval '1 millisecond', fc
       FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) AS t(o, u, i, r, fc)
     ON CONFLICT DO NOTHING
     RETURNING order_id, item_id
+), d AS (
+    SELECT item_id, count(*)::integer AS n FROM ins GROUP BY item_id
+), lk AS (
+    SELECT it.item_id FROM items AS it WHERE it.item_id IN (SELECT item_id FROM d)
+     ORDER BY it.item_id FOR NO KEY UPDATE
 ), upd AS (
     UPDATE items AS it SET stock_left = it.stock_left - d.n
-      FROM (SELECT item_id, count(*)::integer AS n FROM ins GROUP BY item_id) AS d
+      FROM d JOIN lk USING (item_id)
      WHERE it.item_id = d.item_id
 )
 SELECT order_id FROM ins

@@ -17,9 +17,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "keys.h"
 #include "lock.h"
 #include "order.h"
 #include "queue.h"
+#include "settle.h"
 #include "sink.h"
 
 static rd_kafka_t *prod; /* producer, also used for admin requests and metadata */
@@ -812,6 +814,264 @@ static void test_sink_rejections(void **state)
     item_drop(item);
 }
 
+/* --- the pipelined batch: a statement failing mid-pipeline ---------------- */
+
+struct pipe_case {
+    int64_t item, ob, ub;
+    char app[64];
+    int calls;       /* precommit calls */
+    const char *sql; /* run once, on the test's own connection, at the first precommit */
+};
+
+static void pipe_case_init(struct pipe_case *c, const char *tag, int64_t stock)
+{
+    memset(c, 0, sizeof(*c));
+    c->item = 900000000000LL + rnd_below(99999999999LL);
+    c->ob = (1LL << 40) + (rnd_below(1LL << 20) << 20);
+    c->ub = 800000000000LL + rnd_below(99999999999LL);
+    snprintf(c->app, sizeof(c->app), "test-%s-%d", tag, (int)getpid());
+    item_create(c->item, stock);
+}
+
+static void pipe_case_done(struct pipe_case *c, int nusers)
+{
+    pg_exec("DELETE FROM order_rejections WHERE item_id = $1 OR item_id = $1 + 1", c->item, 0);
+    for (int i = 0; i < nusers; i++)
+        pg_exec("DELETE FROM user_fences WHERE user_id = $1", c->ub + i, 0);
+    item_drop(c->item);
+}
+
+/* The precommit hook runs between the sink's two round trips, with the
+ * transaction open: the place to change the world under it. */
+static int pipe_hook(void *arg)
+{
+    struct pipe_case *c = arg;
+    if (c->calls++ == 0 && c->sql) {
+        const char *p[] = { c->app };
+        char it[24];
+        snprintf(it, sizeof(it), "%" PRId64, c->item);
+        p[0] = strstr(c->sql, "application_name") ? c->app : it;
+        PGresult *r = PQexecParams(pg, c->sql, 1, NULL, p, NULL, NULL, 0);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+            fail_msg("%s: %s", c->sql, PQerrorMessage(pg));
+        PQclear(r);
+    }
+    return 0;
+}
+
+/* The batch is decided on an unlocked read of the stock; a concurrent
+ * writer takes units before the insert: the stock's CHECK fails the insert
+ * mid-pipeline (the refusal and COMMIT queued behind it are skipped), the
+ * transaction is rolled back, and the batch is redone under the item's
+ * lock: exactly the units left are sold, the rest refused, nothing twice. */
+static void test_sink_pipeline_stock_race(void **state)
+{
+    (void)state;
+    enum { N = 4 };
+    char err[256];
+    struct sink *s = NULL;
+    struct pipe_case c;
+    pipe_case_init(&c, "race", N);
+    c.sql = "UPDATE items SET stock_left = stock_left - 3 WHERE item_id = $1";
+    assert_int_equal(sink_open(&harness_conf, c.app, &s, err, sizeof(err)), 0);
+    struct order o[N + 1];
+    struct sink_order so[N + 1];
+    int64_t fence = util_wall_ms() * 1000;
+    for (int i = 0; i < N; i++)
+        o[i] = (struct order){ c.ob + i, c.ub + i, c.item, 1, 1000 };
+    /* user 0 again under another id: dup_buyer, a refusal queued behind the
+     * insert (one decided without the stock, so the batch takes the
+     * unlocked path) */
+    o[N] = (struct order){ c.ob + N, c.ub, c.item, 1, 1000 };
+    for (int i = 0; i <= N; i++)
+        so[i] = (struct sink_order){ &o[i], fence, 0 };
+    assert_int_equal(sink_write(s, so, N + 1, pipe_hook, &c, err, sizeof(err)), SINK_OK);
+    assert_int_equal(stock_left(c.item), 0);
+    assert_int_equal(rows_of(c.item), 1);
+    assert_int_equal(so[0].outcome, CMSG_INSERTED);
+    for (int i = 1; i < N; i++)
+        assert_int_equal(so[i].outcome, CMSG_NO_STOCK);
+    assert_int_equal(so[N].outcome, CMSG_DUP_BUYER);
+    assert_true(c.calls >= 2); /* decided twice: the second time under the lock */
+    assert_int_equal(
+        pg_int("SELECT count(*) FROM order_rejections WHERE order_id >= $1 AND order_id < $1 + 10", c.ob), N);
+    /* replayed: the same answers, nothing new */
+    c.sql = NULL;
+    assert_int_equal(sink_write(s, so, N + 1, pipe_hook, &c, err, sizeof(err)), SINK_OK);
+    assert_int_equal(so[0].outcome, CMSG_DUPLICATE);
+    assert_int_equal(rows_of(c.item), 1);
+    assert_int_equal(
+        pg_int("SELECT count(*) FROM order_rejections WHERE order_id >= $1 AND order_id < $1 + 10", c.ob), N);
+    sink_close(s);
+    pipe_case_done(&c, N);
+}
+
+/* A statement the server refuses mid-pipeline (an insert whose timestamp
+ * overflows): the refusal and COMMIT queued behind it are skipped and
+ * nothing of the batch stays, not even the fences it advanced first; the
+ * connection is usable at once, and the good orders then go in once. */
+static void test_sink_pipeline_data_error(void **state)
+{
+    (void)state;
+    char err[256];
+    struct sink *s = NULL;
+    struct pipe_case c;
+    pipe_case_init(&c, "data", 5);
+    assert_int_equal(sink_open(&harness_conf, c.app, &s, err, sizeof(err)), 0);
+    int64_t fence = util_wall_ms() * 1000;
+    struct order o[] = {
+        { c.ob + 0, c.ub + 0, c.item, 1, 1000 },
+        { c.ob + 1, c.ub + 1, c.item, 1, INT64_MAX / 2 }, /* interval out of range */
+        { c.ob + 2, c.ub + 2, c.item + 1, 1, 1000 }, /* no item: its refusal is queued after the insert */
+    };
+    struct sink_order so[3];
+    for (int i = 0; i < 3; i++)
+        so[i] = (struct sink_order){ &o[i], fence, 0 };
+    assert_int_equal(sink_write(s, so, 3, NULL, NULL, err, sizeof(err)), SINK_DATA);
+    assert_non_null(strstr(err, "insert"));
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(so[i].outcome, CMSG_PENDING);
+    assert_int_equal(rows_of(c.item), 0);
+    assert_int_equal(stock_left(c.item), 5);
+    assert_int_equal(
+        pg_int("SELECT count(*) FROM order_rejections WHERE order_id >= $1 AND order_id < $1 + 10", c.ob), 0);
+    assert_int_equal(
+        pg_int("SELECT count(*) FROM user_fences WHERE user_id >= $1 AND user_id < $1 + 3", c.ub), 0);
+    /* the same connection, the batch without the bad order */
+    so[1] = so[2];
+    assert_int_equal(sink_write(s, so, 2, NULL, NULL, err, sizeof(err)), SINK_OK);
+    assert_int_equal(so[0].outcome, CMSG_INSERTED);
+    assert_int_equal(so[1].outcome, CMSG_NO_ITEM);
+    assert_int_equal(rows_of(c.item), 1);
+    assert_int_equal(stock_left(c.item), 4);
+    assert_int_equal(
+        pg_int("SELECT count(*) FROM order_rejections WHERE order_id >= $1 AND order_id < $1 + 10", c.ob), 1);
+    sink_close(s);
+    pipe_case_done(&c, 3);
+}
+
+/* The connection dies between the two round trips, the transaction open
+ * (the server terminated it): a transient failure, nothing written; the
+ * next call reconnects and writes the batch exactly once. */
+static void test_sink_pipeline_connection_lost(void **state)
+{
+    (void)state;
+    enum { N = 3 };
+    char err[256];
+    struct sink *s = NULL;
+    struct pipe_case c;
+    pipe_case_init(&c, "kill", N);
+    c.sql = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1";
+    assert_int_equal(sink_open(&harness_conf, c.app, &s, err, sizeof(err)), 0);
+    struct order o[N];
+    struct sink_order so[N];
+    int64_t fence = util_wall_ms() * 1000;
+    for (int i = 0; i < N; i++) {
+        o[i] = (struct order){ c.ob + i, c.ub + i, c.item, 1, 1000 };
+        so[i] = (struct sink_order){ &o[i], fence, 0 };
+    }
+    assert_int_equal(sink_write(s, so, N, pipe_hook, &c, err, sizeof(err)), SINK_TRANSIENT);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(so[i].outcome, CMSG_PENDING);
+    assert_int_equal(rows_of(c.item), 0);
+    assert_int_equal(stock_left(c.item), N);
+    assert_int_equal(sink_write(s, so, N, pipe_hook, &c, err, sizeof(err)), SINK_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(so[i].outcome, CMSG_INSERTED);
+    assert_int_equal(rows_of(c.item), N);
+    assert_int_equal(stock_left(c.item), 0);
+    sink_close(s);
+    pipe_case_done(&c, N);
+}
+
+/* --- settle.lua: a batch's orders of an item in one call -------------------- */
+
+static redisReply *hget(redisContext *rc, const char *key, const char *field)
+{
+    return harness_cmd(rc, "HGET %s %s", key, field);
+}
+
+/* The status field of o:ID ("user|state|reserved|settled|reason"). */
+static void expect_status(redisContext *rc, const char *key, int64_t oid, const char *want_prefix)
+{
+    char f[40];
+    snprintf(f, sizeof(f), "o:%" PRId64, oid);
+    redisReply *r = hget(rc, key, f);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    if (strncmp(r->str, want_prefix, strlen(want_prefix)) != 0)
+        fail_msg("%s: %s, want %s...", f, r->str, want_prefix);
+    freeReplyObject(r);
+}
+
+/* Each order is decided on what the ones before it in the same call wrote
+ * (a refusal never overwrites a confirmation; a confirmation overwrites a
+ * refusal), and a call larger than the script's chunk of values clears and
+ * records every order. */
+static void test_settle_batch_semantics(void **state)
+{
+    (void)state;
+    enum { BIG = 2500 };
+    char err[256], k[KEYS_ITEM_PARTS][KEYS_MAX];
+    struct settle *st = NULL;
+    redisContext *rc = harness_redis(&harness_conf);
+    int64_t item = 900000000000LL + rnd_below(99999999999LL);
+    int64_t ob = (1LL << 40) + (rnd_below(1LL << 20) << 20), ub = 800000000000LL + rnd_below(99999999999LL);
+    assert_int_equal(keys_item_all(k, harness_conf.redis.key_prefix, item), 0);
+    freeReplyObject(harness_cmd(rc, "SET %s 1", k[KEYS_ITEM_STOCK]));
+    freeReplyObject(
+        harness_cmd(rc, "HSET %s %lld x %lld x", k[KEYS_ITEM_PENDING], (long long)ob, (long long)ob + 1));
+    freeReplyObject(
+        harness_cmd(rc, "ZADD %s 1 %lld 2 %lld", k[KEYS_ITEM_UNPUB], (long long)ob, (long long)ob + 1));
+    freeReplyObject(harness_cmd(rc, "HSET %s o:%lld %lld|q|5|0| u:%lld %lld", k[KEYS_ITEM_ORDERS],
+                                (long long)ob, (long long)ub, (long long)ub, (long long)ob));
+    assert_int_equal(settle_open(&harness_conf, 0, &st, err, sizeof(err)), 0);
+
+    struct cmsg *m = calloc(BIG, sizeof(*m));
+    struct cmsg **v = calloc(BIG, sizeof(*v));
+    assert_non_null(m);
+    assert_non_null(v);
+    int outcome[4] = { CMSG_NO_STOCK, CMSG_INSERTED, CMSG_INSERTED, CMSG_NO_STOCK };
+    for (int i = 0; i < 4; i++) {
+        m[i].o = (struct order){ ob + i / 2, ub + i / 2, item, 1, 5 };
+        m[i].outcome = outcome[i];
+        v[i] = &m[i];
+    }
+    /* A: refused, then confirmed; B: confirmed, then refused */
+    settle_clear(st, v, 4);
+    char want[64];
+    snprintf(want, sizeof(want), "%" PRId64 "|c|5|", ub);
+    expect_status(rc, k[KEYS_ITEM_ORDERS], ob, want);
+    snprintf(want, sizeof(want), "%" PRId64 "|c|5|", ub + 1);
+    expect_status(rc, k[KEYS_ITEM_ORDERS], ob + 1, want);
+    char uf[40];
+    snprintf(uf, sizeof(uf), "u:%" PRId64, ub + 1);
+    redisReply *r = hget(rc, k[KEYS_ITEM_ORDERS], uf);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_int_equal(strtoll(r->str, NULL, 10), ob + 1);
+    freeReplyObject(r);
+    assert_int_equal(harness_int(rc, "HLEN %s", k[KEYS_ITEM_PENDING]), 0);
+    assert_int_equal(harness_int(rc, "ZCARD %s", k[KEYS_ITEM_UNPUB]), 0);
+
+    /* more orders than one command of the script takes */
+    for (int i = 0; i < BIG; i++) {
+        m[i].o = (struct order){ ob + 10 + i, ub + 10 + i, item, 1, 7 };
+        m[i].outcome = CMSG_INSERTED;
+        v[i] = &m[i];
+        freeReplyObject(harness_cmd(rc, "HSET %s %lld x", k[KEYS_ITEM_PENDING], (long long)ob + 10 + i));
+    }
+    settle_clear(st, v, BIG);
+    assert_int_equal(harness_int(rc, "HLEN %s", k[KEYS_ITEM_PENDING]), 0);
+    assert_int_equal(harness_int(rc, "HLEN %s", k[KEYS_ITEM_ORDERS]), 2 * 2 + 2 * BIG);
+    snprintf(want, sizeof(want), "%" PRId64 "|c|7|", ub + 10 + BIG - 1);
+    expect_status(rc, k[KEYS_ITEM_ORDERS], ob + 10 + BIG - 1, want);
+    settle_close(st);
+    free(m);
+    free(v);
+    for (int i = 0; i < KEYS_ITEM_PARTS; i++)
+        freeReplyObject(harness_cmd(rc, "DEL %s", k[i]));
+    redisFree(rc);
+}
+
 static int setup(void **state)
 {
     harness_setup(state);
@@ -831,6 +1091,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sink_rejections),
+        cmocka_unit_test(test_sink_pipeline_stock_race),
+        cmocka_unit_test(test_sink_pipeline_data_error),
+        cmocka_unit_test(test_sink_pipeline_connection_lost),
+        cmocka_unit_test(test_settle_batch_semantics),
         cmocka_unit_test(test_frozen_worker_fenced),
         cmocka_unit_test(test_duplicate_delivery_one_row),
         cmocka_unit_test(test_poison_to_dlq),
@@ -838,5 +1102,6 @@ int main(void)
         cmocka_unit_test(test_sigkill_restart_exactly_once),
         cmocka_unit_test(test_postgres_outage),
     };
+    harness_filter();
     return cmocka_run_group_tests_name("consumer", tests, setup, teardown);
 }
