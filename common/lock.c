@@ -44,7 +44,8 @@ enum lock_step {
 };
 
 struct lock {
-    struct lock *next;       /* in lc->held, under lc->mu */
+    struct lock *next, *prev; /* in lc->held, under lc->mu */
+    struct lock *hnext;      /* in lc->by_name's bucket: owner thread only */
     uint64_t seq;            /* tells a new lock from a freed one at the same address */
     char name[KEYS_MAX];
     char key[KEYS_MAX];
@@ -74,6 +75,11 @@ struct lock_client {
      * it on every acquisition cost a futex storm and bought nothing. */
     int64_t wake_at_ms;
     struct lock *held;
+    /* The held locks by name, for the owner thread (which alone adds and
+     * removes them): a batch of 1,000 users searched the list once per
+     * user, and the strcmp calls were a tenth of the consumer's CPU. */
+    struct lock **by_name;
+    size_t nbuckets, nheld;
     uint64_t next_seq;
     pthread_t watchdog;
     redisContext *wrc; /* watchdog thread */
@@ -335,6 +341,7 @@ void lock_client_close(struct lock_client *lc)
         lc->held = l->next;
         free(l);
     }
+    free(lc->by_name);
     pthread_cond_destroy(&lc->cv);
     pthread_mutex_destroy(&lc->mu);
     if (lc->rc)
@@ -382,12 +389,57 @@ struct attempt {
     int64_t pttl;
 };
 
+static size_t name_hash(const char *name)
+{
+    uint64_t h = 14695981039346656037ull; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    return (size_t)h;
+}
+
 static struct lock *held_find(struct lock_client *lc, const char *name)
 {
-    for (struct lock *l = lc->held; l; l = l->next)
+    if (!lc->nbuckets)
+        return NULL;
+    for (struct lock *l = lc->by_name[name_hash(name) & (lc->nbuckets - 1)]; l; l = l->hnext)
         if (strcmp(l->name, name) == 0)
             return l;
     return NULL;
+}
+
+/* Index l by its name, growing the table to keep chains short. 0 or -1. */
+static int held_index(struct lock_client *lc, struct lock *l)
+{
+    if (lc->nheld + 1 > lc->nbuckets) {
+        size_t n = lc->nbuckets ? lc->nbuckets * 2 : 64;
+        struct lock **b = calloc(n, sizeof(*b));
+        if (!b)
+            return -1;
+        for (size_t i = 0; i < lc->nbuckets; i++)
+            for (struct lock *x = lc->by_name[i], *next; x; x = next) {
+                next = x->hnext;
+                x->hnext = b[name_hash(x->name) & (n - 1)];
+                b[name_hash(x->name) & (n - 1)] = x;
+            }
+        free(lc->by_name);
+        lc->by_name = b;
+        lc->nbuckets = n;
+    }
+    struct lock **head = &lc->by_name[name_hash(l->name) & (lc->nbuckets - 1)];
+    l->hnext = *head;
+    *head = l;
+    lc->nheld++;
+    return 0;
+}
+
+static void held_unindex(struct lock_client *lc, struct lock *l)
+{
+    for (struct lock **pp = &lc->by_name[name_hash(l->name) & (lc->nbuckets - 1)]; *pp; pp = &(*pp)->hnext)
+        if (*pp == l) {
+            *pp = l->hnext;
+            lc->nheld--;
+            return;
+        }
 }
 
 static int attempt_init(struct lock_client *lc, struct attempt *a, const char *name)
@@ -524,9 +576,15 @@ static struct lock *lock_adopt(struct lock_client *lc, struct attempt *a, int tt
         l->group = (unsigned)a->group;
         l->valid_until_ms = a->sent_ms + ttl_ms;
         l->renew_at_ms = a->sent_ms + ttl_ms / LOCK_RENEW_DIV;
+        if (held_index(lc, l) != 0) {
+            free(l);
+            return NULL;
+        }
         pthread_mutex_lock(&lc->mu);
         l->seq = ++lc->next_seq;
         l->next = lc->held;
+        if (lc->held)
+            lc->held->prev = l;
         lc->held = l;
         /* The watchdog sleeps until its earliest renewal; only a lease due
          * before that needs it awake (a shorter lease than those held, or
@@ -647,13 +705,14 @@ int lock_acquire(struct lock_client *lc, const char *name, int ttl_ms, int wait_
 
 static void lock_forget(struct lock_client *lc, struct lock *l)
 {
+    held_unindex(lc, l);
     pthread_mutex_lock(&lc->mu);
-    for (struct lock **pp = &lc->held; *pp; pp = &(*pp)->next) {
-        if (*pp == l) {
-            *pp = l->next;
-            break;
-        }
-    }
+    if (l->prev)
+        l->prev->next = l->next;
+    else
+        lc->held = l->next;
+    if (l->next)
+        l->next->prev = l->prev;
     pthread_mutex_unlock(&lc->mu);
     lc->hold_ms += (uint64_t)(util_mono_ms() - l->acquired_ms);
     free(l);
