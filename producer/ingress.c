@@ -429,10 +429,14 @@ static enum MHD_Result on_body(struct ingress *g, struct MHD_Connection *conn, s
     q->rr.item_id = rb.item_id;
     /* Most of a sale's requests come after the stock is gone: answered here,
      * they cost Redis nothing (soldout.h says how stale this can be). */
-    if (so_sold_out(g->so, q->rr.item_id, q->rr.user_id)) {
+    enum so_answer sa = so_sold_out(g->so, q->rr.item_id, q->rr.user_id);
+    if (sa != SO_ASK_REDIS) {
+        enum rsv_outcome o = sa == SO_ENDED ? RSV_ENDED : RSV_SOLD_OUT;
+        char body[64];
         PM_INC(sold_out_local);
-        rsv_count(RSV_SOLD_OUT);
-        return respond(g, conn, rsv_http_status(RSV_SOLD_OUT), "{\"status\":\"sold_out\"}", q->t0_us);
+        rsv_count(o);
+        snprintf(body, sizeof(body), "{\"status\":\"%s\"}", rsv_json_status(o));
+        return respond(g, conn, rsv_http_status(o), body, q->t0_us);
     }
     q->rr.complete = on_complete;
     queue_request(g, q);

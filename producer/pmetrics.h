@@ -35,7 +35,7 @@
     X(auth_cached, PM_AUTH, "counter", "result=\"cached\"", PM_AUTH_HELP)                       \
     X(auth_denied, PM_AUTH, "counter", "result=\"denied\"", PM_AUTH_HELP)                       \
     X(sold_out_local, "seckill_producer_sold_out_local_total", "counter", "",                       \
-      "Sold-out answers given without asking Redis (also counted in requests_total)")          \
+      "Sold-out and ended answers (410) given without asking Redis (also in requests_total)")          \
     X(soldout_items, "seckill_producer_sold_out_items", "gauge", "",                               \
       "Items this producer answers sold out by itself, their buyers copied from Redis")        \
     X(soldout_copies, "seckill_producer_sold_out_copies_total", "counter", "",                     \

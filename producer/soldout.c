@@ -24,6 +24,10 @@
  * to move: the operator's repairs (`seckillctl reconcile --fix`, `item
  * rebuild`) change buyers without a give-back. */
 #define SO_RESYNC_MS 10000
+/* How long before a window's end (by this host's clock) the item's
+ * requests go to Redis again, until Redis says the sale has ended: Redis's
+ * clock decides the end, and a host's may lag it by this much. */
+#define SO_END_MARGIN_MS 2000
 /* Members per SSCAN call: one call stays well under a millisecond of Redis
  * time, so copying a large set never stalls the sale. */
 #define SO_SCAN_COUNT "1000"
@@ -47,13 +51,15 @@ struct so_item {
     /* what soldout.lua said when the buyers were copied */
     int64_t buyers, given_back;
     int64_t resync_at_ms;
+    int64_t ends_ms; /* the sale window's end (wall clock), 0: none */
+    int ended;       /* Redis said the window is past: answer "ended" */
     struct hset *holders; /* SO_KNOWN only */
     int too_many;         /* logged that its buyers exceed the limit */
 };
 
 /* soldout.lua's answer for one item. */
 struct so_view {
-    int64_t exists, stock, buyers, given_back;
+    int64_t exists, stock, buyers, given_back, ends_ms, ended;
 };
 
 struct so {
@@ -170,15 +176,20 @@ static void forget(struct so_item *it, struct hset **old)
 
 /* --- the public side ---------------------------------------------------- */
 
-bool so_sold_out(struct so *s, int64_t item_id, int64_t user_id)
+enum so_answer so_sold_out(struct so *s, int64_t item_id, int64_t user_id)
 {
-    bool r = false;
+    enum so_answer r = SO_ASK_REDIS;
     if (!s)
-        return false;
+        return r;
     pthread_mutex_lock(&s->mu);
     struct so_item *it = find(s, item_id);
-    if (it && it->state == SO_KNOWN)
-        r = !hset_has(it->holders, user_id);
+    if (it && it->state == SO_KNOWN && !hset_has(it->holders, user_id)) {
+        if (it->ended)
+            r = SO_ENDED;
+        else if (!it->ends_ms || util_wall_ms() < it->ends_ms - SO_END_MARGIN_MS)
+            r = SO_SOLD_OUT;
+        /* else: near the end, only Redis can tell sold out from ended */
+    }
     pthread_mutex_unlock(&s->mu);
     return r;
 }
@@ -209,24 +220,24 @@ static int load_script(redisContext *rc, void *arg)
     return script_load(rc, &s->check);
 }
 
-static int item_keys(const struct so *s, int64_t item_id, char stock[KEYS_MAX], char buyers[KEYS_MAX],
-                     char orders[KEYS_MAX])
+/* soldout.lua's keys: stock, buyers, orders, window. */
+static int item_keys(const struct so *s, int64_t item_id, char k[4][KEYS_MAX])
 {
-    const char *p = s->cfg->redis.key_prefix;
-    return keys_item(stock, KEYS_MAX, p, item_id, KEYS_ITEM_STOCK) < 0 ||
-                   keys_item(buyers, KEYS_MAX, p, item_id, KEYS_ITEM_BUYERS) < 0 ||
-                   keys_item(orders, KEYS_MAX, p, item_id, KEYS_ITEM_ORDERS) < 0
-               ? -1
-               : 0;
+    static const enum keys_item_part parts[4] = { KEYS_ITEM_STOCK, KEYS_ITEM_BUYERS, KEYS_ITEM_ORDERS,
+                                                  KEYS_ITEM_WINDOW };
+    for (int i = 0; i < 4; i++)
+        if (keys_item(k[i], KEYS_MAX, s->cfg->redis.key_prefix, item_id, parts[i]) < 0)
+            return -1;
+    return 0;
 }
 
 static int append_check(struct so *s, int64_t item_id)
 {
-    char k[3][KEYS_MAX];
-    const char *argv[3] = { k[0], k[1], k[2] };
-    if (item_keys(s, item_id, k[0], k[1], k[2]) != 0)
+    char k[4][KEYS_MAX];
+    const char *argv[4] = { k[0], k[1], k[2], k[3] };
+    if (item_keys(s, item_id, k) != 0)
         return -1;
-    return script_append(s->link.rc, &s->check, 3, 0, argv, NULL);
+    return script_append(s->link.rc, &s->check, 4, 0, argv, NULL);
 }
 
 /* soldout.lua's reply into *v. 0, or -1 for anything else (a NOSCRIPT
@@ -234,13 +245,13 @@ static int append_check(struct so *s, int64_t item_id)
  * reconnects, and the item waits for the next pass). */
 static int parse_view(const redisReply *r, struct so_view *v)
 {
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 4)
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 6)
         return -1;
-    for (size_t i = 0; i < 4; i++)
+    for (size_t i = 0; i < 6; i++)
         if (r->element[i]->type != REDIS_REPLY_INTEGER)
             return -1;
     *v = (struct so_view){ r->element[0]->integer, r->element[1]->integer, r->element[2]->integer,
-                           r->element[3]->integer };
+                           r->element[3]->integer, r->element[4]->integer, r->element[5]->integer };
     return 0;
 }
 
@@ -266,10 +277,10 @@ static int check_one(struct so *s, int64_t item_id, struct so_view *v)
  * A new set, or NULL (Redis failed, or the item changed meanwhile). */
 static struct hset *copy_buyers(struct so *s, int64_t item_id, const struct so_view *before)
 {
-    char k[3][KEYS_MAX], cursor[32] = "0";
+    char k[4][KEYS_MAX], cursor[32] = "0";
     struct hset *h;
     struct so_view after;
-    if (item_keys(s, item_id, k[0], k[1], k[2]) != 0 || !(h = hset_new((size_t)before->buyers)))
+    if (item_keys(s, item_id, k) != 0 || !(h = hset_new((size_t)before->buyers)))
         return NULL;
     do {
         const char *argv[] = { "SSCAN", k[1], cursor, "COUNT", SO_SCAN_COUNT };
@@ -325,6 +336,10 @@ static void settle_item(struct so *s, const struct so_look *l, const struct so_v
     pthread_mutex_lock(&s->mu);
     /* Only this thread forgets items: it is still there, and not SO_NONE. */
     it = find(s, l->item_id);
+    if (it) {
+        it->ends_ms = v->ends_ms;
+        it->ended = (int)v->ended;
+    }
     if (it && (back || too_many)) {
         if (too_many && !it->too_many)
             log_notice("sold out: item %" PRId64 " has %" PRId64 " buyers, more than producer.soldout_max_buyers "

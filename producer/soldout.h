@@ -15,6 +15,10 @@
  * item makes it forget the item: its requests go to Redis again. A buyers set
  * that changed while the stock stayed at zero (a unit given back and bought
  * again between two checks: the given-back count moved) is copied again.
+ * Once Redis's clock is past the item's sale window, the crowd hears
+ * "ended" instead; near the end it is asked again, so neither word is
+ * given before Redis would give it.
+ *
  * So the view is wrong in one direction only, for at most one refresh
  * period plus a round trip: it may turn a buyer away (410) from a unit that
  * has just come back, or tell a buyer who has just taken it 410 instead of
@@ -44,8 +48,15 @@ void so_stop(struct so *s);
 /* Redis answered sold out for item: copy its buyers soon. */
 void so_mark(struct so *s, int64_t item_id);
 
-/* True when item is known sold out and user holds no unit of it: answer
- * 410 without asking Redis. s may be NULL (no view: false). */
-bool so_sold_out(struct so *s, int64_t item_id, int64_t user_id);
+enum so_answer {
+    SO_ASK_REDIS, /* not known, a holder, or near the window's end */
+    SO_SOLD_OUT,  /* 410 sold_out */
+    SO_ENDED,     /* 410 ended: Redis said the window is past */
+};
+
+/* What to answer a buyer of item who is user, without asking Redis. Near a
+ * sale window's end (by this host's clock) the answer is SO_ASK_REDIS until
+ * Redis says the window is past: its clock decides. s may be NULL. */
+enum so_answer so_sold_out(struct so *s, int64_t item_id, int64_t user_id);
 
 #endif

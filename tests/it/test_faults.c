@@ -755,12 +755,15 @@ static void test_poison_messages(void **state)
 /* 7. A consumer frozen (SIGSTOP) in the middle of its transaction, past
  * its lock leases and its session: the other member takes its partitions
  * and users; when it wakes, what it was about to commit is refused. To be
- * sure it is frozen holding leases, the test holds the item's row lock until
- * one of its workers waits on it, inside the batch's transaction. */
+ * sure it is frozen holding leases before its COMMIT is sent, the test
+ * blocks the fence upserts (user_fences locked against writes) until one of
+ * its workers waits on them: that is the batch's first pipelined round trip,
+ * and COMMIT only goes with the second. (Blocking the item's row instead
+ * holds the second trip, COMMIT included, which then commits server-side the
+ * moment the row is free, within the lease.) */
 static void test_consumer_frozen(void **state)
 {
     (void)state;
-    char sitem[24];
     bool ok;
     struct scen *s = &scen;
     scen_init(s, "consumer frozen past its leases", "frozen");
@@ -770,18 +773,16 @@ static void test_consumer_frozen(void **state)
     scen_start(s);
 
     PGconn *pg = harness_pg(&s->c);
-    snprintf(sitem, sizeof(sitem), "%" PRId64, s->item);
     PQclear(PQexec(pg, "BEGIN"));
-    const char *p1[] = { sitem };
-    PGresult *r = PQexecParams(pg, "SELECT 1 FROM items WHERE item_id = $1 FOR UPDATE", 1, NULL, p1, NULL, NULL, 0);
-    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    PGresult *r = PQexec(pg, "LOCK TABLE user_fences IN SHARE MODE");
+    assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
     PQclear(r);
     wave1(s);
     WAIT_UNTIL(pg_count(&s->c, "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
                         PQbackendPID(pg)) > 0,
                20000, ok);
     if (!ok)
-        fail_msg("%s: no consumer transaction reached the item's row", s->title);
+        fail_msg("%s: no consumer transaction reached the fence rows", s->title);
     dmn_kill(&s->cons[0], SIGSTOP);
     r = PQexec(pg, "ROLLBACK");
     assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
