@@ -280,12 +280,7 @@ static void forget_fences(struct bench *b, redisContext *rc, int clients, int na
             if (redisAppendCommand(rc, "DEL %s", key) == REDIS_OK)
                 sent++;
         }
-    for (int i = 0; i < sent; i++) {
-        redisReply *r = NULL;
-        if (redisGetReply(rc, (void **)&r) != REDIS_OK)
-            break;
-        freeReplyObject(r);
-    }
+    rconn_discard_replies(rc, sent);
 }
 
 /* The run cut into windows of WINDOW_MS, each with its own commandstats

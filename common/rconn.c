@@ -54,3 +54,13 @@ int rconn_broken(const redisContext *rc)
 {
     return rc == NULL || rc->err != 0;
 }
+
+void rconn_discard_replies(redisContext *rc, int n)
+{
+    for (int i = 0; i < n; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(rc, (void **)&r) != REDIS_OK)
+            return;
+        freeReplyObject(r);
+    }
+}

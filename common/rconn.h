@@ -15,4 +15,8 @@ int rconn_open(const struct cfg *c, redisContext **out, char *err, size_t errlen
  * I/O error, EOF, timeout or protocol error. */
 int rconn_broken(const redisContext *rc);
 
+/* Read and drop the replies of n pipelined commands whose answers do not
+ * matter (best-effort writes), stopping at the first broken read. */
+void rconn_discard_replies(redisContext *rc, int n);
+
 #endif

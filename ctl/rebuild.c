@@ -155,12 +155,7 @@ static void index_orders(const struct cfg *c, redisContext *rc, int64_t item, co
             break;
         sent++;
     }
-    for (int i = 0; i < sent; i++) {
-        redisReply *r = NULL;
-        if (redisGetReply(rc, (void **)&r) != REDIS_OK)
-            break;
-        freeReplyObject(r);
-    }
+    rconn_discard_replies(rc, sent);
 }
 
 /* item_rebuild.lua's arguments for each settled order (item_states.sql

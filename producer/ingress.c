@@ -431,12 +431,10 @@ static enum MHD_Result on_body(struct ingress *g, struct MHD_Connection *conn, s
      * they cost Redis nothing (soldout.h says how stale this can be). */
     enum so_answer sa = so_sold_out(g->so, q->rr.item_id, q->rr.user_id);
     if (sa != SO_ASK_REDIS) {
-        enum rsv_outcome o = sa == SO_ENDED ? RSV_ENDED : RSV_SOLD_OUT;
-        char body[64];
+        q->rr.outcome = sa == SO_ENDED ? RSV_ENDED : RSV_SOLD_OUT;
         PM_INC(sold_out_local);
-        rsv_count(o);
-        snprintf(body, sizeof(body), "{\"status\":\"%s\"}", rsv_json_status(o));
-        return respond(g, conn, rsv_http_status(o), body, q->t0_us);
+        rsv_count(q->rr.outcome);
+        return answer_buy(g, q);
     }
     q->rr.complete = on_complete;
     queue_request(g, q);

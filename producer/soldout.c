@@ -255,21 +255,36 @@ static int parse_view(const redisReply *r, struct so_view *v)
     return 0;
 }
 
-static int check_one(struct so *s, int64_t item_id, struct so_view *v)
+/* The next soldout.lua reply on the link into *v: 1 when it is a view, 0
+ * when it is not (a NOSCRIPT also sets *noscript), -1 when the connection
+ * broke (the link is down then). */
+static int next_view(struct so *s, struct so_view *v, int *noscript)
 {
     redisReply *r;
     int rc;
-    if (append_check(s, item_id) != 0)
-        return -1;
     if (redisGetReply(s->link.rc, (void **)&r) != REDIS_OK) {
         rlink_down(&s->link, s->link.rc->errstr);
         return -1;
     }
     if (script_is_noscript(r))
-        rlink_down(&s->link, "sold-out check: script not loaded");
-    rc = parse_view(r, v);
+        *noscript = 1;
+    rc = parse_view(r, v) == 0;
     freeReplyObject(r);
     return rc;
+}
+
+/* Redis restarted without its scripts: the link reloads them when it
+ * reconnects. */
+static void script_lost(struct so *s) { rlink_down(&s->link, "sold-out check: script not loaded"); }
+
+static int check_one(struct so *s, int64_t item_id, struct so_view *v)
+{
+    int noscript = 0, got;
+    if (append_check(s, item_id) != 0 || (got = next_view(s, v, &noscript)) < 0)
+        return -1;
+    if (noscript)
+        script_lost(s);
+    return got == 1 ? 0 : -1;
 }
 
 /* Copy the buyers of item (SSCAN: Redis never blocks on a large set), then
@@ -403,19 +418,13 @@ static void refresh(struct so *s)
     /* Every reply of the pipeline is read before a copy talks to Redis
      * again on the same connection. */
     for (size_t i = 0; i < sent; i++) {
-        redisReply *r;
-        if (redisGetReply(s->link.rc, (void **)&r) != REDIS_OK) {
-            rlink_down(&s->link, s->link.rc->errstr);
+        int got = next_view(s, &views[i], &noscript);
+        if (got < 0)
             goto done;
-        }
-        if (script_is_noscript(r))
-            noscript = 1;
-        ok[i] = parse_view(r, &views[i]) == 0;
-        freeReplyObject(r);
+        ok[i] = (char)got;
     }
     if (noscript) {
-        /* Redis restarted without its scripts: the link reloads them. */
-        rlink_down(&s->link, "sold-out check: script not loaded");
+        script_lost(s);
         goto done;
     }
     for (size_t i = 0; i < sent && s->link.rc; i++)

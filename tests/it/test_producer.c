@@ -17,6 +17,7 @@
 
 #include "keys.h"
 #include "order.h"
+#include "sale.h"
 
 #define PARTS_MAX 64
 
@@ -206,13 +207,18 @@ struct shot {
     int64_t order_id;
 };
 
+static int64_t order_id_of(const char *resp)
+{
+    const char *id = strstr(resp, "\"order_id\":\"");
+    return id ? strtoll(id + 12, NULL, 10) : 0;
+}
+
 static void *fire(void *arg)
 {
     struct shot *s = arg;
     char resp[256];
     s->status = order(s->port, s->user, s->item, resp, sizeof(resp));
-    const char *id = strstr(resp, "\"order_id\":\"");
-    s->order_id = id ? strtoll(id + 12, NULL, 10) : 0;
+    s->order_id = order_id_of(resp);
     return NULL;
 }
 
@@ -481,25 +487,6 @@ static void test_kafka_down_and_orphans(void **state)
 
 /* --- sold out, answered by the producer itself (producer/soldout.h) ----- */
 
-/* Value of a metric line "name value" in the producer's /metrics, or -1. */
-static int64_t metric(int port, const char *name)
-{
-    static char body[1 << 16];
-    char needle[160];
-    const char *at;
-    if (harness_http(port, "GET", "/metrics", NULL, NULL, body, sizeof(body)) != 200)
-        return -1;
-    snprintf(needle, sizeof(needle), "\n%s ", name);
-    at = strstr(body, needle);
-    return at ? strtoll(at + strlen(needle), NULL, 10) : -1;
-}
-
-static int64_t order_id_of(const char *resp)
-{
-    const char *id = strstr(resp, "\"order_id\":\"");
-    return id ? strtoll(id + 12, NULL, 10) : 0;
-}
-
 /* A buy that must be answered status (a 410 also by the word sold_out). */
 static void expect_order(int port, int64_t user, int64_t item, int status)
 {
@@ -524,8 +511,8 @@ static bool redis_pings(redisContext *rc)
 /* True once a buy of item by user is answered 410 by the producer itself. */
 static bool answered_locally(int port, int64_t user, int64_t item)
 {
-    int64_t before = metric(port, "seckill_producer_sold_out_local_total");
-    return order(port, user, item, NULL, 0) == 410 && metric(port, "seckill_producer_sold_out_local_total") > before;
+    int64_t before = sale_metric(port, "seckill_producer_sold_out_local_total");
+    return order(port, user, item, NULL, 0) == 410 && sale_metric(port, "seckill_producer_sold_out_local_total") > before;
 }
 
 /* Once Redis said sold out, the crowd is answered without it: the answers
@@ -543,13 +530,13 @@ static void test_sold_out_locally(void **state)
     expect_order(p->port, 3, item, 410); /* Redis's answer: the producer learns it */
     WAIT_UNTIL(answered_locally(p->port, 4, item), 10000, ok);
     assert_true(ok);
-    local0 = metric(p->port, "seckill_producer_sold_out_local_total");
+    local0 = sale_metric(p->port, "seckill_producer_sold_out_local_total");
     for (int64_t u = 100; u < 120; u++)
         expect_order(p->port, u, item, 410);
-    assert_int_equal(metric(p->port, "seckill_producer_sold_out_local_total"), local0 + 20);
+    assert_int_equal(sale_metric(p->port, "seckill_producer_sold_out_local_total"), local0 + 20);
     expect_order(p->port, 1, item, 409);
     expect_order(p->port, 2, item, 409);
-    assert_int_equal(metric(p->port, "seckill_producer_sold_out_local_total"), local0 + 20);
+    assert_int_equal(sale_metric(p->port, "seckill_producer_sold_out_local_total"), local0 + 20);
 
     /* Redis paused for every client (CLIENT UNPAUSE would wait too): the
      * sold-out crowd is still answered, by the producer alone. */
@@ -564,7 +551,7 @@ static void test_sold_out_locally(void **state)
     assert_true(rc && !rc->err);
     assert_true(redis_pings(rc));
     redisFree(rc);
-    assert_int_equal(metric(p->port, "seckill_producer_sold_out_local_total"), local0 + 30);
+    assert_int_equal(sale_metric(p->port, "seckill_producer_sold_out_local_total"), local0 + 30);
 }
 
 /* A unit that comes back (here as the producer gives one back when Kafka
