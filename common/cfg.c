@@ -218,11 +218,49 @@ static char *abs_path(const char *value, const char *file)
     return out;
 }
 
+/* The number of comma-separated ports in s, each a plain decimal in
+ * [min, max]; -1 when one is not. */
+static int ports_count(const char *s, long long min, long long max)
+{
+    int n = 0;
+    for (;;) {
+        long long v = 0;
+        const char *p = s;
+        while (*p >= '0' && *p <= '9' && v <= max)
+            v = v * 10 + (*p++ - '0');
+        if (p == s || v < min || v > max || (*p != ',' && *p != '\0'))
+            return -1;
+        n++;
+        if (*p == '\0')
+            return n;
+        s = p + 1;
+    }
+}
+
+/* The number of comma-separated entries in a libpq host list. */
+static int hosts_count(const char *s)
+{
+    int n = 1;
+    for (; *s; s++)
+        n += *s == ',';
+    return n;
+}
+
+/* A Sentinel address "host:port", port in [1, 65535]. */
+static bool sentinel_addr_ok(const char *s)
+{
+    const char *colon = strrchr(s, ':');
+    return colon && colon != s && ports_count(colon + 1, 1, 65535) == 1;
+}
+
+static const char *const session_attrs[] = { "any", "read-write", "read-only", "primary", "standby", "prefer-standby" };
+
 static int load_one(config_t *lc, const struct cfg_def *d, const char *path, struct cfg *c, char *err,
                     size_t errlen)
 {
     config_setting_t *s = config_lookup(lc, d->path);
     const char *sval = NULL;
+    char portbuf[24];
 
     if (s == NULL) {
         if (d->flags & CFG_REQUIRED) {
@@ -255,6 +293,15 @@ static int load_one(config_t *lc, const struct cfg_def *d, const char *path, str
         }
         *FIELD(c, d, int) = (int)v;
         return 0;
+    } else if (d->type == CFG_PORTS && config_setting_type(s) != CONFIG_TYPE_STRING) {
+        int t = config_setting_type(s);
+        if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) {
+            seterr(err, errlen, "%s:%d: '%s' must be a port or a string of ports \"p1,p2\"", src_file(s, path),
+                   src_line(s), d->path);
+            return -1;
+        }
+        snprintf(portbuf, sizeof(portbuf), "%lld", config_setting_get_int64(s));
+        sval = portbuf;
     } else if (d->type == CFG_PROPS) {
         return load_props(s, d, path, FIELD(c, d, struct cfg_props), err, errlen);
     } else if (d->type == CFG_LIST) {
@@ -309,6 +356,17 @@ static int load_one(config_t *lc, const struct cfg_def *d, const char *path, str
             return 0;
         seterr(err, errlen, "%s:%d: '%s' must be \"none\" or \"jwt\"", file, line, d->path);
         return -1;
+    case CFG_PORTS:
+        if (ports_count(sval, d->min, d->max) < 1) {
+            seterr(err, errlen, "%s:%d: '%s' = \"%s\": each port must be an integer in [%lld, %lld], comma-separated",
+                   file, line, d->path, sval, d->min, d->max);
+            return -1;
+        }
+        if ((*FIELD(c, d, char *) = strdup(sval)) == NULL) {
+            seterr(err, errlen, "%s: out of memory", path);
+            return -1;
+        }
+        return 0;
     default:
         seterr(err, errlen, "%s: internal: bad type for '%s'", path, d->path);
         return -1;
@@ -318,6 +376,33 @@ static int load_one(config_t *lc, const struct cfg_def *d, const char *path, str
 /* Rules that span settings. */
 static int check_cross(const struct cfg *c, const char *path, char *err, size_t errlen)
 {
+    for (size_t i = 0; i < c->redis.sentinels.n; i++)
+        if (!sentinel_addr_ok(c->redis.sentinels.v[i])) {
+            seterr(err, errlen, "%s: 'redis.sentinels' entry \"%s\" is not \"host:port\"", path,
+                   c->redis.sentinels.v[i]);
+            return -1;
+        }
+    if (c->redis.sentinels.n > 0 && c->redis.master_name[0] == '\0') {
+        seterr(err, errlen, "%s: 'redis.sentinels' needs 'redis.master_name' (the name the Sentinels monitor)",
+               path);
+        return -1;
+    }
+    if (c->redis.min_replicas_ack > 0 && c->redis.wait_timeout_ms >= c->redis.command_timeout_ms) {
+        seterr(err, errlen, "%s: 'redis.wait_timeout_ms' (%d) must be below 'redis.command_timeout_ms' (%d): WAIT "
+               "is one of the round trip's commands", path, c->redis.wait_timeout_ms, c->redis.command_timeout_ms);
+        return -1;
+    }
+    int nports = ports_count(c->postgres.port, 1, 65535), nhosts = hosts_count(c->postgres.host);
+    if (nports != 1 && nports != nhosts) {
+        seterr(err, errlen, "%s: 'postgres.port' names %d ports for %d hosts in 'postgres.host' (give one, or one "
+               "per host)", path, nports, nhosts);
+        return -1;
+    }
+    if (name_index(session_attrs, ARRAY_SIZE(session_attrs), c->postgres.target_session_attrs) < 0) {
+        seterr(err, errlen, "%s: 'postgres.target_session_attrs' must be one of any, read-write, read-only, "
+               "primary, standby, prefer-standby", path);
+        return -1;
+    }
     if (c->lock.backoff_base_ms > c->lock.backoff_cap_ms) {
         seterr(err, errlen, "%s: 'lock.backoff_base_ms' (%d) must not exceed 'lock.backoff_cap_ms' (%d)", path,
                c->lock.backoff_base_ms, c->lock.backoff_cap_ms);
@@ -390,7 +475,7 @@ void cfg_free(struct cfg *c)
 {
     for (size_t i = 0; i < ARRAY_SIZE(cfg_defs); i++) {
         const struct cfg_def *d = &cfg_defs[i];
-        if (d->type == CFG_STR || d->type == CFG_PATH) {
+        if (d->type == CFG_STR || d->type == CFG_PATH || d->type == CFG_PORTS) {
             free(*FIELD(c, d, char *));
             *FIELD(c, d, char *) = NULL;
         } else if (d->type == CFG_PROPS) {
@@ -426,6 +511,7 @@ static bool def_equal(const struct cfg_def *d, const struct cfg *a, const struct
     switch (d->type) {
     case CFG_STR:
     case CFG_PATH:
+    case CFG_PORTS:
         return strcmp(*CFIELD(a, d, char *), *CFIELD(b, d, char *)) == 0;
     case CFG_LIST:
         return list_equal(CFIELD(a, d, struct cfg_list), CFIELD(b, d, struct cfg_list));
@@ -452,7 +538,8 @@ static size_t def_size(const struct cfg_def *d)
 {
     switch (d->type) {
     case CFG_STR:
-    case CFG_PATH: return sizeof(char *);
+    case CFG_PATH:
+    case CFG_PORTS: return sizeof(char *);
     case CFG_LIST: return sizeof(struct cfg_list);
     case CFG_PROPS: return sizeof(struct cfg_props);
     default: return sizeof(int);
@@ -511,6 +598,11 @@ static void cfg_print(const struct cfg *c, FILE *f, bool mask)
         case CFG_INT:
             fprintf(f, "%d;\n", *CFIELD(c, d, int));
             break;
+        case CFG_PORTS: {
+            const char *v = *CFIELD(c, d, char *);
+            fprintf(f, strchr(v, ',') ? "\"%s\";\n" : "%s;\n", v);
+            break;
+        }
         case CFG_STR:
         case CFG_PATH: {
             const char *v = *CFIELD(c, d, char *);
@@ -569,6 +661,7 @@ static const char *type_name(const struct cfg_def *d)
     case CFG_INT: return "integer";
     case CFG_STR: return "string";
     case CFG_PATH: return "path";
+    case CFG_PORTS: return "port or \"p1,p2\"";
     case CFG_LIST: return "list of strings";
     case CFG_PROPS: return "list of \"name=value\"";
     case CFG_LEVEL:
@@ -593,7 +686,8 @@ static void ref_default(const struct cfg_def *d, FILE *f)
 static void ref_range(const struct cfg_def *d, FILE *f)
 {
     switch (d->type) {
-    case CFG_INT: fprintf(f, "%lld – %lld", d->min, d->max); break;
+    case CFG_INT:
+    case CFG_PORTS: fprintf(f, "%lld – %lld", d->min, d->max); break;
     case CFG_LEVEL:
         for (int l = LOG_LVL_ERROR; l <= LOG_LVL_DEBUG; l++)
             fprintf(f, "%s`%s`", l > LOG_LVL_ERROR ? ", " : "", log_level_name((enum log_level)l));

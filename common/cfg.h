@@ -31,6 +31,10 @@ struct cfg {
         int connect_timeout_ms;
         int command_timeout_ms;
         char *key_prefix;
+        struct cfg_list sentinels; /* "host:port"; empty: redis.host is the primary */
+        char *master_name;
+        int min_replicas_ack;
+        int wait_timeout_ms;
     } redis;
     struct {
         char *brokers;
@@ -41,13 +45,14 @@ struct cfg {
         struct cfg_props consumer_properties; /* consumer only */
     } kafka;
     struct {
-        char *host;
-        int port;
+        char *host;  /* one host, or "a,b,..." (libpq multi-host) */
+        char *port;  /* "5432", or one port per host: "5432,5433" */
         char *dbname;
         char *user;
         char *password;
         int connect_timeout_s;
         char *sslmode;
+        char *target_session_attrs;
     } postgres;
     struct {
         char *listen;
@@ -108,6 +113,8 @@ enum cfg_type {
     CFG_PATH,   /* heap string, a path: a relative one is made absolute
                  * against the folder of the file that sets it */
     CFG_AUTH,   /* "none" | "jwt" -> enum cfg_auth */
+    CFG_PORTS,  /* heap string: one port (an integer or a string), or a
+                 * comma-separated list of them, each in [min, max] */
 };
 
 enum cfg_auth {
@@ -140,6 +147,14 @@ enum cfg_auth {
       "deadline for one Redis command or pipelined round trip")                                             \
     X("redis.key_prefix", CFG_STR, redis.key_prefix, 0, 0, 0, "seckill", 0,                                 \
       "first part of every key: <prefix>:{item:ID}:stock, <prefix>:lock:{lk:G}:NAME ...")                   \
+    X("redis.sentinels", CFG_LIST, redis.sentinels, 0, 0, 0, NULL, 0,                                       \
+      "Sentinels, \"host:port\", asked for the primary (redis.host/port unused); empty: no Sentinel")       \
+    X("redis.master_name", CFG_STR, redis.master_name, 0, 0, 0, "", 0,                                      \
+      "the primary's name at the Sentinels (sentinel monitor NAME ...); required with redis.sentinels")     \
+    X("redis.min_replicas_ack", CFG_INT, redis.min_replicas_ack, 0, 16, 0, NULL, CFG_RELOAD,                \
+      "replicas that must hold a reservation (WAIT) before 202; 0: answer on the primary's word")           \
+    X("redis.wait_timeout_ms", CFG_INT, redis.wait_timeout_ms, 1, 60000, 1000, NULL, CFG_RELOAD,            \
+      "how long WAIT may take for redis.min_replicas_ack; past it the order is refused (503)")              \
     X("kafka.brokers", CFG_STR, kafka.brokers, 0, 0, 0, NULL, CFG_REQUIRED,                                 \
       "bootstrap brokers, \"host:port[,host:port...]\" (bootstrap.servers)")                                \
     X("kafka.topic", CFG_STR, kafka.topic, 0, 0, 0, "seckill.orders", 0,                                    \
@@ -153,8 +168,9 @@ enum cfg_auth {
     X("kafka.consumer_properties", CFG_PROPS, kafka.consumer_properties, 0, 0, 0, NULL, 0,                  \
       "raw librdkafka properties for Kafka consumers only (the consumer, replay), over kafka.properties")   \
     X("postgres.host", CFG_STR, postgres.host, 0, 0, 0, "127.0.0.1", 0,                                     \
-      "PostgreSQL host name, address or socket folder")                                                     \
-    X("postgres.port", CFG_INT, postgres.port, 1, 65535, 5432, NULL, 0, "PostgreSQL TCP port")              \
+      "PostgreSQL host name, address or socket folder; \"a,b\": tried in turn (libpq multi-host)")          \
+    X("postgres.port", CFG_PORTS, postgres.port, 1, 65535, 0, "5432", 0,                                    \
+      "PostgreSQL TCP port, or \"p1,p2\": one per postgres.host entry")                                     \
     X("postgres.dbname", CFG_STR, postgres.dbname, 0, 0, 0, NULL, CFG_REQUIRED, "database name")            \
     X("postgres.user", CFG_STR, postgres.user, 0, 0, 0, NULL, CFG_REQUIRED, "role to connect as")           \
     X("postgres.password", CFG_STR, postgres.password, 0, 0, 0, "", CFG_SECRET,                             \
@@ -163,6 +179,8 @@ enum cfg_auth {
       "deadline to connect to PostgreSQL (libpq connect_timeout)")                                          \
     X("postgres.sslmode", CFG_STR, postgres.sslmode, 0, 0, 0, "prefer", 0,                                  \
       "libpq sslmode: disable, allow, prefer, require, verify-ca, verify-full")                             \
+    X("postgres.target_session_attrs", CFG_STR, postgres.target_session_attrs, 0, 0, 0, "read-write", 0,    \
+      "which of the hosts to use (libpq): read-write follows a promotion; any, primary, standby ...")       \
     X("producer.listen", CFG_STR, producer.listen, 0, 0, 0, "127.0.0.1", 0,                                 \
       "address the producer's HTTP server binds")                                                           \
     X("producer.port", CFG_INT, producer.port, 1, 65535, 8080, NULL, 0,                                     \

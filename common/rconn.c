@@ -1,8 +1,75 @@
 #include "rconn.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+
+#include "log.h"
+#include "sentinel.h"
+
+/* The primary's generation: 1 at start, +1 per move. A connection keeps the
+ * generation it was opened in as its reader's private data (hiredis leaves
+ * that field to the user and never frees it), so staleness needs no table
+ * and no change to the callers. */
+static atomic_ulong generation = 1;
+
+void rconn_primary_moved(void)
+{
+    atomic_fetch_add(&generation, 1);
+}
+
+unsigned long rconn_primary_moves(void)
+{
+    return atomic_load(&generation) - 1;
+}
+
+static void on_switch(const char *from, const char *to)
+{
+    log_notice("redis: the Sentinels moved the primary from %s to %s; reconnecting", from, to);
+    rconn_primary_moved();
+}
+
+int rconn_watch_start(const struct cfg *c, char *err, size_t errlen)
+{
+    return sentinel_watch_start(c, on_switch, err, errlen);
+}
+
+void rconn_watch_stop(void)
+{
+    sentinel_watch_stop();
+}
+
+/* A demoted primary answers writes with READONLY. Every reply is built by
+ * the reader's object functions: wrapping the one for strings (errors are
+ * strings) catches READONLY on every connection, whichever module sent the
+ * command, in one place. */
+static redisReplyObjectFunctions hooked;
+static void *(*plain_string)(const redisReadTask *, char *, size_t);
+static pthread_once_t hook_once = PTHREAD_ONCE_INIT;
+
+static void *string_hook(const redisReadTask *task, char *str, size_t len)
+{
+    if (task->type == REDIS_REPLY_ERROR && len >= 9 && memcmp(str, "READONLY ", 9) == 0)
+        rconn_primary_moved();
+    return plain_string(task, str, len);
+}
+
+static void hook_init(void)
+{
+    /* hiredis keeps its default functions private: copy them from a reader. */
+    redisReader *r = redisReaderCreate();
+    if (r == NULL)
+        abort();
+    hooked = *r->fn;
+    redisReaderFree(r);
+    plain_string = hooked.createString;
+    hooked.createString = string_hook;
+}
 
 static struct timeval ms_tv(int ms)
 {
@@ -23,26 +90,60 @@ static int expect_ok(redisContext *rc, redisReply *r, const char *what, char *er
     return ok ? 0 : -1;
 }
 
+/* ROLE's first element: "master" on a primary. A Sentinel may still name a
+ * primary it has not yet seen demoted; writing there would be refused, or
+ * worse, lost with it. */
+static int expect_primary(redisContext *rc, const char *host, int port, char *err, size_t errlen)
+{
+    redisReply *r = redisCommand(rc, "ROLE");
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING &&
+             strcmp(r->element[0]->str, "master") == 0;
+    if (!ok)
+        snprintf(err, errlen, "redis %s:%d: %s", host, port,
+                 r == NULL                       ? rc->errstr
+                 : r->type == REDIS_REPLY_ERROR ? r->str
+                                                : "is not a primary (ROLE); a failover may be under way");
+    freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
 int rconn_open(const struct cfg *c, redisContext **out, char *err, size_t errlen)
 {
-    redisContext *rc = redisConnectWithTimeout(c->redis.host, c->redis.port, ms_tv(c->redis.connect_timeout_ms));
+    char host[256];
+    int port = c->redis.port;
+    /* Read before asking: a move while we connect makes this connection
+     * stale at once rather than current on the old primary. */
+    unsigned long gen = atomic_load(&generation);
+    bool sentinels = c->redis.sentinels.n > 0;
+    if (sentinels) {
+        if (sentinel_ask(c, host, sizeof(host), &port, err, errlen) != 0)
+            return -1;
+    } else {
+        snprintf(host, sizeof(host), "%s", c->redis.host);
+    }
+    redisContext *rc = redisConnectWithTimeout(host, port, ms_tv(c->redis.connect_timeout_ms));
     if (rc == NULL) {
-        snprintf(err, errlen, "redis %s:%d: out of memory", c->redis.host, c->redis.port);
+        snprintf(err, errlen, "redis %s:%d: out of memory", host, port);
         return -1;
     }
     if (rc->err) {
-        snprintf(err, errlen, "redis %s:%d: %s", c->redis.host, c->redis.port, rc->errstr);
+        snprintf(err, errlen, "redis %s:%d: %s", host, port, rc->errstr);
         goto fail;
     }
     if (redisSetTimeout(rc, ms_tv(c->redis.command_timeout_ms)) != REDIS_OK) {
-        snprintf(err, errlen, "redis %s:%d: cannot set timeout", c->redis.host, c->redis.port);
+        snprintf(err, errlen, "redis %s:%d: cannot set timeout", host, port);
         goto fail;
     }
     if (c->redis.password[0] != '\0' &&
         expect_ok(rc, redisCommand(rc, "AUTH %s", c->redis.password), "AUTH", err, errlen) != 0)
         goto fail;
+    if (sentinels && expect_primary(rc, host, port, err, errlen) != 0)
+        goto fail;
     if (c->redis.db != 0 && expect_ok(rc, redisCommand(rc, "SELECT %d", c->redis.db), "SELECT", err, errlen) != 0)
         goto fail;
+    pthread_once(&hook_once, hook_init);
+    rc->reader->fn = &hooked;
+    redisReaderSetPrivdata(rc->reader, (void *)(uintptr_t)gen);
     *out = rc;
     return 0;
 fail:
@@ -52,7 +153,7 @@ fail:
 
 int rconn_broken(const redisContext *rc)
 {
-    return rc == NULL || rc->err != 0;
+    return rc == NULL || rc->err != 0 || (uintptr_t)rc->reader->privdata != atomic_load(&generation);
 }
 
 void rconn_discard_replies(redisContext *rc, int n)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "queue.h"
+#include "rconn.h"
 #include "util.h"
 
 struct cmetrics cm;
@@ -97,6 +98,9 @@ void cm_render(struct mbuf *b)
     metrics_sample(b, "seckill_consumer_pg_up", NULL, CM_GET(pg_down) == 0);
     metrics_family(b, "seckill_consumer_redis_up", "gauge", "1 when every worker reaches Redis");
     metrics_sample(b, "seckill_consumer_redis_up", NULL, CM_GET(redis_down) == 0);
+    metrics_family(b, "seckill_consumer_redis_primary_moves_total", "counter",
+                   "Times the Redis primary moved (Sentinel switch or a READONLY reply): connections reopened");
+    metrics_sample(b, "seckill_consumer_redis_primary_moves_total", NULL, (int64_t)rconn_primary_moves());
 
 #define CM_X(m, name, help)                                                                        \
     {                                                                                              \

@@ -10,6 +10,7 @@
 #include "httpd.h"
 #include "log.h"
 #include "pipeline.h"
+#include "rconn.h"
 #include "replay.h"
 #include "util.h"
 
@@ -120,6 +121,13 @@ static int start(struct cfg *c, struct pipe **p, struct httpd **h)
 {
     char err[1024];
     daemon_signals_block();
+    /* The Sentinel watcher first: a failover while the pipeline waits for
+     * Redis is then heard too. */
+    if (rconn_watch_start(c, err, sizeof(err)) != 0) {
+        daemon_signals_unblock();
+        log_error("%s", err);
+        return -1;
+    }
     if (daemon_retry("pipeline", try_pipe_open, &(struct pipe_open_arg){ c, p }) != 0) {
         daemon_signals_unblock();
         log_notice("stopped before start");
@@ -217,6 +225,7 @@ int main(int argc, char **argv)
     stop(&c, p, h);
     log_notice("stopped");
 out:
+    rconn_watch_stop();
     cfg_free(&c);
     return ret;
 }

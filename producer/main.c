@@ -20,6 +20,7 @@
 #include "orderid.h"
 #include "pmetrics.h"
 #include "publish.h"
+#include "rconn.h"
 #include "reserve.h"
 #include "status.h"
 #include "util.h"
@@ -115,7 +116,7 @@ static int start(struct producer *d)
     char err[1024];
     daemon_notify("STATUS=starting");
     /* Keys first: a broken key file is a configuration error, not a wait. */
-    if (auth_open(c, &d->a, err, sizeof(err)) != 0)
+    if (auth_open(c, &d->a, err, sizeof(err)) != 0 || rconn_watch_start(c, err, sizeof(err)) != 0)
         goto fail;
     if (daemon_retry("order ids", try_take_block, &(struct take_block_arg){ c, &d->block }) != 0)
         return -1;
@@ -166,6 +167,7 @@ static void stop(struct producer *d)
     rsv_stop(d->r);
     pub_close(d->p, CFG_GET(d->c.producer.drain_timeout_ms));
     auth_close(d->a);
+    rconn_watch_stop();
 }
 
 int main(int argc, char **argv)

@@ -47,6 +47,10 @@
     X(redis_errors, "seckill_producer_redis_errors_total", "counter", "",                        \
       "Redis commands that failed (connection, timeout, error reply)")                           \
     X(redis_up, "seckill_producer_redis_up", "gauge", "", "1 when the reserving thread's Redis connection works") \
+    X(redis_primary_moves, "seckill_producer_redis_primary_moves_total", "counter", "",          \
+      "Times the Redis primary moved (Sentinel switch or a READONLY reply): connections reopened") \
+    X(replica_ack_short, "seckill_producer_replica_ack_short_total", "counter", "",              \
+      "Reservations answered 503 because WAIT saw fewer than redis.min_replicas_ack replicas (left to the sweeper)") \
     X(redis_roundtrips, "seckill_producer_redis_roundtrips_total", "counter", "",                \
       "Pipelined round trips to Redis (reservations are batched per round trip)")                \
     X(reserved, "seckill_producer_reservations_total", "counter", "",                            \

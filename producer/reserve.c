@@ -280,6 +280,11 @@ static void resolve_ambiguous(struct rsv *r, struct slot *slots, size_t n)
     size_t nok = 0, i, sent = 0;
     int64_t end = util_mono_ms() + r->cfg->redis.command_timeout_ms;
     int attempt = 0;
+    /* With redis.min_replicas_ack, only WAIT on the connection that wrote a
+     * reservation can confirm the replicas hold it, and that connection is
+     * gone: refuse them all, the sweeper publishes those that exist. */
+    if (CFG_GET(r->cfg->redis.min_replicas_ack) > 0)
+        goto refuse;
     rlink_retry_now(&r->link);
     while (!rlink_ok(&r->link) && util_mono_ms() < end) {
         util_sleep_ms(util_backoff_ms(attempt++, AMBIGUOUS_RETRY_BASE_MS, AMBIGUOUS_RETRY_CAP_MS));
@@ -419,7 +424,7 @@ static size_t slots_fill(struct rsv *r, struct rsv_req **reqs, size_t n)
 
 /* Pipeline one reserve.lua call per slot; those that could not be sent are
  * answered. The number sent (the first ones). */
-static size_t scripts_send(struct rsv *r, size_t m)
+static size_t scripts_send(struct rsv *r, size_t m, int waits)
 {
     size_t sent = 0;
     for (size_t i = 0; i < m; i++) {
@@ -439,22 +444,31 @@ static size_t scripts_send(struct rsv *r, size_t m)
     }
     for (size_t i = sent; i < m; i++)
         finish(r->slots[i].req, RSV_UNAVAILABLE);
+    /* In the same round trip: WAIT answers once the replicas hold every
+     * write this connection made, the batch's reservations included. */
+    if (waits && sent && redisAppendCommand(r->link.rc, "WAIT %d %d", waits,
+                                            CFG_GET(r->cfg->redis.wait_timeout_ms)) != REDIS_OK) {
+        for (size_t i = 0; i < sent; i++)
+            finish(r->slots[i].req, RSV_UNAVAILABLE);
+        sent = 0;
+    }
     PM_INC(redis_roundtrips);
     return sent;
 }
 
 /* Read the replies of the sent scripts: the reserved slots go to won[],
  * those Redis did not know the script for (NOSCRIPT, first try only) to
- * again[], the rest are answered. */
-static void scripts_read(struct rsv *r, size_t sent, int retry, struct slot **won, size_t *nwon,
-                         struct slot **again, size_t *nagain)
+ * again[], the rest are answered. 1 when every reply was read, 0 when the
+ * connection broke (the unread ones were resolved). */
+static int scripts_read(struct rsv *r, size_t sent, int retry, struct slot **won, size_t *nwon,
+                        struct slot **again, size_t *nagain)
 {
     struct slot *slots = r->slots;
     for (size_t i = 0; i < sent; i++) {
         redisReply *rep = reply_next(r);
         if (!rep) {
             resolve_ambiguous(r, &slots[i], sent - i);
-            break;
+            return 0;
         }
         if (rep->type == REDIS_REPLY_INTEGER || rep->type == REDIS_REPLY_ARRAY) {
             script_result(&slots[i], rep, won, nwon);
@@ -470,6 +484,20 @@ static void scripts_read(struct rsv *r, size_t sent, int retry, struct slot **wo
         }
         freeReplyObject(rep);
     }
+    return 1;
+}
+
+/* WAIT's reply: 1 when at least want replicas hold the batch. */
+static int wait_read(struct rsv *r, int want)
+{
+    redisReply *rep = reply_next(r);
+    int ok = rep && rep->type == REDIS_REPLY_INTEGER && rep->integer >= want;
+    if (rep && rep->type == REDIS_REPLY_ERROR) {
+        PM_INC(redis_errors);
+        log_debug("redis: WAIT: %s", rep->str);
+    }
+    freeReplyObject(rep);
+    return ok;
 }
 
 static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int retry);
@@ -495,6 +523,7 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int re
 {
     struct slot *won[RSV_BATCH], *again[RSV_BATCH];
     size_t nwon = 0, nagain = 0, sent;
+    int waits = CFG_GET(r->cfg->redis.min_replicas_ack), held = 1;
 
     if (!rlink_ok(&r->link)) {
         for (size_t i = 0; i < n; i++)
@@ -502,11 +531,20 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int re
         return;
     }
     /* Slots are reused by a retry: copy out the requests first. */
-    sent = scripts_send(r, slots_fill(r, reqs, n));
-    scripts_read(r, sent, retry, won, &nwon, again, &nagain);
-    /* Publish before retrying: the retry reuses the slots. */
-    for (size_t i = 0; i < nwon; i++)
-        publish(r, won[i]);
+    sent = scripts_send(r, slots_fill(r, reqs, n), waits);
+    if (scripts_read(r, sent, retry, won, &nwon, again, &nagain) && waits && sent)
+        held = wait_read(r, waits);
+    /* Publish before retrying: the retry reuses the slots. A reservation
+     * the replicas may not hold is not promised: a failover now could sell
+     * its unit again. It stays in Redis, and the sweeper publishes it. */
+    for (size_t i = 0; i < nwon; i++) {
+        if (held) {
+            publish(r, won[i]);
+        } else {
+            PM_INC(replica_ack_short);
+            finish(won[i]->req, RSV_UNAVAILABLE);
+        }
+    }
     if (nagain)
         reserve_again(r, again, nagain);
 }

@@ -32,6 +32,7 @@
 
 #include "pgconn.h"
 #include "rconn.h"
+#include "sentinel.h"
 
 enum {
     STOCK = 300,
@@ -59,7 +60,7 @@ enum {
     SETTLE_MS = 60000,
     MAX_CONS = 2,
     MAX_RUNS = 4,
-    NSCEN = 9,
+    NSCEN = 13,
 };
 
 /* One daemon: its configuration file, a log per run, its port (producer
@@ -85,6 +86,8 @@ struct scen {
     struct sale *wave[2];
     int nwaves;
     bool allow_404;
+    bool ha;       /* on the HA stack: failback after the scenario */
+    bool fix;      /* reconcile --fix before the checks (printing what it repaired) */
     bool passed;
     int64_t t0;
 };
@@ -407,6 +410,20 @@ static void ctl_reconcile(struct scen *s)
         fail_msg("%s: seckillctl reconcile --item %s exited %d", s->title, id, st);
 }
 
+/* `seckillctl reconcile --item ID --fix`: what a failover left behind in
+ * Redis that is safe to repair (a reservation whose order is persisted but
+ * whose clearing the old primary took with it), printed. */
+static void ctl_reconcile_fix(struct scen *s)
+{
+    char id[24], *out;
+    snprintf(id, sizeof(id), "%" PRId64, s->item);
+    const char *args[] = { "reconcile", "--item", id, "--fix", NULL };
+    int st = ctl(s, &out, args);
+    printf("# %s: seckillctl reconcile --fix (exit %d) said:\n", s->title, st);
+    print_commented(stdout, out);
+    free(out);
+}
+
 /* `seckillctl item load --id ID` after Redis lost the item: it waits
  * itself until nothing can still be on its way. */
 static void ctl_item_load(struct scen *s)
@@ -438,6 +455,8 @@ static void scen_finish(struct scen *s, long dead_letters)
         free(out);
         fail_msg("%s: %s", s->title, why);
     }
+    if (s->fix)
+        ctl_reconcile_fix(s);
     if (sale_verify(&s->c, s->item, s->wave, s->nwaves, hammer_user(s), &r, why, sizeof(why)) != 0)
         fail_msg("%s: %s", s->title, why);
     sale_count(s->wave[0], &c1);
@@ -522,6 +541,8 @@ static int scen_teardown(void **state)
             harness_wait_exit(all[d]->pid, 10000);
             all[d]->pid = 0;
         }
+    if (s->ha && stack("failback") != 0)
+        fprintf(stderr, "# %s: scripts/stack failback failed after the scenario\n", s->title);
     if (stack("up") != 0)
         fprintf(stderr, "# %s: scripts/stack up failed after the scenario\n", s->title);
     for (int i = 0; i < 2; i++) {
@@ -851,6 +872,265 @@ static void test_redis_data_lost(void **state)
     scen_finish(s, 0);
 }
 
+/* --- high availability (issue #16): Redis with Sentinel, PostgreSQL with a standby --- */
+
+enum {
+    HA_REDIS_HOME = 16379,    /* scripts/stack's primary; its replica is on 16380 */
+    HA_FAILOVER_MS = 60000,
+    HA_RESUME_ORDERS = 20,    /* 202s after the failover that show the sale goes on */
+};
+
+/* The scenario's clients on the HA stack, as config/seckill-ha.cfg sets
+ * them (so the shipped file is what is tested): the Sentinels and primary
+ * name, both PostgreSQL hosts with target_session_attrs. Kafka stays the
+ * single node that holds the scenario's topic. Brings the HA stack up. */
+static void scen_ha(struct scen *s, int min_replicas_ack)
+{
+    struct cfg ha;
+    char err[512], path[512];
+    snprintf(path, sizeof(path), "%s/config/seckill-ha.cfg", harness_root());
+    if (cfg_load(path, &ha, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    struct cfg_list t = s->c.redis.sentinels;
+    s->c.redis.sentinels = ha.redis.sentinels;
+    ha.redis.sentinels = t;
+    harness_set_str(&s->c.redis.master_name, ha.redis.master_name);
+    harness_set_str(&s->c.postgres.host, ha.postgres.host);
+    harness_set_str(&s->c.postgres.port, ha.postgres.port);
+    harness_set_str(&s->c.postgres.target_session_attrs, ha.postgres.target_session_attrs);
+    s->c.redis.wait_timeout_ms = ha.redis.wait_timeout_ms;
+    s->c.redis.min_replicas_ack = min_replicas_ack;
+    cfg_free(&ha);
+    s->ha = true;
+    stack_ok("up --ha");
+}
+
+/* The Redis port the Sentinels name as primary; -1 when none answers. */
+static int sentinel_primary_port(const struct scen *s)
+{
+    char host[256], err[256];
+    int port;
+    return sentinel_ask(&s->c, host, sizeof(host), &port, err, sizeof(err)) == 0 ? port : -1;
+}
+
+/* After a fault at t0: watch the 202s every 10 ms until HA_RESUME_ORDERS
+ * more came after recovered() first held, calling once_recovered() (may be
+ * NULL) then. The longest time without a 202 (from t0 on) in ms. */
+static int64_t watch_stall(struct scen *s, int64_t t0, bool (*recovered)(struct scen *),
+                           void (*once_recovered)(struct scen *))
+{
+    long last = sale_accepted(s->wave[0]), at_recovery = -1;
+    int64_t last_change = t0, longest = 0, end = t0 + HA_FAILOVER_MS;
+    while (util_mono_ms() < end) {
+        long now_n = sale_accepted(s->wave[0]);
+        int64_t now = util_mono_ms();
+        if (now_n != last) {
+            if (now - last_change > longest)
+                longest = now - last_change;
+            last = now_n;
+            last_change = now;
+        }
+        if (at_recovery < 0 && recovered(s)) {
+            at_recovery = now_n;
+            if (once_recovered)
+                once_recovered(s);
+        }
+        if (at_recovery >= 0 && now_n >= at_recovery + HA_RESUME_ORDERS)
+            return longest;
+        if (sale_answered(s->wave[0]) >= W1_REQUESTS)
+            break;
+        util_sleep_ms(10);
+    }
+    fail_msg("%s: the sale did not resume after the fault: %ld accepted (recovered: %s)", s->title, last,
+             at_recovery >= 0 ? "yes" : "no");
+    return -1;
+}
+
+static bool redis_moved(struct scen *s)
+{
+    int p = sentinel_primary_port(s);
+    return p > 0 && p != HA_REDIS_HOME;
+}
+
+/* The killed primary comes back, as systemd would restart it, as a replica
+ * of the new one: with min_replicas_ack 1 the sale needs a replica. */
+static void redis_old_primary_back(struct scen *s)
+{
+    (void)s;
+    stack_ok("start redis");
+}
+
+/* Both daemons saw the primary move at least once. */
+static void expect_moves(struct scen *s, int64_t at_least, int64_t at_most)
+{
+    int64_t pm = sale_metric(s->prod.port, "seckill_producer_redis_primary_moves_total");
+    int64_t cm = sale_metric(s->cons[0].port, "seckill_consumer_redis_primary_moves_total");
+    printf("# %s: Redis primary moves seen: producer %" PRId64 ", consumer %" PRId64 "\n", s->title, pm, cm);
+    assert_true(pm >= at_least && pm <= at_most);
+    assert_true(cm >= at_least && cm <= at_most);
+}
+
+/* 10. The Redis primary SIGKILLed mid-sale with min_replicas_ack = 1:
+ * Sentinel promotes the replica, every client follows, and no 202 is lost,
+ * because none was given before the replica held its reservation. */
+static void test_ha_redis_primary_killed(void **state)
+{
+    (void)state;
+    struct scen *s = &scen;
+    scen_init(s, "HA: Redis primary SIGKILL, min_replicas_ack 1", "harkill");
+    scen_ha(s, 1);
+    s->fix = true;
+    scen_start(s);
+    wave1(s);
+    assert_int_equal(sentinel_primary_port(s), HA_REDIS_HOME);
+    int64_t t0 = util_mono_ms();
+    stack_ok("kill redis");
+    int64_t stall = watch_stall(s, t0, redis_moved, redis_old_primary_back);
+    printf("# %s: primary now on %d; longest time without a 202: %" PRId64 " ms; refused meanwhile "
+           "(WAIT short): %" PRId64 "\n",
+           s->title, sentinel_primary_port(s), stall,
+           sale_metric(s->prod.port, "seckill_producer_replica_ack_short_total"));
+    expect_moves(s, 1, 1000);
+    wave2(s);
+    scen_finish(s, 0);
+}
+
+/* 11. The same with min_replicas_ack = 0: what asynchronous replication
+ * risks. Whatever the old primary took with it, PostgreSQL never holds more
+ * orders than stock nor two for a user, and reconcile accounts for every
+ * unit once it repaired what is safe. */
+static void test_ha_redis_primary_killed_async(void **state)
+{
+    (void)state;
+    char why[512];
+    struct sale_report r;
+    struct scen *s = &scen;
+    scen_init(s, "HA: Redis primary SIGKILL, min_replicas_ack 0", "haasync");
+    scen_ha(s, 0);
+    scen_start(s);
+    wave1(s);
+    int64_t t0 = util_mono_ms();
+    stack_ok("kill redis");
+    int64_t stall = watch_stall(s, t0, redis_moved, NULL);
+    printf("# %s: longest time without a 202: %" PRId64 " ms (no replica needed to go on)\n", s->title, stall);
+    stack_ok("start redis");
+    expect_moves(s, 1, 1000);
+    wave2(s);
+    if (sale_settle(&s->c, s->item, s->wave, s->nwaves, SETTLE_MS, why, sizeof(why)) != 0)
+        printf("# %s: not settled: %s\n", s->title, why);
+    assert_int_equal(sale_verify(&s->c, s->item, s->wave, s->nwaves, hammer_user(s), &r, why, sizeof(why)), 0);
+    printf("# %s: what asynchronous replication did this time:\n", s->title);
+    sale_report_print(stdout, "#   ", &r);
+    assert_int_equal(r.oversold, 0);
+    assert_true(r.orders <= STOCK);
+    assert_int_equal(r.duplicates, 0);
+    assert_int_equal(r.unexplained, 0);
+    ctl_reconcile_fix(s);
+    ctl_reconcile(s);
+    dmn_stop(s, &s->prod);
+    dmn_stop(s, &s->cons[0]);
+    s->passed = true;
+    tot.hammer_checked++; /* the hammer's one unit is not promised here */
+    tot.hammer_ok++;
+    printf("# %s: passed in %.1f s\n", s->title, secs_since(s->t0));
+}
+
+enum { HA_PG_STANDBY_PORT = 15433 };
+
+/* The port of the server a multi-host connection lands on. */
+static long pg_port_of(struct scen *s)
+{
+    return pg_count(&s->c, "SELECT current_setting('port')::bigint + $1", 0);
+}
+
+/* 12. The PostgreSQL primary crashes mid-sale (immediate stop) and the test
+ * plays the failover manager: pg_ctl promote on the synchronous standby.
+ * The consumer's next connection lands on it (target_session_attrs =
+ * read-write); in-flight batches roll back and are redone there. */
+static void test_ha_postgres_failover(void **state)
+{
+    (void)state;
+    bool ok;
+    struct scen *s = &scen;
+    scen_init(s, "HA: PostgreSQL primary crash, standby promoted", "hapg");
+    scen_ha(s, 1);
+    scen_start(s);
+    wave1(s);
+    WAIT_UNTIL(rows_of(s) >= FAULT_AT / 2, 20000, ok);
+    assert_true(ok);
+    long at_crash = rows_of(s);
+    int64_t t0 = util_mono_ms();
+    stack_ok("kill postgres");
+    stack_ok("promote pg-standby");
+    int64_t promoted = util_mono_ms();
+    WAIT_UNTIL(rows_of(s) > at_crash, HA_FAILOVER_MS, ok);
+    if (!ok)
+        fail_msg("%s: no order persisted on the promoted standby", s->title);
+    printf("# %s: %ld orders persisted at the crash; standby promoted after %.1f s; first order on it after "
+           "%.1f s\n",
+           s->title, at_crash, (double)(promoted - t0) / 1000.0, secs_since(t0));
+    assert_int_equal(pg_port_of(s), HA_PG_STANDBY_PORT);
+    wave2(s);
+    scen_finish(s, 0);
+}
+
+static bool always(struct scen *s)
+{
+    (void)s;
+    return true;
+}
+
+/* 13. A Sentinel killed mid-sale: nothing changes for the pipeline. */
+static void test_ha_sentinel_killed(void **state)
+{
+    (void)state;
+    struct scen *s = &scen;
+    scen_init(s, "HA: a Sentinel killed", "hasent");
+    scen_ha(s, 1);
+    scen_start(s);
+    wave1(s);
+    int64_t t0 = util_mono_ms();
+    stack_ok("kill sentinel-1");
+    int64_t stall = watch_stall(s, t0, always, NULL);
+    printf("# %s: longest time without a 202 after the kill: %" PRId64 " ms\n", s->title, stall);
+    wave2(s);
+    expect_moves(s, 0, 0);
+    assert_int_equal(sentinel_primary_port(s), HA_REDIS_HOME);
+    stack_ok("start sentinel-1");
+    scen_finish(s, 0);
+}
+
+/* A demoted primary answers writes with READONLY: the connection that got
+ * it, and every other of the process, counts as broken from then on, so
+ * each reconnects through the Sentinels. (The HA stack's replica plays the
+ * demoted primary.) */
+static void test_ha_readonly_reply(void **state)
+{
+    (void)state;
+    char err[256];
+    struct cfg c;
+    redisContext *on_replica = NULL, *other = NULL;
+    harness_cfg(&c);
+    stack_ok("up --ha");
+    assert_int_equal(rconn_open(&c, &other, err, sizeof(err)), 0);
+    c.redis.port = HA_REDIS_HOME + 1;
+    assert_int_equal(rconn_open(&c, &on_replica, err, sizeof(err)), 0);
+    unsigned long moves = rconn_primary_moves();
+    assert_false(rconn_broken(on_replica));
+    assert_false(rconn_broken(other));
+    redisReply *r = redisCommand(on_replica, "SET %s:readonly-probe 1", c.redis.key_prefix);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ERROR);
+    assert_true(strncmp(r->str, "READONLY", 8) == 0);
+    freeReplyObject(r);
+    assert_int_equal(rconn_primary_moves(), moves + 1);
+    assert_true(rconn_broken(on_replica));
+    assert_true(rconn_broken(other));
+    redisFree(on_replica);
+    redisFree(other);
+    cfg_free(&c);
+}
+
 /* 8. One user, 100 concurrent requests at the start of every sale above
  * (20 more after recovery): one 202 and one order each time. */
 static void test_one_user_hammering(void **state)
@@ -882,6 +1162,9 @@ static int teardown(void **state)
            tot.from_ambiguous);
     if (meta)
         rd_kafka_destroy(meta);
+    /* The plain stack for whatever runs next (no synchronous standby). */
+    if (stack("down --ha") != 0)
+        fprintf(stderr, "# scripts/stack down --ha failed\n");
     return harness_teardown(state);
 }
 
@@ -896,6 +1179,11 @@ int main(void)
         cmocka_unit_test_teardown(test_poison_messages, scen_teardown),
         cmocka_unit_test_teardown(test_consumer_frozen, scen_teardown),
         cmocka_unit_test_teardown(test_redis_data_lost, scen_teardown),
+        cmocka_unit_test_teardown(test_ha_redis_primary_killed, scen_teardown),
+        cmocka_unit_test_teardown(test_ha_redis_primary_killed_async, scen_teardown),
+        cmocka_unit_test_teardown(test_ha_postgres_failover, scen_teardown),
+        cmocka_unit_test_teardown(test_ha_sentinel_killed, scen_teardown),
+        cmocka_unit_test(test_ha_readonly_reply),
         cmocka_unit_test(test_one_user_hammering),
     };
     /* Our comments and the daemons' logs (stderr) in the order they happened. */

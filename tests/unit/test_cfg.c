@@ -54,13 +54,33 @@ static void test_dev_config_loads(void **state)
     snprintf(p, sizeof(p), "%s/config/seckill.cfg", harness_root());
     assert_int_equal(cfg_load(p, &c, err, sizeof(err)), 0);
     assert_int_equal(c.redis.port, 16379);
-    assert_int_equal(c.postgres.port, 15432);
+    assert_string_equal(c.postgres.port, "15432");
     assert_string_equal(c.kafka.brokers, "127.0.0.1:19092");
     assert_string_equal(c.kafka.topic, "seckill.orders");
     assert_int_equal(c.kafka.producer_properties.n, 2);
     assert_string_equal(c.kafka.producer_properties.keys[0], "linger.ms");
     assert_string_equal(c.kafka.producer_properties.values[0], "1");
     assert_int_equal(c.logging.level, LOG_LVL_INFO);
+    cfg_free(&c);
+}
+
+/* The HA file names the stack's Sentinels, both PostgreSQL servers and the
+ * cluster, and asks for a replica's acknowledgement. */
+static void test_ha_config_loads(void **state)
+{
+    (void)state;
+    struct cfg c;
+    char err[1024], p[512];
+    snprintf(p, sizeof(p), "%s/config/seckill-ha.cfg", harness_root());
+    if (cfg_load(p, &c, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(c.redis.sentinels.n, 3);
+    assert_string_equal(c.redis.master_name, "seckill");
+    assert_int_equal(c.redis.min_replicas_ack, 1);
+    assert_string_equal(c.postgres.host, "127.0.0.1,127.0.0.1");
+    assert_string_equal(c.postgres.port, "15432,15433");
+    assert_string_equal(c.postgres.target_session_attrs, "read-write");
+    assert_string_equal(c.kafka.brokers, "127.0.0.1:19192,127.0.0.1:19193,127.0.0.1:19194");
     cfg_free(&c);
 }
 
@@ -116,6 +136,47 @@ static void test_kafka_properties_validated(void **state)
                  "must be a \"name=value\" string");
     expect_error("kafka = { brokers = \"b\";\n properties = [ \"acks=maybe\" ]; };\npostgres = { dbname = \"d\"; user = \"u\"; };\n",
                  "acks");
+}
+
+#define KAFKA_MIN "kafka = { brokers = \"127.0.0.1:19092\"; };\n"
+#define PG_MIN(extra) "postgres = { dbname = \"d\"; user = \"u\"; " extra " };\n"
+
+/* Sentinels and the multi-host PostgreSQL of the HA stack: what loads, and
+ * the cross-setting mistakes that must not. */
+static void test_ha_settings(void **state)
+{
+    (void)state;
+    struct cfg c;
+    char err[1024];
+    write_cfg(KAFKA_MIN PG_MIN("host = \"127.0.0.1,127.0.0.1\"; port = \"15432,15433\";")
+              "redis = { sentinels = [ \"127.0.0.1:16390\", \"localhost:16391\" ]; master_name = \"seckill\";\n"
+              "  min_replicas_ack = 1; };\n");
+    assert_int_equal(cfg_load(path, &c, err, sizeof(err)), 0);
+    assert_int_equal(c.redis.sentinels.n, 2);
+    assert_string_equal(c.redis.master_name, "seckill");
+    assert_int_equal(c.redis.min_replicas_ack, 1);
+    assert_string_equal(c.postgres.port, "15432,15433");
+    assert_string_equal(c.postgres.target_session_attrs, "read-write");
+    cfg_free(&c);
+    /* one port for every host is libpq's rule too */
+    write_cfg(KAFKA_MIN PG_MIN("host = \"a,b,c\"; port = 5433;"));
+    assert_int_equal(cfg_load(path, &c, err, sizeof(err)), 0);
+    assert_string_equal(c.postgres.port, "5433");
+    cfg_free(&c);
+
+    expect_error(KAFKA_MIN PG_MIN("") "redis = { sentinels = [ \"127.0.0.1:16390\" ]; };\n",
+                 "'redis.sentinels' needs 'redis.master_name'");
+    expect_error(KAFKA_MIN PG_MIN("") "redis = { sentinels = [ \"127.0.0.1\" ]; master_name = \"m\"; };\n",
+                 "entry \"127.0.0.1\" is not \"host:port\"");
+    expect_error(KAFKA_MIN PG_MIN("") "redis = { sentinels = [ \"h:99999\" ]; master_name = \"m\"; };\n",
+                 "is not \"host:port\"");
+    expect_error(KAFKA_MIN PG_MIN("") "redis = { min_replicas_ack = 17; };\n", "out of range [0, 16]");
+    expect_error(KAFKA_MIN PG_MIN("host = \"a,b\"; port = \"1,2,3\";"), "names 3 ports for 2 hosts");
+    expect_error(KAFKA_MIN PG_MIN("port = \"15432,x\";"), "each port must be an integer in [1, 65535]");
+    expect_error(KAFKA_MIN PG_MIN("port = \"15432,\";"), "each port must be an integer");
+    expect_error(KAFKA_MIN PG_MIN("port = 0;"), "each port must be an integer");
+    expect_error(KAFKA_MIN PG_MIN("port = 1.5;"), "must be a port or a string of ports");
+    expect_error(KAFKA_MIN PG_MIN("target_session_attrs = \"rw\";"), "must be one of any, read-write");
 }
 
 static void test_unreadable_file(void **state)
@@ -214,10 +275,12 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dev_config_loads),
+        cmocka_unit_test(test_ha_config_loads),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_errors_point_at_file_and_line),
         cmocka_unit_test(test_missing_required_is_named),
         cmocka_unit_test(test_kafka_properties_validated),
+        cmocka_unit_test(test_ha_settings),
         cmocka_unit_test(test_unreadable_file),
         cmocka_unit_test(test_reload_check),
         cmocka_unit_test(test_dump_masks_secrets),
