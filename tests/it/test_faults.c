@@ -880,6 +880,20 @@ enum {
     HA_RESUME_ORDERS = 20,    /* 202s after the failover that show the sale goes on */
 };
 
+/* The Redis port the Sentinels name as primary; -1 when none answers. */
+static int sentinel_primary_port(const struct scen *s)
+{
+    char host[256], err[256];
+    int port;
+    return sentinel_ask(&s->c, host, sizeof(host), &port, err, sizeof(err)) == 0 ? port : -1;
+}
+
+/* scripts/stack ARGS in the background: the sale is watched meanwhile. */
+static void stack_bg(const char *args)
+{
+    harness_sh("'%s/scripts/stack' %s >/dev/null 2>&1 &", harness_root(), args);
+}
+
 /* The scenario's clients on the HA stack, as config/seckill-ha.cfg sets
  * them (so the shipped file is what is tested): the Sentinels and primary
  * name, both PostgreSQL hosts with target_session_attrs. Kafka stays the
@@ -903,20 +917,8 @@ static void scen_ha(struct scen *s, int min_replicas_ack)
     cfg_free(&ha);
     s->ha = true;
     stack_ok("up --ha");
-}
-
-/* The Redis port the Sentinels name as primary; -1 when none answers. */
-static int sentinel_primary_port(const struct scen *s)
-{
-    char host[256], err[256];
-    int port;
-    return sentinel_ask(&s->c, host, sizeof(host), &port, err, sizeof(err)) == 0 ? port : -1;
-}
-
-/* scripts/stack ARGS in the background: the sale is watched meanwhile. */
-static void stack_bg(const char *args)
-{
-    harness_sh("'%s/scripts/stack' %s >/dev/null 2>&1 &", harness_root(), args);
+    /* every scenario starts at home (the last one failed back) */
+    assert_int_equal(sentinel_primary_port(s), HA_REDIS_HOME);
 }
 
 /* After a fault at t0: watch the 202s every 10 ms until HA_RESUME_ORDERS
@@ -954,6 +956,21 @@ static int64_t watch_stall(struct scen *s, int64_t t0, bool (*recovered)(struct 
     return -1;
 }
 
+/* An HA scenario through its fault: the sale under way, `scripts/stack
+ * FAULT` in the background, the sale watched until it recovered. The
+ * longest time without a 202, as watch_stall says. */
+static int64_t ha_sale_through(struct scen *s, int min_replicas_ack, const char *fault,
+                               bool (*recovered)(struct scen *), void (*once_recovered)(struct scen *),
+                               int64_t *recovered_ms)
+{
+    scen_ha(s, min_replicas_ack);
+    scen_start(s);
+    wave1(s);
+    int64_t t0 = util_mono_ms();
+    stack_bg(fault);
+    return watch_stall(s, t0, recovered, once_recovered, recovered_ms);
+}
+
 static bool redis_moved(struct scen *s)
 {
     int p = sentinel_primary_port(s);
@@ -986,14 +1003,9 @@ static void test_ha_redis_primary_killed(void **state)
     (void)state;
     struct scen *s = &scen;
     scen_init(s, "HA: Redis primary SIGKILL, min_replicas_ack 1", "harkill");
-    scen_ha(s, 1);
     s->fix = true;
-    scen_start(s);
-    wave1(s);
-    assert_int_equal(sentinel_primary_port(s), HA_REDIS_HOME);
-    int64_t t0 = util_mono_ms(), moved_ms = 0;
-    stack_bg("kill redis");
-    int64_t stall = watch_stall(s, t0, redis_moved, redis_old_primary_back, &moved_ms);
+    int64_t moved_ms = 0;
+    int64_t stall = ha_sale_through(s, 1, "kill redis", redis_moved, redis_old_primary_back, &moved_ms);
     printf("# %s: the Sentinels named %d primary %" PRId64 " ms after the kill; the old primary was started "
            "again then (a replica to WAIT for); longest time without a 202: %" PRId64 " ms; refused meanwhile "
            "(WAIT short): %" PRId64 "\n",
@@ -1015,12 +1027,8 @@ static void test_ha_redis_primary_killed_async(void **state)
     struct sale_report r;
     struct scen *s = &scen;
     scen_init(s, "HA: Redis primary SIGKILL, min_replicas_ack 0", "haasync");
-    scen_ha(s, 0);
-    scen_start(s);
-    wave1(s);
-    int64_t t0 = util_mono_ms(), moved_ms = 0;
-    stack_bg("kill redis");
-    int64_t stall = watch_stall(s, t0, redis_moved, NULL, &moved_ms);
+    int64_t moved_ms = 0;
+    int64_t stall = ha_sale_through(s, 0, "kill redis", redis_moved, NULL, &moved_ms);
     printf("# %s: the Sentinels named a new primary %" PRId64 " ms after the kill; longest time without a "
            "202: %" PRId64 " ms (no replica needed to go on)\n",
            s->title, moved_ms, stall);
@@ -1097,12 +1105,8 @@ static void test_ha_sentinel_killed(void **state)
     (void)state;
     struct scen *s = &scen;
     scen_init(s, "HA: a Sentinel killed", "hasent");
-    scen_ha(s, 1);
-    scen_start(s);
-    wave1(s);
-    int64_t t0 = util_mono_ms(), at = 0;
-    stack_bg("kill sentinel-1");
-    int64_t stall = watch_stall(s, t0, always, NULL, &at);
+    int64_t at = 0;
+    int64_t stall = ha_sale_through(s, 1, "kill sentinel-1", always, NULL, &at);
     printf("# %s: longest time without a 202 after the kill: %" PRId64 " ms\n", s->title, stall);
     wave2(s);
     expect_moves(s, 0, 0);
