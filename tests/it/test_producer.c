@@ -442,6 +442,11 @@ static void test_kafka_down_and_orphans(void **state)
     topic_mark(&mark);
     snprintf(cmd, sizeof(cmd), "'%s/scripts/stack' stop kafka >/dev/null", harness_root());
     assert_int_equal(system(cmd), 0);
+    /* Until the producer has seen the broker gone, an order could still be
+     * on a connection the broker is closing: "possibly persisted", kept for
+     * the sweeper, not the certain refusal step 1 is about. */
+    WAIT_UNTIL(sale_metric(b.port, "seckill_producer_kafka_up") == 0, 10000, ok);
+    assert_true(ok);
 
     /* 1. Not persisted: 503, and the unit is back. */
     s1 = (struct shot){ b.port, 111, item, 0, 0 };
@@ -452,7 +457,14 @@ static void test_kafka_down_and_orphans(void **state)
     assert_int_equal(order(b.port, 222, item, NULL, 0), 429);
     pthread_join(th, NULL);
     assert_int_equal(s1.status, 503);
-    assert_int_equal(item_key_int(item, KEYS_ITEM_STOCK, "GET"), 5);
+    long long stock = item_key_int(item, KEYS_ITEM_STOCK, "GET");
+    if (stock != 5)
+        fail_msg("the unit was not given back: stock %lld; kafka not persisted %lld, possibly persisted %lld, "
+                 "restored %lld, redis errors %lld",
+                 stock, (long long)sale_metric(b.port, "seckill_producer_kafka_errors_total{kind=\"not_persisted\"}"),
+                 (long long)sale_metric(b.port, "seckill_producer_kafka_errors_total{kind=\"possibly_persisted\"}"),
+                 (long long)sale_metric(b.port, "seckill_producer_restored_total"),
+                 (long long)sale_metric(b.port, "seckill_producer_redis_errors_total"));
     assert_int_equal(item_key_int(item, KEYS_ITEM_BUYERS, "SCARD"), 0);
     assert_int_equal(item_key_int(item, KEYS_ITEM_PENDING, "HLEN"), 0);
     assert_int_equal(item_key_int(item, KEYS_ITEM_UNPUB, "ZCARD"), 0);
