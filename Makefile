@@ -154,6 +154,8 @@ install: all install-man
 	    $(UNIT_SED) $$u >$(DESTDIR)$(UNITDIR)/$$(basename $$u .in) && chmod 644 $(DESTDIR)$(UNITDIR)/$$(basename $$u .in) || exit 1; \
 	done
 	install -m 644 config/systemd/seckill.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/seckill.conf
+	install -d $(DESTDIR)$(SYSCONFDIR)/seckill/prometheus
+	install -m 644 config/prometheus/seckill-rules.yml $(DESTDIR)$(SYSCONFDIR)/seckill/prometheus/
 	install -m 644 README.md $(DESTDIR)$(DOCDIR)/
 	install -d $(DESTDIR)$(DOCDIR)/docs && install -m 644 docs/*.md $(DESTDIR)$(DOCDIR)/docs/
 	install -m 644 sql/migrations/*.sql $(DESTDIR)$(PREFIX)/share/seckill/sql/migrations/
