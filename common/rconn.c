@@ -7,10 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include "log.h"
 #include "sentinel.h"
+#include "util.h"
 
 /* The primary's generation: 1 at start, +1 per move. A connection keeps the
  * generation it was opened in as its reader's private data (hiredis leaves
@@ -71,12 +71,6 @@ static void hook_init(void)
     hooked.createString = string_hook;
 }
 
-static struct timeval ms_tv(int ms)
-{
-    struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
-    return tv;
-}
-
 static int expect_ok(redisContext *rc, redisReply *r, const char *what, char *err, size_t errlen)
 {
     if (r == NULL) {
@@ -121,7 +115,7 @@ int rconn_open(const struct cfg *c, redisContext **out, char *err, size_t errlen
     } else {
         snprintf(host, sizeof(host), "%s", c->redis.host);
     }
-    redisContext *rc = redisConnectWithTimeout(host, port, ms_tv(c->redis.connect_timeout_ms));
+    redisContext *rc = redisConnectWithTimeout(host, port, util_timeval_ms(c->redis.connect_timeout_ms));
     if (rc == NULL) {
         snprintf(err, errlen, "redis %s:%d: out of memory", host, port);
         return -1;
@@ -130,7 +124,7 @@ int rconn_open(const struct cfg *c, redisContext **out, char *err, size_t errlen
         snprintf(err, errlen, "redis %s:%d: %s", host, port, rc->errstr);
         goto fail;
     }
-    if (redisSetTimeout(rc, ms_tv(c->redis.command_timeout_ms)) != REDIS_OK) {
+    if (redisSetTimeout(rc, util_timeval_ms(c->redis.command_timeout_ms)) != REDIS_OK) {
         snprintf(err, errlen, "redis %s:%d: cannot set timeout", host, port);
         goto fail;
     }

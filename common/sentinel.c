@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include "log.h"
 #include "util.h"
@@ -16,21 +15,17 @@
 #define WATCH_RETRY_BASE_MS 100
 #define WATCH_RETRY_CAP_MS 2000
 
-static struct timeval ms_tv(int ms)
-{
-    struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
-    return tv;
-}
-
-/* Connect to the Sentinel "host:port" (validated at load). */
+/* Connect to the Sentinel "host:port" (validated at load), with the
+ * configured command timeout: a Sentinel that hangs must not hang us (the
+ * watcher reads its subscription only when poll says there is data). */
 static redisContext *connect_one(const struct cfg *c, const char *addr, char *err, size_t errlen)
 {
     const char *colon = strrchr(addr, ':');
     char host[256];
     snprintf(host, sizeof(host), "%.*s", (int)(colon - addr), addr);
-    redisContext *rc = redisConnectWithTimeout(host, atoi(colon + 1), ms_tv(c->redis.connect_timeout_ms));
-    if (rc == NULL || rc->err) {
-        snprintf(err, errlen, "sentinel %s: %s", addr, rc ? rc->errstr : "out of memory");
+    redisContext *rc = redisConnectWithTimeout(host, atoi(colon + 1), util_timeval_ms(c->redis.connect_timeout_ms));
+    if (rc == NULL || rc->err || redisSetTimeout(rc, util_timeval_ms(c->redis.command_timeout_ms)) != REDIS_OK) {
+        snprintf(err, errlen, "sentinel %s: %s", addr, rc ? (rc->err ? rc->errstr : "cannot set timeout") : "out of memory");
         redisFree(rc);
         return NULL;
     }
@@ -41,8 +36,7 @@ static redisContext *connect_one(const struct cfg *c, const char *addr, char *er
 static int read_addr(const redisReply *r, const char *addr, const char *name, char *host, size_t hostlen,
                      int *port, char *err, size_t errlen)
 {
-    long p;
-    char *end;
+    int64_t p;
     if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
         r->element[1]->type != REDIS_REPLY_STRING) {
         if (r && r->type == REDIS_REPLY_NIL)
@@ -51,8 +45,7 @@ static int read_addr(const redisReply *r, const char *addr, const char *name, ch
             snprintf(err, errlen, "sentinel %s: %s", addr, r && r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
         return -1;
     }
-    p = strtol(r->element[1]->str, &end, 10);
-    if (*end != '\0' || p < 1 || p > 65535 || r->element[0]->len >= hostlen) {
+    if (util_parse_i64(r->element[1]->str, 1, 65535, &p) != 0 || r->element[0]->len >= hostlen) {
         snprintf(err, errlen, "sentinel %s: bad address in reply", addr);
         return -1;
     }
@@ -61,34 +54,30 @@ static int read_addr(const redisReply *r, const char *addr, const char *name, ch
     return 0;
 }
 
-static int ask_one(const struct cfg *c, redisContext *rc, const char *addr, char *host, size_t hostlen, int *port,
-                   char *err, size_t errlen)
+/* Ask the Sentinel at addr, on a connection of its own, where the primary is. */
+static int ask_at(const struct cfg *c, const char *addr, char *host, size_t hostlen, int *port, char *err,
+                  size_t errlen)
 {
-    redisReply *r = redisCommand(rc, "SENTINEL get-master-addr-by-name %s", c->redis.master_name);
-    if (r == NULL) {
-        snprintf(err, errlen, "sentinel %s: %s", addr, rc->errstr);
+    redisContext *rc = connect_one(c, addr, err, errlen);
+    if (rc == NULL)
         return -1;
-    }
-    int rv = read_addr(r, addr, c->redis.master_name, host, hostlen, port, err, errlen);
+    redisReply *r = redisCommand(rc, "SENTINEL get-master-addr-by-name %s", c->redis.master_name);
+    int rv = -1;
+    if (r == NULL)
+        snprintf(err, errlen, "sentinel %s: %s", addr, rc->errstr);
+    else
+        rv = read_addr(r, addr, c->redis.master_name, host, hostlen, port, err, errlen);
     freeReplyObject(r);
+    redisFree(rc);
     return rv;
 }
 
 int sentinel_ask(const struct cfg *c, char *host, size_t hostlen, int *port, char *err, size_t errlen)
 {
     snprintf(err, errlen, "no Sentinel configured");
-    for (size_t i = 0; i < c->redis.sentinels.n; i++) {
-        const char *addr = c->redis.sentinels.v[i];
-        redisContext *rc = connect_one(c, addr, err, errlen);
-        if (rc == NULL)
-            continue;
-        int rv = redisSetTimeout(rc, ms_tv(c->redis.command_timeout_ms)) == REDIS_OK
-                     ? ask_one(c, rc, addr, host, hostlen, port, err, errlen)
-                     : -1;
-        redisFree(rc);
-        if (rv == 0)
+    for (size_t i = 0; i < c->redis.sentinels.n; i++)
+        if (ask_at(c, c->redis.sentinels.v[i], host, hostlen, port, err, errlen) == 0)
             return 0;
-    }
     return -1;
 }
 
@@ -173,11 +162,7 @@ static void *watch_main(void *arg)
          * then seen in one of them, never in neither. */
         if (rc && (r = redisCommand(rc, "SUBSCRIBE +switch-master")) != NULL) {
             freeReplyObject(r);
-            redisContext *q = connect_one(c, addr, err, sizeof(err));
-            int ok = q && redisSetTimeout(q, ms_tv(c->redis.command_timeout_ms)) == REDIS_OK &&
-                     ask_one(c, q, addr, host, sizeof(host), &port, err, sizeof(err)) == 0;
-            redisFree(q);
-            if (ok) {
+            if (ask_at(c, addr, host, sizeof(host), &port, err, sizeof(err)) == 0) {
                 char now[300];
                 snprintf(now, sizeof(now), "%s:%d", host, port);
                 note_primary(now);

@@ -28,6 +28,12 @@ int util_cond_init_mono(pthread_cond_t *cv)
     return rc;
 }
 
+struct timeval util_timeval_ms(int64_t ms)
+{
+    struct timeval tv = { .tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+    return tv;
+}
+
 struct timespec util_deadline_ts(int64_t ms)
 {
     struct timespec ts;

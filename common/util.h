@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/time.h>
 #include <time.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -20,6 +21,8 @@ int util_cond_init_mono(pthread_cond_t *cv);
 /* The CLOCK_MONOTONIC time ms from now, as pthread_cond_timedwait wants it
  * for a condition variable from util_cond_init_mono. */
 struct timespec util_deadline_ts(int64_t ms);
+/* ms as a struct timeval (hiredis's connect and command timeouts). */
+struct timeval util_timeval_ms(int64_t ms);
 /* Sleep for ms milliseconds, resuming after signals. */
 void util_sleep_ms(int64_t ms);
 

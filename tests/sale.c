@@ -66,7 +66,7 @@ struct conn {
 static int connect_port(int port, int timeout_ms)
 {
     struct sockaddr_in sa = { 0 };
-    struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+    struct timeval tv = util_timeval_ms(timeout_ms);
     int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
