@@ -423,8 +423,9 @@ static size_t slots_fill(struct rsv *r, struct rsv_req **reqs, size_t n)
 }
 
 /* Pipeline one reserve.lua call per slot; those that could not be sent are
- * answered. The number sent (the first ones). */
-static size_t scripts_send(struct rsv *r, size_t m, int waits)
+ * answered. With waits, WAIT for that many replicas follows them
+ * (*waited: it did). The number sent (the first ones). */
+static size_t scripts_send(struct rsv *r, size_t m, int waits, int *waited)
 {
     size_t sent = 0;
     for (size_t i = 0; i < m; i++) {
@@ -446,12 +447,8 @@ static size_t scripts_send(struct rsv *r, size_t m, int waits)
         finish(r->slots[i].req, RSV_UNAVAILABLE);
     /* In the same round trip: WAIT answers once the replicas hold every
      * write this connection made, the batch's reservations included. */
-    if (waits && sent && redisAppendCommand(r->link.rc, "WAIT %d %d", waits,
-                                            CFG_GET(r->cfg->redis.wait_timeout_ms)) != REDIS_OK) {
-        for (size_t i = 0; i < sent; i++)
-            finish(r->slots[i].req, RSV_UNAVAILABLE);
-        sent = 0;
-    }
+    *waited = waits && sent &&
+              redisAppendCommand(r->link.rc, "WAIT %d %d", waits, CFG_GET(r->cfg->redis.wait_timeout_ms)) == REDIS_OK;
     PM_INC(redis_roundtrips);
     return sent;
 }
@@ -523,7 +520,7 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int re
 {
     struct slot *won[RSV_BATCH], *again[RSV_BATCH];
     size_t nwon = 0, nagain = 0, sent;
-    int waits = CFG_GET(r->cfg->redis.min_replicas_ack), held = 1;
+    int waits = CFG_GET(r->cfg->redis.min_replicas_ack), waited = 0, held = !waits;
 
     if (!rlink_ok(&r->link)) {
         for (size_t i = 0; i < n; i++)
@@ -531,8 +528,9 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int re
         return;
     }
     /* Slots are reused by a retry: copy out the requests first. */
-    sent = scripts_send(r, slots_fill(r, reqs, n), waits);
-    if (scripts_read(r, sent, retry, won, &nwon, again, &nagain) && waits && sent)
+    sent = scripts_send(r, slots_fill(r, reqs, n), waits, &waited);
+    /* (a WAIT that could not even be queued confirms nothing: held stays 0) */
+    if (scripts_read(r, sent, retry, won, &nwon, again, &nagain) && waited)
         held = wait_read(r, waits);
     /* Publish before retrying: the retry reuses the slots. A reservation
      * the replicas may not hold is not promised: a failover now could sell
