@@ -20,6 +20,9 @@ SAN     ?=
 PKGS    := hiredis rdkafka libpq libconfig libmicrohttpd libsystemd jansson libcrypto
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# seckillctl alone: libcurl asks the daemons' /healthz (seckillctl watch).
+CTL_PKGS   := libcurl
+CTL_LIBS   := $(shell pkg-config --libs $(CTL_PKGS) 2>/dev/null)
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-missing-field-initializers
 CFLAGS  ?= -O2 -g
@@ -39,7 +42,7 @@ INC_common   := -Icommon
 INC_gen      := -Icommon
 INC_producer := -Icommon -Iproducer
 INC_consumer := -Icommon -Iconsumer
-INC_ctl      := -Icommon -Ictl
+INC_ctl      := -Icommon -Ictl $(shell pkg-config --cflags $(CTL_PKGS) 2>/dev/null)
 INC_bench    := -Icommon
 INC_tests    := -Icommon -Ictl -Iproducer -Iconsumer -Itests
 LIBS    := $(PKG_LIBS) -pthread
@@ -102,7 +105,7 @@ $(BUILD)/seckill-producer: $(BUILD)/obj/producer/main.o $(PROD_LIB) $(LIB)
 $(BUILD)/seckill-consumer: $(BUILD)/obj/consumer/main.o $(CONS_LIB) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 $(BUILD)/seckillctl: $(BUILD)/obj/ctl/seckillctl.o $(CTL_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(CTL_LIBS)
 
 tests: $(TEST_BINS)
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_HELPER_OBJ) $(PROD_LIB) $(CONS_LIB) $(LIB)

@@ -104,3 +104,37 @@ int kmeta_offsets_at(rd_kafka_t *rk, const char *topic, int32_t n, int timeout_m
 {
     return list_offsets(rk, topic, n, timeout_ms, ts, at, err, errlen);
 }
+
+int kmeta_committed(rd_kafka_t *rk, const char *topic, int32_t n, int timeout_ms, int64_t *at, char *err,
+                    size_t errlen)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
+    int ret = -1;
+    if (!l) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int32_t i = 0; i < n; i++)
+        rd_kafka_topic_partition_list_add(l, topic, i);
+    rd_kafka_resp_err_t e = rd_kafka_committed(rk, l, timeout_ms);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(err, errlen, "kafka: committed offsets of %s: %s", topic, rd_kafka_err2str(e));
+        goto fail;
+    }
+    for (int32_t i = 0; i < n; i++)
+        at[i] = -1;
+    for (int i = 0; i < l->cnt; i++) {
+        int32_t p = l->elems[i].partition;
+        if (l->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            snprintf(err, errlen, "kafka: committed offset of %s [%" PRId32 "]: %s", topic, p,
+                     rd_kafka_err2str(l->elems[i].err));
+            goto fail;
+        }
+        if (p >= 0 && p < n)
+            at[p] = l->elems[i].offset < 0 ? -1 : l->elems[i].offset;
+    }
+    ret = 0;
+fail:
+    rd_kafka_topic_partition_list_destroy(l);
+    return ret;
+}

@@ -34,6 +34,13 @@ int kmeta_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, int32_t 
 int kmeta_range(rd_kafka_t *rk, const char *topic, int32_t n, int timeout_ms, int64_t *lo, int64_t *hi, char *err,
                 size_t errlen);
 
+/* The group's committed offsets (rk opened by kmeta_open with that group)
+ * of partitions 0..n-1 into at[]: -1 where the group has committed nothing
+ * (RD_KAFKA_OFFSET_INVALID). Reads only: nothing is committed or joined.
+ * 0, or -1 with err. */
+int kmeta_committed(rd_kafka_t *rk, const char *topic, int32_t n, int timeout_ms, int64_t *at, char *err,
+                    size_t errlen);
+
 /* Offsets of the first messages stamped at or after ts (ms since the epoch)
  * in partitions 0..n-1 into at[]: -1 (RD_KAFKA_OFFSET_END) where no message
  * is that late. 0, or -1 with err. */

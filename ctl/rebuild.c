@@ -25,32 +25,26 @@
 static int64_t group_lag(rd_kafka_t *rk, const struct cfg *c, const int64_t *lo, const int64_t *ends, int32_t n,
                          char *where, size_t wlen, char *err, size_t errlen)
 {
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
-    int64_t lag = 0;
-    if (!l) {
+    int64_t *at = calloc((size_t)n + 1, sizeof(*at)), lag = 0;
+    if (!at) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    for (int32_t i = 0; i < n; i++)
-        rd_kafka_topic_partition_list_add(l, c->kafka.topic, i);
-    rd_kafka_resp_err_t e = rd_kafka_committed(rk, l, META_TIMEOUT_MS);
-    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        snprintf(err, errlen, "kafka: committed offsets of group %s: %s", c->consumer.group_id, rd_kafka_err2str(e));
-        rd_kafka_topic_partition_list_destroy(l);
+    if (kmeta_committed(rk, c->kafka.topic, n, META_TIMEOUT_MS, at, err, errlen) != 0) {
+        free(at);
         return -1;
     }
     where[0] = '\0';
-    for (int i = 0; i < l->cnt; i++) {
-        int32_t p = l->elems[i].partition;
-        int64_t at = l->elems[i].offset < 0 ? lo[p] : l->elems[i].offset;
-        if (at < ends[p]) {
+    for (int32_t p = 0; p < n; p++) {
+        int64_t from = at[p] < 0 ? lo[p] : at[p];
+        if (from < ends[p]) {
             size_t used = strlen(where);
-            lag += ends[p] - at;
+            lag += ends[p] - from;
             snprintf(where + used, wlen - used, "%spartition %" PRId32 " at %" PRId64 " of %" PRId64,
-                     used ? ", " : "", p, at, ends[p]);
+                     used ? ", " : "", p, from, ends[p]);
         }
     }
-    rd_kafka_topic_partition_list_destroy(l);
+    free(at);
     return lag;
 }
 

@@ -10,6 +10,7 @@
 #include "reconcile.h"
 #include "sweepcmd.h"
 #include "token.h"
+#include "watch.h"
 
 static const char usage[] =
     "COMMAND ...\n"
@@ -26,6 +27,10 @@ static const char usage[] =
     "                                                for every unit; --fix repairs what is safe\n"
     "  inspect [--item ID]                           sold vs stock, duplicates, rates, latency,\n"
     "                                                refusals and dead letters\n"
+    "  watch [--item ID]... [--interval MS] [--count N] [--producer HOST:PORT]... [--consumer HOST:PORT]...\n"
+    "                                                a live view of a running sale: stock, accepted,\n"
+    "                                                pending, persisted, refused and their rates per\n"
+    "                                                item, the group's lag, the daemons' health\n"
     "  sweep [--age-ms N]                            re-publish reservations Kafka never\n"
     "                                                acknowledged, older than N ms\n"
     "  token issue (--user ID | --users FIRST-LAST) [--ttl DURATION] [--key KID]\n"
@@ -65,6 +70,8 @@ int main(int argc, char **argv)
         ret = reconcile_cmd(&c, sub_argc, sub_argv);
     } else if (strcmp(sub_argv[0], "token") == 0) {
         ret = token_cmd(&c, sub_argc, sub_argv);
+    } else if (strcmp(sub_argv[0], "watch") == 0) {
+        ret = watch_cmd(&c, sub_argc, sub_argv);
     } else if (strcmp(sub_argv[0], "sweep") == 0) {
         ret = sweepcmd(&c, sub_argc, sub_argv);
     } else if (strcmp(sub_argv[0], "config") == 0 && sub_argc == 2 && strcmp(sub_argv[1], "show") == 0) {

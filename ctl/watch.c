@@ -1,0 +1,690 @@
+#include "watch.h"
+
+#include <curl/curl.h>
+#include <getopt.h>
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <librdkafka/rdkafka.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "embed.h"
+#include "keys.h"
+#include "kmeta.h"
+#include "pgconn.h"
+#include "rconn.h"
+#include "util.h"
+
+#define WATCH_MAX_PICKED 64 /* --item given this many times at most */
+#define WATCH_MAX_SHOWN 20  /* rows on the screen / items on a line; the total covers all */
+#define WATCH_MAX_EPS 16    /* --producer / --consumer addresses */
+#define WATCH_ERR 256
+
+/* One item at one refresh. -1: not known (its engine did not answer, or
+ * Redis has no stock loaded for it). */
+struct witem {
+    int64_t id;
+    int64_t total, stock, accepted, pending, persisted, refused;
+};
+
+struct wep {
+    const char *kind; /* "producer" or "consumer" */
+    char addr[128];
+    int code;           /* HTTP status; 0: no answer */
+    char detail[160];   /* why not up: the dependencies /healthz named down, or curl's error */
+};
+
+/* Everything one refresh saw. */
+struct wsample {
+    int64_t mono_ms, wall_ms;
+    struct witem *items;
+    size_t n, cap;
+    int32_t parts;
+    int64_t *lo, *end, *committed; /* per partition; committed -1: nothing committed yet */
+    char redis_err[WATCH_ERR], pg_err[WATCH_ERR], kafka_err[WATCH_ERR];
+};
+
+/* What the loop keeps between refreshes: connections, asked again when
+ * broken. */
+struct watch {
+    const struct cfg *c;
+    int64_t picked[WATCH_MAX_PICKED];
+    size_t npicked;
+    struct wep eps[WATCH_MAX_EPS];
+    size_t neps;
+    redisContext *rc;
+    PGconn *pg;
+    rd_kafka_t *rk;
+    CURL *curl;
+    bool tty;
+};
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* --- Redis ----------------------------------------------------------------- */
+
+static struct witem *item_add(struct wsample *s, int64_t id)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        struct witem *v = realloc(s->items, cap * sizeof(*v));
+        if (!v)
+            return NULL;
+        s->items = v;
+        s->cap = cap;
+    }
+    struct witem *it = &s->items[s->n++];
+    *it = (struct witem){ .id = id, .total = -1, .stock = -1, .accepted = -1, .pending = -1, .persisted = -1,
+                          .refused = -1 };
+    return it;
+}
+
+static int cmp_item(const void *a, const void *b)
+{
+    int64_t x = ((const struct witem *)a)->id, y = ((const struct witem *)b)->id;
+    return (x > y) - (x < y);
+}
+
+/* The items to show: those picked with --item, else every item with a sale
+ * loaded (the <prefix>:items set). Needs Redis for the latter. */
+static int items_list(struct watch *w, struct wsample *s)
+{
+    if (w->npicked) {
+        for (size_t i = 0; i < w->npicked; i++)
+            if (!item_add(s, w->picked[i]))
+                return -1;
+    } else {
+        char k[KEYS_MAX];
+        if (keys_items(k, sizeof(k), w->c->redis.key_prefix) < 0)
+            return -1;
+        redisReply *r = redisCommand(w->rc, "SMEMBERS %s", k);
+        if (!r || r->type != REDIS_REPLY_ARRAY) {
+            snprintf(s->redis_err, sizeof(s->redis_err), "SMEMBERS: %s",
+                     r && r->type == REDIS_REPLY_ERROR ? r->str : w->rc->errstr);
+            if (r)
+                freeReplyObject(r);
+            return -1;
+        }
+        for (size_t i = 0; i < r->elements; i++) {
+            int64_t id;
+            if (r->element[i]->type == REDIS_REPLY_STRING && util_parse_i64(r->element[i]->str, 1, INT64_MAX, &id) == 0 &&
+                !item_add(s, id)) {
+                freeReplyObject(r);
+                return -1;
+            }
+        }
+        freeReplyObject(r);
+    }
+    qsort(s->items, s->n, sizeof(*s->items), cmp_item);
+    return 0;
+}
+
+static int64_t reply_i64(const redisReply *r)
+{
+    int64_t v;
+    if (r->type == REDIS_REPLY_INTEGER)
+        return r->integer;
+    if (r->type == REDIS_REPLY_STRING && util_parse_i64(r->str, INT64_MIN, INT64_MAX, &v) == 0)
+        return v;
+    return -1;
+}
+
+/* Stock, pending and buyers of every item: one pipelined round trip. */
+static void redis_sample(struct watch *w, struct wsample *s)
+{
+    char err[WATCH_ERR];
+    if (w->rc && rconn_broken(w->rc)) {
+        redisFree(w->rc);
+        w->rc = NULL;
+    }
+    if (!w->rc && rconn_open(w->c, &w->rc, err, sizeof(err)) != 0) {
+        snprintf(s->redis_err, sizeof(s->redis_err), "%s", err);
+        if (w->npicked)
+            items_list(w, s); /* the rows still show what PostgreSQL knows */
+        return;
+    }
+    if (items_list(w, s) != 0) {
+        if (!s->redis_err[0])
+            snprintf(s->redis_err, sizeof(s->redis_err), "out of memory");
+        return;
+    }
+    size_t sent = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        char k[KEYS_ITEM_PARTS][KEYS_MAX];
+        if (keys_item_all(k, w->c->redis.key_prefix, s->items[i].id) != 0)
+            break;
+        redisAppendCommand(w->rc, "GET %s", k[KEYS_ITEM_STOCK]);
+        redisAppendCommand(w->rc, "HLEN %s", k[KEYS_ITEM_PENDING]);
+        redisAppendCommand(w->rc, "SCARD %s", k[KEYS_ITEM_BUYERS]);
+        sent++;
+    }
+    for (size_t i = 0; i < sent; i++) {
+        redisReply *r[3] = { 0 };
+        int ok = 1;
+        for (int j = 0; j < 3; j++)
+            ok &= redisGetReply(w->rc, (void **)&r[j]) == REDIS_OK && r[j] && r[j]->type != REDIS_REPLY_ERROR;
+        if (ok && r[0]->type != REDIS_REPLY_NIL) {
+            s->items[i].stock = reply_i64(r[0]);
+            s->items[i].pending = reply_i64(r[1]);
+            s->items[i].accepted = reply_i64(r[2]);
+        } else if (!ok && !s->redis_err[0]) {
+            snprintf(s->redis_err, sizeof(s->redis_err), "%s",
+                     w->rc->err ? w->rc->errstr : "error reply");
+        }
+        for (int j = 0; j < 3; j++)
+            if (r[j])
+                freeReplyObject(r[j]);
+        if (w->rc->err)
+            break; /* the connection is gone: the rest will not come */
+    }
+}
+
+/* --- PostgreSQL -------------------------------------------------------------- */
+
+static void pg_sample(struct watch *w, struct wsample *s)
+{
+    char err[WATCH_ERR];
+    PGresult *res = NULL;
+    char *arr = NULL;
+    if (s->n == 0)
+        return;
+    if (w->pg && PQstatus(w->pg) != CONNECTION_OK) {
+        PQfinish(w->pg);
+        w->pg = NULL;
+    }
+    if (!w->pg) {
+        if (pgconn_open(w->c, "seckillctl watch", &w->pg, err, sizeof(err)) != 0) {
+            snprintf(s->pg_err, sizeof(s->pg_err), "%s", err);
+            return;
+        }
+        /* Every statement of this session refuses to write. */
+        res = PQexec(w->pg, "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY");
+        if (PQresultStatus(res) != PGRES_COMMAND_OK)
+            goto pgfail;
+        PQclear(res);
+        res = NULL;
+    }
+    /* The ids as one array parameter, "{1,2,3}": 20 characters per id at most. */
+    size_t len = s->n * 21 + 3, used = 0;
+    if (!(arr = malloc(len))) {
+        snprintf(s->pg_err, sizeof(s->pg_err), "out of memory");
+        return;
+    }
+    arr[used++] = '{';
+    for (size_t i = 0; i < s->n; i++)
+        used += (size_t)snprintf(arr + used, len - used, "%s%" PRId64, i ? "," : "", s->items[i].id);
+    snprintf(arr + used, len - used, "}");
+    const char *params[] = { arr };
+    res = PQexecParams(w->pg, embed_watch_items, 1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK)
+        goto pgfail;
+    /* Both lists ascend by id: one merge. */
+    size_t j = 0;
+    for (int r = 0; r < PQntuples(res); r++) {
+        int64_t id, v[3];
+        if (util_parse_i64(PQgetvalue(res, r, 0), 1, INT64_MAX, &id) != 0)
+            continue;
+        while (j < s->n && s->items[j].id < id)
+            j++;
+        if (j == s->n)
+            break;
+        if (s->items[j].id != id)
+            continue;
+        for (int k = 0; k < 3; k++)
+            if (util_parse_i64(PQgetvalue(res, r, k + 1), 0, INT64_MAX, &v[k]) != 0)
+                v[k] = -1;
+        s->items[j].total = v[0];
+        s->items[j].persisted = v[1];
+        s->items[j].refused = v[2];
+    }
+    PQclear(res);
+    free(arr);
+    return;
+pgfail: {
+    const char *m = PQerrorMessage(w->pg);
+    size_t n = strlen(m);
+    snprintf(s->pg_err, sizeof(s->pg_err), "%.*s", (int)(n && m[n - 1] == '\n' ? n - 1 : n), m);
+    PQclear(res);
+    free(arr);
+    /* Whatever went wrong, the next refresh starts from a new session. */
+    PQfinish(w->pg);
+    w->pg = NULL;
+}
+}
+
+/* --- Kafka ------------------------------------------------------------------- */
+
+#define WATCH_KAFKA_TIMEOUT_MS 2000
+
+static void kafka_sample(struct watch *w, struct wsample *s)
+{
+    char err[WATCH_ERR];
+    int32_t n;
+    /* Opened with the group's id only to read its committed offsets: never
+     * subscribed, so it never joins the group nor commits. */
+    if (!w->rk && !(w->rk = kmeta_open(w->c, w->c->consumer.group_id, err, sizeof(err)))) {
+        snprintf(s->kafka_err, sizeof(s->kafka_err), "%s", err);
+        return;
+    }
+    if (kmeta_partitions(w->rk, w->c->kafka.topic, WATCH_KAFKA_TIMEOUT_MS, &n, err, sizeof(err)) != 0)
+        goto fail;
+    if (!(s->lo = calloc((size_t)n, sizeof(*s->lo))) || !(s->end = calloc((size_t)n, sizeof(*s->end))) ||
+        !(s->committed = calloc((size_t)n, sizeof(*s->committed)))) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto fail;
+    }
+    if (kmeta_range(w->rk, w->c->kafka.topic, n, WATCH_KAFKA_TIMEOUT_MS, s->lo, s->end, err, sizeof(err)) != 0 ||
+        kmeta_committed(w->rk, w->c->kafka.topic, n, WATCH_KAFKA_TIMEOUT_MS, s->committed, err, sizeof(err)) != 0)
+        goto fail;
+    s->parts = n;
+    return;
+fail:
+    snprintf(s->kafka_err, sizeof(s->kafka_err), "%s", err);
+    free(s->lo);
+    free(s->end);
+    free(s->committed);
+    s->lo = s->end = s->committed = NULL;
+    s->parts = 0;
+}
+
+/* Lag of partition p: what the group has not consumed. Where it never
+ * committed, the consumer starts from the earliest message still kept
+ * (auto.offset.reset=earliest), so all of what is kept is lag. */
+static int64_t part_lag(const struct wsample *s, int32_t p)
+{
+    int64_t from = s->committed[p] < 0 ? s->lo[p] : s->committed[p];
+    return s->end[p] > from ? s->end[p] - from : 0;
+}
+
+static int64_t total_lag(const struct wsample *s)
+{
+    int64_t lag = 0;
+    for (int32_t p = 0; p < s->parts; p++)
+        lag += part_lag(s, p);
+    return lag;
+}
+
+/* --- /healthz ---------------------------------------------------------------- */
+
+struct body {
+    char buf[1024];
+    size_t len;
+};
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
+{
+    struct body *b = arg;
+    size_t n = size * nmemb, room = sizeof(b->buf) - 1 - b->len;
+    memcpy(b->buf + b->len, data, n < room ? n : room);
+    b->len += n < room ? n : room;
+    return n;
+}
+
+/* Which dependencies a /healthz answer names down, e.g. "redis down". */
+static void health_detail(const char *body, char *out, size_t len)
+{
+    json_error_t je;
+    json_t *o = json_loads(body, 0, &je);
+    const char *k;
+    json_t *v;
+    size_t used = 0;
+    out[0] = '\0';
+    if (!json_is_object(o)) {
+        snprintf(out, len, "unexpected answer");
+        json_decref(o);
+        return;
+    }
+    json_object_foreach(o, k, v) {
+        if (strcmp(k, "status") != 0 && json_is_string(v) && strcmp(json_string_value(v), "up") != 0 && used < len)
+            used += (size_t)snprintf(out + used, len - used, "%s%s %s", used ? ", " : "", k, json_string_value(v));
+    }
+    json_decref(o);
+}
+
+static void health_sample(struct watch *w, int timeout_ms)
+{
+    for (size_t i = 0; i < w->neps; i++) {
+        struct wep *e = &w->eps[i];
+        struct body b = { .len = 0 };
+        char url[160];
+        long code = 0;
+        snprintf(url, sizeof(url), "http://%s/healthz", e->addr);
+        curl_easy_reset(w->curl);
+        curl_easy_setopt(w->curl, CURLOPT_URL, url);
+        curl_easy_setopt(w->curl, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+        curl_easy_setopt(w->curl, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(w->curl, CURLOPT_PROTOCOLS_STR, "http");
+        curl_easy_setopt(w->curl, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(w->curl, CURLOPT_WRITEDATA, &b);
+        CURLcode rc = curl_easy_perform(w->curl);
+        b.buf[b.len] = '\0';
+        e->detail[0] = '\0';
+        if (rc != CURLE_OK) {
+            e->code = 0;
+            snprintf(e->detail, sizeof(e->detail), "%s", curl_easy_strerror(rc));
+            continue;
+        }
+        curl_easy_getinfo(w->curl, CURLINFO_RESPONSE_CODE, &code);
+        e->code = (int)code;
+        if (code != 200)
+            health_detail(b.buf, e->detail, sizeof(e->detail));
+    }
+}
+
+static const char *health_word(const struct wep *e)
+{
+    return e->code == 200 ? "up" : e->code == 0 ? "unreachable" : "down";
+}
+
+/* --- rendering --------------------------------------------------------------- */
+
+/* "1234", or "-" when not known. */
+static const char *num(int64_t v, char *buf, size_t len)
+{
+    if (v < 0)
+        return "-";
+    snprintf(buf, len, "%" PRId64, v);
+    return buf;
+}
+
+/* The change per second of one counter since the previous refresh; "-"
+ * when either side is not known. */
+static const char *rate(int64_t now, int64_t before, int64_t dt_ms, char *buf, size_t len)
+{
+    if (now < 0 || before < 0 || dt_ms <= 0)
+        return "-";
+    snprintf(buf, len, "%.1f", (double)(now - before) * 1000.0 / (double)dt_ms);
+    return buf;
+}
+
+static const struct witem *find(const struct wsample *s, int64_t id)
+{
+    for (size_t i = 0; s && i < s->n; i++)
+        if (s->items[i].id == id)
+            return &s->items[i];
+    return NULL;
+}
+
+/* The sum over every item, -1 where any item's value is unknown. */
+static struct witem total(const struct wsample *s)
+{
+    struct witem t = { .id = 0 };
+    int64_t *dst[] = { &t.total, &t.stock, &t.accepted, &t.pending, &t.persisted, &t.refused };
+    for (size_t i = 0; i < s->n; i++) {
+        const int64_t src[] = { s->items[i].total, s->items[i].stock, s->items[i].accepted,
+                                s->items[i].pending, s->items[i].persisted, s->items[i].refused };
+        for (int k = 0; k < 6; k++)
+            *dst[k] = (*dst[k] < 0 || src[k] < 0) ? -1 : *dst[k] + src[k];
+    }
+    return t;
+}
+
+static void row(const struct witem *it, const struct witem *prev, int64_t dt, const char *label)
+{
+    char b[8][32], id[24];
+    const struct witem none = { .total = -1, .stock = -1, .accepted = -1, .pending = -1, .persisted = -1,
+                                .refused = -1 };
+    if (!prev)
+        prev = &none;
+    printf("%-14s %9s %9s %9s %9s %9s %9s %9s %9s\n", label ? label : num(it->id, id, sizeof(id)),
+           num(it->stock, b[0], 32), num(it->accepted, b[1], 32), num(it->pending, b[2], 32),
+           num(it->persisted, b[3], 32), num(it->refused, b[4], 32),
+           rate(it->accepted, prev->accepted, dt, b[5], 32), rate(it->persisted, prev->persisted, dt, b[6], 32),
+           rate(it->refused, prev->refused, dt, b[7], 32));
+}
+
+static void render_screen(const struct watch *w, const struct wsample *s, const struct wsample *prev, int interval)
+{
+    char when[40];
+    int64_t dt = prev ? s->mono_ms - prev->mono_ms : 0;
+    util_format_time_ms(s->wall_ms, when, sizeof(when));
+    /* Home and clear, then the whole picture: no partial lines left over. */
+    printf("\033[H\033[2J");
+    printf("seckill watch   %s   every %d ms   (Ctrl-C to quit)\n\n", when, interval);
+    printf("%-14s %9s %9s %9s %9s %9s %9s %9s %9s\n", "ITEM", "STOCK", "ACCEPTED", "PENDING", "PERSISTED",
+           "REFUSED", "ACC/s", "PERS/s", "REF/s");
+    for (size_t i = 0; i < s->n && i < WATCH_MAX_SHOWN; i++)
+        row(&s->items[i], find(prev, s->items[i].id), dt, NULL);
+    if (s->n > 1) {
+        struct witem t = total(s), pt = prev ? total(prev) : (struct witem){ .accepted = -1 };
+        if (s->n > WATCH_MAX_SHOWN)
+            printf("(%zu more items; pick with --item ID)\n", s->n - WATCH_MAX_SHOWN);
+        row(&t, prev && prev->n == s->n ? &pt : NULL, dt, "all items");
+    }
+    if (s->n == 0 && !s->redis_err[0])
+        printf("(no item has a sale loaded: seckillctl item create)\n");
+    if (s->redis_err[0])
+        printf("redis:    %s\n", s->redis_err);
+    if (s->pg_err[0])
+        printf("postgres: %s\n", s->pg_err);
+
+    printf("\nKAFKA %s, group %s", w->c->kafka.topic, w->c->consumer.group_id);
+    if (s->kafka_err[0]) {
+        printf(": %s\n", s->kafka_err);
+    } else {
+        printf(": lag %" PRId64 "\n", total_lag(s));
+        printf("  %-9s %12s %12s %9s\n", "PARTITION", "END", "COMMITTED", "LAG");
+        for (int32_t p = 0; p < s->parts; p++) {
+            char b[32];
+            printf("  %-9" PRId32 " %12" PRId64 " %12s %9" PRId64 "\n", p, s->end[p],
+                   s->committed[p] < 0 ? "-" : num(s->committed[p], b, sizeof(b)), part_lag(s, p));
+        }
+    }
+    printf("\n");
+    for (size_t i = 0; i < w->neps; i++)
+        printf("%-9s %-24s %s%s%s%s\n", w->eps[i].kind, w->eps[i].addr, health_word(&w->eps[i]),
+               w->eps[i].detail[0] ? " (" : "", w->eps[i].detail, w->eps[i].detail[0] ? ")" : "");
+    fflush(stdout);
+}
+
+/* One line per refresh, key=value pairs (logfmt), the items last, each
+ * starting with item=ID. Rates are per second since the previous line. */
+static void render_line(const struct watch *w, const struct wsample *s, const struct wsample *prev)
+{
+    char when[40], b[8][32];
+    int64_t dt = prev ? s->mono_ms - prev->mono_ms : 0;
+    size_t up[2] = { 0, 0 }, all[2] = { 0, 0 };
+    util_format_time_ms(s->wall_ms, when, sizeof(when));
+    for (size_t i = 0; i < w->neps; i++) {
+        int k = strcmp(w->eps[i].kind, "producer") == 0 ? 0 : 1;
+        all[k]++;
+        up[k] += w->eps[i].code == 200;
+    }
+    printf("ts=%s", when);
+    if (s->kafka_err[0]) {
+        printf(" lag=- lag_partitions=-");
+    } else {
+        printf(" lag=%" PRId64 " lag_partitions=", total_lag(s));
+        for (int32_t p = 0; p < s->parts; p++)
+            printf("%s%" PRId64, p ? "," : "", part_lag(s, p));
+    }
+    printf(" producers_up=%zu/%zu consumers_up=%zu/%zu", up[0], all[0], up[1], all[1]);
+    for (size_t i = 0; i < w->neps; i++)
+        printf(" %s=%s:%s", w->eps[i].kind, w->eps[i].addr, health_word(&w->eps[i]));
+    printf(" redis=%s postgres=%s kafka=%s items=%zu", s->redis_err[0] ? "down" : "up",
+           s->pg_err[0] ? "down" : "up", s->kafka_err[0] ? "down" : "up", s->n);
+    for (size_t i = 0; i < s->n && i < WATCH_MAX_SHOWN; i++) {
+        const struct witem *it = &s->items[i], *pv = find(prev, it->id);
+        const struct witem none = { .accepted = -1, .persisted = -1, .refused = -1 };
+        if (!pv)
+            pv = &none;
+        printf(" item=%" PRId64 " stock=%s accepted=%s pending=%s persisted=%s refused=%s"
+               " accepted_per_s=%s persisted_per_s=%s refused_per_s=%s",
+               it->id, num(it->stock, b[0], 32), num(it->accepted, b[1], 32), num(it->pending, b[2], 32),
+               num(it->persisted, b[3], 32), num(it->refused, b[4], 32),
+               rate(it->accepted, pv->accepted, dt, b[5], 32), rate(it->persisted, pv->persisted, dt, b[6], 32),
+               rate(it->refused, pv->refused, dt, b[7], 32));
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
+/* --- the loop ---------------------------------------------------------------- */
+
+static void sample_free(struct wsample *s)
+{
+    free(s->items);
+    free(s->lo);
+    free(s->end);
+    free(s->committed);
+    memset(s, 0, sizeof(*s));
+}
+
+static int add_ep(struct watch *w, const char *kind, const char *addr)
+{
+    if (w->neps == WATCH_MAX_EPS || strlen(addr) >= sizeof(w->eps[0].addr) || !strchr(addr, ':')) {
+        fprintf(stderr, "seckillctl: watch: --%s takes HOST:PORT (at most %d addresses), got '%s'\n", kind,
+                WATCH_MAX_EPS, addr);
+        return -1;
+    }
+    struct wep *e = &w->eps[w->neps++];
+    e->kind = kind;
+    snprintf(e->addr, sizeof(e->addr), "%s", addr);
+    return 0;
+}
+
+/* A daemon listening on every address is asked on loopback. */
+static const char *reachable(const char *listen)
+{
+    return strcmp(listen, "0.0.0.0") == 0 || strcmp(listen, "::") == 0 || listen[0] == '\0' ? "127.0.0.1" : listen;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: seckillctl watch [--item ID]... [--interval MS] [--count N]\n"
+                    "                        [--producer HOST:PORT]... [--consumer HOST:PORT]...\n"
+                    "  --interval MS   refresh every MS ms (100..3600000, default 1000)\n"
+                    "  --count N       stop after N refreshes (default: until interrupted)\n"
+                    "  --producer/--consumer  /healthz addresses (default: from the configuration)\n");
+}
+
+int watch_cmd(const struct cfg *c, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "item", required_argument, NULL, 'i' },     { "interval", required_argument, NULL, 'n' },
+        { "count", required_argument, NULL, 'k' },    { "producer", required_argument, NULL, 'p' },
+        { "consumer", required_argument, NULL, 'c' }, { NULL, 0, NULL, 0 },
+    };
+    struct watch w = { .c = c, .tty = isatty(STDOUT_FILENO) == 1 };
+    struct wsample cur = { 0 }, prev = { 0 };
+    int64_t interval = 1000, count = 0, v;
+    bool have_prev = false, own_producer = false, own_consumer = false;
+    int o, ret = 2;
+
+    optind = 1;
+    while ((o = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+        switch (o) {
+        case 'i':
+            if (util_parse_i64(optarg, 1, INT64_MAX, &v) != 0 || w.npicked == WATCH_MAX_PICKED) {
+                fprintf(stderr, "seckillctl: watch: --item takes a positive id (at most %d items), got '%s'\n",
+                        WATCH_MAX_PICKED, optarg);
+                return 2;
+            }
+            w.picked[w.npicked++] = v;
+            break;
+        case 'n':
+            if (util_parse_i64(optarg, 100, 3600000, &interval) != 0) {
+                fprintf(stderr, "seckillctl: watch: --interval takes 100..3600000 ms, got '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'k':
+            if (util_parse_i64(optarg, 1, INT64_MAX, &count) != 0) {
+                fprintf(stderr, "seckillctl: watch: --count takes a positive number, got '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'p':
+        case 'c':
+            if (add_ep(&w, o == 'p' ? "producer" : "consumer", optarg) != 0)
+                return 2;
+            own_producer |= o == 'p';
+            own_consumer |= o == 'c';
+            break;
+        default:
+            usage();
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "seckillctl: watch: unexpected argument '%s'\n", argv[optind]);
+        usage();
+        return 2;
+    }
+    /* Without flags, the daemons this configuration describes. */
+    char addr[128];
+    if (!own_producer) {
+        snprintf(addr, sizeof(addr), "%s:%d", reachable(c->producer.listen), c->producer.port);
+        add_ep(&w, "producer", addr);
+    }
+    if (!own_consumer && c->consumer.metrics_port > 0) {
+        snprintf(addr, sizeof(addr), "%s:%d", reachable(c->consumer.metrics_listen), c->consumer.metrics_port);
+        add_ep(&w, "consumer", addr);
+    }
+
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || !(w.curl = curl_easy_init())) {
+        fprintf(stderr, "seckillctl: watch: cannot start the HTTP client\n");
+        return 1;
+    }
+    struct sigaction sa = { .sa_handler = on_signal };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    if (w.tty)
+        printf("\033[?25l"); /* no cursor blinking over the table */
+
+    int64_t next = util_mono_ms();
+    for (int64_t done = 0; !stop_requested && (count == 0 || done < count); done++) {
+        cur.mono_ms = util_mono_ms();
+        cur.wall_ms = util_wall_ms();
+        redis_sample(&w, &cur);
+        pg_sample(&w, &cur);
+        kafka_sample(&w, &cur);
+        health_sample(&w, (int)(interval < 1000 ? interval : 1000));
+        if (w.tty)
+            render_screen(&w, &cur, have_prev ? &prev : NULL, (int)interval);
+        else
+            render_line(&w, &cur, have_prev ? &prev : NULL);
+        sample_free(&prev);
+        prev = cur;
+        memset(&cur, 0, sizeof(cur));
+        have_prev = true;
+        if (count && done + 1 >= count)
+            break;
+        /* Refreshes keep their pace whatever a slow engine cost; a signal
+         * ends the wait within 50 ms. */
+        next += interval;
+        for (int64_t now = util_mono_ms(); now < next && !stop_requested; now = util_mono_ms())
+            util_sleep_ms(next - now < 50 ? next - now : 50);
+        if (util_mono_ms() > next + interval)
+            next = util_mono_ms(); /* fell behind: do not rush to catch up */
+    }
+    ret = 0;
+    if (w.tty)
+        printf("\033[?25h");
+    fflush(stdout);
+    sample_free(&cur);
+    sample_free(&prev);
+    if (w.rc)
+        redisFree(w.rc);
+    PQfinish(w.pg);
+    if (w.rk) {
+        rd_kafka_consumer_close(w.rk); /* never subscribed: leaves no group it never joined */
+        rd_kafka_destroy(w.rk);
+    }
+    curl_easy_cleanup(w.curl);
+    curl_global_cleanup();
+    return ret;
+}

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# tests/cli/test_watch.sh BUILD_DIR: seckillctl watch against a running sale.
+# What it prints must agree with Redis (stock, buyers, pending), PostgreSQL
+# (persisted, refused), Kafka's own view of the group's committed offsets
+# (lag per partition) and the daemons' /healthz; its rates must be the
+# changes between its lines; on a terminal it redraws a table; and it sends
+# Redis nothing but reads. Own items, topic, group and key prefix, removed at
+# the end. Speaks TAP.
+set -u
+
+BUILD_ARG=${1:?usage: tests/cli/test_watch.sh BUILD_DIR}
+BUILD=$(cd "$BUILD_ARG" 2>/dev/null && pwd) || { echo "Bail out! no build dir $BUILD_ARG"; exit 1; }
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT" || exit 1
+T=$(mktemp -d)
+TAG=watch$$
+PREFIX=sktest-$TAG
+TOPIC=sktest.watch.$$
+GROUP=sktest-$TAG
+ITEM=$((940000000000 + $$ * 2))
+ITEM2=$((ITEM + 1))
+STOCK=10
+STOCK2=6
+BUYERS=30
+REDIS=(redis-cli -p 16379)
+PSQL=(psql -X -q -t -A -h 127.0.0.1 -p 15432 -U seckill -d seckill)
+prod_pid= cons_pid= mon_pid=
+
+# shellcheck source=../tap.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../tap.sh"
+
+stop() { [ -n "$1" ] && kill -TERM "$1" 2>/dev/null && wait "$1" 2>/dev/null; }
+cleanup() {
+    stop "$prod_pid"; stop "$cons_pid"
+    [ -n "$mon_pid" ] && kill "$mon_pid" 2>/dev/null
+    "${REDIS[@]}" --scan --pattern "$PREFIX:*" | xargs -r "${REDIS[@]}" del >/dev/null
+    "${PSQL[@]}" -c "DELETE FROM orders WHERE item_id IN ($ITEM, $ITEM2);
+                     DELETE FROM order_rejections WHERE item_id IN ($ITEM, $ITEM2);
+                     DELETE FROM items WHERE item_id IN ($ITEM, $ITEM2)" >/dev/null 2>&1
+    scripts/stack topic delete "$TOPIC" >/dev/null 2>&1
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+until_ok() {
+    local end=$((SECONDS + $1)); shift
+    until "$@"; do [ $SECONDS -lt $end ] || return 1; sleep 0.2; done
+}
+# field LINE KEY [NTH]: the value of the NTH (1st) KEY=value pair of a line.
+field() {
+    printf '%s\n' "$1" | tr ' ' '\n' | awk -F= -v k="$2" -v n="${3:-1}" '$1 == k && ++seen == n { print substr($0, length(k) + 2); exit }'
+}
+# item_field LINE ITEM KEY: KEY of that item's group on the line.
+item_field() {
+    printf '%s\n' "$1" | tr ' ' '\n' |
+        awk -F= -v id="$2" -v k="$3" '$1 == "item" { cur = $2 } cur == id && $1 == k { print $2; exit }'
+}
+buy() { # buy ITEM USER: the HTTP status
+    curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
+        -d "{\"user_id\": $2, \"item_id\": $1}" "http://127.0.0.1:$PPORT/api/v1/seckill"
+}
+persisted_is() { [ "$("${PSQL[@]}" -c "SELECT count(*) FROM orders WHERE item_id = $1")" = "$2" ]; }
+WATCH=("$BUILD/seckillctl" -c "$T/seckill.cfg" watch)
+
+echo "1..20"
+
+scripts/stack up >"$T/stack.log" 2>&1 || { echo "Bail out! scripts/stack up failed: $(tail -n 3 "$T/stack.log")"; exit 1; }
+scripts/stack topic create "$TOPIC" >/dev/null 2>&1 || { echo "Bail out! cannot create topic $TOPIC"; exit 1; }
+PPORT=$(free_port) CPORT=$(free_port)
+sed -e "s/key_prefix = \"seckill\"/key_prefix = \"$PREFIX\"/" \
+    -e "s/topic = \"seckill.orders\";/topic = \"$TOPIC\";/" \
+    -e "s/^  port = 8080;/  port = $PPORT;/" \
+    -e "s/metrics_port = 9101;/metrics_port = $CPORT;/" \
+    -e "s/group_id = \"seckill-consumer\";/group_id = \"$GROUP\";/" \
+    -e "s|key_dir = \"dev-keys\";|key_dir = \"$ROOT/config/dev-keys\";|" config/seckill.cfg >"$T/seckill.cfg"
+for i in "$ITEM:$STOCK" "$ITEM2:$STOCK2"; do
+    "$BUILD/seckillctl" -c "$T/seckill.cfg" item create --id "${i%:*}" --stock "${i#*:}" --name watch >/dev/null 2>"$T/item.err" ||
+        { echo "Bail out! item create: $(cat "$T/item.err")"; exit 1; }
+done
+"$BUILD/seckill-producer" -c "$T/seckill.cfg" 2>"$T/producer.log" & prod_pid=$!
+"$BUILD/seckill-consumer" -c "$T/seckill.cfg" 2>"$T/consumer.log" & cons_pid=$!
+until_ok 60 curl -sf -o /dev/null "http://127.0.0.1:$PPORT/healthz" || { echo "Bail out! producer not healthy: $(tail -n 3 "$T/producer.log")"; exit 1; }
+until_ok 60 curl -sf -o /dev/null "http://127.0.0.1:$CPORT/healthz" || { echo "Bail out! consumer not healthy: $(tail -n 3 "$T/consumer.log")"; exit 1; }
+
+# --- a sale of ITEM, every accepted order persisted, both daemons up ---------
+accepted=0
+for u in $(seq 1 $BUYERS); do [ "$(buy "$ITEM" $((ITEM % 100000 * 100 + u)))" = 202 ] && accepted=$((accepted + 1)); done
+is "the buyers got exactly the stock accepted" "$accepted" "$STOCK"
+if until_ok 60 persisted_is "$ITEM" "$accepted"; then pass "the consumer persisted the sale"
+else fail "the consumer persisted the sale" "$(tail -n 5 "$T/consumer.log")"; fi
+
+run "${WATCH[@]}" --count 1 --item "$ITEM" --item "$ITEM2"
+line=$(tail -n 1 "$T/out")
+if [ "$rc" = 0 ] && [ "$(wc -l <"$T/out")" = 1 ]; then pass "watch --count 1, not on a terminal: exactly one line"
+else fail "watch --count 1: one line" "$(run_diag)"; fi
+is "both daemons up (their /healthz)" "$(field "$line" producers_up) $(field "$line" consumers_up)" "1/1 1/1"
+is "stock = Redis's stock key" "$(item_field "$line" "$ITEM" stock)" "$("${REDIS[@]}" get "$PREFIX:{item:$ITEM}:stock")"
+is "accepted = Redis's buyers = what the buyers were told" \
+    "$(item_field "$line" "$ITEM" accepted) $("${REDIS[@]}" scard "$PREFIX:{item:$ITEM}:buyers")" "$accepted $accepted"
+is "pending = Redis's pending orders (none left)" "$(item_field "$line" "$ITEM" pending)" \
+    "$("${REDIS[@]}" hlen "$PREFIX:{item:$ITEM}:pending")"
+is "persisted and refused = PostgreSQL's rows" \
+    "$(item_field "$line" "$ITEM" persisted) $(item_field "$line" "$ITEM" refused)" \
+    "$("${PSQL[@]}" -c "SELECT (SELECT count(*) FROM orders WHERE item_id = $ITEM) || ' ' ||
+                              (SELECT count(*) FROM order_rejections WHERE item_id = $ITEM)")"
+
+# --- the consumer stopped: orders for ITEM2 wait on the topic ------------------
+stop "$cons_pid"; cons_pid=
+# Rates: watch runs while buyers of ITEM2 arrive; each line's rate must be
+# the change in its counts since the line before, per second of its clock.
+"${WATCH[@]}" --count 4 --interval 500 --item "$ITEM2" >"$T/rates" 2>"$T/rates.err" & wpid=$!
+until_ok 30 test -s "$T/rates"
+accepted2=0
+for u in $(seq 1 $STOCK2); do [ "$(buy "$ITEM2" $((ITEM2 % 100000 * 100 + u)))" = 202 ] && accepted2=$((accepted2 + 1)); done
+wait "$wpid"
+is "four lines, one per refresh" "$(wc -l <"$T/rates")" 4
+bad=$(awk '
+    function v(k,   i, a) { for (i = 1; i <= NF; i++) { split($i, a, "="); if (a[1] == k) return a[2] } return "" }
+    function ms(ts,   a) { split(substr(ts, 12, 12), a, "[:.]"); return ((a[1] * 60 + a[2]) * 60 + a[3]) * 1000 + a[4] }
+    { t = ms(v("ts")); acc = v("accepted"); r = v("accepted_per_s")
+      if (NR > 1) {
+          want = (acc - pacc) * 1000 / (t - pt)
+          d = r - want; if (d < 0) d = -d
+          # the line stamps its wall clock, the rate uses the monotonic one
+          if (d > 0.15 * (want < 0 ? -want : want) + 0.5) printf "line %d: accepted_per_s %s, counts say %.1f; ", NR, r, want
+      } else if (r != "-") printf "line 1 has a rate (%s) with nothing before it; ", r
+      pt = t; pacc = acc }' "$T/rates")
+is "each rate is the change since the line before" "$bad" ""
+first=$(head -n 1 "$T/rates") last=$(tail -n 1 "$T/rates")
+is "the lines saw the $STOCK2 new orders arrive" \
+    "$(( $(field "$last" accepted) - $(field "$first" accepted) ))" "$accepted2"
+
+run "${WATCH[@]}" --count 1 --item "$ITEM2"
+line=$(tail -n 1 "$T/out")
+is "the stopped consumer is down, the producer up" "$(field "$line" producers_up) $(field "$line" consumers_up)" "1/1 0/1"
+is "ITEM2: accepted and pending = Redis, persisted 0" \
+    "$(item_field "$line" "$ITEM2" accepted) $(item_field "$line" "$ITEM2" pending) $(item_field "$line" "$ITEM2" persisted)" \
+    "$("${REDIS[@]}" scard "$PREFIX:{item:$ITEM2}:buyers") $("${REDIS[@]}" hlen "$PREFIX:{item:$ITEM2}:pending") 0"
+# Kafka's own tool: committed offset and lag per partition. A partition the
+# group never committed on is all lag (the topic is new: from offset 0).
+scripts/stack group describe "$GROUP" >"$T/group" 2>&1
+want=$(for p in 0 1 2 3 4 5; do
+    awk -v t="$TOPIC" -v p=$p '$2 == t && $3 == p { print ($6 == "-" ? $5 : $6); found = 1 } END { if (!found) print "?" }' "$T/group"
+done | paste -sd, -)
+if [ "${want#*\?}" != "$want" ]; then   # partitions the tool did not list: their end offsets
+    want=$(for p in 0 1 2 3 4 5; do
+        l=$(awk -v t="$TOPIC" -v p=$p '$2 == t && $3 == p { print ($6 == "-" ? $5 : $6) }' "$T/group")
+        [ -n "$l" ] && echo "$l" || kcat -b 127.0.0.1:19092 -Q -t "$TOPIC:$p:-1" 2>/dev/null | awk '{ print $NF }'
+    done | paste -sd, -)
+fi
+is "lag per partition = Kafka's ConsumerGroupCommand" "$(field "$line" lag_partitions)" "$want"
+is "total lag = the unconsumed orders" "$(field "$line" lag)" "$accepted2"
+
+# --- reads only: every command watch sends Redis, seen by MONITOR -------------
+stop "$prod_pid"; prod_pid=
+"${REDIS[@]}" monitor >"$T/monitor" 2>&1 & mon_pid=$!
+until_ok 10 grep -q OK "$T/monitor"
+run "${WATCH[@]}" --count 2 --interval 200
+"${REDIS[@]}" ping >/dev/null   # a last command, so MONITOR has shown everything before it
+until_ok 10 grep -q '"ping"' "$T/monitor"
+kill "$mon_pid"; mon_pid=
+cmds=$(grep -o '\] "[a-zA-Z]*"' "$T/monitor" | tr -d '"]' | tr a-z A-Z | sort -u | tr -d ' ' | paste -sd' ' -)
+writes=$(printf '%s\n' $cmds | grep -vxE 'GET|HLEN|SCARD|SMEMBERS|PING|ROLE|AUTH|SELECT|CLIENT|INFO' | paste -sd' ' -)
+if [ "$rc" = 0 ] && [ -n "$cmds" ]; then pass "watch ran with both daemons gone (commands seen: $cmds)"
+else fail "watch with the daemons gone" "$(run_diag)" "monitor saw: $cmds"; fi
+is "watch sends Redis only reads" "$writes" ""
+is "no daemon up, and said so" "$(field "$(tail -n 1 "$T/out")" producers_up) $(field "$(tail -n 1 "$T/out")" consumers_up)" "0/1 0/1"
+
+# --- on a terminal: a table redrawn in place -------------------------------------
+script -qec "$(printf '%q ' "${WATCH[@]}" --count 2 --interval 200 --item "$ITEM" --item "$ITEM2")" /dev/null >"$T/tty" 2>&1
+clears=$(grep -o $'\033\[H\033\[2J' "$T/tty" | wc -l)
+is "on a terminal: the screen is redrawn once per refresh" "$clears" 2
+if grep -q 'ITEM .*STOCK .*ACCEPTED .*PENDING .*PERSISTED .*REFUSED' "$T/tty" &&
+   grep -qE "^$ITEM +[0-9]+ +$STOCK +0 +$STOCK +0 " <(tr -d '\r' <"$T/tty") &&
+   grep -q "PARTITION .*END .*COMMITTED .*LAG" "$T/tty"; then
+    pass "on a terminal: the item table and the partition table"
+else fail "on a terminal: the tables" "$(tr -d '\r' <"$T/tty" | sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g' | tail -n 20)"; fi
+exit $((failed > 0))
