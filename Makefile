@@ -6,6 +6,7 @@
 #   make bench      throughput next to the hardware's limits (build/bench.json)
 #   make tsan       ThreadSanitizer build (build/tsan), threaded integration tests under it (mk/tsan.mk)
 #   make install    PREFIX=/usr/local DESTDIR= (binaries, config, SQL, systemd units)
+#   make deb        Debian package build/seckill_<version>_<arch>.deb, checked by lintian (mk/deb.mk)
 #   make stack-up / stack-down / stack-status
 
 PREFIX  ?= /usr/local
@@ -180,3 +181,4 @@ clean:
 -include mk/fuzz.mk
 -include mk/docs.mk
 -include mk/tsan.mk
+-include mk/deb.mk
