@@ -11,6 +11,8 @@ BUILD_ARG=${1:?usage: tests/cli/test_cli.sh BUILD_DIR}
 BUILD=$(cd "$BUILD_ARG" 2>/dev/null && pwd) || { echo "Bail out! no build dir $BUILD_ARG"; exit 1; }
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT" || exit 1
+# psql and pgbench log in as admin with the password the stack generated
+export PGPASSFILE=${SECKILL_STACK_DIR:-$ROOT/.stack}/pgpass
 
 CTL=$BUILD/seckillctl
 CFG=config/seckill.cfg
@@ -19,7 +21,7 @@ REDIS_PORT=16379
 KEY_PREFIX=seckill # redis.key_prefix in $CFG
 
 rcli() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" --no-raw "$@" 2>&1 | sed 's/^(integer) //; s/^"\(.*\)"$/\1/'; }
-sql() { psql -h 127.0.0.1 -p 15432 -U seckill -d seckill -X -q -t -A -v ON_ERROR_STOP=1 -c "$1"; }
+sql() { psql -h 127.0.0.1 -p 15432 -U admin -d seckill -X -q -t -A -v ON_ERROR_STOP=1 -c "$1"; }
 
 T=$(mktemp -d)
 UNIQ=$(date +%s%N)
@@ -143,7 +145,7 @@ mkcfg() {
         echo "${2:-}"
         echo 'postgres = {'
         echo '  dbname = "seckill";'
-        echo '  admin_user = "seckill";'
+        echo '  admin_user = "admin";'
         echo '};'
     } >"$1"
 }
