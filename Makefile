@@ -164,8 +164,14 @@ install: all install-man
 	install -d $(DESTDIR)$(DOCDIR)/docs && install -m 644 docs/*.md $(DESTDIR)$(DOCDIR)/docs/
 	install -m 644 sql/migrations/*.sql $(DESTDIR)$(PREFIX)/share/seckill/sql/migrations/
 	install -m 755 scripts/migrate $(DESTDIR)$(PREFIX)/share/seckill/sql/migrate
-	@# never overwrite an operator's edited configuration
-	test -e $(DESTDIR)$(SYSCONFDIR)/seckill/seckill.cfg || install -m 640 config/seckill.cfg $(DESTDIR)$(SYSCONFDIR)/seckill/seckill.cfg
+	@# never overwrite an operator's edited configuration; its password files:
+	@# the units' credentials by bare name, seckillctl's under secrets/ (docs/security.md)
+	install -d -m 700 $(DESTDIR)$(SYSCONFDIR)/seckill/secrets
+	test -e $(DESTDIR)$(SYSCONFDIR)/seckill/seckill.cfg || { \
+	    sed -e 's#"\.\./\.stack/secrets/\(pg-producer\|pg-consumer\)"#"\1"#' \
+	        -e 's|"\.\./\.stack/secrets/pg-admin"|"$(SYSCONFDIR)/seckill/secrets/pg-admin"|' \
+	        config/seckill.cfg >$(DESTDIR)$(SYSCONFDIR)/seckill/seckill.cfg && \
+	    chmod 640 $(DESTDIR)$(SYSCONFDIR)/seckill/seckill.cfg; }
 
 stack-up:
 	scripts/stack up

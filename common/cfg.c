@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "log.h"
+#include "secret.h"
 #include "util.h"
 
 struct cfg_def {
@@ -34,6 +35,26 @@ static const struct cfg_def cfg_defs[] = {
 #define CFIELD(c, d, T) ((const T *)((const char *)(c) + (d)->off))
 
 static const char *const logfmt_names[] = { "plain", "json" };
+static const char *const role_names[CFG_ROLES] = { "producer", "consumer", "admin" };
+
+static enum cfg_role role_self = CFG_ROLE_ADMIN;
+static unsigned role_mask;
+
+void cfg_role_set(enum cfg_role self, unsigned secrets_mask)
+{
+    role_self = self;
+    role_mask = secrets_mask;
+}
+
+enum cfg_role cfg_role_self(void)
+{
+    return role_self;
+}
+
+const char *cfg_role_name(enum cfg_role r)
+{
+    return (unsigned)r < CFG_ROLES ? role_names[r] : "?";
+}
 static const char *const auth_names[] = { "none", "jwt" };
 
 /* The index of name in names[0..n), or -1. */
@@ -346,6 +367,18 @@ static int load_one(config_t *lc, const struct cfg_def *d, const char *path, str
             return -1;
         }
         return 0;
+    case CFG_PWFILE: {
+        /* A bare name under systemd is the credential of that name. */
+        char *v = *sval ? secret_credential_path(sval) : NULL;
+        if (!v)
+            v = *sval ? abs_path(sval, file) : strdup("");
+        if (!(*FIELD(c, d, char *) = v)) {
+            seterr(err, errlen, "%s:%d: '%s': cannot resolve '%s' against the file's folder", file, line,
+                   d->path, sval);
+            return -1;
+        }
+        return 0;
+    }
     case CFG_LOGFMT:
         if ((*FIELD(c, d, int) = name_index(logfmt_names, ARRAY_SIZE(logfmt_names), sval)) >= 0)
             return 0;
@@ -411,6 +444,33 @@ static int check_cross(const struct cfg *c, const char *path, char *err, size_t 
     return 0;
 }
 
+/* Read the password files of the roles asked for. An error names the
+ * setting and where it is set, and the file; never the content. */
+static int load_secrets(config_t *lc, const char *path, struct cfg *c, char *err, size_t errlen)
+{
+    for (int r = 0; r < CFG_ROLES; r++) {
+        char setting[64], ferr[512];
+        const char *f = c->postgres.password_file[r];
+        if (r != (int)role_self && !(role_mask & CFG_ROLE_BIT(r)))
+            continue;
+        if (*f == '\0') {
+            if (secret_empty(&c->postgres.password[r]) != 0) {
+                seterr(err, errlen, "%s: out of memory", path);
+                return -1;
+            }
+            continue;
+        }
+        if (secret_read(f, &c->postgres.password[r], ferr, sizeof(ferr)) != 0) {
+            snprintf(setting, sizeof(setting), "postgres.%s_password_file", role_names[r]);
+            const config_setting_t *s = config_lookup(lc, setting);
+            seterr(err, errlen, "%s:%d: '%s': %s", s ? src_file(s, path) : path, s ? src_line(s) : 0, setting,
+                   ferr);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int cfg_load(const char *path, struct cfg *out, char *err, size_t errlen)
 {
     config_t lc;
@@ -441,6 +501,8 @@ int cfg_load(const char *path, struct cfg *out, char *err, size_t errlen)
         if (load_one(&lc, &cfg_defs[i], path, &c, err, errlen) != 0)
             goto fail;
     if (check_cross(&c, path, err, errlen) != 0)
+        goto fail;
+    if (load_secrets(&lc, path, &c, err, errlen) != 0)
         goto fail;
 
     config_destroy(&lc);
@@ -475,7 +537,7 @@ void cfg_free(struct cfg *c)
 {
     for (size_t i = 0; i < ARRAY_SIZE(cfg_defs); i++) {
         const struct cfg_def *d = &cfg_defs[i];
-        if (d->type == CFG_STR || d->type == CFG_PATH || d->type == CFG_PORTS) {
+        if (d->type == CFG_STR || d->type == CFG_PATH || d->type == CFG_PORTS || d->type == CFG_PWFILE) {
             free(*FIELD(c, d, char *));
             *FIELD(c, d, char *) = NULL;
         } else if (d->type == CFG_PROPS) {
@@ -483,6 +545,10 @@ void cfg_free(struct cfg *c)
         } else if (d->type == CFG_LIST) {
             list_free(FIELD(c, d, struct cfg_list));
         }
+    }
+    for (int r = 0; r < CFG_ROLES; r++) {
+        secret_free(c->postgres.password[r]);
+        c->postgres.password[r] = NULL;
     }
 }
 
@@ -512,6 +578,7 @@ static bool def_equal(const struct cfg_def *d, const struct cfg *a, const struct
     case CFG_STR:
     case CFG_PATH:
     case CFG_PORTS:
+    case CFG_PWFILE:
         return strcmp(*CFIELD(a, d, char *), *CFIELD(b, d, char *)) == 0;
     case CFG_LIST:
         return list_equal(CFIELD(a, d, struct cfg_list), CFIELD(b, d, struct cfg_list));
@@ -539,7 +606,8 @@ static size_t def_size(const struct cfg_def *d)
     switch (d->type) {
     case CFG_STR:
     case CFG_PATH:
-    case CFG_PORTS: return sizeof(char *);
+    case CFG_PORTS:
+    case CFG_PWFILE: return sizeof(char *);
     case CFG_LIST: return sizeof(struct cfg_list);
     case CFG_PROPS: return sizeof(struct cfg_props);
     default: return sizeof(int);
@@ -564,6 +632,14 @@ void cfg_apply_reload(struct cfg *cur, struct cfg *new)
         if ((d->flags & CFG_RELOAD) && def_size(d) == sizeof(int))
             __atomic_store_n(FIELD(cur, d, int), *CFIELD(new, d, int), __ATOMIC_RELAXED);
     }
+    /* The passwords are read by threads that connect (consumer workers)
+     * while this runs: copied in under each secret's lock, never swapped, so
+     * a pointer a thread holds stays valid. New connections use the new
+     * password; open ones are left alone (the server keeps an authenticated
+     * session after ALTER ROLE ... PASSWORD) and drain on their own. */
+    for (int r = 0; r < CFG_ROLES; r++)
+        if (cur->postgres.password[r] && new->postgres.password[r])
+            secret_replace(cur->postgres.password[r], new->postgres.password[r]);
 }
 
 int cfg_reloadable_scalar_only(void)
@@ -604,7 +680,8 @@ static void cfg_print(const struct cfg *c, FILE *f, bool mask)
             break;
         }
         case CFG_STR:
-        case CFG_PATH: {
+        case CFG_PATH:
+        case CFG_PWFILE: { /* a password file's path, never its content */
             const char *v = *CFIELD(c, d, char *);
             fprintf(f, "\"%s\";\n", mask && (d->flags & CFG_SECRET) && *v ? "********" : v);
             break;
@@ -661,6 +738,7 @@ static const char *type_name(const struct cfg_def *d)
     case CFG_INT: return "integer";
     case CFG_STR: return "string";
     case CFG_PATH: return "path";
+    case CFG_PWFILE: return "password file";
     case CFG_PORTS: return "port or \"p1,p2\"";
     case CFG_LIST: return "list of strings";
     case CFG_PROPS: return "list of \"name=value\"";
@@ -735,7 +813,15 @@ static const char ref_intro[] =
     "reason logged while the daemon runs on with the old file. **Secret** settings are never\n"
     "printed or logged (`seckillctl config show` masks them), nor are librdkafka properties whose\n"
     "name contains `password` or `secret`. Relative paths are resolved against the folder of the\n"
-    "file that sets them.\n";
+    "file that sets them.\n"
+    "\n"
+    "Each program connects to PostgreSQL as its own role (`postgres.<role>_user`; the grants are in\n"
+    "[security.md](security.md)). A **password file** holds that role's password and nothing else\n"
+    "(one trailing newline is dropped); it must be mode 0600 or 0400, and is read when the file is\n"
+    "loaded (`-t` checks it) and again on SIGHUP: a broken one refuses the reload. A program reads\n"
+    "only its own role's file. A bare name (no `/`) is a systemd credential when\n"
+    "`$CREDENTIALS_DIRECTORY` is set (`LoadCredential=`). `config show` prints the path, never the\n"
+    "content.\n";
 
 void cfg_reference(FILE *f)
 {

@@ -9,6 +9,19 @@
 #include <stddef.h>
 #include <stdio.h>
 
+struct secret;
+
+/* Who a program is to the databases: each connects with its own role's
+ * credentials (postgres.<role>_user, postgres.<role>_password_file) and is
+ * granted exactly what that role needs (docs/security.md). */
+enum cfg_role {
+    CFG_ROLE_PRODUCER, /* seckill-producer */
+    CFG_ROLE_CONSUMER, /* seckill-consumer, its --replay included */
+    CFG_ROLE_ADMIN,    /* seckillctl, the bench and test tools' own SQL */
+    CFG_ROLES
+};
+#define CFG_ROLE_BIT(r) (1u << (r))
+
 /* A list of strings (jwt.keys, jwt.algorithms). */
 struct cfg_list {
     char **v;
@@ -48,8 +61,12 @@ struct cfg {
         char *host;  /* one host, or "a,b,..." (libpq multi-host) */
         char *port;  /* "5432", or one port per host: "5432,5433" */
         char *dbname;
-        char *user;
-        char *password;
+        char *user[CFG_ROLES];          /* per enum cfg_role */
+        char *password_file[CFG_ROLES]; /* absolute, or "" for none */
+        /* The passwords the files hold, read at load for the roles
+         * cfg_role_set asked for (NULL for the others): an empty secret
+         * when the file setting is empty. Not settings: never printed. */
+        struct secret *password[CFG_ROLES];
         int connect_timeout_s;
         char *sslmode;
         char *target_session_attrs;
@@ -115,6 +132,9 @@ enum cfg_type {
     CFG_AUTH,   /* "none" | "jwt" -> enum cfg_auth */
     CFG_PORTS,  /* heap string: one port (an integer or a string), or a
                  * comma-separated list of them, each in [min, max] */
+    CFG_PWFILE, /* heap string, a password file: "" none; a bare name is
+                 * $CREDENTIALS_DIRECTORY/name when that is set (systemd
+                 * LoadCredential=), else resolved as a CFG_PATH */
 };
 
 enum cfg_auth {
@@ -172,9 +192,18 @@ enum cfg_auth {
     X("postgres.port", CFG_PORTS, postgres.port, 1, 65535, 0, "5432", 0,                                    \
       "PostgreSQL TCP port, or \"p1,p2\": one per postgres.host entry")                                     \
     X("postgres.dbname", CFG_STR, postgres.dbname, 0, 0, 0, NULL, CFG_REQUIRED, "database name")            \
-    X("postgres.user", CFG_STR, postgres.user, 0, 0, 0, NULL, CFG_REQUIRED, "role to connect as")           \
-    X("postgres.password", CFG_STR, postgres.password, 0, 0, 0, "", CFG_SECRET,                             \
-      "the role's password; empty: none (trust, peer or .pgpass)")                                          \
+    X("postgres.producer_user", CFG_STR, postgres.user[CFG_ROLE_PRODUCER], 0, 0, 0, "producer", 0,          \
+      "role seckill-producer connects as (order id blocks)")                                                \
+    X("postgres.producer_password_file", CFG_PWFILE, postgres.password_file[CFG_ROLE_PRODUCER], 0, 0, 0, "", \
+      CFG_SWAP, "file holding the producer role's password (mode 0600); bare name: a systemd credential")   \
+    X("postgres.consumer_user", CFG_STR, postgres.user[CFG_ROLE_CONSUMER], 0, 0, 0, "consumer", 0,          \
+      "role seckill-consumer connects as (persists orders, also --replay)")                                 \
+    X("postgres.consumer_password_file", CFG_PWFILE, postgres.password_file[CFG_ROLE_CONSUMER], 0, 0, 0, "", \
+      CFG_SWAP, "file holding the consumer role's password (mode 0600); bare name: a systemd credential")   \
+    X("postgres.admin_user", CFG_STR, postgres.user[CFG_ROLE_ADMIN], 0, 0, 0, "admin", 0,                   \
+      "role seckillctl connects as (owns the schema: migrations, items, reconcile, inspect)")               \
+    X("postgres.admin_password_file", CFG_PWFILE, postgres.password_file[CFG_ROLE_ADMIN], 0, 0, 0, "",      \
+      CFG_SWAP, "file holding the admin role's password (mode 0600); empty: none (trust, peer, .pgpass)")   \
     X("postgres.connect_timeout_s", CFG_INT, postgres.connect_timeout_s, 1, 600, 5, NULL, 0,                \
       "deadline to connect to PostgreSQL (libpq connect_timeout)")                                          \
     X("postgres.sslmode", CFG_STR, postgres.sslmode, 0, 0, 0, "prefer", 0,                                  \
@@ -257,6 +286,16 @@ enum cfg_auth {
     X("logging.format", CFG_LOGFMT, logging.format, 0, 0, 0, "plain", 0,                                    \
       "plain (priority prefix for journald) or json (one object per line)")
 /* clang-format on */
+
+/* The role this program connects as (pgconn_open), and the roles whose
+ * password files cfg_load reads (a mask of CFG_ROLE_BIT; the program's own
+ * role is always read). Call before the first cfg_load; default: admin,
+ * reading admin's file only. A program reads no other role's secret: in
+ * production it is given only its own (LoadCredential=). */
+void cfg_role_set(enum cfg_role self, unsigned secrets_mask);
+enum cfg_role cfg_role_self(void);
+/* "producer", "consumer", "admin". */
+const char *cfg_role_name(enum cfg_role r);
 
 /* Load and validate path into *out (which the caller zeroes or reuses after
  * cfg_free). On failure returns -1, leaves *out empty and writes

@@ -198,6 +198,8 @@ int main(int argc, char **argv)
     struct cfg c;
     struct pipe *p = NULL;
     struct httpd *h = NULL;
+    /* Its own database role: cfg_load reads that role's password file only. */
+    cfg_role_set(CFG_ROLE_CONSUMER, 0);
     int ret = cli_parse(&cli, argc, argv);
     if (ret >= 0)
         return ret;

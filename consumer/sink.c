@@ -156,10 +156,6 @@ int sink_open(const struct cfg *c, const char *appname, struct sink **out, char 
     }
     s->cfg = c;
     snprintf(s->appname, sizeof(s->appname), "%s", appname);
-    if (sink_connect(s, err, errlen) != 0) {
-        free(s);
-        return -1;
-    }
     *out = s;
     return 0;
 }
@@ -173,8 +169,7 @@ void sink_close(struct sink *s)
     free(s);
 }
 
-/* Reconnect if the connection is gone. 0 when usable. */
-static int sink_ensure(struct sink *s, char *err, size_t errlen)
+int sink_ready(struct sink *s, char *err, size_t errlen)
 {
     if (s->pg && PQstatus(s->pg) == CONNECTION_OK)
         return 0;
@@ -816,7 +811,7 @@ int sink_write(struct sink *s, struct sink_order *v, size_t n, sink_precommit_fn
         v[i].outcome = CMSG_PENDING;
     if (n == 0)
         return SINK_OK;
-    if (sink_ensure(s, err, errlen) != 0)
+    if (sink_ready(s, err, errlen) != 0)
         return SINK_TRANSIENT;
     st = attempt(s, v, n, false, precommit, arg, err, errlen);
     if (st == SINK_STOCK_RACE)

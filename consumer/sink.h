@@ -32,8 +32,15 @@ typedef int (*sink_precommit_fn)(void *arg);
 
 struct sink;
 
+/* A sink that connects as the consumer's role with application_name
+ * appname, on first use (sink_ready, sink_write): a database that is down or
+ * refuses the password at start is a state to report and retry, not a
+ * failure. -1 only when out of memory. */
 int sink_open(const struct cfg *c, const char *appname, struct sink **out, char *err, size_t errlen);
 void sink_close(struct sink *s);
+/* Connect if not connected (a new connection takes the password the
+ * configuration holds now). 0 when connected; -1 with the reason in err. */
+int sink_ready(struct sink *s, char *err, size_t errlen);
 
 /* Write n orders. Users of the batch must be locked by the caller with the
  * fences given. Outcomes are CMSG_INSERTED, CMSG_DUPLICATE, a rejection, or

@@ -28,6 +28,7 @@ struct worker {
     struct settle *settle; /* clears the reservations of settled orders */
     bool pg_down, redis_down;
     int pg_attempt, redis_attempt;
+    int64_t pg_probe_at; /* idle and PostgreSQL down: when to try it again */
     /* per batch, sized for the largest batch */
     size_t cap;
     struct cmsg **batch, **carry;
@@ -105,6 +106,22 @@ static int64_t backoff(struct worker *w, int *attempt)
     if (*attempt > WK_RETRY_MAX_ATTEMPT)
         *attempt = WK_RETRY_MAX_ATTEMPT;
     return util_max_i64(d, WK_RETRY_FLOOR_MS);
+}
+
+/* Idle with PostgreSQL down (fetching is paused meanwhile, so no batch
+ * would find out it is back): try a connection now and then. */
+static void probe_pg(struct worker *w)
+{
+    char err[512];
+    int64_t now = util_mono_ms();
+    if (now < w->pg_probe_at)
+        return;
+    if (sink_ready(w->sink, err, sizeof(err)) == 0) {
+        set_pg_down(w, false, NULL);
+        w->pg_attempt = 0;
+        return;
+    }
+    w->pg_probe_at = now + backoff(w, &w->pg_attempt);
 }
 
 /* --- one batch ------------------------------------------------------------ */
@@ -402,6 +419,8 @@ static void *worker_main(void *arg)
             if (atomic_load(&w->pool->finishing))
                 break;
             settle_idle(w->settle);
+            if (w->pg_down)
+                probe_pg(w);
             continue;
         }
         process(w, w->batch, n);
@@ -450,6 +469,10 @@ static int worker_init(struct wk_pool *p, struct worker *w, int id, char *err, s
     snprintf(app, sizeof(app), "seckill-consumer/%d", id);
     if (sink_open(p->cfg, app, &w->sink, err, errlen) != 0)
         return -1;
+    /* Not reached yet (down, or a wrong password): the worker starts all
+     * the same and says so once; fetching stays paused until it connects. */
+    if (sink_ready(w->sink, err, errlen) != 0)
+        set_pg_down(w, true, err);
     if (settle_open(p->cfg, id, &w->settle, err, errlen) != 0)
         return -1;
     return 0;

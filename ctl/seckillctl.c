@@ -43,6 +43,8 @@ int main(int argc, char **argv)
 {
     struct cli cli = { .prog = "seckillctl", .usage = usage, .commands = 1 };
     struct cfg c;
+    /* Its own database role: cfg_load reads that role's password file only. */
+    cfg_role_set(CFG_ROLE_ADMIN, 0);
     int ret = cli_parse(&cli, argc, argv);
     if (ret >= 0)
         return ret;

@@ -175,6 +175,8 @@ int main(int argc, char **argv)
     struct cli cli = { .prog = "seckill-producer", .usage = "", .check = auth_check };
     /* static: the order id generator in it is shared with the threads */
     static struct producer d;
+    /* Its own database role: cfg_load reads that role's password file only. */
+    cfg_role_set(CFG_ROLE_PRODUCER, 0);
     int ret = cli_parse(&cli, argc, argv), status = 1;
 
     if (ret >= 0)

@@ -42,6 +42,12 @@ void harness_cfg(struct cfg *c)
         snprintf(path, sizeof(path), "%s/config/seckill.cfg", harness_root());
         p = path;
     }
+    /* In-process modules connect as the consumer (the consumer's sink is
+     * the one exercised in-process); the tests' own setup, checks and
+     * cleanup run as admin (harness_pg), and the privilege tests act as
+     * each role: every role's password is read. */
+    cfg_role_set(CFG_ROLE_CONSUMER, CFG_ROLE_BIT(CFG_ROLE_PRODUCER) | CFG_ROLE_BIT(CFG_ROLE_CONSUMER) |
+                                        CFG_ROLE_BIT(CFG_ROLE_ADMIN));
     if (cfg_load(p, c, err, sizeof(err)) != 0)
         fail_msg("test config: %s", err);
     log_setup("test", getenv("SECKILL_TEST_DEBUG") ? LOG_LVL_DEBUG : LOG_LVL_NOTICE, LOG_FMT_PLAIN);
@@ -135,7 +141,7 @@ PGconn *harness_pg(const struct cfg *c)
 {
     PGconn *pg = NULL;
     char err[512];
-    if (pgconn_open(c, "seckill-tests", &pg, err, sizeof(err)) != 0)
+    if (pgconn_open_as(c, CFG_ROLE_ADMIN, "seckill-tests", &pg, err, sizeof(err)) != 0)
         fail_msg("%s", err);
     return pg;
 }
@@ -382,7 +388,7 @@ int harness_pg_try(const struct cfg *c, const char *sql, int64_t a1, int64_t a2)
     char err[256], p[2][24];
     PGconn *pg = NULL;
     int ret = -1;
-    if (pgconn_open(c, "seckill-tests", &pg, err, sizeof(err)) != 0)
+    if (pgconn_open_as(c, CFG_ROLE_ADMIN, "seckill-tests", &pg, err, sizeof(err)) != 0)
         return -1;
     snprintf(p[0], sizeof(p[0]), "%" PRId64, a1);
     snprintf(p[1], sizeof(p[1]), "%" PRId64, a2);

@@ -60,6 +60,7 @@ long long harness_int(redisContext *rc, const char *fmt, ...);
 /* Delete every key under c's prefix. */
 void harness_redis_cleanup(const struct cfg *c);
 
+/* A connection as admin: the tests' own setup, checks and cleanup. */
 PGconn *harness_pg(const struct cfg *c);
 
 /* Restart the stack's Redis (SHUTDOWN, then scripts/stack up), wait for PING. */
@@ -67,7 +68,7 @@ void harness_redis_restart(void);
 
 /* True when the file at path contains needle (false if unreadable). */
 bool harness_file_has(const char *path, const char *needle);
-/* One statement with up to two integer parameters ($2 only when sql names
+/* One statement (as admin) with up to two integer parameters ($2 only when sql names
  * it) on a connection of its own; 0 when it ran, -1 otherwise. No cmocka
  * assertion: usable from teardowns, which must go on after a failure. */
 int harness_pg_try(const struct cfg *c, const char *sql, int64_t a1, int64_t a2);

@@ -617,7 +617,7 @@ int sale_settle(const struct cfg *c, int64_t item, struct sale *const *waves, in
     for (;;) {
         bool ok = true;
         /* Reconnect each round: the services are the ones being faulted. */
-        if (!pg && pgconn_open(c, "seckill-tests", &pg, err, sizeof(err)) != 0)
+        if (!pg && pgconn_open_as(c, CFG_ROLE_ADMIN, "seckill-tests", &pg, err, sizeof(err)) != 0)
             pg = NULL;
         if (!rc && rconn_open(c, &rc, err, sizeof(err)) != 0)
             rc = NULL;
@@ -728,7 +728,7 @@ int sale_verify(const struct cfg *c, int64_t item, struct sale *const *waves, in
             r->duplicates++; /* one order id told to two buyers */
 
     snprintf(sitem, sizeof(sitem), "%" PRId64, item);
-    if (pgconn_open(c, "seckill-tests", &pg, err, sizeof(err)) != 0) {
+    if (pgconn_open_as(c, CFG_ROLE_ADMIN, "seckill-tests", &pg, err, sizeof(err)) != 0) {
         snprintf(why, whylen, "postgres: %s", err);
         pg = NULL;
         goto out;

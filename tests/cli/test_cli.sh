@@ -11,6 +11,8 @@ BUILD_ARG=${1:?usage: tests/cli/test_cli.sh BUILD_DIR}
 BUILD=$(cd "$BUILD_ARG" 2>/dev/null && pwd) || { echo "Bail out! no build dir $BUILD_ARG"; exit 1; }
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT" || exit 1
+# psql and pgbench log in as admin with the password the stack generated
+export PGPASSFILE=${SECKILL_STACK_DIR:-$ROOT/.stack}/pgpass
 
 CTL=$BUILD/seckillctl
 CFG=config/seckill.cfg
@@ -19,7 +21,7 @@ REDIS_PORT=16379
 KEY_PREFIX=seckill # redis.key_prefix in $CFG
 
 rcli() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" --no-raw "$@" 2>&1 | sed 's/^(integer) //; s/^"\(.*\)"$/\1/'; }
-sql() { psql -h 127.0.0.1 -p 15432 -U seckill -d seckill -X -q -t -A -v ON_ERROR_STOP=1 -c "$1"; }
+sql() { psql -h 127.0.0.1 -p 15432 -U admin -d seckill -X -q -t -A -v ON_ERROR_STOP=1 -c "$1"; }
 
 T=$(mktemp -d)
 UNIQ=$(date +%s%N)
@@ -143,7 +145,7 @@ mkcfg() {
         echo "${2:-}"
         echo 'postgres = {'
         echo '  dbname = "seckill";'
-        echo '  user = "seckill";'
+        echo '  admin_user = "admin";'
         echo '};'
     } >"$1"
 }
@@ -242,12 +244,20 @@ fi
 # --- 4: config show masks secrets ---------------------------------------------
 
 mkcfg "$T/secret.cfg" 'redis = { password = "hunter2-secret"; };'
-sed -i 's/^  user = .*/&\n  password = "pg-s3cret-pw";/' "$T/secret.cfg"
+printf 'pg-s3cret-pw\n' >"$T/pg-admin.pw"; chmod 600 "$T/pg-admin.pw"
+sed -i "s|^  admin_user = .*|&\n  admin_password_file = \"$T/pg-admin.pw\";|" "$T/secret.cfg"
 check_out "config show exits 0 and prints the settings" "port = 6379;" "$CTL" -c "$T/secret.cfg" config show
 cp "$T/out" "$T/show.out"
 cat "$T/err" >>"$T/show.out"
 lacks "config show does not print redis.password" "$T/show.out" "hunter2-secret"
-lacks "config show does not print postgres.password" "$T/show.out" "pg-s3cret-pw"
+lacks "config show does not print the content of postgres.admin_password_file" "$T/show.out" "pg-s3cret-pw"
+ok_if "config show prints the path of postgres.admin_password_file" "$(cat "$T/show.out")" \
+    grep -qF "admin_password_file = \"$T/pg-admin.pw\";" "$T/show.out"
+chmod 644 "$T/pg-admin.pw"
+expect "a password file others can read: exit 1, the setting and file:line named, never the content" 1 err \
+    "secret.cfg:$((DEFECT_LINE + 4)): 'postgres.admin_password_file': $T/pg-admin.pw: group or others may access it (mode 0644)" -- \
+    "$CTL" -t -c "$T/secret.cfg"
+lacks "the refusal does not print the password" "$T/err" "pg-s3cret-pw"
 ok_if "config show prints ******** for redis.password" "$(cat "$T/show.out")" \
     grep -qF 'password = "********";' "$T/show.out"
 

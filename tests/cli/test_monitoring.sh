@@ -11,6 +11,8 @@ BUILD_ARG=${1:?usage: tests/cli/test_monitoring.sh BUILD_DIR}
 BUILD=$(cd "$BUILD_ARG" 2>/dev/null && pwd) || { echo "Bail out! no build dir $BUILD_ARG"; exit 1; }
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT" || exit 1
+# psql and pgbench log in as admin with the password the stack generated
+export PGPASSFILE=${SECKILL_STACK_DIR:-$ROOT/.stack}/pgpass
 STATE=${SECKILL_STACK_DIR:-$ROOT/.stack}
 PROM=http://127.0.0.1:19090
 T=$(mktemp -d)
@@ -30,7 +32,7 @@ cleanup() {
     [ -n "$cons_pid" ] && kill -TERM "$cons_pid" 2>/dev/null && wait "$cons_pid" 2>/dev/null
     rm -f "$STATE/prometheus/targets/producer-$TAG.json" "$STATE/prometheus/targets/consumer-$TAG.json"
     redis-cli -p 16379 --scan --pattern "$PREFIX:*" | xargs -r redis-cli -p 16379 del >/dev/null
-    psql -X -q -h 127.0.0.1 -p 15432 -U seckill -d seckill \
+    psql -X -q -h 127.0.0.1 -p 15432 -U admin -d seckill \
         -c "DELETE FROM orders WHERE item_id = $ITEM; DELETE FROM items WHERE item_id = $ITEM" >/dev/null 2>&1
     scripts/stack topic delete "$TOPIC" >/dev/null 2>&1
     rm -rf "$T"
@@ -69,7 +71,7 @@ sed -e "s/key_prefix = \"seckill\"/key_prefix = \"$PREFIX\"/" \
     -e "s/^  port = 8080;/  port = $PPORT;/" \
     -e "s/metrics_port = 9101;/metrics_port = $CPORT;/" \
     -e "s/group_id = \"seckill-consumer\";/group_id = \"sktest-$TAG\";/" \
-    -e "s|key_dir = \"dev-keys\";|key_dir = \"$ROOT/config/dev-keys\";|" config/seckill.cfg >"$T/seckill.cfg"
+    -e "s|\"\.\./\.stack/|\"${SECKILL_STACK_DIR:-$ROOT/.stack}/|" -e "s|key_dir = \"dev-keys\";|key_dir = \"$ROOT/config/dev-keys\";|" config/seckill.cfg >"$T/seckill.cfg"
 "$BUILD/seckillctl" -c "$T/seckill.cfg" item create --id "$ITEM" --stock "$STOCK" --name monitoring >/dev/null 2>"$T/item.err" ||
     { echo "Bail out! item create: $(cat "$T/item.err")"; exit 1; }
 "$BUILD/seckill-producer" -c "$T/seckill.cfg" 2>"$T/producer.log" &

@@ -160,7 +160,7 @@ printf 'rotated-secret-0123456789abcdef-0123456789\n' >"$T/keys/hs.secret"
 jwtcfg() {
     {
         echo 'kafka = { brokers = "127.0.0.1:19092"; };'
-        echo 'postgres = { dbname = "seckill"; user = "seckill"; };'
+        echo 'postgres = { dbname = "seckill"; admin_user = "admin"; };'
         echo "jwt = { key_dir = \"$T/keys\"; keys = [ $2 ]; signing_key = \"$3\";"
         echo "  issuer = \"${4:-}\"; audience = \"${5:-}\"; };"
     } >"$1"

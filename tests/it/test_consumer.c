@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -652,6 +653,147 @@ static void test_postgres_outage(void **state)
     ctx_done(&t);
 }
 
+/* SQL as the stack's superuser (roles), on psql's stdin: a password never
+ * stands in a command line. */
+static void su_sql(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void su_sql(const char *fmt, ...)
+{
+    char cmd[600], sql[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof(sql), fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof(cmd), "'%s/scripts/stack' psql -d seckill -f - >/dev/null", harness_root());
+    FILE *p = popen(cmd, "w");
+    assert_non_null(p);
+    fputs(sql, p);
+    assert_int_equal(pclose(p), 0);
+}
+
+static void put_password(const char *path, const char *pw)
+{
+    char tmp[300];
+    snprintf(tmp, sizeof(tmp), "%s.new", path);
+    FILE *f = fopen(tmp, "w");
+    assert_non_null(f);
+    fprintf(f, "%s\n", pw);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(chmod(tmp, 0600), 0);
+    assert_int_equal(rename(tmp, path), 0);
+}
+
+/* Lines of path that contain needle (0 if unreadable). */
+static int lines_with(const char *path, const char *needle)
+{
+    char line[2048];
+    int n = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof(line), f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* The server refused role's password this many times (its log). */
+static int auth_failures(const char *role)
+{
+    char path[512], needle[128];
+    snprintf(path, sizeof(path), "%s/.stack/pg/postgres.log", harness_root());
+    snprintf(needle, sizeof(needle), "password authentication failed for user \"%s\"", role);
+    return lines_with(path, needle);
+}
+
+/* Started with a wrong password, the consumer stays up: one log line when
+ * its worker finds PostgreSQL refusing it (not one per retry), the down
+ * gauge, fetching paused, the password in no log line; the right password
+ * written to its file and a SIGHUP, it persists what waited. Then a
+ * rotation: ALTER ROLE, the file, SIGHUP; its session stays until it is
+ * ended, and the new one logs in with the new password. A role of its own
+ * (a member of consumer) keeps the stack's consumer password untouched. */
+static void test_password_wrong_then_rotated(void **state)
+{
+    (void)state;
+    struct tctx t;
+    bool ok;
+    char role[64], pwfile[128], good[33], bad[33], next[33];
+    ctx_init(&t, "pw", 1);
+    item_create(t.item, 10);
+    assert_int_equal(util_random_hex(good, 16), 0);
+    assert_int_equal(util_random_hex(bad, 16), 0);
+    assert_int_equal(util_random_hex(next, 16), 0);
+    snprintf(role, sizeof(role), "sktest_consumer_%d", (int)getpid());
+    snprintf(pwfile, sizeof(pwfile), "/tmp/sktest-pw-%d", (int)getpid());
+    su_sql("CREATE ROLE %s LOGIN IN ROLE consumer PASSWORD '%s'", role, good);
+    put_password(pwfile, bad);
+    char *user0 = strdup(harness_conf.postgres.user[CFG_ROLE_CONSUMER]);
+    char *file0 = strdup(harness_conf.postgres.password_file[CFG_ROLE_CONSUMER]);
+    harness_set_str(&harness_conf.postgres.user[CFG_ROLE_CONSUMER], role);
+    harness_set_str(&harness_conf.postgres.password_file[CFG_ROLE_CONSUMER], pwfile);
+    harness_conf.consumer.workers = 1;
+    harness_conf.consumer.metrics_port = free_port();
+    int port = harness_conf.consumer.metrics_port;
+    int fails0 = auth_failures(role);
+    start(&t, 0);
+    harness_set_str(&harness_conf.postgres.user[CFG_ROLE_CONSUMER], user0);
+    harness_set_str(&harness_conf.postgres.password_file[CFG_ROLE_CONSUMER], file0);
+    free(user0);
+    free(file0);
+
+    WAIT_UNTIL(metric(port, "seckill_consumer_pg_down_workers") == 1, 30000, ok);
+    assert_true(ok);
+    for (int i = 0; i < 3; i++)
+        produce_order(t.topic, t.order_base + i, t.user_base + i, t.item);
+    produce_flush();
+    WAIT_UNTIL(metric(port, "seckill_consumer_paused") == 1, 30000, ok);
+    assert_true(ok);
+    /* it retries (the server saw several attempts) and says so once */
+    WAIT_UNTIL(auth_failures(role) >= fails0 + 4, 30000, ok);
+    assert_true(ok);
+    assert_int_equal(kill(t.pids[0], 0), 0);
+    assert_int_equal(lines_with(t.logs[0], "PostgreSQL unavailable"), 1);
+    assert_int_equal(lines_with(t.logs[0], "password authentication failed"), 1);
+    assert_int_equal(rows_of(t.item), 0);
+
+    put_password(pwfile, good);
+    kill(t.pids[0], SIGHUP);
+    WAIT_UNTIL(rows_of(t.item) == 3, 30000, ok);
+    assert_true(ok);
+    WAIT_UNTIL(metric(port, "seckill_consumer_pg_down_workers") == 0, 10000, ok);
+    assert_true(ok);
+    assert_int_equal(lines_with(t.logs[0], "PostgreSQL available again"), 1);
+
+    /* rotation: the open session outlives the change; a new one needs the new password */
+    su_sql("ALTER ROLE %s PASSWORD '%s'", role, next);
+    put_password(pwfile, next);
+    kill(t.pids[0], SIGHUP);
+    WAIT_UNTIL(lines_with(t.logs[0], "configuration reloaded") == 2, 10000, ok);
+    assert_true(ok);
+    int fails1 = auth_failures(role);
+    PGresult *r = PQexecParams(pg, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = $1",
+                               1, NULL, (const char *[]){ role }, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    assert_int_equal(atoi(PQgetvalue(r, 0, 0)), 1);
+    PQclear(r);
+    for (int i = 3; i < 6; i++)
+        produce_order(t.topic, t.order_base + i, t.user_base + i, t.item);
+    produce_flush();
+    WAIT_UNTIL(rows_of(t.item) == 6, 30000, ok);
+    assert_true(ok);
+    assert_int_equal(auth_failures(role), fails1); /* the new login took the new password at once */
+    assert_false(harness_file_has(t.logs[0], good));
+    assert_false(harness_file_has(t.logs[0], bad));
+    assert_false(harness_file_has(t.logs[0], next));
+    stop(&t, 0);
+    su_sql("DROP ROLE %s", role);
+    unlink(pwfile);
+    for (int i = 0; i < 6; i++)
+        pg_exec("DELETE FROM user_fences WHERE user_id = $1", t.user_base + i, 0);
+    item_drop(t.item);
+    ctx_done(&t);
+}
+
 /* SIGKILL in the middle of the drain, then a restart: every order exactly once. */
 static void test_sigkill_restart_exactly_once(void **state)
 {
@@ -1101,6 +1243,7 @@ int main(void)
         cmocka_unit_test(test_three_instances_rebalance),
         cmocka_unit_test(test_sigkill_restart_exactly_once),
         cmocka_unit_test(test_postgres_outage),
+        cmocka_unit_test(test_password_wrong_then_rotated),
     };
     harness_filter();
     return cmocka_run_group_tests_name("consumer", tests, setup, teardown);

@@ -161,7 +161,7 @@ static long pg_count(const struct cfg *c, const char *sql, int64_t a1)
     char err[256], p[24];
     PGconn *pg = NULL;
     long v = -1;
-    if (pgconn_open(c, "seckill-tests", &pg, err, sizeof(err)) != 0)
+    if (pgconn_open_as(c, CFG_ROLE_ADMIN, "seckill-tests", &pg, err, sizeof(err)) != 0)
         return -1;
     snprintf(p, sizeof(p), "%" PRId64, a1);
     const char *params[] = { p };

@@ -303,7 +303,7 @@ static long rows_of(const struct run *r)
     char err[256], p[24];
     PGconn *pg = NULL;
     long v = -1;
-    if (pgconn_open(&r->c, "seckill-tests", &pg, err, sizeof(err)) != 0)
+    if (pgconn_open_as(&r->c, CFG_ROLE_ADMIN, "seckill-tests", &pg, err, sizeof(err)) != 0)
         return -1;
     snprintf(p, sizeof(p), "%" PRId64, r->item);
     const char *params[] = { p };

@@ -3,13 +3,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cmetrics.h"
 #include "log.h"
+#include "secret.h"
 
 /* The smallest valid file; each broken case adds one defect to it. */
-#define MINIMAL "kafka = { brokers = \"127.0.0.1:19092\"; };\npostgres = { dbname = \"d\"; user = \"u\"; };\n"
+#define MINIMAL "kafka = { brokers = \"127.0.0.1:19092\"; };\npostgres = { dbname = \"d\"; admin_user = \"u\"; };\n"
 
 static char path[64];
 
@@ -119,10 +121,10 @@ static void test_errors_point_at_file_and_line(void **state)
 static void test_missing_required_is_named(void **state)
 {
     (void)state;
-    expect_error("postgres = { dbname = \"d\"; user = \"u\"; };\n", "missing required setting 'kafka.brokers'");
-    expect_error("kafka = { brokers = \"b\"; };\npostgres = { user = \"u\"; };\n",
+    expect_error("postgres = { dbname = \"d\"; admin_user = \"u\"; };\n", "missing required setting 'kafka.brokers'");
+    expect_error("kafka = { brokers = \"b\"; };\npostgres = { admin_user = \"u\"; };\n",
                  "missing required setting 'postgres.dbname'");
-    expect_error("kafka = { brokers = \"\"; };\npostgres = { dbname = \"d\"; user = \"u\"; };\n",
+    expect_error("kafka = { brokers = \"\"; };\npostgres = { dbname = \"d\"; admin_user = \"u\"; };\n",
                  "'kafka.brokers' must not be empty");
 }
 
@@ -130,16 +132,16 @@ static void test_kafka_properties_validated(void **state)
 {
     (void)state;
     expect_error(MINIMAL "kafka = { brokers = \"b\"; };\n", "");  /* duplicate section is a syntax error */
-    expect_error("kafka = { brokers = \"b\";\n properties = [ \"linger.mss=5\" ]; };\npostgres = { dbname = \"d\"; user = \"u\"; };\n",
+    expect_error("kafka = { brokers = \"b\";\n properties = [ \"linger.mss=5\" ]; };\npostgres = { dbname = \"d\"; admin_user = \"u\"; };\n",
                  "linger.mss");
-    expect_error("kafka = { brokers = \"b\";\n properties = [ \"nonsense\" ]; };\npostgres = { dbname = \"d\"; user = \"u\"; };\n",
+    expect_error("kafka = { brokers = \"b\";\n properties = [ \"nonsense\" ]; };\npostgres = { dbname = \"d\"; admin_user = \"u\"; };\n",
                  "must be a \"name=value\" string");
-    expect_error("kafka = { brokers = \"b\";\n properties = [ \"acks=maybe\" ]; };\npostgres = { dbname = \"d\"; user = \"u\"; };\n",
+    expect_error("kafka = { brokers = \"b\";\n properties = [ \"acks=maybe\" ]; };\npostgres = { dbname = \"d\"; admin_user = \"u\"; };\n",
                  "acks");
 }
 
 #define KAFKA_MIN "kafka = { brokers = \"127.0.0.1:19092\"; };\n"
-#define PG_MIN(extra) "postgres = { dbname = \"d\"; user = \"u\"; " extra " };\n"
+#define PG_MIN(extra) "postgres = { dbname = \"d\"; admin_user = \"u\"; " extra " };\n"
 
 /* Sentinels and the multi-host PostgreSQL of the HA stack: what loads, and
  * the cross-setting mistakes that must not. */
@@ -218,10 +220,22 @@ static void test_dump_masks_secrets(void **state)
     struct cfg c;
     char err[1024], *out = NULL;
     size_t len = 0;
-    write_cfg("kafka = { brokers = \"b\"; properties = [ \"sasl.password=kafka-s3cret\" ]; };\n"
-              "postgres = { dbname = \"d\"; user = \"u\"; password = \"pg-s3cret\"; };\n"
-              "redis = { password = \"redis-s3cret\"; };\n");
+    char pw[64], text[512];
+    snprintf(pw, sizeof(pw), "/tmp/sktest-cfg-pw-%d", (int)getpid());
+    FILE *pf = fopen(pw, "w");
+    assert_non_null(pf);
+    fputs("pg-s3cret\n", pf);
+    fclose(pf);
+    assert_int_equal(chmod(pw, 0600), 0);
+    snprintf(text, sizeof(text),
+             "kafka = { brokers = \"b\"; properties = [ \"sasl.password=kafka-s3cret\" ]; };\n"
+             "postgres = { dbname = \"d\"; admin_user = \"u\"; admin_password_file = \"%s\"; };\n"
+             "redis = { password = \"redis-s3cret\"; };\n", pw);
+    write_cfg(text);
     assert_int_equal(cfg_load(path, &c, err, sizeof(err)), 0);
+    unlink(pw);
+    /* the file was read at load; show prints where it is, not what */
+    assert_string_equal(secret_str(c.postgres.password[CFG_ROLE_ADMIN]), "pg-s3cret");
     FILE *f = open_memstream(&out, &len);
     cfg_dump(&c, f);
     fclose(f);
@@ -229,6 +243,7 @@ static void test_dump_masks_secrets(void **state)
     assert_non_null(strstr(out, "password = \"********\""));
     assert_non_null(strstr(out, "sasl.password=********"));
     assert_non_null(strstr(out, "brokers = \"b\""));
+    assert_non_null(strstr(out, "admin_password_file = \"/tmp/sktest-cfg-pw-"));
     free(out);
     cfg_free(&c);
 }
@@ -249,7 +264,8 @@ static void test_every_setting_has_help(void **state)
     cfg_reference(f);
     fclose(f);
     assert_non_null(strstr(out, "| `redis.port` | integer | `6379` | 1 – 65535 | restart |  | "));
-    assert_non_null(strstr(out, "| `postgres.password` | string | `\"\"` |  | restart | yes | "));
+    assert_non_null(strstr(out, "| `redis.password` | string | `\"\"` |  | restart | yes | "));
+    assert_non_null(strstr(out, "| `postgres.consumer_password_file` | password file | `\"\"` |  | reload, checked |  | "));
     assert_non_null(strstr(out, "| `kafka.brokers` | string | *required* |"));
     assert_non_null(strstr(out, "\n## logging\n"));
     free(out);

@@ -10,7 +10,7 @@
 #include "sweepage.h"
 
 /* The smallest valid file (as in test_cfg), so every other setting is the default. */
-#define MINIMAL "kafka = { brokers = \"127.0.0.1:1\"; };\npostgres = { dbname = \"d\"; user = \"u\"; };\n"
+#define MINIMAL "kafka = { brokers = \"127.0.0.1:1\"; };\npostgres = { dbname = \"d\"; admin_user = \"u\"; };\n"
 
 static void load(struct cfg *c)
 {
