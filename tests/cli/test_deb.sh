@@ -209,17 +209,26 @@ is "$CFG is root:seckill 0640" "$(stat -c '%U:%G %a' "$CFG" 2>&1)" "root:seckill
 ok_if "$CFG names no development key" "the public development key must not ship as a live key" \
     sh -c "! grep -q 'DEV-ONLY' '$CFG' && ! ls -R /etc/seckill | grep -q DEV-ONLY"
 
+# The units hand each daemon its PostgreSQL password as a systemd credential
+# (LoadCredential=pg-producer:..., CREDENTIALS_DIRECTORY): the same here,
+# with made-up passwords, in a folder only seckill reads, as systemd makes it.
+CREDS=$(mktemp -d /tmp/seckill-creds-XXXXXX)
+for r in producer consumer; do printf 'not-a-real-password\n' >"$CREDS/pg-$r"; done
+chmod 400 "$CREDS"/pg-*; chmod 500 "$CREDS"; chown -R seckill: "$CREDS"
+export CREDENTIALS_DIRECTORY=$CREDS
 for b in seckill-producer seckill-consumer; do
     run "/usr/bin/$b" -t -c "$CFG"
     if [ "$rc" -eq 0 ]; then pass "$b -t -c $CFG"; else fail "$b -t -c $CFG" "$(run_diag "$b" -t -c "$CFG")"; fi
     # As the units run it: User=seckill.
-    run runuser -u seckill -- "/usr/bin/$b" -t -c "$CFG"
+    run runuser -u seckill -- env CREDENTIALS_DIRECTORY="$CREDS" "/usr/bin/$b" -t -c "$CFG"
     if [ "$rc" -eq 0 ]; then
         pass "$b -t as the seckill user (ExecStartPre)"
     else
         fail "$b -t as the seckill user (ExecStartPre)" "$(run_diag runuser -u seckill -- "$b" -t)"
     fi
 done
+unset CREDENTIALS_DIRECTORY
+rm -rf "$CREDS"
 run runuser -u nobody -- /usr/bin/seckill-producer -t -c "$CFG"
 if [ "$rc" -ne 0 ] && grep -qi 'permission denied' "$T/err"; then
     pass "another user cannot read $CFG"

@@ -23,7 +23,8 @@ STOCK=10
 STOCK2=6
 BUYERS=30
 REDIS=(redis-cli -p 16379)
-PSQL=(psql -X -q -t -A -h 127.0.0.1 -p 15432 -U seckill -d seckill)
+export PGPASSFILE=${SECKILL_STACK_DIR:-$ROOT/.stack}/pgpass
+PSQL=(psql -X -q -t -A -h 127.0.0.1 -p 15432 -U admin -d seckill)
 prod_pid= cons_pid= mon_pid=
 
 # shellcheck source=../tap.sh
@@ -73,6 +74,7 @@ sed -e "s/key_prefix = \"seckill\"/key_prefix = \"$PREFIX\"/" \
     -e "s/^  port = 8080;/  port = $PPORT;/" \
     -e "s/metrics_port = 9101;/metrics_port = $CPORT;/" \
     -e "s/group_id = \"seckill-consumer\";/group_id = \"$GROUP\";/" \
+    -e "s|\"\.\./\.stack/|\"${SECKILL_STACK_DIR:-$ROOT/.stack}/|" \
     -e "s|key_dir = \"dev-keys\";|key_dir = \"$ROOT/config/dev-keys\";|" config/seckill.cfg >"$T/seckill.cfg"
 for i in "$ITEM:$STOCK" "$ITEM2:$STOCK2"; do
     "$BUILD/seckillctl" -c "$T/seckill.cfg" item create --id "${i%:*}" --stock "${i#*:}" --name watch >/dev/null 2>"$T/item.err" ||
