@@ -361,7 +361,8 @@ static int load_one(config_t *lc, const struct cfg_def *d, const char *path, str
         return 0;
     }
     case CFG_PATH:
-        if (!(*FIELD(c, d, char *) = abs_path(sval, file))) {
+        /* empty: not set (libpq's default for postgres.sslrootcert) */
+        if (!(*FIELD(c, d, char *) = *sval ? abs_path(sval, file) : strdup(""))) {
             seterr(err, errlen, "%s:%d: '%s': cannot resolve '%s' against the file's folder", file, line,
                    d->path, sval);
             return -1;

@@ -69,6 +69,7 @@ struct cfg {
         struct secret *password[CFG_ROLES];
         int connect_timeout_s;
         char *sslmode;
+        char *sslrootcert; /* absolute, or "" for libpq's default */
         char *target_session_attrs;
     } postgres;
     struct {
@@ -208,6 +209,8 @@ enum cfg_auth {
       "deadline to connect to PostgreSQL (libpq connect_timeout)")                                          \
     X("postgres.sslmode", CFG_STR, postgres.sslmode, 0, 0, 0, "prefer", 0,                                  \
       "libpq sslmode: disable, allow, prefer, require, verify-ca, verify-full")                             \
+    X("postgres.sslrootcert", CFG_PATH, postgres.sslrootcert, 0, 0, 0, "", 0,                               \
+      "CA certificate(s) the server's certificate must chain to (verify-ca, verify-full); empty: libpq's")  \
     X("postgres.target_session_attrs", CFG_STR, postgres.target_session_attrs, 0, 0, 0, "read-write", 0,    \
       "which of the hosts to use (libpq): read-write follows a promotion; any, primary, standby ...")       \
     X("producer.listen", CFG_STR, producer.listen, 0, 0, 0, "127.0.0.1", 0,                                 \

@@ -36,10 +36,10 @@ int pgconn_open_as(const struct cfg *c, enum cfg_role role, const char *applicat
      * which is how every program follows a promoted standby. connect_timeout
      * applies per host. */
     const char *keys[] = { "host", "port", "dbname", "user", "password", "connect_timeout", "sslmode",
-                           "target_session_attrs", "application_name", NULL };
+                           "sslrootcert", "target_session_attrs", "application_name", NULL };
     /* An empty value (no password configured) means libpq's default. */
     const char *vals[] = { c->postgres.host, c->postgres.port, c->postgres.dbname, c->postgres.user[role],
-                           pw ? secret_str(pw) : "", timeout, c->postgres.sslmode,
+                           pw ? secret_str(pw) : "", timeout, c->postgres.sslmode, c->postgres.sslrootcert,
                            c->postgres.target_session_attrs, application_name, NULL };
     pg = PQconnectdbParams(keys, vals, 0);
     secret_free(pw);

@@ -482,6 +482,11 @@ static void worker_free(struct worker *w)
 {
     if (w->pool == NULL)
         return;
+    /* A pool that failed to open is opened again (daemon_retry): the gauge
+     * must not keep this worker's count. */
+    if (w->pg_down)
+        CM_ADD(pg_down, -1);
+    w->pg_down = false;
     q_destroy(&w->inbox);
     if (w->lc)
         lock_client_close(w->lc);

@@ -794,6 +794,68 @@ static void test_password_wrong_then_rotated(void **state)
     ctx_done(&t);
 }
 
+/* Server log lines that contain needle. */
+static int pg_log_lines(const char *needle)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/.stack/pg/postgres.log", harness_root());
+    return lines_with(path, needle);
+}
+
+/* postgres.sslrootcert naming a CA the server's certificate does not chain
+ * to: the consumer stays up, says why once, counts its worker down and
+ * retries; the right CA and a restart, and it persists. */
+static void test_wrong_ca(void **state)
+{
+    (void)state;
+    struct tctx t;
+    bool ok;
+    char dir[64], ca[96];
+    snprintf(dir, sizeof(dir), "/tmp/sktest-ca-%d", (int)getpid());
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    assert_int_equal(harness_sh("mkdir -p '%s' && openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+                                "-nodes -days 1 -subj '/CN=not the seckill CA' -keyout '%s/ca.key' -out '%s' "
+                                ">/dev/null 2>&1", dir, dir, ca), 0);
+    ctx_init(&t, "ca", 1);
+    item_create(t.item, 10);
+    char *ca0 = strdup(harness_conf.postgres.sslrootcert), *mode0 = strdup(harness_conf.postgres.sslmode);
+    harness_set_str(&harness_conf.postgres.sslrootcert, ca);
+    harness_set_str(&harness_conf.postgres.sslmode, "verify-full");
+    harness_conf.consumer.workers = 1;
+    harness_conf.consumer.metrics_port = free_port();
+    int port = harness_conf.consumer.metrics_port;
+    int refused0 = pg_log_lines("could not accept SSL connection");
+    start(&t, 0);
+    harness_set_str(&harness_conf.postgres.sslrootcert, ca0);
+    harness_set_str(&harness_conf.postgres.sslmode, mode0);
+    free(ca0);
+    free(mode0);
+    WAIT_UNTIL(metric(port, "seckill_consumer_pg_down_workers") == 1, 30000, ok);
+    assert_true(ok);
+    produce_order(t.topic, t.order_base, t.user_base, t.item);
+    produce_flush();
+    /* several attempts, each refused in the handshake, and one log line */
+    WAIT_UNTIL(pg_log_lines("could not accept SSL connection") >= refused0 + 3, 30000, ok);
+    assert_true(ok);
+    assert_int_equal(kill(t.pids[0], 0), 0);
+    assert_int_equal(lines_with(t.logs[0], "PostgreSQL unavailable"), 1);
+    assert_int_equal(lines_with(t.logs[0], "certificate verify failed"), 1);
+    assert_int_equal(rows_of(t.item), 0);
+    stop(&t, 0);
+    /* the dev CA: the same consumer persists what waited */
+    unlink(t.cfgs[0]);
+    unlink(t.logs[0]);
+    t.cfgs[0][0] = 0;
+    start(&t, 0);
+    WAIT_UNTIL(rows_of(t.item) == 1, 30000, ok);
+    assert_true(ok);
+    stop(&t, 0);
+    assert_int_equal(harness_sh("rm -rf '%s'", dir), 0);
+    pg_exec("DELETE FROM user_fences WHERE user_id = $1", t.user_base, 0);
+    item_drop(t.item);
+    ctx_done(&t);
+}
+
 /* SIGKILL in the middle of the drain, then a restart: every order exactly once. */
 static void test_sigkill_restart_exactly_once(void **state)
 {
@@ -1244,6 +1306,7 @@ int main(void)
         cmocka_unit_test(test_sigkill_restart_exactly_once),
         cmocka_unit_test(test_postgres_outage),
         cmocka_unit_test(test_password_wrong_then_rotated),
+        cmocka_unit_test(test_wrong_ca),
     };
     harness_filter();
     return cmocka_run_group_tests_name("consumer", tests, setup, teardown);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "pgconn.h"
+#include "secret.h"
 
 static int64_t item;
 
@@ -116,10 +117,10 @@ static void test_tcp_needs_a_password(void **state)
     for (size_t i = 0; i < ARRAY_SIZE(users); i++)
         for (int wrong = 0; wrong < 2; wrong++) {
             const char *keys[] = { "host", "port", "dbname", "user", "password", "passfile", "sslmode",
-                                   "connect_timeout", NULL };
+                                   "sslrootcert", "connect_timeout", NULL };
             const char *vals[] = { "127.0.0.1", harness_conf.postgres.port, harness_conf.postgres.dbname, users[i],
                                    wrong ? "not-the-password" : "", "/nonexistent", harness_conf.postgres.sslmode,
-                                   "5", NULL };
+                                   harness_conf.postgres.sslrootcert, "5", NULL };
             PGconn *pg = PQconnectdbParams(keys, vals, 0);
             assert_int_not_equal(PQstatus(pg), CONNECTION_OK);
             const char *m = PQerrorMessage(pg);
@@ -127,6 +128,27 @@ static void test_tcp_needs_a_password(void **state)
                 fail_msg("%s (%s): %s", users[i], wrong ? "wrong password" : "no password", m);
             PQfinish(pg);
         }
+}
+
+/* TLS or nothing: the right password over plain TCP is refused. */
+static void test_tcp_needs_tls(void **state)
+{
+    (void)state;
+    struct secret *pw = secret_dup(harness_conf.postgres.password[CFG_ROLE_ADMIN]);
+    assert_non_null(pw);
+    const char *keys[] = { "host", "port", "dbname", "user", "password", "sslmode", "connect_timeout", NULL };
+    const char *vals[] = { "127.0.0.1", harness_conf.postgres.port, harness_conf.postgres.dbname,
+                           harness_conf.postgres.user[CFG_ROLE_ADMIN], secret_str(pw), "disable", "5", NULL };
+    PGconn *pg = PQconnectdbParams(keys, vals, 0);
+    secret_free(pw);
+    assert_int_not_equal(PQstatus(pg), CONNECTION_OK);
+    if (!strstr(PQerrorMessage(pg), "no encryption"))
+        fail_msg("plain TCP: %s", PQerrorMessage(pg));
+    PQfinish(pg);
+    /* the same over TLS, the certificate checked: in, and encrypted */
+    pg = as(CFG_ROLE_ADMIN);
+    assert_int_equal(PQsslInUse(pg), 1);
+    PQfinish(pg);
 }
 
 static int setup(void **state)
@@ -150,6 +172,7 @@ int main(void)
         cmocka_unit_test(test_producer_cannot_touch_orders),
         cmocka_unit_test(test_consumer_no_ddl_only_stock_left),
         cmocka_unit_test(test_tcp_needs_a_password),
+        cmocka_unit_test(test_tcp_needs_tls),
     };
     harness_filter();
     return cmocka_run_group_tests_name("privilege", tests, setup, teardown);
