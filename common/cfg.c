@@ -447,8 +447,9 @@ static int check_cross(const struct cfg *c, const char *path, char *err, size_t 
 /* Read one engine's password files (pw, files: that engine's arrays) of the
  * roles asked for. An error names the setting and where it is set, and the
  * file; never the content. */
-static int load_engine_secrets(config_t *lc, const char *path, const char *engine, char *const files[CFG_ROLES],
-                               struct secret *pw[CFG_ROLES], char *err, size_t errlen)
+static int load_engine_secrets(config_t *lc, const char *path, const char *engine,
+                               char *const files[CFG_ROLES], struct secret *pw[CFG_ROLES], char *err,
+                               size_t errlen)
 {
     for (int r = 0; r < CFG_ROLES; r++) {
         char setting[64], ferr[512];
@@ -475,7 +476,8 @@ static int load_engine_secrets(config_t *lc, const char *path, const char *engin
 
 static int load_secrets(config_t *lc, const char *path, struct cfg *c, char *err, size_t errlen)
 {
-    if (load_engine_secrets(lc, path, "postgres", c->postgres.password_file, c->postgres.password, err, errlen) != 0)
+    if (load_engine_secrets(lc, path, "postgres", c->postgres.password_file, c->postgres.password, err,
+                            errlen) != 0)
         return -1;
     return load_engine_secrets(lc, path, "redis", c->redis.password_file, c->redis.password, err, errlen);
 }

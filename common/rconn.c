@@ -105,8 +105,8 @@ static int expect_primary(redisContext *rc, const char *host, int port, char *er
 /* AUTH [user] password with a private copy of the password, wiped at once:
  * a reload may replace the shared one meanwhile. An ACL refusal (WRONGPASS)
  * names the user only; hiredis's errstr never holds the arguments. */
-static int auth(redisContext *rc, const char *host, int port, const char *user, struct secret *password, char *err,
-                size_t errlen)
+static int auth(redisContext *rc, const char *host, int port, const char *user, struct secret *password,
+                char *err, size_t errlen)
 {
     struct secret *pw = NULL;
     if (password && !(pw = secret_dup(password))) {
@@ -118,7 +118,8 @@ static int auth(redisContext *rc, const char *host, int port, const char *user, 
         secret_free(pw);
         return 0;
     }
-    redisReply *r = *user ? redisCommand(rc, "AUTH %s %b", user, p, strlen(p)) : redisCommand(rc, "AUTH %b", p, strlen(p));
+    redisReply *r = *user ? redisCommand(rc, "AUTH %s %b", user, p, strlen(p))
+                          : redisCommand(rc, "AUTH %b", p, strlen(p));
     secret_free(pw);
     if (r == NULL) {
         snprintf(err, errlen, "redis %s:%d: AUTH%s%s: %s", host, port, *user ? " as " : "", user, rc->errstr);
@@ -139,12 +140,12 @@ int rconn_open(const struct cfg *c, redisContext **out, char *err, size_t errlen
 
 int rconn_open_as(const struct cfg *c, enum cfg_role role, redisContext **out, char *err, size_t errlen)
 {
-    return rconn_open_user(c, c->redis.user[role] ? c->redis.user[role] : "", c->redis.password[role], out, err,
-                           errlen);
+    return rconn_open_user(c, c->redis.user[role] ? c->redis.user[role] : "", c->redis.password[role], out,
+                           err, errlen);
 }
 
-int rconn_open_user(const struct cfg *c, const char *user, struct secret *password, redisContext **out, char *err,
-                    size_t errlen)
+int rconn_open_user(const struct cfg *c, const char *user, struct secret *password, redisContext **out,
+                    char *err, size_t errlen)
 {
     char host[256];
     int port = c->redis.port;

@@ -29,8 +29,8 @@ int rconn_open_as(const struct cfg *c, enum cfg_role role, redisContext **out, c
  * stack's own users in the tests). With a password: AUTH user password
  * (AUTH password when user is empty); without one (NULL or empty), no AUTH.
  * password may be NULL; the caller's secret, read under its lock. */
-int rconn_open_user(const struct cfg *c, const char *user, struct secret *password, redisContext **out, char *err,
-                    size_t errlen);
+int rconn_open_user(const struct cfg *c, const char *user, struct secret *password, redisContext **out,
+                    char *err, size_t errlen);
 
 /* True when the context cannot be used again and must be reopened:
  * I/O error, EOF, timeout, protocol error, or opened before the primary

@@ -132,7 +132,8 @@ static int start(const struct cli *cli, struct producer *d)
     PM_SET(id_block, d->block);
     if (pub_open(c, &d->p, err, sizeof(err)) != 0)
         goto fail;
-    if (daemon_retry("redis", try_rsv_start, &(struct rsv_start_arg){ cli, c, d->a, d->p, &d->gen, &d->r }) != 0)
+    if (daemon_retry("redis", try_rsv_start, &(struct rsv_start_arg){ cli, c, d->a, d->p, &d->gen, &d->r }) !=
+        0)
         return -1;
     if (hk_start(c, d->p, &d->gen, &d->health, &d->k, err, sizeof(err)) != 0 ||
         st_start(c, &d->st, err, sizeof(err)) != 0 || so_start(c, &d->so, err, sizeof(err)) != 0 ||

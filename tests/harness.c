@@ -1,15 +1,15 @@
 #include "harness.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <libgen.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
-#include <libgen.h>
-#include <pthread.h>
-#include <signal.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>

@@ -54,15 +54,15 @@ static void allowed(redisContext *rc, int argc, const char **argv)
     freeReplyObject(r);
 }
 
-#define REFUSED(rc, ...)                                            \
-    do {                                                            \
-        const char *a_[] = { __VA_ARGS__ };                         \
-        refused((rc), "NOPERM", (int)ARRAY_SIZE(a_), a_);           \
+#define REFUSED(rc, ...)                                                                                     \
+    do {                                                                                                     \
+        const char *a_[] = { __VA_ARGS__ };                                                                  \
+        refused((rc), "NOPERM", (int)ARRAY_SIZE(a_), a_);                                                    \
     } while (0)
-#define ALLOWED(rc, ...)                                            \
-    do {                                                            \
-        const char *a_[] = { __VA_ARGS__ };                         \
-        allowed((rc), (int)ARRAY_SIZE(a_), a_);                     \
+#define ALLOWED(rc, ...)                                                                                     \
+    do {                                                                                                     \
+        const char *a_[] = { __VA_ARGS__ };                                                                  \
+        allowed((rc), (int)ARRAY_SIZE(a_), a_);                                                              \
     } while (0)
 
 /* What no program may do: the server's, not the sale's. */
@@ -272,7 +272,8 @@ static int order(int port, int64_t u, int64_t item)
 {
     char body[128];
     snprintf(body, sizeof(body), "{\"user_id\":%lld,\"item_id\":%lld}", (long long)u, (long long)item);
-    return harness_http(port, "POST", "/api/v1/seckill", "application/json", body, last_resp, sizeof(last_resp));
+    return harness_http(port, "POST", "/api/v1/seckill", "application/json", body, last_resp,
+                        sizeof(last_resp));
 }
 
 static void test_producer_wrong_password_then_reload_then_rotation(void **state)
@@ -303,7 +304,8 @@ static void test_producer_wrong_password_then_reload_then_rotation(void **state)
     harness_bin("seckill-producer", bin, sizeof(bin));
 
     /* an item to buy, loaded by seckillctl as admin */
-    int64_t item = 950000000 + (int64_t)util_rand_below(9999999), u = 1000000 + (int64_t)util_rand_below(1000000);
+    int64_t item = 950000000 + (int64_t)util_rand_below(9999999),
+            u = 1000000 + (int64_t)util_rand_below(1000000);
     char ctl[512], id[24];
     harness_bin("seckillctl", ctl, sizeof(ctl));
     snprintf(id, sizeof(id), "%lld", (long long)item);
@@ -336,7 +338,8 @@ static void test_producer_wrong_password_then_reload_then_rotation(void **state)
      * attempts; the file put right and SIGHUP: orders again. */
     user_password(pw2);
     user_kill_clients();
-    WAIT_UNTIL(order(port, u++, item) == 503 && sale_metric(port, "seckill_producer_redis_up") == 0, 15000, ok);
+    WAIT_UNTIL(order(port, u++, item) == 503 && sale_metric(port, "seckill_producer_redis_up") == 0, 15000,
+               ok);
     if (!ok)
         fail_msg("the producer did not notice its password was refused; see %s", log);
     long long before = auth_failures();

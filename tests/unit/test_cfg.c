@@ -230,7 +230,8 @@ static void test_dump_masks_secrets(void **state)
     snprintf(text, sizeof(text),
              "kafka = { brokers = \"b\"; properties = [ \"sasl.password=kafka-s3cret\" ]; };\n"
              "postgres = { dbname = \"d\"; admin_user = \"u\"; admin_password_file = \"%s\"; };\n"
-             "redis = { admin_password_file = \"%s.redis\"; };\n", pw, pw);
+             "redis = { admin_password_file = \"%s.redis\"; };\n",
+             pw, pw);
     char rpw[80];
     snprintf(rpw, sizeof(rpw), "%s.redis", pw);
     pf = fopen(rpw, "w");
@@ -274,7 +275,8 @@ static void test_every_setting_has_help(void **state)
     fclose(f);
     assert_non_null(strstr(out, "| `redis.port` | integer | `6379` | 1 – 65535 | restart |  | "));
     assert_non_null(strstr(out, "| `redis.producer_user` | string | `\"producer\"` |  | restart |  | "));
-    assert_non_null(strstr(out, "| `redis.producer_password_file` | password file | `\"\"` |  | reload, checked |  | "));
+    assert_non_null(
+        strstr(out, "| `redis.producer_password_file` | password file | `\"\"` |  | reload, checked |  | "));
     assert_non_null(strstr(out, "| `postgres.consumer_password_file` | password file | `\"\"` |  | reload, checked |  | "));
     assert_non_null(strstr(out, "| `kafka.brokers` | string | *required* |"));
     assert_non_null(strstr(out, "\n## logging\n"));
