@@ -445,24 +445,27 @@ static int check_cross(const struct cfg *c, const char *path, char *err, size_t 
     return 0;
 }
 
-/* Read the password files of the roles asked for. An error names the
- * setting and where it is set, and the file; never the content. */
-static int load_secrets(config_t *lc, const char *path, struct cfg *c, char *err, size_t errlen)
+/* Read one engine's password files (pw, files: that engine's arrays) of the
+ * roles asked for. An error names the setting and where it is set, and the
+ * file; never the content. */
+static int load_engine_secrets(config_t *lc, const char *path, const char *engine,
+                               char *const files[CFG_ROLES], struct secret *pw[CFG_ROLES], char *err,
+                               size_t errlen)
 {
     for (int r = 0; r < CFG_ROLES; r++) {
         char setting[64], ferr[512];
-        const char *f = c->postgres.password_file[r];
+        const char *f = files[r];
         if (r != (int)role_self && !(role_mask & CFG_ROLE_BIT(r)))
             continue;
         if (*f == '\0') {
-            if (secret_empty(&c->postgres.password[r]) != 0) {
+            if (secret_empty(&pw[r]) != 0) {
                 seterr(err, errlen, "%s: out of memory", path);
                 return -1;
             }
             continue;
         }
-        if (secret_read(f, &c->postgres.password[r], ferr, sizeof(ferr)) != 0) {
-            snprintf(setting, sizeof(setting), "postgres.%s_password_file", role_names[r]);
+        if (secret_read(f, &pw[r], ferr, sizeof(ferr)) != 0) {
+            snprintf(setting, sizeof(setting), "%s.%s_password_file", engine, role_names[r]);
             const config_setting_t *s = config_lookup(lc, setting);
             seterr(err, errlen, "%s:%d: '%s': %s", s ? src_file(s, path) : path, s ? src_line(s) : 0, setting,
                    ferr);
@@ -470,6 +473,14 @@ static int load_secrets(config_t *lc, const char *path, struct cfg *c, char *err
         }
     }
     return 0;
+}
+
+static int load_secrets(config_t *lc, const char *path, struct cfg *c, char *err, size_t errlen)
+{
+    if (load_engine_secrets(lc, path, "postgres", c->postgres.password_file, c->postgres.password, err,
+                            errlen) != 0)
+        return -1;
+    return load_engine_secrets(lc, path, "redis", c->redis.password_file, c->redis.password, err, errlen);
 }
 
 int cfg_load(const char *path, struct cfg *out, char *err, size_t errlen)
@@ -550,6 +561,8 @@ void cfg_free(struct cfg *c)
     for (int r = 0; r < CFG_ROLES; r++) {
         secret_free(c->postgres.password[r]);
         c->postgres.password[r] = NULL;
+        secret_free(c->redis.password[r]);
+        c->redis.password[r] = NULL;
     }
 }
 
@@ -638,9 +651,14 @@ void cfg_apply_reload(struct cfg *cur, struct cfg *new)
      * a pointer a thread holds stays valid. New connections use the new
      * password; open ones are left alone (the server keeps an authenticated
      * session after ALTER ROLE ... PASSWORD) and drain on their own. */
-    for (int r = 0; r < CFG_ROLES; r++)
+    for (int r = 0; r < CFG_ROLES; r++) {
         if (cur->postgres.password[r] && new->postgres.password[r])
             secret_replace(cur->postgres.password[r], new->postgres.password[r]);
+        /* Redis too: an ACL user's open connections stay authenticated after
+         * ACL SETUSER ... resetpass (until CLIENT KILL USER or a break). */
+        if (cur->redis.password[r] && new->redis.password[r])
+            secret_replace(cur->redis.password[r], new->redis.password[r]);
+    }
 }
 
 int cfg_reloadable_scalar_only(void)
@@ -816,8 +834,9 @@ static const char ref_intro[] =
     "name contains `password` or `secret`. Relative paths are resolved against the folder of the\n"
     "file that sets them.\n"
     "\n"
-    "Each program connects to PostgreSQL as its own role (`postgres.<role>_user`; the grants are in\n"
-    "[security.md](security.md)). A **password file** holds that role's password and nothing else\n"
+    "Each program connects to PostgreSQL as its own role (`postgres.<role>_user`) and to Redis as its\n"
+    "own ACL user (`redis.<role>_user`); the grants and ACLs are in [security.md](security.md). A\n"
+    "**password file** holds that role's password and nothing else\n"
     "(one trailing newline is dropped); it must be mode 0600 or 0400, and is read when the file is\n"
     "loaded (`-t` checks it) and again on SIGHUP: a broken one refuses the reload. A program reads\n"
     "only its own role's file. A bare name (no `/`) is a systemd credential when\n"

@@ -12,8 +12,9 @@
 struct secret;
 
 /* Who a program is to the databases: each connects with its own role's
- * credentials (postgres.<role>_user, postgres.<role>_password_file) and is
- * granted exactly what that role needs (docs/security.md). */
+ * credentials (postgres.<role>_user, postgres.<role>_password_file;
+ * redis.<role>_user, redis.<role>_password_file) and is granted exactly
+ * what that role needs (docs/security.md). */
 enum cfg_role {
     CFG_ROLE_PRODUCER, /* seckill-producer */
     CFG_ROLE_CONSUMER, /* seckill-consumer, its --replay included */
@@ -39,7 +40,11 @@ struct cfg {
     struct {
         char *host;
         int port;
-        char *password;
+        char *user[CFG_ROLES];          /* per enum cfg_role: the ACL user */
+        char *password_file[CFG_ROLES]; /* absolute, or "" for none */
+        /* As postgres.password: read at load for the roles cfg_role_set
+         * asked for (NULL for the others). Not settings: never printed. */
+        struct secret *password[CFG_ROLES];
         int db;
         int connect_timeout_ms;
         int command_timeout_ms;
@@ -159,8 +164,18 @@ enum cfg_auth {
 #define CFG_SETTINGS(X)                                                                                     \
     X("redis.host", CFG_STR, redis.host, 0, 0, 0, "127.0.0.1", 0, "Redis server host name or address")      \
     X("redis.port", CFG_INT, redis.port, 1, 65535, 6379, NULL, 0, "Redis server TCP port")                  \
-    X("redis.password", CFG_STR, redis.password, 0, 0, 0, "", CFG_SECRET,                                   \
-      "Redis AUTH password; empty: no AUTH")                                                                \
+    X("redis.producer_user", CFG_STR, redis.user[CFG_ROLE_PRODUCER], 0, 0, 0, "producer", 0,                \
+      "Redis ACL user of seckill-producer (AUTH user password)")                                            \
+    X("redis.producer_password_file", CFG_PWFILE, redis.password_file[CFG_ROLE_PRODUCER], 0, 0, 0, "",      \
+      CFG_SWAP, "file holding the producer user's Redis password (mode 0600); empty: no AUTH")              \
+    X("redis.consumer_user", CFG_STR, redis.user[CFG_ROLE_CONSUMER], 0, 0, 0, "consumer", 0,                \
+      "Redis ACL user of seckill-consumer")                                                                 \
+    X("redis.consumer_password_file", CFG_PWFILE, redis.password_file[CFG_ROLE_CONSUMER], 0, 0, 0, "",       \
+      CFG_SWAP, "file holding the consumer user's Redis password (mode 0600); empty: no AUTH")              \
+    X("redis.admin_user", CFG_STR, redis.user[CFG_ROLE_ADMIN], 0, 0, 0, "admin", 0,                         \
+      "Redis ACL user of seckillctl and the tools")                                                         \
+    X("redis.admin_password_file", CFG_PWFILE, redis.password_file[CFG_ROLE_ADMIN], 0, 0, 0, "",             \
+      CFG_SWAP, "file holding the admin user's Redis password (mode 0600); empty: no AUTH")                 \
     X("redis.db", CFG_INT, redis.db, 0, 15, 0, NULL, 0, "Redis logical database number (SELECT)")           \
     X("redis.connect_timeout_ms", CFG_INT, redis.connect_timeout_ms, 1, 60000, 1000, NULL, 0,               \
       "deadline to connect to Redis")                                                                       \

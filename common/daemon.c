@@ -92,7 +92,10 @@ void daemon_signals_unblock(void)
 /* Wait up to ms for a stop signal. -1 if one came (or had come), else 0.
  * With the signals blocked (startup), sigtimedwait takes a pending one and
  * it is counted here as the handler would have; unblocked, the handler
- * counts it and the wait ends with EINTR. */
+ * counts it and the wait ends with EINTR. A SIGHUP ends the wait early (0),
+ * recorded in daemon_reload_signal: a password file put right while a
+ * service refused the old one is read before the next attempt
+ * (daemon_reload_take), not after the backoff. */
 static int stop_wait_ms(int64_t ms)
 {
     sigset_t stop;
@@ -100,17 +103,39 @@ static int stop_wait_ms(int64_t ms)
     sigemptyset(&stop);
     sigaddset(&stop, SIGTERM);
     sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGHUP);
+    /* Only a SIGHUP of this wait ends it: one a step left unread must not
+     * turn every later wait into a busy loop. */
+    int hup_before = daemon_reload_signal;
     while (!daemon_stop_signals) {
         int64_t left = end - util_mono_ms();
-        if (left <= 0)
+        if (left <= 0 || (!hup_before && daemon_reload_signal))
             return 0;
         struct timespec ts = { .tv_sec = left / 1000, .tv_nsec = (left % 1000) * 1000000 };
-        if (sigtimedwait(&stop, NULL, &ts) > 0)
+        int sig = sigtimedwait(&stop, NULL, &ts);
+        if (sig == SIGHUP)
+            daemon_reload_signal = 1;
+        else if (sig > 0)
             daemon_stop_signals++;
         else if (errno == EAGAIN)
             return 0;
     }
     return -1;
+}
+
+int daemon_reload_take(void)
+{
+    sigset_t hup;
+    struct timespec now = { 0, 0 };
+    sigemptyset(&hup);
+    sigaddset(&hup, SIGHUP);
+    /* Blocked (startup): take a pending one; unblocked, the handler has. */
+    if (sigtimedwait(&hup, NULL, &now) == SIGHUP)
+        daemon_reload_signal = 1;
+    if (!daemon_reload_signal)
+        return 0;
+    daemon_reload_signal = 0;
+    return 1;
 }
 
 int daemon_retry(const char *what, daemon_attempt_fn attempt, void *arg)

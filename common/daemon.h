@@ -40,6 +40,10 @@ typedef int (*daemon_attempt_fn)(void *arg, char *err, size_t errlen);
  * STATUS=waiting. 0 when done; -1 when a stop signal came first (it is
  * counted in daemon_stop_signals, blocked or not). */
 int daemon_retry(const char *what, daemon_attempt_fn attempt, void *arg);
+/* 1 (and cleared) when a SIGHUP came, pending or handled; else 0. For a
+ * startup attempt that reloads the configuration before it tries again
+ * (daemon_retry's wait ends at a SIGHUP). Main thread only. */
+int daemon_reload_take(void);
 
 /* sd_notify with a printf-formatted state ("READY=1", "STATUS=…"). */
 void daemon_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

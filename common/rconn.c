@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "secret.h"
 #include "sentinel.h"
 #include "util.h"
 
@@ -101,7 +102,50 @@ static int expect_primary(redisContext *rc, const char *host, int port, char *er
     return ok ? 0 : -1;
 }
 
+/* AUTH [user] password with a private copy of the password, wiped at once:
+ * a reload may replace the shared one meanwhile. An ACL refusal (WRONGPASS)
+ * names the user only; hiredis's errstr never holds the arguments. */
+static int auth(redisContext *rc, const char *host, int port, const char *user, struct secret *password,
+                char *err, size_t errlen)
+{
+    struct secret *pw = NULL;
+    if (password && !(pw = secret_dup(password))) {
+        snprintf(err, errlen, "redis %s:%d: out of memory", host, port);
+        return -1;
+    }
+    const char *p = pw ? secret_str(pw) : "";
+    if (*p == '\0') { /* no password file: no AUTH, the connection is Redis's default user */
+        secret_free(pw);
+        return 0;
+    }
+    redisReply *r = *user ? redisCommand(rc, "AUTH %s %b", user, p, strlen(p))
+                          : redisCommand(rc, "AUTH %b", p, strlen(p));
+    secret_free(pw);
+    if (r == NULL) {
+        snprintf(err, errlen, "redis %s:%d: AUTH%s%s: %s", host, port, *user ? " as " : "", user, rc->errstr);
+        return -1;
+    }
+    int ok = r->type == REDIS_REPLY_STATUS;
+    if (!ok)
+        snprintf(err, errlen, "redis %s:%d: AUTH%s%s: %s", host, port, *user ? " as " : "", user,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
 int rconn_open(const struct cfg *c, redisContext **out, char *err, size_t errlen)
+{
+    return rconn_open_as(c, cfg_role_self(), out, err, errlen);
+}
+
+int rconn_open_as(const struct cfg *c, enum cfg_role role, redisContext **out, char *err, size_t errlen)
+{
+    return rconn_open_user(c, c->redis.user[role] ? c->redis.user[role] : "", c->redis.password[role], out,
+                           err, errlen);
+}
+
+int rconn_open_user(const struct cfg *c, const char *user, struct secret *password, redisContext **out,
+                    char *err, size_t errlen)
 {
     char host[256];
     int port = c->redis.port;
@@ -128,8 +172,7 @@ int rconn_open(const struct cfg *c, redisContext **out, char *err, size_t errlen
         snprintf(err, errlen, "redis %s:%d: cannot set timeout", host, port);
         goto fail;
     }
-    if (c->redis.password[0] != '\0' &&
-        expect_ok(rc, redisCommand(rc, "AUTH %s", c->redis.password), "AUTH", err, errlen) != 0)
+    if (auth(rc, host, port, user, password, err, errlen) != 0)
         goto fail;
     if (sentinels && expect_primary(rc, host, port, err, errlen) != 0)
         goto fail;

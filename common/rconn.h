@@ -18,9 +18,19 @@
 #include "cfg.h"
 
 /* Connect (through the Sentinels when configured), set the command
- * timeout, AUTH and SELECT as configured. 0 and *out, or -1 with a message
- * (never containing the password) in err. */
+ * timeout, AUTH and SELECT as configured, as the program's own role
+ * (cfg_role_self: redis.<role>_user with the password its file holds).
+ * 0 and *out, or -1 with a message (never containing the password) in err. */
 int rconn_open(const struct cfg *c, redisContext **out, char *err, size_t errlen);
+/* The same as another role (tools and tests that act as several; the role's
+ * password file must have been read: cfg_role_set). */
+int rconn_open_as(const struct cfg *c, enum cfg_role role, redisContext **out, char *err, size_t errlen);
+/* The same as an ACL user that is no role of the configuration (the dev
+ * stack's own users in the tests). With a password: AUTH user password
+ * (AUTH password when user is empty); without one (NULL or empty), no AUTH.
+ * password may be NULL; the caller's secret, read under its lock. */
+int rconn_open_user(const struct cfg *c, const char *user, struct secret *password, redisContext **out,
+                    char *err, size_t errlen);
 
 /* True when the context cannot be used again and must be reopened:
  * I/O error, EOF, timeout, protocol error, or opened before the primary

@@ -45,7 +45,9 @@ static int try_take_block(void *arg, char *err, size_t errlen)
 }
 
 struct rsv_start_arg {
-    const struct cfg *c;
+    const struct cli *cli;
+    struct cfg *c;
+    struct auth *a;
     struct pub *p;
     struct oid_gen *gen;
     struct rsv **r;
@@ -54,6 +56,12 @@ struct rsv_start_arg {
 static int try_rsv_start(void *arg, char *err, size_t errlen)
 {
     struct rsv_start_arg *a = arg;
+    /* A SIGHUP while Redis refused us (a wrong password, the file since
+     * put right): reload first, so this attempt uses the new password. */
+    if (daemon_reload_take()) {
+        struct daemon_reload_hook hook = auth_reload_hook(a->a);
+        daemon_reload(a->cli, a->c, &hook);
+    }
     return rsv_start(a->c, a->p, a->gen, a->r, err, errlen);
 }
 
@@ -110,7 +118,7 @@ struct producer {
 /* Every thread started, in dependency order, with the signals blocked so
  * that only the main thread takes them (the caller unblocks). Services that
  * are down are waited for. 0, or -1 (logged, or a stop signal came). */
-static int start(struct producer *d)
+static int start(const struct cli *cli, struct producer *d)
 {
     struct cfg *c = &d->c;
     char err[1024];
@@ -124,7 +132,8 @@ static int start(struct producer *d)
     PM_SET(id_block, d->block);
     if (pub_open(c, &d->p, err, sizeof(err)) != 0)
         goto fail;
-    if (daemon_retry("redis", try_rsv_start, &(struct rsv_start_arg){ c, d->p, &d->gen, &d->r }) != 0)
+    if (daemon_retry("redis", try_rsv_start, &(struct rsv_start_arg){ cli, c, d->a, d->p, &d->gen, &d->r }) !=
+        0)
         return -1;
     if (hk_start(c, d->p, &d->gen, &d->health, &d->k, err, sizeof(err)) != 0 ||
         st_start(c, &d->st, err, sizeof(err)) != 0 || so_start(c, &d->so, err, sizeof(err)) != 0 ||
@@ -190,7 +199,7 @@ int main(int argc, char **argv)
     /* Before pub_open and ing_start start librdkafka's and libmicrohttpd's
      * threads; unblocked once they all run. */
     daemon_signals_block();
-    if (start(&d) != 0)
+    if (start(&cli, &d) != 0)
         goto out;
     daemon_signals_unblock();
     run(&cli, &d);

@@ -1,14 +1,15 @@
 #include "harness.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <libgen.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
-#include <libgen.h>
-#include <signal.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -18,6 +19,7 @@
 #include "log.h"
 #include "pgconn.h"
 #include "rconn.h"
+#include "secret.h"
 
 const char *harness_root(void)
 {
@@ -74,11 +76,40 @@ int harness_teardown(void **state)
     return 0;
 }
 
+const char *harness_stack_dir(void)
+{
+    static char dir[512];
+    const char *d = getenv("SECKILL_STACK_DIR");
+    if (d && *d)
+        return d;
+    snprintf(dir, sizeof(dir), "%s/.stack", harness_root());
+    return dir;
+}
+
+int harness_redis_secret(const char *user, struct secret **out, char *err, size_t errlen)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/secrets/redis-%s", harness_stack_dir(), user);
+    return secret_read(path, out, err, errlen);
+}
+
+int harness_redis_open(const struct cfg *c, redisContext **out, char *err, size_t errlen)
+{
+    static struct secret *stack_pw;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu);
+    int ok = stack_pw || harness_redis_secret("stack", &stack_pw, err, errlen) == 0;
+    pthread_mutex_unlock(&mu);
+    if (!ok)
+        return -1;
+    return rconn_open_user(c, "stack", stack_pw, out, err, errlen);
+}
+
 redisContext *harness_redis(const struct cfg *c)
 {
     redisContext *rc = NULL;
     char err[256];
-    if (rconn_open(c, &rc, err, sizeof(err)) != 0)
+    if (harness_redis_open(c, &rc, err, sizeof(err)) != 0)
         fail_msg("%s", err);
     return rc;
 }
@@ -124,7 +155,7 @@ int harness_redis_drop(const struct cfg *c)
 {
     char err[256], pattern[KEYS_MAX];
     redisContext *rc = NULL;
-    if (rconn_open(c, &rc, err, sizeof(err)) != 0)
+    if (harness_redis_open(c, &rc, err, sizeof(err)) != 0)
         return -1;
     snprintf(pattern, sizeof(pattern), "%s:*", c->redis.key_prefix);
     redisReply *r = redisCommand(rc, "EVAL %s 0 %s",
@@ -150,7 +181,8 @@ void harness_redis_restart(void)
 {
     char cmd[1024];
     /* SHUTDOWN fsyncs the AOF before exiting; the reply never comes. */
-    int rc = system("redis-cli -h 127.0.0.1 -p 16379 shutdown >/dev/null 2>&1");
+    snprintf(cmd, sizeof(cmd), "'%s/scripts/stack' redis-cli stack shutdown >/dev/null 2>&1", harness_root());
+    int rc = system(cmd);
     (void)rc;
     snprintf(cmd, sizeof(cmd), "'%s/scripts/stack' up >/dev/null", harness_root());
     /* `up` waits for each service itself, with a deadline. */

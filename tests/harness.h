@@ -52,7 +52,19 @@ const char *harness_root(void);
  * without the tests that stop a shared service. */
 void harness_filter(void);
 
+/* A Redis connection for the tests' own fixtures, checks and cleanup: as
+ * the dev stack's ACL user stack (every command, every key; its password
+ * from $SECKILL_STACK_DIR/secrets/redis-stack, default .stack). The code
+ * under test connects as its own role (rconn_open). Fails the test when it
+ * cannot connect; harness_redis_open returns -1 with err instead. */
 redisContext *harness_redis(const struct cfg *c);
+int harness_redis_open(const struct cfg *c, redisContext **out, char *err, size_t errlen);
+/* The dev stack's state folder ($SECKILL_STACK_DIR, else ROOT/.stack). */
+const char *harness_stack_dir(void);
+/* The password of the stack's Redis user (secret_read of
+ * secrets/redis-USER): 0 and *out (caller frees), or -1 with err. */
+struct secret;
+int harness_redis_secret(const char *user, struct secret **out, char *err, size_t errlen);
 /* Run a command; returns the reply (caller frees). Fails the test on I/O error. */
 redisReply *harness_cmd(redisContext *rc, const char *fmt, ...);
 /* Integer value of a string/integer reply to fmt, or -1 for nil. */

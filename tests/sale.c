@@ -19,6 +19,7 @@
 #include <hiredis/hiredis.h>
 #include <libpq-fe.h>
 
+#include "harness.h"
 #include "jwt.h"
 #include "keys.h"
 #include "pgconn.h"
@@ -619,7 +620,7 @@ int sale_settle(const struct cfg *c, int64_t item, struct sale *const *waves, in
         /* Reconnect each round: the services are the ones being faulted. */
         if (!pg && pgconn_open_as(c, CFG_ROLE_ADMIN, "seckill-tests", &pg, err, sizeof(err)) != 0)
             pg = NULL;
-        if (!rc && rconn_open(c, &rc, err, sizeof(err)) != 0)
+        if (!rc && harness_redis_open(c, &rc, err, sizeof(err)) != 0)
             rc = NULL;
         if (pg && rc) {
             const char *params[] = { sitem, ids };
@@ -775,7 +776,7 @@ int sale_verify(const struct cfg *c, int64_t item, struct sale *const *waves, in
     }
     r->oversold = r->orders > r->stock_total ? r->orders - r->stock_total : 0;
 
-    if (rconn_open(c, &rc, err, sizeof(err)) != 0) {
+    if (harness_redis_open(c, &rc, err, sizeof(err)) != 0) {
         snprintf(why, whylen, "redis: %s", err);
         rc = NULL;
         goto out;

@@ -20,7 +20,7 @@ STACK_DIR=${SECKILL_STACK_DIR:-$ROOT/.stack}
 REDIS_PORT=16379
 KEY_PREFIX=seckill # redis.key_prefix in $CFG
 
-rcli() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" --no-raw "$@" 2>&1 | sed 's/^(integer) //; s/^"\(.*\)"$/\1/'; }
+rcli() { scripts/stack redis-cli -p "$REDIS_PORT" --no-raw "$@" 2>&1 | sed 's/^(integer) //; s/^"\(.*\)"$/\1/'; }
 sql() { psql -h 127.0.0.1 -p 15432 -U admin -d seckill -X -q -t -A -v ON_ERROR_STOP=1 -c "$1"; }
 
 T=$(mktemp -d)
@@ -55,7 +55,7 @@ cleanup() {
         while read -r k; do keys+=("$k"); done < <("$CTL" -c "$CFG" lock show "$n" 2>/dev/null |
             sed -n 's/^key: *//p; s/^fence_key: *//p')
     done
-    redis-cli -h 127.0.0.1 -p "$REDIS_PORT" DEL "${keys[@]}" >/dev/null 2>&1
+    scripts/stack redis-cli -p "$REDIS_PORT" DEL "${keys[@]}" >/dev/null 2>&1
     rm -rf "$T"
 }
 trap cleanup EXIT
@@ -243,13 +243,14 @@ fi
 
 # --- 4: config show masks secrets ---------------------------------------------
 
-mkcfg "$T/secret.cfg" 'redis = { password = "hunter2-secret"; };'
+printf 'hunter2-secret\n' >"$T/redis-admin.pw"; chmod 600 "$T/redis-admin.pw"
+mkcfg "$T/secret.cfg" "redis = { admin_password_file = \"$T/redis-admin.pw\"; };"
 printf 'pg-s3cret-pw\n' >"$T/pg-admin.pw"; chmod 600 "$T/pg-admin.pw"
 sed -i "s|^  admin_user = .*|&\n  admin_password_file = \"$T/pg-admin.pw\";|" "$T/secret.cfg"
 check_out "config show exits 0 and prints the settings" "port = 6379;" "$CTL" -c "$T/secret.cfg" config show
 cp "$T/out" "$T/show.out"
 cat "$T/err" >>"$T/show.out"
-lacks "config show does not print redis.password" "$T/show.out" "hunter2-secret"
+lacks "config show does not print the content of redis.admin_password_file" "$T/show.out" "hunter2-secret"
 lacks "config show does not print the content of postgres.admin_password_file" "$T/show.out" "pg-s3cret-pw"
 ok_if "config show prints the path of postgres.admin_password_file" "$(cat "$T/show.out")" \
     grep -qF "admin_password_file = \"$T/pg-admin.pw\";" "$T/show.out"
@@ -258,8 +259,8 @@ expect "a password file others can read: exit 1, the setting and file:line named
     "secret.cfg:$((DEFECT_LINE + 4)): 'postgres.admin_password_file': $T/pg-admin.pw: group or others may access it (mode 0644)" -- \
     "$CTL" -t -c "$T/secret.cfg"
 lacks "the refusal does not print the password" "$T/err" "pg-s3cret-pw"
-ok_if "config show prints ******** for redis.password" "$(cat "$T/show.out")" \
-    grep -qF 'password = "********";' "$T/show.out"
+ok_if "config show prints the path of redis.admin_password_file" "$(cat "$T/show.out")" \
+    grep -qF "admin_password_file = \"$T/redis-admin.pw\";" "$T/show.out"
 
 # --- 5: item create -----------------------------------------------------------
 

@@ -31,7 +31,7 @@ cleanup() {
     [ -n "$prod_pid" ] && kill -TERM "$prod_pid" 2>/dev/null && wait "$prod_pid" 2>/dev/null
     [ -n "$cons_pid" ] && kill -TERM "$cons_pid" 2>/dev/null && wait "$cons_pid" 2>/dev/null
     rm -f "$STATE/prometheus/targets/producer-$TAG.json" "$STATE/prometheus/targets/consumer-$TAG.json"
-    redis-cli -p 16379 --scan --pattern "$PREFIX:*" | xargs -r redis-cli -p 16379 del >/dev/null
+    scripts/stack redis-cli --scan --pattern "$PREFIX:*" | xargs -r scripts/stack redis-cli del >/dev/null
     psql -X -q -h 127.0.0.1 -p 15432 -U admin -d seckill \
         -c "DELETE FROM orders WHERE item_id = $ITEM; DELETE FROM items WHERE item_id = $ITEM" >/dev/null 2>&1
     scripts/stack topic delete "$TOPIC" >/dev/null 2>&1

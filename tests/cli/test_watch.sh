@@ -22,7 +22,7 @@ ITEM2=$((ITEM + 1))
 STOCK=10
 STOCK2=6
 BUYERS=30
-REDIS=(redis-cli -p 16379)
+REDIS=(scripts/stack redis-cli)   # as the stack's own Redis user (MONITOR, fixtures)
 export PGPASSFILE=${SECKILL_STACK_DIR:-$ROOT/.stack}/pgpass
 PSQL=(psql -X -q -t -A -h 127.0.0.1 -p 15432 -U admin -d seckill)
 prod_pid= cons_pid= mon_pid=

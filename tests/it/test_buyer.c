@@ -804,7 +804,7 @@ static void *win_run(void *arg)
     redisContext *rc = NULL;
     char body[64], authz[1200], err[200];
     snprintf(body, sizeof(body), "{\"item_id\":%" PRId64 "}", t->item);
-    if (rconn_open(&R.c, &rc, t->err, sizeof(t->err)) != 0)
+    if (harness_redis_open(&R.c, &rc, t->err, sizeof(t->err)) != 0)
         return NULL;
     while (t->n < WIN_CAP) {
         struct win_rec *w = &t->recs[t->n];

@@ -855,7 +855,7 @@ static void test_redis_data_lost(void **state)
     const char *mode = getenv("SECKILL_FAULTS_FLUSH");
     if (!mode || strcmp(mode, "prefix") != 0) {
         redisContext *rc = NULL;
-        assert_int_equal(rconn_open(&s->c, &rc, err, sizeof(err)), 0);
+        assert_int_equal(harness_redis_open(&s->c, &rc, err, sizeof(err)), 0);
         freeReplyObject(harness_cmd(rc, "FLUSHALL"));
         redisFree(rc);
     } else {
@@ -1127,9 +1127,9 @@ static void test_ha_readonly_reply(void **state)
     redisContext *on_replica = NULL, *other = NULL;
     harness_cfg(&c);
     stack_ok("up --ha");
-    assert_int_equal(rconn_open(&c, &other, err, sizeof(err)), 0);
+    assert_int_equal(harness_redis_open(&c, &other, err, sizeof(err)), 0);
     c.redis.port = HA_REDIS_HOME + 1;
-    assert_int_equal(rconn_open(&c, &on_replica, err, sizeof(err)), 0);
+    assert_int_equal(harness_redis_open(&c, &on_replica, err, sizeof(err)), 0);
     unsigned long moves = rconn_primary_moves();
     assert_false(rconn_broken(on_replica));
     assert_false(rconn_broken(other));

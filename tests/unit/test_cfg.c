@@ -230,20 +230,30 @@ static void test_dump_masks_secrets(void **state)
     snprintf(text, sizeof(text),
              "kafka = { brokers = \"b\"; properties = [ \"sasl.password=kafka-s3cret\" ]; };\n"
              "postgres = { dbname = \"d\"; admin_user = \"u\"; admin_password_file = \"%s\"; };\n"
-             "redis = { password = \"redis-s3cret\"; };\n", pw);
+             "redis = { admin_password_file = \"%s.redis\"; };\n",
+             pw, pw);
+    char rpw[80];
+    snprintf(rpw, sizeof(rpw), "%s.redis", pw);
+    pf = fopen(rpw, "w");
+    assert_non_null(pf);
+    fputs("redis-s3cret\n", pf);
+    fclose(pf);
+    assert_int_equal(chmod(rpw, 0600), 0);
     write_cfg(text);
     assert_int_equal(cfg_load(path, &c, err, sizeof(err)), 0);
     unlink(pw);
+    unlink(rpw);
+    assert_string_equal(secret_str(c.redis.password[CFG_ROLE_ADMIN]), "redis-s3cret");
     /* the file was read at load; show prints where it is, not what */
     assert_string_equal(secret_str(c.postgres.password[CFG_ROLE_ADMIN]), "pg-s3cret");
     FILE *f = open_memstream(&out, &len);
     cfg_dump(&c, f);
     fclose(f);
     assert_null(strstr(out, "s3cret"));
-    assert_non_null(strstr(out, "password = \"********\""));
     assert_non_null(strstr(out, "sasl.password=********"));
     assert_non_null(strstr(out, "brokers = \"b\""));
     assert_non_null(strstr(out, "admin_password_file = \"/tmp/sktest-cfg-pw-"));
+    assert_non_null(strstr(out, ".redis\";"));
     free(out);
     cfg_free(&c);
 }
@@ -264,7 +274,9 @@ static void test_every_setting_has_help(void **state)
     cfg_reference(f);
     fclose(f);
     assert_non_null(strstr(out, "| `redis.port` | integer | `6379` | 1 – 65535 | restart |  | "));
-    assert_non_null(strstr(out, "| `redis.password` | string | `\"\"` |  | restart | yes | "));
+    assert_non_null(strstr(out, "| `redis.producer_user` | string | `\"producer\"` |  | restart |  | "));
+    assert_non_null(
+        strstr(out, "| `redis.producer_password_file` | password file | `\"\"` |  | reload, checked |  | "));
     assert_non_null(strstr(out, "| `postgres.consumer_password_file` | password file | `\"\"` |  | reload, checked |  | "));
     assert_non_null(strstr(out, "| `kafka.brokers` | string | *required* |"));
     assert_non_null(strstr(out, "\n## logging\n"));
