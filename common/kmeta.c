@@ -52,20 +52,30 @@ int kmeta_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, int32_t 
     return ret;
 }
 
+/* A list of partitions 0..n-1 of topic, each at offset; NULL with err. */
+static rd_kafka_topic_partition_list_t *all_partitions(const char *topic, int32_t n, int64_t offset, char *err,
+                                                       size_t errlen)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
+    if (!l) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    for (int32_t i = 0; i < n; i++)
+        rd_kafka_topic_partition_list_add(l, topic, i)->offset = offset;
+    return l;
+}
+
 /* ListOffsets at `when` (-2 earliest, -1 latest, else a timestamp) for
  * every partition. Earliest and latest always exist; a timestamp past the
  * last message answers -1 (the end), which is an answer, not an error. */
 static int list_offsets(rd_kafka_t *rk, const char *topic, int32_t n, int timeout_ms, int64_t when, int64_t *out,
                         char *err, size_t errlen)
 {
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
+    rd_kafka_topic_partition_list_t *l = all_partitions(topic, n, when, err, errlen);
     int ret = -1;
-    if (!l) {
-        snprintf(err, errlen, "out of memory");
+    if (!l)
         return -1;
-    }
-    for (int32_t i = 0; i < n; i++)
-        rd_kafka_topic_partition_list_add(l, topic, i)->offset = when;
     rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(rk, l, timeout_ms);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
         if (when >= 0)
@@ -108,14 +118,10 @@ int kmeta_offsets_at(rd_kafka_t *rk, const char *topic, int32_t n, int timeout_m
 int kmeta_committed(rd_kafka_t *rk, const char *topic, int32_t n, int timeout_ms, int64_t *at, char *err,
                     size_t errlen)
 {
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
+    rd_kafka_topic_partition_list_t *l = all_partitions(topic, n, RD_KAFKA_OFFSET_INVALID, err, errlen);
     int ret = -1;
-    if (!l) {
-        snprintf(err, errlen, "out of memory");
+    if (!l)
         return -1;
-    }
-    for (int32_t i = 0; i < n; i++)
-        rd_kafka_topic_partition_list_add(l, topic, i);
     rd_kafka_resp_err_t e = rd_kafka_committed(rk, l, timeout_ms);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
         snprintf(err, errlen, "kafka: committed offsets of %s: %s", topic, rd_kafka_err2str(e));

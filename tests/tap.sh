@@ -20,3 +20,19 @@ run_diag() {
     [ -s "$T/out" ] && { echo "stdout:"; head -n 20 "$T/out"; }
     [ -s "$T/err" ] && { echo "stderr:"; head -n 20 "$T/err"; }
 }
+
+# free_ports N: N distinct TCP ports on 127.0.0.1 that nothing listens on
+# now, on one line. Asked together: ports asked one at a time may repeat,
+# as each is free again once its asker exits.
+free_ports() {
+    python3 -c 'import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
+}
+# until_ok DEADLINE_S CMD...: run CMD until it succeeds (0) or DEADLINE_S
+# seconds pass (1).
+until_ok() {
+    local end=$((SECONDS + $1)); shift
+    until "$@"; do [ $SECONDS -lt $end ] || return 1; sleep 0.2; done
+}

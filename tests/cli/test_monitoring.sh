@@ -39,12 +39,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-# until DEADLINE_S CMD...: run CMD until it succeeds or the deadline passes.
-until_ok() {
-    local end=$((SECONDS + $1)); shift
-    until "$@"; do [ $SECONDS -lt $end ] || return 1; sleep 0.5; done
-}
 # The value of a PromQL query's first sample ("" if none).
 prom_value() {
     curl -sf --data-urlencode "query=$1" "$PROM/api/v1/query" |
@@ -65,7 +59,7 @@ fi
 command -v jq >/dev/null || { echo "Bail out! jq is missing"; exit 1; }
 scripts/stack topic create "$TOPIC" >/dev/null 2>&1 || { echo "Bail out! cannot create topic $TOPIC"; exit 1; }
 
-PPORT=$(free_port) CPORT=$(free_port)
+read -r PPORT CPORT < <(free_ports 2)
 sed -e "s/key_prefix = \"seckill\"/key_prefix = \"$PREFIX\"/" \
     -e "s/topic = \"seckill.orders\";/topic = \"$TOPIC\";/" \
     -e "s/^  port = 8080;/  port = $PPORT;/" \

@@ -43,11 +43,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-until_ok() {
-    local end=$((SECONDS + $1)); shift
-    until "$@"; do [ $SECONDS -lt $end ] || return 1; sleep 0.2; done
-}
 # field LINE KEY [NTH]: the value of the NTH (1st) KEY=value pair of a line.
 field() {
     printf '%s\n' "$1" | tr ' ' '\n' | awk -F= -v k="$2" -v n="${3:-1}" '$1 == k && ++seen == n { print substr($0, length(k) + 2); exit }'
@@ -68,7 +63,7 @@ echo "1..20"
 
 scripts/stack up >"$T/stack.log" 2>&1 || { echo "Bail out! scripts/stack up failed: $(tail -n 3 "$T/stack.log")"; exit 1; }
 scripts/stack topic create "$TOPIC" >/dev/null 2>&1 || { echo "Bail out! cannot create topic $TOPIC"; exit 1; }
-PPORT=$(free_port) CPORT=$(free_port)
+read -r PPORT CPORT < <(free_ports 2)
 sed -e "s/key_prefix = \"seckill\"/key_prefix = \"$PREFIX\"/" \
     -e "s/topic = \"seckill.orders\";/topic = \"$TOPIC\";/" \
     -e "s/^  port = 8080;/  port = $PPORT;/" \
