@@ -13,7 +13,7 @@ SECS=${BENCH_SECONDS:-10}
 TOPIC=bench.kafkalimit.$$-$RANDOM
 # The orders topic's partition count, so the limit is for the same spread
 # (scripts/stack makes it with 6; asked, not assumed).
-PARTS=$(kcat -b 127.0.0.1:19092 -L -t seckill.orders -m 3 -q 2>/dev/null |
+PARTS=$(scripts/stack kcat admin -L -t seckill.orders -m 3 -q 2>/dev/null |
     sed -nE 's/.*topic "seckill.orders" with ([0-9]+) partitions.*/\1/p' | head -1)
 PARTS=${PARTS:-6}
 cleanup() { scripts/stack topic delete "$TOPIC" >/dev/null 2>&1 || true; }

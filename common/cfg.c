@@ -407,6 +407,12 @@ static int load_one(config_t *lc, const struct cfg_def *d, const char *path, str
     }
 }
 
+/* What kconf passes to librdkafka as security.protocol and sasl.mechanisms:
+ * the ones the stack and the tests exercise (GSSAPI, OAUTHBEARER need
+ * settings of their own). */
+static const char *const kafka_protocols[] = { "plaintext", "ssl", "sasl_plaintext", "sasl_ssl" };
+static const char *const kafka_mechanisms[] = { "SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN" };
+
 /* Rules that span settings. */
 static int check_cross(const struct cfg *c, const char *path, char *err, size_t errlen)
 {
@@ -435,6 +441,15 @@ static int check_cross(const struct cfg *c, const char *path, char *err, size_t 
     if (name_index(session_attrs, ARRAY_SIZE(session_attrs), c->postgres.target_session_attrs) < 0) {
         seterr(err, errlen, "%s: 'postgres.target_session_attrs' must be one of any, read-write, read-only, "
                "primary, standby, prefer-standby", path);
+        return -1;
+    }
+    if (name_index(kafka_protocols, ARRAY_SIZE(kafka_protocols), c->kafka.security_protocol) < 0) {
+        seterr(err, errlen, "%s: 'kafka.security_protocol' must be one of plaintext, ssl, sasl_plaintext, sasl_ssl",
+               path);
+        return -1;
+    }
+    if (name_index(kafka_mechanisms, ARRAY_SIZE(kafka_mechanisms), c->kafka.sasl_mechanism) < 0) {
+        seterr(err, errlen, "%s: 'kafka.sasl_mechanism' must be one of SCRAM-SHA-512, SCRAM-SHA-256, PLAIN", path);
         return -1;
     }
     if (c->lock.backoff_base_ms > c->lock.backoff_cap_ms) {
@@ -478,9 +493,20 @@ static int load_engine_secrets(config_t *lc, const char *path, const char *engin
 static int load_secrets(config_t *lc, const char *path, struct cfg *c, char *err, size_t errlen)
 {
     if (load_engine_secrets(lc, path, "postgres", c->postgres.password_file, c->postgres.password, err,
-                            errlen) != 0)
+                            errlen) != 0 ||
+        load_engine_secrets(lc, path, "redis", c->redis.password_file, c->redis.password, err, errlen) != 0 ||
+        load_engine_secrets(lc, path, "kafka", c->kafka.password_file, c->kafka.password, err, errlen) != 0)
         return -1;
-    return load_engine_secrets(lc, path, "redis", c->redis.password_file, c->redis.password, err, errlen);
+    /* SASL without a password would only fail later, at every connection. */
+    if (strncmp(c->kafka.security_protocol, "sasl_", 5) == 0 && *c->kafka.password_file[role_self] == '\0') {
+        char setting[64];
+        snprintf(setting, sizeof(setting), "kafka.%s_password_file", role_names[role_self]);
+        const config_setting_t *s = config_lookup(lc, "kafka.security_protocol");
+        seterr(err, errlen, "%s:%d: '%s' is required with 'kafka.security_protocol' %s",
+               s ? src_file(s, path) : path, s ? src_line(s) : 0, setting, c->kafka.security_protocol);
+        return -1;
+    }
+    return 0;
 }
 
 int cfg_load(const char *path, struct cfg *out, char *err, size_t errlen)
@@ -563,6 +589,8 @@ void cfg_free(struct cfg *c)
         c->postgres.password[r] = NULL;
         secret_free(c->redis.password[r]);
         c->redis.password[r] = NULL;
+        secret_free(c->kafka.password[r]);
+        c->kafka.password[r] = NULL;
     }
 }
 
@@ -658,6 +686,10 @@ void cfg_apply_reload(struct cfg *cur, struct cfg *new)
          * ACL SETUSER ... resetpass (until CLIENT KILL USER or a break). */
         if (cur->redis.password[r] && new->redis.password[r])
             secret_replace(cur->redis.password[r], new->redis.password[r]);
+        /* Kafka: librdkafka holds its own copy; kconf_rotate hands it the
+         * new one after this. Brokers keep authenticated connections. */
+        if (cur->kafka.password[r] && new->kafka.password[r])
+            secret_replace(cur->kafka.password[r], new->kafka.password[r]);
     }
 }
 

@@ -13,7 +13,8 @@ struct secret;
 
 /* Who a program is to the databases: each connects with its own role's
  * credentials (postgres.<role>_user, postgres.<role>_password_file;
- * redis.<role>_user, redis.<role>_password_file) and is granted exactly
+ * redis.<role>_user, redis.<role>_password_file; kafka.<role>_user,
+ * kafka.<role>_password_file) and is granted exactly
  * what that role needs (docs/security.md). */
 enum cfg_role {
     CFG_ROLE_PRODUCER, /* seckill-producer */
@@ -61,6 +62,14 @@ struct cfg {
         struct cfg_props properties;          /* both clients */
         struct cfg_props producer_properties; /* producer only */
         struct cfg_props consumer_properties; /* consumer only */
+        char *security_protocol;              /* plaintext, ssl, sasl_plaintext, sasl_ssl */
+        char *sasl_mechanism;
+        char *user[CFG_ROLES];          /* per enum cfg_role: the SCRAM user */
+        char *password_file[CFG_ROLES]; /* absolute, or "" for none */
+        /* As postgres.password (librdkafka keeps its own copy for its
+         * clients' lifetime). Not settings: never printed. */
+        struct secret *password[CFG_ROLES];
+        char *ssl_ca_file; /* absolute, or "" for librdkafka's default */
     } kafka;
     struct {
         char *host;  /* one host, or "a,b,..." (libpq multi-host) */
@@ -203,6 +212,24 @@ enum cfg_auth {
       "raw librdkafka properties for Kafka producers only (orders, dead letters), over kafka.properties")   \
     X("kafka.consumer_properties", CFG_PROPS, kafka.consumer_properties, 0, 0, 0, NULL, 0,                  \
       "raw librdkafka properties for Kafka consumers only (the consumer, replay), over kafka.properties")   \
+    X("kafka.security_protocol", CFG_STR, kafka.security_protocol, 0, 0, 0, "plaintext", 0,                 \
+      "how clients reach the brokers: plaintext, ssl, sasl_plaintext or sasl_ssl (TLS, then SASL)")        \
+    X("kafka.sasl_mechanism", CFG_STR, kafka.sasl_mechanism, 0, 0, 0, "SCRAM-SHA-512", 0,                    \
+      "SASL mechanism with sasl_*: SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN")                                  \
+    X("kafka.producer_user", CFG_STR, kafka.user[CFG_ROLE_PRODUCER], 0, 0, 0, "producer", 0,                \
+      "SASL user of seckill-producer (writes kafka.topic)")                                                 \
+    X("kafka.producer_password_file", CFG_PWFILE, kafka.password_file[CFG_ROLE_PRODUCER], 0, 0, 0, "",      \
+      CFG_SWAP, "file holding the producer user's Kafka password (mode 0600); required with sasl_*")        \
+    X("kafka.consumer_user", CFG_STR, kafka.user[CFG_ROLE_CONSUMER], 0, 0, 0, "consumer", 0,                \
+      "SASL user of seckill-consumer (reads kafka.topic in its group, writes kafka.dlq_topic)")             \
+    X("kafka.consumer_password_file", CFG_PWFILE, kafka.password_file[CFG_ROLE_CONSUMER], 0, 0, 0, "",      \
+      CFG_SWAP, "file holding the consumer user's Kafka password (mode 0600); required with sasl_*")        \
+    X("kafka.admin_user", CFG_STR, kafka.user[CFG_ROLE_ADMIN], 0, 0, 0, "admin", 0,                         \
+      "SASL user of seckillctl and the tools")                                                              \
+    X("kafka.admin_password_file", CFG_PWFILE, kafka.password_file[CFG_ROLE_ADMIN], 0, 0, 0, "", CFG_SWAP,  \
+      "file holding the admin user's Kafka password (mode 0600); required with sasl_*")                     \
+    X("kafka.ssl_ca_file", CFG_PATH, kafka.ssl_ca_file, 0, 0, 0, "", 0,                                     \
+      "CA certificate(s) the brokers' certificates must chain to (ssl, sasl_ssl); empty: the system's")     \
     X("postgres.host", CFG_STR, postgres.host, 0, 0, 0, "127.0.0.1", 0,                                     \
       "PostgreSQL host name, address or socket folder; \"a,b\": tried in turn (libpq multi-host)")          \
     X("postgres.port", CFG_PORTS, postgres.port, 1, 65535, 0, "5432", 0,                                    \

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <systemd/sd-daemon.h>
 
+#include "kconf.h"
 #include "log.h"
 #include "util.h"
 
@@ -199,6 +200,7 @@ int daemon_reload(const struct cli *cli, struct cfg *cur, const struct daemon_re
         goto out;
     }
     cfg_apply_reload(cur, &next);
+    kconf_rotate(cur);
     if (hook)
         hook->commit(hook->arg);
     log_set_level((enum log_level)cur->logging.level);

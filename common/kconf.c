@@ -1,8 +1,14 @@
 #include "kconf.h"
 
+#include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "log.h"
+#include "secret.h"
+
+static pthread_mutex_t tracked_mu = PTHREAD_MUTEX_INITIALIZER;
+static rd_kafka_t *tracked[KCONF_TRACKED];
 
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
@@ -26,6 +32,35 @@ int kconf_set(rd_kafka_conf_t *conf, const char *name, const char *value, char *
     return 0;
 }
 
+static int is_sasl(const struct cfg *c)
+{
+    return strncmp(c->kafka.security_protocol, "sasl_", 5) == 0;
+}
+
+/* This program's SASL user and password, from a private copy of the secret
+ * wiped right after librdkafka took its own. */
+static int set_credentials(rd_kafka_conf_t *conf, const struct cfg *c, char *err, size_t errlen)
+{
+    enum cfg_role r = cfg_role_self();
+    struct secret *pw = c->kafka.password[r] ? secret_dup(c->kafka.password[r]) : NULL;
+    int ret = -1;
+    if (!pw) {
+        snprintf(err, errlen, "kafka: no password for user %s (kafka.%s_password_file)", c->kafka.user[r],
+                 cfg_role_name(r));
+        goto fail;
+    }
+    if (kconf_set(conf, "sasl.mechanisms", c->kafka.sasl_mechanism, err, errlen) != 0 ||
+        kconf_set(conf, "sasl.username", c->kafka.user[r], err, errlen) != 0)
+        goto fail;
+    /* (librdkafka's message for a bad value never echoes it) */
+    if (kconf_set(conf, "sasl.password", secret_str(pw), err, errlen) != 0)
+        goto fail;
+    ret = 0;
+fail:
+    secret_free(pw);
+    return ret;
+}
+
 rd_kafka_conf_t *kconf_new(const struct cfg *c, const struct cfg_props *role, const char *const *defaults,
                            char *err, size_t errlen)
 {
@@ -38,6 +73,12 @@ rd_kafka_conf_t *kconf_new(const struct cfg *c, const struct cfg_props *role, co
     for (size_t i = 0; defaults && defaults[i]; i += 2)
         if (kconf_set(conf, defaults[i], defaults[i + 1], err, errlen) != 0)
             goto fail;
+    if (kconf_set(conf, "security.protocol", c->kafka.security_protocol, err, errlen) != 0)
+        goto fail;
+    if (is_sasl(c) && set_credentials(conf, c, err, errlen) != 0)
+        goto fail;
+    if (*c->kafka.ssl_ca_file && kconf_set(conf, "ssl.ca.location", c->kafka.ssl_ca_file, err, errlen) != 0)
+        goto fail;
     for (size_t s = 0; s < 2; s++)
         for (size_t i = 0; i < sets[s]->n; i++)
             if (kconf_set(conf, sets[s]->keys[i], sets[s]->values[i], err, errlen) != 0)
@@ -61,4 +102,55 @@ int kconf_fatal(rd_kafka_t *rk, int err, _Atomic int *fatal)
     log_error("kafka: fatal error %s: %s; shutting down", rd_kafka_err2name(orig), why);
     atomic_store(fatal, 1);
     return 1;
+}
+
+void kconf_track(rd_kafka_t *rk)
+{
+    pthread_mutex_lock(&tracked_mu);
+    for (size_t i = 0; i < KCONF_TRACKED; i++)
+        if (!tracked[i]) {
+            tracked[i] = rk;
+            break;
+        }
+    pthread_mutex_unlock(&tracked_mu);
+}
+
+void kconf_untrack(rd_kafka_t *rk)
+{
+    pthread_mutex_lock(&tracked_mu);
+    for (size_t i = 0; i < KCONF_TRACKED; i++)
+        if (tracked[i] == rk)
+            tracked[i] = NULL;
+    pthread_mutex_unlock(&tracked_mu);
+}
+
+void kconf_rotate(const struct cfg *c)
+{
+    enum cfg_role r = cfg_role_self();
+    struct secret *pw;
+    if (!is_sasl(c) || !c->kafka.password[r])
+        return;
+    if (!(pw = secret_dup(c->kafka.password[r]))) {
+        log_error("kafka: out of memory; clients keep their SASL password");
+        return;
+    }
+    pthread_mutex_lock(&tracked_mu);
+    for (size_t i = 0; i < KCONF_TRACKED; i++) {
+        rd_kafka_error_t *e;
+        if (!tracked[i])
+            continue;
+        if ((e = rd_kafka_sasl_set_credentials(tracked[i], c->kafka.user[r], secret_str(pw)))) {
+            log_error("kafka: %s: the new SASL password is not in use: %s", rd_kafka_name(tracked[i]),
+                      rd_kafka_error_string(e));
+            rd_kafka_error_destroy(e);
+        }
+    }
+    pthread_mutex_unlock(&tracked_mu);
+    secret_free(pw);
+}
+
+int kconf_refused(int err)
+{
+    return err == RD_KAFKA_RESP_ERR__AUTHENTICATION || err == RD_KAFKA_RESP_ERR__SSL ||
+           err == RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED;
 }

@@ -16,6 +16,7 @@ struct pub {
     pthread_t poller;
     _Atomic int stop;
     _Atomic int fatal;
+    _Atomic int refused; /* the last refusal logged, 0 once a ping succeeds */
     int timeout_ms;
 };
 
@@ -39,6 +40,10 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
      * a line at the default level. */
     if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
         log_warn("kafka: %s", reason);
+    /* A broker refused us (SASL, TLS): the reason, once until we are up
+     * again (pub_ping). */
+    else if (kconf_refused(err) && atomic_exchange(&p->refused, err) != err)
+        log_error("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
     else
         log_debug("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
@@ -86,6 +91,7 @@ int pub_open(const struct cfg *c, struct pub **out, char *err, size_t errlen)
         goto fail;
     }
     conf = NULL; /* owned by rk now */
+    kconf_track(p->rk);
     p->topic = rd_kafka_topic_new(p->rk, c->kafka.topic, NULL);
     if (!p->topic) {
         snprintf(err, errlen, "kafka topic %s: %s", c->kafka.topic,
@@ -103,8 +109,10 @@ fail:
         rd_kafka_conf_destroy(conf);
     if (p->topic)
         rd_kafka_topic_destroy(p->topic);
-    if (p->rk)
+    if (p->rk) {
+        kconf_untrack(p->rk);
         rd_kafka_destroy(p->rk);
+    }
     free(p);
     return -1;
 }
@@ -125,6 +133,7 @@ void pub_close(struct pub *p, int timeout_ms)
     pthread_join(p->poller, NULL);
     rd_kafka_poll(p->rk, 0);
     rd_kafka_topic_destroy(p->topic);
+    kconf_untrack(p->rk);
     rd_kafka_destroy(p->rk);
     free(p);
 }
@@ -154,6 +163,8 @@ int pub_ping(struct pub *p, int timeout_ms)
     int ok = e == RD_KAFKA_RESP_ERR_NO_ERROR && md->topic_cnt == 1 && md->topics[0].err == 0;
     if (md)
         rd_kafka_metadata_destroy(md);
+    if (ok)
+        atomic_store(&p->refused, 0);
     return ok;
 }
 

@@ -47,13 +47,27 @@ void cm_count_outcome(int outcome)
         atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }
 
-void cm_stats_parse(const char *json, size_t len, const char *topic)
+int cm_stats_parse(const char *json, size_t len, const char *topic)
 {
     json_error_t jerr;
     json_t *root = json_loadb(json, len, 0, &jerr);
     json_t *parts = json_object_get(json_object_get(json_object_get(root, "topics"), topic), "partitions");
+    json_t *brokers = json_object_get(root, "brokers");
     const char *k;
     json_t *v;
+    int up = 0, ret = -1;
+    if (!json_is_object(brokers))
+        goto out;
+    /* Brokers learned from metadata (nodeid >= 0; the bootstrap entries are
+     * -1) in state UP: connected and, with SASL, authenticated. */
+    json_object_foreach(brokers, k, v) {
+        json_t *id = json_object_get(v, "nodeid"), *st = json_object_get(v, "state");
+        if (json_is_integer(id) && json_integer_value(id) >= 0 && json_is_string(st) &&
+            strcmp(json_string_value(st), "UP") == 0)
+            up = 1;
+    }
+    CM_SET(kafka_up, up);
+    ret = up;
     if (!json_is_object(parts))
         goto out;
     json_object_foreach(parts, k, v) {
@@ -70,6 +84,7 @@ void cm_stats_parse(const char *json, size_t len, const char *topic)
     }
 out:
     json_decref(root);
+    return ret;
 }
 
 static void render_batch(struct mbuf *b)

@@ -45,7 +45,9 @@
     X(pg_down, "seckill_consumer_pg_down_workers", "", "gauge",                                    \
       "Workers that cannot reach PostgreSQL")                                                      \
     X(redis_down, "seckill_consumer_redis_down_workers", "", "gauge",                              \
-      "Workers that cannot reach Redis")
+      "Workers that cannot reach Redis")                                                           \
+    X(kafka_up, "seckill_consumer_kafka_up", "", "gauge",                                          \
+      "1 while a broker connection is up (librdkafka statistics); 0 when refused or all down")
 
 /* X(member, name, help): struct lock_counters, summed over the workers. */
 #define CM_LOCK_COUNTERS(X)                                                                        \
@@ -88,8 +90,10 @@ void cm_batch_observe(int64_t n);
 _Atomic int64_t *cm_outcome_counter(int outcome);
 /* Count a settled outcome in its counter, if it has one. */
 void cm_count_outcome(int outcome);
-/* Parse librdkafka's statistics JSON for consumer_lag per partition of topic. */
-void cm_stats_parse(const char *json, size_t len, const char *topic);
+/* Parse librdkafka's statistics JSON for consumer_lag per partition of
+ * topic, and whether any broker connection is up (kafka_up, also returned:
+ * 1 or 0; -1 when the JSON could not be read). */
+int cm_stats_parse(const char *json, size_t len, const char *topic);
 /* Prometheus text for /metrics. */
 void cm_render(struct mbuf *b);
 

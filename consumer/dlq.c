@@ -96,6 +96,7 @@ int dlq_open(const struct cfg *c, struct queue *done, struct dlq **out, char *er
         snprintf(err, errlen, "dead-letter producer: %s", kerr);
         goto fail;
     }
+    kconf_track(d->rk);
     *out = d;
     return 0;
 fail:
@@ -151,6 +152,7 @@ void dlq_close(struct dlq *d, int timeout_ms)
     d->closing = 1;
     rd_kafka_purge(d->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
     rd_kafka_poll(d->rk, 0);
+    kconf_untrack(d->rk);
     rd_kafka_destroy(d->rk);
     free(d);
 }

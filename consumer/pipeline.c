@@ -48,6 +48,10 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
     struct pipe *p = opaque;
     if (kconf_fatal(rk, err, &p->fatal))
         return;
+    /* A refusal (wrong password, a certificate that does not verify) or
+     * every broker down: down until the statistics show a broker up. */
+    if (kconf_refused(err) || err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
+        CM_SET(kafka_up, 0);
     /* librdkafka retries on its own; say so once per kind of error. */
     if (atomic_exchange(&p->kafka_err, err) != err)
         log_warn("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
@@ -57,7 +61,9 @@ static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
 {
     struct pipe *p = opaque;
     (void)rk;
-    cm_stats_parse(json, len, p->cfg->kafka.topic);
+    /* Up again after errors: one line, and the next error is news again. */
+    if (cm_stats_parse(json, len, p->cfg->kafka.topic) == 1 && atomic_exchange(&p->kafka_err, 0) != 0)
+        log_notice("kafka: a broker connection is up again");
     return 0; /* librdkafka frees json */
 }
 
@@ -333,6 +339,7 @@ int pipe_open(struct cfg *c, struct pipe **out, char *err, size_t errlen)
         goto fail;
     }
     conf = NULL; /* owned by rk now */
+    kconf_track(p->rk);
     rd_kafka_poll_set_consumer(p->rk);
     if (!(sub = rd_kafka_topic_partition_list_new(1))) {
         snprintf(err, errlen, "out of memory");
@@ -424,6 +431,7 @@ void pipe_close(struct pipe *p)
         rd_kafka_resp_err_t e = rd_kafka_consumer_close(p->rk);
         if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
             log_warn("kafka: consumer close: %s", rd_kafka_err2str(e));
+        kconf_untrack(p->rk);
         rd_kafka_destroy(p->rk);
     }
     if (p->dlq)

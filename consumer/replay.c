@@ -258,6 +258,7 @@ static int open_consumer(struct replay *r, char *err, size_t errlen)
         snprintf(err, errlen, "kafka consumer: %s", kerr);
         return -1;
     }
+    kconf_track(r->rk);
     rd_kafka_poll_set_consumer(r->rk);
     return 0;
 }
@@ -308,6 +309,7 @@ static void close_replay(struct replay *r)
         rd_kafka_resp_err_t e = rd_kafka_consumer_close(r->rk);
         if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
             log_warn("kafka: consumer close: %s", rd_kafka_err2str(e));
+        kconf_untrack(r->rk);
         rd_kafka_destroy(r->rk);
     }
     if (r->dlq)

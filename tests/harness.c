@@ -93,6 +93,32 @@ int harness_redis_secret(const char *user, struct secret **out, char *err, size_
     return secret_read(path, out, err, errlen);
 }
 
+rd_kafka_conf_t *harness_kafka_conf(const struct cfg *c, const char *user)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char err[512], path[600];
+    struct secret *pw = NULL;
+    const char *props[][2] = {
+        { "bootstrap.servers", c->kafka.brokers },
+        { "security.protocol", c->kafka.security_protocol },
+        { "sasl.mechanisms", c->kafka.sasl_mechanism },
+        { "sasl.username", user },
+        { "ssl.ca.location", *c->kafka.ssl_ca_file ? c->kafka.ssl_ca_file : NULL },
+    };
+    for (size_t i = 0; i < sizeof(props) / sizeof(props[0]); i++)
+        if (props[i][1] && rd_kafka_conf_set(conf, props[i][0], props[i][1], err, sizeof(err)) != RD_KAFKA_CONF_OK)
+            fail_msg("kafka conf %s: %s", props[i][0], err);
+    if (strncmp(c->kafka.security_protocol, "sasl_", 5) == 0) {
+        snprintf(path, sizeof(path), "%s/secrets/kafka-%s", harness_stack_dir(), user);
+        if (secret_read(path, &pw, err, sizeof(err)) != 0)
+            fail_msg("%s", err);
+        if (rd_kafka_conf_set(conf, "sasl.password", secret_str(pw), err, sizeof(err)) != RD_KAFKA_CONF_OK)
+            fail_msg("kafka conf sasl.password: %s", err);
+        secret_free(pw);
+    }
+    return conf;
+}
+
 int harness_redis_open(const struct cfg *c, redisContext **out, char *err, size_t errlen)
 {
     static struct secret *stack_pw;

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
 #include <libpq-fe.h>
+#include <librdkafka/rdkafka.h>
 
 #include "cfg.h"
 #include "jwt.h"
@@ -71,6 +72,15 @@ redisReply *harness_cmd(redisContext *rc, const char *fmt, ...);
 long long harness_int(redisContext *rc, const char *fmt, ...);
 /* Delete every key under c's prefix. */
 void harness_redis_cleanup(const struct cfg *c);
+
+/* A librdkafka conf for the tests' own Kafka clients (fixtures, checks):
+ * bootstrap c->kafka.brokers, and c's kafka.security_protocol,
+ * sasl_mechanism and ssl_ca_file, authenticated as the dev stack's Kafka
+ * user `user` ("admin" for fixtures; "producer", "consumer" to prove what
+ * those may not do), its password from $SECKILL_STACK_DIR/secrets/kafka-USER.
+ * Fails the test when the password cannot be read. The code under test
+ * connects through kconf_new as its own role. */
+rd_kafka_conf_t *harness_kafka_conf(const struct cfg *c, const char *user);
 
 /* A connection as admin: the tests' own setup, checks and cleanup. */
 PGconn *harness_pg(const struct cfg *c);

@@ -492,7 +492,7 @@ static long redis_long(redisContext *rc, const char *cmd, const char *key, bool 
 static rd_kafka_t *kafka_reader(const struct cfg *c, const char *group)
 {
     char err[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_t *conf = harness_kafka_conf(c, "admin");
     if (rd_kafka_conf_set(conf, "bootstrap.servers", c->kafka.brokers, err, sizeof(err)) != RD_KAFKA_CONF_OK ||
         rd_kafka_conf_set(conf, "group.id", group, err, sizeof(err)) != RD_KAFKA_CONF_OK ||
         rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err)) != RD_KAFKA_CONF_OK ||

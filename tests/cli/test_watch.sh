@@ -143,7 +143,7 @@ done | paste -sd, -)
 if [ "${want#*\?}" != "$want" ]; then   # partitions the tool did not list: their end offsets
     want=$(for p in 0 1 2 3 4 5; do
         l=$(awk -v t="$TOPIC" -v p=$p '$2 == t && $3 == p { print ($6 == "-" ? $5 : $6) }' "$T/group")
-        [ -n "$l" ] && echo "$l" || kcat -b 127.0.0.1:19092 -Q -t "$TOPIC:$p:-1" 2>/dev/null | awk '{ print $NF }'
+        [ -n "$l" ] && echo "$l" || scripts/stack kcat admin -Q -t "$TOPIC:$p:-1" 2>/dev/null | awk '{ print $NF }'
     done | paste -sd, -)
 fi
 is "lag per partition = Kafka's ConsumerGroupCommand" "$(field "$line" lag_partitions)" "$want"

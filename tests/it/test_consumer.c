@@ -51,7 +51,7 @@ static int64_t rnd_below(int64_t n)
 static rd_kafka_t *new_producer(void)
 {
     char err[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_t *conf = harness_kafka_conf(&harness_conf, "admin");
     assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", harness_conf.kafka.brokers, err, sizeof(err)),
                      RD_KAFKA_CONF_OK);
     assert_int_equal(rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)), RD_KAFKA_CONF_OK);
@@ -155,7 +155,7 @@ static int64_t high_watermark(const char *topic, int32_t p)
 static void committed(const char *group, const char *topic, int parts, int64_t *out)
 {
     char err[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_t *conf = harness_kafka_conf(&harness_conf, "admin");
     assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", harness_conf.kafka.brokers, err, sizeof(err)),
                      RD_KAFKA_CONF_OK);
     assert_int_equal(rd_kafka_conf_set(conf, "group.id", group, err, sizeof(err)), RD_KAFKA_CONF_OK);
@@ -489,7 +489,7 @@ struct dlq_seen {
 static void read_dlq(const char *topic, const char *group, struct dlq_seen *s)
 {
     char err[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_t *conf = harness_kafka_conf(&harness_conf, "admin");
     /* assign() needs a group id even without commits */
     assert_int_equal(rd_kafka_conf_set(conf, "group.id", group, err, sizeof(err)), RD_KAFKA_CONF_OK);
     assert_int_equal(rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err)), RD_KAFKA_CONF_OK);

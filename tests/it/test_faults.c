@@ -687,11 +687,12 @@ static void test_kafka_restart(void **state)
     scen_finish(s, 0);
 }
 
-/* kcat -P: one message with a key. */
+/* kcat -P (as the stack's Kafka user admin): one message with a key. */
 static void kcat_produce(const struct scen *s, const char *key, const char *value)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof(cmd), "kcat -P -b '%s' -t '%s' -k '%s'", s->c.kafka.brokers, s->topic, key);
+    char cmd[768];
+    snprintf(cmd, sizeof(cmd), "'%s/scripts/stack' kcat admin -P -b '%s' -t '%s' -k '%s' 2>/dev/null", harness_root(),
+             s->c.kafka.brokers, s->topic, key);
     FILE *p = popen(cmd, "w");
     assert_non_null(p);
     assert_true(fputs(value, p) >= 0);
@@ -702,11 +703,11 @@ static void kcat_produce(const struct scen *s, const char *key, const char *valu
 /* Dead letters from our topic: how many, and whether each says why. */
 static int dlq_count(const struct scen *s, int *with_error)
 {
-    char cmd[512], line[2048], want[200];
+    char cmd[768], line[2048], want[200];
     int n = 0;
     *with_error = 0;
-    snprintf(cmd, sizeof(cmd), "kcat -C -b '%s' -t '%s' -o beginning -e -q -f '%%h\\n' 2>/dev/null",
-             s->c.kafka.brokers, s->dlq);
+    snprintf(cmd, sizeof(cmd), "'%s/scripts/stack' kcat admin -C -b '%s' -t '%s' -o beginning -e -q -f '%%h\\n' 2>/dev/null",
+             harness_root(), s->c.kafka.brokers, s->dlq);
     snprintf(want, sizeof(want), "source_topic=%s", s->topic);
     FILE *p = popen(cmd, "r");
     if (!p)
@@ -1161,7 +1162,7 @@ static int setup(void **state)
 {
     char err[512];
     harness_setup(state);
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_t *conf = harness_kafka_conf(&harness_conf, "admin");
     if (rd_kafka_conf_set(conf, "bootstrap.servers", harness_conf.kafka.brokers, err, sizeof(err)) != RD_KAFKA_CONF_OK ||
         rd_kafka_conf_set(conf, "log_level", "0", err, sizeof(err)) != RD_KAFKA_CONF_OK)
         return -1;

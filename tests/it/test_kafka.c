@@ -25,7 +25,7 @@ static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
 static rd_kafka_t *new_producer(void)
 {
     char err[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_t *conf = harness_kafka_conf(&harness_conf, "admin");
     const struct cfg_props *sets[] = { &harness_conf.kafka.properties, &harness_conf.kafka.producer_properties };
     for (size_t s = 0; s < 2; s++)
         for (size_t i = 0; i < sets[s]->n; i++)

@@ -130,7 +130,7 @@ static void rt_init(struct rt *t, const char *tag)
     sh_ok("'%s/scripts/stack' topic create '%s' 1 >/dev/null", harness_root(), t->dlq);
 
     char err[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_t *conf = harness_kafka_conf(&t->c, "admin");
     assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", t->c.kafka.brokers, err, sizeof(err)),
                      RD_KAFKA_CONF_OK);
     assert_int_equal(rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)), RD_KAFKA_CONF_OK);
@@ -236,7 +236,7 @@ static int replay(struct rt *t, int64_t v[5], const char *a1, const char *a2, co
 static void committed(struct rt *t, const char *group, int64_t *out)
 {
     char err[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_t *conf = harness_kafka_conf(&t->c, "admin");
     assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", t->c.kafka.brokers, err, sizeof(err)),
                      RD_KAFKA_CONF_OK);
     assert_int_equal(rd_kafka_conf_set(conf, "group.id", group, err, sizeof(err)), RD_KAFKA_CONF_OK);

@@ -233,7 +233,7 @@ static int64_t topic_end(const char *topic, int parts)
 {
     char err[256];
     int64_t sum = 0;
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_t *conf = harness_kafka_conf(&harness_conf, "admin");
     if (rd_kafka_conf_set(conf, "bootstrap.servers", CLUSTER, err, sizeof(err)) != RD_KAFKA_CONF_OK ||
         rd_kafka_conf_set(conf, "log_level", "0", err, sizeof(err)) != RD_KAFKA_CONF_OK) {
         rd_kafka_conf_destroy(conf);
@@ -927,7 +927,7 @@ static int setup(void **state)
         return -1;
     }
     printf("# scripts/stack up --brokers 3: %.1f s\n", secs(util_mono_ms() - t));
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_t *conf = harness_kafka_conf(&harness_conf, "admin");
     if (rd_kafka_conf_set(conf, "bootstrap.servers", CLUSTER, err, sizeof(err)) != RD_KAFKA_CONF_OK ||
         rd_kafka_conf_set(conf, "log_level", "0", err, sizeof(err)) != RD_KAFKA_CONF_OK) {
         rd_kafka_conf_destroy(conf);
