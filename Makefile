@@ -168,8 +168,9 @@ install: all install-man
 	@# the units' credentials by bare name, seckillctl's under secrets/ (docs/security.md)
 	install -d -m 700 $(DESTDIR)$(SYSCONFDIR)/seckill/secrets
 	test -e $(DESTDIR)$(SYSCONFDIR)/seckill/seckill.cfg || { \
-	    sed -e 's#"\.\./\.stack/secrets/\(\(pg\|redis\)-\(producer\|consumer\)\)"#"\1"#' \
-	        -e 's@"\.\./\.stack/secrets/\(\(pg\|redis\)-admin\)"@"$(SYSCONFDIR)/seckill/secrets/\1"@' \
+	    sed -e 's#"\.\./\.stack/secrets/\(\(pg\|redis\|kafka\)-\(producer\|consumer\)\)"#"\1"#' \
+	        -e 's@"\.\./\.stack/secrets/\(\(pg\|redis\|kafka\)-admin\)"@"$(SYSCONFDIR)/seckill/secrets/\1"@' \
+	        -e 's@"\.\./\.stack/tls/ca\.crt"@"$(SYSCONFDIR)/seckill/tls/ca.crt"@' \
 	        config/seckill.cfg >$(DESTDIR)$(SYSCONFDIR)/seckill/seckill.cfg && \
 	    chmod 640 $(DESTDIR)$(SYSCONFDIR)/seckill/seckill.cfg; }
 

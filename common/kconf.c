@@ -18,6 +18,11 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
         level = LOG_LVL_ERROR;
     if (level > LOG_LVL_DEBUG)
         level = LOG_LVL_DEBUG;
+    /* A connection that failed (refused, reset, a handshake): librdkafka
+     * says so at every attempt; the clients' error callbacks say it once
+     * per state change, so its own lines are for debugging. */
+    if (strcmp(fac, "FAIL") == 0)
+        level = LOG_LVL_DEBUG;
     if (log_enabled((enum log_level)level))
         log_msg((enum log_level)level, "kafka %s: %s", fac, buf);
 }

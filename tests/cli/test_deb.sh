@@ -209,11 +209,12 @@ is "$CFG is root:seckill 0640" "$(stat -c '%U:%G %a' "$CFG" 2>&1)" "root:seckill
 ok_if "$CFG names no development key" "the public development key must not ship as a live key" \
     sh -c "! grep -q 'DEV-ONLY' '$CFG' && ! ls -R /etc/seckill | grep -q DEV-ONLY"
 
-# The units hand each daemon its PostgreSQL and Redis passwords as a systemd credential
-# (LoadCredential=pg-producer:..., redis-producer:..., CREDENTIALS_DIRECTORY): the same here,
-# with made-up passwords, in a folder only seckill reads, as systemd makes it.
+# The units hand each daemon its PostgreSQL, Redis and Kafka passwords as a systemd
+# credential (LoadCredential=pg-producer:..., redis-producer:..., kafka-producer:...,
+# CREDENTIALS_DIRECTORY): the same here, with made-up passwords, in a folder only seckill
+# reads, as systemd makes it.
 CREDS=$(mktemp -d /tmp/seckill-creds-XXXXXX)
-for r in pg-producer pg-consumer redis-producer redis-consumer; do printf 'not-a-real-password\n' >"$CREDS/$r"; done
+for r in pg-producer pg-consumer redis-producer redis-consumer kafka-producer kafka-consumer; do printf 'not-a-real-password\n' >"$CREDS/$r"; done
 chmod 400 "$CREDS"/*; chmod 500 "$CREDS"; chown -R seckill: "$CREDS"
 export CREDENTIALS_DIRECTORY=$CREDS
 for b in seckill-producer seckill-consumer; do
