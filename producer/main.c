@@ -32,15 +32,28 @@
 #define DRAIN_POLL_MS 10
 #define PURGE_REPORT_MS 5000
 
-/* The startup steps that wait for a service (daemon_retry). */
+/* The startup steps that wait for a service (daemon_retry). A SIGHUP while
+ * a service refused us (a wrong password, the file since put right) is
+ * taken before the next attempt, so that attempt uses the new password. */
+static void reload_if_asked(const struct cli *cli, struct cfg *c, struct auth *a)
+{
+    if (daemon_reload_take()) {
+        struct daemon_reload_hook hook = auth_reload_hook(a);
+        daemon_reload(cli, c, &hook);
+    }
+}
+
 struct take_block_arg {
-    const struct cfg *c;
+    const struct cli *cli;
+    struct cfg *c;
+    struct auth *a;
     int64_t *block;
 };
 
 static int try_take_block(void *arg, char *err, size_t errlen)
 {
     struct take_block_arg *a = arg;
+    reload_if_asked(a->cli, a->c, a->a);
     return oid_take_block(a->c, a->block, err, errlen);
 }
 
@@ -56,12 +69,7 @@ struct rsv_start_arg {
 static int try_rsv_start(void *arg, char *err, size_t errlen)
 {
     struct rsv_start_arg *a = arg;
-    /* A SIGHUP while Redis refused us (a wrong password, the file since
-     * put right): reload first, so this attempt uses the new password. */
-    if (daemon_reload_take()) {
-        struct daemon_reload_hook hook = auth_reload_hook(a->a);
-        daemon_reload(a->cli, a->c, &hook);
-    }
+    reload_if_asked(a->cli, a->c, a->a);
     return rsv_start(a->c, a->p, a->gen, a->r, err, errlen);
 }
 
@@ -126,7 +134,7 @@ static int start(const struct cli *cli, struct producer *d)
     /* Keys first: a broken key file is a configuration error, not a wait. */
     if (auth_open(c, &d->a, err, sizeof(err)) != 0 || rconn_watch_start(c, err, sizeof(err)) != 0)
         goto fail;
-    if (daemon_retry("order ids", try_take_block, &(struct take_block_arg){ c, &d->block }) != 0)
+    if (daemon_retry("order ids", try_take_block, &(struct take_block_arg){ cli, c, d->a, &d->block }) != 0)
         return -1;
     oid_init(&d->gen, d->block);
     PM_SET(id_block, d->block);

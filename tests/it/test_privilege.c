@@ -6,9 +6,12 @@
 #include "harness.h"
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "pgconn.h"
 #include "secret.h"
@@ -151,6 +154,85 @@ static void test_tcp_needs_tls(void **state)
     PQfinish(pg);
 }
 
+static void write_file(const char *path, const char *content)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof(tmp), "%s.new", path);
+    FILE *f = fopen(tmp, "w");
+    assert_non_null(f);
+    assert_int_equal(chmod(tmp, 0600), 0);
+    fprintf(f, "%s\n", content);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(rename(tmp, path), 0);
+}
+
+static int lines_with(const char *path, const char *needle)
+{
+    char line[4096];
+    int n = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, needle))
+            n++;
+    fclose(f);
+    return n;
+}
+
+/* A producer started with a wrong PostgreSQL password waits (its first
+ * step takes a block of order ids), says so once, and on SIGHUP with the
+ * file put right takes the block and starts: the reload is taken between
+ * attempts, not only once it runs. */
+static void test_producer_wrong_password_at_start(void **state)
+{
+    (void)state;
+    struct cfg c;
+    char pwfile[128], cfgpath[256], log[256], bin[512], wrong[48], rnd[17], path[600], err[512];
+    struct secret *right = NULL;
+    bool ok;
+    assert_int_equal(util_random_hex(rnd, 8), 0);
+    snprintf(wrong, sizeof(wrong), "wrong-%s", rnd);
+    snprintf(path, sizeof(path), "%s/secrets/pg-producer", harness_stack_dir());
+    if (secret_read(path, &right, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    snprintf(pwfile, sizeof(pwfile), "/tmp/sktest-pg-pw-%d", (int)getpid());
+    write_file(pwfile, wrong);
+    harness_cfg(&c);
+    harness_set_str(&c.postgres.password_file[CFG_ROLE_PRODUCER], pwfile);
+    int port = harness_free_port();
+    c.producer.port = port;
+    harness_cfg_file(&c, cfgpath, sizeof(cfgpath));
+    snprintf(log, sizeof(log), "/tmp/seckill-test-privilege-%d.log", port);
+    unlink(log);
+    harness_bin("seckill-producer", bin, sizeof(bin));
+    char *argv[] = { bin, "-c", cfgpath, NULL };
+    pid_t pid = harness_spawn(argv, log);
+
+    WAIT_UNTIL(lines_with(log, "password authentication failed") >= 1, 30000, ok);
+    if (!ok)
+        fail_msg("the producer did not report its refused password; see %s", log);
+    assert_true(harness_http(port, "GET", "/healthz", NULL, NULL, NULL, 0) < 0); /* not serving yet */
+    assert_int_equal(kill(pid, 0), 0);
+
+    write_file(pwfile, secret_str(right));
+    assert_int_equal(kill(pid, SIGHUP), 0);
+    WAIT_UNTIL(harness_http(port, "GET", "/healthz", NULL, NULL, NULL, 0) == 200, 60000, ok);
+    if (!ok)
+        fail_msg("the producer did not start after SIGHUP; see %s", log);
+    assert_int_equal(lines_with(log, "password authentication failed"), 1);
+    assert_int_equal(lines_with(log, "order ids: ok after"), 1);
+    assert_int_equal(lines_with(log, wrong), 0);
+    assert_int_equal(lines_with(log, secret_str(right)), 0);
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_int_equal(harness_wait_exit(pid, 30000), 0);
+    secret_free(right);
+    unlink(pwfile);
+    unlink(cfgpath);
+    unlink(log);
+    cfg_free(&c);
+}
+
 static int setup(void **state)
 {
     harness_setup(state);
@@ -173,6 +255,7 @@ int main(void)
         cmocka_unit_test(test_consumer_no_ddl_only_stock_left),
         cmocka_unit_test(test_tcp_needs_a_password),
         cmocka_unit_test(test_tcp_needs_tls),
+        cmocka_unit_test(test_producer_wrong_password_at_start),
     };
     harness_filter();
     return cmocka_run_group_tests_name("privilege", tests, setup, teardown);
