@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -428,6 +429,31 @@ int harness_sh(const char *fmt, ...)
     va_end(ap);
     int st = system(cmd);
     return st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int harness_file_lines(const char *path, const char *needle)
+{
+    char line[4096];
+    int n = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof(line), f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+void harness_write_secret(const char *path, const char *content)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof(tmp), "%s.new", path);
+    FILE *f = fopen(tmp, "w");
+    assert_non_null(f);
+    assert_int_equal(chmod(tmp, 0600), 0);
+    fprintf(f, "%s\n", content);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(rename(tmp, path), 0);
 }
 
 bool harness_file_has(const char *path, const char *needle)

@@ -88,6 +88,13 @@ PGconn *harness_pg(const struct cfg *c);
 /* Restart the stack's Redis (SHUTDOWN, then scripts/stack up), wait for PING. */
 void harness_redis_restart(void);
 
+/* Lines of the file at path that contain needle (0 if unreadable): a log
+ * line said once, or not at all. */
+int harness_file_lines(const char *path, const char *needle);
+/* Replace the file at path with content and a newline, mode 0600, by a
+ * rename (a reader sees the old file or the new one): a password file as
+ * the programs demand it. */
+void harness_write_secret(const char *path, const char *content);
 /* True when the file at path contains needle (false if unreadable). */
 bool harness_file_has(const char *path, const char *needle);
 /* One statement (as admin) with up to two integer parameters ($2 only when sql names

@@ -670,39 +670,13 @@ static void su_sql(const char *fmt, ...)
     assert_int_equal(pclose(p), 0);
 }
 
-static void put_password(const char *path, const char *pw)
-{
-    char tmp[300];
-    snprintf(tmp, sizeof(tmp), "%s.new", path);
-    FILE *f = fopen(tmp, "w");
-    assert_non_null(f);
-    fprintf(f, "%s\n", pw);
-    assert_int_equal(fclose(f), 0);
-    assert_int_equal(chmod(tmp, 0600), 0);
-    assert_int_equal(rename(tmp, path), 0);
-}
-
-/* Lines of path that contain needle (0 if unreadable). */
-static int lines_with(const char *path, const char *needle)
-{
-    char line[2048];
-    int n = 0;
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    while (fgets(line, sizeof(line), f))
-        n += strstr(line, needle) != NULL;
-    fclose(f);
-    return n;
-}
-
 /* The server refused role's password this many times (its log). */
 static int auth_failures(const char *role)
 {
     char path[512], needle[128];
     snprintf(path, sizeof(path), "%s/.stack/pg/postgres.log", harness_root());
     snprintf(needle, sizeof(needle), "password authentication failed for user \"%s\"", role);
-    return lines_with(path, needle);
+    return harness_file_lines(path, needle);
 }
 
 /* Started with a wrong password, the consumer stays up: one log line when
@@ -726,7 +700,7 @@ static void test_password_wrong_then_rotated(void **state)
     snprintf(role, sizeof(role), "sktest_consumer_%d", (int)getpid());
     snprintf(pwfile, sizeof(pwfile), "/tmp/sktest-pw-%d", (int)getpid());
     su_sql("CREATE ROLE %s LOGIN IN ROLE consumer PASSWORD '%s'", role, good);
-    put_password(pwfile, bad);
+    harness_write_secret(pwfile, bad);
     char *user0 = strdup(harness_conf.postgres.user[CFG_ROLE_CONSUMER]);
     char *file0 = strdup(harness_conf.postgres.password_file[CFG_ROLE_CONSUMER]);
     harness_set_str(&harness_conf.postgres.user[CFG_ROLE_CONSUMER], role);
@@ -752,23 +726,23 @@ static void test_password_wrong_then_rotated(void **state)
     WAIT_UNTIL(auth_failures(role) >= fails0 + 4, 30000, ok);
     assert_true(ok);
     assert_int_equal(kill(t.pids[0], 0), 0);
-    assert_int_equal(lines_with(t.logs[0], "PostgreSQL unavailable"), 1);
-    assert_int_equal(lines_with(t.logs[0], "password authentication failed"), 1);
+    assert_int_equal(harness_file_lines(t.logs[0], "PostgreSQL unavailable"), 1);
+    assert_int_equal(harness_file_lines(t.logs[0], "password authentication failed"), 1);
     assert_int_equal(rows_of(t.item), 0);
 
-    put_password(pwfile, good);
+    harness_write_secret(pwfile, good);
     kill(t.pids[0], SIGHUP);
     WAIT_UNTIL(rows_of(t.item) == 3, 30000, ok);
     assert_true(ok);
     WAIT_UNTIL(metric(port, "seckill_consumer_pg_down_workers") == 0, 10000, ok);
     assert_true(ok);
-    assert_int_equal(lines_with(t.logs[0], "PostgreSQL available again"), 1);
+    assert_int_equal(harness_file_lines(t.logs[0], "PostgreSQL available again"), 1);
 
     /* rotation: the open session outlives the change; a new one needs the new password */
     su_sql("ALTER ROLE %s PASSWORD '%s'", role, next);
-    put_password(pwfile, next);
+    harness_write_secret(pwfile, next);
     kill(t.pids[0], SIGHUP);
-    WAIT_UNTIL(lines_with(t.logs[0], "configuration reloaded") == 2, 10000, ok);
+    WAIT_UNTIL(harness_file_lines(t.logs[0], "configuration reloaded") == 2, 10000, ok);
     assert_true(ok);
     int fails1 = auth_failures(role);
     PGresult *r = PQexecParams(pg, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = $1",
@@ -799,7 +773,7 @@ static int pg_log_lines(const char *needle)
 {
     char path[512];
     snprintf(path, sizeof(path), "%s/.stack/pg/postgres.log", harness_root());
-    return lines_with(path, needle);
+    return harness_file_lines(path, needle);
 }
 
 /* postgres.sslrootcert naming a CA the server's certificate does not chain
@@ -838,8 +812,8 @@ static void test_wrong_ca(void **state)
     WAIT_UNTIL(pg_log_lines("could not accept SSL connection") >= refused0 + 3, 30000, ok);
     assert_true(ok);
     assert_int_equal(kill(t.pids[0], 0), 0);
-    assert_int_equal(lines_with(t.logs[0], "PostgreSQL unavailable"), 1);
-    assert_int_equal(lines_with(t.logs[0], "certificate verify failed"), 1);
+    assert_int_equal(harness_file_lines(t.logs[0], "PostgreSQL unavailable"), 1);
+    assert_int_equal(harness_file_lines(t.logs[0], "certificate verify failed"), 1);
     assert_int_equal(rows_of(t.item), 0);
     stop(&t, 0);
     /* the dev CA: the same consumer persists what waited */

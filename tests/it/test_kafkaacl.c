@@ -101,9 +101,19 @@ static rd_kafka_resp_err_t group_offsets_as(const char *user, const char *group,
     assert_non_null(rk);
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(l, topic, 0);
-    rd_kafka_resp_err_t e = rd_kafka_committed(rk, l, 10000);
-    if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
-        e = l->elems[0].err;
+    rd_kafka_resp_err_t e;
+    /* A fresh broker's group coordinator may still be loading: ask again
+     * until the answer is an answer (an offset, or a refusal). */
+    for (int64_t end = util_mono_ms() + KAFKA_WAIT_MS;;) {
+        e = rd_kafka_committed(rk, l, 10000);
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+            e = l->elems[0].err;
+        if ((e != RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS && e != RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE &&
+             e != RD_KAFKA_RESP_ERR_NOT_COORDINATOR) ||
+            util_mono_ms() >= end)
+            break;
+        util_sleep_ms(100);
+    }
     /* A group it may not see: librdkafka keeps looking for the group's
      * coordinator (committed() times out) and says why on the queue. */
     for (int64_t end = util_mono_ms() + 5000; e == RD_KAFKA_RESP_ERR__TIMED_OUT && util_mono_ms() < end;) {
@@ -326,32 +336,6 @@ static void test_wrong_or_expired_ca(void **state)
 
 /* --- daemons with a password to learn ------------------------------------ */
 
-static void write_file(const char *path, const char *content)
-{
-    char tmp[600];
-    snprintf(tmp, sizeof(tmp), "%s.new", path);
-    FILE *f = fopen(tmp, "w");
-    assert_non_null(f);
-    assert_int_equal(chmod(tmp, 0600), 0);
-    fprintf(f, "%s\n", content);
-    assert_int_equal(fclose(f), 0);
-    assert_int_equal(rename(tmp, path), 0);
-}
-
-static int lines_with(const char *path, const char *needle)
-{
-    char line[4096];
-    int n = 0;
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    while (fgets(line, sizeof(line), f))
-        if (strstr(line, needle))
-            n++;
-    fclose(f);
-    return n;
-}
-
 static char last_resp[512];
 
 static int order(int port, int64_t u, int64_t item)
@@ -402,7 +386,7 @@ static void prod_start(struct prod *p, const char *user, const char *password)
 {
     char bin[512];
     snprintf(p->pwfile, sizeof(p->pwfile), "/tmp/sktest-kafka-pw-%d", (int)getpid());
-    write_file(p->pwfile, password);
+    harness_write_secret(p->pwfile, password);
     harness_cfg(&p->c);
     harness_set_str(&p->c.redis.key_prefix, harness_conf.redis.key_prefix);
     harness_set_str(&p->c.kafka.topic, scratch);
@@ -441,22 +425,22 @@ static void test_producer_wrong_password_then_reload(void **state)
     int64_t item = item_new(p.cfgpath), u = 2000000 + (int64_t)util_rand_below(1000000);
 
     /* 1. Refused at every attempt: it runs, says so once, the gauge is 0. */
-    WAIT_UNTIL(lines_with(p.log, "invalid credentials") >= 1 && sale_metric(p.port, "seckill_producer_kafka_up") == 0,
+    WAIT_UNTIL(harness_file_lines(p.log, "invalid credentials") >= 1 && sale_metric(p.port, "seckill_producer_kafka_up") == 0,
                30000, ok);
     if (!ok)
         fail_msg("the producer did not report its refused password; see %s", p.log);
-    WAIT_UNTIL(lines_with(p.log, "kafka: brokers unreachable") >= 1, 30000, ok);
+    WAIT_UNTIL(harness_file_lines(p.log, "kafka: brokers unreachable") >= 1, 30000, ok);
     assert_true(ok);
     assert_int_equal(kill(p.pid, 0), 0);
-    assert_int_equal(lines_with(p.log, "invalid credentials"), 1);
-    assert_int_equal(lines_with(p.log, "kafka: brokers unreachable"), 1);
+    assert_int_equal(harness_file_lines(p.log, "invalid credentials"), 1);
+    assert_int_equal(harness_file_lines(p.log, "kafka: brokers unreachable"), 1);
     int st = order(p.port, u++, item);
     if (st == 202)
         fail_msg("an order was accepted with Kafka refusing the producer: %s", last_resp);
 
     /* 2. The right password into the file, SIGHUP: the next connection
      * authenticates, orders are published. */
-    write_file(p.pwfile, right);
+    harness_write_secret(p.pwfile, right);
     assert_int_equal(kill(p.pid, SIGHUP), 0);
     WAIT_UNTIL(sale_metric(p.port, "seckill_producer_kafka_up") == 1, 30000, ok);
     if (!ok)
@@ -464,11 +448,11 @@ static void test_producer_wrong_password_then_reload(void **state)
     WAIT_UNTIL(order(p.port, u++, item) == 202, 15000, ok);
     if (!ok)
         fail_msg("no order accepted after the password was put right: %s; see %s", last_resp, p.log);
-    assert_int_equal(lines_with(p.log, "kafka: brokers reachable again"), 1);
-    assert_int_equal(lines_with(p.log, "invalid credentials"), 1);
+    assert_int_equal(harness_file_lines(p.log, "kafka: brokers reachable again"), 1);
+    assert_int_equal(harness_file_lines(p.log, "invalid credentials"), 1);
     /* never a password in the log */
-    assert_int_equal(lines_with(p.log, wrong), 0);
-    assert_int_equal(lines_with(p.log, right), 0);
+    assert_int_equal(harness_file_lines(p.log, wrong), 0);
+    assert_int_equal(harness_file_lines(p.log, right), 0);
     prod_stop(&p);
     harness_pg_try(&harness_conf, "DELETE FROM items WHERE item_id = $1", item, 0);
 }
@@ -483,7 +467,7 @@ static void test_consumer_wrong_password_then_reload(void **state)
     snprintf(wrong, sizeof(wrong), "wrong-%s", rnd);
     stack_password("consumer", right, sizeof(right));
     snprintf(pwfile, sizeof(pwfile), "/tmp/sktest-kafka-cpw-%d", (int)getpid());
-    write_file(pwfile, wrong);
+    harness_write_secret(pwfile, wrong);
     harness_cfg(&c);
     harness_set_str(&c.redis.key_prefix, harness_conf.redis.key_prefix);
     harness_set_str(&c.kafka.topic, scratch);
@@ -501,25 +485,25 @@ static void test_consumer_wrong_password_then_reload(void **state)
     char *argv[] = { bin, "-c", cfgpath, NULL };
     pid_t pid = harness_spawn(argv, log);
 
-    WAIT_UNTIL(lines_with(log, "invalid credentials") >= 1 && sale_metric(port, "seckill_consumer_kafka_up") == 0,
+    WAIT_UNTIL(harness_file_lines(log, "invalid credentials") >= 1 && sale_metric(port, "seckill_consumer_kafka_up") == 0,
                30000, ok);
     if (!ok)
         fail_msg("the consumer did not report its refused password; see %s", log);
     /* several attempts (librdkafka's reconnect backoff), one line */
     WAIT_UNTIL(sale_metric(port, "seckill_consumer_assigned_partitions") == 0 && kill(pid, 0) == 0, 5000, ok);
     assert_true(ok);
-    assert_int_equal(lines_with(log, "invalid credentials"), 1);
+    assert_int_equal(harness_file_lines(log, "invalid credentials"), 1);
 
-    write_file(pwfile, right);
+    harness_write_secret(pwfile, right);
     assert_int_equal(kill(pid, SIGHUP), 0);
     WAIT_UNTIL(sale_metric(port, "seckill_consumer_kafka_up") == 1 &&
                    sale_metric(port, "seckill_consumer_assigned_partitions") > 0,
                40000, ok);
     if (!ok)
         fail_msg("the consumer did not join its group after SIGHUP; see %s", log);
-    assert_int_equal(lines_with(log, "a broker connection is up again"), 1);
-    assert_int_equal(lines_with(log, wrong), 0);
-    assert_int_equal(lines_with(log, right), 0);
+    assert_int_equal(harness_file_lines(log, "a broker connection is up again"), 1);
+    assert_int_equal(harness_file_lines(log, wrong), 0);
+    assert_int_equal(harness_file_lines(log, right), 0);
     assert_int_equal(kill(pid, SIGTERM), 0);
     assert_int_equal(harness_wait_exit(pid, 30000), 0);
     unlink(pwfile);
@@ -531,7 +515,11 @@ static void test_consumer_wrong_password_then_reload(void **state)
 /* Rotation: a user of its own with the producer's grants (changing its
  * password touches nobody else), its password changed in Kafka and in the
  * file, SIGHUP; the broker restarted so that every connection is new: the
- * producer comes back with the new password. */
+ * producer comes back with the new password. The user stays, with a
+ * password nobody knows once the file is gone: the next run sets it again.
+ * (Not deleted: once in a CI run, every user's SCRAM login failed after a
+ * broker restart that followed such a deletion; not reproduced since, so
+ * the suite does not depend on it.) */
 static void test_producer_rotation(void **state)
 {
     (void)state;
@@ -539,11 +527,11 @@ static void test_producer_rotation(void **state)
     char user[64], pw1[48], pw2[48], rnd[17], file[128];
     bool ok;
     assert_int_equal(util_random_hex(rnd, 8), 0);
-    snprintf(user, sizeof(user), "sktest-producer-%d", (int)getpid());
+    snprintf(user, sizeof(user), "sktest-rotation");
     snprintf(pw1, sizeof(pw1), "first-%s", rnd);
     snprintf(pw2, sizeof(pw2), "second-%s", rnd);
     snprintf(file, sizeof(file), "/tmp/sktest-kafka-rot-%d", (int)getpid());
-    write_file(file, pw1);
+    harness_write_secret(file, pw1);
     char args[512];
     snprintf(args, sizeof(args), "kafka-user set '%s' '%s' producer", user, file);
     assert_int_equal(stack(args), 0);
@@ -554,11 +542,11 @@ static void test_producer_rotation(void **state)
         fail_msg("no order as %s: %s; see %s", user, last_resp, p.log);
 
     /* the new password in Kafka and in the file; SIGHUP */
-    write_file(file, pw2);
+    harness_write_secret(file, pw2);
     assert_int_equal(stack(args), 0);
-    write_file(p.pwfile, pw2);
+    harness_write_secret(p.pwfile, pw2);
     assert_int_equal(kill(p.pid, SIGHUP), 0);
-    WAIT_UNTIL(lines_with(p.log, "configuration reloaded") >= 1, 15000, ok);
+    WAIT_UNTIL(harness_file_lines(p.log, "configuration reloaded") >= 1, 15000, ok);
     assert_true(ok);
     /* the open connection stays authenticated: orders go on */
     assert_int_equal(order(p.port, u++, item), 202);
@@ -568,12 +556,10 @@ static void test_producer_rotation(void **state)
     WAIT_UNTIL(order(p.port, u++, item) == 202, 60000, ok);
     if (!ok)
         fail_msg("no order after the rotation and a broker restart: %s; see %s", last_resp, p.log);
-    assert_int_equal(lines_with(p.log, "invalid credentials"), 0);
-    assert_int_equal(lines_with(p.log, pw1), 0);
-    assert_int_equal(lines_with(p.log, pw2), 0);
+    assert_int_equal(harness_file_lines(p.log, "invalid credentials"), 0);
+    assert_int_equal(harness_file_lines(p.log, pw1), 0);
+    assert_int_equal(harness_file_lines(p.log, pw2), 0);
     prod_stop(&p);
-    snprintf(args, sizeof(args), "kafka-user delete '%s' producer", user);
-    assert_int_equal(stack(args), 0);
     unlink(file);
     harness_pg_try(&harness_conf, "DELETE FROM items WHERE item_id = $1", item, 0);
 }

@@ -154,32 +154,6 @@ static void test_tcp_needs_tls(void **state)
     PQfinish(pg);
 }
 
-static void write_file(const char *path, const char *content)
-{
-    char tmp[600];
-    snprintf(tmp, sizeof(tmp), "%s.new", path);
-    FILE *f = fopen(tmp, "w");
-    assert_non_null(f);
-    assert_int_equal(chmod(tmp, 0600), 0);
-    fprintf(f, "%s\n", content);
-    assert_int_equal(fclose(f), 0);
-    assert_int_equal(rename(tmp, path), 0);
-}
-
-static int lines_with(const char *path, const char *needle)
-{
-    char line[4096];
-    int n = 0;
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    while (fgets(line, sizeof(line), f))
-        if (strstr(line, needle))
-            n++;
-    fclose(f);
-    return n;
-}
-
 /* A producer started with a wrong PostgreSQL password waits (its first
  * step takes a block of order ids), says so once, and on SIGHUP with the
  * file put right takes the block and starts: the reload is taken between
@@ -197,7 +171,7 @@ static void test_producer_wrong_password_at_start(void **state)
     if (secret_read(path, &right, err, sizeof(err)) != 0)
         fail_msg("%s", err);
     snprintf(pwfile, sizeof(pwfile), "/tmp/sktest-pg-pw-%d", (int)getpid());
-    write_file(pwfile, wrong);
+    harness_write_secret(pwfile, wrong);
     harness_cfg(&c);
     harness_set_str(&c.postgres.password_file[CFG_ROLE_PRODUCER], pwfile);
     int port = harness_free_port();
@@ -209,21 +183,21 @@ static void test_producer_wrong_password_at_start(void **state)
     char *argv[] = { bin, "-c", cfgpath, NULL };
     pid_t pid = harness_spawn(argv, log);
 
-    WAIT_UNTIL(lines_with(log, "password authentication failed") >= 1, 30000, ok);
+    WAIT_UNTIL(harness_file_lines(log, "password authentication failed") >= 1, 30000, ok);
     if (!ok)
         fail_msg("the producer did not report its refused password; see %s", log);
     assert_true(harness_http(port, "GET", "/healthz", NULL, NULL, NULL, 0) < 0); /* not serving yet */
     assert_int_equal(kill(pid, 0), 0);
 
-    write_file(pwfile, secret_str(right));
+    harness_write_secret(pwfile, secret_str(right));
     assert_int_equal(kill(pid, SIGHUP), 0);
     WAIT_UNTIL(harness_http(port, "GET", "/healthz", NULL, NULL, NULL, 0) == 200, 60000, ok);
     if (!ok)
         fail_msg("the producer did not start after SIGHUP; see %s", log);
-    assert_int_equal(lines_with(log, "password authentication failed"), 1);
-    assert_int_equal(lines_with(log, "order ids: ok after"), 1);
-    assert_int_equal(lines_with(log, wrong), 0);
-    assert_int_equal(lines_with(log, secret_str(right)), 0);
+    assert_int_equal(harness_file_lines(log, "password authentication failed"), 1);
+    assert_int_equal(harness_file_lines(log, "order ids: ok after"), 1);
+    assert_int_equal(harness_file_lines(log, wrong), 0);
+    assert_int_equal(harness_file_lines(log, secret_str(right)), 0);
     assert_int_equal(kill(pid, SIGTERM), 0);
     assert_int_equal(harness_wait_exit(pid, 30000), 0);
     secret_free(right);

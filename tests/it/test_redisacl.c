@@ -239,33 +239,6 @@ static long long auth_failures(void)
     return n;
 }
 
-static void write_file(const char *path, const char *content)
-{
-    char tmp[600];
-    snprintf(tmp, sizeof(tmp), "%s.new", path);
-    FILE *f = fopen(tmp, "w");
-    assert_non_null(f);
-    assert_int_equal(chmod(tmp, 0600), 0);
-    fprintf(f, "%s\n", content);
-    assert_int_equal(fclose(f), 0);
-    assert_int_equal(rename(tmp, path), 0);
-}
-
-/* Lines of the file that contain needle. */
-static int lines_with(const char *path, const char *needle)
-{
-    char line[4096];
-    int n = 0;
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    while (fgets(line, sizeof(line), f))
-        if (strstr(line, needle))
-            n++;
-    fclose(f);
-    return n;
-}
-
 static char last_resp[512];
 
 static int order(int port, int64_t u, int64_t item)
@@ -290,7 +263,7 @@ static void test_producer_wrong_password_then_reload_then_rotation(void **state)
     snprintf(wrong, sizeof(wrong), "wrong-%s", rnd);
     user_create(pw1);
     snprintf(pwfile, sizeof(pwfile), "/tmp/sktest-redis-pw-%d", (int)getpid());
-    write_file(pwfile, wrong);
+    harness_write_secret(pwfile, wrong);
 
     harness_cfg(&c);
     harness_set_str(&c.redis.key_prefix, harness_conf.redis.key_prefix);
@@ -319,12 +292,12 @@ static void test_producer_wrong_password_then_reload_then_rotation(void **state)
     if (!ok)
         fail_msg("the producer did not retry its AUTH; see %s", log);
     assert_int_equal(kill(pid, 0), 0);
-    assert_int_equal(lines_with(log, "WRONGPASS"), 1);
-    assert_int_equal(lines_with(log, wrong), 0);
+    assert_int_equal(harness_file_lines(log, "WRONGPASS"), 1);
+    assert_int_equal(harness_file_lines(log, wrong), 0);
     assert_true(harness_http(port, "GET", "/healthz", NULL, NULL, NULL, 0) < 0); /* not taking orders yet */
 
     /* 2. The right password into the file, SIGHUP: it starts taking orders. */
-    write_file(pwfile, pw1);
+    harness_write_secret(pwfile, pw1);
     assert_int_equal(kill(pid, SIGHUP), 0);
     WAIT_UNTIL(harness_http(port, "GET", "/healthz", NULL, NULL, NULL, 0) == 200, 30000, ok);
     if (!ok)
@@ -346,21 +319,21 @@ static void test_producer_wrong_password_then_reload_then_rotation(void **state)
     WAIT_UNTIL((order(port, u++, item), auth_failures() >= before + 3), 15000, ok);
     assert_true(ok);
     assert_int_equal(kill(pid, 0), 0);
-    assert_int_equal(lines_with(log, "orders are refused (503) until it is back"), 1);
-    write_file(pwfile, pw2);
+    assert_int_equal(harness_file_lines(log, "orders are refused (503) until it is back"), 1);
+    harness_write_secret(pwfile, pw2);
     assert_int_equal(kill(pid, SIGHUP), 0);
     WAIT_UNTIL(order(port, u++, item) == 202, 15000, ok);
     if (!ok)
         fail_msg("the producer did not take orders after the file was put right; see %s", log);
     assert_int_equal(sale_metric(port, "seckill_producer_redis_up"), 1);
-    assert_int_equal(lines_with(log, "connected again; orders are taken again"), 1);
+    assert_int_equal(harness_file_lines(log, "connected again; orders are taken again"), 1);
 
     /* 4. Rotation: new password on the server and in the file, SIGHUP, the
      * old connections killed: the producer reconnects with the new one. */
     user_password(pw3);
-    write_file(pwfile, pw3);
+    harness_write_secret(pwfile, pw3);
     assert_int_equal(kill(pid, SIGHUP), 0);
-    WAIT_UNTIL(lines_with(log, "configuration reloaded") >= 3, 15000, ok);
+    WAIT_UNTIL(harness_file_lines(log, "configuration reloaded") >= 3, 15000, ok);
     assert_true(ok);
     user_kill_clients();
     WAIT_UNTIL(order(port, u++, item) == 202, 15000, ok);
@@ -369,10 +342,10 @@ static void test_producer_wrong_password_then_reload_then_rotation(void **state)
     assert_int_equal(sale_metric(port, "seckill_producer_redis_up"), 1);
 
     /* never a password in the log */
-    assert_int_equal(lines_with(log, pw1), 0);
-    assert_int_equal(lines_with(log, pw2), 0);
-    assert_int_equal(lines_with(log, pw3), 0);
-    assert_int_equal(lines_with(log, wrong), 0);
+    assert_int_equal(harness_file_lines(log, pw1), 0);
+    assert_int_equal(harness_file_lines(log, pw2), 0);
+    assert_int_equal(harness_file_lines(log, pw3), 0);
+    assert_int_equal(harness_file_lines(log, wrong), 0);
 
     assert_int_equal(kill(pid, SIGTERM), 0);
     assert_int_equal(harness_wait_exit(pid, 30000), 0);
