@@ -133,7 +133,7 @@ demo:
 bench:
 	scripts/stack up
 	$(MAKE) --no-print-directory all $(BUILD)/bench/jwtverify $(BUILD)/bench/lockbench $(BUILD)/bench/kafkalimit \
-	        $(BUILD)/bench/zipfitems
+	        $(BUILD)/bench/kafkaconnect $(BUILD)/bench/zipfitems
 	bench/run
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
