@@ -10,7 +10,7 @@
 
 #include "cfg.h"
 
-/* A conf with our defaults, then the security settings (kafka.security_protocol;
+/* A conf with our defaults (Nagle off: TCP_NODELAY; then the caller's), then the security settings (kafka.security_protocol;
  * with sasl_*, this program's kafka.<role>_user and password; with TLS,
  * kafka.ssl_ca_file), then the configured properties (common, then
  * role-specific, which may override all of these), bootstrap servers, and

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cmetrics.h"
+#include "kconf.h"
 #include "log.h"
 #include "secret.h"
 
@@ -141,6 +142,30 @@ static void test_kafka_properties_validated(void **state)
 }
 
 #define KAFKA_MIN "kafka = { brokers = \"127.0.0.1:19092\"; };\n"
+
+/* kconf_new turns Nagle off for every client (over TLS a request's records
+ * would otherwise wait for the broker's delayed ACK), and a configured
+ * property still has the last word. */
+static void test_kconf_nagle_off(void **state)
+{
+    (void)state;
+    struct cfg c;
+    char err[1024], v[16];
+    size_t vlen;
+    for (int configured = 0; configured < 2; configured++) {
+        write_cfg(configured ? "kafka = { brokers = \"b:1\"; properties = [ \"socket.nagle.disable=false\" ]; };\n"
+                               "postgres = { dbname = \"d\"; admin_user = \"u\"; };\n"
+                             : "kafka = { brokers = \"b:1\"; };\npostgres = { dbname = \"d\"; admin_user = \"u\"; };\n");
+        assert_int_equal(cfg_load(path, &c, err, sizeof(err)), 0);
+        rd_kafka_conf_t *conf = kconf_new(&c, &c.kafka.producer_properties, NULL, err, sizeof(err));
+        assert_non_null(conf);
+        vlen = sizeof(v);
+        assert_int_equal(rd_kafka_conf_get(conf, "socket.nagle.disable", v, &vlen), RD_KAFKA_CONF_OK);
+        assert_string_equal(v, configured ? "false" : "true");
+        rd_kafka_conf_destroy(conf);
+        cfg_free(&c);
+    }
+}
 #define PG_MIN(extra) "postgres = { dbname = \"d\"; admin_user = \"u\"; " extra " };\n"
 
 /* Sentinels and the multi-host PostgreSQL of the HA stack: what loads, and
@@ -308,6 +333,7 @@ int main(void)
         cmocka_unit_test(test_errors_point_at_file_and_line),
         cmocka_unit_test(test_missing_required_is_named),
         cmocka_unit_test(test_kafka_properties_validated),
+        cmocka_unit_test(test_kconf_nagle_off),
         cmocka_unit_test(test_ha_settings),
         cmocka_unit_test(test_unreadable_file),
         cmocka_unit_test(test_reload_check),
