@@ -120,6 +120,96 @@ rd_kafka_conf_t *harness_kafka_conf(const struct cfg *c, const char *user)
     return conf;
 }
 
+/* The topic's partition count once every partition has a leader; 0 when
+ * the brokers do not know it; -1 while they do not say. */
+static int topic_partitions(rd_kafka_t *rk, const char *name)
+{
+    const rd_kafka_metadata_t *md = NULL;
+    rd_kafka_topic_t *t = rd_kafka_topic_new(rk, name, NULL);
+    int n = -1;
+    if (t && rd_kafka_metadata(rk, 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+            n = 0;
+        else if (md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            n = md->topics[0].partition_cnt;
+            for (int i = 0; i < md->topics[0].partition_cnt; i++)
+                if (md->topics[0].partitions[i].leader < 0)
+                    n = -1;
+        }
+        rd_kafka_metadata_destroy(md);
+    }
+    if (t)
+        rd_kafka_topic_destroy(t);
+    return n;
+}
+
+/* One CreateTopics or DeleteTopics for name, then until the brokers' metadata
+ * shows want partitions (0: the topic gone). */
+static int topic_admin(const struct cfg *c, const char *name, int parts, int want)
+{
+    char err[512];
+    int ret = -1;
+    bool ok;
+    rd_kafka_conf_t *conf = harness_kafka_conf(c, "admin");
+    if (rd_kafka_conf_set(conf, "log_level", "3", err, sizeof(err)) != RD_KAFKA_CONF_OK)
+        fail_msg("kafka conf log_level: %s", err);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    if (!rk)
+        fail_msg("rd_kafka_new: %s", err);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_event_t *ev = NULL;
+    const rd_kafka_topic_result_t **tr = NULL;
+    size_t n = 0;
+    if (parts > 0) {
+        rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(name, parts, -1, err, sizeof(err));
+        if (!nt) {
+            printf("# topic %s: %s\n", name, err);
+            goto done;
+        }
+        rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
+        rd_kafka_NewTopic_destroy(nt);
+        if ((ev = rd_kafka_queue_poll(q, 30000)) && rd_kafka_event_CreateTopics_result(ev))
+            tr = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+    } else {
+        rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(name);
+        rd_kafka_DeleteTopics(rk, &dt, 1, NULL, q);
+        rd_kafka_DeleteTopic_destroy(dt);
+        if ((ev = rd_kafka_queue_poll(q, 30000)) && rd_kafka_event_DeleteTopics_result(ev))
+            tr = rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(ev), &n);
+    }
+    if (!ev || rd_kafka_event_error(ev) || n != 1) {
+        printf("# topic %s: %s\n", name, !ev ? "no answer within 30 s" : rd_kafka_event_error_string(ev));
+        goto done;
+    }
+    if (rd_kafka_topic_result_error(tr[0]) != RD_KAFKA_RESP_ERR_NO_ERROR &&
+        !(parts == 0 && rd_kafka_topic_result_error(tr[0]) == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)) {
+        printf("# topic %s: %s\n", name, rd_kafka_topic_result_error_string(tr[0]));
+        goto done;
+    }
+    WAIT_UNTIL(topic_partitions(rk, name) == want, 30000, ok);
+    if (!ok) {
+        printf("# topic %s: not %s within 30 s\n", name, want ? "ready" : "gone");
+        goto done;
+    }
+    ret = 0;
+done:
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_destroy(rk);
+    return ret;
+}
+
+int harness_topic_create(const struct cfg *c, const char *name, int parts)
+{
+    return parts > 0 ? topic_admin(c, name, parts, parts) : -1;
+}
+
+int harness_topic_delete(const struct cfg *c, const char *name)
+{
+    return topic_admin(c, name, 0, 0);
+}
+
 int harness_redis_open(const struct cfg *c, redisContext **out, char *err, size_t errlen)
 {
     static struct secret *stack_pw;

@@ -82,6 +82,16 @@ void harness_redis_cleanup(const struct cfg *c);
  * connects through kconf_new as its own role. */
 rd_kafka_conf_t *harness_kafka_conf(const struct cfg *c, const char *user);
 
+/* A topic of the tests' own on c's brokers, as Kafka user admin through
+ * the Admin API (what scripts/stack topic does with a JVM per call, in a
+ * fraction of the time): create makes it with parts partitions and the
+ * brokers' default replication (an existing one is an error) and returns
+ * once every partition has a leader; delete returns once the topic is gone
+ * (so that a run may make it again at once; an absent one is fine). 0, or
+ * -1 with the reason printed as a TAP comment. */
+int harness_topic_create(const struct cfg *c, const char *name, int parts);
+int harness_topic_delete(const struct cfg *c, const char *name);
+
 /* A connection as admin: the tests' own setup, checks and cleanup. */
 PGconn *harness_pg(const struct cfg *c);
 

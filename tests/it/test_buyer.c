@@ -269,8 +269,8 @@ static int setup(void **state)
     harness_props_set(&R.c.kafka.producer_properties, "message.timeout.ms", "2000");
     harness_cfg_file(&R.c, R.cfgpath, sizeof(R.cfgpath));
     snprintf(R.plog, sizeof(R.plog), "%s.producer.log", R.cfgpath);
-    sh_ok("'%s/scripts/stack' topic create '%s' %d >/dev/null", harness_root(), R.c.kafka.topic, PARTS);
-    sh_ok("'%s/scripts/stack' topic create '%s' 1 >/dev/null", harness_root(), R.c.kafka.dlq_topic);
+    if (harness_topic_create(&R.c, R.c.kafka.topic, PARTS) != 0 || harness_topic_create(&R.c, R.c.kafka.dlq_topic, 1) != 0)
+        return -1;
     R.pg = harness_pg(&R.c);
     R.producer = producer_spawn(R.cfgpath, R.plog, R.port);
     consumer_start();
@@ -288,8 +288,8 @@ static int teardown(void **state)
         harness_pg_try(&R.c, "DELETE FROM items WHERE item_id = $1", R.items[i], 0);
     }
     PQfinish(R.pg);
-    harness_sh("'%s/scripts/stack' topic delete '%s' >/dev/null", harness_root(), R.c.kafka.topic);
-    harness_sh("'%s/scripts/stack' topic delete '%s' >/dev/null", harness_root(), R.c.kafka.dlq_topic);
+    harness_topic_delete(&R.c, R.c.kafka.topic);
+    harness_topic_delete(&R.c, R.c.kafka.dlq_topic);
     if (!getenv("SECKILL_TEST_KEEP_LOGS")) {
         unlink(R.plog);
         for (int i = 1; i <= R.consumer_runs; i++) {

@@ -62,59 +62,12 @@ static rd_kafka_t *new_producer(void)
     return rk;
 }
 
-static int topic_partitions(const char *name)
-{
-    const rd_kafka_metadata_t *md = NULL;
-    rd_kafka_topic_t *t = rd_kafka_topic_new(prod, name, NULL);
-    int n = -1;
-    if (rd_kafka_metadata(prod, 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        if (md->topic_cnt == 1 && md->topics[0].err == 0) {
-            n = md->topics[0].partition_cnt;
-            for (int i = 0; i < n; i++)
-                if (md->topics[0].partitions[i].leader < 0)
-                    n = -1;
-        }
-        rd_kafka_metadata_destroy(md);
-    }
-    rd_kafka_topic_destroy(t);
-    return n;
-}
-
 static void topic_create(const char *name, int parts)
 {
-    char err[256];
-    bool ok;
-    rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(name, parts, 1, err, sizeof(err));
-    assert_non_null(nt);
-    rd_kafka_queue_t *q = rd_kafka_queue_new(prod);
-    rd_kafka_CreateTopics(prod, &nt, 1, NULL, q);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
-    assert_non_null(ev);
-    const rd_kafka_CreateTopics_result_t *res = rd_kafka_event_CreateTopics_result(ev);
-    assert_non_null(res);
-    size_t n;
-    const rd_kafka_topic_result_t **tr = rd_kafka_CreateTopics_result_topics(res, &n);
-    assert_int_equal(n, 1);
-    if (rd_kafka_topic_result_error(tr[0]) != RD_KAFKA_RESP_ERR_NO_ERROR)
-        fail_msg("create topic %s: %s", name, rd_kafka_topic_result_error_string(tr[0]));
-    rd_kafka_event_destroy(ev);
-    rd_kafka_queue_destroy(q);
-    rd_kafka_NewTopic_destroy(nt);
-    WAIT_UNTIL(topic_partitions(name) == parts, 30000, ok);
-    assert_true(ok);
+    assert_int_equal(harness_topic_create(&harness_conf, name, parts), 0);
 }
 
-static void topic_delete(const char *name)
-{
-    rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(name);
-    rd_kafka_queue_t *q = rd_kafka_queue_new(prod);
-    rd_kafka_DeleteTopics(prod, &dt, 1, NULL, q);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
-    if (ev)
-        rd_kafka_event_destroy(ev);
-    rd_kafka_queue_destroy(q);
-    rd_kafka_DeleteTopic_destroy(dt);
-}
+static void topic_delete(const char *name) { harness_topic_delete(&harness_conf, name); }
 
 static void produce_raw(const char *topic, const char *key, const void *val, size_t len)
 {

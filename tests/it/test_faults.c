@@ -101,8 +101,6 @@ static struct {
     int hammer_checked, hammer_ok;
 } tot;
 
-static rd_kafka_t *meta; /* metadata requests only */
-
 /* --- small helpers ------------------------------------------------------------ */
 
 static int stack(const char *args)
@@ -125,31 +123,10 @@ static int healthz(int port)
     return status;
 }
 
-/* A topic whose partitions all have a leader. */
-static bool topic_ready(const char *name, int parts)
-{
-    const rd_kafka_metadata_t *md = NULL;
-    rd_kafka_topic_t *t = rd_kafka_topic_new(meta, name, NULL);
-    bool ok = false;
-    if (rd_kafka_metadata(meta, 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        ok = md->topic_cnt == 1 && md->topics[0].err == 0 && md->topics[0].partition_cnt == parts;
-        for (int i = 0; ok && i < parts; i++)
-            ok = md->topics[0].partitions[i].leader >= 0;
-        rd_kafka_metadata_destroy(md);
-    }
-    rd_kafka_topic_destroy(t);
-    return ok;
-}
-
 static void topic_make(const char *name, int parts)
 {
-    char args[256];
-    bool ok;
-    snprintf(args, sizeof(args), "topic create '%s' %d", name, parts);
-    stack_ok(args);
-    WAIT_UNTIL(topic_ready(name, parts), 30000, ok);
-    if (!ok)
-        fail_msg("topic %s has no leaders after 30 s", name);
+    if (harness_topic_create(&harness_conf, name, parts) != 0)
+        fail_msg("topic %s could not be made", name);
 }
 
 static int64_t hammer_user(const struct scen *s) { return s->user_base + HAMMER_USER_OFFSET; }
@@ -549,15 +526,10 @@ static int scen_teardown(void **state)
         sale_free(s->wave[i]);
         s->wave[i] = NULL;
     }
-    char args[256];
-    if (s->topic_made) {
-        snprintf(args, sizeof(args), "topic delete '%s'", s->topic);
-        stack(args);
-    }
-    if (s->dlq_made) {
-        snprintf(args, sizeof(args), "topic delete '%s'", s->dlq);
-        stack(args);
-    }
+    if (s->topic_made)
+        harness_topic_delete(&harness_conf, s->topic);
+    if (s->dlq_made)
+        harness_topic_delete(&harness_conf, s->dlq);
     harness_pg_try(&s->c, "DELETE FROM orders WHERE item_id = $1", s->item, 0);
     harness_pg_try(&s->c, "DELETE FROM order_rejections WHERE item_id = $1", s->item, 0);
     harness_pg_try(&s->c, "DELETE FROM items WHERE item_id = $1", s->item, 0);
@@ -1158,17 +1130,7 @@ static void test_one_user_hammering(void **state)
     tot.survived++;
 }
 
-static int setup(void **state)
-{
-    char err[512];
-    harness_setup(state);
-    rd_kafka_conf_t *conf = harness_kafka_conf(&harness_conf, "admin");
-    if (rd_kafka_conf_set(conf, "bootstrap.servers", harness_conf.kafka.brokers, err, sizeof(err)) != RD_KAFKA_CONF_OK ||
-        rd_kafka_conf_set(conf, "log_level", "0", err, sizeof(err)) != RD_KAFKA_CONF_OK)
-        return -1;
-    meta = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-    return meta ? 0 : -1;
-}
+static int setup(void **state) { return harness_setup(state); }
 
 static int teardown(void **state)
 {
@@ -1176,8 +1138,6 @@ static int teardown(void **state)
            tot.survived, NSCEN, tot.accepted, tot.orders, tot.oversold, tot.lost, tot.duplicates);
     printf("# ambiguous answers (503 or lost): %ld, of which became orders: %ld\n", tot.ambiguous,
            tot.from_ambiguous);
-    if (meta)
-        rd_kafka_destroy(meta);
     /* The plain stack for whatever runs next (no synchronous standby). */
     if (stack("down --ha") != 0)
         fprintf(stderr, "# scripts/stack down --ha failed\n");

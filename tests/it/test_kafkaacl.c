@@ -101,27 +101,26 @@ static rd_kafka_resp_err_t group_offsets_as(const char *user, const char *group,
     assert_non_null(rk);
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(l, topic, 0);
-    rd_kafka_resp_err_t e;
-    /* A fresh broker's group coordinator may still be loading: ask again
-     * until the answer is an answer (an offset, or a refusal). */
-    for (int64_t end = util_mono_ms() + KAFKA_WAIT_MS;;) {
-        e = rd_kafka_committed(rk, l, 10000);
+    /* Short questions, asked again: a fresh broker's group coordinator may
+     * still be loading (ask again until the answer is an answer, an offset
+     * or a refusal), and for a group it may not see, librdkafka keeps
+     * looking for the coordinator (committed() times out) and says why on
+     * the consumer's queue. */
+    rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR__TIMED_OUT;
+    for (int64_t end = util_mono_ms() + KAFKA_WAIT_MS; util_mono_ms() < end;) {
+        e = rd_kafka_committed(rk, l, 500);
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
             e = l->elems[0].err;
-        if ((e != RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS && e != RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE &&
-             e != RD_KAFKA_RESP_ERR_NOT_COORDINATOR) ||
-            util_mono_ms() >= end)
+        if (e == RD_KAFKA_RESP_ERR__TIMED_OUT) {
+            rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+            if (m && m->err)
+                e = m->err;
+            if (m)
+                rd_kafka_message_destroy(m);
+        }
+        if (e != RD_KAFKA_RESP_ERR__TIMED_OUT && e != RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS &&
+            e != RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE && e != RD_KAFKA_RESP_ERR_NOT_COORDINATOR)
             break;
-        util_sleep_ms(100);
-    }
-    /* A group it may not see: librdkafka keeps looking for the group's
-     * coordinator (committed() times out) and says why on the queue. */
-    for (int64_t end = util_mono_ms() + 5000; e == RD_KAFKA_RESP_ERR__TIMED_OUT && util_mono_ms() < end;) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 200);
-        if (m && m->err)
-            e = m->err;
-        if (m)
-            rd_kafka_message_destroy(m);
     }
     rd_kafka_topic_partition_list_destroy(l);
     rd_kafka_consumer_close(rk);
@@ -210,12 +209,15 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
         snprintf(s->reason, sizeof(s->reason), "%s", reason);
 }
 
-/* A metadata request with conf (consumed): its error, and the first error
- * the client reported in *s. */
+/* A client made with conf (consumed) until it answers: NO_ERROR once a
+ * metadata request succeeds, else the first error it reports (also in *s,
+ * with the reason). A refused client says so on its error callback within
+ * moments of its first connection, so the requests are short and the
+ * callbacks (served by poll) are looked at between them. */
 static rd_kafka_resp_err_t metadata_with(rd_kafka_conf_t *conf, struct seen *s)
 {
     char err[512];
-    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR__TIMED_OUT;
     atomic_store(&s->err, 0);
     s->reason[0] = '\0';
     assert_int_equal(rd_kafka_conf_set(conf, "log_level", "0", err, sizeof(err)), RD_KAFKA_CONF_OK);
@@ -223,13 +225,19 @@ static rd_kafka_resp_err_t metadata_with(rd_kafka_conf_t *conf, struct seen *s)
     rd_kafka_conf_set_opaque(conf, s);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
     assert_non_null(rk);
-    rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, NULL, &md, 5000);
-    if (md)
-        rd_kafka_metadata_destroy(md);
-    /* the callbacks come through poll */
-    bool ok;
-    WAIT_UNTIL((rd_kafka_poll(rk, 10), atomic_load(&s->err) != 0) || e == RD_KAFKA_RESP_ERR_NO_ERROR, 10000, ok);
-    (void)ok;
+    for (int64_t end = util_mono_ms() + KAFKA_WAIT_MS; util_mono_ms() < end;) {
+        const struct rd_kafka_metadata *md = NULL;
+        if (rd_kafka_metadata(rk, 0, NULL, &md, 250) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            rd_kafka_metadata_destroy(md);
+            e = RD_KAFKA_RESP_ERR_NO_ERROR;
+            break;
+        }
+        rd_kafka_poll(rk, 50);
+        if (atomic_load(&s->err) != 0) {
+            e = (rd_kafka_resp_err_t)atomic_load(&s->err);
+            break;
+        }
+    }
     rd_kafka_destroy(rk);
     return e;
 }
@@ -541,8 +549,9 @@ static void test_producer_rotation(void **state)
     if (!ok)
         fail_msg("no order as %s: %s; see %s", user, last_resp, p.log);
 
-    /* the new password in Kafka and in the file; SIGHUP */
+    /* the new password in Kafka and in the file (the grants stay); SIGHUP */
     harness_write_secret(file, pw2);
+    snprintf(args, sizeof(args), "kafka-user set '%s' '%s'", user, file);
     assert_int_equal(stack(args), 0);
     harness_write_secret(p.pwfile, pw2);
     assert_int_equal(kill(p.pid, SIGHUP), 0);
@@ -570,16 +579,12 @@ static int setup(void **state)
     if (harness_setup(state) != 0 || util_random_hex(rnd, 4) != 0)
         return -1;
     snprintf(scratch, sizeof(scratch), "sktest.kafkaacl.%d.%s", (int)getpid(), rnd);
-    char args[160];
-    snprintf(args, sizeof(args), "topic create '%s' 1", scratch);
-    return stack(args) == 0 ? 0 : -1;
+    return harness_topic_create(&harness_conf, scratch, 1);
 }
 
 static int teardown(void **state)
 {
-    char args[160];
-    snprintf(args, sizeof(args), "topic delete '%s'", scratch);
-    stack(args);
+    harness_topic_delete(&harness_conf, scratch);
     if (tmpdir[0])
         harness_sh("rm -rf '%s'", tmpdir);
     return harness_teardown(state);

@@ -126,8 +126,8 @@ static void rt_init(struct rt *t, const char *tag)
     harness_cfg_file(&t->c, t->cfgpath, sizeof(t->cfgpath));
     snprintf(t->plog, sizeof(t->plog), "%s.producer.log", t->cfgpath);
     snprintf(t->clog, sizeof(t->clog), "%s.consumer.log", t->cfgpath);
-    sh_ok("'%s/scripts/stack' topic create '%s' %d >/dev/null", harness_root(), t->c.kafka.topic, PARTS);
-    sh_ok("'%s/scripts/stack' topic create '%s' 1 >/dev/null", harness_root(), t->dlq);
+    assert_int_equal(harness_topic_create(&t->c, t->c.kafka.topic, PARTS), 0);
+    assert_int_equal(harness_topic_create(&t->c, t->dlq, 1), 0);
 
     char err[512];
     rd_kafka_conf_t *conf = harness_kafka_conf(&t->c, "admin");
@@ -181,8 +181,8 @@ static void rt_done(struct rt *t)
     rd_kafka_flush(t->kp, 10000);
     rd_kafka_destroy(t->kp);
     PQfinish(t->pg);
-    sh_ok("'%s/scripts/stack' topic delete '%s' >/dev/null", harness_root(), t->c.kafka.topic);
-    sh_ok("'%s/scripts/stack' topic delete '%s' >/dev/null", harness_root(), t->dlq);
+    assert_int_equal(harness_topic_delete(&t->c, t->c.kafka.topic), 0);
+    assert_int_equal(harness_topic_delete(&t->c, t->dlq), 0);
     if (!getenv("SECKILL_TEST_KEEP_LOGS")) {
         unlink(t->cfgpath);
         unlink(t->plog);
