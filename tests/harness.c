@@ -435,6 +435,13 @@ int harness_run(char **out, const char *bin, const char *const *args, int timeou
     return st;
 }
 
+int harness_order(int port, int64_t user, int64_t item, char *resp, size_t resplen)
+{
+    char body[128];
+    snprintf(body, sizeof(body), "{\"user_id\":%" PRId64 ",\"item_id\":%" PRId64 "}", user, item);
+    return harness_http(port, "POST", "/api/v1/seckill", "application/json", body, resp, resplen);
+}
+
 int harness_http(int port, const char *method, const char *path, const char *ctype,
                  const char *body, char *resp, size_t resplen)
 {

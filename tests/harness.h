@@ -148,6 +148,10 @@ int harness_connect(int port);
  * the exchange failed; the response body (truncated) goes into resp. */
 int harness_http(int port, const char *method, const char *path, const char *ctype,
                  const char *body, char *resp, size_t resplen);
+/* An order as the producer takes it with producer.auth = "none" (the buyer
+ * in the body): POST /api/v1/seckill {"user_id":user,"item_id":item}. As
+ * harness_http. */
+int harness_order(int port, int64_t user, int64_t item, char *resp, size_t resplen);
 /* A TCP port on 127.0.0.1 that was free a moment ago. */
 int harness_free_port(void);
 

@@ -346,13 +346,7 @@ static void test_wrong_or_expired_ca(void **state)
 
 static char last_resp[512];
 
-static int order(int port, int64_t u, int64_t item)
-{
-    char body[128];
-    snprintf(body, sizeof(body), "{\"user_id\":%lld,\"item_id\":%lld}", (long long)u, (long long)item);
-    return harness_http(port, "POST", "/api/v1/seckill", "application/json", body, last_resp,
-                        sizeof(last_resp));
-}
+static int order(int port, int64_t u, int64_t item) { return harness_order(port, u, item, last_resp, sizeof(last_resp)); }
 
 /* The stack's password of a Kafka user, into out. */
 static void stack_password(const char *user, char *out, size_t len)

@@ -102,12 +102,6 @@ static long long item_key_int(int64_t item, enum keys_item_part part, const char
     return v;
 }
 
-static int order(int port, int64_t user, int64_t item, char *resp, size_t len)
-{
-    char body[128];
-    snprintf(body, sizeof(body), "{\"user_id\":%lld,\"item_id\":%lld}", (long long)user, (long long)item);
-    return harness_http(port, "POST", "/api/v1/seckill", "application/json", body, resp, len);
-}
 
 /* --- reading the topic back ------------------------------------------- */
 
@@ -217,7 +211,7 @@ static void *fire(void *arg)
 {
     struct shot *s = arg;
     char resp[256];
-    s->status = order(s->port, s->user, s->item, resp, sizeof(resp));
+    s->status = harness_order(s->port, s->user, s->item, resp, sizeof(resp));
     s->order_id = order_id_of(resp);
     return NULL;
 }
@@ -300,7 +294,7 @@ static void test_sale_arithmetic(void **state)
         }
     }
     /* After the sale, a new buyer hears sold out. */
-    assert_int_equal(order(main_prod.port, 999999, item, NULL, 0), 410);
+    assert_int_equal(harness_order(main_prod.port, 999999, item, NULL, 0), 410);
     assert_int_equal(item_key_int(item, KEYS_ITEM_STOCK, "GET"), 0);
     assert_int_equal(item_key_int(item, KEYS_ITEM_BUYERS, "SCARD"), STOCK);
     assert_int_equal(item_key_int(item, KEYS_ITEM_PENDING, "HLEN"), STOCK);
@@ -371,9 +365,9 @@ static void test_http_edge(void **state)
     assert_non_null(strstr(resp, "not_found"));
     /* Bad requests kept nothing. */
     assert_int_equal(item_key_int(item, KEYS_ITEM_STOCK, "GET"), 3);
-    assert_int_equal(order(port, 5, 1, resp, sizeof(resp)), 404);
+    assert_int_equal(harness_order(port, 5, 1, resp, sizeof(resp)), 404);
     assert_non_null(strstr(resp, "unknown_item"));
-    assert_int_equal(order(port, 5, item, resp, sizeof(resp)), 202);
+    assert_int_equal(harness_order(port, 5, item, resp, sizeof(resp)), 202);
     assert_non_null(strstr(resp, "\"status\":\"accepted\""));
 
     /* /metrics parses as Prometheus text and counts what we saw. */
@@ -454,7 +448,7 @@ static void test_kafka_down_and_orphans(void **state)
     WAIT_UNTIL(item_key_int(item, KEYS_ITEM_STOCK, "GET") == 4, 5000, ok);
     assert_true(ok);
     /* 2. The one request in flight fills max_inflight = 1: shed. */
-    assert_int_equal(order(b.port, 222, item, NULL, 0), 429);
+    assert_int_equal(harness_order(b.port, 222, item, NULL, 0), 429);
     pthread_join(th, NULL);
     assert_int_equal(s1.status, 503);
     long long stock = item_key_int(item, KEYS_ITEM_STOCK, "GET");
@@ -503,7 +497,7 @@ static void test_kafka_down_and_orphans(void **state)
 static void expect_order(int port, int64_t user, int64_t item, int status)
 {
     char resp[256];
-    int got = order(port, user, item, resp, sizeof(resp));
+    int got = harness_order(port, user, item, resp, sizeof(resp));
     if (got != status)
         fail_msg("user %lld, item %lld: %d %s, expected %d", (long long)user, (long long)item, got, resp, status);
     if (status == 410)
@@ -524,7 +518,7 @@ static bool redis_pings(redisContext *rc)
 static bool answered_locally(int port, int64_t user, int64_t item)
 {
     int64_t before = sale_metric(port, "seckill_producer_sold_out_local_total");
-    return order(port, user, item, NULL, 0) == 410 && sale_metric(port, "seckill_producer_sold_out_local_total") > before;
+    return harness_order(port, user, item, NULL, 0) == 410 && sale_metric(port, "seckill_producer_sold_out_local_total") > before;
 }
 
 /* Once Redis said sold out, the crowd is answered without it: the answers
@@ -581,7 +575,7 @@ static void test_sold_out_unit_back(void **state)
     redisReply *r;
     bool ok;
     int st;
-    assert_int_equal(order(p->port, 7, item, resp, sizeof(resp)), 202);
+    assert_int_equal(harness_order(p->port, 7, item, resp, sizeof(resp)), 202);
     order_id = order_id_of(resp);
     expect_order(p->port, 8, item, 410);
     WAIT_UNTIL(answered_locally(p->port, 9, item), 10000, ok);
@@ -616,7 +610,7 @@ static void test_sold_out_unit_back(void **state)
     freeReplyObject(r);
 
     /* Back in stock: a new buyer gets it within a refresh period. */
-    WAIT_UNTIL((st = order(p->port, 10, item, resp, sizeof(resp))) != 410, 10000, ok);
+    WAIT_UNTIL((st = harness_order(p->port, 10, item, resp, sizeof(resp))) != 410, 10000, ok);
     assert_true(ok);
     assert_int_equal(st, 202);
     expect_order(p->port, 11, item, 410); /* Redis again: sold out */
@@ -640,7 +634,7 @@ static void test_sold_out_given_back_between_checks(void **state)
     redisContext *rc = harness_redis(&harness_conf);
     bool ok;
     prod_start(&p2, 20000, true);
-    assert_int_equal(order(p2.port, 21, item, resp, sizeof(resp)), 202);
+    assert_int_equal(harness_order(p2.port, 21, item, resp, sizeof(resp)), 202);
     expect_order(p2.port, 22, item, 410);
     WAIT_UNTIL(answered_locally(p2.port, 23, item), 10000, ok);
     assert_true(ok);
@@ -651,7 +645,7 @@ static void test_sold_out_given_back_between_checks(void **state)
                                 "redis.call('SREM', KEYS[2], '21') redis.call('SADD', KEYS[2], '24') "
         "redis.call('HINCRBY', KEYS[3], 'given_back', 1) return 1",
         k[KEYS_ITEM_STOCK], k[KEYS_ITEM_BUYERS], k[KEYS_ITEM_ORDERS]));
-    WAIT_UNTIL(order(p2.port, 24, item, NULL, 0) == 409, 5000, ok);
+    WAIT_UNTIL(harness_order(p2.port, 24, item, NULL, 0) == 409, 5000, ok);
     assert_true(ok);
     expect_order(p2.port, 21, item, 410);
     prod_stop(&p2);

@@ -241,13 +241,7 @@ static long long auth_failures(void)
 
 static char last_resp[512];
 
-static int order(int port, int64_t u, int64_t item)
-{
-    char body[128];
-    snprintf(body, sizeof(body), "{\"user_id\":%lld,\"item_id\":%lld}", (long long)u, (long long)item);
-    return harness_http(port, "POST", "/api/v1/seckill", "application/json", body, last_resp,
-                        sizeof(last_resp));
-}
+static int order(int port, int64_t u, int64_t item) { return harness_order(port, u, item, last_resp, sizeof(last_resp)); }
 
 static void test_producer_wrong_password_then_reload_then_rotation(void **state)
 {
