@@ -443,5 +443,21 @@ done
 after=$(head -q -n 1 "${pidfiles[@]}" 2>&1)
 is "scripts/stack up again leaves the redis, kafka and postgres pids unchanged" "$after" "$before"
 
+# down --ha with no HA process running: nothing to fail back from, so it
+# starts nothing (a failback would start the replica, the sentinels and the
+# standby, or the primaries of a stack that is down) and stops nothing.
+# (A developer's HA processes are left alone: those checks are skipped.)
+if scripts/stack status --ha 2>&1 | grep -qE '^stack: (redis-replica|sentinel-[0-9]|pg-standby) +running'; then
+    for i in 1 2 3 4 5 6; do skip "scripts/stack down --ha with no HA process ($i)" "HA processes run"; done
+else
+    expect "scripts/stack down --ha with no HA process exits 0" 0 any "no HA process runs" -- scripts/stack down --ha
+    cat "$T/out" "$T/err" >"$T/downha.out"
+    for word in sentinel-1 redis-replica pg-standby failback; do
+        lacks "scripts/stack down --ha with no HA process does not say '$word'" "$T/downha.out" "$word"
+    done
+    after=$(head -q -n 1 "${pidfiles[@]}" 2>&1)
+    is "scripts/stack down --ha with no HA process leaves the redis, kafka and postgres pids unchanged" "$after" "$before"
+fi
+
 echo "1..$n"
 [ "$failed" -eq 0 ]
