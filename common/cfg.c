@@ -55,6 +55,11 @@ const char *cfg_role_name(enum cfg_role r)
 {
     return (unsigned)r < CFG_ROLES ? role_names[r] : "?";
 }
+
+int cfg_kafka_sasl(const struct cfg *c)
+{
+    return strncmp(c->kafka.security_protocol, "sasl_", 5) == 0;
+}
 static const char *const auth_names[] = { "none", "jwt" };
 
 /* The index of name in names[0..n), or -1. */
@@ -498,7 +503,7 @@ static int load_secrets(config_t *lc, const char *path, struct cfg *c, char *err
         load_engine_secrets(lc, path, "kafka", c->kafka.password_file, c->kafka.password, err, errlen) != 0)
         return -1;
     /* SASL without a password would only fail later, at every connection. */
-    if (strncmp(c->kafka.security_protocol, "sasl_", 5) == 0 && *c->kafka.password_file[role_self] == '\0') {
+    if (cfg_kafka_sasl(c) && *c->kafka.password_file[role_self] == '\0') {
         char setting[64];
         snprintf(setting, sizeof(setting), "kafka.%s_password_file", role_names[role_self]);
         const config_setting_t *s = config_lookup(lc, "kafka.security_protocol");

@@ -341,6 +341,9 @@ void cfg_role_set(enum cfg_role self, unsigned secrets_mask);
 enum cfg_role cfg_role_self(void);
 /* "producer", "consumer", "admin". */
 const char *cfg_role_name(enum cfg_role r);
+/* kafka.security_protocol is sasl_*: clients authenticate with a user and
+ * password (kafka.<role>_user, kafka.<role>_password_file). */
+int cfg_kafka_sasl(const struct cfg *c);
 
 /* Load and validate path into *out (which the caller zeroes or reuses after
  * cfg_free). On failure returns -1, leaves *out empty and writes

@@ -37,11 +37,6 @@ int kconf_set(rd_kafka_conf_t *conf, const char *name, const char *value, char *
     return 0;
 }
 
-static int is_sasl(const struct cfg *c)
-{
-    return strncmp(c->kafka.security_protocol, "sasl_", 5) == 0;
-}
-
 /* This program's SASL user and password, from a private copy of the secret
  * wiped right after librdkafka took its own. */
 static int set_credentials(rd_kafka_conf_t *conf, const struct cfg *c, char *err, size_t errlen)
@@ -79,7 +74,7 @@ rd_kafka_conf_t *kconf_new(const struct cfg *c, const struct cfg_props *role, co
      * librdkafka writes a request as more than one record, so a small
      * request's tail waits for the ACK of its head, which the broker delays
      * (40 ms): with 64 orders in flight, 47 ms p99 and a fifth of the
-     * throughput on this machine (docs/benchmarks.md). */
+     * throughput on this machine (docs/security.md). */
     if (kconf_set(conf, "socket.nagle.disable", "true", err, errlen) != 0)
         goto fail;
     for (size_t i = 0; defaults && defaults[i]; i += 2)
@@ -87,7 +82,7 @@ rd_kafka_conf_t *kconf_new(const struct cfg *c, const struct cfg_props *role, co
             goto fail;
     if (kconf_set(conf, "security.protocol", c->kafka.security_protocol, err, errlen) != 0)
         goto fail;
-    if (is_sasl(c) && set_credentials(conf, c, err, errlen) != 0)
+    if (cfg_kafka_sasl(c) && set_credentials(conf, c, err, errlen) != 0)
         goto fail;
     if (*c->kafka.ssl_ca_file && kconf_set(conf, "ssl.ca.location", c->kafka.ssl_ca_file, err, errlen) != 0)
         goto fail;
@@ -140,7 +135,7 @@ void kconf_rotate(const struct cfg *c)
 {
     enum cfg_role r = cfg_role_self();
     struct secret *pw;
-    if (!is_sasl(c) || !c->kafka.password[r])
+    if (!cfg_kafka_sasl(c) || !c->kafka.password[r])
         return;
     if (!(pw = secret_dup(c->kafka.password[r]))) {
         log_error("kafka: out of memory; clients keep their SASL password");

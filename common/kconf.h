@@ -10,11 +10,12 @@
 
 #include "cfg.h"
 
-/* A conf with our defaults (Nagle off: TCP_NODELAY; then the caller's), then the security settings (kafka.security_protocol;
- * with sasl_*, this program's kafka.<role>_user and password; with TLS,
- * kafka.ssl_ca_file), then the configured properties (common, then
- * role-specific, which may override all of these), bootstrap servers, and
- * librdkafka's log lines routed through log.h. NULL with err on failure. */
+/* A conf with our defaults (Nagle off, then the caller's), then the
+ * security settings (kafka.security_protocol; with sasl_*, this program's
+ * kafka.<role>_user and password; with TLS, kafka.ssl_ca_file), then the
+ * configured properties (common, then role-specific, which may override all
+ * of these), bootstrap servers, and librdkafka's log lines routed through
+ * log.h. NULL with err on failure. */
 rd_kafka_conf_t *kconf_new(const struct cfg *c, const struct cfg_props *role, const char *const *defaults,
                            char *err, size_t errlen);
 /* A password rotated in its file reaches a running client (SIGHUP) this way:

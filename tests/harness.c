@@ -87,17 +87,17 @@ const char *harness_stack_dir(void)
     return dir;
 }
 
-int harness_redis_secret(const char *user, struct secret **out, char *err, size_t errlen)
+int harness_stack_secret(const char *name, struct secret **out, char *err, size_t errlen)
 {
     char path[600];
-    snprintf(path, sizeof(path), "%s/secrets/redis-%s", harness_stack_dir(), user);
+    snprintf(path, sizeof(path), "%s/secrets/%s", harness_stack_dir(), name);
     return secret_read(path, out, err, errlen);
 }
 
 rd_kafka_conf_t *harness_kafka_conf(const struct cfg *c, const char *user)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    char err[512], path[600];
+    char err[512], name[80];
     struct secret *pw = NULL;
     const char *props[][2] = {
         { "bootstrap.servers", c->kafka.brokers },
@@ -109,9 +109,9 @@ rd_kafka_conf_t *harness_kafka_conf(const struct cfg *c, const char *user)
     for (size_t i = 0; i < sizeof(props) / sizeof(props[0]); i++)
         if (props[i][1] && rd_kafka_conf_set(conf, props[i][0], props[i][1], err, sizeof(err)) != RD_KAFKA_CONF_OK)
             fail_msg("kafka conf %s: %s", props[i][0], err);
-    if (strncmp(c->kafka.security_protocol, "sasl_", 5) == 0) {
-        snprintf(path, sizeof(path), "%s/secrets/kafka-%s", harness_stack_dir(), user);
-        if (secret_read(path, &pw, err, sizeof(err)) != 0)
+    if (cfg_kafka_sasl(c)) {
+        snprintf(name, sizeof(name), "kafka-%s", user);
+        if (harness_stack_secret(name, &pw, err, sizeof(err)) != 0)
             fail_msg("%s", err);
         if (rd_kafka_conf_set(conf, "sasl.password", secret_str(pw), err, sizeof(err)) != RD_KAFKA_CONF_OK)
             fail_msg("kafka conf sasl.password: %s", err);
@@ -215,7 +215,7 @@ int harness_redis_open(const struct cfg *c, redisContext **out, char *err, size_
     static struct secret *stack_pw;
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     pthread_mutex_lock(&mu);
-    int ok = stack_pw || harness_redis_secret("stack", &stack_pw, err, errlen) == 0;
+    int ok = stack_pw || harness_stack_secret("redis-stack", &stack_pw, err, errlen) == 0;
     pthread_mutex_unlock(&mu);
     if (!ok)
         return -1;
@@ -440,6 +440,17 @@ int harness_order(int port, int64_t user, int64_t item, char *resp, size_t respl
     char body[128];
     snprintf(body, sizeof(body), "{\"user_id\":%" PRId64 ",\"item_id\":%" PRId64 "}", user, item);
     return harness_http(port, "POST", "/api/v1/seckill", "application/json", body, resp, resplen);
+}
+
+int64_t harness_item_create(const char *cfgpath, int64_t item, int64_t stock)
+{
+    char ctl[512], id[24], st[24];
+    harness_bin("seckillctl", ctl, sizeof(ctl));
+    snprintf(id, sizeof(id), "%" PRId64, item);
+    snprintf(st, sizeof(st), "%" PRId64, stock);
+    char *argv[] = { ctl, "-c", (char *)cfgpath, "item", "create", "--id", id, "--stock", st, NULL };
+    assert_int_equal(harness_wait_exit(harness_spawn(argv, "/dev/null"), 30000), 0);
+    return item;
 }
 
 int harness_http(int port, const char *method, const char *path, const char *ctype,

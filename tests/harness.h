@@ -62,10 +62,11 @@ redisContext *harness_redis(const struct cfg *c);
 int harness_redis_open(const struct cfg *c, redisContext **out, char *err, size_t errlen);
 /* The dev stack's state folder ($SECKILL_STACK_DIR, else ROOT/.stack). */
 const char *harness_stack_dir(void);
-/* The password of the stack's Redis user (secret_read of
- * secrets/redis-USER): 0 and *out (caller frees), or -1 with err. */
+/* A password the stack generated (secret_read of secrets/NAME, NAME being
+ * ENGINE-USER: "redis-stack", "kafka-admin", "pg-producer"): 0 and *out
+ * (caller frees), or -1 with err. */
 struct secret;
-int harness_redis_secret(const char *user, struct secret **out, char *err, size_t errlen);
+int harness_stack_secret(const char *name, struct secret **out, char *err, size_t errlen);
 /* Run a command; returns the reply (caller frees). Fails the test on I/O error. */
 redisReply *harness_cmd(redisContext *rc, const char *fmt, ...);
 /* Integer value of a string/integer reply to fmt, or -1 for nil. */
@@ -152,6 +153,9 @@ int harness_http(int port, const char *method, const char *path, const char *cty
  * in the body): POST /api/v1/seckill {"user_id":user,"item_id":item}. As
  * harness_http. */
 int harness_order(int port, int64_t user, int64_t item, char *resp, size_t resplen);
+/* seckillctl -c cfgpath item create --id item --stock stock (as admin), which
+ * must succeed within 30 s. Returns item. */
+int64_t harness_item_create(const char *cfgpath, int64_t item, int64_t stock);
 /* A TCP port on 127.0.0.1 that was free a moment ago. */
 int harness_free_port(void);
 

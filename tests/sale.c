@@ -493,8 +493,7 @@ static rd_kafka_t *kafka_reader(const struct cfg *c, const char *group)
 {
     char err[512];
     rd_kafka_conf_t *conf = harness_kafka_conf(c, "admin");
-    if (rd_kafka_conf_set(conf, "bootstrap.servers", c->kafka.brokers, err, sizeof(err)) != RD_KAFKA_CONF_OK ||
-        rd_kafka_conf_set(conf, "group.id", group, err, sizeof(err)) != RD_KAFKA_CONF_OK ||
+    if (rd_kafka_conf_set(conf, "group.id", group, err, sizeof(err)) != RD_KAFKA_CONF_OK ||
         rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err)) != RD_KAFKA_CONF_OK ||
         rd_kafka_conf_set(conf, "log_level", "0", err, sizeof(err)) != RD_KAFKA_CONF_OK) {
         rd_kafka_conf_destroy(conf);

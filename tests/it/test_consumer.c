@@ -52,8 +52,6 @@ static rd_kafka_t *new_producer(void)
 {
     char err[512];
     rd_kafka_conf_t *conf = harness_kafka_conf(&harness_conf, "admin");
-    assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", harness_conf.kafka.brokers, err, sizeof(err)),
-                     RD_KAFKA_CONF_OK);
     assert_int_equal(rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)), RD_KAFKA_CONF_OK);
     assert_int_equal(rd_kafka_conf_set(conf, "linger.ms", "5", err, sizeof(err)), RD_KAFKA_CONF_OK);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
@@ -109,8 +107,6 @@ static void committed(const char *group, const char *topic, int parts, int64_t *
 {
     char err[512];
     rd_kafka_conf_t *conf = harness_kafka_conf(&harness_conf, "admin");
-    assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", harness_conf.kafka.brokers, err, sizeof(err)),
-                     RD_KAFKA_CONF_OK);
     assert_int_equal(rd_kafka_conf_set(conf, "group.id", group, err, sizeof(err)), RD_KAFKA_CONF_OK);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
     assert_non_null(rk);
@@ -446,8 +442,6 @@ static void read_dlq(const char *topic, const char *group, struct dlq_seen *s)
     /* assign() needs a group id even without commits */
     assert_int_equal(rd_kafka_conf_set(conf, "group.id", group, err, sizeof(err)), RD_KAFKA_CONF_OK);
     assert_int_equal(rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err)), RD_KAFKA_CONF_OK);
-    assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", harness_conf.kafka.brokers, err, sizeof(err)),
-                     RD_KAFKA_CONF_OK);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
     assert_non_null(rk);
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);

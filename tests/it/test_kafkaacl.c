@@ -11,13 +11,11 @@
  * suite shows.) */
 #include "harness.h"
 
-#include <inttypes.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pgconn.h"
@@ -351,10 +349,10 @@ static int order(int port, int64_t u, int64_t item) { return harness_order(port,
 /* The stack's password of a Kafka user, into out. */
 static void stack_password(const char *user, char *out, size_t len)
 {
-    char path[600], err[512];
+    char name[80], err[512];
     struct secret *s = NULL;
-    snprintf(path, sizeof(path), "%s/secrets/kafka-%s", harness_stack_dir(), user);
-    if (secret_read(path, &s, err, sizeof(err)) != 0)
+    snprintf(name, sizeof(name), "kafka-%s", user);
+    if (harness_stack_secret(name, &s, err, sizeof(err)) != 0)
         fail_msg("%s", err);
     snprintf(out, len, "%s", secret_str(s));
     secret_free(s);
@@ -367,13 +365,7 @@ static int stack(const char *args)
 
 static int64_t item_new(const char *cfgpath)
 {
-    char ctl[512], id[24];
-    int64_t item = 960000000 + (int64_t)util_rand_below(9999999);
-    harness_bin("seckillctl", ctl, sizeof(ctl));
-    snprintf(id, sizeof(id), "%lld", (long long)item);
-    char *cargv[] = { ctl, "-c", (char *)cfgpath, "item", "create", "--id", id, "--stock", "100", NULL };
-    assert_int_equal(harness_wait_exit(harness_spawn(cargv, "/dev/null"), 30000), 0);
-    return item;
+    return harness_item_create(cfgpath, 960000000 + (int64_t)util_rand_below(9999999), 100);
 }
 
 /* A producer of its own (its own HTTP port, user and password file). */

@@ -162,13 +162,12 @@ static void test_producer_wrong_password_at_start(void **state)
 {
     (void)state;
     struct cfg c;
-    char pwfile[128], cfgpath[256], log[256], bin[512], wrong[48], rnd[17], path[600], err[512];
+    char pwfile[128], cfgpath[256], log[256], bin[512], wrong[48], rnd[17], err[512];
     struct secret *right = NULL;
     bool ok;
     assert_int_equal(util_random_hex(rnd, 8), 0);
     snprintf(wrong, sizeof(wrong), "wrong-%s", rnd);
-    snprintf(path, sizeof(path), "%s/secrets/pg-producer", harness_stack_dir());
-    if (secret_read(path, &right, err, sizeof(err)) != 0)
+    if (harness_stack_secret("pg-producer", &right, err, sizeof(err)) != 0)
         fail_msg("%s", err);
     snprintf(pwfile, sizeof(pwfile), "/tmp/sktest-pg-pw-%d", (int)getpid());
     harness_write_secret(pwfile, wrong);

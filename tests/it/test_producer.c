@@ -82,14 +82,7 @@ static void prod_stop(struct prod *p)
 
 static int64_t new_item(int64_t stock)
 {
-    char bin[512], id[24], st[24];
-    int64_t item = 900000000 + (int64_t)util_rand_below(99999999);
-    harness_bin("seckillctl", bin, sizeof(bin));
-    snprintf(id, sizeof(id), "%lld", (long long)item);
-    snprintf(st, sizeof(st), "%lld", (long long)stock);
-    char *argv[] = { bin, "-c", main_prod.cfgpath, "item", "create", "--id", id, "--stock", st, NULL };
-    assert_int_equal(harness_wait_exit(harness_spawn(argv, "/dev/null"), 30000), 0);
-    return item;
+    return harness_item_create(main_prod.cfgpath, 900000000 + (int64_t)util_rand_below(99999999), stock);
 }
 
 static long long item_key_int(int64_t item, enum keys_item_part part, const char *cmd)
@@ -114,7 +107,6 @@ static rd_kafka_t *topic_consumer(void)
 {
     char err[512];
     rd_kafka_conf_t *conf = harness_kafka_conf(&harness_conf, "admin");
-    assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", harness_conf.kafka.brokers, err, sizeof(err)), RD_KAFKA_CONF_OK);
     assert_int_equal(rd_kafka_conf_set(conf, "group.id", "seckill-test-reader", err, sizeof(err)), RD_KAFKA_CONF_OK);
     assert_int_equal(rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err)), RD_KAFKA_CONF_OK);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));

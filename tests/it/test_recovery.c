@@ -131,8 +131,6 @@ static void rt_init(struct rt *t, const char *tag)
 
     char err[512];
     rd_kafka_conf_t *conf = harness_kafka_conf(&t->c, "admin");
-    assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", t->c.kafka.brokers, err, sizeof(err)),
-                     RD_KAFKA_CONF_OK);
     assert_int_equal(rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)), RD_KAFKA_CONF_OK);
     assert_non_null(t->kp = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err)));
     t->pg = harness_pg(&t->c);
@@ -237,8 +235,6 @@ static void committed(struct rt *t, const char *group, int64_t *out)
 {
     char err[512];
     rd_kafka_conf_t *conf = harness_kafka_conf(&t->c, "admin");
-    assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", t->c.kafka.brokers, err, sizeof(err)),
-                     RD_KAFKA_CONF_OK);
     assert_int_equal(rd_kafka_conf_set(conf, "group.id", group, err, sizeof(err)), RD_KAFKA_CONF_OK);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
     assert_non_null(rk);
