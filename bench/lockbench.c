@@ -40,7 +40,6 @@
 #include <unistd.h>
 
 #include "cfg.h"
-#include "keys.h"
 #include "lock.h"
 #include "rconn.h"
 #include "util.h"
@@ -265,24 +264,6 @@ static int run_renew(struct bench *b, struct lock_client **lcs, int64_t run_ms, 
     return ret;
 }
 
-/* Delete the fence counters a scenario left (they outlive the locks by a
- * day): pipelined, and only names this run made. The locks themselves were
- * released. */
-static void forget_fences(struct bench *b, redisContext *rc, int clients, int names)
-{
-    char name[96], key[KEYS_MAX];
-    int sent = 0;
-    for (int c = 0; c < clients; c++)
-        for (int i = 0; i < names; i++) {
-            name_of(name, sizeof(name), b, c, i);
-            if (keys_fence(key, sizeof(key), b->cfg->redis.key_prefix, name) < 0)
-                continue;
-            if (redisAppendCommand(rc, "DEL %s", key) == REDIS_OK)
-                sent++;
-        }
-    rconn_discard_replies(rc, sent);
-}
-
 /* The run cut into windows of WINDOW_MS, each with its own commandstats
  * delta: Redis times a command in wall-clock time, so a window in which the
  * server lost the CPU to another process counts the wait too. The quietest
@@ -423,10 +404,8 @@ static int run(struct bench *b, redisContext *rc, int64_t run_ms, int64_t bg_ms,
 fail:
     for (int i = 0; i < nclients; i++)
         lock_client_close(lcs[i]);
-    if (b->sc == SC_HOTKEY)
-        forget_fences(b, rc, 1, 1);
-    else
-        forget_fences(b, rc, nclients, b->sc == SC_RENEW ? RENEW_LOCKS : b->sc == SC_BATCH ? BATCH : 1);
+    /* Nothing to clean up: the locks were released, and what a group's
+     * hash keeps (its last fence) must stay. */
     return ret;
 }
 

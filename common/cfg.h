@@ -191,7 +191,7 @@ enum cfg_auth {
     X("redis.command_timeout_ms", CFG_INT, redis.command_timeout_ms, 1, 60000, 2000, NULL, 0,               \
       "deadline for one Redis command or pipelined round trip")                                             \
     X("redis.key_prefix", CFG_STR, redis.key_prefix, 0, 0, 0, "seckill", 0,                                 \
-      "first part of every key: <prefix>:{item:ID}:stock, <prefix>:lock:{lk:G}:NAME ...")                   \
+      "first part of every key: <prefix>:{item:ID}:stock, <prefix>:lock:{lk:G} ...")                   \
     X("redis.sentinels", CFG_LIST, redis.sentinels, 0, 0, 0, NULL, 0,                                       \
       "Sentinels, \"host:port\", asked for the primary (redis.host/port unused); empty: no Sentinel")       \
     X("redis.master_name", CFG_STR, redis.master_name, 0, 0, 0, "", 0,                                      \

@@ -47,10 +47,5 @@ unsigned keys_lock_group(const char *name)
 
 int keys_lock(char *buf, size_t len, const char *prefix, const char *name)
 {
-    return fits(snprintf(buf, len, "%s:lock:{lk:%u}:%s", prefix, keys_lock_group(name), name), len);
-}
-
-int keys_fence(char *buf, size_t len, const char *prefix, const char *name)
-{
-    return fits(snprintf(buf, len, "%s:fence:{lk:%u}:%s", prefix, keys_lock_group(name), name), len);
+    return fits(snprintf(buf, len, "%s:lock:{lk:%u}", prefix, keys_lock_group(name)), len);
 }

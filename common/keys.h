@@ -51,8 +51,9 @@ int keys_order(char *buf, size_t len, const char *prefix, int64_t order_id);
 /* The group of a lock name, 0 .. KEYS_LOCK_GROUPS-1. */
 unsigned keys_lock_group(const char *name);
 
-/* <prefix>:lock:{lk:G}:NAME and <prefix>:fence:{lk:G}:NAME, G its group. */
+/* <prefix>:lock:{lk:G}, G the group of NAME: the hash that holds the group's
+ * locks, one field per lock named after it, and the group's last fence
+ * (lock_acquire.lua). */
 int keys_lock(char *buf, size_t len, const char *prefix, const char *name);
-int keys_fence(char *buf, size_t len, const char *prefix, const char *name);
 
 #endif

@@ -16,9 +16,11 @@
 #include "script.h"
 #include "util.h"
 
-/* How long a fence counter outlives its last acquisition. After that the
- * Redis clock alone keeps fences growing (see lock_acquire.lua). */
-#define LOCK_FENCE_KEEP_MS (24LL * 3600 * 1000)
+/* How long a group's hash (its locks and its last fence) outlives its last
+ * write. After that the Redis clock alone keeps fences growing (see
+ * lock_acquire.lua), and the entries of holders that died unreleased are
+ * gone with it. */
+#define LOCK_GROUP_KEEP_MS (24LL * 3600 * 1000)
 /* Acquisitions whose reply was lost are sent again, at most this often. */
 #define LOCK_RESEND_MAX 3
 /* The renewal policy, in fractions of the lease. The watchdog renews once a
@@ -27,8 +29,8 @@
  * few more tries fit before the lease ends. */
 #define LOCK_RENEW_DIV 3
 #define LOCK_RETRY_DIV 10
-/* A fence counter outlives at least this many leases (see LOCK_FENCE_KEEP_MS). */
-#define LOCK_FENCE_KEEP_TTLS 10LL
+/* A group's hash outlives at least this many leases (see LOCK_GROUP_KEEP_MS). */
+#define LOCK_GROUP_KEEP_TTLS 10LL
 /* Most locks in one script call: a script holds Redis for its whole run, so
  * a huge batch is cut into calls of this size (each well under a
  * millisecond), still pipelined in one round trip. */
@@ -48,7 +50,7 @@ struct lock {
     struct lock *hnext;      /* in lc->by_name's bucket: owner thread only */
     uint64_t seq;            /* tells a new lock from a freed one at the same address */
     char name[KEYS_MAX];
-    char key[KEYS_MAX];
+    char key[KEYS_MAX]; /* its group's hash */
     unsigned group; /* keys_lock_group(name): the calls it shares */
     int64_t fence;
     int holds;               /* owner thread only */
@@ -166,25 +168,37 @@ static size_t plan_calls(const int *grp, size_t n, size_t *idx, size_t *cnt)
     return calls;
 }
 
+/* ARGV "keep" of the acquire and extend scripts, for leases up to ttl_ms. */
+static void group_keep(char *buf, size_t len, int ttl_ms)
+{
+    int64_t keep_ms = LOCK_GROUP_KEEP_TTLS * ttl_ms;
+    snprintf(buf, len, "%lld", (long long)(LOCK_GROUP_KEEP_MS > keep_ms ? LOCK_GROUP_KEEP_MS : keep_ms));
+}
+
 /* Renew every due lease (up to BATCH of them) in one pipelined round trip,
  * one script call per group. Called with mu held; drops it while talking to
  * Redis. */
 static void renew_due(struct lock_client *lc, int64_t now)
 {
     enum { BATCH = LOCK_RENEW_BATCH };
-    char(*keys)[KEYS_MAX] = lc->wkeys;
-    char ttls[BATCH][12];
+    char(*names)[KEYS_MAX] = lc->wkeys;
+    char ttls[BATCH][12], keep[24];
     struct lock *ptr[BATCH];
     uint64_t seq[BATCH];
     int grp[BATCH];
     size_t idx[BATCH], cnt[BATCH], n = 0;
-    const char *argv[1 + 2 * LOCK_CALL_MAX];
+    const char *argv[3 + 2 * LOCK_CALL_MAX];
+    char hash[KEYS_LOCK_GROUPS][KEYS_MAX];
+    int ttl_max = 0;
 
     for (struct lock *l = lc->held; l && n < BATCH; l = l->next) {
         if (l->lost || l->renew_at_ms > now)
             continue;
-        memcpy(keys[n], l->key, sizeof(l->key));
+        memcpy(names[n], l->name, sizeof(l->name));
+        memcpy(hash[l->group], l->key, sizeof(l->key));
         snprintf(ttls[n], sizeof(ttls[n]), "%d", l->ttl_ms);
+        if (l->ttl_ms > ttl_max)
+            ttl_max = l->ttl_ms;
         ptr[n] = l;
         seq[n] = l->seq;
         grp[n] = (int)l->group;
@@ -195,6 +209,7 @@ static void renew_due(struct lock_client *lc, int64_t now)
     pthread_mutex_unlock(&lc->mu);
 
     size_t calls = plan_calls(grp, n, idx, cnt);
+    group_keep(keep, sizeof(keep), ttl_max);
     int64_t sent = util_mono_ms();
     long long result[BATCH];
     for (size_t i = 0; i < n; i++)
@@ -203,12 +218,14 @@ static void renew_due(struct lock_client *lc, int64_t now)
     if (ok && lc->w_extend.sha[0] == '\0')
         ok = script_load(lc->wrc, &lc->w_extend) == 0;
     for (size_t c = 0, k = 0; ok && c < calls; k += cnt[c], c++) {
+        argv[0] = hash[grp[idx[k]]];
+        argv[1] = lc->token;
+        argv[2] = keep;
         for (size_t j = 0; j < cnt[c]; j++) {
-            argv[j] = keys[idx[k + j]];
-            argv[cnt[c] + 1 + j] = ttls[idx[k + j]];
+            argv[3 + j] = names[idx[k + j]];
+            argv[3 + cnt[c] + j] = ttls[idx[k + j]];
         }
-        argv[cnt[c]] = lc->token;
-        ok = script_append(lc->wrc, &lc->w_extend, (int)cnt[c], (int)cnt[c] + 1, argv, NULL) == 0;
+        ok = script_append(lc->wrc, &lc->w_extend, 1, 2 + 2 * (int)cnt[c], argv, NULL) == 0;
         lc->calls++;
     }
     for (size_t c = 0, k = 0; c < calls; k += cnt[c], c++) {
@@ -378,8 +395,7 @@ bool lock_lost(const struct lock *l)
 
 struct attempt {
     const char *name;
-    char key[KEYS_MAX];
-    char fkey[KEYS_MAX];
+    char key[KEYS_MAX]; /* its group's hash */
     int group;
     char req[24];
     int64_t sent_ms;
@@ -447,8 +463,7 @@ static int attempt_init(struct lock_client *lc, struct attempt *a, const char *n
     memset(a, 0, sizeof(*a));
     a->name = name;
     a->status = LOCK_UNTRIED;
-    if (!lock_name_valid(name) || keys_lock(a->key, sizeof(a->key), lc->cfg->redis.key_prefix, name) < 0 ||
-        keys_fence(a->fkey, sizeof(a->fkey), lc->cfg->redis.key_prefix, name) < 0) {
+    if (!lock_name_valid(name) || keys_lock(a->key, sizeof(a->key), lc->cfg->redis.key_prefix, name) < 0) {
         log_error("lock: invalid lock name '%s'", name);
         a->status = LOCK_ERROR;
         return -1;
@@ -514,8 +529,7 @@ static int acquire_round(struct lock_client *lc, struct attempt *at, size_t n, i
 {
     char ttl[16], keep[24];
     snprintf(ttl, sizeof(ttl), "%d", ttl_ms);
-    int64_t keep_ms = LOCK_FENCE_KEEP_TTLS * ttl_ms;
-    snprintf(keep, sizeof(keep), "%lld", (long long)(LOCK_FENCE_KEEP_MS > keep_ms ? LOCK_FENCE_KEEP_MS : keep_ms));
+    group_keep(keep, sizeof(keep), ttl_ms);
     if (ensure_conn(lc, &lc->rc, "client") != 0)
         return -1;
     if (lc->s_acquire.sha[0] == '\0' && script_load(lc->rc, &lc->s_acquire) != 0)
@@ -523,21 +537,21 @@ static int acquire_round(struct lock_client *lc, struct attempt *at, size_t n, i
     for (size_t i = 0; i < n; i++)
         p->grp[i] = at[i].status == LOCK_UNTRIED || at[i].status == LOCK_BUSY ? at[i].group : -1;
     size_t calls = plan_calls(p->grp, n, p->idx, p->cnt);
-    const char *argv[3 * LOCK_CALL_MAX + 3];
+    const char *argv[4 + 2 * LOCK_CALL_MAX];
     int64_t now = util_mono_ms();
     for (size_t c = 0, k = 0; c < calls; k += p->cnt[c], c++) {
         size_t m = p->cnt[c];
+        argv[0] = at[p->idx[k]].key;
+        argv[1] = lc->token;
+        argv[2] = ttl;
+        argv[3] = keep;
         for (size_t j = 0; j < m; j++) {
             struct attempt *a = &at[p->idx[k + j]];
-            argv[2 * j] = a->key;
-            argv[2 * j + 1] = a->fkey;
-            argv[2 * m + 3 + j] = a->req;
+            argv[4 + j] = a->name;
+            argv[4 + m + j] = a->req;
             a->sent_ms = now;
         }
-        argv[2 * m] = lc->token;
-        argv[2 * m + 1] = ttl;
-        argv[2 * m + 2] = keep;
-        if (script_append(lc->rc, &lc->s_acquire, (int)(2 * m), (int)(m + 3), argv, NULL) != 0)
+        if (script_append(lc->rc, &lc->s_acquire, 1, (int)(3 + 2 * m), argv, NULL) != 0)
             return -1;
         lc->calls++;
     }
@@ -731,18 +745,14 @@ static int release_round(struct lock_client *lc, struct lock **locks, size_t n, 
         for (size_t i = 0; i < n; i++)
             p->grp[i] = status[i] == LOCK_ERROR ? (int)locks[i]->group : -1;
         size_t calls = plan_calls(p->grp, n, p->idx, p->cnt);
-        const char *argv[2 * LOCK_CALL_MAX + 1];
-        char ttls[LOCK_CALL_MAX][12];
+        const char *argv[2 + LOCK_CALL_MAX];
         for (size_t c = 0, k = 0; c < calls; k += p->cnt[c], c++) {
             size_t m = p->cnt[c];
-            for (size_t j = 0; j < m; j++) {
-                struct lock *l = locks[p->idx[k + j]];
-                snprintf(ttls[j], sizeof(ttls[j]), "%d", l->ttl_ms);
-                argv[j] = l->key;
-                argv[m + 1 + j] = ttls[j];
-            }
-            argv[m] = lc->token;
-            if (script_append(lc->rc, &lc->s_release, (int)m, (int)m + 1, argv, NULL) != 0)
+            argv[0] = locks[p->idx[k]]->key;
+            argv[1] = lc->token;
+            for (size_t j = 0; j < m; j++)
+                argv[2 + j] = locks[p->idx[k + j]]->name;
+            if (script_append(lc->rc, &lc->s_release, 1, 1 + (int)m, argv, NULL) != 0)
                 return -1;
             lc->calls++;
         }
@@ -822,12 +832,8 @@ void lock_release_many(struct lock_client *lc, struct lock **locks, size_t n, in
             log_notice("lock %s: release of a lock no longer held (fence %" PRId64 "): nothing deleted",
                        l->name, l->fence);
         }
-        if (status[i] == LOCK_OK && l->holds > 0) {
-            pthread_mutex_lock(&lc->mu);
-            l->valid_until_ms = util_mono_ms() + l->ttl_ms; /* the release renewed it */
-            pthread_mutex_unlock(&lc->mu);
-            continue;
-        }
+        if (status[i] == LOCK_OK && l->holds > 0)
+            continue; /* a hold given back: the lease runs on as it was */
         if (status[i] == LOCK_ERROR && !final_hold[i]) {
             l->holds--; /* unknown outcome: keep the handle, the lease tells */
             continue;
@@ -849,45 +855,59 @@ int lock_release(struct lock_client *lc, struct lock *l)
 
 int lock_inspect(const struct cfg *cfg, const char *name, struct lock_info *out, char *err, size_t errlen)
 {
-    char key[KEYS_MAX], fkey[KEYS_MAX];
+    char key[KEYS_MAX];
     redisContext *rc = NULL;
-    redisReply *r[3] = { NULL, NULL, NULL };
+    redisReply *r[2] = { NULL, NULL };
     int ret = -1;
 
     memset(out, 0, sizeof(*out));
-    if (!lock_name_valid(name) || keys_lock(key, sizeof(key), cfg->redis.key_prefix, name) < 0 ||
-        keys_fence(fkey, sizeof(fkey), cfg->redis.key_prefix, name) < 0) {
+    if (!lock_name_valid(name) || keys_lock(key, sizeof(key), cfg->redis.key_prefix, name) < 0) {
         snprintf(err, errlen, "invalid lock name '%s'", name);
         return -1;
     }
     snprintf(out->key, sizeof(out->key), "%s", key);
-    snprintf(out->fence_key, sizeof(out->fence_key), "%s", fkey);
+    out->ttl_ms = -2;
     if (rconn_open(cfg, &rc, err, errlen) != 0)
         return -1;
-    redisAppendCommand(rc, "GET %s", key);
-    redisAppendCommand(rc, "PTTL %s", key);
-    redisAppendCommand(rc, "GET %s", fkey);
-    for (int i = 0; i < 3; i++) {
+    redisAppendCommand(rc, "HMGET %s %s {fence}", key, name);
+    redisAppendCommand(rc, "TIME");
+    for (int i = 0; i < 2; i++) {
         if (redisGetReply(rc, (void **)&r[i]) != REDIS_OK) {
             snprintf(err, errlen, "redis: %s", rc->errstr);
             goto fail;
         }
     }
-    if (r[0]->type == REDIS_REPLY_STRING) {
-        /* "OWNER REQ HOLDS FENCE" (see lock_acquire.lua) */
-        long long holds = 0, fence = 0;
-        out->held = true;
-        if (sscanf(r[0]->str, "%63s %*s %lld %lld", out->owner, &holds, &fence) == 3) {
-            out->holds = holds;
-            out->fence = fence;
-        }
+    if (r[0]->type != REDIS_REPLY_ARRAY || r[0]->elements != 2 || r[1]->type != REDIS_REPLY_ARRAY ||
+        r[1]->elements != 2 || r[1]->element[0]->type != REDIS_REPLY_STRING ||
+        r[1]->element[1]->type != REDIS_REPLY_STRING) {
+        snprintf(err, errlen, "redis: unexpected reply to HMGET or TIME");
+        goto fail;
     }
-    out->ttl_ms = r[1]->type == REDIS_REPLY_INTEGER ? r[1]->integer : -2;
-    if (r[2]->type == REDIS_REPLY_STRING)
-        util_parse_i64(r[2]->str, 0, INT64_MAX, &out->last_fence);
+    int64_t secs = 0, usecs = 0;
+    if (util_parse_i64(r[1]->element[0]->str, 0, INT64_MAX / 1000, &secs) != 0 ||
+        util_parse_i64(r[1]->element[1]->str, 0, 999999, &usecs) != 0) {
+        snprintf(err, errlen, "redis: unexpected reply to TIME");
+        goto fail;
+    }
+    int64_t now_ms = secs * 1000 + usecs / 1000;
+    const redisReply *v = r[0]->element[0];
+    /* "OWNER REQ HOLDS FENCE EXPIRES" (see lock_acquire.lua); an entry
+     * whose lease has run out is a free lock, not yet overwritten. */
+    long long holds = 0, fence = 0, expires = 0;
+    if (v->type == REDIS_REPLY_STRING &&
+        sscanf(v->str, "%63s %*s %lld %lld %lld", out->owner, &holds, &fence, &expires) == 4 && expires > now_ms) {
+        out->held = true;
+        out->holds = holds;
+        out->fence = fence;
+        out->ttl_ms = expires - now_ms;
+    } else {
+        out->owner[0] = '\0';
+    }
+    if (r[0]->element[1]->type == REDIS_REPLY_STRING)
+        util_parse_i64(r[0]->element[1]->str, 0, INT64_MAX, &out->last_fence);
     ret = 0;
 fail:
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 2; i++)
         if (r[i])
             freeReplyObject(r[i]);
     redisFree(rc);

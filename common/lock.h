@@ -17,8 +17,10 @@
  *    the largest fence it has seen and refuses writes that carry a smaller one,
  *    which is what makes a holder paused past its lease harmless.
  *
- * Locks live in KEYS_LOCK_GROUPS hash-tag groups (keys.h): a batch costs one
- * script call per group, all pipelined in one round trip, and every call
+ * Locks live in KEYS_LOCK_GROUPS groups (keys.h), each one Redis hash with a
+ * field per lock whose value carries the lease's end: a batch costs one
+ * script call per group, all pipelined in one round trip, each call a fixed
+ * handful of Redis commands whatever its number of locks, and every call
  * touches one Redis Cluster slot.
  *
  * A lock_client and the locks it returns belong to one thread; only the
@@ -98,9 +100,8 @@ struct lock_info {
     int64_t holds;
     int64_t fence;      /* fence of the current holder */
     int64_t ttl_ms;     /* remaining lease, -2 when free */
-    int64_t last_fence; /* last fence handed out, 0 if unknown */
-    char key[KEYS_MAX]; /* the Redis keys of the lock and of its fence counter */
-    char fence_key[KEYS_MAX];
+    int64_t last_fence; /* last fence handed out in the name's group, 0 if unknown */
+    char key[KEYS_MAX]; /* the group's hash: the lock is its field named NAME */
 };
 int lock_inspect(const struct cfg *cfg, const char *name, struct lock_info *out, char *err, size_t errlen);
 

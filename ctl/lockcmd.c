@@ -202,10 +202,11 @@ static int lock_show(const struct cfg *c, int argc, char **argv)
         printf("fence:      %" PRId64 "\n", li.fence);
     }
     printf("last_fence: %" PRId64 "\n", li.last_fence);
-    /* The keys, for an operator with redis-cli: their layout (a hash-tag
-     * group per name) is not something to work out by hand. */
+    /* Where it lives, for an operator with redis-cli (HGET key field): the
+     * layout (a hash per group of names) is not something to work out by
+     * hand. */
     printf("key:        %s\n", li.key);
-    printf("fence_key:  %s\n", li.fence_key);
+    printf("field:      %s\n", argv[1]);
     return 0;
 }
 

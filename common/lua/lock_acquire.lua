@@ -1,85 +1,111 @@
 -- Acquire (or re-enter) a batch of locks of one group, each atomically, in
 -- one script call.
--- KEYS[2i-1] lock i's key <prefix>:lock:{lk:G}:NAME, KEYS[2i] its fence
--- counter <prefix>:fence:{lk:G}:NAME (the same group G for all: one slot).
--- ARGV[1] owner token, ARGV[2] lease in milliseconds, ARGV[3] how long a
--- fence counter is kept, in milliseconds, ARGV[3+i] lock i's request id.
+-- KEYS[1] the group's hash <prefix>:lock:{lk:G}: one field per lock held
+-- (named after the lock), plus "{fence}", the last fence handed out in the
+-- group, and "{kept}", until when (Redis ms) the hash's own TTL was last set
+-- (braces are never part of a lock name).
+-- ARGV[1] owner token, ARGV[2] lease in milliseconds, ARGV[3] how long the
+-- group outlives its last write, in milliseconds; then the n lock names,
+-- then their n request ids.
 -- Returns three integers per lock: 1, fence, holds when held by this owner;
--- 0, pttl, 0 when another owner holds it.
+-- 0, lease left in ms, 0 when another owner holds it.
 --
--- A lock is one string, "OWNER REQ HOLDS FENCE", with the lease as its TTL:
--- one SET ... PX writes it and its lease (a hash needed HSET and PEXPIRE,
--- and each command is what Redis pays for).
+-- A lock is one field, "OWNER REQ HOLDS FENCE EXPIRES", EXPIRES the end of
+-- its lease in Redis milliseconds: a lease ends when the Redis clock passes
+-- it, as a key's TTL would, judged here and in lock_extend.lua. One group,
+-- one hash: a call costs HMGET, TIME and HSET whatever its number of locks,
+-- where a key per lock cost a SET (with its expiry) per lock, and Redis pays
+-- per command: a command called from Lua costs about as much as the key work
+-- it does.
 --
 -- The request id makes a retry idempotent: if the reply to an acquire was
 -- lost and the client sends it again, the second call reports the same
 -- acquisition instead of counting a second hold. It is unique per owner (a
 -- counter of the client's), so it is only compared once the owner matched.
 --
--- The fence is max(Redis clock in microseconds, last fence + 1). The counter
--- alone would restart from zero after Redis loses its data, and every new
--- fence would then lose against the ones the database already stored; the
--- clock keeps growing across such a loss, so new holders always win and an
--- old holder's fence stays behind theirs.
-local token, ttl, keep = ARGV[1], ARGV[2], ARGV[3]
-local out, now_us, now_s, n = {}, nil, nil, #KEYS / 2
--- One MGET reads every lock of the call: Redis pays per command, and a
--- command called from Lua costs about as much as the key work it does.
-local lk = {}
+-- A fresh lock's fence is max(Redis clock in microseconds, the group's last
+-- fence + 1): larger than any fence the group ever handed out, so larger
+-- than any earlier fence of that name. A counter alone would restart from
+-- zero after Redis loses its data, and every new fence would then lose
+-- against the ones the database already stored; the clock keeps growing
+-- across such a loss, so new holders always win and an old holder's fence
+-- stays behind theirs. The fresh locks of one call share a fence: they are
+-- different names.
+local h, token, ttl, keep = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local n = (#ARGV - 3) / 2
+local fields = { '{fence}', '{kept}' }
 for i = 1, n do
-  lk[i] = KEYS[2 * i - 1]
+  fields[i + 2] = ARGV[3 + i]
 end
-local vals = redis.call('MGET', unpack(lk))
--- What this call wrote, for a name that comes twice in one batch: the second
--- must see the first's acquisition (a re-entry), not the MGET's "free".
-local wrote = {}
+local vals = redis.call('HMGET', h, unpack(fields))
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- %d: a Lua number passed as an argument would be formatted with %.14g and
+-- lose the low digits of a 16-digit fence or a 13-digit time.
+local expires = string.format('%d', now_ms + ttl)
+local last = tonumber(vals[1] or '0')
+local fence, f = nil, nil
+local out, set, wrote = {}, {}, {}
 for i = 1, n do
-  local k, req, o = lk[i], ARGV[3 + i], #out
-  local v = wrote[k]
+  local name, req, o = ARGV[3 + i], ARGV[3 + n + i], #out
+  -- What this call wrote, for a name that comes twice in one batch: the
+  -- second must see the first's acquisition (a re-entry), not the HMGET's.
+  local v = wrote[name]
   if v == nil then
-    v = vals[i]
+    v = vals[i + 2]
   end
+  local owner, vreq, holds, vf, e
   if v then
-    local owner, vreq, holds, fence = string.match(v, '^(%S+) (%S+) (%d+) (%d+)$')
+    owner, vreq, holds, vf, e = string.match(v, '^(%S+) (%S+) (%d+) (%d+) (%d+)$')
+  end
+  if owner and tonumber(e) > now_ms then
     if owner == token then
       holds = tonumber(holds)
       if vreq ~= req then
         holds = holds + 1
       end
-      -- %d: holds is a Lua number, and tostring() could print 2.0 or 1e+15
-      v = owner .. ' ' .. req .. ' ' .. string.format('%d', holds) .. ' ' .. fence
-      redis.call('SET', k, v, 'PX', ttl)
-      wrote[k] = v
-      out[o + 1], out[o + 2], out[o + 3] = 1, tonumber(fence), holds
+      v = owner .. ' ' .. req .. ' ' .. string.format('%d', holds) .. ' ' .. vf .. ' ' .. expires
+      set[#set + 1], set[#set + 2] = name, v
+      wrote[name] = v
+      out[o + 1], out[o + 2], out[o + 3] = 1, tonumber(vf), holds
     else
-      out[o + 1], out[o + 2], out[o + 3] = 0, redis.call('PTTL', k), 0
+      out[o + 1], out[o + 2], out[o + 3] = 0, tonumber(e) - now_ms, 0
     end
   else
-    if now_us == nil then
-      local t = redis.call('TIME')
-      now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    -- Free, or a lease that ran out (its holder died or was cut off): the
+    -- field is overwritten. Its fence is below the group's, unless the
+    -- group's was lost on its own; max() covers that too.
+    if vf and tonumber(vf) > last then
+      last = tonumber(vf)
+      fence = nil
     end
-    -- Read and write the counter in one command: write the clock, get the
-    -- last fence back. Only when that one is not behind the clock (two
-    -- acquisitions in one microsecond, or a clock stepped back) is it
-    -- written a second time.
-    -- %d: a Lua number passed as an argument would be formatted with %.14g
-    -- and lose the low digits of a 16-digit fence.
-    local fence, f = now_us, now_s
-    if f == nil then
+    if fence == nil then
+      fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      if last >= fence then
+        fence = last + 1
+      end
+      last = fence
       f = string.format('%d', fence)
-      now_s = f
     end
-    local last = tonumber(redis.call('SET', KEYS[2 * i], f, 'PX', keep, 'GET') or '0')
-    if last >= fence then
-      fence = last + 1
-      f = string.format('%d', fence)
-      redis.call('SET', KEYS[2 * i], f, 'PX', keep)
-    end
-    v = token .. ' ' .. req .. ' 1 ' .. f
-    redis.call('SET', k, v, 'PX', ttl)
-    wrote[k] = v
+    v = token .. ' ' .. req .. ' 1 ' .. f .. ' ' .. expires
+    set[#set + 1], set[#set + 2] = name, v
+    wrote[name] = v
     out[o + 1], out[o + 2], out[o + 3] = 1, fence, 1
+  end
+end
+if #set > 0 then
+  if f then
+    set[#set + 1], set[#set + 2] = '{fence}', f
+  end
+  -- The hash outlives its last write by about keep (between keep/2 and
+  -- keep): PEXPIRE only when half of that is used up, not on every call.
+  local kept = tonumber(vals[2] or '0')
+  if kept - now_ms < keep / 2 then
+    set[#set + 1], set[#set + 2] = '{kept}', string.format('%d', now_ms + keep)
+    redis.call('HSET', h, unpack(set))
+    redis.call('PEXPIRE', h, keep)
+  else
+    redis.call('HSET', h, unpack(set))
   end
 end
 return out

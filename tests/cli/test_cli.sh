@@ -50,12 +50,14 @@ cleanup() {
     for id in "$ITEM1" "$ITEM2" "$ITEM3" "$ITEM4"; do
         for n in stock buyers pending unpub window orders; do keys+=("$KEY_PREFIX:{item:$id}:$n"); done
     done
-    # A lock's keys carry its group's hash tag: lock show names them.
-    for n in "$LOCK1" "$LOCK2"; do
-        while read -r k; do keys+=("$k"); done < <("$CTL" -c "$CFG" lock show "$n" 2>/dev/null |
-            sed -n 's/^key: *//p; s/^fence_key: *//p')
-    done
     scripts/stack redis-cli -p "$REDIS_PORT" DEL "${keys[@]}" >/dev/null 2>&1
+    # A lock is a field of its group's hash, which other locks share: lock
+    # show names both, and only the field goes.
+    local k
+    for n in "$LOCK1" "$LOCK2"; do
+        k=$("$CTL" -c "$CFG" lock show "$n" 2>/dev/null | sed -n 's/^key: *//p')
+        [ -n "$k" ] && scripts/stack redis-cli -p "$REDIS_PORT" HDEL "$k" "$n" >/dev/null 2>&1
+    done
     rm -rf "$T"
 }
 trap cleanup EXIT
@@ -355,12 +357,13 @@ ok_if "the second run sees a strictly larger fence" "first '$fence1', second '$f
 is "the command sees SECKILL_LOCK, the lock name" "$(cat "$T/fence2.name" 2>/dev/null)" "$LOCK1"
 check_out "after the runs lock show says held: no" "held:       no" "$CTL" -c "$CFG" lock show "$LOCK1"
 last_fence=$(show_field last_fence)
-ok_if "lock show reports the last fence handed out" "last_fence '$last_fence', second run '$fence2'" \
-    eq_posint "$last_fence" "$fence2"
+ok_if "lock show reports the last fence handed out (in the name's group)" \
+    "last_fence '$last_fence', second run '$fence2'" eq_posint "$last_fence" "$fence2"
 lock1_key=$(show_field key)
-ok_if "lock show names the lock's key, in its group" "key '$lock1_key'" \
+ok_if "lock show names the hash of the lock's group" "key '$lock1_key'" \
     test "$lock1_key" != "${lock1_key#"$KEY_PREFIX:lock:{lk:"}"
-is "after the runs the key $lock1_key does not exist" "$(rcli EXISTS "$lock1_key")" 0
+is "lock show names the lock's field in it" "$(show_field field)" "$LOCK1"
+is "after the runs the field $LOCK1 of $lock1_key does not exist" "$(rcli HEXISTS "$lock1_key" "$LOCK1")" 0
 
 # --- 7: a held lock is not acquired twice ---------------------------------------
 

@@ -26,8 +26,8 @@ static struct lock_client *open_client(void)
     return lc;
 }
 
-/* The lock's key, from keys.c: the layout (a hash-tag group per name) is
- * its business, not the tests'. */
+/* The hash of the lock's group, from keys.c: the layout (a hash per group
+ * of names, a field per lock) is its business, not the tests'. */
 static const char *lock_key(const char *name)
 {
     static char k[KEYS_MAX];
@@ -35,12 +35,26 @@ static const char *lock_key(const char *name)
     return k;
 }
 
+/* Whether Redis still has an entry for NAME: a release deletes it, a lease
+ * that runs out leaves it (free, for the next acquisition to overwrite). */
 static bool key_exists(const char *name)
 {
     redisContext *rc = harness_redis(&harness_conf);
-    long long n = harness_int(rc, "EXISTS %s", lock_key(name));
+    long long n = harness_int(rc, "HEXISTS %s %s", lock_key(name), name);
     redisFree(rc);
     return n == 1;
+}
+
+/* Whether NAME is held now, as Redis's clock judges its lease. */
+static bool lock_held_now(const char *name, int64_t *ttl_ms)
+{
+    struct lock_info li;
+    char err[256];
+    if (lock_inspect(&harness_conf, name, &li, err, sizeof(err)) != 0)
+        fail_msg("lock_inspect %s: %s", name, err);
+    if (ttl_ms)
+        *ttl_ms = li.ttl_ms;
+    return li.held;
 }
 
 /* fence_advance() in PostgreSQL: the check the consumer's writes make. */
@@ -169,17 +183,30 @@ static void test_ttl_is_milliseconds(void **state)
     char x;
     assert_int_equal(read(pipefd[0], &x, 1), 1);
     int64_t t0 = util_mono_ms();
-    redisContext *rc = harness_redis(&harness_conf);
-    long long pttl = harness_int(rc, "PTTL %s", lock_key("ttl"));
+    int64_t pttl;
+    assert_true(lock_held_now("ttl", &pttl));
     assert_true(pttl > 1000 && pttl <= 1500);
+    struct lock_info li;
+    char err[256];
+    assert_int_equal(lock_inspect(&harness_conf, "ttl", &li, err, sizeof(err)), 0);
     kill(pid, SIGKILL); /* no release, no renewal */
     waitpid(pid, NULL, 0);
     bool gone;
-    WAIT_UNTIL(!key_exists("ttl"), 10000, gone);
+    WAIT_UNTIL(!lock_held_now("ttl", NULL), 10000, gone);
     assert_true(gone);
     int64_t took = util_mono_ms() - t0;
     assert_true(took >= 900 && took <= 5000);
-    redisFree(rc);
+    /* The entry outlives its lease, free, until the next holder overwrites
+     * it with a larger fence and a hold count of its own. */
+    assert_true(key_exists("ttl"));
+    struct lock_client *b = open_client();
+    struct lock *lb;
+    assert_int_equal(lock_acquire(b, "ttl", 0, 0, &lb), LOCK_OK);
+    assert_int_equal(lock_holds(lb), 1);
+    assert_true(lock_fence(lb) > li.fence);
+    assert_int_equal(lock_release(b, lb), LOCK_OK);
+    assert_false(key_exists("ttl"));
+    lock_client_close(b);
     close(pipefd[0]);
     close(pipefd[1]);
 }
@@ -291,7 +318,7 @@ static void test_frozen_holder_overtaken_and_fenced(void **state)
     assert_int_equal(kill(pid, SIGSTOP), 0);
 
     bool expired;
-    WAIT_UNTIL(!key_exists(name), 10000, expired);
+    WAIT_UNTIL(!lock_held_now(name, NULL), 10000, expired);
     assert_true(expired);
     struct lock_client *b = open_client();
     struct lock *lb;
@@ -732,7 +759,7 @@ static void test_lost_lease_reported_in_batch(void **state)
         assert_int_equal(lock_acquire(a, names[i], 600, 0, &locks[i]), LOCK_OK);
     int64_t old_fence = lock_fence(locks[2]);
     redisContext *rc = harness_redis(&harness_conf);
-    freeReplyObject(harness_cmd(rc, "DEL %s", lock_key(names[2])));
+    freeReplyObject(harness_cmd(rc, "HDEL %s %s", lock_key(names[2]), names[2]));
     assert_int_equal(lock_acquire(b, names[2], 10000, 0, &lb), LOCK_OK);
     assert_true(lock_fence(lb) > old_fence);
     bool lost;
@@ -822,9 +849,7 @@ static void test_redis_restart_and_data_loss(void **state)
 
     /* data loss */
     redisContext *rc = harness_redis(&harness_conf);
-    char fkey[KEYS_MAX];
-    assert_true(keys_fence(fkey, sizeof(fkey), harness_conf.redis.key_prefix, name) > 0);
-    freeReplyObject(harness_cmd(rc, "DEL %s %s", lock_key(name), fkey));
+    freeReplyObject(harness_cmd(rc, "DEL %s", lock_key(name))); /* the group's lock and last fence */
     bool lost;
     WAIT_UNTIL(lock_lost(l), 10000, lost);
     assert_true(lost);
@@ -847,6 +872,50 @@ static void test_redis_restart_and_data_loss(void **state)
     lock_client_close(b);
 }
 
+/* A group's hash has a TTL of about a day (so the entries of holders that
+ * died unreleased do not stay forever), refreshed once half of it is used,
+ * and keeps the group's last fence after every lock in it is released. */
+static void test_group_hash_ttl_and_last_fence(void **state)
+{
+    (void)state;
+    const long long day = 24LL * 3600 * 1000;
+    struct lock_client *a = open_client();
+    struct lock *l;
+    assert_int_equal(lock_acquire(a, "grp", 0, 0, &l), LOCK_OK);
+    int64_t fence = lock_fence(l);
+    redisContext *rc = harness_redis(&harness_conf);
+    long long pttl = harness_int(rc, "PTTL %s", lock_key("grp"));
+    assert_true(pttl > day / 2 && pttl <= day);
+    assert_int_equal(lock_release(a, l), LOCK_OK);
+    assert_false(key_exists("grp"));
+    struct lock_info li;
+    char err[256];
+    assert_int_equal(lock_inspect(&harness_conf, "grp", &li, err, sizeof(err)), 0);
+    assert_false(li.held);
+    assert_true(li.last_fence >= fence);
+
+    /* As if the TTL had been set long ago: the next acquisition renews it. */
+    freeReplyObject(harness_cmd(rc, "HSET %s {kept} 0", lock_key("grp")));
+    freeReplyObject(harness_cmd(rc, "PEXPIRE %s 60000", lock_key("grp")));
+    assert_int_equal(lock_acquire(a, "grp", 0, 0, &l), LOCK_OK);
+    assert_true(lock_fence(l) > fence);
+    pttl = harness_int(rc, "PTTL %s", lock_key("grp"));
+    assert_true(pttl > day / 2 && pttl <= day);
+    /* and so does a renewal, for a lock held longer than the TTL's half */
+    freeReplyObject(harness_cmd(rc, "HSET %s {kept} 0", lock_key("grp")));
+    freeReplyObject(harness_cmd(rc, "PEXPIRE %s 60000", lock_key("grp")));
+    struct lock_counters k0, k;
+    lock_client_counters(a, &k0);
+    bool renewed;
+    WAIT_UNTIL((lock_client_counters(a, &k), k.renewals > k0.renewals), 30000, renewed);
+    assert_true(renewed);
+    pttl = harness_int(rc, "PTTL %s", lock_key("grp"));
+    assert_true(pttl > day / 2 && pttl <= day);
+    assert_int_equal(lock_release(a, l), LOCK_OK);
+    redisFree(rc);
+    lock_client_close(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -866,6 +935,7 @@ int main(void)
         cmocka_unit_test(test_lost_lease_reported_in_batch),
         cmocka_unit_test(test_lost_reply_batch_idempotent),
         cmocka_unit_test(test_redis_restart_and_data_loss),
+        cmocka_unit_test(test_group_hash_ttl_and_last_fence),
     };
     return cmocka_run_group_tests_name("lock", tests, harness_setup, harness_teardown);
 }

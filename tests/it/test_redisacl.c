@@ -83,21 +83,19 @@ static void no_server_commands(redisContext *rc)
 static void test_producer_refused(void **state)
 {
     (void)state;
-    char lk[KEYS_MAX], fk[KEYS_MAX], stock[KEYS_MAX], window[KEYS_MAX];
+    char lk[KEYS_MAX], stock[KEYS_MAX], window[KEYS_MAX];
     const char *p = harness_conf.redis.key_prefix;
     assert_true(keys_lock(lk, sizeof(lk), p, "acl-test") > 0);
-    assert_true(keys_fence(fk, sizeof(fk), p, "acl-test") > 0);
     assert_true(keys_item(stock, sizeof(stock), p, 1, KEYS_ITEM_STOCK) > 0);
     assert_true(keys_item(window, sizeof(window), p, 1, KEYS_ITEM_WINDOW) > 0);
     redisContext *rc = as(CFG_ROLE_PRODUCER);
     no_server_commands(rc);
-    REFUSED(rc, "SET", lk, "x");
-    REFUSED(rc, "GET", lk);
-    REFUSED(rc, "GET", fk);
+    REFUSED(rc, "HSET", lk, "acl-test", "x");
+    REFUSED(rc, "HGET", lk, "acl-test");
     /* a script is checked against the keys it declares */
     struct script acq = SCRIPT_INIT("lock_acquire", embed_lock_acquire);
-    const char *argv[] = { lk, fk, "owner", "req", "10000", "0" };
-    redisReply *r = script_eval(rc, &acq, 2, 4, argv, NULL);
+    const char *argv[] = { lk, "owner", "10000", "86400000", "acl-test", "req" };
+    redisReply *r = script_eval(rc, &acq, 1, 5, argv, NULL);
     assert_non_null(r);
     if (r->type != REDIS_REPLY_ERROR || strncmp(r->str, "NOPERM", 6) != 0)
         fail_msg("lock_acquire.lua on %s as producer: want NOPERM, got %s", lk,
@@ -127,7 +125,8 @@ static void test_consumer_refused(void **state)
     REFUSED(rc, "SMEMBERS", buyers);
     ALLOWED(rc, "EXISTS", stock);
     ALLOWED(rc, "HSET", orders, "o:1", "x");
-    ALLOWED(rc, "GET", lk);
+    ALLOWED(rc, "HMGET", lk, "acl-test", "{fence}");
+    REFUSED(rc, "GET", lk); /* the locks are a hash: no string commands */
     redisFree(rc);
 }
 
