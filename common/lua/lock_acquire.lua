@@ -99,13 +99,13 @@ if #set > 0 then
   end
   -- The hash outlives its last write by about keep (between keep/2 and
   -- keep): PEXPIRE only when half of that is used up, not on every call.
-  local kept = tonumber(vals[2] or '0')
-  if kept - now_ms < keep / 2 then
+  local refresh = tonumber(vals[2] or '0') - now_ms < keep / 2
+  if refresh then
     set[#set + 1], set[#set + 2] = '{kept}', string.format('%d', now_ms + keep)
-    redis.call('HSET', h, unpack(set))
+  end
+  redis.call('HSET', h, unpack(set))
+  if refresh then
     redis.call('PEXPIRE', h, keep)
-  else
-    redis.call('HSET', h, unpack(set))
   end
 end
 return out

@@ -31,13 +31,13 @@ end
 if #set > 0 then
   -- A lock held and renewed for longer than keep, with no acquisition in
   -- its group meanwhile, must not lose its hash: the same rule as there.
-  local kept = tonumber(vals[1] or '0')
-  if kept - now_ms < keep / 2 then
+  local refresh = tonumber(vals[1] or '0') - now_ms < keep / 2
+  if refresh then
     set[#set + 1], set[#set + 2] = '{kept}', string.format('%d', now_ms + keep)
-    redis.call('HSET', h, unpack(set))
+  end
+  redis.call('HSET', h, unpack(set))
+  if refresh then
     redis.call('PEXPIRE', h, keep)
-  else
-    redis.call('HSET', h, unpack(set))
   end
 end
 return out
