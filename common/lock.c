@@ -877,19 +877,11 @@ int lock_inspect(const struct cfg *cfg, const char *name, struct lock_info *out,
             goto fail;
         }
     }
-    if (r[0]->type != REDIS_REPLY_ARRAY || r[0]->elements != 2 || r[1]->type != REDIS_REPLY_ARRAY ||
-        r[1]->elements != 2 || r[1]->element[0]->type != REDIS_REPLY_STRING ||
-        r[1]->element[1]->type != REDIS_REPLY_STRING) {
+    int64_t now_ms;
+    if (r[0]->type != REDIS_REPLY_ARRAY || r[0]->elements != 2 || rconn_time_ms(r[1], &now_ms) != 0) {
         snprintf(err, errlen, "redis: unexpected reply to HMGET or TIME");
         goto fail;
     }
-    int64_t secs = 0, usecs = 0;
-    if (util_parse_i64(r[1]->element[0]->str, 0, INT64_MAX / 1000, &secs) != 0 ||
-        util_parse_i64(r[1]->element[1]->str, 0, 999999, &usecs) != 0) {
-        snprintf(err, errlen, "redis: unexpected reply to TIME");
-        goto fail;
-    }
-    int64_t now_ms = secs * 1000 + usecs / 1000;
     const redisReply *v = r[0]->element[0];
     /* "OWNER REQ HOLDS FENCE EXPIRES" (see lock_acquire.lua); an entry
      * whose lease has run out is a free lock, not yet overwritten. */

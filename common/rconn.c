@@ -193,6 +193,17 @@ int rconn_broken(const redisContext *rc)
     return rc == NULL || rc->err != 0 || (uintptr_t)rc->reader->privdata != atomic_load(&generation);
 }
 
+int rconn_time_ms(const redisReply *r, int64_t *out)
+{
+    int64_t s, us;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[1]->type != REDIS_REPLY_STRING || util_parse_i64(r->element[0]->str, 0, INT64_MAX / 1000, &s) != 0 ||
+        util_parse_i64(r->element[1]->str, 0, 999999, &us) != 0)
+        return -1;
+    *out = s * 1000 + us / 1000;
+    return 0;
+}
+
 void rconn_discard_replies(redisContext *rc, int n)
 {
     for (int i = 0; i < n; i++) {

@@ -14,6 +14,7 @@
 
 #include <hiredis/hiredis.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cfg.h"
 
@@ -51,5 +52,9 @@ void rconn_watch_stop(void);
 /* Read and drop the replies of n pipelined commands whose answers do not
  * matter (best-effort writes), stopping at the first broken read. */
 void rconn_discard_replies(redisContext *rc, int n);
+
+/* The Redis clock in milliseconds from a reply to TIME. 0, or -1 when r is
+ * not TIME's two-string array. */
+int rconn_time_ms(const redisReply *r, int64_t *out);
 
 #endif

@@ -305,14 +305,9 @@ static const char *window_state(redisContext *rc, int64_t starts, int64_t ends)
 {
     redisReply *r = redisCommand(rc, "TIME");
     const char *st = "unknown (no Redis clock)";
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
-        int64_t s, us;
-        if (util_parse_i64(r->element[0]->str, 0, INT64_MAX, &s) == 0 &&
-            util_parse_i64(r->element[1]->str, 0, 999999, &us) == 0) {
-            int64_t now = s * 1000 + us / 1000;
-            st = starts && now < starts ? "not started" : ends && now >= ends ? "ended" : "open";
-        }
-    }
+    int64_t now;
+    if (rconn_time_ms(r, &now) == 0)
+        st = starts && now < starts ? "not started" : ends && now >= ends ? "ended" : "open";
     if (r)
         freeReplyObject(r);
     return st;
