@@ -156,8 +156,13 @@ void kconf_rotate(const struct cfg *c)
     secret_free(pw);
 }
 
-int kconf_refused(int err)
+int kconf_refused(int err, const char *reason)
 {
-    return err == RD_KAFKA_RESP_ERR__AUTHENTICATION || err == RD_KAFKA_RESP_ERR__SSL ||
-           err == RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED;
+    if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION || err == RD_KAFKA_RESP_ERR__SSL ||
+        err == RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED)
+        return 1;
+    /* A handshake the broker's side closed under us is _TRANSPORT, not _SSL
+     * (librdkafka PR #3378), even when our own check of its certificate is
+     * what failed: OpenSSL's reason is the only sign of it. */
+    return err == RD_KAFKA_RESP_ERR__TRANSPORT && reason && strstr(reason, "certificate verify failed");
 }

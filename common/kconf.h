@@ -31,10 +31,11 @@ void kconf_track(rd_kafka_t *rk);
 void kconf_untrack(rd_kafka_t *rk);
 void kconf_rotate(const struct cfg *c);
 
-/* err is what a broker's refusal of this client looks like (SASL
- * authentication, TLS handshake or certificate): a state worth one log line
- * and a "down" gauge, not a transient librdkafka rides out. */
-int kconf_refused(int err);
+/* err (with the error callback's reason) is what a broker's refusal of
+ * this client looks like (SASL authentication, TLS handshake or
+ * certificate): a state worth one log line and a "down" gauge, not a
+ * transient librdkafka rides out. */
+int kconf_refused(int err, const char *reason);
 
 /* Set one property; 0 or -1 with err. */
 int kconf_set(rd_kafka_conf_t *conf, const char *name, const char *value, char *err, size_t errlen);

@@ -42,7 +42,7 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
         log_warn("kafka: %s", reason);
     /* A broker refused us (SASL, TLS): the reason, once until we are up
      * again (pub_ping). */
-    else if (kconf_refused(err) && atomic_exchange(&p->refused, err) != err)
+    else if (kconf_refused(err, reason) && atomic_exchange(&p->refused, err) != err)
         log_error("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
     else
         log_debug("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);

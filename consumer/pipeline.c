@@ -50,7 +50,7 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
         return;
     /* A refusal (wrong password, a certificate that does not verify) or
      * every broker down: down until the statistics show a broker up. */
-    if (kconf_refused(err) || err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
+    if (kconf_refused(err, reason) || err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
         CM_SET(kafka_up, 0);
     /* librdkafka retries on its own; say so once per kind of error. */
     if (atomic_exchange(&p->kafka_err, err) != err)

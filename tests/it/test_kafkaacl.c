@@ -324,8 +324,15 @@ static void test_wrong_or_expired_ca(void **state)
         rd_kafka_conf_t *conf = harness_kafka_conf(&harness_conf, "admin");
         set(conf, "ssl.ca.location", cas[i]);
         assert_int_not_equal(metadata_with(conf, &s), RD_KAFKA_RESP_ERR_NO_ERROR);
-        ASSERT_ERR((rd_kafka_resp_err_t)atomic_load(&s.err), RD_KAFKA_RESP_ERR__SSL);
-        assert_non_null(strstr(s.reason, "certificate verify failed"));
+        /* The reason is the evidence, not the code: librdkafka names a
+         * failed handshake _SSL, but _TRANSPORT when the socket also closes
+         * under it (librdkafka PR #3378), with OpenSSL's same verify error
+         * as the reason; both happen here, about 1 run in 15. */
+        rd_kafka_resp_err_t e = (rd_kafka_resp_err_t)atomic_load(&s.err);
+        if ((e != RD_KAFKA_RESP_ERR__SSL && e != RD_KAFKA_RESP_ERR__TRANSPORT) ||
+            !strstr(s.reason, "certificate verify failed"))
+            fail_msg("%s: want _SSL or _TRANSPORT with certificate verify failed; got %s: %s", cas[i],
+                     rd_kafka_err2name(e), s.reason);
     }
     /* PostgreSQL too: the stack's CA expired is refused in the handshake */
     struct cfg c;

@@ -166,6 +166,23 @@ static void test_kconf_nagle_off(void **state)
         cfg_free(&c);
     }
 }
+/* What counts as a broker refusing us: SASL and TLS errors, and a failed
+ * certificate check that librdkafka reports as a transport error because
+ * the socket closed under the handshake; a plain lost connection does not. */
+static void test_kconf_refused(void **state)
+{
+    (void)state;
+    const char *verify = "sasl_ssl://127.0.0.1:19092/bootstrap: error:0A000086:SSL routines::certificate verify "
+                         "failed (after 5ms in state SSL_HANDSHAKE)";
+    assert_true(kconf_refused(RD_KAFKA_RESP_ERR__SSL, verify));
+    assert_true(kconf_refused(RD_KAFKA_RESP_ERR__AUTHENTICATION, "SASL authentication error"));
+    assert_true(kconf_refused(RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED, NULL));
+    assert_true(kconf_refused(RD_KAFKA_RESP_ERR__TRANSPORT, verify));
+    assert_false(kconf_refused(RD_KAFKA_RESP_ERR__TRANSPORT, "Connect to ipv4#127.0.0.1:19092 failed: Connection refused"));
+    assert_false(kconf_refused(RD_KAFKA_RESP_ERR__TRANSPORT, NULL));
+    assert_false(kconf_refused(RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN, "1/1 brokers are down"));
+}
+
 #define PG_MIN(extra) "postgres = { dbname = \"d\"; admin_user = \"u\"; " extra " };\n"
 
 /* Sentinels and the multi-host PostgreSQL of the HA stack: what loads, and
@@ -334,6 +351,7 @@ int main(void)
         cmocka_unit_test(test_missing_required_is_named),
         cmocka_unit_test(test_kafka_properties_validated),
         cmocka_unit_test(test_kconf_nagle_off),
+        cmocka_unit_test(test_kconf_refused),
         cmocka_unit_test(test_ha_settings),
         cmocka_unit_test(test_unreadable_file),
         cmocka_unit_test(test_reload_check),
