@@ -294,7 +294,7 @@ enum cfg_auth {
     X("consumer.batch_linger_ms", CFG_INT, consumer.batch_linger_ms, 0, 10000, 5, NULL, CFG_RELOAD,         \
       "how long a worker waits to fill a batch")                                                            \
     X("consumer.max_pending", CFG_INT, consumer.max_pending, 1, 10000000, 20000, NULL, CFG_RELOAD,          \
-      "unsettled messages before fetching pauses (resumes at half)")                                        \
+      "unsettled messages in the workers at most; beyond, no more are taken from Kafka's queue")            \
     X("consumer.metrics_listen", CFG_STR, consumer.metrics_listen, 0, 0, 0, "127.0.0.1", 0,                 \
       "address the consumer's /metrics and /healthz bind")                                                  \
     X("consumer.metrics_port", CFG_INT, consumer.metrics_port, 0, 65535, 9101, NULL, 0,                     \

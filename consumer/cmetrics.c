@@ -68,6 +68,8 @@ int cm_stats_parse(const char *json, size_t len, const char *topic)
     }
     CM_SET(kafka_up, up);
     ret = up;
+    if (json_is_integer(json_object_get(root, "rxmsgs")))
+        CM_SET(fetched, json_integer_value(json_object_get(root, "rxmsgs")));
     if (!json_is_object(parts))
         goto out;
     json_object_foreach(parts, k, v) {

@@ -36,6 +36,9 @@
       "Failed Redis round trips (lock or reservation clean-up)")                                   \
     X(offset_commits, "seckill_consumer_offset_commits_total", "", "counter",                      \
       "Synchronous offset commits (revoke, stop)")                                                 \
+    X(fetched, "seckill_consumer_fetched_total", "", "counter",                                    \
+      "Messages fetched from the brokers (librdkafka statistics): above consumed_total when "     \
+      "fetched messages were thrown away and fetched again")                                      \
     X(pending, "seckill_consumer_pending_messages", "", "gauge",                                   \
       "Messages received and not yet settled")                                                     \
     X(paused, "seckill_consumer_paused", "", "gauge",                                              \

@@ -25,6 +25,14 @@
 struct pipe {
     struct cfg *cfg;
     rd_kafka_t *rk;
+    /* The assigned partitions' messages, apart from the consumer queue
+     * (which then carries events only): past consumer.max_pending the poll
+     * thread just stops taking from it, and librdkafka stops fetching once
+     * its own prefetch limit (queued.max.messages.kbytes) is reached.
+     * Pausing instead would throw away everything prefetched (librdkafka
+     * purges a paused partition's queue) and fetch it again on resume. */
+    rd_kafka_queue_t *msgq;
+    rd_kafka_queue_t *partq[CM_MAX_PARTITIONS]; /* our references, while assigned */
     struct off_table *off;
     struct queue done;
     struct dlq *dlq;
@@ -129,16 +137,59 @@ static void set_paused(struct pipe *p, bool pause, const char *why)
         log_notice("fetching resumed");
 }
 
+/* Paused only while a worker cannot reach PostgreSQL or Redis: what was
+ * prefetched is dropped then, as nothing could be written anyway. Too much
+ * in flight is handled without a pause (room()). */
 static void backpressure(struct pipe *p)
 {
-    size_t pending = off_pending(p->off), max = (size_t)CFG_GET(p->cfg->consumer.max_pending);
     bool down = CM_GET(pg_down) > 0 || CM_GET(redis_down) > 0;
     if (p->draining)
         return;
-    if (!p->paused && (pending > max || down))
-        set_paused(p, true, down ? "PostgreSQL or Redis unavailable" : "too many messages in flight");
-    else if (p->paused && !down && pending <= max / 2)
+    if (!p->paused && down)
+        set_paused(p, true, "PostgreSQL or Redis unavailable");
+    else if (p->paused && !down)
         set_paused(p, false, NULL);
+}
+
+/* How many more messages the workers may be given now. */
+static size_t room(const struct pipe *p)
+{
+    size_t pending = off_pending(p->off), max = (size_t)CFG_GET(p->cfg->consumer.max_pending);
+    if (p->paused || p->draining || pending >= max)
+        return 0;
+    return max - pending;
+}
+
+/* --- partition queues ------------------------------------------------------ */
+
+/* Route a partition's messages to msgq; called before the partition is
+ * assigned, since librdkafka leaves a queue the application has forwarded
+ * as it is when it starts fetching (and forwards any other to the consumer
+ * queue). A partition past CM_MAX_PARTITIONS, or whose queue cannot be had,
+ * stays on the consumer queue: consumed as before, only not held back by
+ * consumer.max_pending. */
+static void part_route(struct pipe *p, int32_t part)
+{
+    rd_kafka_queue_t *q;
+    if (part < 0 || part >= CM_MAX_PARTITIONS || p->partq[part])
+        return;
+    if (!(q = rd_kafka_queue_get_partition(p->rk, p->cfg->kafka.topic, part))) {
+        log_warn("kafka: no queue for %s[%" PRId32 "]: consumed without the max_pending limit",
+                 p->cfg->kafka.topic, part);
+        return;
+    }
+    rd_kafka_queue_forward(q, p->msgq);
+    p->partq[part] = q;
+}
+
+/* Drop our reference once the partition is unassigned (librdkafka has then
+ * undone the forwarding and purged what was left for it). */
+static void part_unroute(struct pipe *p, int32_t part)
+{
+    if (part < 0 || part >= CM_MAX_PARTITIONS || !p->partq[part])
+        return;
+    rd_kafka_queue_destroy(p->partq[part]);
+    p->partq[part] = NULL;
 }
 
 /* --- rebalance ------------------------------------------------------------- */
@@ -187,6 +238,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
             uint32_t epoch;
             if (off_assign(p->off, parts->elems[i].partition, &epoch) != 0)
                 log_error("out of memory tracking partition %" PRId32, parts->elems[i].partition);
+            part_route(p, parts->elems[i].partition);
         }
         if (p->cooperative)
             kerr = rd_kafka_incremental_assign(rk, parts);
@@ -215,6 +267,8 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
             kerr = rd_kafka_incremental_unassign(rk, parts);
         else
             e = rd_kafka_assign(rk, NULL);
+        for (int i = 0; i < parts->cnt; i++)
+            part_unroute(p, parts->elems[i].partition);
         CM_ADD(assigned, -parts->cnt);
         CM_SET(pending, (int64_t)off_pending(p->off));
         if (parts->cnt > 0)
@@ -341,6 +395,10 @@ int pipe_open(struct cfg *c, struct pipe **out, char *err, size_t errlen)
     conf = NULL; /* owned by rk now */
     kconf_track(p->rk);
     rd_kafka_poll_set_consumer(p->rk);
+    if (!(p->msgq = rd_kafka_queue_new(p->rk))) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
     if (!(sub = rd_kafka_topic_partition_list_new(1))) {
         snprintf(err, errlen, "out of memory");
         goto fail;
@@ -364,13 +422,25 @@ fail:
 
 int pipe_poll(struct pipe *p, int timeout_ms)
 {
-    rd_kafka_message_t *km = rd_kafka_consumer_poll(p->rk, timeout_ms);
-    for (int n = 0; km; n++) {
+    size_t n = 0, max;
+    rd_kafka_message_t *km;
+    /* Events (rebalances, errors, statistics) are served whatever is in
+     * flight; messages come here only from a partition that is not routed. */
+    while (n++ < POLL_BURST && (km = rd_kafka_consumer_poll(p->rk, 0))) {
         handle(p, km);
         rd_kafka_message_destroy(km);
-        if (n + 1 >= POLL_BURST)
-            break;
-        km = rd_kafka_consumer_poll(p->rk, 0);
+    }
+    /* Messages while the workers have room; else wait for one to report. */
+    if ((max = room(p)) > 0) {
+        if (max > POLL_BURST)
+            max = POLL_BURST;
+        km = rd_kafka_consume_queue(p->msgq, timeout_ms);
+        for (n = 0; km; km = ++n < max ? rd_kafka_consume_queue(p->msgq, 0) : NULL) {
+            handle(p, km);
+            rd_kafka_message_destroy(km);
+        }
+    } else {
+        q_wait(&p->done, timeout_ms);
     }
     drain_done(p);
     dlq_poll(p->dlq, 0);
@@ -426,6 +496,11 @@ void pipe_close(struct pipe *p)
         p->pool = NULL;
     }
     p->pool_closed = true;
+    /* Queue references go before the consumer closes (rdkafka.h). */
+    for (int32_t i = 0; i < CM_MAX_PARTITIONS; i++)
+        part_unroute(p, i);
+    if (p->msgq)
+        rd_kafka_queue_destroy(p->msgq);
     if (p->rk) {
         /* Leaves the group; the revoke callback commits what was stored. */
         rd_kafka_resp_err_t e = rd_kafka_consumer_close(p->rk);

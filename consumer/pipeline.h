@@ -4,10 +4,12 @@
  * decodes each message, sends invalid ones to the dead-letter producer and
  * valid ones to the worker pool, takes settled messages back from the done
  * queue, moves the per-partition watermarks and stores offsets only up to
- * them. It never waits for a worker: when too much is in flight, or a worker
- * cannot reach PostgreSQL or Redis, it pauses fetching, and resumes once the
- * backlog is down to half. Only the thread that calls pipe_open and
- * pipe_poll may touch it (the rebalance callback runs inside pipe_poll). */
+ * them. It never blocks on a worker: with consumer.max_pending messages in
+ * flight it takes no more from librdkafka (which stops fetching once its
+ * own queue is full, and throws nothing away), and while a worker cannot
+ * reach PostgreSQL or Redis it pauses fetching. Only the thread that calls
+ * pipe_open and pipe_poll may touch it (the rebalance callback runs inside
+ * pipe_poll). */
 #ifndef SECKILL_PIPELINE_H
 #define SECKILL_PIPELINE_H
 

@@ -147,6 +147,19 @@ size_t q_pop_batch(struct queue *q, struct cmsg **out, size_t max, int wait_ms, 
     return n;
 }
 
+bool q_wait(struct queue *q, int wait_ms)
+{
+    bool any;
+    struct timespec ts = util_deadline_ts(wait_ms);
+    pthread_mutex_lock(&q->mu);
+    while (!q->head && wait_ms > 0)
+        if (pthread_cond_timedwait(&q->cv, &q->mu, &ts) == ETIMEDOUT)
+            break;
+    any = q->head != NULL;
+    pthread_mutex_unlock(&q->mu);
+    return any;
+}
+
 struct cmsg *q_take_all(struct queue *q)
 {
     struct cmsg *h;

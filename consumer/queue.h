@@ -99,6 +99,9 @@ void q_push_list(struct queue *q, struct cmsg *head, struct cmsg *tail, size_t n
 /* Move up to max messages into out[], waiting up to wait_ms for the first
  * and then up to linger_ms more for the batch to fill. Returns how many. */
 size_t q_pop_batch(struct queue *q, struct cmsg **out, size_t max, int wait_ms, int linger_ms);
+/* Wait up to wait_ms until something is queued, without taking it; true
+ * when something is. */
+bool q_wait(struct queue *q, int wait_ms);
 /* Take everything at once, without waiting (NULL when empty). */
 struct cmsg *q_take_all(struct queue *q);
 /* Wake every waiter (on stop). */

@@ -383,6 +383,49 @@ static void test_duplicate_delivery_one_row(void **state)
     ctx_done(&t);
 }
 
+/* 3,000 orders already waiting, consumer.max_pending 50: the workers never
+ * hold more than 50 unsettled messages, yet each message is fetched from the
+ * broker once (pausing would purge what librdkafka had prefetched and fetch
+ * it again on resume), and every order is persisted once. */
+static void test_max_pending_fetches_once(void **state)
+{
+    (void)state;
+    enum { N = 3000, MAX_PENDING = 50 };
+    struct tctx t;
+    bool ok;
+    int max0 = harness_conf.consumer.max_pending;
+    int64_t most = 0, end;
+    ctx_init(&t, "room", 3);
+    item_create(t.item, N);
+    for (int i = 0; i < N; i++)
+        produce_order(t.topic, t.order_base + i, t.user_base + i, t.item);
+    produce_flush();
+    harness_conf.consumer.max_pending = MAX_PENDING;
+    harness_conf.consumer.batch_size = 20;
+    harness_conf.consumer.metrics_port = free_port();
+    int port = harness_conf.consumer.metrics_port;
+    start(&t, 0);
+    /* the gauge is set after every turn of the poll loop: watch it drain */
+    for (end = util_mono_ms() + 120000; rows_of(t.item) < N && util_mono_ms() < end;) {
+        int64_t p = metric(port, "seckill_consumer_pending_messages");
+        most = p > most ? p : most;
+    }
+    assert_int_equal(rows_of(t.item), N);
+    assert_int_equal(stock_left(t.item), 0);
+    if (most > MAX_PENDING)
+        fail_msg("%" PRId64 " messages in flight, more than max_pending %d", most, MAX_PENDING);
+    assert_true(most > 0);
+    /* librdkafka's statistics (every 5 s) catch up with the last fetch */
+    WAIT_UNTIL(metric(port, "seckill_consumer_fetched_total") >= N, 20000, ok);
+    assert_true(ok);
+    assert_int_equal(metric(port, "seckill_consumer_fetched_total"), N);
+    assert_int_equal(metric(port, "seckill_consumer_consumed_total"), N);
+    assert_int_equal(metric(port, "seckill_consumer_paused"), 0);
+    stop(&t, 0);
+    harness_conf.consumer.max_pending = max0;
+    ctx_done(&t);
+}
+
 /* 1,000 orders from 1,000 users through three instances of one group, with
  * members joining and leaving while it drains: exactly 1,000 rows, stock
  * matches, offsets at the end. */
@@ -1222,6 +1265,7 @@ int main(void)
         cmocka_unit_test(test_settle_batch_semantics),
         cmocka_unit_test(test_frozen_worker_fenced),
         cmocka_unit_test(test_duplicate_delivery_one_row),
+        cmocka_unit_test(test_max_pending_fetches_once),
         cmocka_unit_test(test_poison_to_dlq),
         cmocka_unit_test(test_three_instances_rebalance),
         cmocka_unit_test(test_sigkill_restart_exactly_once),
