@@ -16,6 +16,7 @@ struct dlq {
     struct queue *done;
     _Atomic int outstanding;
     int failing; /* poll thread only: for logging state changes */
+    _Atomic int fatal;
     int closing; /* purged letters are dropped, not sent again */
 };
 
@@ -74,6 +75,24 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *km, void *opaque)
     }
 }
 
+/* The broker and the password are the consumer's own, whose error callback
+ * reports a refusal or an outage once per state change; failed letters are
+ * reported by dr_cb. So this producer's connection errors are for debugging
+ * (left to librdkafka, it logged each one at error level), except a fatal
+ * one. */
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    struct dlq *d = opaque;
+    if (kconf_fatal(rk, err, &d->fatal))
+        return;
+    log_debug("kafka (dead letters): %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+}
+
+bool dlq_fatal(const struct dlq *d)
+{
+    return atomic_load(&d->fatal) != 0;
+}
+
 int dlq_open(const struct cfg *c, struct queue *done, struct dlq **out, char *err, size_t errlen)
 {
     static const char *const defaults[] = { "linger.ms", "5", NULL };
@@ -91,6 +110,7 @@ int dlq_open(const struct cfg *c, struct queue *done, struct dlq **out, char *er
     if (kconf_set(conf, "enable.idempotence", "true", err, errlen) != 0)
         goto fail;
     rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+    rd_kafka_conf_set_error_cb(conf, error_cb);
     rd_kafka_conf_set_opaque(conf, d);
     if (!(d->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof(kerr)))) {
         snprintf(err, errlen, "dead-letter producer: %s", kerr);

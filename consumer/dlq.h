@@ -8,6 +8,7 @@
 #ifndef SECKILL_DLQ_H
 #define SECKILL_DLQ_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "cfg.h"
@@ -25,6 +26,9 @@ int dlq_send(struct dlq *d, struct cmsg *m);
 struct cmsg *dlq_send_list(struct dlq *d, struct cmsg *list);
 /* Serve delivery reports; call often from one thread. */
 void dlq_poll(struct dlq *d, int timeout_ms);
+/* True once the producer hit a fatal error: no dead letter can be written
+ * any more, and the consumer must stop (kconf_fatal). */
+bool dlq_fatal(const struct dlq *d);
 /* Wait up to timeout_ms for every letter to be acknowledged, then close.
  * Messages still unacknowledged are freed (their offsets never moved). */
 void dlq_close(struct dlq *d, int timeout_ms);

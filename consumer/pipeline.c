@@ -60,6 +60,10 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
      * every broker down: down until the statistics show a broker up. */
     if (kconf_refused(err, reason) || err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
         CM_SET(kafka_up, 0);
+    /* Refused, every broker is "down" to us: the same state, not news (it
+     * would make the refusal's next report look new too). */
+    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN && kconf_refused(atomic_load(&p->kafka_err), NULL))
+        return;
     /* librdkafka retries on its own; say so once per kind of error. */
     if (atomic_exchange(&p->kafka_err, err) != err)
         log_warn("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
@@ -171,7 +175,8 @@ static size_t room(const struct pipe *p)
 static void part_route(struct pipe *p, int32_t part)
 {
     rd_kafka_queue_t *q;
-    if (part < 0 || part >= CM_MAX_PARTITIONS || p->partq[part])
+    /* no msgq: closing (an assignment can still arrive during the close) */
+    if (!p->msgq || part < 0 || part >= CM_MAX_PARTITIONS || p->partq[part])
         return;
     if (!(q = rd_kafka_queue_get_partition(p->rk, p->cfg->kafka.topic, part))) {
         log_warn("kafka: no queue for %s[%" PRId32 "]: consumed without the max_pending limit",
@@ -447,7 +452,7 @@ int pipe_poll(struct pipe *p, int timeout_ms)
     if (p->dlq_retry)
         p->dlq_retry = dlq_send_list(p->dlq, p->dlq_retry);
     backpressure(p);
-    return atomic_load(&p->fatal) ? -1 : 0;
+    return pipe_fatal(p) ? -1 : 0;
 }
 
 int pipe_drain(struct pipe *p, int timeout_ms, volatile sig_atomic_t *stop_signals)
@@ -501,6 +506,7 @@ void pipe_close(struct pipe *p)
         part_unroute(p, i);
     if (p->msgq)
         rd_kafka_queue_destroy(p->msgq);
+    p->msgq = NULL;
     if (p->rk) {
         /* Leaves the group; the revoke callback commits what was stored. */
         rd_kafka_resp_err_t e = rd_kafka_consumer_close(p->rk);
@@ -520,10 +526,10 @@ void pipe_close(struct pipe *p)
 
 bool pipe_fatal(const struct pipe *p)
 {
-    return atomic_load(&p->fatal) != 0;
+    return atomic_load(&p->fatal) != 0 || (p->dlq && dlq_fatal(p->dlq));
 }
 
 int pipe_healthy(const struct pipe *p)
 {
-    return !atomic_load(&p->fatal) && CM_GET(pg_down) == 0 && CM_GET(redis_down) == 0;
+    return !pipe_fatal(p) && CM_GET(pg_down) == 0 && CM_GET(redis_down) == 0;
 }
