@@ -40,7 +40,6 @@ struct replay {
     int32_t nparts;
     int64_t total;    /* messages in range */
     int64_t read, settled, inflight;
-    bool paused;
     _Atomic int fatal;
 };
 
@@ -212,16 +211,15 @@ static void settle(struct replay *r)
     }
 }
 
-static void backpressure(struct replay *r)
+/* How many more messages the workers may be given now. Past
+ * consumer.max_pending the loop stops polling instead of pausing: a pause
+ * throws away what librdkafka prefetched and fetches it again on resume
+ * (pipeline.c). Without a group subscription nothing has to be polled in
+ * the meantime. */
+static int64_t room(const struct replay *r)
 {
-    int64_t max = CFG_GET(r->cfg->consumer.max_pending);
-    if (!r->paused && r->inflight > max) {
-        pause_parts(r, true, -1);
-        r->paused = true;
-    } else if (r->paused && r->inflight <= max / 2) {
-        pause_parts(r, false, -1);
-        r->paused = false;
-    }
+    int64_t left = CFG_GET(r->cfg->consumer.max_pending) - r->inflight;
+    return left > 0 ? left : 0;
 }
 
 static bool reading(const struct replay *r)
@@ -349,19 +347,20 @@ int replay_run(struct cfg *c, const struct replay_opts *o, volatile sig_atomic_t
             complete = true;
             break;
         }
-        rd_kafka_message_t *km = rd_kafka_consumer_poll(r.rk, reading(&r) && !r.paused ? 100 : 10);
-        for (int n = 0; km && n < 1000; n++) {
-            handle(&r, km);
-            rd_kafka_message_destroy(km);
-            km = n + 1 < 1000 ? rd_kafka_consumer_poll(r.rk, 0) : NULL;
+        int64_t max = room(&r) < 1000 ? room(&r) : 1000;
+        if (max > 0) {
+            rd_kafka_message_t *km = rd_kafka_consumer_poll(r.rk, reading(&r) ? 100 : 10);
+            for (int64_t n = 0; km; km = ++n < max ? rd_kafka_consumer_poll(r.rk, 0) : NULL) {
+                handle(&r, km);
+                rd_kafka_message_destroy(km);
+            }
+        } else {
+            q_wait(&r.done, 100);
         }
-        if (km)
-            rd_kafka_message_destroy(km);
         settle(&r);
         dlq_poll(r.dlq, 0);
         if (r.dlq_retry)
             r.dlq_retry = dlq_send_list(r.dlq, r.dlq_retry);
-        backpressure(&r);
         if (o->progress_ms > 0 && util_mono_ms() >= next_progress) {
             next_progress = util_mono_ms() + o->progress_ms;
             fprintf(stderr, "replay: %" PRId64 "/%" PRId64 " read (%.0f%%), %" PRId64 " settled\n", r.read,
