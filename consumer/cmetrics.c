@@ -53,6 +53,7 @@ int cm_stats_parse(const char *json, size_t len, const char *topic)
     json_t *root = json_loadb(json, len, 0, &jerr);
     json_t *parts = json_object_get(json_object_get(json_object_get(root, "topics"), topic), "partitions");
     json_t *brokers = json_object_get(root, "brokers");
+    json_t *rx = json_object_get(root, "rxmsgs");
     const char *k;
     json_t *v;
     int up = 0, ret = -1;
@@ -68,8 +69,8 @@ int cm_stats_parse(const char *json, size_t len, const char *topic)
     }
     CM_SET(kafka_up, up);
     ret = up;
-    if (json_is_integer(json_object_get(root, "rxmsgs")))
-        CM_SET(fetched, json_integer_value(json_object_get(root, "rxmsgs")));
+    if (json_is_integer(rx))
+        CM_SET(fetched, json_integer_value(rx));
     if (!json_is_object(parts))
         goto out;
     json_object_foreach(parts, k, v) {

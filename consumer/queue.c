@@ -119,17 +119,24 @@ static size_t take_locked(struct queue *q, struct cmsg **out, size_t have, size_
     return have;
 }
 
+/* Wait, q->mu held, up to wait_ms for something to be queued. */
+static void wait_locked(struct queue *q, int wait_ms)
+{
+    struct timespec ts;
+    if (q->head || wait_ms <= 0)
+        return;
+    ts = util_deadline_ts(wait_ms);
+    while (!q->head)
+        if (pthread_cond_timedwait(&q->cv, &q->mu, &ts) == ETIMEDOUT)
+            break;
+}
+
 size_t q_pop_batch(struct queue *q, struct cmsg **out, size_t max, int wait_ms, int linger_ms)
 {
     size_t n = 0;
     struct timespec ts;
     pthread_mutex_lock(&q->mu);
-    if (!q->head && wait_ms > 0) {
-        ts = util_deadline_ts(wait_ms);
-        while (!q->head)
-            if (pthread_cond_timedwait(&q->cv, &q->mu, &ts) == ETIMEDOUT)
-                break;
-    }
+    wait_locked(q, wait_ms);
     n = take_locked(q, out, n, max);
     if (n > 0 && n < max && linger_ms > 0) {
         /* Linger for a fuller batch: one transaction of many rows costs about
@@ -150,11 +157,8 @@ size_t q_pop_batch(struct queue *q, struct cmsg **out, size_t max, int wait_ms, 
 bool q_wait(struct queue *q, int wait_ms)
 {
     bool any;
-    struct timespec ts = util_deadline_ts(wait_ms);
     pthread_mutex_lock(&q->mu);
-    while (!q->head && wait_ms > 0)
-        if (pthread_cond_timedwait(&q->cv, &q->mu, &ts) == ETIMEDOUT)
-            break;
+    wait_locked(q, wait_ms);
     any = q->head != NULL;
     pthread_mutex_unlock(&q->mu);
     return any;

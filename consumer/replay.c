@@ -123,26 +123,19 @@ static int assign(struct replay *r, char *err, size_t errlen)
 
 /* --- reading --------------------------------------------------------------- */
 
-/* Pause (or resume) the partitions still being read; one partition when
- * only is >= 0. */
-static void pause_parts(struct replay *r, bool pause, int32_t only)
-{
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(r->nparts);
-    if (!l)
-        return;
-    for (int32_t i = 0; i < r->nparts; i++)
-        if (only >= 0 ? i == only : r->parts[i].reading)
-            rd_kafka_topic_partition_list_add(l, r->cfg->kafka.topic, i);
-    rd_kafka_resp_err_t e = pause ? rd_kafka_pause_partitions(r->rk, l) : rd_kafka_resume_partitions(r->rk, l);
-    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
-        log_warn("kafka: %s partitions: %s", pause ? "pause" : "resume", rd_kafka_err2str(e));
-    rd_kafka_topic_partition_list_destroy(l);
-}
-
+/* A partition read up to `to`: nothing past it is wanted, so fetching it
+ * stops (what was prefetched beyond goes with the pause). */
 static void finish_reading(struct replay *r, int32_t part)
 {
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     r->parts[part].reading = false;
-    pause_parts(r, true, part); /* nothing past `to` is wanted */
+    if (!l)
+        return;
+    rd_kafka_topic_partition_list_add(l, r->cfg->kafka.topic, part);
+    rd_kafka_resp_err_t e = rd_kafka_pause_partitions(r->rk, l);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        log_warn("kafka: pause partition %" PRId32 ": %s", part, rd_kafka_err2str(e));
+    rd_kafka_topic_partition_list_destroy(l);
 }
 
 static void handle(struct replay *r, rd_kafka_message_t *km)
@@ -347,7 +340,9 @@ int replay_run(struct cfg *c, const struct replay_opts *o, volatile sig_atomic_t
             complete = true;
             break;
         }
-        int64_t max = room(&r) < 1000 ? room(&r) : 1000;
+        int64_t max = room(&r);
+        if (max > 1000)
+            max = 1000;
         if (max > 0) {
             rd_kafka_message_t *km = rd_kafka_consumer_poll(r.rk, reading(&r) ? 100 : 10);
             for (int64_t n = 0; km; km = ++n < max ? rd_kafka_consumer_poll(r.rk, 0) : NULL) {
