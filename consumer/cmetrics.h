@@ -24,6 +24,14 @@
     X(rej_no_stock, "seckill_consumer_rejected_total", "reason=\"no_stock\"", "counter", "")       \
     X(rej_id_conflict, "seckill_consumer_rejected_total", "reason=\"id_conflict\"", "counter", "") \
     X(rej_dup_buyer, "seckill_consumer_rejected_total", "reason=\"dup_buyer\"", "counter", "")     \
+    X(batch_insert_first, "seckill_consumer_batches_total", "path=\"insert_first\"", "counter",    \
+      "Batch transactions committed, by path: insert_first took every order for new, "           \
+      "lookup_first looked up the orders already there first")                                    \
+    X(batch_lookup_first, "seckill_consumer_batches_total", "path=\"lookup_first\"", "counter", "") \
+    X(redo_existing, "seckill_consumer_batch_redos_total", "reason=\"existing\"", "counter",       \
+      "Batch transactions rolled back and redone: existing (an order not looked up was already "  \
+      "there), stock_race (a concurrent batch took the stock first)")                             \
+    X(redo_stock, "seckill_consumer_batch_redos_total", "reason=\"stock_race\"", "counter", "")    \
     X(stale_fence, "seckill_consumer_stale_fence_total", "", "counter",                            \
       "User writes refused by the fence check (retried under a fresh lock)")                       \
     X(lease_lost, "seckill_consumer_lease_lost_rollbacks_total", "", "counter",                    \

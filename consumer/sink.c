@@ -36,13 +36,18 @@ struct work {
     size_t nex, capex;
     struct bytes p[5];
     struct mbuf why; /* the reasons of the refusals, a text[] literal */
-    struct pset fence_ok, by_id, by_pair, stock, got;
+    struct pset fence_ok, by_id, by_pair, stock;
 };
 
 struct sink {
     const struct cfg *cfg;
     char appname[64];
     PGconn *pg;
+    /* Look up the orders already there before inserting: set when a batch
+     * met one it had not looked up (a redelivery, a replay), cleared when a
+     * lookup finds none. Live traffic is new orders: the lookup would cost
+     * every order two index probes for nothing. */
+    bool lookup_first;
     struct work w; /* reused: a batch allocates nothing once the first has grown it */
 };
 
@@ -144,7 +149,6 @@ static void work_free(struct work *w)
     pset_free(&w->by_id);
     pset_free(&w->by_pair);
     pset_free(&w->stock);
-    pset_free(&w->got);
 }
 
 int sink_open(const struct cfg *c, const char *appname, struct sink **out, char *err, size_t errlen)
@@ -295,7 +299,7 @@ static int work_reserve(struct work *w, size_t n)
         w->cap = n;
     }
     if (pset_reset(&w->fence_ok, n) != 0 || pset_reset(&w->by_id, 6 * n) != 0 ||
-        pset_reset(&w->by_pair, 3 * n) != 0 || pset_reset(&w->stock, n) != 0 || pset_reset(&w->got, n) != 0)
+        pset_reset(&w->by_pair, 3 * n) != 0 || pset_reset(&w->stock, n) != 0)
         return -1;
     return 0;
 }
@@ -333,16 +337,32 @@ static int classify(struct sink *s, const PGresult *r)
                                                                                : SINK_DATA;
 }
 
-/* The insert decided on an unlocked read of the stock was refused by the
- * stock's CHECK: a concurrent batch took the units first. Not the data's
- * fault: the batch is redone under the item rows' lock. */
+/* Two refusals of the insert that are not the data's fault; the batch is
+ * rolled back and redone, knowing more:
+ * SINK_STOCK_RACE  decided on an unlocked read of the stock, refused by the
+ *                  stock's CHECK (a concurrent batch took the units first):
+ *                  redone under the item rows' lock;
+ * SINK_EXISTS      an order was already there (unique_violation on orders):
+ *                  redone after looking up what is there. */
 #define SINK_STOCK_RACE 1
+#define SINK_EXISTS 2
 
-static bool stock_race(const PGresult *r)
+/* Attempts at one batch before giving up as transient: insert-first, then
+ * looked up, then locked, and one more for a writer that raced the lookup. */
+#define SINK_ATTEMPTS 4
+
+/* The redo the insert's failure r calls for, or 0 (the failure's class
+ * stands). */
+static int insert_refusal(const PGresult *r)
 {
     const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
     const char *con = PQresultErrorField(r, PG_DIAG_CONSTRAINT_NAME);
-    return st && con && strcmp(st, "23514") == 0 && strcmp(con, "items_stock_left_range") == 0;
+    if (st && strcmp(st, "23505") == 0 && con &&
+        (strcmp(con, "orders_pkey") == 0 || strcmp(con, "orders_one_per_user") == 0))
+        return SINK_EXISTS;
+    if (st && con && strcmp(st, "23514") == 0 && strcmp(con, "items_stock_left_range") == 0)
+        return SINK_STOCK_RACE;
+    return 0;
 }
 
 /* --- pipelined round trips ----------------------------------------------- */
@@ -469,16 +489,49 @@ static const int bin5[5] = { 1, 1, 1, 1, 1 };
 
 /* --- the first trip: fences, what is there, the stock -------------------- */
 
-/* Queue BEGIN; the fence of each user of the batch; the orders already
- * there for any of the batch's keys; and the stock of its items, locked or
- * not. What is there is looked up for every order, even those of users whose
- * fence turns out stale: the statements go out before that is known. */
-static int send_first(struct sink *s, struct trip *t, const struct sink_order *v, size_t n, bool lock_items)
+/* Queue the lookup of the orders already there for any of the batch's keys
+ * (ids in p[0..2]). */
+static int add_existing(struct sink *s, struct trip *t, const struct sink_order *v, size_t n)
 {
     struct work *w = &s->w;
     const char *vals[3];
     int lens[3];
+    for (size_t i = 0; i < n; i++) {
+        w->ids[i] = v[i].o->order_id;
+        w->uids[i] = v[i].o->user_id;
+        w->iids[i] = v[i].o->item_id;
+    }
+    arr_i64(&w->p[0], w->ids, n);
+    arr_i64(&w->p[1], w->uids, n);
+    arr_i64(&w->p[2], w->iids, n);
+    if (params_oom(w, 3))
+        return -2;
+    params(w, 3, vals, lens);
+    return trip_add(s, t, "existing", 3, vals, lens, bin5, PGRES_TUPLES_OK);
+}
+
+/* Queue the stock of the batch's items (ids in p[3], set by send_first),
+ * locked or not. */
+static int add_stock(struct sink *s, struct trip *t, bool lock_items)
+{
+    const char *vals[1] = { (const char *)s->w.p[3].data };
+    int lens[1] = { (int)s->w.p[3].len };
+    return trip_add(s, t, lock_items ? "items" : "peek", 1, vals, lens, bin5, PGRES_TUPLES_OK);
+}
+
+/* Queue BEGIN; the fence of each user of the batch; when lookup, the orders
+ * already there for any of the batch's keys; and the stock of its items,
+ * locked or not. What is there is looked up for every order, even those of
+ * users whose fence turns out stale: the statements go out before that is
+ * known. */
+static int send_first(struct sink *s, struct trip *t, const struct sink_order *v, size_t n, bool lookup,
+                      bool lock_items)
+{
+    struct work *w = &s->w;
+    const char *vals[2];
+    int lens[2];
     size_t nu = 0, ni;
+    int q;
 
     for (size_t i = 0; i < n; i++)
         w->users[nu++] = v[i].o->user_id;
@@ -497,28 +550,15 @@ static int send_first(struct sink *s, struct trip *t, const struct sink_order *v
     params(w, 2, vals, lens);
     if (trip_add(s, t, "fence", 2, vals, lens, bin5, PGRES_TUPLES_OK) != 0)
         return -1;
-
-    for (size_t i = 0; i < n; i++) {
-        w->ids[i] = v[i].o->order_id;
-        w->uids[i] = v[i].o->user_id;
-        w->iids[i] = v[i].o->item_id;
+    if (lookup && (q = add_existing(s, t, v, n)) != 0)
+        return q;
+    for (size_t i = 0; i < n; i++)
         w->items[i] = v[i].o->item_id;
-    }
-    arr_i64(&w->p[0], w->ids, n);
-    arr_i64(&w->p[1], w->uids, n);
-    arr_i64(&w->p[2], w->iids, n);
-    if (params_oom(w, 3))
-        return -2;
-    params(w, 3, vals, lens);
-    if (trip_add(s, t, "existing", 3, vals, lens, bin5, PGRES_TUPLES_OK) != 0)
-        return -1;
-
     ni = uniq_sorted(w->items, n);
-    arr_i64(&w->p[0], w->items, ni);
-    if (params_oom(w, 1))
+    arr_i64(&w->p[3], w->items, ni);
+    if (w->p[3].oom)
         return -2;
-    params(w, 1, vals, lens);
-    return trip_add(s, t, lock_items ? "items" : "peek", 1, vals, lens, bin5, PGRES_TUPLES_OK);
+    return add_stock(s, t, lock_items);
 }
 
 /* fence_ok: 1 for the users whose fence passed, 0 for the stale ones. */
@@ -683,34 +723,23 @@ static int send_reject(struct sink *s, struct trip *t, const struct sink_order *
     return trip_add(s, t, "reject", 5, vals, lens, fmts, PGRES_COMMAND_OK);
 }
 
-/* Orders decided CMSG_INSERTED that RETURNING does not list: a concurrent
- * transaction (an id collision across users) won. Look again next time. */
-static int take_inserted(struct work *w, const PGresult *r, struct sink_order *v, size_t n)
-{
-    memset(w->got.a, 0, w->got.cap * sizeof(int64_t));
-    for (int i = 0; i < PQntuples(r); i++) {
-        int64_t o;
-        if (util_parse_i64(PQgetvalue(r, i, 0), 1, INT64_MAX, &o) == 0)
-            pset_put(&w->got, o, 0, 1);
-    }
-    for (size_t i = 0; i < n; i++)
-        if (v[i].outcome == CMSG_INSERTED && !pset_get(&w->got, v[i].o->order_id, 0))
-            v[i].outcome = CMSG_RETRY;
-    return 0;
-}
-
 /* --- the batch ----------------------------------------------------------- */
 
 /* One attempt at the batch, in one transaction and two round trips (three
  * when the stock is short):
- *   1. BEGIN, fences, what is there, the stock: unlocked (peek), or locked
- *      (items) when lock_items;
- *   (short of stock after an unlocked read: the locked read, decide again;)
+ *   1. BEGIN, fences, what is there (when lookup), the stock: unlocked
+ *      (peek), or locked (items) when lock_items;
+ *   (short of stock: the locked read, and what is there if not looked up
+ *   yet, then decide again: a refusal needs both;)
  *   2. insert, refusals, COMMIT.
+ * Without the lookup every order is taken for new; the insert, which fails
+ * on any order already there, proves it before anything commits. Decisions
+ * within the batch (a second copy of an order, a second order of one buyer
+ * for one item) stand on the orders of the batch inserted before them.
  * Whatever fails, the transaction is rolled back and nothing is written.
- * SINK_STOCK_RACE: redo with lock_items. */
-static int attempt(struct sink *s, struct sink_order *v, size_t n, bool lock_items,
-                   sink_precommit_fn precommit, void *arg, char *err, size_t errlen)
+ * SINK_STOCK_RACE: redo with lock_items; SINK_EXISTS: redo with lookup. */
+static int attempt(struct sink *s, struct sink_order *v, size_t n, bool lookup, bool lock_items,
+                   sink_precommit_fn precommit, void *arg, struct sink_trace *tr, char *err, size_t errlen)
 {
     struct work *w = &s->w;
     struct trip t = { 0 };
@@ -721,37 +750,36 @@ static int attempt(struct sink *s, struct sink_order *v, size_t n, bool lock_ite
         fail_oom(&status, err, errlen);
         goto fail;
     }
-    if ((q = send_first(s, &t, v, n, lock_items)) != 0) {
-        if (q == -2)
-            fail_oom(&status, err, errlen);
-        else
-            set_err(err, errlen, "pipeline", s->pg, NULL);
-        goto fail;
-    }
+    if ((q = send_first(s, &t, v, n, lookup, lock_items)) != 0)
+        goto fail_send;
     if (trip_run(s, &t, &status, err, errlen) != 0)
         goto fail;
     take_fences(w, t.r[1]);
-    if (take_existing(w, t.r[2]) != 0) {
+    w->nex = 0;
+    if (lookup && take_existing(w, t.r[2]) != 0) {
         fail_oom(&status, err, errlen);
         goto fail;
     }
-    take_stock(w, t.r[3]);
+    take_stock(w, t.r[t.n - 1]);
     trip_clear(&t);
-    if (decide(w, v, n, &ninsert, &nreject) && !lock_items) {
-        /* Refusing needs the truth: read the stock again, locked. The
-         * items' ids are still in p[0] from send_first. */
-        const char *vals[1];
-        int lens[1];
-        params(w, 1, vals, lens);
-        if (trip_add(s, &t, "items", 1, vals, lens, bin5, PGRES_TUPLES_OK) != 0) {
-            set_err(err, errlen, "pipeline", s->pg, NULL);
-            goto fail;
-        }
+    if (decide(w, v, n, &ninsert, &nreject) && !(lookup && lock_items)) {
+        /* Refusing needs the truth: the stock read again, locked, and the
+         * orders already there (a redelivered order of a sold-out item is a
+         * duplicate, not a refusal). */
+        q = lookup ? 0 : add_existing(s, &t, v, n);
+        if (q == 0)
+            q = add_stock(s, &t, true);
+        if (q != 0)
+            goto fail_send;
         if (trip_run(s, &t, &status, err, errlen) != 0)
             goto fail;
-        take_stock(w, t.r[0]);
+        if (!lookup && take_existing(w, t.r[0]) != 0) {
+            fail_oom(&status, err, errlen);
+            goto fail;
+        }
+        take_stock(w, t.r[t.n - 1]);
         trip_clear(&t);
-        lock_items = true;
+        lookup = lock_items = true;
         decide(w, v, n, &ninsert, &nreject);
     }
     /* The last look at the leases before the trip that commits. Losing one
@@ -769,16 +797,12 @@ static int attempt(struct sink *s, struct sink_order *v, size_t n, bool lock_ite
         q = send_reject(s, &t, v, n);
     if (q == 0)
         q = trip_add(s, &t, "COMMIT", -1, NULL, NULL, NULL, PGRES_COMMAND_OK);
-    if (q != 0) {
-        if (q == -2)
-            fail_oom(&status, err, errlen);
-        else
-            set_err(err, errlen, "pipeline", s->pg, NULL);
-        goto fail;
-    }
+    if (q != 0)
+        goto fail_send;
     if (trip_run(s, &t, &status, err, errlen) != 0) {
-        if (!lock_items && ninsert > 0 && t.failed == 0 && stock_race(t.r[0]))
-            status = SINK_STOCK_RACE;
+        if (ninsert > 0 && t.failed == 0 && (q = insert_refusal(t.r[0])) != 0 &&
+            !(q == SINK_STOCK_RACE && lock_items))
+            status = q;
         goto fail;
     }
     /* COMMIT in a transaction the server had already aborted answers
@@ -788,10 +812,16 @@ static int attempt(struct sink *s, struct sink_order *v, size_t n, bool lock_ite
         status = SINK_TRANSIENT;
         goto fail;
     }
-    if (ninsert > 0)
-        take_inserted(w, t.r[0], v, n);
+    if (lookup)
+        s->lookup_first = w->nex > 0;
+    tr->looked_up = lookup;
     trip_clear(&t);
     return SINK_OK;
+fail_send:
+    if (q == -2)
+        fail_oom(&status, err, errlen);
+    else
+        set_err(err, errlen, "pipeline", s->pg, NULL);
 fail:
     /* Statements queued without their sync (out of memory half-way, libpq
      * refusing one) leave the pipeline out of step: drop the connection
@@ -804,20 +834,39 @@ fail:
 }
 
 int sink_write(struct sink *s, struct sink_order *v, size_t n, sink_precommit_fn precommit, void *arg,
-               char *err, size_t errlen)
+               struct sink_trace *trace, char *err, size_t errlen)
 {
-    int st;
+    bool lookup, lock_items = false; /* the first attempt: insert-first unless told otherwise */
+    int st = SINK_TRANSIENT;
+    struct sink_trace tr = { 0 };
+
+    if (trace)
+        *trace = tr;
     for (size_t i = 0; i < n; i++)
         v[i].outcome = CMSG_PENDING;
     if (n == 0)
         return SINK_OK;
     if (sink_ready(s, err, errlen) != 0)
         return SINK_TRANSIENT;
-    st = attempt(s, v, n, false, precommit, arg, err, errlen);
-    if (st == SINK_STOCK_RACE)
-        st = attempt(s, v, n, true, precommit, arg, err, errlen);
+    lookup = s->lookup_first;
+    for (int i = 0; i < SINK_ATTEMPTS; i++) {
+        st = attempt(s, v, n, lookup, lock_items, precommit, arg, &tr, err, errlen);
+        if (st == SINK_EXISTS) {
+            tr.redo_existing++;
+            lookup = s->lookup_first = true;
+        } else if (st == SINK_STOCK_RACE) {
+            tr.redo_stock++;
+            lock_items = true;
+        } else {
+            break;
+        }
+    }
+    if (st > 0)
+        st = SINK_TRANSIENT; /* still racing after SINK_ATTEMPTS: back off, retry later */
     if (st != SINK_OK)
         for (size_t i = 0; i < n; i++)
             v[i].outcome = CMSG_PENDING;
+    if (trace)
+        *trace = tr;
     return st;
 }

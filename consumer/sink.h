@@ -1,13 +1,18 @@
 /* sink: one PostgreSQL transaction per batch of orders.
  *
  * In one transaction: advance each user's fence (a stale one refuses that
- * user's orders), lock the batch's item rows, find the orders already there,
- * decide per order what happens, insert what fits ON CONFLICT DO NOTHING and
- * take stock only for rows really inserted, record the refusals, commit.
- * Replaying a batch any number of times changes nothing. */
+ * user's orders), read the stock of the batch's items, decide per order what
+ * happens, insert what fits and take stock for it, record the refusals,
+ * commit. The orders already there are looked up first only when the last
+ * batch met one: otherwise every order is taken for new and the insert,
+ * which fails on an order already there, proves it; that batch is rolled
+ * back and redone with the lookup. Refusing for want of stock always reads
+ * the stock locked and looks up. Replaying a batch any number of times
+ * changes nothing. */
 #ifndef SECKILL_SINK_H
 #define SECKILL_SINK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +32,13 @@ struct sink_order {
     int outcome;    /* enum cmsg_outcome, set by sink_write */
 };
 
+/* How sink_write went, for the metrics. */
+struct sink_trace {
+    bool looked_up;    /* the committed attempt looked up the orders already there */
+    int redo_existing; /* attempts rolled back: an order was already there */
+    int redo_stock;    /* attempts rolled back: a concurrent batch took the stock */
+};
+
 /* Called before COMMIT; non-zero rolls back (a lease was lost). */
 typedef int (*sink_precommit_fn)(void *arg);
 
@@ -44,8 +56,8 @@ int sink_ready(struct sink *s, char *err, size_t errlen);
 
 /* Write n orders. Users of the batch must be locked by the caller with the
  * fences given. Outcomes are CMSG_INSERTED, CMSG_DUPLICATE, a rejection, or
- * CMSG_RETRY (stale fence, or a concurrent insert won a race). */
+ * CMSG_RETRY (stale fence). trace, when not NULL, is set either way. */
 int sink_write(struct sink *s, struct sink_order *v, size_t n, sink_precommit_fn precommit, void *arg,
-               char *err, size_t errlen);
+               struct sink_trace *trace, char *err, size_t errlen);
 
 #endif

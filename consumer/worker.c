@@ -243,6 +243,20 @@ static size_t pick_locked(struct worker *w, struct cmsg **v, size_t n)
     return ns;
 }
 
+/* sink_write, its path and redos counted. */
+static int write_counted(struct worker *w, struct sink_order *v, size_t n, char *err, size_t errlen)
+{
+    struct sink_trace tr;
+    int st = sink_write(w->sink, v, n, precommit, w, &tr, err, errlen);
+    CM_ADD(redo_existing, tr.redo_existing);
+    CM_ADD(redo_stock, tr.redo_stock);
+    if (st == SINK_OK && tr.looked_up)
+        CM_ADD(batch_lookup_first, 1);
+    else if (st == SINK_OK)
+        CM_ADD(batch_insert_first, 1);
+    return st;
+}
+
 /* Order i of w->so was refused by PostgreSQL on its own: dead-letter it (the
  * dlq owns it then), or retry it when even that failed. */
 static void refuse(struct worker *w, size_t i, const char *err)
@@ -260,7 +274,7 @@ static int write_one_by_one(struct worker *w, size_t ns, char *err, size_t errle
 {
     int st = SINK_OK;
     for (size_t i = 0; i < ns && st == SINK_OK; i++) {
-        int s1 = sink_write(w->sink, &w->so[i], 1, precommit, w, err, errlen);
+        int s1 = write_counted(w, &w->so[i], 1, err, errlen);
         if (s1 == SINK_DATA) {
             refuse(w, i, err);
         } else if (s1 != SINK_OK) {
@@ -282,7 +296,7 @@ static int write_one_by_one(struct worker *w, size_t ns, char *err, size_t errle
 static int write_batch(struct worker *w, size_t ns, char *err, size_t errlen)
 {
     int64_t t0 = util_mono_ms();
-    int st = sink_write(w->sink, w->so, ns, precommit, w, err, errlen);
+    int st = write_counted(w, w->so, ns, err, errlen);
     if (st == SINK_DATA && ns > 1) {
         st = write_one_by_one(w, ns, err, errlen);
     } else if (st == SINK_DATA) {

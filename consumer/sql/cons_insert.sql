@@ -1,6 +1,12 @@
 -- $1 order ids, $2 user ids, $3 item ids, $4 reserved_at (ms since the epoch),
--- $5 fences. Inserts the orders that fit and takes one unit of stock for each
--- row really inserted, in one statement. Returns the inserted order ids.
+-- $5 fences. Inserts the orders that fit and takes one unit of stock for each,
+-- in one statement. Returns how many rows it inserted.
+-- No ON CONFLICT: the statement inserts every row or fails. An order already
+-- there (a redelivery the batch did not look up first, or a concurrent
+-- writer of the same id) fails it with unique_violation and the consumer
+-- redoes the batch after looking up cons_existing.sql; a batch that did look
+-- up has only new rows to insert. Speculative insertion would cost every row
+-- two more index probes for what a redelivered batch needs once.
 -- The item rows are locked only here, after the inserts, and in id order
 -- (lk): concurrent batches insert side by side and queue on an item row only
 -- for the update and the commit. lk locks in id order because the lock is
@@ -13,8 +19,7 @@ WITH ins AS (
     INSERT INTO orders (order_id, user_id, item_id, qty, reserved_at, fence)
     SELECT o, u, i, 1, timestamptz 'epoch' + r * interval '1 millisecond', fc
       FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) AS t(o, u, i, r, fc)
-    ON CONFLICT DO NOTHING
-    RETURNING order_id, item_id
+    RETURNING item_id
 ), d AS (
     SELECT item_id, count(*)::integer AS n FROM ins GROUP BY item_id
 ), lk AS (
@@ -25,4 +30,4 @@ WITH ins AS (
       FROM d JOIN lk USING (item_id)
      WHERE it.item_id = d.item_id
 )
-SELECT order_id FROM ins
+SELECT count(*) FROM ins

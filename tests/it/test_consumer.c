@@ -155,17 +155,22 @@ static int64_t pg_int(const char *sql, int64_t arg)
     return v;
 }
 
+/* Run sql with n text parameters; any failure fails the test. */
+static void pg_run(const char *sql, int n, const char *const *p)
+{
+    PGresult *r = PQexecParams(pg, sql, n, NULL, p, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+        fail_msg("%s: %s", sql, PQerrorMessage(pg));
+    PQclear(r);
+}
+
 static void pg_exec(const char *sql, int64_t a1, int64_t a2)
 {
     char a[2][24];
     snprintf(a[0], sizeof(a[0]), "%" PRId64, a1);
     snprintf(a[1], sizeof(a[1]), "%" PRId64, a2);
     const char *p[] = { a[0], a[1] };
-    int n = strstr(sql, "$2") ? 2 : 1;
-    PGresult *r = PQexecParams(pg, sql, n, NULL, p, NULL, NULL, 0);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK)
-        fail_msg("%s: %s", sql, PQerrorMessage(pg));
-    PQclear(r);
+    pg_run(sql, strstr(sql, "$2") ? 2 : 1, p);
 }
 
 static int64_t rows_of(int64_t item) { return pg_int("SELECT count(*) FROM orders WHERE item_id = $1", item); }
@@ -420,6 +425,10 @@ static void test_max_pending_fetches_once(void **state)
     assert_true(ok);
     assert_int_equal(metric(port, "seckill_consumer_fetched_total"), N);
     assert_int_equal(metric(port, "seckill_consumer_consumed_total"), N);
+    /* new orders only: every batch inserted without a lookup, none redone */
+    assert_true(metric(port, "seckill_consumer_batches_total{path=\"insert_first\"}") > 0);
+    assert_int_equal(metric(port, "seckill_consumer_batches_total{path=\"lookup_first\"}"), 0);
+    assert_int_equal(metric(port, "seckill_consumer_batch_redos_total{reason=\"existing\"}"), 0);
     assert_int_equal(metric(port, "seckill_consumer_paused"), 0);
     stop(&t, 0);
     harness_conf.consumer.max_pending = max0;
@@ -888,7 +897,7 @@ static void test_frozen_worker_fenced(void **state)
             _exit(12);
         raise(SIGSTOP); /* frozen while holding the lease */
         struct sink_order so = { &o, lock_fence(l), 0 };
-        if (sink_write(s, &so, 1, NULL, NULL, err, sizeof(err)) != SINK_OK)
+        if (sink_write(s, &so, 1, NULL, NULL, NULL, err, sizeof(err)) != SINK_OK)
             _exit(13);
         _exit(so.outcome == CMSG_RETRY ? 0 : 20 + so.outcome);
     }
@@ -907,7 +916,7 @@ static void test_frozen_worker_fenced(void **state)
     assert_int_equal(lock_acquire(lc, name, 0, 5000, &l), LOCK_OK);
     int64_t fence2 = lock_fence(l);
     struct sink_order so = { &o, fence2, 0 };
-    assert_int_equal(sink_write(s, &so, 1, NULL, NULL, err, sizeof(err)), SINK_OK);
+    assert_int_equal(sink_write(s, &so, 1, NULL, NULL, NULL, err, sizeof(err)), SINK_OK);
     assert_int_equal(so.outcome, CMSG_INSERTED);
 
     kill(pid, SIGCONT);
@@ -955,7 +964,7 @@ static void test_sink_rejections(void **state)
     int64_t fence = util_wall_ms() * 1000;
     for (int i = 0; i < N; i++)
         so[i] = (struct sink_order){ &o[i], fence, 0 };
-    assert_int_equal(sink_write(s, so, N, NULL, NULL, err, sizeof(err)), SINK_OK);
+    assert_int_equal(sink_write(s, so, N, NULL, NULL, NULL, err, sizeof(err)), SINK_OK);
     for (int i = 0; i < N; i++)
         assert_int_equal(so[i].outcome, want[i]);
     assert_int_equal(stock_left(item), 0);
@@ -965,7 +974,7 @@ static void test_sink_rejections(void **state)
     fence++;
     for (int i = 0; i < N; i++)
         so[i].fence = fence;
-    assert_int_equal(sink_write(s, so, N, NULL, NULL, err, sizeof(err)), SINK_OK);
+    assert_int_equal(sink_write(s, so, N, NULL, NULL, NULL, err, sizeof(err)), SINK_OK);
     assert_int_equal(so[0].outcome, CMSG_DUPLICATE);
     assert_int_equal(so[4].outcome, CMSG_DUPLICATE);
     assert_int_equal(rows_of(item), 2);
@@ -973,7 +982,7 @@ static void test_sink_rejections(void **state)
     assert_int_equal(pg_int("SELECT count(*) FROM order_rejections WHERE order_id >= $1 AND order_id < $1 + 10", ob), 4);
     /* a stale fence writes nothing */
     so[0].fence = fence - 10;
-    assert_int_equal(sink_write(s, so, 1, NULL, NULL, err, sizeof(err)), SINK_OK);
+    assert_int_equal(sink_write(s, so, 1, NULL, NULL, NULL, err, sizeof(err)), SINK_OK);
     assert_int_equal(so[0].outcome, CMSG_RETRY);
     sink_close(s);
     pg_exec("DELETE FROM order_rejections WHERE item_id = $1", item + 1, 0);
@@ -1009,6 +1018,22 @@ static void pipe_case_done(struct pipe_case *c, int nusers)
     item_drop(c->item);
 }
 
+/* A sink for case c, and n orders of n new users (user ub + i orders id
+ * ob + i) under one fence. */
+static struct sink *pipe_case_sink(struct pipe_case *c, struct order *o, struct sink_order *so, int n)
+{
+    char err[256];
+    struct sink *s = NULL;
+    int64_t fence = util_wall_ms() * 1000;
+    if (sink_open(&harness_conf, c->app, &s, err, sizeof(err)) != 0)
+        fail_msg("sink_open: %s", err);
+    for (int i = 0; i < n; i++) {
+        o[i] = (struct order){ c->ob + i, c->ub + i, c->item, 1, 1000 };
+        so[i] = (struct sink_order){ &o[i], fence, 0 };
+    }
+    return s;
+}
+
 /* The precommit hook runs between the sink's two round trips, with the
  * transaction open: the place to change the world under it. */
 static int pipe_hook(void *arg)
@@ -1019,10 +1044,7 @@ static int pipe_hook(void *arg)
         char it[24];
         snprintf(it, sizeof(it), "%" PRId64, c->item);
         p[0] = strstr(c->sql, "application_name") ? c->app : it;
-        PGresult *r = PQexecParams(pg, c->sql, 1, NULL, p, NULL, NULL, 0);
-        if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
-            fail_msg("%s: %s", c->sql, PQerrorMessage(pg));
-        PQclear(r);
+        pg_run(c->sql, 1, p);
     }
     return 0;
 }
@@ -1037,23 +1059,19 @@ static void test_sink_pipeline_stock_race(void **state)
     (void)state;
     enum { N = 4 };
     char err[256];
-    struct sink *s = NULL;
     struct pipe_case c;
-    pipe_case_init(&c, "race", N);
-    c.sql = "UPDATE items SET stock_left = stock_left - 3 WHERE item_id = $1";
-    assert_int_equal(sink_open(&harness_conf, c.app, &s, err, sizeof(err)), 0);
     struct order o[N + 1];
     struct sink_order so[N + 1];
-    int64_t fence = util_wall_ms() * 1000;
-    for (int i = 0; i < N; i++)
-        o[i] = (struct order){ c.ob + i, c.ub + i, c.item, 1, 1000 };
+    pipe_case_init(&c, "race", N);
+    c.sql = "UPDATE items SET stock_left = stock_left - 3 WHERE item_id = $1";
+    struct sink *s = pipe_case_sink(&c, o, so, N + 1);
     /* user 0 again under another id: dup_buyer, a refusal queued behind the
      * insert (one decided without the stock, so the batch takes the
      * unlocked path) */
-    o[N] = (struct order){ c.ob + N, c.ub, c.item, 1, 1000 };
-    for (int i = 0; i <= N; i++)
-        so[i] = (struct sink_order){ &o[i], fence, 0 };
-    assert_int_equal(sink_write(s, so, N + 1, pipe_hook, &c, err, sizeof(err)), SINK_OK);
+    o[N].user_id = c.ub;
+    struct sink_trace tr;
+    assert_int_equal(sink_write(s, so, N + 1, pipe_hook, &c, &tr, err, sizeof(err)), SINK_OK);
+    assert_int_equal(tr.redo_stock, 1);
     assert_int_equal(stock_left(c.item), 0);
     assert_int_equal(rows_of(c.item), 1);
     assert_int_equal(so[0].outcome, CMSG_INSERTED);
@@ -1065,7 +1083,7 @@ static void test_sink_pipeline_stock_race(void **state)
         pg_int("SELECT count(*) FROM order_rejections WHERE order_id >= $1 AND order_id < $1 + 10", c.ob), N);
     /* replayed: the same answers, nothing new */
     c.sql = NULL;
-    assert_int_equal(sink_write(s, so, N + 1, pipe_hook, &c, err, sizeof(err)), SINK_OK);
+    assert_int_equal(sink_write(s, so, N + 1, pipe_hook, &c, NULL, err, sizeof(err)), SINK_OK);
     assert_int_equal(so[0].outcome, CMSG_DUPLICATE);
     assert_int_equal(rows_of(c.item), 1);
     assert_int_equal(
@@ -1095,7 +1113,7 @@ static void test_sink_pipeline_data_error(void **state)
     struct sink_order so[3];
     for (int i = 0; i < 3; i++)
         so[i] = (struct sink_order){ &o[i], fence, 0 };
-    assert_int_equal(sink_write(s, so, 3, NULL, NULL, err, sizeof(err)), SINK_DATA);
+    assert_int_equal(sink_write(s, so, 3, NULL, NULL, NULL, err, sizeof(err)), SINK_DATA);
     assert_non_null(strstr(err, "insert"));
     for (int i = 0; i < 3; i++)
         assert_int_equal(so[i].outcome, CMSG_PENDING);
@@ -1107,7 +1125,7 @@ static void test_sink_pipeline_data_error(void **state)
         pg_int("SELECT count(*) FROM user_fences WHERE user_id >= $1 AND user_id < $1 + 3", c.ub), 0);
     /* the same connection, the batch without the bad order */
     so[1] = so[2];
-    assert_int_equal(sink_write(s, so, 2, NULL, NULL, err, sizeof(err)), SINK_OK);
+    assert_int_equal(sink_write(s, so, 2, NULL, NULL, NULL, err, sizeof(err)), SINK_OK);
     assert_int_equal(so[0].outcome, CMSG_INSERTED);
     assert_int_equal(so[1].outcome, CMSG_NO_ITEM);
     assert_int_equal(rows_of(c.item), 1);
@@ -1126,28 +1144,131 @@ static void test_sink_pipeline_connection_lost(void **state)
     (void)state;
     enum { N = 3 };
     char err[256];
-    struct sink *s = NULL;
     struct pipe_case c;
-    pipe_case_init(&c, "kill", N);
-    c.sql = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1";
-    assert_int_equal(sink_open(&harness_conf, c.app, &s, err, sizeof(err)), 0);
     struct order o[N];
     struct sink_order so[N];
-    int64_t fence = util_wall_ms() * 1000;
-    for (int i = 0; i < N; i++) {
-        o[i] = (struct order){ c.ob + i, c.ub + i, c.item, 1, 1000 };
-        so[i] = (struct sink_order){ &o[i], fence, 0 };
-    }
-    assert_int_equal(sink_write(s, so, N, pipe_hook, &c, err, sizeof(err)), SINK_TRANSIENT);
+    pipe_case_init(&c, "kill", N);
+    c.sql = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1";
+    struct sink *s = pipe_case_sink(&c, o, so, N);
+    assert_int_equal(sink_write(s, so, N, pipe_hook, &c, NULL, err, sizeof(err)), SINK_TRANSIENT);
     for (int i = 0; i < N; i++)
         assert_int_equal(so[i].outcome, CMSG_PENDING);
     assert_int_equal(rows_of(c.item), 0);
     assert_int_equal(stock_left(c.item), N);
-    assert_int_equal(sink_write(s, so, N, pipe_hook, &c, err, sizeof(err)), SINK_OK);
+    assert_int_equal(sink_write(s, so, N, pipe_hook, &c, NULL, err, sizeof(err)), SINK_OK);
     for (int i = 0; i < N; i++)
         assert_int_equal(so[i].outcome, CMSG_INSERTED);
     assert_int_equal(rows_of(c.item), N);
     assert_int_equal(stock_left(c.item), 0);
+    sink_close(s);
+    pipe_case_done(&c, N);
+}
+
+/* Live orders are new: the sink inserts them without looking up what is
+ * there. A batch that meets an order already there (a redelivery) is rolled
+ * back and redone with the lookup, and the next batch looks up first until
+ * a lookup finds nothing. An order not looked up is never refused for want
+ * of stock: that refusal reads the stock locked and looks up first. */
+static void test_sink_insert_first(void **state)
+{
+    (void)state;
+    /* N + 3 units: the redelivered batch (N + 1 orders) must fit in what the
+     * first one left (3), or it would be short of stock and look up anyway */
+    enum { N = 2 };
+    char err[256];
+    struct sink_trace tr;
+    struct pipe_case c;
+    struct order o[N + 4];
+    struct sink_order so[N + 4];
+    pipe_case_init(&c, "first", N + 3);
+    struct sink *s = pipe_case_sink(&c, o, so, N + 4);
+    int64_t fence = so[0].fence;
+    /* new orders: inserted without a lookup */
+    assert_int_equal(sink_write(s, so, N, NULL, NULL, &tr, err, sizeof(err)), SINK_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(so[i].outcome, CMSG_INSERTED);
+    assert_false(tr.looked_up);
+    assert_int_equal(tr.redo_existing, 0);
+    assert_int_equal(stock_left(c.item), 3);
+    /* redelivered, with one new order: redone with the lookup */
+    for (int i = 0; i <= N; i++)
+        so[i].fence = fence + 1;
+    assert_int_equal(sink_write(s, so, N + 1, NULL, NULL, &tr, err, sizeof(err)), SINK_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(so[i].outcome, CMSG_DUPLICATE);
+    assert_int_equal(so[N].outcome, CMSG_INSERTED);
+    assert_true(tr.looked_up);
+    assert_int_equal(tr.redo_existing, 1);
+    assert_int_equal(rows_of(c.item), N + 1);
+    assert_int_equal(stock_left(c.item), 2);
+    /* the next batch looks up first, finds nothing, and the one after it
+     * goes back to inserting first */
+    assert_int_equal(sink_write(s, &so[N + 1], 1, NULL, NULL, &tr, err, sizeof(err)), SINK_OK);
+    assert_int_equal(so[N + 1].outcome, CMSG_INSERTED);
+    assert_true(tr.looked_up);
+    assert_int_equal(tr.redo_existing, 0);
+    assert_int_equal(sink_write(s, &so[N + 2], 1, NULL, NULL, &tr, err, sizeof(err)), SINK_OK);
+    assert_int_equal(so[N + 2].outcome, CMSG_INSERTED);
+    assert_false(tr.looked_up);
+    assert_int_equal(stock_left(c.item), 0);
+    /* sold out: a redelivered order is a duplicate, a new one refused */
+    so[N + 2] = so[0];
+    so[N + 2].fence = fence + 2;
+    so[N + 3].fence = fence + 2;
+    assert_int_equal(sink_write(s, &so[N + 2], 2, NULL, NULL, &tr, err, sizeof(err)), SINK_OK);
+    assert_int_equal(so[N + 2].outcome, CMSG_DUPLICATE);
+    assert_int_equal(so[N + 3].outcome, CMSG_NO_STOCK);
+    assert_true(tr.looked_up);
+    assert_int_equal(tr.redo_existing, 0);
+    assert_int_equal(rows_of(c.item), N + 3);
+    assert_int_equal(
+        pg_int("SELECT count(*) FROM order_rejections WHERE order_id >= $1 AND order_id < $1 + 10", c.ob), 1);
+    sink_close(s);
+    pipe_case_done(&c, N + 4);
+}
+
+/* precommit hook: once, a row in orders under the id of o (for another
+ * user), committed on the test's own connection while the sink's
+ * transaction is open. */
+static int steal_id_hook(void *arg)
+{
+    const struct order *o = arg;
+    static const char sql[] = "INSERT INTO orders (order_id, user_id, item_id, qty, reserved_at, fence) "
+                              "VALUES ($1, $2, $3, 1, now(), 1)";
+    char a[3][24];
+    snprintf(a[0], sizeof(a[0]), "%" PRId64, o->order_id);
+    snprintf(a[1], sizeof(a[1]), "%" PRId64, o->user_id + 1000);
+    snprintf(a[2], sizeof(a[2]), "%" PRId64, o->item_id);
+    const char *p[] = { a[0], a[1], a[2] };
+    if (pg_int("SELECT count(*) FROM orders WHERE order_id = $1", o->order_id) == 0)
+        pg_run(sql, 3, p);
+    return 0;
+}
+
+/* A writer commits an order under one of the batch's ids between the
+ * sink's decision and its insert: the insert fails on it, the batch is
+ * rolled back and redone with the lookup, and that order is refused as an
+ * id conflict; the others go in once, with their stock. */
+static void test_sink_insert_raced(void **state)
+{
+    (void)state;
+    enum { N = 3 };
+    char err[256];
+    struct sink_trace tr;
+    struct pipe_case c;
+    struct order o[N];
+    struct sink_order so[N];
+    pipe_case_init(&c, "raced", 10);
+    struct sink *s = pipe_case_sink(&c, o, so, N);
+    assert_int_equal(sink_write(s, so, N, steal_id_hook, &o[1], &tr, err, sizeof(err)), SINK_OK);
+    assert_int_equal(tr.redo_existing, 1);
+    assert_true(tr.looked_up);
+    assert_int_equal(so[0].outcome, CMSG_INSERTED);
+    assert_int_equal(so[1].outcome, CMSG_ID_CONFLICT);
+    assert_int_equal(so[2].outcome, CMSG_INSERTED);
+    assert_int_equal(pg_int("SELECT user_id FROM orders WHERE order_id = $1", o[1].order_id), o[1].user_id + 1000);
+    assert_int_equal(rows_of(c.item), N);
+    assert_int_equal(stock_left(c.item), 10 - (N - 1));
     sink_close(s);
     pipe_case_done(&c, N);
 }
@@ -1262,6 +1383,8 @@ int main(void)
         cmocka_unit_test(test_sink_pipeline_stock_race),
         cmocka_unit_test(test_sink_pipeline_data_error),
         cmocka_unit_test(test_sink_pipeline_connection_lost),
+        cmocka_unit_test(test_sink_insert_first),
+        cmocka_unit_test(test_sink_insert_raced),
         cmocka_unit_test(test_settle_batch_semantics),
         cmocka_unit_test(test_frozen_worker_fenced),
         cmocka_unit_test(test_duplicate_delivery_one_row),
