@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/pgpoll.sh, sourced by the benches: one psql session for the queries
 # a bench repeats while it waits for the consumer.
 #
@@ -17,7 +18,7 @@ pgpoll_open() {
 
 pgpoll() {
     local f
-    printf '%s\n' "$1" >&"${PGPOLL[1]}" || return 1
+    printf '%s\n' "$1" 1>&"${PGPOLL[1]}" || return 1
     IFS=' ' read -t 30 -r -a PGPOLL_ROW <&"${PGPOLL[0]}" || return 1
     [ "${#PGPOLL_ROW[@]}" -gt 0 ] || return 1
     for f in "${PGPOLL_ROW[@]}"; do
@@ -26,7 +27,10 @@ pgpoll() {
 }
 
 pgpoll_close() {
-    [ -n "${PGPOLL_PID:-}" ] || return 0
-    printf '\\q\n' >&"${PGPOLL[1]}" 2>/dev/null || true
-    wait "$PGPOLL_PID" 2>/dev/null || true
+    # End of input ends the session (psql, or whatever CMD was); the fd is
+    # unset once bash has reaped the session, and then there is nothing to do.
+    [ -n "${PGPOLL_PID:-}" ] && [ -n "${PGPOLL[1]:-}" ] || return 0
+    local pid=$PGPOLL_PID fd=${PGPOLL[1]}
+    exec {fd}>&-
+    wait "$pid" 2>/dev/null || true
 }
