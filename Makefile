@@ -131,6 +131,7 @@ demo:
 
 # Figures, not tests: prints a table and writes build/bench.json.
 bench:
+	bench/deps
 	scripts/stack up
 	$(MAKE) --no-print-directory all $(BUILD)/bench/jwtverify $(BUILD)/bench/lockbench $(BUILD)/bench/kafkalimit \
 	        $(BUILD)/bench/kafkaconnect $(BUILD)/bench/zipfitems
