@@ -649,13 +649,73 @@ static struct lock *lock_adopt(struct lock_client *lc, struct attempt *a, int tt
     return l;
 }
 
+/* How many attempts are still to settle (untried after a NOSCRIPT, or
+ * busy), and into *min_pttl the shortest remaining lease of their holders:
+ * 0 when one is to be resent at once, INT64_MAX when none is known. */
+static size_t unsettled(const struct attempt *at, size_t n, int64_t *min_pttl)
+{
+    size_t busy = 0;
+    *min_pttl = INT64_MAX;
+    for (size_t i = 0; i < n; i++) {
+        if (at[i].status == LOCK_UNTRIED) {
+            busy++; /* NOSCRIPT: resend at once */
+            *min_pttl = 0;
+        } else if (at[i].status == LOCK_BUSY) {
+            busy++;
+            if (at[i].pttl >= 0 && at[i].pttl < *min_pttl)
+                *min_pttl = at[i].pttl;
+        }
+    }
+    return busy;
+}
+
+/* The pause before round attempt + 1: a jittered backoff, never past the
+ * left_ms before the deadline, and not much longer than the holder's
+ * remaining lease (min_pttl, as unsettled gives it). */
+static int64_t backoff(const struct lock_client *lc, int attempt, int64_t min_pttl, int64_t left_ms)
+{
+    /* Reloadable: read atomically, the reloading thread may be writing. */
+    int64_t d = min_pttl == 0 ? 0 : util_backoff_ms(attempt, CFG_GET(lc->cfg->lock.backoff_base_ms),
+                                                    CFG_GET(lc->cfg->lock.backoff_cap_ms));
+    if (min_pttl != INT64_MAX && min_pttl > 0 && d > min_pttl + 1)
+        d = min_pttl + 1;
+    return d > left_ms ? left_ms : d;
+}
+
+/* Hand each attempt's end to the caller: a held lock for the acquired ones
+ * (adopted into the client), LOCK_BUSY or LOCK_ERROR for the others, counted.
+ * Returns how many were acquired. */
+static size_t settle(struct lock_client *lc, struct attempt *at, size_t n, int ttl_ms, struct lock **out,
+                     int *status)
+{
+    size_t got = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (at[i].status == LOCK_OK) {
+            out[i] = lock_adopt(lc, &at[i], ttl_ms);
+            if (out[i] == NULL) {
+                status[i] = LOCK_ERROR;
+                continue;
+            }
+            status[i] = LOCK_OK;
+            lc->acquired++;
+            got++;
+        } else if (at[i].status == LOCK_BUSY) {
+            status[i] = LOCK_BUSY;
+            lc->timeouts++;
+        } else {
+            status[i] = LOCK_ERROR;
+        }
+    }
+    return got;
+}
+
 static size_t acquire_many(struct lock_client *lc, const char *const *names, size_t n, int ttl_ms, int wait_ms,
                            struct lock **out, int *status)
 {
     struct attempt *at = calloc(n ? n : 1, sizeof(*at));
     struct plan p;
-    int64_t start = util_mono_ms(), deadline = start + (wait_ms > 0 ? wait_ms : 0);
-    size_t got = 0;
+    int64_t start = util_mono_ms(), deadline = start + (wait_ms > 0 ? wait_ms : 0), min_pttl;
+    size_t got;
     bool waited = false;
 
     for (size_t i = 0; i < n; i++) {
@@ -677,54 +737,17 @@ static size_t acquire_many(struct lock_client *lc, const char *const *names, siz
                 break;
             continue; /* reconnect and resend: the request ids make it safe */
         }
-        size_t busy = 0;
-        int64_t min_pttl = INT64_MAX;
-        for (size_t i = 0; i < n; i++) {
-            if (at[i].status == LOCK_UNTRIED) {
-                busy++; /* NOSCRIPT: resend at once */
-                min_pttl = 0;
-            } else if (at[i].status == LOCK_BUSY) {
-                busy++;
-                if (at[i].pttl >= 0 && at[i].pttl < min_pttl)
-                    min_pttl = at[i].pttl;
-            }
-        }
-        if (busy == 0)
+        if (unsettled(at, n, &min_pttl) == 0)
             break;
         int64_t now = util_mono_ms();
         if (now >= deadline)
             break;
         waited = true;
-        /* Sleep a jittered backoff, never past the deadline, and not much
-         * longer than the holder's remaining lease. */
-        /* Reloadable: read atomically, the reloading thread may be writing. */
-        int64_t d = min_pttl == 0 ? 0 : util_backoff_ms(attempt, CFG_GET(lc->cfg->lock.backoff_base_ms),
-                                                        CFG_GET(lc->cfg->lock.backoff_cap_ms));
-        if (min_pttl != INT64_MAX && min_pttl > 0 && d > min_pttl + 1)
-            d = min_pttl + 1;
-        if (d > deadline - now)
-            d = deadline - now;
-        util_sleep_ms(d);
+        util_sleep_ms(backoff(lc, attempt, min_pttl, deadline - now));
     }
 
     int64_t waited_ms = util_mono_ms() - start;
-    for (size_t i = 0; i < n; i++) {
-        if (at[i].status == LOCK_OK) {
-            out[i] = lock_adopt(lc, &at[i], ttl_ms);
-            if (out[i] == NULL) {
-                status[i] = LOCK_ERROR;
-                continue;
-            }
-            status[i] = LOCK_OK;
-            lc->acquired++;
-            got++;
-        } else if (at[i].status == LOCK_BUSY) {
-            status[i] = LOCK_BUSY;
-            lc->timeouts++;
-        } else {
-            status[i] = LOCK_ERROR;
-        }
-    }
+    got = settle(lc, at, n, ttl_ms, out, status);
     if (waited) {
         lc->contended++;
         lc->wait_ms += (uint64_t)waited_ms;
