@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ctlopt.h"
 #include "lock.h"
 #include "util.h"
 
@@ -105,8 +106,9 @@ static int lock_run_parse(const struct cfg *c, int argc, char **argv, const char
             break;
         }
         case 'w':
-            if (util_parse_i64(optarg, 0, 86400000, wait) != 0) {
-                fprintf(stderr, "seckillctl: --wait-ms must be an integer in [0, 86400000], got '%s'\n", optarg);
+            if (util_parse_i64(optarg, 0, CTL_MAX_MS, wait) != 0) {
+                fprintf(stderr, "seckillctl: --wait-ms must be an integer in [0, %d], got '%s'\n", CTL_MAX_MS,
+                        optarg);
                 return 2;
             }
             break;
