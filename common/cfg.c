@@ -99,14 +99,15 @@ static const struct cfg_def *def_find(const char *path)
     return NULL;
 }
 
-int cfg_range(const char *path, long long *min, long long *max)
+struct cfg_range cfg_range_at(size_t offset)
 {
-    const struct cfg_def *d = def_find(path);
-    if (!d || d->type != CFG_INT)
-        return -1;
-    *min = d->min;
-    *max = d->max;
-    return 0;
+    for (size_t i = 0; i < ARRAY_SIZE(cfg_defs); i++)
+        if (cfg_defs[i].off == offset && cfg_defs[i].type == CFG_INT)
+            return (struct cfg_range){ cfg_defs[i].min, cfg_defs[i].max };
+    /* Only CFG_RANGE calls this, with an int member of struct cfg: one that
+     * is no CFG_INT setting is a mistake in the code, not a state to go on in. */
+    log_error("internal: the member at offset %zu of struct cfg is no integer setting", offset);
+    abort();
 }
 
 static bool section_known(const char *name)
