@@ -99,14 +99,15 @@ static const struct cfg_def *def_find(const char *path)
     return NULL;
 }
 
-int cfg_range(const char *path, long long *min, long long *max)
+struct cfg_range cfg_range_at(size_t offset)
 {
-    const struct cfg_def *d = def_find(path);
-    if (!d || d->type != CFG_INT)
-        return -1;
-    *min = d->min;
-    *max = d->max;
-    return 0;
+    for (size_t i = 0; i < ARRAY_SIZE(cfg_defs); i++)
+        if (cfg_defs[i].off == offset && cfg_defs[i].type == CFG_INT)
+            return (struct cfg_range){ cfg_defs[i].min, cfg_defs[i].max };
+    /* Only CFG_RANGE calls this, with an int member of struct cfg: one that
+     * is no CFG_INT setting is a mistake in the code, not a state to go on in. */
+    log_error("internal: the member at offset %zu of struct cfg is no integer setting", offset);
+    abort();
 }
 
 static bool section_known(const char *name)
@@ -281,73 +282,72 @@ static bool sentinel_addr_ok(const char *s)
 
 static const char *const session_attrs[] = { "any", "read-write", "read-only", "primary", "standby", "prefer-standby" };
 
-static int load_one(config_t *lc, const struct cfg_def *d, const char *path, struct cfg *c, char *err,
+/* An integer setting the file sets, checked against its range. */
+static int load_int(const config_setting_t *s, const struct cfg_def *d, const char *path, int *out, char *err,
                     size_t errlen)
 {
-    config_setting_t *s = config_lookup(lc, d->path);
-    const char *sval = NULL;
-    char portbuf[24];
+    int t = config_setting_type(s);
+    if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) {
+        seterr(err, errlen, "%s:%d: '%s' must be an integer", src_file(s, path), src_line(s), d->path);
+        return -1;
+    }
+    long long v = config_setting_get_int64(s);
+    if (v < d->min || v > d->max) {
+        seterr(err, errlen, "%s:%d: '%s' = %lld is out of range [%lld, %lld]", src_file(s, path),
+               src_line(s), d->path, v, d->min, d->max);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
 
-    if (s == NULL) {
-        if (d->flags & CFG_REQUIRED) {
-            seterr(err, errlen, "%s: missing required setting '%s'", path, d->path);
-            return -1;
-        }
-        switch (d->type) {
-        case CFG_INT:
-            *FIELD(c, d, int) = (int)d->idef;
-            return 0;
-        case CFG_PROPS:
-        case CFG_LIST:
-            return 0;
-        default:
-            sval = d->sdef;
-            break;
-        }
-    } else if (d->type == CFG_INT) {
-        int t = config_setting_type(s);
-        if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) {
-            seterr(err, errlen, "%s:%d: '%s' must be an integer", src_file(s, path),
-                   src_line(s), d->path);
-            return -1;
-        }
-        long long v = config_setting_get_int64(s);
-        if (v < d->min || v > d->max) {
-            seterr(err, errlen, "%s:%d: '%s' = %lld is out of range [%lld, %lld]", src_file(s, path),
-                   src_line(s), d->path, v, d->min, d->max);
-            return -1;
-        }
-        *FIELD(c, d, int) = (int)v;
-        return 0;
-    } else if (d->type == CFG_PORTS && config_setting_type(s) != CONFIG_TYPE_STRING) {
-        int t = config_setting_type(s);
+/* The text of a setting the file sets, for the types stored from text: a
+ * string, or for CFG_PORTS also a bare integer (printed into buf). NULL
+ * with err when it is neither, or empty where it is required. */
+static const char *setting_text(const config_setting_t *s, const struct cfg_def *d, const char *path,
+                                char *buf, size_t buflen, char *err, size_t errlen)
+{
+    int t = config_setting_type(s);
+    if (d->type == CFG_PORTS && t != CONFIG_TYPE_STRING) {
         if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) {
             seterr(err, errlen, "%s:%d: '%s' must be a port or a string of ports \"p1,p2\"", src_file(s, path),
                    src_line(s), d->path);
-            return -1;
+            return NULL;
         }
-        snprintf(portbuf, sizeof(portbuf), "%lld", config_setting_get_int64(s));
-        sval = portbuf;
-    } else if (d->type == CFG_PROPS) {
-        return load_props(s, d, path, FIELD(c, d, struct cfg_props), err, errlen);
-    } else if (d->type == CFG_LIST) {
-        return load_list(s, d, path, FIELD(c, d, struct cfg_list), err, errlen);
-    } else {
-        if (config_setting_type(s) != CONFIG_TYPE_STRING) {
-            seterr(err, errlen, "%s:%d: '%s' must be a string", src_file(s, path),
-                   src_line(s), d->path);
-            return -1;
-        }
-        sval = config_setting_get_string(s);
-        if ((d->flags & CFG_REQUIRED) && *sval == '\0') {
-            seterr(err, errlen, "%s:%d: '%s' must not be empty", src_file(s, path),
-                   src_line(s), d->path);
-            return -1;
-        }
+        snprintf(buf, buflen, "%lld", config_setting_get_int64(s));
+        return buf;
     }
+    if (t != CONFIG_TYPE_STRING) {
+        seterr(err, errlen, "%s:%d: '%s' must be a string", src_file(s, path), src_line(s), d->path);
+        return NULL;
+    }
+    const char *sval = config_setting_get_string(s);
+    if ((d->flags & CFG_REQUIRED) && *sval == '\0') {
+        seterr(err, errlen, "%s:%d: '%s' must not be empty", src_file(s, path), src_line(s), d->path);
+        return NULL;
+    }
+    return sval;
+}
 
-    int line = s ? src_line(s) : 0;
-    const char *file = s ? src_file(s, path) : path;
+/* A path setting's value as stored: "" stays "" (not set: libpq's default
+ * for postgres.sslrootcert, no password file); a bare password file name
+ * under systemd is the credential of that name; anything else is resolved
+ * against the folder of the file that sets it. NULL when it cannot be. */
+static char *setting_path(enum cfg_type type, const char *sval, const char *file)
+{
+    char *v = NULL;
+    if (*sval == '\0')
+        return strdup("");
+    if (type == CFG_PWFILE)
+        v = secret_credential_path(sval);
+    return v ? v : abs_path(sval, file);
+}
+
+/* Check sval (set at file:line, or a default when line is 0) against d's
+ * type and store it in c. */
+static int store_text(const struct cfg_def *d, const char *sval, const char *file, int line, const char *path,
+                      struct cfg *c, char *err, size_t errlen)
+{
     switch (d->type) {
     case CFG_STR:
         if ((*FIELD(c, d, char *) = strdup(sval)) == NULL) {
@@ -366,25 +366,13 @@ static int load_one(config_t *lc, const struct cfg_def *d, const char *path, str
         return 0;
     }
     case CFG_PATH:
-        /* empty: not set (libpq's default for postgres.sslrootcert) */
-        if (!(*FIELD(c, d, char *) = *sval ? abs_path(sval, file) : strdup(""))) {
+    case CFG_PWFILE:
+        if (!(*FIELD(c, d, char *) = setting_path(d->type, sval, file))) {
             seterr(err, errlen, "%s:%d: '%s': cannot resolve '%s' against the file's folder", file, line,
                    d->path, sval);
             return -1;
         }
         return 0;
-    case CFG_PWFILE: {
-        /* A bare name under systemd is the credential of that name. */
-        char *v = *sval ? secret_credential_path(sval) : NULL;
-        if (!v)
-            v = *sval ? abs_path(sval, file) : strdup("");
-        if (!(*FIELD(c, d, char *) = v)) {
-            seterr(err, errlen, "%s:%d: '%s': cannot resolve '%s' against the file's folder", file, line,
-                   d->path, sval);
-            return -1;
-        }
-        return 0;
-    }
     case CFG_LOGFMT:
         if ((*FIELD(c, d, int) = name_index(logfmt_names, ARRAY_SIZE(logfmt_names), sval)) >= 0)
             return 0;
@@ -410,6 +398,45 @@ static int load_one(config_t *lc, const struct cfg_def *d, const char *path, str
         seterr(err, errlen, "%s: internal: bad type for '%s'", path, d->path);
         return -1;
     }
+}
+
+/* One setting from the file, or its default when the file leaves it out:
+ * integers, lists and properties are stored as read; the other types are
+ * read as text first, then checked and stored by type (store_text), so a
+ * default goes through the same checks as a value from the file. */
+static int load_one(config_t *lc, const struct cfg_def *d, const char *path, struct cfg *c, char *err,
+                    size_t errlen)
+{
+    config_setting_t *s = config_lookup(lc, d->path);
+    const char *sval = NULL;
+    char portbuf[24];
+
+    if (s == NULL) {
+        if (d->flags & CFG_REQUIRED) {
+            seterr(err, errlen, "%s: missing required setting '%s'", path, d->path);
+            return -1;
+        }
+        switch (d->type) {
+        case CFG_INT:
+            *FIELD(c, d, int) = (int)d->idef;
+            return 0;
+        case CFG_PROPS:
+        case CFG_LIST:
+            return 0;
+        default:
+            sval = d->sdef;
+            break;
+        }
+    } else if (d->type == CFG_INT) {
+        return load_int(s, d, path, FIELD(c, d, int), err, errlen);
+    } else if (d->type == CFG_PROPS) {
+        return load_props(s, d, path, FIELD(c, d, struct cfg_props), err, errlen);
+    } else if (d->type == CFG_LIST) {
+        return load_list(s, d, path, FIELD(c, d, struct cfg_list), err, errlen);
+    } else if (!(sval = setting_text(s, d, path, portbuf, sizeof(portbuf), err, errlen))) {
+        return -1;
+    }
+    return store_text(d, sval, s ? src_file(s, path) : path, s ? src_line(s) : 0, path, c, err, errlen);
 }
 
 /* What kconf passes to librdkafka as security.protocol and sasl.mechanisms:

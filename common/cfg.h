@@ -362,11 +362,22 @@ void cfg_apply_reload(struct cfg *cur, struct cfg *new);
 /* 1 when every reloadable setting is a scalar (cfg_apply_reload relies on it). */
 int cfg_reloadable_scalar_only(void);
 
-/* The range [min, max] CFG_SETTINGS declares for the integer setting path,
- * so code that needs a bound (a buffer sized for the largest batch a reload
- * may ask for, a command-line option with the same limits) takes it from the
- * one table. 0, or -1 for a path that is not an integer setting. */
-int cfg_range(const char *path, long long *min, long long *max);
+/* The range [min, max] CFG_SETTINGS declares for an integer setting, so
+ * code that needs a bound (a buffer sized for the largest batch a reload may
+ * ask for, a command-line option with the same limits) takes it from the
+ * one table. */
+struct cfg_range {
+    long long min, max;
+};
+/* The range of the integer setting stored in member, named as in
+ * CFG_SETTINGS: CFG_RANGE(consumer.batch_size).max. A member struct cfg
+ * does not have, or one that is not an int, does not compile (offsetof, and
+ * _Generic with no association for other types); an int member whose setting
+ * has no range (logging.level, logging.format, producer.auth) aborts at the
+ * first call, logged. */
+#define CFG_RANGE(member) \
+    cfg_range_at(offsetof(struct cfg, member) + 0 * sizeof(_Generic(((struct cfg *)0)->member, int: 1)))
+struct cfg_range cfg_range_at(size_t offset);
 
 /* Read a reloadable setting from another thread than the one reloading. */
 #define CFG_GET(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)

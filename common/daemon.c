@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <systemd/sd-daemon.h>
 
-#include "kconf.h"
 #include "log.h"
 #include "util.h"
 
@@ -27,6 +26,13 @@ volatile sig_atomic_t daemon_reload_signal;
 
 static int64_t watchdog_ms;
 static int64_t watchdog_last_ms;
+
+/* daemon_on_reload's functions, in the order of registration: main thread. */
+static struct {
+    daemon_reload_fn fn;
+    void *arg;
+} on_reload[DAEMON_RELOAD_FNS];
+static size_t on_reload_n;
 
 static void on_stop(int sig)
 {
@@ -179,6 +185,15 @@ void daemon_watchdog(void)
     }
 }
 
+int daemon_on_reload(daemon_reload_fn fn, void *arg)
+{
+    if (on_reload_n == DAEMON_RELOAD_FNS)
+        return -1;
+    on_reload[on_reload_n].fn = fn;
+    on_reload[on_reload_n++].arg = arg;
+    return 0;
+}
+
 int daemon_reload(const struct cli *cli, struct cfg *cur, const struct daemon_reload_hook *hook)
 {
     const char *path = cli->config;
@@ -200,10 +215,10 @@ int daemon_reload(const struct cli *cli, struct cfg *cur, const struct daemon_re
         goto out;
     }
     cfg_apply_reload(cur, &next);
-    kconf_rotate(cur);
     if (hook)
         hook->commit(hook->arg);
-    log_set_level((enum log_level)cur->logging.level);
+    for (size_t i = 0; i < on_reload_n; i++)
+        on_reload[i].fn(cur, on_reload[i].arg);
     log_notice("configuration reloaded from %s", path);
     ret = 0;
 out:

@@ -3,7 +3,13 @@
  * Signal handlers only set flags; the main loop looks at them and makes the
  * state change explicitly (pgbouncer's and redis's way). Service manager
  * notifications go through sd_notify(3), which does nothing when the daemon
- * was not started by systemd with Type=notify. */
+ * was not started by systemd with Type=notify.
+ *
+ * A reload (SIGHUP) changes the settings, and through hooks the program
+ * registers (daemon_on_reload) whatever else follows from them; this module
+ * knows none of the modules it reloads for. The reload, its hooks and their
+ * registration belong to the main thread, the one whose loop takes the
+ * signals. */
 #ifndef SECKILL_DAEMON_H
 #define SECKILL_DAEMON_H
 
@@ -63,11 +69,25 @@ struct daemon_reload_hook {
 };
 
 /* SIGHUP: load cli's file again (with cli's --instance applied, as at start)
- * and apply its reloadable settings to *cur; hook (may be NULL) takes part.
+ * and apply its reloadable settings to *cur; hook (may be NULL) takes part,
+ * then the functions registered with daemon_on_reload run.
  * A broken file, a change to a setting that needs a restart, or a refusal
  * by the hook is rejected with the reason logged, and *cur and the hook's
  * state stay as they were. Notifies RELOADING=1 and READY=1 around it.
  * 0 if applied, -1 if rejected. */
 int daemon_reload(const struct cli *cli, struct cfg *cur, const struct daemon_reload_hook *hook);
+
+/* What follows from an applied reload beyond the settings themselves (the
+ * Kafka clients take a rotated password, the log its new level); cur holds
+ * the new values. It cannot refuse: what may is a daemon_reload_hook. */
+typedef void (*daemon_reload_fn)(const struct cfg *cur, void *arg);
+/* The most functions daemon_on_reload holds. */
+#define DAEMON_RELOAD_FNS 8
+/* Run fn(cur, arg) after every reload daemon_reload applies, never after a
+ * rejected one: in the main thread (daemon_reload's), after the hook's
+ * commit, in the order of registration, before "configuration reloaded" is
+ * logged. Register from the main thread before the first daemon_reload.
+ * 0, or -1 when DAEMON_RELOAD_FNS are registered already. */
+int daemon_on_reload(daemon_reload_fn fn, void *arg);
 
 #endif

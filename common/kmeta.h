@@ -26,6 +26,12 @@
  * group's members are not disturbed. rd_kafka_destroy() it; NULL with err. */
 rd_kafka_t *kmeta_open(const struct cfg *c, const char *group, char *err, size_t errlen);
 
+/* The deadline of each question below when a command (rebuild) or a replay
+ * asks it before it can start: long enough for the brokers to elect a new
+ * leader after a failover, short enough that an operator hears of a cluster
+ * that is gone. */
+#define KMETA_TIMEOUT_MS 10000
+
 /* The number of partitions of topic. 0 and *n, or -1 with err. */
 int kmeta_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, int32_t *n, char *err, size_t errlen);
 

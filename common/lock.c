@@ -175,55 +175,70 @@ static void group_keep(char *buf, size_t len, int ttl_ms)
     snprintf(buf, len, "%lld", (long long)(LOCK_GROUP_KEEP_MS > keep_ms ? LOCK_GROUP_KEEP_MS : keep_ms));
 }
 
-/* Renew every due lease (up to BATCH of them) in one pipelined round trip,
- * one script call per group. Called with mu held; drops it while talking to
- * Redis. */
-static void renew_due(struct lock_client *lc, int64_t now)
-{
-    enum { BATCH = LOCK_RENEW_BATCH };
-    char(*names)[KEYS_MAX] = lc->wkeys;
-    char ttls[BATCH][12], keep[24];
-    struct lock *ptr[BATCH];
-    uint64_t seq[BATCH];
-    int grp[BATCH];
-    size_t idx[BATCH], cnt[BATCH], n = 0;
-    const char *argv[3 + 2 * LOCK_CALL_MAX];
+/* The leases one renewal round trip extends. The watchdog copies what it
+ * sends (names, groups, leases) while it holds mu, because it talks to
+ * Redis without mu and the locks may be released and freed meanwhile; ptr
+ * and seq find them again afterwards, if they are still held. */
+struct renewal {
+    char (*names)[KEYS_MAX]; /* lc->wkeys: too big for the watchdog's stack */
+    char ttls[LOCK_RENEW_BATCH][12];
+    struct lock *ptr[LOCK_RENEW_BATCH];
+    uint64_t seq[LOCK_RENEW_BATCH];
+    int grp[LOCK_RENEW_BATCH];
+    long long result[LOCK_RENEW_BATCH]; /* the script's answer: 1 renewed, 0 not ours; -1 none */
     char hash[KEYS_LOCK_GROUPS][KEYS_MAX];
-    int ttl_max = 0;
+    size_t n;
+    int ttl_max;
+    int64_t sent; /* monotonic: when the round trip went out */
+};
 
-    for (struct lock *l = lc->held; l && n < BATCH; l = l->next) {
+/* Copy every due lease (up to LOCK_RENEW_BATCH) into rn. Called with mu
+ * held. Returns how many. */
+static size_t collect_due(struct lock_client *lc, int64_t now, struct renewal *rn)
+{
+    rn->n = 0;
+    rn->ttl_max = 0;
+    for (struct lock *l = lc->held; l && rn->n < LOCK_RENEW_BATCH; l = l->next) {
+        size_t n = rn->n;
         if (l->lost || l->renew_at_ms > now)
             continue;
-        memcpy(names[n], l->name, sizeof(l->name));
-        memcpy(hash[l->group], l->key, sizeof(l->key));
-        snprintf(ttls[n], sizeof(ttls[n]), "%d", l->ttl_ms);
-        if (l->ttl_ms > ttl_max)
-            ttl_max = l->ttl_ms;
-        ptr[n] = l;
-        seq[n] = l->seq;
-        grp[n] = (int)l->group;
-        n++;
+        memcpy(rn->names[n], l->name, sizeof(l->name));
+        memcpy(rn->hash[l->group], l->key, sizeof(l->key));
+        snprintf(rn->ttls[n], sizeof(rn->ttls[n]), "%d", l->ttl_ms);
+        if (l->ttl_ms > rn->ttl_max)
+            rn->ttl_max = l->ttl_ms;
+        rn->ptr[n] = l;
+        rn->seq[n] = l->seq;
+        rn->grp[n] = (int)l->group;
+        rn->n++;
     }
-    if (n == 0)
-        return;
-    pthread_mutex_unlock(&lc->mu);
+    return rn->n;
+}
 
-    size_t calls = plan_calls(grp, n, idx, cnt);
-    group_keep(keep, sizeof(keep), ttl_max);
-    int64_t sent = util_mono_ms();
-    long long result[BATCH];
-    for (size_t i = 0; i < n; i++)
-        result[i] = -1;
+/* Send the extend script for rn's leases, one call per group, all pipelined
+ * in one round trip, and read each lease's answer into rn->result (-1 where
+ * none came). Called without mu: this is the part that waits on Redis. */
+static void extend_leases(struct lock_client *lc, struct renewal *rn)
+{
+    size_t idx[LOCK_RENEW_BATCH], cnt[LOCK_RENEW_BATCH];
+    const char *argv[3 + 2 * LOCK_CALL_MAX];
+    char keep[24];
+
+    size_t calls = plan_calls(rn->grp, rn->n, idx, cnt);
+    group_keep(keep, sizeof(keep), rn->ttl_max);
+    rn->sent = util_mono_ms();
+    for (size_t i = 0; i < rn->n; i++)
+        rn->result[i] = -1;
     bool ok = ensure_conn(lc, &lc->wrc, "watchdog") == 0;
     if (ok && lc->w_extend.sha[0] == '\0')
         ok = script_load(lc->wrc, &lc->w_extend) == 0;
     for (size_t c = 0, k = 0; ok && c < calls; k += cnt[c], c++) {
-        argv[0] = hash[grp[idx[k]]];
+        argv[0] = rn->hash[rn->grp[idx[k]]];
         argv[1] = lc->token;
         argv[2] = keep;
         for (size_t j = 0; j < cnt[c]; j++) {
-            argv[3 + j] = names[idx[k + j]];
-            argv[3 + cnt[c] + j] = ttls[idx[k + j]];
+            argv[3 + j] = rn->names[idx[k + j]];
+            argv[3 + cnt[c] + j] = rn->ttls[idx[k + j]];
         }
         ok = script_append(lc->wrc, &lc->w_extend, 1, 2 + 2 * (int)cnt[c], argv, NULL) == 0;
         lc->calls++;
@@ -235,7 +250,7 @@ static void renew_due(struct lock_client *lc, int64_t now)
         if (r && r->type == REDIS_REPLY_ARRAY && r->elements == cnt[c]) {
             for (size_t j = 0; j < cnt[c]; j++)
                 if (r->element[j]->type == REDIS_REPLY_INTEGER)
-                    result[idx[k + j]] = r->element[j]->integer;
+                    rn->result[idx[k + j]] = r->element[j]->integer;
         } else if (script_is_noscript(r)) {
             lc->w_extend.sha[0] = '\0'; /* Redis restarted: reload next time */
         }
@@ -244,21 +259,25 @@ static void renew_due(struct lock_client *lc, int64_t now)
     }
     if (!ok)
         count_error(lc, lc->wrc, "renew");
+}
 
-    pthread_mutex_lock(&lc->mu);
+/* Give each lease still held its answer: extended, lost, or tried again
+ * soon. Called with mu held again. */
+static void apply_renewals(struct lock_client *lc, const struct renewal *rn)
+{
     int64_t after = util_mono_ms();
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < rn->n; i++) {
         struct lock *l;
-        for (l = lc->held; l && !(l == ptr[i] && l->seq == seq[i]); l = l->next)
+        for (l = lc->held; l && !(l == rn->ptr[i] && l->seq == rn->seq[i]); l = l->next)
             ;
         if (l == NULL)
             continue; /* released meanwhile */
-        if (result[i] == 1) {
+        if (rn->result[i] == 1) {
             /* The lease runs from when we asked, not from when Redis answered. */
-            l->valid_until_ms = sent + l->ttl_ms;
-            l->renew_at_ms = sent + l->ttl_ms / LOCK_RENEW_DIV;
+            l->valid_until_ms = rn->sent + l->ttl_ms;
+            l->renew_at_ms = rn->sent + l->ttl_ms / LOCK_RENEW_DIV;
             lc->renewals++;
-        } else if (result[i] == 0) {
+        } else if (rn->result[i] == 0) {
             mark_lost(lc, l, "taken over or expired before renewal");
         } else if (after >= l->valid_until_ms) {
             mark_lost(lc, l, "Redis unreachable until the lease ran out");
@@ -268,6 +287,21 @@ static void renew_due(struct lock_client *lc, int64_t now)
             l->renew_at_ms = retry < l->valid_until_ms ? retry : l->valid_until_ms;
         }
     }
+}
+
+/* Renew every due lease (up to LOCK_RENEW_BATCH of them) in one pipelined
+ * round trip, one script call per group. Called with mu held; drops it
+ * while talking to Redis. */
+static void renew_due(struct lock_client *lc, int64_t now)
+{
+    struct renewal rn;
+    rn.names = lc->wkeys;
+    if (collect_due(lc, now, &rn) == 0)
+        return;
+    pthread_mutex_unlock(&lc->mu);
+    extend_leases(lc, &rn);
+    pthread_mutex_lock(&lc->mu);
+    apply_renewals(lc, &rn);
 }
 
 static void *watchdog_main(void *arg)
@@ -615,13 +649,73 @@ static struct lock *lock_adopt(struct lock_client *lc, struct attempt *a, int tt
     return l;
 }
 
+/* How many attempts are still to settle (untried after a NOSCRIPT, or
+ * busy), and into *min_pttl the shortest remaining lease of their holders:
+ * 0 when one is to be resent at once, INT64_MAX when none is known. */
+static size_t unsettled(const struct attempt *at, size_t n, int64_t *min_pttl)
+{
+    size_t busy = 0;
+    *min_pttl = INT64_MAX;
+    for (size_t i = 0; i < n; i++) {
+        if (at[i].status == LOCK_UNTRIED) {
+            busy++; /* NOSCRIPT: resend at once */
+            *min_pttl = 0;
+        } else if (at[i].status == LOCK_BUSY) {
+            busy++;
+            if (at[i].pttl >= 0 && at[i].pttl < *min_pttl)
+                *min_pttl = at[i].pttl;
+        }
+    }
+    return busy;
+}
+
+/* The pause before round attempt + 1: a jittered backoff, never past the
+ * left_ms before the deadline, and not much longer than the holder's
+ * remaining lease (min_pttl, as unsettled gives it). */
+static int64_t backoff(const struct lock_client *lc, int attempt, int64_t min_pttl, int64_t left_ms)
+{
+    /* Reloadable: read atomically, the reloading thread may be writing. */
+    int64_t d = min_pttl == 0 ? 0 : util_backoff_ms(attempt, CFG_GET(lc->cfg->lock.backoff_base_ms),
+                                                    CFG_GET(lc->cfg->lock.backoff_cap_ms));
+    if (min_pttl != INT64_MAX && min_pttl > 0 && d > min_pttl + 1)
+        d = min_pttl + 1;
+    return d > left_ms ? left_ms : d;
+}
+
+/* Hand each attempt's end to the caller: a held lock for the acquired ones
+ * (adopted into the client), LOCK_BUSY or LOCK_ERROR for the others, counted.
+ * Returns how many were acquired. */
+static size_t settle(struct lock_client *lc, struct attempt *at, size_t n, int ttl_ms, struct lock **out,
+                     int *status)
+{
+    size_t got = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (at[i].status == LOCK_OK) {
+            out[i] = lock_adopt(lc, &at[i], ttl_ms);
+            if (out[i] == NULL) {
+                status[i] = LOCK_ERROR;
+                continue;
+            }
+            status[i] = LOCK_OK;
+            lc->acquired++;
+            got++;
+        } else if (at[i].status == LOCK_BUSY) {
+            status[i] = LOCK_BUSY;
+            lc->timeouts++;
+        } else {
+            status[i] = LOCK_ERROR;
+        }
+    }
+    return got;
+}
+
 static size_t acquire_many(struct lock_client *lc, const char *const *names, size_t n, int ttl_ms, int wait_ms,
                            struct lock **out, int *status)
 {
     struct attempt *at = calloc(n ? n : 1, sizeof(*at));
     struct plan p;
-    int64_t start = util_mono_ms(), deadline = start + (wait_ms > 0 ? wait_ms : 0);
-    size_t got = 0;
+    int64_t start = util_mono_ms(), deadline = start + (wait_ms > 0 ? wait_ms : 0), min_pttl;
+    size_t got;
     bool waited = false;
 
     for (size_t i = 0; i < n; i++) {
@@ -643,54 +737,17 @@ static size_t acquire_many(struct lock_client *lc, const char *const *names, siz
                 break;
             continue; /* reconnect and resend: the request ids make it safe */
         }
-        size_t busy = 0;
-        int64_t min_pttl = INT64_MAX;
-        for (size_t i = 0; i < n; i++) {
-            if (at[i].status == LOCK_UNTRIED) {
-                busy++; /* NOSCRIPT: resend at once */
-                min_pttl = 0;
-            } else if (at[i].status == LOCK_BUSY) {
-                busy++;
-                if (at[i].pttl >= 0 && at[i].pttl < min_pttl)
-                    min_pttl = at[i].pttl;
-            }
-        }
-        if (busy == 0)
+        if (unsettled(at, n, &min_pttl) == 0)
             break;
         int64_t now = util_mono_ms();
         if (now >= deadline)
             break;
         waited = true;
-        /* Sleep a jittered backoff, never past the deadline, and not much
-         * longer than the holder's remaining lease. */
-        /* Reloadable: read atomically, the reloading thread may be writing. */
-        int64_t d = min_pttl == 0 ? 0 : util_backoff_ms(attempt, CFG_GET(lc->cfg->lock.backoff_base_ms),
-                                                        CFG_GET(lc->cfg->lock.backoff_cap_ms));
-        if (min_pttl != INT64_MAX && min_pttl > 0 && d > min_pttl + 1)
-            d = min_pttl + 1;
-        if (d > deadline - now)
-            d = deadline - now;
-        util_sleep_ms(d);
+        util_sleep_ms(backoff(lc, attempt, min_pttl, deadline - now));
     }
 
     int64_t waited_ms = util_mono_ms() - start;
-    for (size_t i = 0; i < n; i++) {
-        if (at[i].status == LOCK_OK) {
-            out[i] = lock_adopt(lc, &at[i], ttl_ms);
-            if (out[i] == NULL) {
-                status[i] = LOCK_ERROR;
-                continue;
-            }
-            status[i] = LOCK_OK;
-            lc->acquired++;
-            got++;
-        } else if (at[i].status == LOCK_BUSY) {
-            status[i] = LOCK_BUSY;
-            lc->timeouts++;
-        } else {
-            status[i] = LOCK_ERROR;
-        }
-    }
+    got = settle(lc, at, n, ttl_ms, out, status);
     if (waited) {
         lc->contended++;
         lc->wait_ms += (uint64_t)waited_ms;

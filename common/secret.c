@@ -59,79 +59,104 @@ int secret_empty(struct secret **out)
     return (*out = secret_alloc()) ? 0 : -1;
 }
 
-int secret_read(const char *path, struct secret **out, char *err, size_t errlen)
+/* What fd (path) must be before a byte of it is read: a regular file that
+ * no one else may read, small enough for a password. 0, or -1 with err. */
+static int check_file(int fd, const char *path, char *err, size_t errlen)
 {
-    struct secret *s = NULL;
     struct stat st;
-    size_t got = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-        goto fail;
-    }
     if (fstat(fd, &st) != 0) {
         snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-        goto fail;
+        return -1;
     }
     if (!S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "%s: not a regular file", path);
-        goto fail;
+        return -1;
     }
     /* As libpq refuses a .pgpass others can read: a readable password file
      * is a leak already, and saying so beats using it. */
     if (st.st_mode & (S_IRWXG | S_IRWXO)) {
         snprintf(err, errlen, "%s: group or others may access it (mode %04o); it must be 0600 or 0400",
                  path, (unsigned)(st.st_mode & 07777));
-        goto fail;
+        return -1;
     }
     if (st.st_size > SECRET_MAX + 2) {
         snprintf(err, errlen, "%s: larger than %d bytes: not a password file", path, SECRET_MAX);
-        goto fail;
+        return -1;
     }
-    if (!(s = secret_alloc())) {
-        snprintf(err, errlen, "%s: out of memory", path);
-        goto fail;
-    }
-    /* Read to the end (the size may have changed since fstat): one byte more
-     * than fits says it is too large. */
+    return 0;
+}
+
+/* Read fd to its end into s->buf (the size may have changed since fstat):
+ * one byte more than fits says it is too large. 0 and *got, or -1 with err. */
+static int read_all(int fd, const char *path, struct secret *s, size_t *got, char *err, size_t errlen)
+{
+    *got = 0;
     for (;;) {
-        size_t room = sizeof(s->buf) - 1 - got;
+        size_t room = sizeof(s->buf) - 1 - *got;
         if (room == 0) {
             snprintf(err, errlen, "%s: larger than %d bytes: not a password file", path, SECRET_MAX);
-            goto fail;
+            return -1;
         }
-        ssize_t r = read(fd, s->buf + got, room);
+        ssize_t r = read(fd, s->buf + *got, room);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
             snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-            goto fail;
+            return -1;
         }
         if (r == 0)
-            break;
-        got += (size_t)r;
+            return 0;
+        *got += (size_t)r;
     }
-    close(fd);
-    fd = -1;
-    /* The newline an editor or `echo` adds is not part of the password. */
+}
+
+/* The password in the got bytes read: without the newline an editor or
+ * `echo` adds, neither empty nor holding a NUL. 0 with s->len set and the
+ * rest of s->buf cleared, or -1 with err. */
+static int take_password(struct secret *s, size_t got, const char *path, char *err, size_t errlen)
+{
     if (got && s->buf[got - 1] == '\n')
         got--;
     if (got && s->buf[got - 1] == '\r')
         got--;
     if (got > SECRET_MAX) {
         snprintf(err, errlen, "%s: larger than %d bytes: not a password file", path, SECRET_MAX);
-        goto fail;
+        return -1;
     }
     if (got == 0) {
         snprintf(err, errlen, "%s: empty: no password in it", path);
-        goto fail;
+        return -1;
     }
     if (memchr(s->buf, '\0', got)) {
         snprintf(err, errlen, "%s: contains a NUL byte: not a password file", path);
-        goto fail;
+        return -1;
     }
     explicit_bzero(s->buf + got, sizeof(s->buf) - got);
     s->len = got;
+    return 0;
+}
+
+int secret_read(const char *path, struct secret **out, char *err, size_t errlen)
+{
+    struct secret *s = NULL;
+    size_t got = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (check_file(fd, path, err, errlen) != 0)
+        goto fail;
+    if (!(s = secret_alloc())) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        goto fail;
+    }
+    if (read_all(fd, path, s, &got, err, errlen) != 0)
+        goto fail;
+    close(fd);
+    fd = -1;
+    if (take_password(s, got, path, err, errlen) != 0)
+        goto fail;
     *out = s;
     return 0;
 fail:

@@ -17,8 +17,6 @@
 #include "util.h"
 #include "worker.h"
 
-#define META_TIMEOUT_MS 10000
-
 /* One partition's share of the replay: offsets [from, to). */
 struct rpart {
     int64_t from, to;
@@ -59,7 +57,7 @@ static int plan(struct replay *r, char *err, size_t errlen)
 {
     int64_t *lo = NULL, *hi = NULL, *at = NULL;
     int ret = -1;
-    if (kmeta_partitions(r->rk, r->cfg->kafka.topic, META_TIMEOUT_MS, &r->nparts, err, errlen) != 0)
+    if (kmeta_partitions(r->rk, r->cfg->kafka.topic, KMETA_TIMEOUT_MS, &r->nparts, err, errlen) != 0)
         return -1;
     size_t n = (size_t)r->nparts;
     if (!(r->parts = calloc(n, sizeof(*r->parts))) || !(lo = calloc(n, sizeof(*lo))) ||
@@ -67,21 +65,21 @@ static int plan(struct replay *r, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    if (kmeta_range(r->rk, r->cfg->kafka.topic, r->nparts, META_TIMEOUT_MS, lo, hi, err, errlen) != 0)
+    if (kmeta_range(r->rk, r->cfg->kafka.topic, r->nparts, KMETA_TIMEOUT_MS, lo, hi, err, errlen) != 0)
         goto fail;
     for (int32_t i = 0; i < r->nparts; i++) {
         r->parts[i].from = lo[i];
         r->parts[i].to = hi[i];
     }
     if (r->opts->from_ms >= 0) {
-        if (kmeta_offsets_at(r->rk, r->cfg->kafka.topic, r->nparts, META_TIMEOUT_MS, r->opts->from_ms, at, err,
-                             errlen) != 0)
+        if (kmeta_offsets_at(r->rk, r->cfg->kafka.topic, r->nparts, KMETA_TIMEOUT_MS, r->opts->from_ms, at,
+                             err, errlen) != 0)
             goto fail;
         for (int32_t i = 0; i < r->nparts; i++)
             r->parts[i].from = at[i] < 0 ? r->parts[i].to : util_max_i64(at[i], r->parts[i].from);
     }
     if (r->opts->to_ms >= 0) {
-        if (kmeta_offsets_at(r->rk, r->cfg->kafka.topic, r->nparts, META_TIMEOUT_MS, r->opts->to_ms, at, err,
+        if (kmeta_offsets_at(r->rk, r->cfg->kafka.topic, r->nparts, KMETA_TIMEOUT_MS, r->opts->to_ms, at, err,
                              errlen) != 0)
             goto fail;
         for (int32_t i = 0; i < r->nparts; i++)

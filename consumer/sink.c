@@ -51,6 +51,26 @@ struct sink {
     struct work w; /* reused: a batch allocates nothing once the first has grown it */
 };
 
+/* What sink's helpers return, one enum for all of them so that no value
+ * means two things: queueing a statement, running a trip, an attempt at the
+ * batch. sink_write alone turns it into the public enum sink_status
+ * (status_of), once the redos are done. */
+enum step {
+    STEP_OK,          /* queued, ran, committed */
+    STEP_NO_MEMORY,   /* a statement's parameters or the scratch could not grow: transient */
+    STEP_NOT_QUEUED,  /* libpq refused to queue a statement (the connection is unusable): transient */
+    STEP_TRANSIENT,   /* connection, serialization or deadlock (classify) */
+    STEP_DATA,        /* the server refused the data (classify) */
+    STEP_ABORTED,     /* precommit said no */
+    /* Two refusals of the insert that are not the data's fault; the batch is
+     * rolled back and redone, knowing more (insert_redo): */
+    STEP_STOCK_RACE,  /* decided on an unlocked read of the stock, refused by
+                       * the stock's CHECK (a concurrent batch took the units
+                       * first): redone under the item rows' lock */
+    STEP_EXISTS,      /* an order was already there (unique_violation on
+                       * orders): redone after looking up what is there */
+};
+
 static const struct {
     const char *name;
     const char *sql;
@@ -329,40 +349,31 @@ static bool transient_state(const char *st)
            strcmp(st, "55P03") == 0;
 }
 
-static int classify(struct sink *s, const PGresult *r)
+/* Why a statement failed: STEP_TRANSIENT or STEP_DATA. */
+static enum step classify(struct sink *s, const PGresult *r)
 {
     if (PQstatus(s->pg) != CONNECTION_OK)
-        return SINK_TRANSIENT;
-    return transient_state(r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL) ? SINK_TRANSIENT
-                                                                               : SINK_DATA;
+        return STEP_TRANSIENT;
+    return transient_state(r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL) ? STEP_TRANSIENT : STEP_DATA;
 }
-
-/* Two refusals of the insert that are not the data's fault; the batch is
- * rolled back and redone, knowing more:
- * SINK_STOCK_RACE  decided on an unlocked read of the stock, refused by the
- *                  stock's CHECK (a concurrent batch took the units first):
- *                  redone under the item rows' lock;
- * SINK_EXISTS      an order was already there (unique_violation on orders):
- *                  redone after looking up what is there. */
-#define SINK_STOCK_RACE 1
-#define SINK_EXISTS 2
 
 /* Attempts at one batch before giving up as transient: insert-first, then
  * looked up, then locked, and one more for a writer that raced the lookup. */
 #define SINK_ATTEMPTS 4
 
-/* The redo the insert's failure r calls for, or 0 (the failure's class
- * stands). */
-static int insert_refusal(const PGresult *r)
+/* The redo the insert's failure r calls for: STEP_EXISTS, or STEP_STOCK_RACE
+ * unless the stock was read locked already (lock_items: then the refusal
+ * is the data's); otherwise failed, the failure's class, stands. */
+static enum step insert_redo(const PGresult *r, bool lock_items, enum step failed)
 {
     const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
     const char *con = PQresultErrorField(r, PG_DIAG_CONSTRAINT_NAME);
     if (st && strcmp(st, "23505") == 0 && con &&
         (strcmp(con, "orders_pkey") == 0 || strcmp(con, "orders_one_per_user") == 0))
-        return SINK_EXISTS;
-    if (st && con && strcmp(st, "23514") == 0 && strcmp(con, "items_stock_left_range") == 0)
-        return SINK_STOCK_RACE;
-    return 0;
+        return STEP_EXISTS;
+    if (st && con && strcmp(st, "23514") == 0 && strcmp(con, "items_stock_left_range") == 0 && !lock_items)
+        return STEP_STOCK_RACE;
+    return failed;
 }
 
 /* --- pipelined round trips ----------------------------------------------- */
@@ -389,27 +400,29 @@ static void trip_clear(struct trip *t)
 
 /* Queue a prepared statement (name) or, with nparams < 0, a constant one
  * (sql). Parameters are bigint[] in binary, except the ones fmts says are
- * text. 0, or -1 when libpq refused (the connection is unusable). */
-static int trip_add(struct sink *s, struct trip *t, const char *name, int nparams, const char *const *vals,
-                    const int *lens, const int *fmts, ExecStatusType want)
+ * text. STEP_OK, or STEP_NOT_QUEUED when libpq refused. */
+static enum step trip_add(struct sink *s, struct trip *t, const char *name, int nparams,
+                          const char *const *vals, const int *lens, const int *fmts, ExecStatusType want)
 {
     int ok = nparams < 0 ? PQsendQueryParams(s->pg, name, 0, NULL, NULL, NULL, NULL, 0)
                          : PQsendQueryPrepared(s->pg, name, nparams, vals, lens, fmts, 0);
     if (!ok)
-        return -1;
+        return STEP_NOT_QUEUED;
     t->name[t->n] = name;
     t->want[t->n] = want;
     t->r[t->n++] = NULL;
-    return 0;
+    return STEP_OK;
 }
 
-/* Send the sync and read every result of the trip. 0 when each statement
- * got its wanted status. Otherwise -1, *status says why and err which
- * statement: the first one that failed (the ones after it, skipped by the
- * server, come back PGRES_PIPELINE_ABORTED); a connection lost or a reply
- * out of step drops the connection (SINK_TRANSIENT; the server rolls back). */
-static int trip_run(struct sink *s, struct trip *t, int *status, char *err, size_t errlen)
+/* Send the sync and read every result of the trip. STEP_OK when each
+ * statement got its wanted status. Otherwise why (classify), and err says
+ * which statement: the first one that failed (the ones after it, skipped
+ * by the server, come back PGRES_PIPELINE_ABORTED); a connection lost or a
+ * reply out of step drops the connection (STEP_TRANSIENT; the server rolls
+ * back). */
+static enum step trip_run(struct sink *s, struct trip *t, char *err, size_t errlen)
 {
+    enum step status = STEP_OK;
     PGresult *r;
     t->failed = -1;
     t->synced = true;
@@ -425,7 +438,7 @@ static int trip_run(struct sink *s, struct trip *t, int *status, char *err, size
         if (t->failed < 0 && PQresultStatus(t->r[i]) != t->want[i]) {
             t->failed = i;
             set_err(err, errlen, t->name[i], s->pg, t->r[i]);
-            *status = classify(s, t->r[i]);
+            status = classify(s, t->r[i]);
         }
     }
     r = PQgetResult(s->pg);
@@ -436,13 +449,12 @@ static int trip_run(struct sink *s, struct trip *t, int *status, char *err, size
     PQclear(r);
     if (t->failed >= 0 && PQstatus(s->pg) != CONNECTION_OK)
         goto broken_logged;
-    return t->failed < 0 ? 0 : -1;
+    return status;
 broken:
     set_err(err, errlen, "pipeline", s->pg, NULL);
 broken_logged:
-    *status = SINK_TRANSIENT;
     drop_conn(s);
-    return -1;
+    return STEP_TRANSIENT;
 }
 
 /* After a failure: end the transaction if one is open (aborted or not).
@@ -451,21 +463,29 @@ broken_logged:
 static void rollback(struct sink *s)
 {
     struct trip t = { 0 };
-    int st;
     char e[8];
     if (!s->pg || PQtransactionStatus(s->pg) == PQTRANS_IDLE)
         return;
-    if (trip_add(s, &t, "ROLLBACK", -1, NULL, NULL, NULL, PGRES_COMMAND_OK) != 0 ||
-        trip_run(s, &t, &st, e, sizeof(e)) != 0)
+    if (trip_add(s, &t, "ROLLBACK", -1, NULL, NULL, NULL, PGRES_COMMAND_OK) != STEP_OK ||
+        trip_run(s, &t, e, sizeof(e)) != STEP_OK)
         drop_conn(s);
     trip_clear(&t);
 }
 
-static int fail_oom(int *status, char *err, size_t errlen)
+static enum step fail_oom(char *err, size_t errlen)
 {
     snprintf(err, errlen, "out of memory");
-    *status = SINK_TRANSIENT;
-    return -1;
+    return STEP_NO_MEMORY;
+}
+
+/* A statement that could not be queued (st: STEP_NO_MEMORY or
+ * STEP_NOT_QUEUED), said in err. Returns st. */
+static enum step not_queued(struct sink *s, enum step st, char *err, size_t errlen)
+{
+    if (st == STEP_NO_MEMORY)
+        return fail_oom(err, errlen);
+    set_err(err, errlen, "pipeline", s->pg, NULL);
+    return st;
 }
 
 static bool params_oom(const struct work *w, size_t k)
@@ -491,7 +511,7 @@ static const int bin5[5] = { 1, 1, 1, 1, 1 };
 
 /* Queue the lookup of the orders already there for any of the batch's keys
  * (ids in p[0..2]). */
-static int add_existing(struct sink *s, struct trip *t, const struct sink_order *v, size_t n)
+static enum step add_existing(struct sink *s, struct trip *t, const struct sink_order *v, size_t n)
 {
     struct work *w = &s->w;
     const char *vals[3];
@@ -505,14 +525,14 @@ static int add_existing(struct sink *s, struct trip *t, const struct sink_order 
     arr_i64(&w->p[1], w->uids, n);
     arr_i64(&w->p[2], w->iids, n);
     if (params_oom(w, 3))
-        return -2;
+        return STEP_NO_MEMORY;
     params(w, 3, vals, lens);
     return trip_add(s, t, "existing", 3, vals, lens, bin5, PGRES_TUPLES_OK);
 }
 
 /* Queue the stock of the batch's items (ids in p[3], set by send_first),
  * locked or not. */
-static int add_stock(struct sink *s, struct trip *t, bool lock_items)
+static enum step add_stock(struct sink *s, struct trip *t, bool lock_items)
 {
     const char *vals[1] = { (const char *)s->w.p[3].data };
     int lens[1] = { (int)s->w.p[3].len };
@@ -524,14 +544,14 @@ static int add_stock(struct sink *s, struct trip *t, bool lock_items)
  * locked or not. What is there is looked up for every order, even those of
  * users whose fence turns out stale: the statements go out before that is
  * known. */
-static int send_first(struct sink *s, struct trip *t, const struct sink_order *v, size_t n, bool lookup,
-                      bool lock_items)
+static enum step send_first(struct sink *s, struct trip *t, const struct sink_order *v, size_t n, bool lookup,
+                            bool lock_items)
 {
     struct work *w = &s->w;
     const char *vals[2];
     int lens[2];
     size_t nu = 0, ni;
-    int q;
+    enum step q;
 
     for (size_t i = 0; i < n; i++)
         w->users[nu++] = v[i].o->user_id;
@@ -541,23 +561,23 @@ static int send_first(struct sink *s, struct trip *t, const struct sink_order *v
             pset_put(&w->fence_ok, v[i].o->user_id, 0, v[i].fence);
     for (size_t i = 0; i < nu; i++)
         w->fences[i] = *pset_get(&w->fence_ok, w->users[i], 0);
-    if (trip_add(s, t, "BEGIN", -1, NULL, NULL, NULL, PGRES_COMMAND_OK) != 0)
-        return -1;
+    if ((q = trip_add(s, t, "BEGIN", -1, NULL, NULL, NULL, PGRES_COMMAND_OK)) != STEP_OK)
+        return q;
     arr_i64(&w->p[0], w->users, nu);
     arr_i64(&w->p[1], w->fences, nu);
     if (params_oom(w, 2))
-        return -2;
+        return STEP_NO_MEMORY;
     params(w, 2, vals, lens);
-    if (trip_add(s, t, "fence", 2, vals, lens, bin5, PGRES_TUPLES_OK) != 0)
-        return -1;
-    if (lookup && (q = add_existing(s, t, v, n)) != 0)
+    if ((q = trip_add(s, t, "fence", 2, vals, lens, bin5, PGRES_TUPLES_OK)) != STEP_OK)
+        return q;
+    if (lookup && (q = add_existing(s, t, v, n)) != STEP_OK)
         return q;
     for (size_t i = 0; i < n; i++)
         w->items[i] = v[i].o->item_id;
     ni = uniq_sorted(w->items, n);
     arr_i64(&w->p[3], w->items, ni);
     if (w->p[3].oom)
-        return -2;
+        return STEP_NO_MEMORY;
     return add_stock(s, t, lock_items);
 }
 
@@ -664,7 +684,7 @@ static bool decide(struct work *w, struct sink_order *v, size_t n, size_t *ninse
 
 /* --- the last trip: insert, refusals, commit ----------------------------- */
 
-static int send_insert(struct sink *s, struct trip *t, const struct sink_order *v, size_t n)
+static enum step send_insert(struct sink *s, struct trip *t, const struct sink_order *v, size_t n)
 {
     struct work *w = &s->w;
     const char *vals[5];
@@ -686,12 +706,12 @@ static int send_insert(struct sink *s, struct trip *t, const struct sink_order *
     arr_i64(&w->p[3], w->rat, k);
     arr_i64(&w->p[4], w->fc, k);
     if (params_oom(w, 5))
-        return -2;
+        return STEP_NO_MEMORY;
     params(w, 5, vals, lens);
     return trip_add(s, t, "insert", 5, vals, lens, bin5, PGRES_TUPLES_OK);
 }
 
-static int send_reject(struct sink *s, struct trip *t, const struct sink_order *v, size_t n)
+static enum step send_reject(struct sink *s, struct trip *t, const struct sink_order *v, size_t n)
 {
     static const int fmts[5] = { 1, 1, 1, 0, 1 }; /* the reasons go as a text[] literal */
     struct work *w = &s->w;
@@ -716,7 +736,7 @@ static int send_reject(struct sink *s, struct trip *t, const struct sink_order *
     arr_i64(&w->p[2], w->iids, k);
     arr_i64(&w->p[4], w->rat, k);
     if (params_oom(w, 3) || w->p[4].oom || w->why.oom || !w->why.data)
-        return -2;
+        return STEP_NO_MEMORY;
     params(w, 5, vals, lens);
     vals[3] = w->why.data;
     lens[3] = 0;
@@ -724,6 +744,75 @@ static int send_reject(struct sink *s, struct trip *t, const struct sink_order *
 }
 
 /* --- the batch ----------------------------------------------------------- */
+
+/* The first trip: BEGIN, fences, what is there (when lookup), the stock
+ * (locked when lock_items); its answers taken into s->w. */
+static enum step first_trip(struct sink *s, struct trip *t, const struct sink_order *v, size_t n, bool lookup,
+                            bool lock_items, char *err, size_t errlen)
+{
+    struct work *w = &s->w;
+    enum step st;
+    if ((st = send_first(s, t, v, n, lookup, lock_items)) != STEP_OK)
+        return not_queued(s, st, err, errlen);
+    if ((st = trip_run(s, t, err, errlen)) != STEP_OK)
+        return st;
+    take_fences(w, t->r[1]);
+    w->nex = 0;
+    if (lookup && take_existing(w, t->r[2]) != 0)
+        return fail_oom(err, errlen);
+    take_stock(w, t->r[t->n - 1]);
+    trip_clear(t);
+    return STEP_OK;
+}
+
+/* Refusing needs the truth: the stock read again, locked, and the orders
+ * already there (a redelivered order of a sold-out item is a duplicate, not
+ * a refusal), looked up now unless they were (lookup). */
+static enum step locked_trip(struct sink *s, struct trip *t, const struct sink_order *v, size_t n,
+                             bool lookup, char *err, size_t errlen)
+{
+    struct work *w = &s->w;
+    enum step st = lookup ? STEP_OK : add_existing(s, t, v, n);
+    if (st == STEP_OK)
+        st = add_stock(s, t, true);
+    if (st != STEP_OK)
+        return not_queued(s, st, err, errlen);
+    if ((st = trip_run(s, t, err, errlen)) != STEP_OK)
+        return st;
+    if (!lookup && take_existing(w, t->r[0]) != 0)
+        return fail_oom(err, errlen);
+    take_stock(w, t->r[t->n - 1]);
+    trip_clear(t);
+    return STEP_OK;
+}
+
+/* The last trip: the insert, the refusals, COMMIT. An insert refused for a
+ * reason a redo cures (insert_redo) says so instead of its failure. */
+static enum step last_trip(struct sink *s, struct trip *t, const struct sink_order *v, size_t n,
+                           size_t ninsert, size_t nreject, bool lock_items, char *err, size_t errlen)
+{
+    enum step st = STEP_OK;
+    if (ninsert > 0)
+        st = send_insert(s, t, v, n);
+    if (st == STEP_OK && nreject > 0)
+        st = send_reject(s, t, v, n);
+    if (st == STEP_OK)
+        st = trip_add(s, t, "COMMIT", -1, NULL, NULL, NULL, PGRES_COMMAND_OK);
+    if (st != STEP_OK)
+        return not_queued(s, st, err, errlen);
+    if ((st = trip_run(s, t, err, errlen)) != STEP_OK) {
+        if (ninsert > 0 && t->failed == 0) /* the insert went first */
+            st = insert_redo(t->r[0], lock_items, st);
+        return st;
+    }
+    /* COMMIT in a transaction the server had already aborted answers
+     * ROLLBACK, with a success status. */
+    if (strcmp(PQcmdStatus(t->r[t->n - 1]), "COMMIT") != 0) {
+        snprintf(err, errlen, "COMMIT: the server rolled back");
+        return STEP_TRANSIENT;
+    }
+    return STEP_OK;
+}
 
 /* One attempt at the batch, in one transaction and two round trips (three
  * when the stock is short):
@@ -737,48 +826,25 @@ static int send_reject(struct sink *s, struct trip *t, const struct sink_order *
  * within the batch (a second copy of an order, a second order of one buyer
  * for one item) stand on the orders of the batch inserted before them.
  * Whatever fails, the transaction is rolled back and nothing is written.
- * SINK_STOCK_RACE: redo with lock_items; SINK_EXISTS: redo with lookup. */
-static int attempt(struct sink *s, struct sink_order *v, size_t n, bool lookup, bool lock_items,
-                   sink_precommit_fn precommit, void *arg, struct sink_trace *tr, char *err, size_t errlen)
+ * STEP_STOCK_RACE: redo with lock_items; STEP_EXISTS: redo with lookup. */
+static enum step attempt(struct sink *s, struct sink_order *v, size_t n, bool lookup, bool lock_items,
+                         sink_precommit_fn precommit, void *arg, struct sink_trace *tr, char *err,
+                         size_t errlen)
 {
     struct work *w = &s->w;
     struct trip t = { 0 };
-    int status = SINK_TRANSIENT, q;
     size_t ninsert, nreject;
+    enum step st;
 
     if (work_reserve(w, n) != 0) {
-        fail_oom(&status, err, errlen);
+        st = fail_oom(err, errlen);
         goto fail;
     }
-    if ((q = send_first(s, &t, v, n, lookup, lock_items)) != 0)
-        goto fail_send;
-    if (trip_run(s, &t, &status, err, errlen) != 0)
+    if ((st = first_trip(s, &t, v, n, lookup, lock_items, err, errlen)) != STEP_OK)
         goto fail;
-    take_fences(w, t.r[1]);
-    w->nex = 0;
-    if (lookup && take_existing(w, t.r[2]) != 0) {
-        fail_oom(&status, err, errlen);
-        goto fail;
-    }
-    take_stock(w, t.r[t.n - 1]);
-    trip_clear(&t);
     if (decide(w, v, n, &ninsert, &nreject) && !(lookup && lock_items)) {
-        /* Refusing needs the truth: the stock read again, locked, and the
-         * orders already there (a redelivered order of a sold-out item is a
-         * duplicate, not a refusal). */
-        q = lookup ? 0 : add_existing(s, &t, v, n);
-        if (q == 0)
-            q = add_stock(s, &t, true);
-        if (q != 0)
-            goto fail_send;
-        if (trip_run(s, &t, &status, err, errlen) != 0)
+        if ((st = locked_trip(s, &t, v, n, lookup, err, errlen)) != STEP_OK)
             goto fail;
-        if (!lookup && take_existing(w, t.r[0]) != 0) {
-            fail_oom(&status, err, errlen);
-            goto fail;
-        }
-        take_stock(w, t.r[t.n - 1]);
-        trip_clear(&t);
         lookup = lock_items = true;
         decide(w, v, n, &ninsert, &nreject);
     }
@@ -787,41 +853,16 @@ static int attempt(struct sink *s, struct sink_order *v, size_t n, bool lookup, 
      * locked until it ends) are for. */
     if (precommit && precommit(arg) != 0) {
         snprintf(err, errlen, "a lease was lost before commit");
-        status = SINK_ABORTED;
+        st = STEP_ABORTED;
         goto fail;
     }
-    q = 0;
-    if (ninsert > 0)
-        q = send_insert(s, &t, v, n);
-    if (q == 0 && nreject > 0)
-        q = send_reject(s, &t, v, n);
-    if (q == 0)
-        q = trip_add(s, &t, "COMMIT", -1, NULL, NULL, NULL, PGRES_COMMAND_OK);
-    if (q != 0)
-        goto fail_send;
-    if (trip_run(s, &t, &status, err, errlen) != 0) {
-        if (ninsert > 0 && t.failed == 0 && (q = insert_refusal(t.r[0])) != 0 &&
-            !(q == SINK_STOCK_RACE && lock_items))
-            status = q;
+    if ((st = last_trip(s, &t, v, n, ninsert, nreject, lock_items, err, errlen)) != STEP_OK)
         goto fail;
-    }
-    /* COMMIT in a transaction the server had already aborted answers
-     * ROLLBACK, with a success status. */
-    if (strcmp(PQcmdStatus(t.r[t.n - 1]), "COMMIT") != 0) {
-        snprintf(err, errlen, "COMMIT: the server rolled back");
-        status = SINK_TRANSIENT;
-        goto fail;
-    }
     if (lookup)
         s->lookup_first = w->nex > 0;
     tr->looked_up = lookup;
     trip_clear(&t);
-    return SINK_OK;
-fail_send:
-    if (q == -2)
-        fail_oom(&status, err, errlen);
-    else
-        set_err(err, errlen, "pipeline", s->pg, NULL);
+    return STEP_OK;
 fail:
     /* Statements queued without their sync (out of memory half-way, libpq
      * refusing one) leave the pipeline out of step: drop the connection
@@ -830,14 +871,32 @@ fail:
         drop_conn(s);
     trip_clear(&t);
     rollback(s);
-    return status;
+    return st;
 }
 
-int sink_write(struct sink *s, struct sink_order *v, size_t n, sink_precommit_fn precommit, void *arg,
-               struct sink_trace *trace, char *err, size_t errlen)
+/* What sink_write answers for the step its last attempt ended in. A redo
+ * still asked for after SINK_ATTEMPTS means still racing: back off, retry
+ * later. */
+static enum sink_status status_of(enum step st)
+{
+    switch (st) {
+    case STEP_OK: return SINK_OK;
+    case STEP_DATA: return SINK_DATA;
+    case STEP_ABORTED: return SINK_ABORTED;
+    case STEP_NO_MEMORY:
+    case STEP_NOT_QUEUED:
+    case STEP_TRANSIENT:
+    case STEP_STOCK_RACE:
+    case STEP_EXISTS: return SINK_TRANSIENT;
+    }
+    return SINK_TRANSIENT; /* not reached: every step is above (-Wswitch) */
+}
+
+enum sink_status sink_write(struct sink *s, struct sink_order *v, size_t n, sink_precommit_fn precommit,
+                            void *arg, struct sink_trace *trace, char *err, size_t errlen)
 {
     bool lookup, lock_items = false; /* the first attempt: insert-first unless told otherwise */
-    int st = SINK_TRANSIENT;
+    enum step st = STEP_TRANSIENT;
     struct sink_trace tr = { 0 };
 
     if (trace)
@@ -851,22 +910,20 @@ int sink_write(struct sink *s, struct sink_order *v, size_t n, sink_precommit_fn
     lookup = s->lookup_first;
     for (int i = 0; i < SINK_ATTEMPTS; i++) {
         st = attempt(s, v, n, lookup, lock_items, precommit, arg, &tr, err, errlen);
-        if (st == SINK_EXISTS) {
+        if (st == STEP_EXISTS) {
             tr.redo_existing++;
             lookup = s->lookup_first = true;
-        } else if (st == SINK_STOCK_RACE) {
+        } else if (st == STEP_STOCK_RACE) {
             tr.redo_stock++;
             lock_items = true;
         } else {
             break;
         }
     }
-    if (st > 0)
-        st = SINK_TRANSIENT; /* still racing after SINK_ATTEMPTS: back off, retry later */
-    if (st != SINK_OK)
+    if (st != STEP_OK)
         for (size_t i = 0; i < n; i++)
             v[i].outcome = CMSG_PENDING;
     if (trace)
         *trace = tr;
-    return st;
+    return status_of(st);
 }

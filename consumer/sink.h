@@ -56,8 +56,9 @@ int sink_ready(struct sink *s, char *err, size_t errlen);
 
 /* Write n orders. Users of the batch must be locked by the caller with the
  * fences given. Outcomes are CMSG_INSERTED, CMSG_DUPLICATE, a rejection, or
- * CMSG_RETRY (stale fence). trace, when not NULL, is set either way. */
-int sink_write(struct sink *s, struct sink_order *v, size_t n, sink_precommit_fn precommit, void *arg,
-               struct sink_trace *trace, char *err, size_t errlen);
+ * CMSG_RETRY (stale fence); all CMSG_PENDING again unless SINK_OK (err then
+ * says why). trace, when not NULL, is set either way. */
+enum sink_status sink_write(struct sink *s, struct sink_order *v, size_t n, sink_precommit_fn precommit,
+                            void *arg, struct sink_trace *trace, char *err, size_t errlen);
 
 #endif

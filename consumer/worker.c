@@ -453,13 +453,8 @@ static int worker_init(struct wk_pool *p, struct worker *w, int id, char *err, s
     char app[64];
     w->id = id;
     w->pool = p;
-    long long min, max;
     /* Sized for consumer.batch_size's maximum: a reload may raise it. */
-    if (cfg_range("consumer.batch_size", &min, &max) != 0) {
-        snprintf(err, errlen, "internal: consumer.batch_size has no range");
-        return -1;
-    }
-    w->cap = (size_t)max;
+    w->cap = (size_t)CFG_RANGE(consumer.batch_size).max;
     if (q_init(&w->inbox) != 0) {
         snprintf(err, errlen, "out of memory");
         return -1;

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ctlopt.h"
 #include "lock.h"
 #include "util.h"
 
@@ -95,18 +96,18 @@ static int lock_run_parse(const struct cfg *c, int argc, char **argv, const char
             break;
         case 't': {
             /* The same lease limits as lock.ttl_ms. */
-            long long lo = 0, hi = 0;
-            cfg_range("lock.ttl_ms", &lo, &hi);
-            if (util_parse_i64(optarg, lo, hi, ttl) != 0) {
-                fprintf(stderr, "seckillctl: --ttl-ms must be an integer in [%lld, %lld], got '%s'\n", lo, hi,
-                        optarg);
+            struct cfg_range r = CFG_RANGE(lock.ttl_ms);
+            if (util_parse_i64(optarg, r.min, r.max, ttl) != 0) {
+                fprintf(stderr, "seckillctl: --ttl-ms must be an integer in [%lld, %lld], got '%s'\n", r.min,
+                        r.max, optarg);
                 return 2;
             }
             break;
         }
         case 'w':
-            if (util_parse_i64(optarg, 0, 86400000, wait) != 0) {
-                fprintf(stderr, "seckillctl: --wait-ms must be an integer in [0, 86400000], got '%s'\n", optarg);
+            if (util_parse_i64(optarg, 0, CTL_MAX_MS, wait) != 0) {
+                fprintf(stderr, "seckillctl: --wait-ms must be an integer in [0, %d], got '%s'\n", CTL_MAX_MS,
+                        optarg);
                 return 2;
             }
             break;

@@ -16,8 +16,6 @@
 #include "sweepage.h"
 #include "util.h"
 
-#define META_TIMEOUT_MS 10000
-
 /* --- is anything still on its way? --------------------------------------- */
 
 /* Messages of the topic the group has not consumed, counted against the end
@@ -30,7 +28,7 @@ static int64_t group_lag(rd_kafka_t *rk, const struct cfg *c, const int64_t *lo,
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (kmeta_committed(rk, c->kafka.topic, n, META_TIMEOUT_MS, at, err, errlen) != 0) {
+    if (kmeta_committed(rk, c->kafka.topic, n, KMETA_TIMEOUT_MS, at, err, errlen) != 0) {
         free(at);
         return -1;
     }
@@ -67,13 +65,13 @@ static int wait_consumed(const struct cfg *c, int64_t wait_ms)
     fflush(stdout);
     util_sleep_ms(window);
 
-    if (kmeta_partitions(rk, c->kafka.topic, META_TIMEOUT_MS, &n, err, sizeof(err)) != 0)
+    if (kmeta_partitions(rk, c->kafka.topic, KMETA_TIMEOUT_MS, &n, err, sizeof(err)) != 0)
         goto fail;
     if (!(lo = calloc((size_t)n + 1, sizeof(*lo))) || !(hi = calloc((size_t)n + 1, sizeof(*hi)))) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
-    if (kmeta_range(rk, c->kafka.topic, n, META_TIMEOUT_MS, lo, hi, err, sizeof(err)) != 0)
+    if (kmeta_range(rk, c->kafka.topic, n, KMETA_TIMEOUT_MS, lo, hi, err, sizeof(err)) != 0)
         goto fail;
     int64_t end = util_mono_ms() + wait_ms, last = -1;
     for (;;) {

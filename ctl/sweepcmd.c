@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <stdio.h>
 
+#include "ctlopt.h"
 #include "rconn.h"
 #include "sweep.h"
 #include "sweepage.h"
@@ -22,8 +23,8 @@ int sweepcmd(const struct cfg *c, int argc, char **argv)
     int o, ret = 1;
     optind = 1;
     while ((o = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
-        if (o != 'a' || util_parse_i64(optarg, 0, 86400000, &age) != 0) {
-            fprintf(stderr, "usage: seckillctl sweep [--age-ms N]   (N in 0..86400000)\n");
+        if (o != 'a' || util_parse_i64(optarg, 0, CTL_MAX_MS, &age) != 0) {
+            fprintf(stderr, "usage: seckillctl sweep [--age-ms N]   (N in 0..%d)\n", CTL_MAX_MS);
             return 2;
         }
     }

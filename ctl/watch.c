@@ -570,70 +570,135 @@ static void usage(void)
                     "  --producer/--consumer  /healthz addresses (default: from the configuration)\n");
 }
 
-int watch_cmd(const struct cfg *c, int argc, char **argv)
+/* Without --producer or --consumer, the daemons this configuration
+ * describes. */
+static void default_endpoints(struct watch *w, bool own_producer, bool own_consumer)
+{
+    const struct cfg *c = w->c;
+    char addr[128];
+    if (!own_producer) {
+        snprintf(addr, sizeof(addr), "%s:%d", reachable(c->producer.listen), c->producer.port);
+        add_ep(w, "producer", addr);
+    }
+    if (!own_consumer && c->consumer.metrics_port > 0) {
+        snprintf(addr, sizeof(addr), "%s:%d", reachable(c->consumer.metrics_listen), c->consumer.metrics_port);
+        add_ep(w, "consumer", addr);
+    }
+}
+
+/* The command line into w (items, endpoints), *interval and *count. 0, or
+ * -1 after printing why (exit status 2). */
+static int parse_options(struct watch *w, int argc, char **argv, int64_t *interval, int64_t *count)
 {
     static const struct option opts[] = {
         { "item", required_argument, NULL, 'i' },     { "interval", required_argument, NULL, 'n' },
         { "count", required_argument, NULL, 'k' },    { "producer", required_argument, NULL, 'p' },
         { "consumer", required_argument, NULL, 'c' }, { NULL, 0, NULL, 0 },
     };
-    struct watch w = { .c = c, .tty = isatty(STDOUT_FILENO) == 1 };
-    struct wsample cur = { 0 }, prev = { 0 };
-    int64_t interval = 1000, count = 0, v;
-    bool have_prev = false, own_producer = false, own_consumer = false;
-    int o, ret = 2;
+    bool own_producer = false, own_consumer = false;
+    int64_t v;
+    int o;
 
     optind = 1;
     while ((o = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
         switch (o) {
         case 'i':
-            if (util_parse_i64(optarg, 1, INT64_MAX, &v) != 0 || w.npicked == WATCH_MAX_PICKED) {
+            if (util_parse_i64(optarg, 1, INT64_MAX, &v) != 0 || w->npicked == WATCH_MAX_PICKED) {
                 fprintf(stderr, "seckillctl: watch: --item takes a positive id (at most %d items), got '%s'\n",
                         WATCH_MAX_PICKED, optarg);
-                return 2;
+                return -1;
             }
-            w.picked[w.npicked++] = v;
+            w->picked[w->npicked++] = v;
             break;
         case 'n':
-            if (util_parse_i64(optarg, 100, 3600000, &interval) != 0) {
+            if (util_parse_i64(optarg, 100, 3600000, interval) != 0) {
                 fprintf(stderr, "seckillctl: watch: --interval takes 100..3600000 ms, got '%s'\n", optarg);
-                return 2;
+                return -1;
             }
             break;
         case 'k':
-            if (util_parse_i64(optarg, 1, INT64_MAX, &count) != 0) {
+            if (util_parse_i64(optarg, 1, INT64_MAX, count) != 0) {
                 fprintf(stderr, "seckillctl: watch: --count takes a positive number, got '%s'\n", optarg);
-                return 2;
+                return -1;
             }
             break;
         case 'p':
         case 'c':
-            if (add_ep(&w, o == 'p' ? "producer" : "consumer", optarg) != 0)
-                return 2;
+            if (add_ep(w, o == 'p' ? "producer" : "consumer", optarg) != 0)
+                return -1;
             own_producer |= o == 'p';
             own_consumer |= o == 'c';
             break;
         default:
             usage();
-            return 2;
+            return -1;
         }
     }
     if (optind != argc) {
         fprintf(stderr, "seckillctl: watch: unexpected argument '%s'\n", argv[optind]);
         usage();
-        return 2;
+        return -1;
     }
-    /* Without flags, the daemons this configuration describes. */
-    char addr[128];
-    if (!own_producer) {
-        snprintf(addr, sizeof(addr), "%s:%d", reachable(c->producer.listen), c->producer.port);
-        add_ep(&w, "producer", addr);
-    }
-    if (!own_consumer && c->consumer.metrics_port > 0) {
-        snprintf(addr, sizeof(addr), "%s:%d", reachable(c->consumer.metrics_listen), c->consumer.metrics_port);
-        add_ep(&w, "consumer", addr);
-    }
+    default_endpoints(w, own_producer, own_consumer);
+    return 0;
+}
 
+/* Sample and show every interval ms, count times (0: until a signal).
+ * Refreshes keep their pace whatever a slow engine cost; a signal ends the
+ * wait within 50 ms. */
+static void watch_loop(struct watch *w, int64_t interval, int64_t count)
+{
+    struct wsample cur = { 0 }, prev = { 0 };
+    bool have_prev = false;
+    int64_t next = util_mono_ms();
+    for (int64_t done = 0; !stop_requested && (count == 0 || done < count); done++) {
+        cur.mono_ms = util_mono_ms();
+        cur.wall_ms = util_wall_ms();
+        redis_sample(w, &cur);
+        pg_sample(w, &cur);
+        kafka_sample(w, &cur);
+        health_sample(w, (int)(interval < 1000 ? interval : 1000));
+        if (w->tty)
+            render_screen(w, &cur, have_prev ? &prev : NULL, (int)interval);
+        else
+            render_line(w, &cur, have_prev ? &prev : NULL);
+        sample_free(&prev);
+        prev = cur;
+        memset(&cur, 0, sizeof(cur));
+        have_prev = true;
+        if (count && done + 1 >= count)
+            break;
+        next += interval;
+        for (int64_t now = util_mono_ms(); now < next && !stop_requested; now = util_mono_ms())
+            util_sleep_ms(next - now < 50 ? next - now : 50);
+        if (util_mono_ms() > next + interval)
+            next = util_mono_ms(); /* fell behind: do not rush to catch up */
+    }
+    sample_free(&cur);
+    sample_free(&prev);
+}
+
+/* Close what the samples opened, and the HTTP client. */
+static void watch_close(struct watch *w)
+{
+    if (w->rc)
+        redisFree(w->rc);
+    PQfinish(w->pg);
+    if (w->rk) {
+        rd_kafka_consumer_close(w->rk); /* never subscribed: leaves no group it never joined */
+        rd_kafka_destroy(w->rk);
+    }
+    curl_easy_cleanup(w->curl);
+    curl_global_cleanup();
+}
+
+int watch_cmd(const struct cfg *c, int argc, char **argv)
+{
+    struct watch w = { .c = c, .tty = isatty(STDOUT_FILENO) == 1 };
+    int64_t interval = 1000, count = 0;
+
+    if (parse_options(&w, argc, argv, &interval, &count) != 0)
+        return 2;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || !(w.curl = curl_easy_init())) {
         fprintf(stderr, "seckillctl: watch: cannot start the HTTP client\n");
         return 1;
@@ -644,47 +709,10 @@ int watch_cmd(const struct cfg *c, int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     if (w.tty)
         printf("\033[?25l"); /* no cursor blinking over the table */
-
-    int64_t next = util_mono_ms();
-    for (int64_t done = 0; !stop_requested && (count == 0 || done < count); done++) {
-        cur.mono_ms = util_mono_ms();
-        cur.wall_ms = util_wall_ms();
-        redis_sample(&w, &cur);
-        pg_sample(&w, &cur);
-        kafka_sample(&w, &cur);
-        health_sample(&w, (int)(interval < 1000 ? interval : 1000));
-        if (w.tty)
-            render_screen(&w, &cur, have_prev ? &prev : NULL, (int)interval);
-        else
-            render_line(&w, &cur, have_prev ? &prev : NULL);
-        sample_free(&prev);
-        prev = cur;
-        memset(&cur, 0, sizeof(cur));
-        have_prev = true;
-        if (count && done + 1 >= count)
-            break;
-        /* Refreshes keep their pace whatever a slow engine cost; a signal
-         * ends the wait within 50 ms. */
-        next += interval;
-        for (int64_t now = util_mono_ms(); now < next && !stop_requested; now = util_mono_ms())
-            util_sleep_ms(next - now < 50 ? next - now : 50);
-        if (util_mono_ms() > next + interval)
-            next = util_mono_ms(); /* fell behind: do not rush to catch up */
-    }
-    ret = 0;
+    watch_loop(&w, interval, count);
     if (w.tty)
         printf("\033[?25h");
     fflush(stdout);
-    sample_free(&cur);
-    sample_free(&prev);
-    if (w.rc)
-        redisFree(w.rc);
-    PQfinish(w.pg);
-    if (w.rk) {
-        rd_kafka_consumer_close(w.rk); /* never subscribed: leaves no group it never joined */
-        rd_kafka_destroy(w.rk);
-    }
-    curl_easy_cleanup(w.curl);
-    curl_global_cleanup();
-    return ret;
+    watch_close(&w);
+    return 0;
 }

@@ -16,6 +16,7 @@
 #include "daemon.h"
 #include "housekeep.h"
 #include "ingress.h"
+#include "kconf.h"
 #include "log.h"
 #include "orderid.h"
 #include "pmetrics.h"
@@ -31,6 +32,21 @@
  * (librdkafka reports them at once; 5 s is slack for a loaded machine). */
 #define DRAIN_POLL_MS 10
 #define PURGE_REPORT_MS 5000
+
+/* What a reload applied changes beyond the settings (daemon_on_reload):
+ * librdkafka's clients take the rotated SASL password for their next
+ * connections, and the log takes its new level. */
+static void rotate_kafka(const struct cfg *c, void *arg)
+{
+    (void)arg;
+    kconf_rotate(c);
+}
+
+static void set_log_level(const struct cfg *c, void *arg)
+{
+    (void)arg;
+    log_set_level((enum log_level)c->logging.level);
+}
 
 /* The startup steps that wait for a service (daemon_retry). A SIGHUP while
  * a service refused us (a wrong password, the file since put right) is
@@ -202,6 +218,11 @@ int main(int argc, char **argv)
         return ret;
     if (daemon_signals_install() != 0) {
         log_error("cannot install signal handlers");
+        goto out;
+    }
+    /* Before start: a SIGHUP while a service is waited for reloads too. */
+    if (daemon_on_reload(rotate_kafka, NULL) != 0 || daemon_on_reload(set_log_level, NULL) != 0) {
+        log_error("cannot register the reload hooks");
         goto out;
     }
     /* Before pub_open and ing_start start librdkafka's and libmicrohttpd's
