@@ -6,7 +6,7 @@
  * password is wrong, then put right in its file and reloaded (SIGHUP), or
  * rotated, recovers without a restart: one log line per state change, a
  * down gauge, never the password. The users, listeners and ACLs are
- * scripts/stack's ("Kafka security"); the table is in docs/security.md.
+ * scripts/stack.d/kafka-security.sh's; the table is in docs/security.md.
  * (That each program works end to end as its own user is what every other
  * suite shows.) */
 #include "harness.h"

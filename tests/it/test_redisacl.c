@@ -3,7 +3,7 @@
  * and a producer whose password is wrong, then put right in its file and
  * reloaded (SIGHUP), or rotated, recovers without a restart, logging one
  * line per state change and never the password. The rules are written by
- * scripts/stack (redis_acl_rules); the table is in docs/security.md. (That
+ * scripts/stack.d/redis.sh (redis_acl_rules); the table is in docs/security.md. (That
  * each program works end to end with its own user is what every other
  * suite shows.) */
 #include "harness.h"
