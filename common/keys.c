@@ -3,6 +3,8 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "orderidx.h"
+
 static int fits(int n, size_t len)
 {
     return n < 0 || (size_t)n >= len ? -1 : n;
@@ -27,7 +29,12 @@ int keys_items(char *buf, size_t len, const char *prefix)
     return fits(snprintf(buf, len, "%s:items", prefix), len);
 }
 
-int keys_order(char *buf, size_t len, const char *prefix, int64_t order_id)
+int keys_order_bucket(char *buf, size_t len, const char *prefix, int64_t order_id)
+{
+    return fits(snprintf(buf, len, "%s:order:ix:{%" PRId64 "}", prefix, order_id / ORDERIDX_BUCKET), len);
+}
+
+int keys_order_legacy(char *buf, size_t len, const char *prefix, int64_t order_id)
 {
     return fits(snprintf(buf, len, "%s:order:{%" PRId64 "}", prefix, order_id), len);
 }

@@ -35,9 +35,12 @@ int keys_item_all(char k[KEYS_ITEM_PARTS][KEYS_MAX], const char *prefix, int64_t
  * and the operator tools (never used inside a script). */
 int keys_items(char *buf, size_t len, const char *prefix);
 
-/* <prefix>:order:{ORDER}: "ITEM:USER", so a buyer who only has the order id
- * finds the item whose keys hold its state. */
-int keys_order(char *buf, size_t len, const char *prefix, int64_t order_id);
+/* <prefix>:order:ix:{B}: the order index's hash that holds order_id
+ * (common/orderidx.h says what is in it). Returns the length, or -1. */
+int keys_order_bucket(char *buf, size_t len, const char *prefix, int64_t order_id);
+/* <prefix>:order:{ORDER}: the index's key per order ("ITEM:USER") before
+ * the buckets, still read by status calls (orderidx.h). */
+int keys_order_legacy(char *buf, size_t len, const char *prefix, int64_t order_id);
 
 /* Locks come in KEYS_LOCK_GROUPS groups, by a stable hash of the name, so
  * that a batch of locks costs one script call per group rather than one per

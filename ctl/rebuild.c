@@ -11,6 +11,7 @@
 #include "embed.h"
 #include "kmeta.h"
 #include "keys.h"
+#include "orderidx.h"
 #include "rconn.h"
 #include "script.h"
 #include "sweepage.h"
@@ -132,22 +133,19 @@ static int redis_holds(redisContext *rc, const struct cfg *c, int64_t item)
 /* Values per order passed to item_rebuild.lua. */
 #define RB_STATE_ARGS 6
 
-/* The order index (keys_order) of every settled order, pipelined: a buyer who
- * kept an order id finds it again. Best effort, like the producer's. */
+/* The order index (orderidx.h) of every settled order, pipelined: a buyer
+ * who kept an order id finds it again. Best effort, like the producer's. */
 static void index_orders(const struct cfg *c, redisContext *rc, int64_t item, const PGresult *res)
 {
-    char key[KEYS_MAX], val[48], ttl[16];
-    int n = PQntuples(res), sent = 0;
-    snprintf(ttl, sizeof(ttl), "%d", c->producer.status_ttl_s);
-    for (int i = 0; i < n; i++) {
-        keys_order(key, sizeof(key), c->redis.key_prefix, ctlpg_i64(res, i, 0));
-        snprintf(val, sizeof(val), "%" PRId64 ":%" PRId64, item, ctlpg_i64(res, i, 1));
-        const char *argv[] = { "SET", key, val, "EX", ttl };
-        if (redisAppendCommandArgv(rc, 5, argv, NULL) != REDIS_OK)
-            break;
-        sent++;
-    }
+    int n = PQntuples(res), sent;
+    struct oidx_entry *e = malloc((size_t)(n > 0 ? n : 1) * sizeof(*e));
+    if (!e)
+        return;
+    for (int i = 0; i < n; i++)
+        e[i] = (struct oidx_entry){ ctlpg_i64(res, i, 0), item, ctlpg_i64(res, i, 1) };
+    sent = oidx_append(rc, c->redis.key_prefix, c->producer.status_ttl_s, e, (size_t)n);
     rconn_discard_replies(rc, sent);
+    free(e);
 }
 
 /* item_rebuild.lua's arguments for each settled order (item_states.sql

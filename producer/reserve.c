@@ -12,6 +12,7 @@
 #include "keys.h"
 #include "log.h"
 #include "order.h"
+#include "orderidx.h"
 #include "pmetrics.h"
 #include "rconn.h"
 #include "rlink.h"
@@ -554,16 +555,19 @@ static int mark_cmp(const void *a, const void *b)
 }
 
 /* Mark the collected orders published (one ZREM per item with all its order
- * ids) and index each order id to its item, all in one round trip; then
- * answer them. The index goes first so that a buyer who polls the moment
- * the 202 arrives finds the order. Best effort: a mark that does not arrive
- * only means one harmless re-publish by the sweeper; an index that does not
- * arrive means /orders/ID answers 404 while /seckill/ITEM still works. */
+ * ids) and index each order id to its item (orderidx.h: one HSET and one
+ * PEXPIRE per bucket of ids), all in one round trip; then answer them. The
+ * index goes first so that a buyer who polls the moment the 202 arrives
+ * finds the order. Best effort: a mark that does not arrive only means one
+ * harmless re-publish by the sweeper; an index that does not arrive means
+ * /orders/ID answers 404 while /seckill/ITEM still works. */
 static void marks_flush(struct rsv *r)
 {
     const char *argv[RSV_BATCH + 2];
-    char keys[RSV_BATCH][KEYS_MAX], idx[KEYS_MAX], val[48], ttl[16];
+    char keys[RSV_BATCH][KEYS_MAX];
+    struct oidx_entry idx[RSV_BATCH];
     size_t i = 0, ncmd = 0, n = r->nmarks;
+    int nidx;
     r->nmarks = 0;
     if (n == 0)
         return;
@@ -582,16 +586,12 @@ static void marks_flush(struct rsv *r)
         ncmd++;
         i = j;
     }
-    snprintf(ttl, sizeof(ttl), "%d", CFG_GET(r->cfg->producer.status_ttl_s));
     for (i = 0; i < n; i++) {
         const struct rsv_req *q = r->marks[i].req;
-        keys_order(idx, sizeof(idx), r->cfg->redis.key_prefix, q->order_id);
-        snprintf(val, sizeof(val), "%" PRId64 ":%" PRId64, q->item_id, q->user_id);
-        const char *sv[] = { "SET", idx, val, "EX", ttl };
-        if (redisAppendCommandArgv(r->link.rc, 5, sv, NULL) != REDIS_OK)
-            break;
-        ncmd++;
+        idx[i] = (struct oidx_entry){ q->order_id, q->item_id, q->user_id };
     }
+    nidx = oidx_append(r->link.rc, r->cfg->redis.key_prefix, CFG_GET(r->cfg->producer.status_ttl_s), idx, n);
+    ncmd += (size_t)nidx;
     PM_INC(redis_roundtrips);
     for (i = 0; i < ncmd; i++) {
         redisReply *rep = reply_next(r);

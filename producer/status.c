@@ -10,6 +10,7 @@
 #include "daemon.h"
 #include "keys.h"
 #include "log.h"
+#include "orderidx.h"
 #include "pmetrics.h"
 #include "rconn.h"
 #include "rlink.h"
@@ -123,6 +124,39 @@ static void done(struct st_req *q, enum st_state state)
     q->complete(q);
 }
 
+/* An order the index's buckets do not know may have been indexed before
+ * them, under its own key (orderidx.h): ask for those in one more round trip,
+ * their replies replacing the misses in rep[]. Only misses pay for it (an
+ * unknown order id, one older than the buckets). -1 when the connection
+ * broke. */
+static int legacy_lookup(struct st *s, struct st_req **in, size_t n, redisReply **rep)
+{
+    char key[KEYS_MAX];
+    size_t miss[ST_BATCH], m = 0;
+    redisReply *got[ST_BATCH];
+    for (size_t i = 0; i < n; i++)
+        if (in[i]->kind == ST_BY_ORDER && rep[i]->type == REDIS_REPLY_NIL) {
+            keys_order_legacy(key, sizeof(key), s->cfg->redis.key_prefix, in[i]->id);
+            if (redisAppendCommand(s->link.rc, "GET %s", key) != REDIS_OK) {
+                /* What was appended would answer the next batch: drop it. */
+                rlink_down(&s->link, "out of memory");
+                return -1;
+            }
+            miss[m++] = i;
+        }
+    if (m == 0)
+        return 0;
+    if (replies(s, m, got) != 0) {
+        free_replies(got, m);
+        return -1;
+    }
+    for (size_t j = 0; j < m; j++) {
+        freeReplyObject(rep[miss[j]]);
+        rep[miss[j]] = got[j];
+    }
+    return 0;
+}
+
 /* Round trip 1: by order, the index (item and buyer); by item, the caller's
  * order id. A request that resolves to an order keeps going (in[i] stays);
  * the others are answered. */
@@ -135,8 +169,9 @@ static int resolve(struct st *s, struct st_req **in, size_t n)
         struct st_req *q = in[i];
         int rc;
         if (q->kind == ST_BY_ORDER) {
-            keys_order(key, sizeof(key), prefix, q->id);
-            rc = redisAppendCommand(s->link.rc, "GET %s", key);
+            keys_order_bucket(key, sizeof(key), prefix, q->id);
+            oidx_field(field_, sizeof(field_), q->id);
+            rc = redisAppendCommand(s->link.rc, "HGET %s %s", key, field_);
         } else {
             keys_item(key, sizeof(key), prefix, q->id, KEYS_ITEM_ORDERS);
             snprintf(field_, sizeof(field_), "u:%" PRId64, q->user_id);
@@ -145,7 +180,7 @@ static int resolve(struct st *s, struct st_req **in, size_t n)
         if (rc != REDIS_OK)
             return -1;
     }
-    if (replies(s, n, rep) != 0) {
+    if (replies(s, n, rep) != 0 || legacy_lookup(s, in, n, rep) != 0) {
         free_replies(rep, n);
         return -1;
     }

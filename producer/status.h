@@ -8,7 +8,7 @@
  * their orders. The item's orders hash holds each order's state (the
  * reservation script writes it queued, the consumer settles it confirmed or
  * refused, a give-back removes it) and each buyer's order id; the order
- * index (keys_order) leads from an order id to its item.
+ * index (orderidx.h) leads from an order id to its item.
  *
  * Requests queue up from the HTTP thread; one thread answers all that are
  * queued in two pipelined round trips on a Redis connection of its own, so a

@@ -119,7 +119,7 @@ redis_acl_rules() {
     printf '%s' 'resetchannels -@all +ping +role +select +evalsha +script|load'
     case $role in
         producer)
-            printf ' %s' '+get +set +decr +incr +hget +hmget +hset +hdel +hexists +hincrby +hlen' \
+            printf ' %s' '+get +decr +incr +hget +hmget +hset +hdel +hexists +hincrby +hlen +pexpire' \
                 '+sadd +srem +sismember +scard +smembers +sscan +zadd +zrem +zscore +zcard +zrangebyscore +time +wait'
             for p in "$@"; do
                 printf ' %s' "~$p:{item:*}:stock" "~$p:{item:*}:buyers" "~$p:{item:*}:pending" \

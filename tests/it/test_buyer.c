@@ -27,6 +27,7 @@
 
 #include "embed.h"
 #include "keys.h"
+#include "orderidx.h"
 #include "order.h"
 #include "rconn.h"
 #include "script.h"
@@ -1026,6 +1027,34 @@ static void test_status_lifecycle(void **state)
     /* still queued while no consumer runs */
     assert_int_equal(get_order(oid, u, &r), 200);
     expect_status(&r, 200, "queued");
+
+    /* The order index: the order's entry in its bucket, which expires. */
+    {
+        char bkt[KEYS_MAX], legacy[KEYS_MAX], f[24];
+        redisContext *rc = harness_redis(&R.c);
+        keys_order_bucket(bkt, sizeof(bkt), R.c.redis.key_prefix, oid);
+        keys_order_legacy(legacy, sizeof(legacy), R.c.redis.key_prefix, oid);
+        oidx_field(f, sizeof(f), oid);
+        snprintf(want, sizeof(want), "%" PRId64 ":%" PRId64, item, u);
+        redisReply *e = harness_cmd(rc, "HGET %s %s", bkt, f);
+        assert_int_equal(e->type, REDIS_REPLY_STRING);
+        assert_string_equal(e->str, want);
+        freeReplyObject(e);
+        assert_true(harness_int(rc, "PTTL %s", bkt) > 0);
+        /* An order indexed before the buckets, under a key of its own, is
+         * still found: its entry moved there, the answer stays the same. */
+        assert_int_equal(harness_int(rc, "HDEL %s %s", bkt, f), 1);
+        freeReplyObject(harness_cmd(rc, "SET %s %s EX 60", legacy, want));
+        assert_int_equal(get_order(oid, u, &r), 200);
+        assert_string_equal(r.body, queued_body);
+        /* and with neither, the order is not found */
+        assert_int_equal(harness_int(rc, "DEL %s", legacy), 1);
+        assert_int_equal(get_order(oid, u, &r), 404);
+        freeReplyObject(harness_cmd(rc, "HSET %s %s %s", bkt, f, want));
+        assert_int_equal(get_order(oid, u, &r), 200);
+        assert_string_equal(r.body, queued_body);
+        redisFree(rc);
+    }
 
     /* Another buyer: the order does not exist for them, and they hold none. */
     assert_int_equal(get_order(oid, other, &r), 404);

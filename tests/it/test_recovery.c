@@ -565,8 +565,8 @@ static void test_item_load_after_loss_mid_sale(void **state)
         assert_true(strncmp(st->str, want, strlen(want)) == 0);
         freeReplyObject(st);
         /* and the order index leads back to the item */
-        keys_order(idx, sizeof(idx), t.c.redis.key_prefix, strtoll(PQgetvalue(one, 0, 0), NULL, 10));
-        st = harness_cmd(rc, "GET %s", idx);
+        keys_order_bucket(idx, sizeof(idx), t.c.redis.key_prefix, strtoll(PQgetvalue(one, 0, 0), NULL, 10));
+        st = harness_cmd(rc, "HGET %s %s", idx, PQgetvalue(one, 0, 0));
         snprintf(want, sizeof(want), "%s:%s", sid, PQgetvalue(one, 0, 1));
         assert_int_equal(st->type, REDIS_REPLY_STRING);
         assert_string_equal(st->str, want);
