@@ -646,8 +646,11 @@ static enum jwt_err check_claims(const struct jwt_keyset *ks, const json_t *pl, 
             return JWT_BAD_AUDIENCE;
     }
     v = json_object_get(pl, "sub");
-    /* jansson refuses "\u0000" in strings, so the value is all of the string. */
-    if (!json_is_string(v) || util_parse_i64(json_string_value(v), 1, INT64_MAX, &u) != 0)
+    /* jansson refuses "\u0000" in strings, so the value is all of the string.
+     * Only the canonical decimal: "04242" is not buyer 4242 (one buyer, one
+     * name), as the ids in paths. */
+    if (!json_is_string(v) || json_string_value(v)[0] == '0' ||
+        util_parse_i64(json_string_value(v), 1, INT64_MAX, &u) != 0)
         return JWT_BAD_SUBJECT;
     *user = u;
     *exp_s = exp;
