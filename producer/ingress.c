@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "auth.h"
@@ -348,6 +349,36 @@ static enum MHD_Result status_call(struct ingress *g, struct MHD_Connection *con
     return MHD_YES;
 }
 
+/* MHD_get_connection_values' callback: counts the Content-Length fields
+ * whose value differs from the first one's. */
+static enum MHD_Result clen_differs(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    const char **first = cls;
+    (void)kind;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0)
+        return MHD_YES;
+    if (!first[0])
+        first[0] = value;
+    else if (strcmp(first[0], value) != 0)
+        first[1] = value;
+    return MHD_YES;
+}
+
+/* The message's framing, as RFC 9112 6.3 wants it unambiguous: a proxy in
+ * front that reads the other Content-Length, or Transfer-Encoding where we
+ * read Content-Length, sees another request boundary than we do, and a
+ * request can be smuggled past it. NULL when clear, else what is wrong. */
+static const char *framing_error(struct MHD_Connection *conn, const char *clen)
+{
+    const char *cl[2] = { NULL, NULL };
+    if (!clen)
+        return NULL;
+    if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+        return "Content-Length and Transfer-Encoding together";
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, clen_differs, cl);
+    return cl[1] ? "Content-Length given twice with different values" : NULL;
+}
+
 /* First call for a request: only the headers are in. */
 static enum MHD_Result on_headers(struct ingress *g, struct MHD_Connection *conn, const char *url,
                                   const char *method, void **con_cls)
@@ -360,12 +391,13 @@ static enum MHD_Result on_headers(struct ingress *g, struct MHD_Connection *conn
     struct ing_req *q;
 
     clen = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    /* Both framings at once is how requests are smuggled past a proxy that
-     * reads the other one (RFC 9112 6.3): refuse, whatever the path. */
-    if (clen && MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+    /* An unrecoverable framing error (RFC 9112 6.3): 400 and close, whatever
+     * the path. */
+    const char *framing = framing_error(conn, clen);
+    if (framing) {
         MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 1);
-        return refuse(g, conn, MHD_HTTP_BAD_REQUEST, "bad_request",
-                      "Content-Length and Transfer-Encoding together", t0, MHD_HTTP_HEADER_CONNECTION, "close");
+        return refuse(g, conn, MHD_HTTP_BAD_REQUEST, "bad_request", framing, t0, MHD_HTTP_HEADER_CONNECTION,
+                      "close");
     }
     if (strcmp(url, ORDER_PATH) != 0) {
         if (is_get && (strcmp(url, "/healthz") == 0 || strcmp(url, "/metrics") == 0))

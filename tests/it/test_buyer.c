@@ -1168,6 +1168,14 @@ static void test_http_hygiene(void **state)
                  "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n"
                  "Connection: close\r\n\r\n0\r\n\r\n");
     assert_int_equal(http_raw(R.port, req, (size_t)n, &r), 400);
+    /* Two Content-Length fields that disagree: which body is this? */
+    n = snprintf(req, sizeof(req),
+                 "POST /api/v1/seckill HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: %s\r\n"
+                 "Content-Type: application/json\r\nContent-Length: %zu\r\nContent-Length: %zu\r\n"
+                 "Connection: close\r\n\r\n%s",
+                 authz, strlen(chunk), strlen(chunk) + 5, chunk);
+    assert_int_equal(http_raw(R.port, req, (size_t)n, &r), 400);
+    assert_non_null(strstr(r.body, "Content-Length given twice"));
     assert_int_equal(item_redis(item, KEYS_ITEM_STOCK, "GET", NULL), 5);
     assert_int_equal(item_redis(item, KEYS_ITEM_BUYERS, "SCARD", NULL), 0);
     /* chunked alone is a body like any other */
