@@ -122,8 +122,7 @@ else
     fail "the link check finds a missing file and a missing heading" "$(cat "$T/diff")"
 fi
 
-links README.md docs/*.md >"$T/out"
-if [ "$?" -eq 0 ] && [ ! -s "$T/out" ]; then
+if links README.md docs/*.md >"$T/out" && [ ! -s "$T/out" ]; then
     pass "every relative link of README.md and docs/*.md leads to a file and heading"
 else
     fail "every relative link of README.md and docs/*.md leads to a file and heading" "$(cat "$T/out")"
