@@ -23,14 +23,15 @@ trap 'rm -rf "$T"' EXIT
 . "$(dirname "${BASH_SOURCE[0]}")/../tap.sh"
 
 # guard DESC CMD...: passes when CMD finds nothing (exit 0, no output);
-# otherwise its findings are the diagnostics.
+# otherwise its findings are the diagnostics, first (tests/run shows the
+# lines right after "not ok"), then the command that found them.
 guard() {
     local desc=$1; shift
     run "$@"
     if [ "$rc" -eq 0 ] && [ ! -s "$T/out" ] && [ ! -s "$T/err" ]; then
         pass "$desc"
     else
-        fail "$desc" "$(run_diag "$@")"
+        fail "$desc" "$(cat "$T/out" "$T/err")" "(exit $rc: $*)"
     fi
 }
 # catches DESC WANT_FILE CMD...: CMD exits 1 and prints exactly WANT_FILE.
