@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# tests/cli/test_house.sh BUILD_DIR: the house guards (issue #35) from
+# scripts/house-check, each proven first on a fixture that it must catch,
+# then run on the tree: no production function over 80 lines unmarked,
+# README's build dependencies are the libraries the Makefile links, and the
+# man pages' options are the binaries' --help (the binaries in BUILD_DIR).
+# Needs no running stack. Speaks TAP. One guard alone:
+# scripts/house-check function-length | deps | man BUILD_DIR.
+set -u
+
+BUILD_ARG=${1:?usage: tests/cli/test_house.sh BUILD_DIR}
+BUILD=$(cd "$BUILD_ARG" 2>/dev/null && pwd) || { echo "Bail out! no build dir $BUILD_ARG"; exit 1; }
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT" || exit 1
+
+CHECK=scripts/house-check
+FIX=tests/cli/fixtures/house
+
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+# shellcheck source=../tap.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../tap.sh"
+
+# guard DESC CMD...: passes when CMD finds nothing (exit 0, no output);
+# otherwise its findings are the diagnostics, first (tests/run shows the
+# lines right after "not ok"), then the command that found them.
+guard() {
+    local desc=$1; shift
+    run "$@"
+    if [ "$rc" -eq 0 ] && [ ! -s "$T/out" ] && [ ! -s "$T/err" ]; then
+        pass "$desc"
+    else
+        fail "$desc" "$(cat "$T/out" "$T/err")" "(exit $rc: $*)"
+    fi
+}
+# catches DESC WANT_FILE CMD...: CMD exits 1 and prints exactly WANT_FILE.
+catches() {
+    local desc=$1 want=$2; shift 2
+    run "$@"
+    if [ "$rc" -eq 1 ] && diff -u "$want" "$T/out" >"$T/diff"; then
+        pass "$desc"
+    else
+        fail "$desc" "$(run_diag "$@")" "$(cat "$T/diff" 2>/dev/null)"
+    fi
+}
+
+echo "1..7"
+
+# --- function-length -------------------------------------------------------
+# The fixture: a function at the limit, one over it, marked ones (above the
+# function, above its comment block, the return type on a line of its own),
+# a marker spread over lines and one cut off by a blank line (neither
+# counts), a long table, a signature over three lines.
+cat >"$T/want" <<EOF
+$FIX/functions.c:194: function too_long is 84 lines (limit 80)
+$FIX/functions.c:281: function marked_but_multiline is 88 lines (limit 80)
+$FIX/functions.c:555: function marker_too_far is 88 lines (limit 80)
+$FIX/functions.c:645: function signature_over_lines is 85 lines (limit 80)
+EOF
+catches "function-length finds exactly the long unmarked functions of $FIX/functions.c" "$T/want" \
+    "$CHECK" function-length "$FIX/functions.c"
+
+guard "no function in common/ producer/ consumer/ ctl/ over 80 lines unmarked" "$CHECK" function-length
+
+# --- deps ------------------------------------------------------------------
+# README without its libcurl row, and with a package the build does not use.
+grep -v '^| libcurl ' README.md >"$T/README-no-curl.md"
+echo "README.md: build dependency libcurl (Makefile CTL_PKGS) is missing from the table (Debian package libcurl4-openssl-dev)" |
+    sed "s#^README.md#$T/README-no-curl.md#" >"$T/want"
+catches "deps names a library the Makefile links and README leaves out" "$T/want" \
+    "$CHECK" deps "$T/README-no-curl.md"
+
+sed 's/^| cmocka | .*/&\n| libfoo | `libfoo-dev` | nothing |/' README.md >"$T/README-extra.md"
+echo "$T/README-extra.md: the table lists libfoo-dev, which the Makefile does not link (PKGS, CTL_PKGS, -lcmocka)" >"$T/want"
+catches "deps names a package README lists and the build does not use" "$T/want" \
+    "$CHECK" deps "$T/README-extra.md"
+
+guard "README.md's build dependencies are the Makefile's libraries" "$CHECK" deps
+
+# --- man -------------------------------------------------------------------
+# Stand-in binaries and pages: the producer's --help has -x/--extra that its
+# page lacks, the consumer's page has --gone that its --help lacks, and
+# seckillctl's page and --help agree, commands' options included.
+mkdir -p "$T/bin" "$T/man"
+for b in seckill-producer seckill-consumer seckillctl; do
+    printf '#!/bin/sh\ncat "%s"\n' "$T/$b.help" >"$T/bin/$b"
+    chmod +x "$T/bin/$b"
+done
+cat >"$T/seckill-producer.help" <<'EOF'
+usage: seckill-producer [-c FILE]
+  -c, --config FILE    configuration file
+  -x, --extra          a new option
+EOF
+cat >"$T/man/seckill-producer.8.scd" <<'EOF'
+# SYNOPSIS
+
+*seckill-producer* [*-c* _FILE_] [*-t*]
+
+# OPTIONS
+
+*-c, --config* _FILE_
+	The configuration file.
+EOF
+cat >"$T/seckill-consumer.help" <<'EOF'
+usage: seckill-consumer [-c FILE]
+  -c, --config FILE    configuration file
+EOF
+cat >"$T/man/seckill-consumer.8.scd" <<'EOF'
+*-c, --config* _FILE_
+	The configuration file; see also *--gone*.
+EOF
+cat >"$T/seckillctl.help" <<'EOF'
+usage: seckillctl [-c FILE] COMMAND ...
+  item load (--id ID | --all) [--wait-ms N]   rebuild
+  -c, --config FILE    configuration file
+EOF
+cat >"$T/man/seckillctl.8.scd" <<'EOF'
+*-c, --config* _FILE_
+	The configuration file.
+
+*item load* (*--id* _ID_ | *--all*) [*--wait-ms* _N_]
+	Rebuild.
+EOF
+cat >"$T/want" <<EOF
+$T/man/seckill-producer.8.scd: seckill-producer --help has --extra, the man page does not
+$T/man/seckill-producer.8.scd: seckill-producer --help has -x, the man page does not
+$T/man/seckill-producer.8.scd: the man page has -t, seckill-producer --help does not
+$T/man/seckill-consumer.8.scd: the man page has --gone, seckill-consumer --help does not
+EOF
+catches "man names the binary, the option and the page of each mismatch" "$T/want" \
+    "$CHECK" man "$T/bin" "$T/man"
+
+guard "man/*.8.scd document exactly the options of the binaries' --help in $BUILD_ARG" \
+    "$CHECK" man "$BUILD"
+
+[ "$failed" -eq 0 ]
