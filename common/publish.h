@@ -24,6 +24,11 @@ struct pub;
  * how long a buyer may wait for an answer while the broker is away. */
 #define PUB_DEFAULT_TIMEOUT_MS 5000
 
+/* How long a command (seckillctl sweep, reconcile) waits at its end for
+ * what it published to be acknowledged; the sweep pass already waited for
+ * each, so this only bounds the flush of a broker gone meanwhile. */
+#define PUB_CLOSE_TIMEOUT_MS 5000
+
 /* Create the producer and its poll thread. 0, or -1 with err set. */
 int pub_open(const struct cfg *c, struct pub **out, char *err, size_t errlen);
 /* Flush for up to timeout_ms, purge what is left (its tickets get their

@@ -529,7 +529,7 @@ static int sweep_stale(struct rctx *x)
            st.republished, st.failed);
     ret = 0;
 fail:
-    pub_close(p, 5000);
+    pub_close(p, PUB_CLOSE_TIMEOUT_MS);
     return ret;
 }
 

@@ -46,7 +46,7 @@ int sweepcmd(const struct cfg *c, int argc, char **argv)
            (long long)st.claimed, (long long)st.republished, (long long)st.failed);
     ret = st.failed ? 1 : 0;
 fail:
-    pub_close(p, 5000);
+    pub_close(p, PUB_CLOSE_TIMEOUT_MS);
     if (rc)
         redisFree(rc);
     return ret;
