@@ -3,7 +3,8 @@
 # scripts/house-check, each proven first on a fixture that it must catch,
 # then run on the tree: no production function over 80 lines unmarked,
 # README's build dependencies are the libraries the Makefile links, and the
-# man pages' options are the binaries' --help (the binaries in BUILD_DIR).
+# man pages' options are the binaries' --help (the binaries in BUILD_DIR);
+# and CFG_RANGE refuses, at compile time, what is not an int setting.
 # Needs no running stack. Speaks TAP. One guard alone:
 # scripts/house-check function-length | deps | man BUILD_DIR.
 set -u
@@ -45,7 +46,7 @@ catches() {
     fi
 }
 
-echo "1..7"
+echo "1..8"
 
 # --- function-length -------------------------------------------------------
 # The fixture: a function at the limit, one over it, marked ones (above the
@@ -133,5 +134,19 @@ catches "man names the binary, the option and the page of each mismatch" "$T/wan
 
 guard "man/*.8.scd document exactly the options of the binaries' --help in $BUILD_ARG" \
     "$CHECK" man "$BUILD"
+
+# CFG_RANGE(member) (common/cfg.h) takes an integer setting's range from
+# CFG_SETTINGS at compile time: a misspelt member, or one that is not an
+# int, must not compile (there is no -1 for a caller to ignore).
+cfg_range_compiles() {
+    printf '#include "cfg.h"\nint f(void);\nint f(void) { return (int)CFG_RANGE(%s).max; }\n' "$1" >"$T/range.c"
+    ${CC:-cc} -std=c11 -D_GNU_SOURCE -Wall -Werror -Icommon -fsyntax-only "$T/range.c" >"$T/range.err" 2>&1
+}
+if cfg_range_compiles consumer.batch_size && ! cfg_range_compiles redis.host && ! cfg_range_compiles consumer.batchsize
+then
+    pass "CFG_RANGE compiles for an int setting, not for a string one or a misspelt one"
+else
+    fail "CFG_RANGE compiles for an int setting, not for a string one or a misspelt one" "$(cat "$T/range.err")"
+fi
 
 [ "$failed" -eq 0 ]
