@@ -25,6 +25,15 @@ proc_cpu_us() {
     awk -v t="$CPU_TCK" '{sub(/^.*\) /, ""); printf "%.0f", ($12 + $13) * 1e6 / t}' "/proc/$1/stat" 2>/dev/null ||
         echo 0
 }
+# proc_preempted PID: how often the process was switched out against its
+# will so far (nonvoluntary_ctxt_switches of its main thread, where Redis
+# runs its commands). Redis times a command in wall-clock time: a command preempted
+# half-way counts the wait too, so this says how far commandstats' times are
+# from CPU.
+proc_preempted() {
+    awk '$1 == "nonvoluntary_ctxt_switches:" {print $2; f = 1} END {if (!f) print 0}' "/proc/$1/status" 2>/dev/null ||
+        echo 0
+}
 # machine_cpu_us: every core's busy time so far, in us.
 machine_cpu_us() {
     awk -v t="$CPU_TCK" '$1 == "cpu" {printf "%.0f", ($2 + $3 + $4 + $7 + $8 + $9) * 1e6 / t; exit}' /proc/stat
@@ -48,24 +57,29 @@ cpu_mark() {
     local name=$1 p
     shift
     : >"$CPU_T/$name.procs"
-    for p in "$@"; do echo "$p $(proc_cpu_us "$p")" >>"$CPU_T/$name.procs"; done
+    for p in "$@"; do echo "$p $(proc_cpu_us "$p") $(proc_preempted "$p")" >>"$CPU_T/$name.procs"; done
     machine_cpu_us >"$CPU_T/$name.machine"
     redis_info "$CPU_T/$name.redis"
 }
 
 # cpu_split A B OPS PREFIX LABEL... (one label per PID given to cpu_mark, in
-# order; a label "-" is a process measured another way, passed as EXTRA_LABEL
-# and EXTRA_US in the environment: wrk, which is gone by the end mark).
+# order; a process measured another way is passed as EXTRA_LABEL and
+# EXTRA_US in the environment: wrk, which is gone by the end mark). Also
+# "preempted_per_1000_OP_LABEL": each process's involuntary switches per
+# 1,000 operations (OP: PREFIX less cpu_us_per_).
 cpu_split() {
     local a=$1 b=$2 ops=$3 prefix=$4 i=0 named=0 us label pid
     shift 4
     local labels=("$@")
-    while read -r pid us; do
+    while read -r pid us sw; do
         label=${labels[i]}
         i=$((i + 1))
         us=$(($(awk -v p="$pid" '$1 == p {print $2}' "$CPU_T/$b.procs") - us))
+        sw=$(($(awk -v p="$pid" '$1 == p {print $3}' "$CPU_T/$b.procs") - sw))
         named=$((named + us))
         awk -v l="$label" -v u="$us" -v n="$ops" -v p="$prefix" 'BEGIN {printf "%s_%s %.1f\n", p, l, n ? u / n : 0}'
+        awk -v l="$label" -v s="$sw" -v n="$ops" -v p="${prefix#cpu_us_per_}" \
+            'BEGIN {printf "preempted_per_1000_%s_%s %.2f\n", p, l, n ? s * 1000 / n : 0}'
     done <"$CPU_T/$a.procs"
     if [ -n "${EXTRA_LABEL:-}" ]; then
         named=$((named + EXTRA_US))
