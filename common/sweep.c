@@ -10,6 +10,8 @@
 #include "keys.h"
 #include "log.h"
 #include "order.h"
+#include "orderidx.h"
+#include "rconn.h"
 #include "script.h"
 #include "util.h"
 
@@ -26,6 +28,7 @@ struct sweep_ticket {
     struct pub_ticket t; /* first */
     struct sweep_wait *w;
     char oid[ORDER_ID_STR_MAX];
+    struct oidx_entry idx; /* the order, for its index */
     int ok;
 };
 
@@ -95,6 +98,7 @@ static void send_claimed(struct pub *p, const redisReply *r, size_t n, int64_t i
         }
         tk[i].t.done = on_delivery;
         tk[i].w = w;
+        tk[i].idx = (struct oidx_entry){ o.order_id, item, o.user_id };
         snprintf(tk[i].oid, sizeof(tk[i].oid), "%.*s", (int)id->len, id->str);
         pthread_mutex_lock(&w->mu);
         w->outstanding++;
@@ -110,10 +114,14 @@ static void send_claimed(struct pub *p, const redisReply *r, size_t n, int64_t i
 }
 
 /* Wait for every sent ticket's delivery report, then mark the delivered
- * ones published (ZREM from the unpublished set). */
-static void settle_claimed(redisContext *rc, const char *unpub_key, struct sweep_ticket *tk, size_t n,
-                           struct sweep_wait *w, struct sweep_stats *st)
+ * ones published (ZREM from the unpublished set) and index them (orderidx.h):
+ * an order whose buyer heard "unknown" while Redis was away was never
+ * indexed, and its id must still lead to it. */
+static void settle_claimed(const struct cfg *c, redisContext *rc, const char *unpub_key, struct sweep_ticket *tk,
+                           size_t n, struct sweep_wait *w, struct sweep_stats *st)
 {
+    struct oidx_entry *idx = calloc(n, sizeof(*idx));
+    size_t nidx = 0;
     /* librdkafka reports every message within message.timeout.ms, so this
      * wait ends; the tickets live in the caller until it does. */
     pthread_mutex_lock(&w->mu);
@@ -129,7 +137,13 @@ static void settle_claimed(redisContext *rc, const char *unpub_key, struct sweep
         }
         st->republished++;
         freeReplyObject(redisCommand(rc, "ZREM %s %s", unpub_key, tk[i].oid));
+        if (idx)
+            idx[nidx++] = tk[i].idx;
     }
+    /* Best effort, as the producer's own index writes. */
+    if (nidx)
+        rconn_discard_replies(rc, oidx_append(rc, c->redis.key_prefix, CFG_GET(c->producer.status_ttl_s), idx, nidx));
+    free(idx);
 }
 
 /* Claim and re-publish one item's stale reservations. */
@@ -160,7 +174,7 @@ static int sweep_item(const struct cfg *c, redisContext *rc, struct pub *p, stru
         goto fail;
     }
     send_claimed(p, r, n, item, tk, &w, st);
-    settle_claimed(rc, keys[KEYS_ITEM_UNPUB], tk, n, &w, st);
+    settle_claimed(c, rc, keys[KEYS_ITEM_UNPUB], tk, n, &w, st);
     ret = 0;
 fail:
     free(tk);

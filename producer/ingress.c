@@ -65,9 +65,10 @@ static int64_t now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* hdr/value: one more response header, or NULL. */
-static enum MHD_Result respond_hdr(struct ingress *g, struct MHD_Connection *conn, unsigned status,
-                                   const char *body, int64_t t0_us, const char *hdr, const char *value)
+/* hdrs: more response headers, name and value pairs ending with a NULL
+ * name, or NULL. */
+static enum MHD_Result respond_hdrs(struct ingress *g, struct MHD_Connection *conn, unsigned status,
+                                    const char *body, int64_t t0_us, const char *const *hdrs)
 {
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
@@ -75,8 +76,8 @@ static enum MHD_Result respond_hdr(struct ingress *g, struct MHD_Connection *con
     if (!resp)
         return MHD_NO;
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    if (hdr)
-        MHD_add_response_header(resp, hdr, value);
+    for (; hdrs && hdrs[0]; hdrs += 2)
+        MHD_add_response_header(resp, hdrs[0], hdrs[1]);
     if (atomic_load(&g->stopping))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     ret = MHD_queue_response(conn, status, resp);
@@ -86,10 +87,36 @@ static enum MHD_Result respond_hdr(struct ingress *g, struct MHD_Connection *con
     return ret;
 }
 
+/* hdr/value: one more response header, or NULL. */
+static enum MHD_Result respond_hdr(struct ingress *g, struct MHD_Connection *conn, unsigned status,
+                                   const char *body, int64_t t0_us, const char *hdr, const char *value)
+{
+    const char *hdrs[] = { hdr, value, NULL };
+    return respond_hdrs(g, conn, status, body, t0_us, hdrs);
+}
+
 static enum MHD_Result respond(struct ingress *g, struct MHD_Connection *conn, unsigned status,
                                const char *body, int64_t t0_us)
 {
-    return respond_hdr(g, conn, status, body, t0_us, NULL, NULL);
+    return respond_hdrs(g, conn, status, body, t0_us, NULL);
+}
+
+/* Retry-After of an unknown outcome, in seconds: by then the order is
+ * usually queued or confirmed (the broker answered late, or the sweeper
+ * publishes it within producer.sweep_age_ms). */
+#define UNKNOWN_RETRY_AFTER_S "1"
+
+/* 503 unknown: the order id, and where to learn what became of it (the
+ * buyer's order of the item, which answers whether or not the order id
+ * reached the index). */
+static enum MHD_Result answer_unknown(struct ingress *g, struct ing_req *q)
+{
+    char body[160], where[64];
+    snprintf(body, sizeof(body), "{\"status\":\"unknown\",\"order_id\":\"%" PRId64 "\",\"item_id\":%" PRId64 "}",
+             q->rr.order_id, q->rr.item_id);
+    snprintf(where, sizeof(where), ITEM_STATUS_PREFIX "%" PRId64, q->rr.item_id);
+    const char *hdrs[] = { MHD_HTTP_HEADER_RETRY_AFTER, UNKNOWN_RETRY_AFTER_S, MHD_HTTP_HEADER_LOCATION, where, NULL };
+    return respond_hdrs(g, q->conn, rsv_http_status(RSV_UNKNOWN), body, q->t0_us, hdrs);
 }
 
 /* {"status":word,"error":why} with why made safe for a JSON string. */
@@ -172,6 +199,8 @@ static enum MHD_Result answer_buy(struct ingress *g, struct ing_req *q)
         snprintf(body, sizeof(body), "{\"status\":\"accepted\",\"order_id\":\"%" PRId64 "\"}",
                  q->rr.order_id);
         break;
+    case RSV_UNKNOWN:
+        return answer_unknown(g, q);
     case RSV_NOT_STARTED:
         util_format_time_ms(q->rr.starts_at_ms, when, sizeof(when));
         snprintf(body, sizeof(body), "{\"status\":\"not_started\",\"starts_at\":\"%s\"}", when);

@@ -29,6 +29,7 @@
     X(req_status, PM_REQ, "counter", "outcome=\"status\"", PM_REQ_HELP)                           \
     X(req_bad_request, PM_REQ, "counter", "outcome=\"bad_request\"", PM_REQ_HELP)                 \
     X(req_unavailable, PM_REQ, "counter", "outcome=\"unavailable\"", PM_REQ_HELP)                 \
+    X(req_unknown, PM_REQ, "counter", "outcome=\"unknown\"", PM_REQ_HELP)                         \
     X(req_overloaded, PM_REQ, "counter", "outcome=\"overloaded\"", PM_REQ_HELP)                   \
     X(req_not_found, PM_REQ, "counter", "outcome=\"not_found\"", PM_REQ_HELP)                     \
     X(auth_verified, PM_AUTH, "counter", "result=\"verified\"", PM_AUTH_HELP)                   \

@@ -37,12 +37,15 @@ struct slot {
     size_t msg_len;
 };
 
-/* An order acknowledged by Kafka, to be marked published and indexed for
- * its buyer's status calls before the 202 goes out. */
+/* An order to index for its buyer's status calls before the answer goes
+ * out: acknowledged by Kafka (RSV_ACCEPTED: also marked published), or
+ * reserved with an outcome not known yet (RSV_UNKNOWN: left unpublished,
+ * for the sweeper). */
 struct mark {
     int64_t item_id;
     char oid[ORDER_ID_STR_MAX];
     struct rsv_req *req;
+    enum rsv_outcome outcome;
 };
 
 struct rsv {
@@ -272,9 +275,10 @@ static void publish(struct rsv *r, struct slot *s)
 /* The connection broke after the scripts were sent: each of them may or may
  * not have run. Ask Redis, once it answers again within the command timeout,
  * for each reservation: publish those that exist (as Redis holds them), refuse
- * the rest.
- * If Redis stays away, refuse them all; a reservation that did happen is then
- * published by the sweeper later (counted as ambiguous). */
+ * the rest (nothing was kept).
+ * If Redis stays away, their outcome is unknown: a reservation that did
+ * happen is published by the sweeper later (counted as ambiguous), one that
+ * did not is nothing. */
 static void resolve_ambiguous(struct rsv *r, struct slot *slots, size_t n)
 {
     struct slot *ok[RSV_BATCH];
@@ -326,7 +330,7 @@ refuse:
     for (i = 0; i < n; i++)
         if (slots[i].req) {
             PM_INC(ambiguous);
-            finish(slots[i].req, RSV_UNAVAILABLE);
+            finish(slots[i].req, RSV_UNKNOWN);
             slots[i].req = NULL;
         }
 }
@@ -388,7 +392,7 @@ static void script_result(struct slot *s, const redisReply *rep, struct slot **w
         /* Cannot happen (the message only grows by digits it had room for);
          * the reservation stands in Redis and the sweeper publishes it. */
         log_error("order %" PRId64 ": cannot re-encode it; left to the sweeper", s->req->order_id);
-        finish(s->req, RSV_UNAVAILABLE);
+        finish(s->req, RSV_UNKNOWN);
         return;
     }
     if (o < 0 || (o == RSV_NOT_STARTED && rep->type != REDIS_REPLY_ARRAY)) {
@@ -499,6 +503,8 @@ static int wait_read(struct rsv *r, int want)
 }
 
 static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int retry);
+static void mark_add(struct rsv *r, struct rsv_req *q, enum rsv_outcome o);
+static void marks_flush(struct rsv *r);
 
 /* The NOSCRIPT ones: load the script again and run them once more. */
 static void reserve_again(struct rsv *r, struct slot **again, size_t nagain)
@@ -535,15 +541,17 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int re
         held = wait_read(r, waits);
     /* Publish before retrying: the retry reuses the slots. A reservation
      * the replicas may not hold is not promised: a failover now could sell
-     * its unit again. It stays in Redis, and the sweeper publishes it. */
+     * its unit again. It stays in Redis and the sweeper publishes it: its
+     * buyer hears "unknown", with the order id to ask. */
     for (size_t i = 0; i < nwon; i++) {
         if (held) {
             publish(r, won[i]);
         } else {
             PM_INC(replica_ack_short);
-            finish(won[i]->req, RSV_UNAVAILABLE);
+            mark_add(r, won[i]->req, RSV_UNKNOWN);
         }
     }
+    marks_flush(r);
     if (nagain)
         reserve_again(r, again, nagain);
 }
@@ -580,11 +588,14 @@ static void marks_flush(struct rsv *r)
         argv[0] = "ZREM";
         argv[1] = keys[ncmd];
         for (; j < n && r->marks[j].item_id == r->marks[i].item_id; j++)
-            argv[argc++] = r->marks[j].oid;
+            if (r->marks[j].outcome == RSV_ACCEPTED)
+                argv[argc++] = r->marks[j].oid;
+        i = j;
+        if (argc == 2)
+            continue; /* none of the item's was published */
         if (redisAppendCommandArgv(r->link.rc, (int)argc, argv, NULL) != REDIS_OK)
             break;
         ncmd++;
-        i = j;
     }
     for (i = 0; i < n; i++) {
         const struct rsv_req *q = r->marks[i].req;
@@ -601,7 +612,19 @@ static void marks_flush(struct rsv *r)
     }
 answer:
     for (i = 0; i < n; i++)
-        finish(r->marks[i].req, RSV_ACCEPTED);
+        finish(r->marks[i].req, r->marks[i].outcome);
+}
+
+/* Index q's order, and answer it o, with the next flush. */
+static void mark_add(struct rsv *r, struct rsv_req *q, enum rsv_outcome o)
+{
+    struct mark *m = &r->marks[r->nmarks++];
+    m->item_id = q->item_id;
+    m->req = q;
+    m->outcome = o;
+    snprintf(m->oid, sizeof(m->oid), "%" PRId64, q->order_id);
+    if (r->nmarks == RSV_BATCH)
+        marks_flush(r);
 }
 
 /* Delivery reports: accepted orders are marked published (so the sweeper
@@ -616,12 +639,7 @@ static void handle_reports(struct rsv *r, struct rsv_req *list)
         struct rsv_req *q = list;
         list = q->next;
         if (q->dr_err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-            struct mark *m = &r->marks[r->nmarks++];
-            m->item_id = q->item_id;
-            m->req = q;
-            snprintf(m->oid, sizeof(m->oid), "%" PRId64, q->order_id);
-            if (r->nmarks == RSV_BATCH)
-                marks_flush(r);
+            mark_add(r, q, RSV_ACCEPTED);
             continue;
         }
         if (q->dr_status == RD_KAFKA_MSG_STATUS_NOT_PERSISTED) {
@@ -629,10 +647,12 @@ static void handle_reports(struct rsv *r, struct rsv_req *list)
             jobs[nj] = job_of(q);
             failed[nj++] = q;
         } else {
+            /* Kafka may hold it: the unit stays reserved and the sweeper
+             * publishes it again; the buyer hears "unknown" with the id. */
             PM_INC(kafka_possibly_persisted);
             log_debug("kafka: order %" PRId64 " possibly persisted (%s): kept for the sweeper",
                       q->order_id, rd_kafka_err2name((rd_kafka_resp_err_t)q->dr_err));
-            finish(q, RSV_UNAVAILABLE);
+            mark_add(r, q, RSV_UNKNOWN);
         }
         if (nj == RSV_BATCH) {
             restore_many(r, jobs, nj);

@@ -15,7 +15,13 @@
 #include "orderid.h"
 #include "publish.h"
 
-/* Every outcome of a buy request, declared once:
+/* Every outcome of a buy request, declared once. UNAVAILABLE is a definite
+ * refusal: no unit is held (never reserved, or given back). UNKNOWN is an
+ * outcome not known yet: the unit is reserved and kept (Kafka may hold the
+ * order, or the replicas may not hold the reservation, or Redis went away
+ * after the script was sent), and the sweeper publishes what Redis still
+ * holds, so it becomes an order or, where Redis never held it, nothing; the
+ * buyer gets the order id to ask (docs/api.md).
  * X(name, code reserve.lua returns, HTTP status, JSON status, metric).
  * RSV_NO_CODE marks outcomes the script never returns. A code the table does
  * not know is logged and answered 503, never guessed. */
@@ -27,7 +33,8 @@
     X(DUPLICATE, -2, 409, "duplicate", req_duplicate)     /* the user holds a unit */  \
     X(ENDED, -5, 410, "ended", req_ended)                 /* after the window */       \
     X(SOLD_OUT, -1, 410, "sold_out", req_sold_out)                                     \
-    X(UNAVAILABLE, RSV_NO_CODE, 503, "unavailable", req_unavailable) /* Redis or Kafka could not take it */
+    X(UNAVAILABLE, RSV_NO_CODE, 503, "unavailable", req_unavailable) /* nothing kept: try again */     \
+    X(UNKNOWN, RSV_NO_CODE, 503, "unknown", req_unknown) /* reserved, may become an order: kept */
 
 enum rsv_outcome {
 #define RSV_ENUM(name, code, http, json, metric) RSV_##name,

@@ -1143,6 +1143,99 @@ static void test_refused(void **state)
     expect_refused(b, u + 1, "no_item");
 }
 
+/* --- e2. an unknown outcome ---------------------------------------------------------- */
+
+/* The broker's pid, from the stack's pid file; 0 if none. */
+static pid_t broker_pid(void)
+{
+    char path[512];
+    long pid = 0;
+    snprintf(path, sizeof(path), "%s/kafka/kafka.pid", harness_stack_dir());
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%ld", &pid) != 1)
+            pid = 0;
+        fclose(f);
+    }
+    return (pid_t)pid;
+}
+
+struct unknown_buy {
+    int64_t item, user;
+    struct resp r;
+};
+
+static void *buy_thread(void *arg)
+{
+    struct unknown_buy *b = arg;
+    buy(R.port, b->user, 0, b->item, &b->r);
+    return NULL;
+}
+
+/* The broker paused while an order is on its way: Kafka's answer is
+ * "possibly persisted" (message.timeout.ms, 2 s here, passed after the
+ * order was sent). The buyer hears 503 unknown with the order id and where
+ * to ask, never "unavailable" (nothing kept), and the order id resolves
+ * once the broker is back: the order exists exactly once, or the unit is
+ * back and the buyer may buy. */
+static void test_unknown_outcome(void **state)
+{
+    (void)state;
+    struct unknown_buy b = { .item = item_new(5, 0, 0), .user = new_user_base() };
+    struct resp r;
+    pthread_t th;
+    bool ok;
+    char v[48], loc[96];
+    pid_t kafka = broker_pid();
+    assert_true(kafka > 0);
+    /* The consumer must be reading before the pause, or its own startup
+     * would be what the broker holds up. */
+    assert_int_equal(buy(R.port, b.user + 1, 0, b.item, &r), 202);
+    WAIT_UNTIL(order_is(json_order_id(r.body), b.user + 1, "confirmed"), 30000, ok);
+    assert_true(ok);
+
+    assert_int_equal(kill(kafka, SIGSTOP), 0);
+    int started = pthread_create(&th, NULL, buy_thread, &b);
+    if (started == 0)
+        pthread_join(th, NULL);
+    /* the broker goes on before any assertion can end the test */
+    assert_int_equal(kill(kafka, SIGCONT), 0);
+    assert_int_equal(started, 0);
+
+    assert_int_equal(b.r.status, 503);
+    assert_true(json_str(b.r.body, "status", v, sizeof(v)));
+    assert_string_equal(v, "unknown");
+    int64_t oid = json_order_id(b.r.body);
+    assert_true(oid > 0);
+    assert_non_null(strstr(b.r.head, "Retry-After: 1"));
+    snprintf(loc, sizeof(loc), "Location: /api/v1/seckill/%" PRId64, b.item);
+    assert_non_null(strstr(b.r.head, loc));
+    /* Kept, not given back: the unit is held, a second press is a duplicate. */
+    assert_int_equal(item_redis(b.item, KEYS_ITEM_STOCK, "GET", NULL), 3);
+    assert_int_equal(buy(R.port, b.user, 0, b.item, &r), 409);
+
+    /* It resolves: confirmed, by order id and by item, exactly once. */
+    WAIT_UNTIL(order_is(oid, b.user, "confirmed"), 60000, ok);
+    if (!ok) {
+        get_order(oid, b.user, &r);
+        fail_msg("order %" PRId64 " of an unknown answer did not resolve: %d %s", oid, r.status, r.body);
+    }
+    assert_int_equal(get_mine(b.item, b.user, &r), 200);
+    assert_true(json_str(r.body, "status", v, sizeof(v)));
+    assert_string_equal(v, "confirmed");
+    assert_int_equal(json_order_id(r.body), oid);
+    assert_int_equal(pg_i64("SELECT count(*) FROM orders WHERE order_id = $1", oid, 0), 1);
+    char sitem[24], suser[24];
+    snprintf(sitem, sizeof(sitem), "%" PRId64, b.item);
+    snprintf(suser, sizeof(suser), "%" PRId64, b.user);
+    const char *params[] = { sitem, suser };
+    PGresult *res = PQexecParams(R.pg, "SELECT count(*) FROM orders WHERE item_id = $1 AND user_id = $2", 2, NULL,
+                                 params, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    assert_string_equal(PQgetvalue(res, 0, 0), "1");
+    PQclear(res);
+}
+
 /* --- f. HTTP hygiene ---------------------------------------------------------------- */
 
 static void test_http_hygiene(void **state)
@@ -1421,6 +1514,7 @@ int main(void)
         cmocka_unit_test(test_http_hygiene),
         cmocka_unit_test(test_status_lifecycle),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_unknown_outcome),
         cmocka_unit_test(test_window_end),
         cmocka_unit_test(test_window_opening),
         cmocka_unit_test(test_restamp_at_opening),
