@@ -67,6 +67,11 @@ struct lock_client {
     redisContext *rc; /* owner thread */
     struct script s_acquire, s_release;
     uint64_t next_req; /* owner thread: request ids are this counter, unique per token */
+    /* Owner thread: an error reply that every call gets while it lasts (a
+     * demoted primary's READONLY, a refused ACL) is logged once, counted,
+     * and said again when a call succeeds: one line per attempt filled the
+     * journal (1.1 MB of READONLY in three minutes). */
+    struct log_repeat say_acquire, say_release;
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -512,8 +517,9 @@ static int attempt_init(struct lock_client *lc, struct attempt *a, const char *n
 }
 
 /* e: the three integers the script returns for this attempt, or NULL when
- * the call's reply r was not the array expected. */
-static void attempt_parse(struct attempt *a, const redisReply *r, redisReply *const *e)
+ * the call's reply was not the array expected. false when the reply was not
+ * one the script gives (the attempt is then LOCK_ERROR). */
+static bool attempt_parse(struct attempt *a, redisReply *const *e)
 {
     if (e && e[0]->type == REDIS_REPLY_INTEGER && e[1]->type == REDIS_REPLY_INTEGER &&
         e[2]->type == REDIS_REPLY_INTEGER) {
@@ -521,17 +527,22 @@ static void attempt_parse(struct attempt *a, const redisReply *r, redisReply *co
             a->status = LOCK_OK;
             a->fence = e[1]->integer;
             a->holds = (int)e[2]->integer;
-            return;
+            return true;
         }
         if (e[0]->integer == 0) {
             a->status = LOCK_BUSY;
             a->pttl = e[1]->integer;
-            return;
+            return true;
         }
     }
-    log_error("lock %s: unexpected reply to acquire%s%s", a->name, r->type == REDIS_REPLY_ERROR ? ": " : "",
-              r->type == REDIS_REPLY_ERROR ? r->str : "");
     a->status = LOCK_ERROR;
+    return false;
+}
+
+/* An error reply's text, or what else a reply was. */
+static const char *reply_text(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR ? r->str : "a reply of another shape";
 }
 
 /* Scratch space for planning the script calls of n locks. */
@@ -598,9 +609,15 @@ static int acquire_round(struct lock_client *lc, struct attempt *at, size_t n, i
         if (script_is_noscript(r)) {
             noscript = true; /* leave the statuses; sent again after the reload */
         } else {
-            bool shaped = r->type == REDIS_REPLY_ARRAY && r->elements == 3 * m;
+            bool shaped = r->type == REDIS_REPLY_ARRAY && r->elements == 3 * m, ok = true;
             for (size_t j = 0; j < m; j++)
-                attempt_parse(&at[p->idx[k + j]], r, shaped ? &r->element[3 * j] : NULL);
+                ok = attempt_parse(&at[p->idx[k + j]], shaped ? &r->element[3 * j] : NULL) && ok;
+            if (ok)
+                log_repeat_end(&lc->say_acquire, "a lock answered");
+            else
+                log_repeat(&lc->say_acquire, LOG_LVL_ERROR, reply_text(r),
+                           "lock %s: unexpected reply to acquire: %s (logged once while it lasts)",
+                           at[p->idx[k]].name, reply_text(r));
         }
         freeReplyObject(r);
     }
@@ -828,11 +845,12 @@ static int release_round(struct lock_client *lc, struct lock **locks, size_t n, 
                     status[i] = e->integer >= 0 ? LOCK_OK : LOCK_NOT_HELD;
                     locks[i]->holds = e->integer > 0 ? (int)e->integer : 0;
                 }
+                log_repeat_end(&lc->say_release, "a release answered");
             } else if (script_is_noscript(r)) {
                 noscript = true; /* Redis lost the scripts: nothing was released */
             } else {
-                log_error("lock: unexpected reply to release%s%s", r->type == REDIS_REPLY_ERROR ? ": " : "",
-                          r->type == REDIS_REPLY_ERROR ? r->str : "");
+                log_repeat(&lc->say_release, LOG_LVL_ERROR, reply_text(r),
+                           "lock: unexpected reply to release: %s (logged once while it lasts)", reply_text(r));
             }
             freeReplyObject(r);
         }

@@ -83,3 +83,29 @@ void log_msg(enum log_level level, const char *fmt, ...)
     log_vmsg(level, fmt, ap);
     va_end(ap);
 }
+
+void log_repeat(struct log_repeat *r, enum log_level level, const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    char k[LOG_REPEAT_KEY_MAX];
+    snprintf(k, sizeof(k), "%s", key);
+    if (r->times > 0 && strcmp(r->key, k) == 0) {
+        r->times++;
+        return;
+    }
+    log_repeat_end(r, "another failure");
+    memcpy(r->key, k, sizeof(k));
+    r->times = 1;
+    va_start(ap, fmt);
+    log_vmsg(level, fmt, ap);
+    va_end(ap);
+}
+
+void log_repeat_end(struct log_repeat *r, const char *what)
+{
+    if (r->times == 0)
+        return;
+    log_msg(LOG_LVL_NOTICE, "%s: over (%s) after %llu time%s", r->key, what, r->times, r->times == 1 ? "" : "s");
+    r->times = 0;
+    r->key[0] = '\0';
+}

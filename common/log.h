@@ -29,6 +29,25 @@ const char *log_level_name(enum log_level level);
 
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A failure that repeats while a state lasts (a dependency that refuses
+ * every attempt): logged when it begins, counted while it lasts, and said
+ * once more, with the count, when it ends. key names the failure (an error
+ * reply's text); a different key is a new state: the old one ends first.
+ * Belongs to one thread (not locked); zero-initialised it is "no failure". */
+#define LOG_REPEAT_KEY_MAX 160
+struct log_repeat {
+    char key[LOG_REPEAT_KEY_MAX];
+    unsigned long long times;
+};
+/* Log fmt at level unless key is the failure already being repeated (then
+ * only count it). */
+void log_repeat(struct log_repeat *r, enum log_level level, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The failure is over, what says how ("a lock acquired"): "<key>: over
+ * (<what>) after N times" at notice, once; nothing when no failure was
+ * being repeated. */
+void log_repeat_end(struct log_repeat *r, const char *what);
+
 #define log_error(...) log_msg(LOG_LVL_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LVL_WARNING, __VA_ARGS__)
 #define log_notice(...) log_msg(LOG_LVL_NOTICE, __VA_ARGS__)

@@ -916,6 +916,49 @@ static void test_group_hash_ttl_and_last_fence(void **state)
     lock_client_close(a);
 }
 
+/* A Redis that refuses every call (here: the group's key holds a string,
+ * so the script fails with WRONGTYPE; a demoted primary's READONLY takes
+ * the same path) does not grow the log with each attempt: the failure is
+ * logged when it begins and once more, with its count, when it ends. */
+static void test_stuck_redis_logs_once(void **state)
+{
+    (void)state;
+    const char *name = "logs-once";
+    enum { ATTEMPTS = 50 };
+    char path[] = "/tmp/sktest-lock-log-XXXXXX";
+    struct lock_client *lc = open_client();
+    struct lock *l = NULL;
+    redisContext *rc = harness_redis(&harness_conf);
+    char key[KEYS_MAX];
+    snprintf(key, sizeof(key), "%s", lock_key(name));
+    /* the group's other locks, if any, are nobody's in this test */
+    freeReplyObject(harness_cmd(rc, "SET %s stuck", key));
+
+    int fd = mkstemp(path), saved = dup(STDERR_FILENO), refused = 0;
+    assert_true(fd >= 0 && saved >= 0);
+    fflush(stderr);
+    dup2(fd, STDERR_FILENO);
+    for (int i = 0; i < ATTEMPTS; i++)
+        refused += lock_acquire(lc, name, 5000, 0, &l) == LOCK_ERROR;
+    freeReplyObject(harness_cmd(rc, "DEL %s", key));
+    int got = lock_acquire(lc, name, 5000, 0, &l);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(fd);
+
+    assert_int_equal(refused, ATTEMPTS);
+    assert_int_equal(got, LOCK_OK);
+    assert_int_equal(lock_release(lc, l), LOCK_OK);
+    assert_int_equal(harness_file_lines(path, "unexpected reply to acquire"), 1);
+    char over[64];
+    snprintf(over, sizeof(over), "over (a lock answered) after %d times", ATTEMPTS);
+    assert_int_equal(harness_file_lines(path, over), 1);
+    unlink(path);
+    redisFree(rc);
+    lock_client_close(lc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -936,6 +979,7 @@ int main(void)
         cmocka_unit_test(test_lost_reply_batch_idempotent),
         cmocka_unit_test(test_redis_restart_and_data_loss),
         cmocka_unit_test(test_group_hash_ttl_and_last_fence),
+        cmocka_unit_test(test_stuck_redis_logs_once),
     };
     return cmocka_run_group_tests_name("lock", tests, harness_setup, harness_teardown);
 }
