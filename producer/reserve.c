@@ -562,8 +562,9 @@ static int mark_cmp(const void *a, const void *b)
     return (x->item_id > y->item_id) - (x->item_id < y->item_id);
 }
 
-/* Mark the collected orders published (one ZREM per item with all its order
- * ids) and index each order id to its item (orderidx.h: one HSET and one
+/* Mark the collected accepted orders published (one ZREM per item with all
+ * their order ids; an unknown one stays unpublished, for the sweeper) and
+ * index every collected order id to its item (orderidx.h: one HSET and one
  * PEXPIRE per bucket of ids), all in one round trip; then answer them. The
  * index goes first so that a buyer who polls the moment the 202 arrives
  * finds the order. Best effort: a mark that does not arrive only means one
