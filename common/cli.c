@@ -129,3 +129,9 @@ void cli_apply_instance(const struct cli *cli, struct cfg *c)
     if (c->consumer.metrics_port != 0 && c->consumer.metrics_port + cli->instance <= 65535)
         c->consumer.metrics_port += cli->instance;
 }
+
+void cli_log_level(const struct cfg *c, void *arg)
+{
+    (void)arg;
+    log_set_level((enum log_level)c->logging.level);
+}

@@ -42,4 +42,9 @@ void cli_apply_instance(const struct cli *cli, struct cfg *c);
  * status. */
 int cli_load(struct cli *cli, struct cfg *c);
 
+/* The log takes c's level (logging.level, reloadable). arg is unused: the
+ * shape of a daemon_on_reload function (daemon.h), which is how the daemons
+ * call it after a reload. */
+void cli_log_level(const struct cfg *c, void *arg);
+
 #endif

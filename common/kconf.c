@@ -131,8 +131,9 @@ void kconf_untrack(rd_kafka_t *rk)
     pthread_mutex_unlock(&tracked_mu);
 }
 
-void kconf_rotate(const struct cfg *c)
+void kconf_rotate(const struct cfg *c, void *arg)
 {
+    (void)arg;
     enum cfg_role r = cfg_role_self();
     struct secret *pw;
     if (!cfg_kafka_sasl(c) || !c->kafka.password[r])

@@ -29,7 +29,9 @@ rd_kafka_conf_t *kconf_new(const struct cfg *c, const struct cfg_props *role, co
 #define KCONF_TRACKED 16
 void kconf_track(rd_kafka_t *rk);
 void kconf_untrack(rd_kafka_t *rk);
-void kconf_rotate(const struct cfg *c);
+/* arg is unused: the shape of a daemon_on_reload function (daemon.h), which
+ * is how the daemons call it. */
+void kconf_rotate(const struct cfg *c, void *arg);
 
 /* err (with the error callback's reason) is what a broker's refusal of
  * this client looks like (SASL authentication, TLS handshake or

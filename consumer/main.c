@@ -35,20 +35,6 @@ static int on_http(const char *path, struct mbuf *body, void *arg)
     return 404;
 }
 
-/* What a reload applied changes beyond the settings (daemon_on_reload):
- * librdkafka's clients take the rotated SASL password for their next
- * connections, and the log takes its new level. */
-static void rotate_kafka(const struct cfg *c, void *arg)
-{
-    (void)arg;
-    kconf_rotate(c);
-}
-
-static void set_log_level(const struct cfg *c, void *arg)
-{
-    (void)arg;
-    log_set_level((enum log_level)c->logging.level);
-}
 
 enum { OPT_REPLAY = 256, OPT_FROM_BEGINNING, OPT_FROM_TIME, OPT_TO_TIME };
 
@@ -232,7 +218,10 @@ int main(int argc, char **argv)
         ret = 1;
         goto out;
     }
-    if (daemon_on_reload(rotate_kafka, NULL) != 0 || daemon_on_reload(set_log_level, NULL) != 0) {
+    /* What an applied reload changes beyond the settings: librdkafka's
+     * clients take the rotated SASL password for their next connections,
+     * the log its new level. */
+    if (daemon_on_reload(kconf_rotate, NULL) != 0 || daemon_on_reload(cli_log_level, NULL) != 0) {
         log_error("cannot register the reload hooks");
         ret = 1;
         goto out;

@@ -33,20 +33,6 @@
 #define DRAIN_POLL_MS 10
 #define PURGE_REPORT_MS 5000
 
-/* What a reload applied changes beyond the settings (daemon_on_reload):
- * librdkafka's clients take the rotated SASL password for their next
- * connections, and the log takes its new level. */
-static void rotate_kafka(const struct cfg *c, void *arg)
-{
-    (void)arg;
-    kconf_rotate(c);
-}
-
-static void set_log_level(const struct cfg *c, void *arg)
-{
-    (void)arg;
-    log_set_level((enum log_level)c->logging.level);
-}
 
 /* The startup steps that wait for a service (daemon_retry). A SIGHUP while
  * a service refused us (a wrong password, the file since put right) is
@@ -220,8 +206,11 @@ int main(int argc, char **argv)
         log_error("cannot install signal handlers");
         goto out;
     }
-    /* Before start: a SIGHUP while a service is waited for reloads too. */
-    if (daemon_on_reload(rotate_kafka, NULL) != 0 || daemon_on_reload(set_log_level, NULL) != 0) {
+    /* What an applied reload changes beyond the settings: librdkafka's
+     * clients take the rotated SASL password for their next connections,
+     * the log its new level. Before start: a SIGHUP while a service is
+     * waited for reloads too. */
+    if (daemon_on_reload(kconf_rotate, NULL) != 0 || daemon_on_reload(cli_log_level, NULL) != 0) {
         log_error("cannot register the reload hooks");
         goto out;
     }
