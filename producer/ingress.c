@@ -378,8 +378,9 @@ static enum MHD_Result status_call(struct ingress *g, struct MHD_Connection *con
     return MHD_YES;
 }
 
-/* MHD_get_connection_values' callback: counts the Content-Length fields
- * whose value differs from the first one's. */
+/* MHD_get_connection_values' callback over the headers: cls is two
+ * pointers, the first Content-Length value seen and, once one disagrees
+ * with it, that one. */
 static enum MHD_Result clen_differs(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
     const char **first = cls;

@@ -576,7 +576,6 @@ static void marks_flush(struct rsv *r)
     char keys[RSV_BATCH][KEYS_MAX];
     struct oidx_entry idx[RSV_BATCH];
     size_t i = 0, ncmd = 0, n = r->nmarks;
-    int nidx;
     r->nmarks = 0;
     if (n == 0)
         return;
@@ -602,8 +601,7 @@ static void marks_flush(struct rsv *r)
         const struct rsv_req *q = r->marks[i].req;
         idx[i] = (struct oidx_entry){ q->order_id, q->item_id, q->user_id };
     }
-    nidx = oidx_append(r->link.rc, r->cfg->redis.key_prefix, CFG_GET(r->cfg->producer.status_ttl_s), idx, n);
-    ncmd += (size_t)nidx;
+    ncmd += (size_t)oidx_append(r->link.rc, r->cfg->redis.key_prefix, CFG_GET(r->cfg->producer.status_ttl_s), idx, n);
     PM_INC(redis_roundtrips);
     for (i = 0; i < ncmd; i++) {
         redisReply *rep = reply_next(r);
