@@ -144,21 +144,12 @@ int rconn_open_as(const struct cfg *c, enum cfg_role role, redisContext **out, c
                            err, errlen);
 }
 
-int rconn_open_user(const struct cfg *c, const char *user, struct secret *password, redisContext **out,
-                    char *err, size_t errlen)
+/* Connect to host:port, set the command timeout, AUTH, check ROLE (when a
+ * Sentinel named it) and SELECT (not on a Cluster node: a Cluster has db 0
+ * only). The connection remembers gen (rconn_broken). */
+static int open_at(const struct cfg *c, const char *host, int port, const char *user, struct secret *password,
+                   unsigned long gen, bool sentinels, bool cluster, redisContext **out, char *err, size_t errlen)
 {
-    char host[256];
-    int port = c->redis.port;
-    /* Read before asking: a move while we connect makes this connection
-     * stale at once rather than current on the old primary. */
-    unsigned long gen = atomic_load(&generation);
-    bool sentinels = c->redis.sentinels.n > 0;
-    if (sentinels) {
-        if (sentinel_ask(c, host, sizeof(host), &port, err, errlen) != 0)
-            return -1;
-    } else {
-        snprintf(host, sizeof(host), "%s", c->redis.host);
-    }
     redisContext *rc = redisConnectWithTimeout(host, port, util_timeval_ms(c->redis.connect_timeout_ms));
     if (rc == NULL) {
         snprintf(err, errlen, "redis %s:%d: out of memory", host, port);
@@ -176,7 +167,8 @@ int rconn_open_user(const struct cfg *c, const char *user, struct secret *passwo
         goto fail;
     if (sentinels && expect_primary(rc, host, port, err, errlen) != 0)
         goto fail;
-    if (c->redis.db != 0 && expect_ok(rc, redisCommand(rc, "SELECT %d", c->redis.db), "SELECT", err, errlen) != 0)
+    if (!cluster && c->redis.db != 0 &&
+        expect_ok(rc, redisCommand(rc, "SELECT %d", c->redis.db), "SELECT", err, errlen) != 0)
         goto fail;
     pthread_once(&hook_once, hook_init);
     rc->reader->fn = &hooked;
@@ -186,6 +178,30 @@ int rconn_open_user(const struct cfg *c, const char *user, struct secret *passwo
 fail:
     redisFree(rc);
     return -1;
+}
+
+int rconn_open_user(const struct cfg *c, const char *user, struct secret *password, redisContext **out,
+                    char *err, size_t errlen)
+{
+    char host[256];
+    int port = c->redis.port;
+    /* Read before asking: a move while we connect makes this connection
+     * stale at once rather than current on the old primary. */
+    unsigned long gen = atomic_load(&generation);
+    bool sentinels = c->redis.sentinels.n > 0;
+    if (sentinels) {
+        if (sentinel_ask(c, host, sizeof(host), &port, err, errlen) != 0)
+            return -1;
+    } else {
+        snprintf(host, sizeof(host), "%s", c->redis.host);
+    }
+    return open_at(c, host, port, user, password, gen, sentinels, false, out, err, errlen);
+}
+
+int rconn_open_node(const struct cfg *c, const char *host, int port, const char *user, struct secret *password,
+                    redisContext **out, char *err, size_t errlen)
+{
+    return open_at(c, host, port, user, password, atomic_load(&generation), false, true, out, err, errlen);
 }
 
 int rconn_broken(const redisContext *rc)
