@@ -231,11 +231,16 @@ static void take_reply(struct rcl *cl, struct rcl_cmd *c, redisReply *r, bool fo
 static void node_round(struct rcl *cl, int i, struct rcl_cmd *cmds, int n, bool follow, bool *backoff, char *err,
                        size_t errlen)
 {
+    int k0 = 0;
+    while (k0 < n && cmds[k0].node != i)
+        k0++;
+    if (k0 == n)
+        return; /* nothing for this node: no connection opened for nothing */
     redisContext *rc = conn_of(cl, i, err, errlen);
     if (rc == NULL)
         return; /* pending, NOT_SENT unless a later round reaches a node */
     int sent = 0;
-    for (int k = 0; k < n; k++) {
+    for (int k = k0; k < n; k++) {
         struct rcl_cmd *c = &cmds[k];
         if (c->node != i)
             continue;
@@ -245,7 +250,7 @@ static void node_round(struct rcl *cl, int i, struct rcl_cmd *cmds, int n, bool 
         sent++;
     }
     bool lost = false;
-    for (int k = 0; k < n && sent > 0; k++) {
+    for (int k = k0; k < n && sent > 0; k++) {
         struct rcl_cmd *c = &cmds[k];
         if (c->node != i)
             continue;

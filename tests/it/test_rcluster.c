@@ -356,8 +356,26 @@ static void test_failover(void **state)
     int64_t t0 = util_mono_ms();
     assert_int_equal(harness_sh("'%s/scripts/stack' kill rcluster-%d >/dev/null 2>&1", harness_root(), victim - 16400),
                      0);
-    /* refused, never half-done, until the replica is promoted; then it works */
+    /* refused, never half-done, until the replica is promoted; then it
+     * works. Meanwhile the other shards' keys are served in the same batch. */
     assert_int_not_equal(try_set(cl, key), RCL_OK);
+    char other[128];
+    int i = 0;
+    do
+        snprintf(other, sizeof(other), "%s:{item:fo%d}:stock", tag, i++);
+    while (rcl_node_of_slot(cl, slot_of(other, strlen(other))) == s);
+    static struct rcl_cmd two[2];
+    static struct cmdbuf twob[2];
+    char err2[256];
+    mk(&two[0], &twob[0], "SET", key, "2");
+    mk(&two[1], &twob[1], "SET", other, "2");
+    assert_int_equal(rcl_run(cl, two, 2, err2, sizeof(err2)), -1);
+    assert_int_not_equal(two[0].status, RCL_OK);
+    assert_int_equal(two[1].status, RCL_OK);
+    free_replies(two, 2);
+    mk(&two[1], &twob[1], "DEL", other, NULL);
+    assert_int_equal(rcl_run(cl, &two[1], 1, err2, sizeof(err2)), 0);
+    free_replies(&two[1], 1);
     bool ok;
     WAIT_UNTIL(try_set(cl, key) == RCL_OK, 30000, ok);
     assert_true(ok);
