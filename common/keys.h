@@ -56,7 +56,7 @@ unsigned keys_lock_group(const char *name);
 
 /* <prefix>:lock:{lk:G}, G the group of NAME: the hash that holds the group's
  * locks, one field per lock named after it, and the group's last fence
- * (lock_acquire.lua). */
+ * (seckill_lock_acquire). */
 int keys_lock(char *buf, size_t len, const char *prefix, const char *name);
 
 #endif

@@ -9,16 +9,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "embed.h"
 #include "keys.h"
 #include "log.h"
 #include "rconn.h"
-#include "script.h"
+#include "rfunc.h"
 #include "util.h"
 
 /* How long a group's hash (its locks and its last fence) outlives its last
  * write. After that the Redis clock alone keeps fences growing (see
- * lock_acquire.lua), and the entries of holders that died unreleased are
+ * seckill_lock_acquire), and the entries of holders that died unreleased are
  * gone with it. */
 #define LOCK_GROUP_KEEP_MS (24LL * 3600 * 1000)
 /* Acquisitions whose reply was lost are sent again, at most this often. */
@@ -65,7 +64,7 @@ struct lock_client {
     const struct cfg *cfg;
     char token[33];
     redisContext *rc; /* owner thread */
-    struct script s_acquire, s_release;
+    struct rfunc s_acquire, s_release;
     uint64_t next_req; /* owner thread: request ids are this counter, unique per token */
     /* Owner thread: an error reply that every call gets while it lasts (a
      * demoted primary's READONLY, a refused ACL) is logged once, counted,
@@ -90,7 +89,8 @@ struct lock_client {
     uint64_t next_seq;
     pthread_t watchdog;
     redisContext *wrc; /* watchdog thread */
-    struct script w_extend; /* the watchdog's own copy: its SHA belongs to wrc */
+    struct rfunc w_extend;
+    struct log_repeat say_renew; /* the watchdog's: the function missing */
     /* The watchdog's copies of the due keys (the locks may be freed while it
      * talks to Redis); too big for its stack, allocated once. */
     char (*wkeys)[KEYS_MAX];
@@ -127,6 +127,15 @@ static int ensure_conn(struct lock_client *lc, redisContext **ctx, const char *w
         return -1;
     }
     return 0;
+}
+
+/* Redis lacks one of the lock's functions: said once while it lasts (the
+ * programs never load code; an operator must, docs/operations.md). */
+static void say_missing(struct log_repeat *say, const struct rfunc *f)
+{
+    char why[512];
+    rfunc_missing_text(f, why, sizeof(why));
+    log_repeat(say, LOG_LVL_ERROR, "lock: function missing", "lock: redis: %s (logged once while it lasts)", why);
 }
 
 static void count_error(struct lock_client *lc, redisContext *ctx, const char *what)
@@ -235,8 +244,6 @@ static void extend_leases(struct lock_client *lc, struct renewal *rn)
     for (size_t i = 0; i < rn->n; i++)
         rn->result[i] = -1;
     bool ok = ensure_conn(lc, &lc->wrc, "watchdog") == 0;
-    if (ok && lc->w_extend.sha[0] == '\0')
-        ok = script_load(lc->wrc, &lc->w_extend) == 0;
     for (size_t c = 0, k = 0; ok && c < calls; k += cnt[c], c++) {
         argv[0] = rn->hash[rn->grp[idx[k]]];
         argv[1] = lc->token;
@@ -245,7 +252,7 @@ static void extend_leases(struct lock_client *lc, struct renewal *rn)
             argv[3 + j] = rn->names[idx[k + j]];
             argv[3 + cnt[c] + j] = rn->ttls[idx[k + j]];
         }
-        ok = script_append(lc->wrc, &lc->w_extend, 1, 2 + 2 * (int)cnt[c], argv, NULL) == 0;
+        ok = rfunc_append(lc->wrc, &lc->w_extend, 1, 2 + 2 * (int)cnt[c], argv, NULL) == 0;
         lc->calls++;
     }
     for (size_t c = 0, k = 0; c < calls; k += cnt[c], c++) {
@@ -256,8 +263,9 @@ static void extend_leases(struct lock_client *lc, struct renewal *rn)
             for (size_t j = 0; j < cnt[c]; j++)
                 if (r->element[j]->type == REDIS_REPLY_INTEGER)
                     rn->result[idx[k + j]] = r->element[j]->integer;
-        } else if (script_is_noscript(r)) {
-            lc->w_extend.sha[0] = '\0'; /* Redis restarted: reload next time */
+            log_repeat_end(&lc->say_renew, "a renewal answered");
+        } else if (rfunc_is_missing(r)) {
+            say_missing(&lc->say_renew, &lc->w_extend); /* the leases run out: lost */
         }
         if (r)
             freeReplyObject(r);
@@ -352,9 +360,9 @@ int lock_client_open(const struct cfg *cfg, struct lock_client **out, char *err,
         return -1;
     }
     lc->cfg = cfg;
-    lc->s_acquire = (struct script)SCRIPT_INIT("lock_acquire", embed_lock_acquire);
-    lc->s_release = (struct script)SCRIPT_INIT("lock_release", embed_lock_release);
-    lc->w_extend = (struct script)SCRIPT_INIT("lock_extend", embed_lock_extend);
+    lc->s_acquire = (struct rfunc)RFUNC_INIT("seckill_lock_acquire", RFUNC_LIB_LOCK);
+    lc->s_release = (struct rfunc)RFUNC_INIT("seckill_lock_release", RFUNC_LIB_LOCK);
+    lc->w_extend = (struct rfunc)RFUNC_INIT("seckill_lock_extend", RFUNC_LIB_LOCK);
     if ((lc->wkeys = calloc(LOCK_RENEW_BATCH, sizeof(*lc->wkeys))) == NULL) {
         snprintf(err, errlen, "out of memory");
         goto fail_free;
@@ -577,8 +585,6 @@ static int acquire_round(struct lock_client *lc, struct attempt *at, size_t n, i
     group_keep(keep, sizeof(keep), ttl_ms);
     if (ensure_conn(lc, &lc->rc, "client") != 0)
         return -1;
-    if (lc->s_acquire.sha[0] == '\0' && script_load(lc->rc, &lc->s_acquire) != 0)
-        return -1;
     for (size_t i = 0; i < n; i++)
         p->grp[i] = at[i].status == LOCK_UNTRIED || at[i].status == LOCK_BUSY ? at[i].group : -1;
     size_t calls = plan_calls(p->grp, n, p->idx, p->cnt);
@@ -596,18 +602,19 @@ static int acquire_round(struct lock_client *lc, struct attempt *at, size_t n, i
             argv[4 + m + j] = a->req;
             a->sent_ms = now;
         }
-        if (script_append(lc->rc, &lc->s_acquire, 1, (int)(3 + 2 * m), argv, NULL) != 0)
+        if (rfunc_append(lc->rc, &lc->s_acquire, 1, (int)(3 + 2 * m), argv, NULL) != 0)
             return -1;
         lc->calls++;
     }
-    bool noscript = false;
     for (size_t c = 0, k = 0; c < calls; k += p->cnt[c], c++) {
         size_t m = p->cnt[c];
         redisReply *r = NULL;
         if (redisGetReply(lc->rc, (void **)&r) != REDIS_OK)
             return -1; /* the reply is lost; the attempts are resent with the same request ids */
-        if (script_is_noscript(r)) {
-            noscript = true; /* leave the statuses; sent again after the reload */
+        if (rfunc_is_missing(r)) {
+            /* Nothing ran; the statuses stay (busy or untried) and the
+             * caller's wait runs out: the consumer retries with backoff. */
+            say_missing(&lc->say_acquire, &lc->s_acquire);
         } else {
             bool shaped = r->type == REDIS_REPLY_ARRAY && r->elements == 3 * m, ok = true;
             for (size_t j = 0; j < m; j++)
@@ -621,8 +628,6 @@ static int acquire_round(struct lock_client *lc, struct attempt *at, size_t n, i
         }
         freeReplyObject(r);
     }
-    if (noscript)
-        lc->s_acquire.sha[0] = '\0';
     return 0;
 }
 
@@ -813,50 +818,42 @@ static int release_round(struct lock_client *lc, struct lock **locks, size_t n, 
 {
     if (ensure_conn(lc, &lc->rc, "client") != 0)
         return -1;
-    for (int round = 0; round < 2; round++) {
-        if (lc->s_release.sha[0] == '\0' && script_load(lc->rc, &lc->s_release) != 0)
+    for (size_t i = 0; i < n; i++)
+        p->grp[i] = status[i] == LOCK_ERROR ? (int)locks[i]->group : -1;
+    size_t calls = plan_calls(p->grp, n, p->idx, p->cnt);
+    const char *argv[2 + LOCK_CALL_MAX];
+    for (size_t c = 0, k = 0; c < calls; k += p->cnt[c], c++) {
+        size_t m = p->cnt[c];
+        argv[0] = locks[p->idx[k]]->key;
+        argv[1] = lc->token;
+        for (size_t j = 0; j < m; j++)
+            argv[2 + j] = locks[p->idx[k + j]]->name;
+        if (rfunc_append(lc->rc, &lc->s_release, 1, 1 + (int)m, argv, NULL) != 0)
             return -1;
-        for (size_t i = 0; i < n; i++)
-            p->grp[i] = status[i] == LOCK_ERROR ? (int)locks[i]->group : -1;
-        size_t calls = plan_calls(p->grp, n, p->idx, p->cnt);
-        const char *argv[2 + LOCK_CALL_MAX];
-        for (size_t c = 0, k = 0; c < calls; k += p->cnt[c], c++) {
-            size_t m = p->cnt[c];
-            argv[0] = locks[p->idx[k]]->key;
-            argv[1] = lc->token;
-            for (size_t j = 0; j < m; j++)
-                argv[2 + j] = locks[p->idx[k + j]]->name;
-            if (script_append(lc->rc, &lc->s_release, 1, 1 + (int)m, argv, NULL) != 0)
-                return -1;
-            lc->calls++;
-        }
-        bool noscript = false;
-        for (size_t c = 0, k = 0; c < calls; k += p->cnt[c], c++) {
-            size_t m = p->cnt[c];
-            redisReply *r = NULL;
-            if (redisGetReply(lc->rc, (void **)&r) != REDIS_OK)
-                return -1;
-            if (r->type == REDIS_REPLY_ARRAY && r->elements == m) {
-                for (size_t j = 0; j < m; j++) {
-                    const redisReply *e = r->element[j];
-                    size_t i = p->idx[k + j];
-                    if (e->type != REDIS_REPLY_INTEGER)
-                        continue;
-                    status[i] = e->integer >= 0 ? LOCK_OK : LOCK_NOT_HELD;
-                    locks[i]->holds = e->integer > 0 ? (int)e->integer : 0;
-                }
-                log_repeat_end(&lc->say_release, "a release answered");
-            } else if (script_is_noscript(r)) {
-                noscript = true; /* Redis lost the scripts: nothing was released */
-            } else {
-                log_repeat(&lc->say_release, LOG_LVL_ERROR, reply_text(r),
-                           "lock: unexpected reply to release: %s (logged once while it lasts)", reply_text(r));
+        lc->calls++;
+    }
+    for (size_t c = 0, k = 0; c < calls; k += p->cnt[c], c++) {
+        size_t m = p->cnt[c];
+        redisReply *r = NULL;
+        if (redisGetReply(lc->rc, (void **)&r) != REDIS_OK)
+            return -1;
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == m) {
+            for (size_t j = 0; j < m; j++) {
+                const redisReply *e = r->element[j];
+                size_t i = p->idx[k + j];
+                if (e->type != REDIS_REPLY_INTEGER)
+                    continue;
+                status[i] = e->integer >= 0 ? LOCK_OK : LOCK_NOT_HELD;
+                locks[i]->holds = e->integer > 0 ? (int)e->integer : 0;
             }
-            freeReplyObject(r);
+            log_repeat_end(&lc->say_release, "a release answered");
+        } else if (rfunc_is_missing(r)) {
+            say_missing(&lc->say_release, &lc->s_release); /* nothing released: the leases run out */
+        } else {
+            log_repeat(&lc->say_release, LOG_LVL_ERROR, reply_text(r),
+                       "lock: unexpected reply to release: %s (logged once while it lasts)", reply_text(r));
         }
-        if (!noscript)
-            return 0;
-        lc->s_release.sha[0] = '\0';
+        freeReplyObject(r);
     }
     return 0;
 }
@@ -958,7 +955,7 @@ int lock_inspect(const struct cfg *cfg, const char *name, struct lock_info *out,
         goto fail;
     }
     const redisReply *v = r[0]->element[0];
-    /* "OWNER REQ HOLDS FENCE EXPIRES" (see lock_acquire.lua); an entry
+    /* "OWNER REQ HOLDS FENCE EXPIRES" (see seckill_lock_acquire); an entry
      * whose lease has run out is a free lock, not yet overwritten. */
     long long holds = 0, fence = 0, expires = 0;
     if (v->type == REDIS_REPLY_STRING &&

@@ -6,13 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "embed.h"
 #include "keys.h"
 #include "log.h"
 #include "order.h"
 #include "orderidx.h"
 #include "rconn.h"
-#include "script.h"
+#include "rfunc.h"
 #include "util.h"
 
 /* Claims per item per pass: bounds one pass's memory and Kafka burst. */
@@ -52,9 +51,9 @@ static int64_t count(redisContext *rc, const char *cmd, const char *key)
 }
 
 /* Count the item's reservations into st, then claim its stale ones with
- * sweep_claim.lua: *out is its reply, {order id, message}... 0, or -1 with
+ * seckill_sweep_claim: *out is its reply, {order id, message}... 0, or -1 with
  * err set. */
-static int claim_stale(redisContext *rc, struct script *claim, int64_t age_ms,
+static int claim_stale(redisContext *rc, const struct rfunc *claim, int64_t age_ms,
                        char keys[][KEYS_MAX], struct sweep_stats *st, redisReply **out,
                        char *err, size_t errlen)
 {
@@ -69,10 +68,10 @@ static int claim_stale(redisContext *rc, struct script *claim, int64_t age_ms,
     snprintf(limit, sizeof(limit), "%d", SWEEP_LIMIT);
     argv[0] = keys[KEYS_ITEM_UNPUB], argv[1] = keys[KEYS_ITEM_PENDING];
     argv[2] = cutoff, argv[3] = now, argv[4] = limit;
-    r = script_eval(rc, claim, 2, 3, argv, NULL);
+    r = rfunc_call(rc, claim, 2, 3, argv, NULL);
     if (!r || r->type != REDIS_REPLY_ARRAY) {
-        snprintf(err, errlen, "redis: sweep claim: %s",
-                 !r ? rc->errstr : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        char why[512];
+        snprintf(err, errlen, "redis: sweep claim: %s", rfunc_error_text(claim, rc, r, why, sizeof(why)));
         freeReplyObject(r);
         return -1;
     }
@@ -147,7 +146,7 @@ static void settle_claimed(const struct cfg *c, redisContext *rc, const char *un
 }
 
 /* Claim and re-publish one item's stale reservations. */
-static int sweep_item(const struct cfg *c, redisContext *rc, struct pub *p, struct script *claim,
+static int sweep_item(const struct cfg *c, redisContext *rc, struct pub *p, const struct rfunc *claim,
                       int64_t item, int64_t age_ms, struct sweep_stats *st,
                       char *err, size_t errlen)
 {
@@ -186,7 +185,7 @@ int sweep_once(const struct cfg *c, redisContext *rc, struct pub *p, int64_t age
                struct sweep_stats *out, char *err, size_t errlen)
 {
     char key[KEYS_MAX];
-    struct script claim = SCRIPT_INIT("sweep_claim", embed_sweep_claim);
+    const struct rfunc claim = RFUNC_INIT("seckill_sweep_claim", RFUNC_LIB_PRODUCER);
     redisReply *items = NULL;
     int ret = -1;
     memset(out, 0, sizeof(*out));

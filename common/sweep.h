@@ -2,7 +2,7 @@
  *
  * A reservation stays "unpublished" when the producer crashed between the
  * script and the delivery report, or the report was ambiguous. After an age
- * the sweeper claims it (restore.lua then refuses to give its unit back) and
+ * the sweeper claims it (seckill_restore then refuses to give its unit back) and
  * publishes it again. Publishing twice is safe: the consumer's insert is
  * idempotent on order_id. Runs inside the producer and as `seckillctl sweep`. */
 #ifndef SECKILL_SWEEP_H

@@ -13,6 +13,7 @@
 #include "pipeline.h"
 #include "rconn.h"
 #include "replay.h"
+#include "rfunc.h"
 #include "util.h"
 
 static int on_http(const char *path, struct mbuf *body, void *arg)
@@ -128,6 +129,21 @@ static int start(struct cfg *c, struct pipe **p, struct httpd **h)
     if (rconn_watch_start(c, err, sizeof(err)) != 0) {
         daemon_signals_unblock();
         log_error("%s", err);
+        return -1;
+    }
+    /* Its functions before anything else: without them it could take
+     * orders off Kafka and never settle them. Missing or older ones are not
+     * waited for (an operator must load them): no start. */
+    static const enum rfunc_lib libs[] = { RFUNC_LIB_CONSUMER, RFUNC_LIB_LOCK };
+    struct rfunc_need need = { .cfg = c, .libs = libs, .n = ARRAY_SIZE(libs) };
+    if (daemon_retry("redis functions", rfunc_need_attempt, &need) != 0) {
+        daemon_signals_unblock();
+        log_notice("stopped before start");
+        return 1;
+    }
+    if (need.missing) {
+        daemon_signals_unblock();
+        log_error("refusing to start: %s", need.why);
         return -1;
     }
     if (daemon_retry("pipeline", try_pipe_open, &(struct pipe_open_arg){ c, p }) != 0) {

@@ -27,7 +27,7 @@
  *            once Kafka acknowledges them, in the pipeline)
  *   refusal  1 when the order is refused for good and recorded in
  *            order_rejections
- *   status   the letter settle.lua stores as the buyer's status: 'c'
+ *   status   the letter seckill_settle stores as the buyer's status: 'c'
  *            (confirmed), 'r' (refused), 0 for an outcome that never reaches
  *            Redis (not settled, or dead-lettered) */
 #define CMSG_OUTCOMES(X)                                                                         \

@@ -8,16 +8,15 @@
 #include <string.h>
 
 #include "cmetrics.h"
-#include "embed.h"
 #include "keys.h"
 #include "log.h"
 #include "rconn.h"
-#include "script.h"
+#include "rfunc.h"
 #include "util.h"
 
-/* Values per order after settle.lua's first argument. */
+/* Values per order after seckill_settle's first argument. */
 #define SETTLE_ARGS 5
-/* Keys per settle.lua call, and its one leading argument (now). */
+/* Keys per seckill_settle call, and its one leading argument (now). */
 #define SETTLE_KEYS 4
 /* How often an idle worker retries its backlog. */
 #define SETTLE_IDLE_RETRY_MS 1000
@@ -33,7 +32,8 @@ struct settle {
     const struct cfg *cfg;
     int id;
     redisContext *rc; /* reopened when broken */
-    struct script script;
+    struct rfunc fn;      /* seckill_settle */
+    struct log_repeat say_missing; /* the function missing, once while it lasts */
     struct resv *unclear; /* the backlog, oldest first */
     size_t nunclear, capunclear;
     bool logged;          /* the backlog's warning was logged */
@@ -56,7 +56,7 @@ int settle_open(const struct cfg *c, int id, struct settle **out, char *err, siz
     }
     s->cfg = c;
     s->id = id;
-    s->script = (struct script)SCRIPT_INIT("settle", embed_settle);
+    s->fn = (struct rfunc)RFUNC_INIT("seckill_settle", RFUNC_LIB_CONSUMER);
     if (rconn_open(c, &s->rc, err, errlen) != 0)
         goto fail;
     *out = s;
@@ -84,7 +84,7 @@ static int cmp_resv(const void *a, const void *b)
     return x->item < y->item ? -1 : x->item > y->item;
 }
 
-/* Queue one settle.lua call per item of s->unclear (sorted by item) and send
+/* Queue one seckill_settle call per item of s->unclear (sorted by item) and send
  * them all, without waiting for the replies. *cmds: how many. 0, or -1 when
  * Redis failed. */
 static int clear_send(struct settle *s, size_t *cmds)
@@ -111,7 +111,7 @@ static int clear_send(struct settle *s, size_t *cmds)
             for (int v = 0; v < SETTLE_ARGS; v++)
                 s->argv[a++] = s->vals[m * SETTLE_ARGS + (size_t)v];
         /* hiredis copies the arguments into its output buffer here */
-        if (script_append(s->rc, &s->script, SETTLE_KEYS, (int)(a - SETTLE_KEYS), s->argv, NULL) != 0)
+        if (rfunc_append(s->rc, &s->fn, SETTLE_KEYS, (int)(a - SETTLE_KEYS), s->argv, NULL) != 0)
             return -1;
         (*cmds)++;
         i = j;
@@ -127,17 +127,26 @@ static int clear_recv(struct settle *s, size_t cmds)
 {
     /* An error reply (LOADING while Redis reads its AOF back) leaves the
      * reservations in place just as a dropped connection does. */
-    int ret = 0;
+    int ret = 0, missing = 0;
     for (size_t i = 0; i < cmds; i++) {
         redisReply *rep = NULL;
         if (redisGetReply(s->rc, (void **)&rep) != REDIS_OK)
             return -1;
         if (rep->type == REDIS_REPLY_ERROR) {
-            if (script_is_noscript(rep))
-                s->script.sha[0] = 0; /* reloaded on the retry */
+            missing |= rfunc_is_missing(rep);
             ret = -1;
         }
         freeReplyObject(rep);
+    }
+    /* The consumer never loads code: it says what is missing, keeps the
+     * backlog and retries, until an operator loads the library. */
+    if (missing) {
+        char why[512];
+        rfunc_missing_text(&s->fn, why, sizeof(why));
+        log_repeat(&s->say_missing, LOG_LVL_ERROR, "settle: function missing",
+                   "worker %d: redis: %s; reservations wait in the backlog (logged once while it lasts)", s->id, why);
+    } else if (ret == 0) {
+        log_repeat_end(&s->say_missing, "the settle function answered");
     }
     return ret;
 }
@@ -159,7 +168,7 @@ static int backlog_add(struct settle *s, struct cmsg *const *v, size_t n)
     return 0;
 }
 
-/* settle.lua's values of each order: id, user, status letter, reserved at,
+/* seckill_settle's values of each order: id, user, status letter, reserved at,
  * reason ('' when confirmed). */
 static void format_vals(const struct resv *r, size_t n, char (*vals)[24])
 {
@@ -192,10 +201,10 @@ static int reserve_args(struct settle *s)
     return 0;
 }
 
-/* A usable connection with the script loaded: the one there is, or a fresh
- * one when it is broken or fresh is set (it may have gone stale while Redis
- * restarted). 0; -1 when no connection could be opened (Redis is down: no
- * point in trying again at once); -2 when loading the script failed. */
+/* A usable connection: the one there is, or a fresh one when it is broken
+ * or fresh is set (it may have gone stale while Redis restarted). 0, or -1
+ * when no connection could be opened (Redis is down: no point in trying
+ * again at once). */
 static int prepare(struct settle *s, bool fresh)
 {
     char err[256];
@@ -206,8 +215,6 @@ static int prepare(struct settle *s, bool fresh)
         if (rconn_open(s->cfg, &s->rc, err, sizeof(err)) != 0)
             return -1;
     }
-    if (!s->script.sha[0] && script_load(s->rc, &s->script) != 0)
-        return -2;
     return 0;
 }
 

@@ -3,7 +3,7 @@
  * Once the consumer has settled an order (persisted, found already there, or
  * refused), its reservation must leave Redis (the item's pending and
  * unpublished sets) and what became of it must be recorded for the buyers'
- * status calls: settle.lua, one call per item (each command in it takes
+ * status calls: seckill_settle, one call per item (each command in it takes
  * all the item's orders at once), all in one pipelined round trip. Nothing else ever clears a reservation Kafka acknowledged, so what
  * fails (Redis restarting) stays in a backlog and goes with the next call; a
  * dropped connection is retried at once on a new one. Both are safe because

@@ -12,7 +12,7 @@
 #include "pgconn.h"
 #include "rconn.h"
 #include "rebuild.h"
-#include "script.h"
+#include "rfunc.h"
 #include "util.h"
 
 static int pg_ok(PGconn *pg, PGresult *res, ExecStatusType want, const char *what)
@@ -39,7 +39,7 @@ static int redis_load(const struct cfg *c, int64_t item_id, int64_t stock, const
     char k[KEYS_ITEM_PARTS][KEYS_MAX], sstock[24], sid[24], err[256], starts[24], ends[24];
     redisContext *rc = NULL;
     redisReply *r = NULL;
-    struct script s = SCRIPT_INIT("item_load", embed_item_load);
+    const struct rfunc s = RFUNC_INIT("seckill_item_load", RFUNC_LIB_CTL);
     int ret = -1;
 
     if (keys_item_all(k, c->redis.key_prefix, item_id) != 0)
@@ -54,13 +54,9 @@ static int redis_load(const struct cfg *c, int64_t item_id, int64_t stock, const
     ms_arg(ends, sizeof(ends), w->ends_ms);
     const char *argv[] = { k[KEYS_ITEM_STOCK], k[KEYS_ITEM_BUYERS], k[KEYS_ITEM_PENDING], k[KEYS_ITEM_WINDOW],
                            k[KEYS_ITEM_ORDERS], sstock, starts, ends };
-    r = script_eval(rc, &s, 5, 3, argv, NULL);
-    if (r == NULL) {
-        fprintf(stderr, "seckillctl: redis: %s\n", rc->errstr);
-        goto fail;
-    }
-    if (r->type != REDIS_REPLY_INTEGER) {
-        fprintf(stderr, "seckillctl: redis: %s\n", r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    r = rfunc_call(rc, &s, 5, 3, argv, NULL);
+    if (r == NULL || r->type != REDIS_REPLY_INTEGER) {
+        fprintf(stderr, "seckillctl: redis: %s\n", rfunc_error_text(&s, rc, r, err, sizeof(err)));
         goto fail;
     }
     if (r->integer == -1 || r->integer == -2) {

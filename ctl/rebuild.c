@@ -13,7 +13,7 @@
 #include "keys.h"
 #include "orderidx.h"
 #include "rconn.h"
-#include "script.h"
+#include "rfunc.h"
 #include "sweepage.h"
 #include "util.h"
 
@@ -130,7 +130,7 @@ static int redis_holds(redisContext *rc, const struct cfg *c, int64_t item)
 
 /* --- rebuilding ------------------------------------------------------------- */
 
-/* Values per order passed to item_rebuild.lua. */
+/* Values per order passed to seckill_item_rebuild. */
 #define RB_STATE_ARGS 6
 
 /* The order index (orderidx.h) of every settled order, pipelined: a buyer
@@ -148,7 +148,7 @@ static void index_orders(const struct cfg *c, redisContext *rc, int64_t item, co
     free(e);
 }
 
-/* item_rebuild.lua's arguments for each settled order (item_states.sql
+/* seckill_item_rebuild's arguments for each settled order (item_states.sql
  * rows) into argv, their text in vals. Returns how many are persisted. */
 static int state_args(const PGresult *res, const char **argv, char (*vals)[24])
 {
@@ -164,7 +164,7 @@ static int state_args(const PGresult *res, const char **argv, char (*vals)[24])
     return persisted;
 }
 
-static int rebuild_one(const struct cfg *c, PGconn *pg, redisContext *rc, struct script *s, int64_t item)
+static int rebuild_one(const struct cfg *c, PGconn *pg, redisContext *rc, const struct rfunc *s, int64_t item)
 {
     char sid[24], stock[24], starts[24] = "", ends[24] = "", k[KEYS_ITEM_PARTS][KEYS_MAX];
     const char *params[] = { sid };
@@ -210,10 +210,10 @@ static int rebuild_one(const struct cfg *c, PGconn *pg, redisContext *rc, struct
     argv[KEYS_ITEM_PARTS + 1] = starts;
     argv[KEYS_ITEM_PARTS + 2] = ends;
     buyers = state_args(res, argv + KEYS_ITEM_PARTS + 3, vals);
-    r = script_eval(rc, s, KEYS_ITEM_PARTS, (int)nargs, argv, NULL);
+    r = rfunc_call(rc, s, KEYS_ITEM_PARTS, (int)nargs, argv, NULL);
     if (!r || r->type != REDIS_REPLY_INTEGER) {
-        fprintf(stderr, "seckillctl: redis: %s\n",
-                !r ? rc->errstr : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        char why[512];
+        fprintf(stderr, "seckillctl: redis: %s\n", rfunc_error_text(s, rc, r, why, sizeof(why)));
         goto fail;
     }
     if (r->integer != 1) {
@@ -244,7 +244,7 @@ fail:
 
 int rebuild_items(const struct cfg *c, const int64_t *ids, size_t n, int all, int64_t wait_ms)
 {
-    struct script s = SCRIPT_INIT("item_rebuild", embed_item_rebuild);
+    const struct rfunc s = RFUNC_INIT("seckill_item_rebuild", RFUNC_LIB_CTL);
     redisContext *rc = NULL;
     PGconn *pg = NULL;
     int64_t *todo = NULL, *list = NULL;

@@ -13,7 +13,7 @@
 #include "order.h"
 #include "publish.h"
 #include "rconn.h"
-#include "script.h"
+#include "rfunc.h"
 #include "sweep.h"
 #include "sweepage.h"
 #include "util.h"
@@ -49,18 +49,19 @@ struct rctx {
     const struct cfg *c;
     PGconn *pg;
     redisContext *rc;
-    struct script snap, drop, buyers, lower, window, states;
+    struct rfunc snap, drop, buyers, lower, window, states;
 };
 
-/* Run a script; its reply when it is of the type wanted, else NULL after
+/* Call a function; its reply when it is of the type wanted, else NULL after
  * saying why on stderr. The caller frees the reply. */
-static redisReply *eval_want(struct rctx *x, struct script *s, int nkeys, int nargs, const char **argv, int type)
+static redisReply *eval_want(struct rctx *x, const struct rfunc *s, int nkeys, int nargs, const char **argv,
+                             int type)
 {
-    redisReply *rep = script_eval(x->rc, s, nkeys, nargs, argv, NULL);
+    char why[512];
+    redisReply *rep = rfunc_call(x->rc, s, nkeys, nargs, argv, NULL);
     if (rep && rep->type == type)
         return rep;
-    fprintf(stderr, "seckillctl: redis: %s\n",
-            !rep ? x->rc->errstr : rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+    fprintf(stderr, "seckillctl: redis: %s\n", rfunc_error_text(s, x->rc, rep, why, sizeof(why)));
     if (rep)
         freeReplyObject(rep);
     return NULL;
@@ -440,7 +441,7 @@ fail:
     return ret;
 }
 
-static int run_ids(struct rctx *x, struct script *s, int nkeys, const char **keys, const struct ids *v,
+static int run_ids(struct rctx *x, const struct rfunc *s, int nkeys, const char **keys, const struct ids *v,
                    int64_t *count)
 {
     size_t n = (size_t)nkeys + v->n;
@@ -598,12 +599,12 @@ int reconcile_cmd(const struct cfg *c, int argc, char **argv)
     };
     struct rctx x = {
         .c = c,
-        .snap = SCRIPT_INIT("recon_snapshot", embed_recon_snapshot),
-        .drop = SCRIPT_INIT("recon_drop", embed_recon_drop),
-        .buyers = SCRIPT_INIT("recon_buyers", embed_recon_buyers),
-        .lower = SCRIPT_INIT("recon_lower", embed_recon_lower),
-        .window = SCRIPT_INIT("recon_window", embed_recon_window),
-        .states = SCRIPT_INIT("recon_states", embed_recon_states),
+        .snap = RFUNC_INIT("seckill_recon_snapshot", RFUNC_LIB_CTL),
+        .drop = RFUNC_INIT("seckill_recon_drop", RFUNC_LIB_CTL),
+        .buyers = RFUNC_INIT("seckill_recon_buyers", RFUNC_LIB_CTL),
+        .lower = RFUNC_INIT("seckill_recon_lower", RFUNC_LIB_CTL),
+        .window = RFUNC_INIT("seckill_recon_window", RFUNC_LIB_CTL),
+        .states = RFUNC_INIT("seckill_recon_states", RFUNC_LIB_CTL),
     };
     int64_t item = 0, *ids = NULL;
     size_t n = 0, bad = 0;

@@ -4,6 +4,7 @@
 
 #include "cfg.h"
 #include "cli.h"
+#include "funccmd.h"
 #include "inspect.h"
 #include "item.h"
 #include "lockcmd.h"
@@ -33,6 +34,9 @@ static const char usage[] =
     "                                                item, the group's lag, the daemons' health\n"
     "  sweep [--age-ms N]                            re-publish reservations Kafka never\n"
     "                                                acknowledged, older than N ms\n"
+    "  functions load                                load this release's Redis functions (as the admin\n"
+    "                                                user; on deploy, upgrade, or a Redis that lost them)\n"
+    "  functions check                               are they loaded, at this release's version or newer?\n"
     "  token issue (--user ID | --users FIRST-LAST) [--ttl DURATION] [--key KID]\n"
     "                                                sign a buyer's bearer token (development, tests)\n"
     "  config show                                   print the effective configuration\n"
@@ -74,6 +78,8 @@ int main(int argc, char **argv)
         ret = token_cmd(&c, sub_argc, sub_argv);
     } else if (strcmp(sub_argv[0], "watch") == 0) {
         ret = watch_cmd(&c, sub_argc, sub_argv);
+    } else if (strcmp(sub_argv[0], "functions") == 0) {
+        ret = funccmd(&c, sub_argc, sub_argv);
     } else if (strcmp(sub_argv[0], "sweep") == 0) {
         ret = sweepcmd(&c, sub_argc, sub_argv);
     } else if (strcmp(sub_argv[0], "config") == 0 && sub_argc == 2 && strcmp(sub_argv[1], "show") == 0) {

@@ -66,13 +66,20 @@ struct rsv_start_arg {
     struct pub *p;
     struct oid_gen *gen;
     struct rsv **r;
+    char missing[512]; /* set when Redis lacks the functions: no start */
 };
 
+/* Redis down or refusing our password is waited for; Redis without the
+ * producer's functions is not: only an operator can load them, so the
+ * step ends and start() refuses, saying what is missing. */
 static int try_rsv_start(void *arg, char *err, size_t errlen)
 {
     struct rsv_start_arg *a = arg;
     reload_if_asked(a->cli, a->c, a->a);
-    return rsv_start(a->c, a->p, a->gen, a->r, err, errlen);
+    int st = rsv_start(a->c, a->p, a->gen, a->r, err, errlen);
+    if (st == -2)
+        snprintf(a->missing, sizeof(a->missing), "%s", err);
+    return st == -2 ? 0 : st;
 }
 
 /* Stop: no new orders, let in-flight ones finish, then make every one
@@ -142,9 +149,13 @@ static int start(const struct cli *cli, struct producer *d)
     PM_SET(id_block, d->block);
     if (pub_open(c, &d->p, err, sizeof(err)) != 0)
         goto fail;
-    if (daemon_retry("redis", try_rsv_start, &(struct rsv_start_arg){ cli, c, d->a, d->p, &d->gen, &d->r }) !=
-        0)
+    struct rsv_start_arg ra = { cli, c, d->a, d->p, &d->gen, &d->r, "" };
+    if (daemon_retry("redis", try_rsv_start, &ra) != 0)
         return -1;
+    if (ra.missing[0]) {
+        snprintf(err, sizeof(err), "refusing to start: %s", ra.missing);
+        goto fail;
+    }
     if (hk_start(c, d->p, &d->gen, &d->health, &d->k, err, sizeof(err)) != 0 ||
         st_start(c, &d->st, err, sizeof(err)) != 0 || so_start(c, &d->so, err, sizeof(err)) != 0 ||
         ing_start(c, d->r, d->st, d->so, d->a, &d->health, &d->g, err, sizeof(err)) != 0)

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "daemon.h"
-#include "embed.h"
 #include "keys.h"
 #include "log.h"
 #include "order.h"
@@ -16,7 +15,7 @@
 #include "pmetrics.h"
 #include "rconn.h"
 #include "rlink.h"
-#include "script.h"
+#include "rfunc.h"
 #include "util.h"
 
 /* Reservations per pipelined round trip. Larger batches only add latency
@@ -53,7 +52,7 @@ struct rsv {
     struct pub *pub;
     struct oid_gen *gen;
     struct rlink link; /* this thread's Redis */
-    struct script reserve, restore;
+    struct rfunc reserve, restore;
 
     pthread_t thread;
     pthread_mutex_t mu;
@@ -104,12 +103,28 @@ void rsv_count(enum rsv_outcome o)
 
 /* --- Redis connection --------------------------------------------------- */
 
-/* After each connect: both scripts, so a new Redis (or one whose scripts
- * were flushed) is ready before the first reservation. */
-static int load_scripts(redisContext *rc, void *arg)
+/* After each connect: the producer's library, at this build's version or
+ * newer. While it is missing (a Redis that lost its files, a FUNCTION FLUSH,
+ * a primary nobody loaded) the link stays down: orders are refused (503),
+ * the reason logged once, the gauge set, until an operator loads it. The
+ * producer never loads code itself (docs/security.md). */
+static int check_functions(redisContext *rc, void *arg, char *err, size_t errlen)
 {
-    struct rsv *r = arg;
-    return script_load(rc, &r->reserve) != 0 || script_load(rc, &r->restore) != 0 ? -1 : 0;
+    (void)arg;
+    int st = rfunc_check(rc, RFUNC_LIB_PRODUCER, err, errlen);
+    if (st != -1)
+        PM_SET(redis_functions_missing, st == -2);
+    return st == 0 ? 0 : -1;
+}
+
+/* A reply said a function is missing: down until it is loaded again (the
+ * next rlink_ok() checks the library). */
+static void functions_lost(struct rsv *r, const struct rfunc *f)
+{
+    char why[512];
+    rfunc_missing_text(f, why, sizeof(why));
+    PM_SET(redis_functions_missing, 1);
+    rlink_down(&r->link, why);
 }
 
 /* The next reply of a pipeline, or NULL when the connection broke (Redis is
@@ -166,11 +181,12 @@ static void restore_many(struct rsv *r, const struct restore_job *jobs, size_t n
         snprintf(ts, sizeof(ts), "%" PRId64, jobs[i].reserved_at_ms);
         const char *argv[] = { keys[KEYS_ITEM_STOCK], keys[KEYS_ITEM_BUYERS], keys[KEYS_ITEM_PENDING],
                                keys[KEYS_ITEM_UNPUB], keys[KEYS_ITEM_ORDERS], user, oid, ts };
-        if (script_append(r->link.rc, &r->restore, 5, 3, argv, NULL) != 0)
+        if (rfunc_append(r->link.rc, &r->restore, 5, 3, argv, NULL) != 0)
             break;
         sent++;
     }
     PM_INC(redis_roundtrips);
+    int missing = 0;
     for (i = 0; i < sent; i++) {
         redisReply *rep = reply_next(r);
         if (!rep)
@@ -180,15 +196,16 @@ static void restore_many(struct rsv *r, const struct restore_job *jobs, size_t n
         else if (rep->type == REDIS_REPLY_INTEGER)
             PM_INC(restore_kept);
         else {
-            /* NOSCRIPT after a Redis restart, or an error reply: try again
-             * next turn with the script reloaded. */
+            /* The function missing, or an error reply: nothing ran; try
+             * again next turn. */
             PM_INC(redis_errors);
-            if (script_is_noscript(rep))
-                script_load(r->link.rc, &r->restore);
+            missing |= rfunc_is_missing(rep);
             backlog_add(r, &jobs[i]);
         }
         freeReplyObject(rep);
     }
+    if (missing && i == sent)
+        functions_lost(r, &r->restore);
     jobs += i;
     n -= i;
 later:
@@ -371,7 +388,7 @@ static int slot_restamp(struct slot *s, int64_t at)
     return 0;
 }
 
-/* Decide one request from reserve.lua's reply: an integer code, or
+/* Decide one request from seckill_reserve's reply: an integer code, or
  * {code, ms}: a sale not yet open with its opening, or a reservation the
  * script re-stamped with its time. A reserved one joins won[]. */
 static void script_result(struct slot *s, const redisReply *rep, struct slot **won, size_t *nwon)
@@ -427,7 +444,7 @@ static size_t slots_fill(struct rsv *r, struct rsv_req **reqs, size_t n)
     return m;
 }
 
-/* Pipeline one reserve.lua call per slot; those that could not be sent are
+/* Pipeline one seckill_reserve call per slot; those that could not be sent are
  * answered. With waits, WAIT for that many replicas follows them
  * (*waited: it did). The number sent (the first ones). */
 static size_t scripts_send(struct rsv *r, size_t m, int waits, int *waited)
@@ -437,14 +454,14 @@ static size_t scripts_send(struct rsv *r, size_t m, int waits, int *waited)
         struct slot *s = &r->slots[i];
         const char *argv[KEYS_ITEM_PARTS + 4] = { s->user, s->oid, s->msg, s->ts };
         size_t argl[KEYS_ITEM_PARTS + 4];
-        /* the keys in enum order, as reserve.lua names them, then its args */
+        /* the keys in enum order, as seckill_reserve names them, then its args */
         memmove(argv + KEYS_ITEM_PARTS, argv, 4 * sizeof(*argv));
         for (int k = 0; k < KEYS_ITEM_PARTS; k++)
             argv[k] = s->keys[k];
         for (int k = 0; k < KEYS_ITEM_PARTS + 4; k++)
             argl[k] = strlen(argv[k]);
         argl[KEYS_ITEM_PARTS + 2] = s->msg_len;
-        if (script_append(r->link.rc, &r->reserve, KEYS_ITEM_PARTS, 4, argv, argl) != 0)
+        if (rfunc_append(r->link.rc, &r->reserve, KEYS_ITEM_PARTS, 4, argv, argl) != 0)
             break;
         sent++;
     }
@@ -458,12 +475,11 @@ static size_t scripts_send(struct rsv *r, size_t m, int waits, int *waited)
     return sent;
 }
 
-/* Read the replies of the sent scripts: the reserved slots go to won[],
- * those Redis did not know the script for (NOSCRIPT, first try only) to
- * again[], the rest are answered. 1 when every reply was read, 0 when the
- * connection broke (the unread ones were resolved). */
-static int scripts_read(struct rsv *r, size_t sent, int retry, struct slot **won, size_t *nwon,
-                        struct slot **again, size_t *nagain)
+/* Read the replies of the sent calls: the reserved slots go to won[], the
+ * rest are answered (*missing: Redis lacked the function, and those were
+ * answered 503). 1 when every reply was read, 0 when the connection broke
+ * (the unread ones were resolved). */
+static int scripts_read(struct rsv *r, size_t sent, struct slot **won, size_t *nwon, int *missing)
 {
     struct slot *slots = r->slots;
     for (size_t i = 0; i < sent; i++) {
@@ -474,9 +490,11 @@ static int scripts_read(struct rsv *r, size_t sent, int retry, struct slot **won
         }
         if (rep->type == REDIS_REPLY_INTEGER || rep->type == REDIS_REPLY_ARRAY) {
             script_result(&slots[i], rep, won, nwon);
-        } else if (script_is_noscript(rep) && !retry) {
-            /* Redis restarted or its scripts were flushed: nothing ran. */
-            again[(*nagain)++] = &slots[i];
+        } else if (rfunc_is_missing(rep)) {
+            /* Nothing ran. No retry: the producer cannot load it, and
+             * every call fails alike until an operator does. */
+            *missing = 1;
+            finish(slots[i].req, RSV_UNAVAILABLE);
         } else {
             /* An error reply (out of memory, a read-only replica): the
              * script did not run. */
@@ -502,32 +520,15 @@ static int wait_read(struct rsv *r, int want)
     return ok;
 }
 
-static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int retry);
 static void mark_add(struct rsv *r, struct rsv_req *q, enum rsv_outcome o);
 static void marks_flush(struct rsv *r);
 
-/* The NOSCRIPT ones: load the script again and run them once more. */
-static void reserve_again(struct rsv *r, struct slot **again, size_t nagain)
+/* Run n reservation calls in one round trip. */
+static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n)
 {
-    struct rsv_req *q[RSV_BATCH];
-    size_t i;
-    for (i = 0; i < nagain; i++)
-        q[i] = again[i]->req;
-    if (r->link.rc && script_load(r->link.rc, &r->reserve) == 0) {
-        reserve_batch(r, q, nagain, 1);
-    } else {
-        for (i = 0; i < nagain; i++)
-            finish(q[i], RSV_UNAVAILABLE);
-    }
-}
-
-/* Run n reservation scripts in one round trip; retry is 1 for the second
- * attempt after a NOSCRIPT. */
-static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int retry)
-{
-    struct slot *won[RSV_BATCH], *again[RSV_BATCH];
-    size_t nwon = 0, nagain = 0, sent;
-    int waits = CFG_GET(r->cfg->redis.min_replicas_ack), waited = 0, held = !waits;
+    struct slot *won[RSV_BATCH];
+    size_t nwon = 0, sent;
+    int missing = 0, waits = CFG_GET(r->cfg->redis.min_replicas_ack), waited = 0, held = !waits;
 
     if (!rlink_ok(&r->link)) {
         for (size_t i = 0; i < n; i++)
@@ -537,7 +538,7 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int re
     /* Slots are reused by a retry: copy out the requests first. */
     sent = scripts_send(r, slots_fill(r, reqs, n), waits, &waited);
     /* (a WAIT that could not even be queued confirms nothing: held stays 0) */
-    if (scripts_read(r, sent, retry, won, &nwon, again, &nagain) && waited)
+    if (scripts_read(r, sent, won, &nwon, &missing) && waited)
         held = wait_read(r, waits);
     /* Publish before retrying: the retry reuses the slots. A reservation
      * the replicas may not hold is not promised: a failover now could sell
@@ -552,8 +553,8 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n, int re
         }
     }
     marks_flush(r);
-    if (nagain)
-        reserve_again(r, again, nagain);
+    if (missing && r->link.rc)
+        functions_lost(r, &r->reserve);
 }
 
 static int mark_cmp(const void *a, const void *b)
@@ -696,7 +697,7 @@ static void *rsv_main(void *arg)
                 batch[n++] = in;
                 in = in->next;
             }
-            reserve_batch(r, batch, n, 0);
+            reserve_batch(r, batch, n);
         }
         backlog_retry(r);
         if (stop && !dr && !in)
@@ -709,6 +710,7 @@ int rsv_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct rs
               char *err, size_t errlen)
 {
     struct rsv *r = calloc(1, sizeof(*r));
+    int ret = -1, st;
     if (!r) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -716,13 +718,14 @@ int rsv_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct rs
     r->cfg = c;
     r->pub = p;
     r->gen = gen;
-    r->reserve = (struct script)SCRIPT_INIT("reserve", embed_reserve);
-    r->restore = (struct script)SCRIPT_INIT("restore", embed_restore);
-    r->link = (struct rlink){ .cfg = c, .what = "orders", .prepare = load_scripts, .arg = r, .report_up = 1 };
+    r->reserve = (struct rfunc)RFUNC_INIT("seckill_reserve", RFUNC_LIB_PRODUCER);
+    r->restore = (struct rfunc)RFUNC_INIT("seckill_restore", RFUNC_LIB_PRODUCER);
+    r->link = (struct rlink){ .cfg = c, .what = "orders", .prepare = check_functions, .arg = r, .report_up = 1 };
     if (rconn_open(c, &r->link.rc, err, errlen) != 0)
         goto fail;
-    if (load_scripts(r->link.rc, r) != 0) {
-        snprintf(err, errlen, "redis: cannot load the reservation scripts");
+    /* Missing functions: no start (-2), unlike a Redis that is down. */
+    if ((st = rfunc_check(r->link.rc, RFUNC_LIB_PRODUCER, err, errlen)) != 0) {
+        ret = st;
         goto fail;
     }
     PM_SET(redis_up, 1);
@@ -737,7 +740,7 @@ int rsv_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct rs
 fail:
     rlink_close(&r->link);
     free(r);
-    return -1;
+    return ret;
 }
 
 void rsv_submit(struct rsv *r, struct rsv_req *req)

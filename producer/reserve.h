@@ -22,7 +22,7 @@
  * after the script was sent), and the sweeper publishes what Redis still
  * holds, so it becomes an order or, where Redis never held it, nothing; the
  * buyer gets the order id to ask (docs/api.md).
- * X(name, code reserve.lua returns, HTTP status, JSON status, metric).
+ * X(name, code seckill_reserve returns, HTTP status, JSON status, metric).
  * RSV_NO_CODE marks outcomes the script never returns. A code the table does
  * not know is logged and answered 503, never guessed. */
 #define RSV_NO_CODE 0
@@ -70,8 +70,10 @@ struct rsv_req {
 
 struct rsv;
 
-/* Connect to Redis, load the scripts and start the thread. gen must hold a
- * block. 0, or -1 with err set. */
+/* Connect to Redis, check its functions (rfunc.h) and start the thread.
+ * gen must hold a block. 0; -1 with err set; -2 with err set when Redis
+ * lacks the producer's function library or holds an older one (no use
+ * waiting: an operator must load it). */
 int rsv_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct rsv **out,
               char *err, size_t errlen);
 /* Queue a request (any thread). Its complete() is called exactly once. */

@@ -32,7 +32,7 @@ static int retry_later(struct rlink *l, int64_t now, const char *why)
 
 int rlink_ok(struct rlink *l)
 {
-    char err[256];
+    char err[512];
     int64_t now;
     if (l->rc && !rconn_broken(l->rc))
         return 1;
@@ -45,8 +45,8 @@ int rlink_ok(struct rlink *l)
         l->rc = NULL;
         return retry_later(l, now, err);
     }
-    if (l->prepare && l->prepare(l->rc, l->arg) != 0)
-        return retry_later(l, now, "cannot load the scripts");
+    if (l->prepare && l->prepare(l->rc, l->arg, err, sizeof(err)) != 0)
+        return retry_later(l, now, err);
     if (l->down && l->meanwhile)
         log_notice("redis: connected again; %s resume", l->what);
     else if (l->down)

@@ -2,7 +2,7 @@
  * thread's, the status thread's), reopened with backoff when it breaks.
  *
  * A broken connection is freed at once; the next rlink_ok() after the
- * backoff opens a new one and runs prepare (loading scripts) on it, so a
+ * backoff opens a new one and runs prepare (checking the Redis functions) on it, so a
  * request never waits on a dead Redis longer than it takes to refuse it.
  * The change of state is logged once each way, not per attempt, and every
  * failure is counted in seckill_producer_redis_errors_total. Owned by one
@@ -20,7 +20,8 @@ struct rlink {
     const struct cfg *cfg;
     const char *what;      /* who is refused meanwhile, for the log: "orders" */
     const char *meanwhile; /* instead of "<what> are refused (503)", when set */
-    int (*prepare)(redisContext *rc, void *arg); /* after each connect; 0 or -1 (may be NULL) */
+    /* after each connect; 0, or -1 with err (logged as the link's reason for being down); may be NULL */
+    int (*prepare)(redisContext *rc, void *arg, char *err, size_t errlen);
     void *arg;
     int report_up;         /* keep seckill_producer_redis_up (the reserving thread's link) */
     /* state */

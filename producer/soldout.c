@@ -8,13 +8,12 @@
 #include <string.h>
 
 #include "daemon.h"
-#include "embed.h"
 #include "keys.h"
 #include "log.h"
 #include "pmetrics.h"
 #include "rconn.h"
 #include "rlink.h"
-#include "script.h"
+#include "rfunc.h"
 #include "util.h"
 
 /* Items ever marked, at most: entries are reused, never removed, so the
@@ -48,7 +47,7 @@ struct hset {
 struct so_item {
     int64_t item_id;
     enum so_state state;
-    /* what soldout.lua said when the buyers were copied */
+    /* what seckill_soldout said when the buyers were copied */
     int64_t buyers, given_back;
     int64_t resync_at_ms;
     int64_t ends_ms; /* the sale window's end (wall clock), 0: none */
@@ -57,7 +56,7 @@ struct so_item {
     int too_many;         /* logged that its buyers exceed the limit */
 };
 
-/* soldout.lua's answer for one item. */
+/* seckill_soldout's answer for one item. */
 struct so_view {
     int64_t exists, stock, buyers, given_back, ends_ms, ended;
 };
@@ -65,7 +64,7 @@ struct so_view {
 struct so {
     const struct cfg *cfg;
     struct rlink link;
-    struct script check;
+    struct rfunc check;
 
     pthread_t thread;
     pthread_mutex_t mu; /* guards everything below */
@@ -214,13 +213,15 @@ void so_mark(struct so *s, int64_t item_id)
 
 /* --- talking to Redis (the refresh thread) ----------------------------- */
 
-static int load_script(redisContext *rc, void *arg)
+/* After each connect: the producer's library (check_functions in
+ * reserve.c says why the link stays down without it). */
+static int check_functions(redisContext *rc, void *arg, char *err, size_t errlen)
 {
-    struct so *s = arg;
-    return script_load(rc, &s->check);
+    (void)arg;
+    return rfunc_check(rc, RFUNC_LIB_PRODUCER, err, errlen) == 0 ? 0 : -1;
 }
 
-/* soldout.lua's keys: stock, buyers, orders, window. */
+/* seckill_soldout's keys: stock, buyers, orders, window. */
 static int item_keys(const struct so *s, int64_t item_id, char k[4][KEYS_MAX])
 {
     static const enum keys_item_part parts[4] = { KEYS_ITEM_STOCK, KEYS_ITEM_BUYERS, KEYS_ITEM_ORDERS,
@@ -237,12 +238,11 @@ static int append_check(struct so *s, int64_t item_id)
     const char *argv[4] = { k[0], k[1], k[2], k[3] };
     if (item_keys(s, item_id, k) != 0)
         return -1;
-    return script_append(s->link.rc, &s->check, 4, 0, argv, NULL);
+    return rfunc_append(s->link.rc, &s->check, 4, 0, argv, NULL);
 }
 
-/* soldout.lua's reply into *v. 0, or -1 for anything else (a NOSCRIPT
- * after a Redis restart included: the link reloads the script when it
- * reconnects, and the item waits for the next pass). */
+/* seckill_soldout's reply into *v. 0, or -1 for anything else (the
+ * function missing included: the item waits for the next pass). */
 static int parse_view(const redisReply *r, struct so_view *v)
 {
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 6)
@@ -255,9 +255,9 @@ static int parse_view(const redisReply *r, struct so_view *v)
     return 0;
 }
 
-/* The next soldout.lua reply on the link into *v: 1 when it is a view, 0
- * when it is not (a NOSCRIPT also sets *noscript), -1 when the connection
- * broke (the link is down then). */
+/* The next seckill_soldout reply on the link into *v: 1 when it is a view,
+ * 0 when it is not (the function missing also sets *noscript), -1 when the
+ * connection broke (the link is down then). */
 static int next_view(struct so *s, struct so_view *v, int *noscript)
 {
     redisReply *r;
@@ -266,16 +266,21 @@ static int next_view(struct so *s, struct so_view *v, int *noscript)
         rlink_down(&s->link, s->link.rc->errstr);
         return -1;
     }
-    if (script_is_noscript(r))
+    if (rfunc_is_missing(r))
         *noscript = 1;
     rc = parse_view(r, v) == 0;
     freeReplyObject(r);
     return rc;
 }
 
-/* Redis restarted without its scripts: the link reloads them when it
- * reconnects. */
-static void script_lost(struct so *s) { rlink_down(&s->link, "sold-out check: script not loaded"); }
+/* Redis lost the function: the link stays down until it is loaded again
+ * (its prepare checks the library at each reconnection). */
+static void script_lost(struct so *s)
+{
+    char why[512];
+    rfunc_missing_text(&s->check, why, sizeof(why));
+    rlink_down(&s->link, why);
+}
 
 static int check_one(struct so *s, int64_t item_id, struct so_view *v)
 {
@@ -462,11 +467,11 @@ int so_start(const struct cfg *c, struct so **out, char *err, size_t errlen)
         return -1;
     }
     s->cfg = c;
-    s->check = (struct script)SCRIPT_INIT("soldout", embed_soldout);
+    s->check = (struct rfunc)RFUNC_INIT("seckill_soldout", RFUNC_LIB_PRODUCER);
     s->link = (struct rlink){ .cfg = c,
                               .what = "sold-out checks",
                               .meanwhile = "items known sold out stay so, the others go to Redis",
-                              .prepare = load_script,
+                              .prepare = check_functions,
                               .arg = s };
     /* Redis may come later: the first pass connects (and until then
      * nothing is known sold out). */

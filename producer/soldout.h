@@ -3,13 +3,13 @@
  * traffic - are answered 410 on the HTTP thread, without a Redis round trip.
  *
  * Redis stays the only judge of a sale. An item is known sold out here only
- * after reserve.lua answered sold out for it AND its buyers (the users who
+ * after seckill_reserve answered sold out for it AND its buyers (the users who
  * hold a unit) were copied from Redis; from then on a buyer who holds no unit
  * is answered 410 locally, and one who holds a unit still goes to Redis, so
  * a holder asking again is told 409 as before.
  *
  * A thread of its own checks every known item each producer.soldout_refresh_ms,
- * all items in one pipelined round trip (soldout.lua: stock, number of
+ * all items in one pipelined round trip (seckill_soldout: stock, number of
  * buyers, units given back). A unit back in stock (a give-back after Kafka
  * refused an order, `seckillctl item load`, a recreated item) or a missing
  * item makes it forget the item: its requests go to Redis again. A buyers set

@@ -107,34 +107,70 @@ redis_password() { cat "$SECRETS_DIR/redis-$1"; }
 
 redis_secrets() { stack_secrets redis redis user "${REDIS_USERS[@]}"; }
 
+# redis_acl_sel KIND COMMANDS PREFIX...: one selector, KIND's pattern for
+# every prefix (KIND starts with ~ or %R~, PFX stands for the prefix).
+redis_acl_sel() {
+    local kind=$1 cmds=$2 q out='('; shift 2
+    for q in "$@"; do out+="${kind//PFX/$q} "; done
+    printf ' %s' "$out$cmds)"
+}
+
 # redis_acl_rules ROLE PREFIX...: the rules of one program's user (no name,
-# no password): commands, then key patterns per prefix. docs/security.md
-# holds the same as a template for other prefixes. Read-only patterns (%R~)
-# only for keys no script declares: Redis 7.0 checks a script's KEYS at
-# EVALSHA as read-write whatever the script does with them.
+# no password). docs/security.md holds the same as a template for other
+# prefixes: keep the two in step.
+#
+# Issue #34: the programs run Redis functions an operator loaded (FCALL; see
+# common/rfunc.h), never Lua of their own: no +eval, +evalsha, +script|load
+# or +function|load for a daemon. Redis checks every command a function runs
+# against the caller's rules too, so each program keeps the plain commands
+# its functions run, but each command only on the keys it belongs to: the
+# root rules hold what takes no key (and FCALL, on the keys the functions
+# declare), and one selector per kind of key holds that kind's commands
+# (Redis 7.0, "(...)"). Read-only patterns (%R~) only for keys no function
+# declares: Redis 7.0 checks FCALL's keys as read-write whatever the
+# function does with them.
 redis_acl_rules() {
     local role=$1 p; shift
     # Every program: connect (ROLE when asking Sentinels, SELECT with
-    # redis.db), run its scripts by hash and load them after a restart.
-    printf '%s' 'resetchannels -@all +ping +role +select +evalsha +script|load'
+    # redis.db), call its functions and check they are loaded (FUNCTION
+    # LIST; the version function is called with FCALL).
+    printf '%s' 'resetchannels -@all +ping +role +select +fcall +function|list'
     case $role in
         producer)
-            printf ' %s' '+get +decr +incr +hget +hmget +hset +hdel +hexists +hincrby +hlen +pexpire' \
-                '+sadd +srem +sismember +scard +smembers +sscan +zadd +zrem +zscore +zcard +zrangebyscore +time +wait'
+            printf ' %s' '+time +wait'
             for p in "$@"; do
                 printf ' %s' "~$p:{item:*}:stock" "~$p:{item:*}:buyers" "~$p:{item:*}:pending" \
-                    "~$p:{item:*}:unpub" "~$p:{item:*}:orders" "~$p:{item:*}:window" "~$p:order:*" \
-                    "%R~$p:items"
-            done ;;
+                    "~$p:{item:*}:unpub" "~$p:{item:*}:orders" "~$p:{item:*}:window"
+            done
+            # stock: read, reserve (DECR), give back (INCR); never SET.
+            redis_acl_sel '~PFX:{item:*}:stock' '+get +decr +incr' "$@"
+            # buyers: SREM only for a give-back (restore: Kafka did not take the order).
+            redis_acl_sel '~PFX:{item:*}:buyers' '+sismember +sadd +srem +scard +sscan' "$@"
+            redis_acl_sel '~PFX:{item:*}:pending' '+hset +hget +hexists +hdel +hlen' "$@"
+            redis_acl_sel '~PFX:{item:*}:unpub' '+zadd +zrem +zscore +zrangebyscore +zcard' "$@"
+            redis_acl_sel '~PFX:{item:*}:orders' '+hset +hget +hdel +hincrby' "$@"
+            # the sale window is seckillctl's: the producer only reads it
+            redis_acl_sel '%R~PFX:{item:*}:window' '+hget +hmget' "$@"
+            # the order index (orderidx.h) and its older per-order keys
+            redis_acl_sel '~PFX:order:*' '+hset +hget +get +pexpire' "$@"
+            redis_acl_sel '%R~PFX:items' '+smembers' "$@" ;;
         consumer)
-            printf ' %s' '+exists +hmget +hset +hdel +zrem +pexpire +time'
+            printf ' %s' '+time'
             for p in "$@"; do
                 printf ' %s' "~$p:{item:*}:pending" "~$p:{item:*}:unpub" "~$p:{item:*}:orders" \
                     "~$p:{item:*}:stock" "~$p:lock:*"
-            done ;;
+            done
+            redis_acl_sel '~PFX:{item:*}:pending' '+hdel' "$@"
+            redis_acl_sel '~PFX:{item:*}:unpub' '+zrem' "$@"
+            redis_acl_sel '~PFX:{item:*}:orders' '+hmget +hset' "$@"
+            # settle only asks whether the item's stock is there
+            redis_acl_sel '%R~PFX:{item:*}:stock' '+exists' "$@"
+            redis_acl_sel '~PFX:lock:*' '+hmget +hset +hdel +pexpire' "$@" ;;
         admin)
-            printf ' %s' '+get +set +del +exists +mget +pttl +pexpire +time +hget +hmget +hset +hdel +hexists' \
-                '+hlen +hgetall +sadd +scard +smembers +zadd +zrem +zcard +zrange +zrangebyscore +info'
+            # seckillctl: every key of its prefixes, and it loads the
+            # functions (seckillctl functions load).
+            printf ' %s' '+function|load +get +set +del +exists +mget +pttl +pexpire +time +hget +hmget +hset' \
+                '+hdel +hexists +hlen +hgetall +sadd +scard +smembers +zadd +zrem +zcard +zrange +zrangebyscore +info'
             for p in "$@"; do printf ' %s' "~$p:*"; done ;;
     esac
 }
@@ -248,6 +284,26 @@ EOC
     fi
 }
 redis_up() { redis_start redis; }
+
+# The programs' Redis functions (issue #34, common/rfunc.h): every library
+# file of the checkout, FUNCTION LOAD REPLACE on the primary, as what
+# `seckillctl functions load` does in production (no build needed here).
+# The daemons never load code and refuse to start without them. REPLACE
+# always: the stack runs this checkout's code, even over a newer library
+# another checkout loaded. Functions are replicated and kept in the AOF: a
+# replica has them, and a restart keeps them.
+REDIS_FUNCTION_LIBS=(common/lua/seckill_lock.lua producer/lua/seckill_producer.lua
+                     consumer/lua/seckill_consumer.lua ctl/lua/seckill_ctl.lua)
+redis_functions_load() {
+    local f name got port
+    port=$(redis_primary)
+    for f in "${REDIS_FUNCTION_LIBS[@]}"; do
+        name=$(sed -n '1s/^#!lua name=//p' "$ROOT/$f")
+        got=$(rcli "$port" -x FUNCTION LOAD REPLACE <"$ROOT/$f")
+        [ "$got" = "$name" ] || die "loading the Redis functions of $f on 127.0.0.1:$port: ${got:-no answer}"
+    done
+    say "redis functions loaded on 127.0.0.1:$port (${REDIS_FUNCTION_LIBS[*]##*/})"
+}
 
 stop_redis_named() { local f; f=$(redis_dir "$1")/redis.pid; if [ -f "$f" ]; then stop_pidfile "$1" "$f"; fi; }
 kill_redis_named() { kill_pidfile "$1" "$(redis_dir "$1")/redis.pid"; }

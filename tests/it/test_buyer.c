@@ -25,12 +25,11 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "embed.h"
 #include "keys.h"
 #include "orderidx.h"
 #include "order.h"
 #include "rconn.h"
-#include "script.h"
+#include "rfunc.h"
 
 #define PARTS 4
 #define MAX_ITEMS 64
@@ -944,7 +943,7 @@ static void test_window_opening(void **state)
             assert_int_equal(pg_i64("SELECT user_id FROM orders WHERE order_id = $1", w->order_id, 0), w->user);
         }
     if (early || early_redis)
-        /* The producer stamps a batch before reserve.lua decides with Redis
+        /* The producer stamps a batch before seckill_reserve decides with Redis
          * TIME; the script re-stamps what it accepts at the opening (see
          * test_restamp_at_opening), so no order says it was reserved early. */
         fail_msg("%" PRId64 " accepted orders (%ld by Redis's orders hash) have reserved_at before starts_at %s; "
@@ -1450,7 +1449,7 @@ static void test_item_show(void **state)
 static void test_restamp_at_opening(void **state)
 {
     (void)state;
-    struct script sc = SCRIPT_INIT("reserve", embed_reserve);
+    const struct rfunc sc = RFUNC_INIT("seckill_reserve", RFUNC_LIB_PRODUCER);
     char k[KEYS_ITEM_PARTS][KEYS_MAX], msg[ORDER_MSG_MAX], user[24], oid[24], ts[24], field[32];
     int64_t item = new_item_id(), u = new_user_base(), order = (1LL << 43) + (int64_t)util_rand_below(1u << 30);
     redisContext *rc = harness_redis(&R.c);
@@ -1470,7 +1469,7 @@ static void test_restamp_at_opening(void **state)
         argv[i] = k[i];
     argv[KEYS_ITEM_PARTS] = user, argv[KEYS_ITEM_PARTS + 1] = oid, argv[KEYS_ITEM_PARTS + 2] = msg;
     argv[KEYS_ITEM_PARTS + 3] = ts;
-    redisReply *r = script_eval(rc, &sc, KEYS_ITEM_PARTS, 4, argv, NULL);
+    redisReply *r = rfunc_call(rc, &sc, KEYS_ITEM_PARTS, 4, argv, NULL);
     assert_non_null(r);
     assert_int_equal(r->type, REDIS_REPLY_ARRAY);
     assert_int_equal(r->elements, 2);
@@ -1496,7 +1495,7 @@ static void test_restamp_at_opening(void **state)
     snprintf(user, sizeof(user), "%lld", (long long)(u + 1));
     snprintf(oid, sizeof(oid), "%lld", (long long)(order + 1));
     snprintf(ts, sizeof(ts), "%lld", (long long)now);
-    r = script_eval(rc, &sc, KEYS_ITEM_PARTS, 4, argv, NULL);
+    r = rfunc_call(rc, &sc, KEYS_ITEM_PARTS, 4, argv, NULL);
     assert_non_null(r);
     assert_int_equal(r->type, REDIS_REPLY_INTEGER);
     assert_int_equal(r->integer, 1);

@@ -1273,7 +1273,7 @@ static void test_sink_insert_raced(void **state)
     pipe_case_done(&c, N);
 }
 
-/* --- settle.lua: a batch's orders of an item in one call -------------------- */
+/* --- seckill_settle: a batch's orders of an item in one call -------------------- */
 
 static redisReply *hget(redisContext *rc, const char *key, const char *field)
 {

@@ -350,7 +350,7 @@ static void test_frozen_holder_overtaken_and_fenced(void **state)
 struct proxy {
     int listen_fd;
     int port;
-    int drop_armed; /* drop the reply to the next EVALSHA once */
+    int drop_armed; /* drop the reply to the next FCALL once */
     pthread_t thread;
 };
 
@@ -397,7 +397,7 @@ static void *proxy_conn(void *arg)
             ssize_t n = read(cfd, buf, sizeof(buf));
             if (n <= 0)
                 break;
-            if (__atomic_load_n(&p->drop_armed, __ATOMIC_SEQ_CST) && memmem(buf, (size_t)n, "EVALSHA", 7)) {
+            if (__atomic_load_n(&p->drop_armed, __ATOMIC_SEQ_CST) && memmem(buf, (size_t)n, "FCALL", 5)) {
                 __atomic_store_n(&p->drop_armed, 0, __ATOMIC_SEQ_CST);
                 dropping = 1;
             }
@@ -516,8 +516,8 @@ static void test_batch_acquire_and_release_one_round_trip(void **state)
     redisContext *rc = harness_redis(&harness_conf);
     long long calls_before = -1;
     redisReply *info = harness_cmd(rc, "INFO commandstats");
-    const char *s = strstr(info->str, "cmdstat_evalsha:calls=");
-    calls_before = s ? strtoll(s + 22, NULL, 10) : 0;
+    const char *s = strstr(info->str, "cmdstat_fcall:calls=");
+    calls_before = s ? strtoll(s + 20, NULL, 10) : 0;
     freeReplyObject(info);
 
     struct lock_counters k0, k1;
@@ -527,13 +527,13 @@ static void test_batch_acquire_and_release_one_round_trip(void **state)
         assert_int_equal(st[i], i == 3 ? LOCK_BUSY : LOCK_OK);
     assert_null(locks[3]);
     info = harness_cmd(rc, "INFO commandstats");
-    s = strstr(info->str, "cmdstat_evalsha:calls=");
+    s = strstr(info->str, "cmdstat_fcall:calls=");
     assert_non_null(s);
     /* one script call per group of names, not per name (the client's own
      * count is exact; Redis's is shared with whoever else uses it) */
     lock_client_counters(a, &k1);
     assert_int_equal(k1.calls - k0.calls, groups_of(names, N));
-    assert_true(strtoll(s + 22, NULL, 10) - calls_before >= (long long)groups_of(names, N));
+    assert_true(strtoll(s + 20, NULL, 10) - calls_before >= (long long)groups_of(names, N));
     freeReplyObject(info);
 
     /* fences are per lock and all fresh */

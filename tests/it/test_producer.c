@@ -554,7 +554,7 @@ static void test_sold_out_locally(void **state)
 }
 
 /* A unit that comes back (here as the producer gives one back when Kafka
- * refuses an order: restore.lua, run by hand) is for sale again within a
+ * refuses an order: seckill_restore, run by hand) is for sale again within a
  * refresh period, and after it sells again the new holder is told 409 and
  * the one who gave it back 410. */
 static void test_sold_out_unit_back(void **state)
@@ -579,7 +579,7 @@ static void test_sold_out_unit_back(void **state)
     r = harness_cmd(rc, "ZSCORE %s %s", k[KEYS_ITEM_UNPUB], oid);
     if (r->type != REDIS_REPLY_STRING) {
         /* Published already: put it back as unpublished, as it is in the
-         * moment restore.lua is for (stamped now: the sweeper leaves it). */
+         * moment seckill_restore is for (stamped now: the sweeper leaves it). */
         freeReplyObject(r);
         freeReplyObject(harness_cmd(rc, "ZADD %s %lld %s", k[KEYS_ITEM_UNPUB], (long long)util_wall_ms(), oid));
         r = harness_cmd(rc, "ZSCORE %s %s", k[KEYS_ITEM_UNPUB], oid);
@@ -587,15 +587,7 @@ static void test_sold_out_unit_back(void **state)
     char score[32];
     snprintf(score, sizeof(score), "%s", r->str);
     freeReplyObject(r);
-    char src[2048] = "";
-    char path[600];
-    snprintf(path, sizeof(path), "%s/producer/lua/restore.lua", harness_root());
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    size_t n = fread(src, 1, sizeof(src) - 1, f);
-    fclose(f);
-    src[n] = 0;
-    r = harness_cmd(rc, "EVAL %s 5 %s %s %s %s %s %s %s %s", src, k[KEYS_ITEM_STOCK], k[KEYS_ITEM_BUYERS],
+    r = harness_cmd(rc, "FCALL seckill_restore 5 %s %s %s %s %s %s %s %s", k[KEYS_ITEM_STOCK], k[KEYS_ITEM_BUYERS],
                     k[KEYS_ITEM_PENDING], k[KEYS_ITEM_UNPUB], k[KEYS_ITEM_ORDERS], user, oid, score);
     assert_int_equal(r->type, REDIS_REPLY_INTEGER);
     assert_int_equal(r->integer, 1);

@@ -1,0 +1,280 @@
+#include "rfunc.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "embed.h"
+#include "rconn.h"
+
+static const struct {
+    const char *name;
+    const char *source;
+} libs[RFUNC_LIBS] = {
+    [RFUNC_LIB_PRODUCER] = { "seckill_producer", embed_seckill_producer },
+    [RFUNC_LIB_CONSUMER] = { "seckill_consumer", embed_seckill_consumer },
+    [RFUNC_LIB_LOCK] = { "seckill_lock", embed_seckill_lock },
+    [RFUNC_LIB_CTL] = { "seckill_ctl", embed_seckill_ctl },
+};
+
+/* What every message about a missing or older library ends with. */
+#define RFUNC_HOW "load them: seckillctl functions load (as the admin user; docs/operations.md)"
+
+const char *rfunc_lib_name(enum rfunc_lib lib) { return libs[lib].name; }
+const char *rfunc_lib_source(enum rfunc_lib lib) { return libs[lib].source; }
+
+int rfunc_lib_version(enum rfunc_lib lib)
+{
+    /* The one place the version is written is the library's text, so that
+     * the file an operator loads by hand says the same as the binary. */
+    static const char mark[] = "\nlocal VERSION = ";
+    const char *p = strstr(libs[lib].source, mark);
+    if (!p)
+        return -1;
+    char *end;
+    errno = 0;
+    long v = strtol(p + sizeof(mark) - 1, &end, 10);
+    if (errno || end == p + sizeof(mark) - 1 || *end != '\n' || v < 1 || v > INT32_MAX)
+        return -1;
+    return (int)v;
+}
+
+/* The value of field in a flat map reply (RESP2: name, value, ...). */
+static const redisReply *field(const redisReply *m, const char *name)
+{
+    if (!m || m->type != REDIS_REPLY_ARRAY)
+        return NULL;
+    for (size_t i = 0; i + 1 < m->elements; i += 2)
+        if (m->element[i]->type == REDIS_REPLY_STRING && strcmp(m->element[i]->str, name) == 0)
+            return m->element[i + 1];
+    return NULL;
+}
+
+/* Does FUNCTION LIST's reply hold the library called name? LIBRARYNAME is a
+ * pattern: the exact name is looked for among what it matched. */
+static int lists(const redisReply *r, const char *name)
+{
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *n = field(r->element[i], "library_name");
+        if (n && n->type == REDIS_REPLY_STRING && strcmp(n->str, name) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+int rfunc_loaded_version(redisContext *rc, enum rfunc_lib lib, int *out, char *err, size_t errlen)
+{
+    char vfn[64];
+    const char *name = libs[lib].name;
+    redisReply *r = redisCommand(rc, "FUNCTION LIST LIBRARYNAME %s", name);
+    int ret = -1;
+    if (!r) {
+        snprintf(err, errlen, "redis: FUNCTION LIST: %s", rc->errstr);
+        return -1;
+    }
+    if (r->type != REDIS_REPLY_ARRAY) {
+        snprintf(err, errlen, "redis: FUNCTION LIST: %s", r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        goto fail;
+    }
+    *out = -1;
+    if (!lists(r, name)) {
+        ret = 0;
+        goto fail;
+    }
+    freeReplyObject(r);
+    snprintf(vfn, sizeof(vfn), "%s_version", name);
+    if (!(r = redisCommand(rc, "FCALL %s 0", vfn))) {
+        snprintf(err, errlen, "redis: FCALL %s: %s", vfn, rc->errstr);
+        return -1;
+    }
+    if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0 && r->integer <= INT32_MAX) {
+        *out = (int)r->integer;
+        ret = 0;
+    } else if (rfunc_is_missing(r)) {
+        *out = 0; /* a library of that name without a version: older than any */
+        ret = 0;
+    } else {
+        snprintf(err, errlen, "redis: FCALL %s: %s", vfn, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    }
+fail:
+    freeReplyObject(r);
+    return ret;
+}
+
+int rfunc_check(redisContext *rc, enum rfunc_lib lib, char *err, size_t errlen)
+{
+    int want = rfunc_lib_version(lib), have;
+    if (want < 0) {
+        snprintf(err, errlen, "the library %s built into this program has no VERSION line", libs[lib].name);
+        return -2;
+    }
+    if (rfunc_loaded_version(rc, lib, &have, err, errlen) != 0)
+        return -1;
+    if (have < 0) {
+        snprintf(err, errlen, "the function library %s is not loaded (this program needs version %d); " RFUNC_HOW,
+                 libs[lib].name, want);
+        return -2;
+    }
+    if (have < want) {
+        snprintf(err, errlen, "the function library %s is version %d, older than the %d this program needs; " RFUNC_HOW,
+                 libs[lib].name, have, want);
+        return -2;
+    }
+    return 0;
+}
+
+int rfunc_need_attempt(void *arg, char *err, size_t errlen)
+{
+    struct rfunc_need *need = arg;
+    redisContext *rc = NULL;
+    int ret = -1;
+    need->missing = 0;
+    if (rconn_open(need->cfg, &rc, err, errlen) != 0)
+        return -1;
+    for (size_t i = 0; i < need->n; i++) {
+        int st = rfunc_check(rc, need->libs[i], need->why, sizeof(need->why));
+        if (st == -1) {
+            snprintf(err, errlen, "%s", need->why);
+            goto fail;
+        }
+        if (st == -2) {
+            need->missing = 1;
+            break;
+        }
+    }
+    ret = 0;
+fail:
+    redisFree(rc);
+    return ret;
+}
+
+int rfunc_load(redisContext *rc, enum rfunc_lib lib, int *was, char *err, size_t errlen)
+{
+    int want = rfunc_lib_version(lib);
+    if (want < 0) {
+        snprintf(err, errlen, "the library %s built into this program has no VERSION line", libs[lib].name);
+        return -1;
+    }
+    if (rfunc_loaded_version(rc, lib, was, err, errlen) != 0)
+        return -1;
+    if (*was > want) {
+        snprintf(err, errlen, "the function library %s is version %d, newer than this seckillctl's %d: not replaced "
+                 "(the newer release's seckillctl loads it)", libs[lib].name, *was, want);
+        return -2;
+    }
+    /* REPLACE: one atomic swap, so a daemon's call never finds the library
+     * half loaded; a call that runs meanwhile runs whole on the old one. */
+    redisReply *r = redisCommand(rc, "FUNCTION LOAD REPLACE %s", libs[lib].source);
+    if (!r) {
+        snprintf(err, errlen, "redis: FUNCTION LOAD: %s", rc->errstr);
+        return -1;
+    }
+    int ok = r->type == REDIS_REPLY_STRING && strcmp(r->str, libs[lib].name) == 0;
+    if (!ok)
+        snprintf(err, errlen, "redis: FUNCTION LOAD %s: %s", libs[lib].name,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+int rfunc_is_missing(const redisReply *r)
+{
+    /* Redis 7.0's words for an FCALL of an unknown name. */
+    return r && r->type == REDIS_REPLY_ERROR && strcmp(r->str, "ERR Function not found") == 0;
+}
+
+void rfunc_missing_text(const struct rfunc *f, char *buf, size_t len)
+{
+    snprintf(buf, len, "the function %s is not loaded (library %s, version %d or newer); " RFUNC_HOW, f->name,
+             libs[f->lib].name, rfunc_lib_version(f->lib));
+}
+
+const char *rfunc_error_text(const struct rfunc *f, const redisContext *rc, const redisReply *r, char *buf,
+                             size_t len)
+{
+    if (!r)
+        snprintf(buf, len, "%s", rc->errstr);
+    else if (rfunc_is_missing(r))
+        rfunc_missing_text(f, buf, len);
+    else
+        snprintf(buf, len, "%s: %s", f->name, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    return buf;
+}
+
+/* "FCALL name nkeys args...": on the stack for the usual few arguments, on
+ * the heap for long ones (a rebuild passes one argument per buyer). */
+#define RFUNC_STACK_ARGS 64
+
+struct argv_buf {
+    const char *sav[RFUNC_STACK_ARGS];
+    size_t sal[RFUNC_STACK_ARGS];
+    const char **av;
+    size_t *al;
+    char nk[16];
+    int n;
+};
+
+static int build(const struct rfunc *f, int nkeys, int nargs, const char **argv, const size_t *argvlen,
+                 struct argv_buf *b)
+{
+    int total = nkeys + nargs;
+    if (nkeys < 0 || nargs < 0 || total > INT32_MAX - 3)
+        return -1;
+    b->av = b->sav;
+    b->al = b->sal;
+    if (total + 3 > RFUNC_STACK_ARGS) {
+        b->av = malloc((size_t)(total + 3) * sizeof(*b->av));
+        b->al = malloc((size_t)(total + 3) * sizeof(*b->al));
+        if (!b->av || !b->al) {
+            free(b->av);
+            free(b->al);
+            b->av = NULL;
+            b->al = NULL;
+            return -1;
+        }
+    }
+    snprintf(b->nk, sizeof(b->nk), "%d", nkeys);
+    b->av[0] = "FCALL", b->al[0] = 5;
+    b->av[1] = f->name, b->al[1] = strlen(f->name);
+    b->av[2] = b->nk, b->al[2] = strlen(b->nk);
+    for (int i = 0; i < total; i++) {
+        b->av[3 + i] = argv[i];
+        b->al[3 + i] = argvlen ? argvlen[i] : strlen(argv[i]);
+    }
+    b->n = total + 3;
+    return 0;
+}
+
+static void argv_buf_free(struct argv_buf *b)
+{
+    if (b->av != b->sav)
+        free(b->av);
+    if (b->al != b->sal)
+        free(b->al);
+}
+
+int rfunc_append(redisContext *rc, const struct rfunc *f, int nkeys, int nargs, const char **argv,
+                 const size_t *argvlen)
+{
+    struct argv_buf b;
+    if (build(f, nkeys, nargs, argv, argvlen, &b) != 0)
+        return -1;
+    int ret = redisAppendCommandArgv(rc, b.n, b.av, b.al) == REDIS_OK ? 0 : -1;
+    argv_buf_free(&b);
+    return ret;
+}
+
+redisReply *rfunc_call(redisContext *rc, const struct rfunc *f, int nkeys, int nargs, const char **argv,
+                       const size_t *argvlen)
+{
+    struct argv_buf b;
+    if (build(f, nkeys, nargs, argv, argvlen, &b) != 0) {
+        snprintf(rc->errstr, sizeof(rc->errstr), "out of memory");
+        return NULL;
+    }
+    redisReply *r = redisCommandArgv(rc, b.n, b.av, b.al);
+    argv_buf_free(&b);
+    return r;
+}

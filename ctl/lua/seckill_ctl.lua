@@ -1,0 +1,183 @@
+#!lua name=seckill_ctl
+-- seckillctl's functions (issue #34): loading, rebuilding and reconciling
+-- an item.
+--
+-- Redis functions, not scripts: an operator loads them (`seckillctl
+-- functions load`, as the admin user; `scripts/stack up` on the dev stack),
+-- and seckillctl calls them by name (FCALL): no daemon's user may load code.
+-- KEYS and ARGV are each function's two parameters, as they were a script's
+-- globals. Every command a function runs is still checked against the
+-- caller's ACL rules: a function is no way around them (docs/security.md).
+--
+-- VERSION grows with every change of a function here, of its body or its
+-- contract; a program refuses to start against an older library, whose
+-- version it reads with seckill_ctl_version (common/rfunc.h). A function's keys
+-- and arguments never change under its name (a new contract is a new name),
+-- so that the programs of the last release keep working on a newer library
+-- while they are upgraded one by one.
+local VERSION = 1
+
+-- Load an item's stock and sale window for a new sale, atomically.
+-- KEYS[1] stock, KEYS[2] buyers, KEYS[3] pending, KEYS[4] window, KEYS[5] orders
+-- (all tagged {item:ID})
+-- ARGV[1] stock, ARGV[2] starts_ms, ARGV[3] ends_ms ('' for none)
+-- Returns 1 when loaded; -1 when reservations are pending and -2 when buyers
+-- exist: in both cases orders may still be on their way to the database, and
+-- resetting the stock would sell their units twice.
+local function item_load(KEYS, ARGV)
+  if redis.call('HLEN', KEYS[3]) > 0 then
+    return -1
+  end
+  if redis.call('SCARD', KEYS[2]) > 0 then
+    return -2
+  end
+  redis.call('SET', KEYS[1], ARGV[1])
+  redis.call('DEL', KEYS[4], KEYS[5])
+  if ARGV[2] ~= '' then
+    redis.call('HSET', KEYS[4], 'starts_ms', ARGV[2])
+  end
+  if ARGV[3] ~= '' then
+    redis.call('HSET', KEYS[4], 'ends_ms', ARGV[3])
+  end
+  return 1
+end
+
+-- Rebuild an item's Redis state from the database after Redis lost it.
+-- KEYS[1] stock, KEYS[2] buyers, KEYS[3] pending, KEYS[4] unpub, KEYS[5] window,
+-- KEYS[6] orders
+-- ARGV[1] stock (units not yet sold), ARGV[2] starts_ms, ARGV[3] ends_ms
+-- ('' for an open end), then 6 values per settled order: order id, user id,
+-- state ('c' persisted, 'r' refused), reserved_ms, settled_ms, reason.
+-- Returns 1 rebuilt, or -1 when any of the keys exists: Redis was not empty
+-- for this item after all (or someone rebuilt it meanwhile), and writing over
+-- live reservations could sell a unit twice.
+local function item_rebuild(KEYS, ARGV)
+  for i = 1, 6 do
+    if redis.call('EXISTS', KEYS[i]) == 1 then
+      return -1
+    end
+  end
+  for i = 4, #ARGV, 6 do
+    local oid, user, st = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+    redis.call('HSET', KEYS[6], 'o:' .. oid,
+               user .. '|' .. st .. '|' .. ARGV[i + 3] .. '|' .. ARGV[i + 4] .. '|' .. ARGV[i + 5])
+    -- The buyers are the users holding an order; a refused order names its
+    -- user only when they hold nothing else.
+    if st == 'c' then
+      redis.call('SADD', KEYS[2], user)
+      redis.call('HSET', KEYS[6], 'u:' .. user, oid)
+    elseif redis.call('HEXISTS', KEYS[6], 'u:' .. user) == 0 then
+      redis.call('HSET', KEYS[6], 'u:' .. user, oid)
+    end
+  end
+  if ARGV[2] ~= '' then
+    redis.call('HSET', KEYS[5], 'starts_ms', ARGV[2])
+  end
+  if ARGV[3] ~= '' then
+    redis.call('HSET', KEYS[5], 'ends_ms', ARGV[3])
+  end
+  redis.call('SET', KEYS[1], ARGV[1])
+  return 1
+end
+
+-- An item's Redis state at one instant, for reconciliation.
+-- KEYS[1] stock, KEYS[2] buyers, KEYS[3] pending, KEYS[4] unpub, KEYS[5] window,
+-- KEYS[6] orders
+-- Returns {stock or false, {order id, message, ...}, {user id, ...},
+--          {order id, reserved_at_ms, ...}, {starts_ms or false, ends_ms or false},
+--          {field, value, ...} of the orders hash}.
+-- One script, so no reservation can move between the reads.
+local function recon_snapshot(KEYS, ARGV)
+  return {
+    redis.call('GET', KEYS[1]),
+    redis.call('HGETALL', KEYS[3]),
+    redis.call('SMEMBERS', KEYS[2]),
+    redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES'),
+    redis.call('HMGET', KEYS[5], 'starts_ms', 'ends_ms'),
+    redis.call('HGETALL', KEYS[6]),
+  }
+end
+
+-- Drop reservations whose orders the database already holds: the consumer
+-- persisted them and died before clearing them.
+-- KEYS[1] pending, KEYS[2] unpub; ARGV order ids.
+-- Returns how many pending entries were removed. The buyer stays in the
+-- buyers set and the stock is untouched: the unit is sold.
+local function recon_drop(KEYS, ARGV)
+  local n = 0
+  for i = 1, #ARGV do
+    n = n + redis.call('HDEL', KEYS[1], ARGV[i])
+    redis.call('ZREM', KEYS[2], ARGV[i])
+  end
+  return n
+end
+
+-- Add buyers the set lost (their orders exist, or are reserved).
+-- KEYS[1] buyers; ARGV user ids. Returns how many were missing.
+local function recon_buyers(KEYS, ARGV)
+  local n = 0
+  for i = 1, #ARGV do
+    n = n + redis.call('SADD', KEYS[1], ARGV[i])
+  end
+  return n
+end
+
+-- Lower an item's stock that is higher than its orders allow, only if it
+-- still holds the value the check saw: a reservation made since then changed
+-- the count, and the check must be run again.
+-- KEYS[1] stock; ARGV[1] the value seen, ARGV[2] the value to set (lower).
+-- Returns 1 lowered, 0 changed meanwhile.
+local function recon_lower(KEYS, ARGV)
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+    return 0
+  end
+  redis.call('SET', KEYS[1], ARGV[2])
+  return 1
+end
+
+-- Set an item's sale window in Redis to the database's.
+-- KEYS[1] window; ARGV[1] starts_ms, ARGV[2] ends_ms ('' for an open end).
+local function recon_window(KEYS, ARGV)
+  redis.call('DEL', KEYS[1])
+  if ARGV[1] ~= '' then
+    redis.call('HSET', KEYS[1], 'starts_ms', ARGV[1])
+  end
+  if ARGV[2] ~= '' then
+    redis.call('HSET', KEYS[1], 'ends_ms', ARGV[2])
+  end
+  return 1
+end
+
+-- Set the buyers' status of settled orders to what the database says: the
+-- consumer persisted or refused them and died before recording it, or Redis
+-- lost it. KEYS[1] orders (tagged {item:ID}); ARGV: 6 values per order, as
+-- seckill_item_rebuild takes them (order id, user id, 'c' or 'r', reserved_ms,
+-- settled_ms, reason). Returns how many entries changed.
+local function recon_states(KEYS, ARGV)
+  local n = 0
+  for i = 1, #ARGV, 6 do
+    local oid, user, st = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+    local want = user .. '|' .. st .. '|' .. ARGV[i + 3] .. '|' .. ARGV[i + 4] .. '|' .. ARGV[i + 5]
+    local cur = redis.call('HGET', KEYS[1], 'o:' .. oid)
+    -- Only the state and its owner matter; a first settlement's time stays.
+    if not cur or string.match(cur, '^([^|]*|%a)|') ~= user .. '|' .. st then
+      redis.call('HSET', KEYS[1], 'o:' .. oid, want)
+      n = n + 1
+    end
+    if st == 'c' or redis.call('HEXISTS', KEYS[1], 'u:' .. user) == 0 then
+      redis.call('HSET', KEYS[1], 'u:' .. user, oid)
+    end
+  end
+  return n
+end
+
+redis.register_function{ function_name = 'seckill_item_load', callback = item_load }
+redis.register_function{ function_name = 'seckill_item_rebuild', callback = item_rebuild }
+redis.register_function{ function_name = 'seckill_recon_snapshot', callback = recon_snapshot, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'seckill_recon_drop', callback = recon_drop }
+redis.register_function{ function_name = 'seckill_recon_buyers', callback = recon_buyers }
+redis.register_function{ function_name = 'seckill_recon_lower', callback = recon_lower }
+redis.register_function{ function_name = 'seckill_recon_window', callback = recon_window }
+redis.register_function{ function_name = 'seckill_recon_states', callback = recon_states }
+redis.register_function{ function_name = 'seckill_ctl_version', callback = function() return VERSION end,
+                          flags = { 'no-writes' } }
