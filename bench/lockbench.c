@@ -13,9 +13,9 @@
  *
  * Redis's cost comes from INFO commandstats, before and after each scenario
  * (CONFIG RESETSTAT is not ours to run on a shared Redis). The server times a
- * script call (evalsha) including the commands it runs inside, and also
+ * function call (fcall) including the commands it runs inside, and also
  * lists those inner commands under their own names: so the time is the sum
- * over the commands a client sends (evalsha, eval, script|load), and the inner
+ * over the commands a client sends (fcall, fcall_ro), and the inner
  * commands are only counted, as "Redis commands per op". Other clients of the
  * same Redis show up under the same names; each scenario is therefore
  * preceded by a quiet window as long as itself (default 1 s, BENCH_LOCK_BG_S),
@@ -56,7 +56,7 @@ enum {
 
 /* The commands a lock client sends itself; everything else in the delta ran
  * inside them (or belongs to someone else). */
-static const char *const sent_cmds[] = { "evalsha", "eval", "evalsha_ro", "eval_ro", "script|load", NULL };
+static const char *const sent_cmds[] = { "fcall", "fcall_ro", NULL };
 
 struct cmdstat {
     char name[48];

@@ -1,7 +1,7 @@
 /* bench/zipfitems: create COUNT items FIRST .. FIRST+COUNT-1 of STOCK units
  * each for bench/zipf, in one process: what `seckillctl item create` does for
  * one item (lock the row, refuse an item with orders, upsert it, load its
- * stock into Redis with item_load.lua, register it, commit last), for all of
+ * stock into Redis with seckill_item_load, register it, commit last), for all of
  * them over one PostgreSQL transaction and one Redis pipeline. Run one
  * `item create` each, the 1,000 items of a run took 22.6 s on this machine
  * (eight at a time, under other load); this takes a fraction of a second.
@@ -20,7 +20,7 @@
 #include "keys.h"
 #include "pgconn.h"
 #include "rconn.h"
-#include "script.h"
+#include "rfunc.h"
 #include "util.h"
 
 #define COUNT_MAX 100000
@@ -67,12 +67,12 @@ static int pg_items(PGconn *pg, int64_t first, int64_t count, const char *stock,
     return 0;
 }
 
-/* item_load.lua for every item in one pipeline, then one SADD to the
+/* seckill_item_load for every item in one pipeline, then one SADD to the
  * registry. 0 or -1. */
 static int redis_items(const struct cfg *c, int64_t first, int64_t count, const char *stock)
 {
     char k[KEYS_ITEM_PARTS][KEYS_MAX], reg[KEYS_MAX], err[256];
-    struct script s = SCRIPT_INIT("item_load", embed_item_load);
+    const struct rfunc s = RFUNC_INIT("seckill_item_load", RFUNC_LIB_CTL);
     redisContext *rc = NULL;
     redisReply *r = NULL;
     const char **sadd = NULL;
@@ -84,9 +84,12 @@ static int redis_items(const struct cfg *c, int64_t first, int64_t count, const 
         fprintf(stderr, "zipfitems: %s\n", err);
         goto fail;
     }
-    if (script_load(rc, &s) != 0 || !(ids = calloc((size_t)count, sizeof(*ids))) ||
-        !(sadd = calloc((size_t)count + 2, sizeof(*sadd)))) {
-        fprintf(stderr, "zipfitems: loading item_load.lua: %s\n", rc->err ? rc->errstr : "out of memory");
+    if (rfunc_check(rc, RFUNC_LIB_CTL, err, sizeof(err)) != 0) {
+        fprintf(stderr, "zipfitems: %s\n", err);
+        goto fail;
+    }
+    if (!(ids = calloc((size_t)count, sizeof(*ids))) || !(sadd = calloc((size_t)count + 2, sizeof(*sadd)))) {
+        fprintf(stderr, "zipfitems: out of memory\n");
         goto fail;
     }
     for (int64_t i = 0; i < count; i++) {
@@ -95,7 +98,7 @@ static int redis_items(const struct cfg *c, int64_t first, int64_t count, const 
             goto fail;
         const char *argv[] = { k[KEYS_ITEM_STOCK], k[KEYS_ITEM_BUYERS], k[KEYS_ITEM_PENDING], k[KEYS_ITEM_WINDOW],
                                k[KEYS_ITEM_ORDERS], stock, "", "" };
-        if (script_append(rc, &s, 5, 3, argv, NULL) != 0)
+        if (rfunc_append(rc, &s, 5, 3, argv, NULL) != 0)
             goto fail;
         sent++;
     }
