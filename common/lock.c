@@ -135,7 +135,8 @@ static void say_missing(struct log_repeat *say, const struct rfunc *f)
 {
     char why[512];
     rfunc_missing_text(f, why, sizeof(why));
-    log_repeat(say, LOG_LVL_ERROR, "lock: function missing", "lock: redis: %s (logged once while it lasts)", why);
+    log_repeat(say, LOG_LVL_ERROR, "lock: function missing", "lock: redis: %s (logged once while it lasts)",
+               why);
 }
 
 static void count_error(struct lock_client *lc, redisContext *ctx, const char *what)

@@ -75,7 +75,8 @@ int rfunc_loaded_version(redisContext *rc, enum rfunc_lib lib, int *out, char *e
         return -1;
     }
     if (r->type != REDIS_REPLY_ARRAY) {
-        snprintf(err, errlen, "redis: FUNCTION LIST: %s", r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        snprintf(err, errlen, "redis: FUNCTION LIST: %s",
+                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
         goto fail;
     }
     *out = -1;
@@ -96,7 +97,8 @@ int rfunc_loaded_version(redisContext *rc, enum rfunc_lib lib, int *out, char *e
         *out = 0; /* a library of that name without a version: older than any */
         ret = 0;
     } else {
-        snprintf(err, errlen, "redis: FCALL %s: %s", vfn, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        snprintf(err, errlen, "redis: FCALL %s: %s", vfn,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
     }
 fail:
     freeReplyObject(r);
@@ -113,12 +115,14 @@ int rfunc_check(redisContext *rc, enum rfunc_lib lib, char *err, size_t errlen)
     if (rfunc_loaded_version(rc, lib, &have, err, errlen) != 0)
         return -1;
     if (have < 0) {
-        snprintf(err, errlen, "the function library %s is not loaded (this program needs version %d); " RFUNC_HOW,
+        snprintf(err, errlen,
+                 "the function library %s is not loaded (this program needs version %d); " RFUNC_HOW,
                  libs[lib].name, want);
         return -2;
     }
     if (have < want) {
-        snprintf(err, errlen, "the function library %s is version %d, older than the %d this program needs; " RFUNC_HOW,
+        snprintf(err, errlen,
+                 "the function library %s is version %d, older than the %d this program needs; " RFUNC_HOW,
                  libs[lib].name, have, want);
         return -2;
     }
@@ -160,8 +164,10 @@ int rfunc_load(redisContext *rc, enum rfunc_lib lib, int *was, char *err, size_t
     if (rfunc_loaded_version(rc, lib, was, err, errlen) != 0)
         return -1;
     if (*was > want) {
-        snprintf(err, errlen, "the function library %s is version %d, newer than this seckillctl's %d: not replaced "
-                 "(the newer release's seckillctl loads it)", libs[lib].name, *was, want);
+        snprintf(err, errlen,
+                 "the function library %s is version %d, newer than this seckillctl's %d: not replaced "
+                 "(the newer release's seckillctl loads it)",
+                 libs[lib].name, *was, want);
         return -2;
     }
     /* REPLACE: one atomic swap, so a daemon's call never finds the library

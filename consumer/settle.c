@@ -144,7 +144,8 @@ static int clear_recv(struct settle *s, size_t cmds)
         char why[512];
         rfunc_missing_text(&s->fn, why, sizeof(why));
         log_repeat(&s->say_missing, LOG_LVL_ERROR, "settle: function missing",
-                   "worker %d: redis: %s; reservations wait in the backlog (logged once while it lasts)", s->id, why);
+                   "worker %d: redis: %s; reservations wait in the backlog (logged once while it lasts)",
+                   s->id, why);
     } else if (ret == 0) {
         log_repeat_end(&s->say_missing, "the settle function answered");
     }

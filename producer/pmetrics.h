@@ -48,8 +48,8 @@
     X(redis_errors, "seckill_producer_redis_errors_total", "counter", "",                        \
       "Redis commands that failed (connection, timeout, error reply)")                           \
     X(redis_up, "seckill_producer_redis_up", "gauge", "", "1 when the reserving thread's Redis connection works") \
-    X(redis_functions_missing, "seckill_producer_redis_functions_missing", "gauge", "",             \
-      "1 while Redis lacks the producer's function library (or holds an older one): orders are refused (503)") \
+    X(redis_functions_missing, "seckill_producer_redis_functions_missing", "gauge", "",          \
+      "1 while Redis lacks the producer's function library, or holds an older one: 503s")        \
     X(redis_primary_moves, "seckill_producer_redis_primary_moves_total", "counter", "",          \
       "Times the Redis primary moved (Sentinel switch or a READONLY reply): connections reopened") \
     X(replica_ack_short, "seckill_producer_replica_ack_short_total", "counter", "",              \

@@ -720,7 +720,8 @@ int rsv_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct rs
     r->gen = gen;
     r->reserve = (struct rfunc)RFUNC_INIT("seckill_reserve", RFUNC_LIB_PRODUCER);
     r->restore = (struct rfunc)RFUNC_INIT("seckill_restore", RFUNC_LIB_PRODUCER);
-    r->link = (struct rlink){ .cfg = c, .what = "orders", .prepare = check_functions, .arg = r, .report_up = 1 };
+    r->link =
+        (struct rlink){ .cfg = c, .what = "orders", .prepare = check_functions, .arg = r, .report_up = 1 };
     if (rconn_open(c, &r->link.rc, err, errlen) != 0)
         goto fail;
     /* Missing functions: no start (-2), unlike a Redis that is down. */

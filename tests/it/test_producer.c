@@ -587,8 +587,9 @@ static void test_sold_out_unit_back(void **state)
     char score[32];
     snprintf(score, sizeof(score), "%s", r->str);
     freeReplyObject(r);
-    r = harness_cmd(rc, "FCALL seckill_restore 5 %s %s %s %s %s %s %s %s", k[KEYS_ITEM_STOCK], k[KEYS_ITEM_BUYERS],
-                    k[KEYS_ITEM_PENDING], k[KEYS_ITEM_UNPUB], k[KEYS_ITEM_ORDERS], user, oid, score);
+    r = harness_cmd(rc, "FCALL seckill_restore 5 %s %s %s %s %s %s %s %s", k[KEYS_ITEM_STOCK],
+                    k[KEYS_ITEM_BUYERS], k[KEYS_ITEM_PENDING], k[KEYS_ITEM_UNPUB], k[KEYS_ITEM_ORDERS], user,
+                    oid, score);
     assert_int_equal(r->type, REDIS_REPLY_INTEGER);
     assert_int_equal(r->integer, 1);
     freeReplyObject(r);

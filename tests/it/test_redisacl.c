@@ -514,7 +514,8 @@ static void test_functions_missing_then_loaded(void **state)
              "version %d); load them: seckillctl functions load",
              want_v);
     refuses_to_start("seckill-producer", cfgpath, plog, want);
-    refuses_to_start("seckill-consumer", cfgpath, clog, "refusing to start: the function library seckill_consumer is not loaded");
+    refuses_to_start("seckill-consumer", cfgpath, clog,
+                     "refusing to start: the function library seckill_consumer is not loaded");
     assert_int_equal(ctl_functions(cfgpath, "check", &out), 1);
     assert_non_null(strstr(out, "seckill_producer is not loaded"));
     free(out);
@@ -579,7 +580,8 @@ static void test_functions_missing_then_loaded(void **state)
     free(out);
     WAIT_UNTIL(order(port, ++u, item) == 202, 15000, ok);
     if (!ok)
-        fail_msg("the producer did not take orders once the functions were back: %s; see %s", last_resp, plog);
+        fail_msg("the producer did not take orders once the functions were back: %s; see %s", last_resp,
+                 plog);
     assert_int_equal(sale_metric(port, "seckill_producer_redis_functions_missing"), 0);
     assert_int_equal(harness_file_lines(plog, "connected again; orders are taken again"), 1);
 
