@@ -6,7 +6,7 @@
 # that a failover in a test takes seconds.
 # Sourced by scripts/stack; needs its settings (STATE, RCLUSTER_NODES,
 # RCLUSTER_PORT_BASE, RCLUSTER_NODE_TIMEOUT_MS), common.sh and redis.sh (rcli,
-# redis_write_acl, redis_password).
+# redis_write_acl, redis_password, redis_is_master, REDIS_FUNCTION_LIBS).
 # (SC2086 is off for the same reason as in redis.sh: fixed settings.)
 #
 # Node N (1..6) listens on 127.0.0.1:16400+N, its cluster bus on +10000 (Redis's
@@ -130,6 +130,22 @@ rcluster_create() {
     say "rcluster: created (slots over 127.0.0.1:$(rcluster_port 1)-$(rcluster_port 3), a replica each)"
 }
 
+# rcluster_functions_load: the project's function libraries (redis.sh's
+# REDIS_FUNCTION_LIBS) on every primary: a Cluster shares no functions
+# between shards, each primary replicates its own to its replica.
+rcluster_functions_load() {
+    local n port f name got
+    for n in "${RCLUSTER_NODES[@]}"; do
+        port=$(rcluster_port "$n")
+        redis_is_master "$port" || continue
+        for f in "${REDIS_FUNCTION_LIBS[@]}"; do
+            name=$(sed -n '1s/^#!lua name=//p' "$ROOT/$f")
+            got=$(rcli "$port" -x FUNCTION LOAD REPLACE <"$ROOT/$f")
+            [ "$got" = "$name" ] || die "loading the Redis functions of $f on rcluster-$n: ${got:-no answer}"
+        done
+    done
+}
+
 rcluster_up() {
     local n t0
     t0=$(now_ms)
@@ -139,7 +155,8 @@ rcluster_up() {
     wait_for "the Redis Cluster (state ok on every node)" "$(rcluster_dir 1)/redis.log" "" rcluster_all_ok
     wait_for "the Redis Cluster's replicas (a link up for every primary)" "$(rcluster_dir 1)/redis.log" "" \
         rcluster_replicas_linked
-    say "rcluster up in $(took "$t0"): $(rcluster_seeds)(3 primaries, 3 replicas)"
+    rcluster_functions_load
+    say "rcluster up in $(took "$t0"): $(rcluster_seeds)(3 primaries, 3 replicas, the functions on each primary)"
 }
 
 # rcluster_start_one N: `start rcluster-N`: it rejoins, and the cluster is

@@ -41,7 +41,7 @@ promoted() { [ "$(role_of "$1")" = master ]; }
 replica_of() { [ "$(role_of "$1")" = slave ] && [ "$(rc "$1" INFO replication | sed -n 's/^master_port://p')" = "$2" ] &&
                [ "$(rc "$1" INFO replication | sed -n 's/^master_link_status://p')" = up ]; }
 
-echo "1..12"
+echo "1..13"
 
 run scripts/stack up --cluster
 if [ $rc -eq 0 ]; then pass "scripts/stack up --cluster"
@@ -62,6 +62,13 @@ for p in "${P[@]}"; do
     rc "$p" INFO replication | grep -q '^slave0:.*state=online' && linked=$((linked + 1))
 done
 is "three primaries, each with a replica online" "${#P[@]} $linked" "3 3"
+
+# the project's functions on every node (loaded on each primary, replicated)
+have_lib() { [ "$(rc "$1" FUNCTION LIST LIBRARYNAME seckill_producer | grep -c '^seckill_producer$')" = 1 ]; }
+all_have_lib() { local p; for p in "${PORTS[@]}"; do have_lib "$p" || return 1; done; }
+if until_ok 10 all_have_lib; then pass "the function library seckill_producer is on all six nodes"
+else fail "the function library seckill_producer is on all six nodes" \
+    "$(for p in "${PORTS[@]}"; do have_lib "$p" && echo "$p has it" || echo "$p lacks it"; done)"; fi
 
 # 4: the keys of a sale's items land on every primary (the hash tag {item:ID}
 # is what CLUSTER KEYSLOT hashes)
