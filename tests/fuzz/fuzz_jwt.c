@@ -68,13 +68,13 @@ static void setup(void)
     c.jwt.signing_key = "";
     c.jwt.leeway_s = 30;
     c.jwt.max_token_bytes = 4096;
-    if (jwt_keyset_load(&c, &multi, err, sizeof(err)) != 0)
+    if (jwt_keyset_load(&c, JWT_USE_SIGN, &multi, err, sizeof(err)) != 0)
         die("keyset", err);
     c.jwt.keys = (struct cfg_list){ keys1, 1 };
     c.jwt.algorithms = (struct cfg_list){ NULL, 0 };
     c.jwt.issuer = "";
     c.jwt.audience = "";
-    if (jwt_keyset_load(&c, &single, err, sizeof(err)) != 0)
+    if (jwt_keyset_load(&c, JWT_USE_SIGN, &single, err, sizeof(err)) != 0)
         die("keyset", err);
     if (!(cache = jwt_cache_new(64)))
         die("cache", NULL);

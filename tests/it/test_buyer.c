@@ -662,7 +662,7 @@ static struct jwt_keyset *keys_load(const struct cfg *c)
 {
     char err[512];
     struct jwt_keyset *ks = NULL;
-    if (jwt_keyset_load(c, &ks, err, sizeof(err)) != 0)
+    if (jwt_keyset_load(c, JWT_USE_SIGN, &ks, err, sizeof(err)) != 0)
         fail_msg("jwt keys: %s", err);
     return ks;
 }
