@@ -221,8 +221,8 @@ static EVP_MAC_CTX *hmac_keyed(const unsigned char *secret, size_t len)
 /* HMAC-SHA256 of in with k's secret. The context is this call's own and is
  * freed (OpenSSL wipes its copy of the key) before returning: a context kept
  * keyed between calls would hold the key, and the pads derived from it, in
- * the heap a core dump shows. Keying costs well under a microsecond
- * (docs/security.md). 0 or -1. */
+ * the heap a core dump shows (what keying per call costs: docs/security.md,
+ * Token keys). 0 or -1. */
 static int hs256_mac(const struct jwt_key *k, const char *in, size_t inlen, unsigned char mac[SHA256_LEN])
 {
     EVP_MAC_CTX *ctx = hmac_keyed((const unsigned char *)secret_str(k->secret), secret_len(k->secret));

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -48,7 +49,7 @@ static void setup(void)
         die("mkdtemp", NULL);
     snprintf(p, sizeof(p), "%s/hs.secret", dir);
     FILE *f = fopen(p, "w");
-    if (!f || fputs(secret, f) < 0 || fclose(f) != 0)
+    if (!f || fputs(secret, f) < 0 || fclose(f) != 0 || chmod(p, 0600) != 0) /* as a password file */
         die("writing the secret", p);
     EVP_PKEY *ec = EVP_EC_gen("P-256");
     snprintf(p, sizeof(p), "%s/ec.pem", dir);
