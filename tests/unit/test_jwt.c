@@ -860,8 +860,11 @@ static void scan_mappings(const void *needle, size_t n, bool *in_dd, bool *in_he
         }
         if (strncmp(line, "VmFlags:", 8) != 0 || !rw)
             continue;
-        /* Anonymous pages only: [vvar] is "dd" too, and not all of it reads. */
-        bool dd = strstr(line, " dd") != NULL && name[0] == '\0', heap = strcmp(name, "[heap]") == 0;
+        /* Small anonymous mappings only: [vvar] is "dd" too, and not all of
+         * it reads; so are ASan's shadow regions, huge and partly a gap. A
+         * secret's page (common/secret.c) is a page or two. */
+        bool dd = strstr(line, " dd") != NULL && name[0] == '\0' && hi - lo <= (1ul << 20),
+             heap = strcmp(name, "[heap]") == 0;
         if ((dd || heap) && memmem((const void *)lo, hi - lo, needle, n)) {
             *in_dd |= dd;
             *in_heap |= heap;
