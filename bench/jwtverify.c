@@ -26,7 +26,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: jwtverify CONFIG [N]\n");
         return 2;
     }
-    if (cfg_load(argv[1], &c, err, sizeof(err)) != 0 || jwt_keyset_load(&c, &ks, err, sizeof(err)) != 0) {
+    if (cfg_load(argv[1], &c, err, sizeof(err)) != 0 || jwt_keyset_load(&c, JWT_USE_SIGN, &ks, err, sizeof(err)) != 0) {
         fprintf(stderr, "jwtverify: %s\n", err);
         goto fail;
     }

@@ -1,5 +1,6 @@
 #include "cfg.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <libconfig.h>
 #include <librdkafka/rdkafka.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "secret.h"
@@ -301,6 +303,17 @@ static int load_int(const config_setting_t *s, const struct cfg_def *d, const ch
     return 0;
 }
 
+static int load_bool(const config_setting_t *s, const struct cfg_def *d, const char *path, int *out, char *err,
+                     size_t errlen)
+{
+    if (config_setting_type(s) != CONFIG_TYPE_BOOL) {
+        seterr(err, errlen, "%s:%d: '%s' must be true or false", src_file(s, path), src_line(s), d->path);
+        return -1;
+    }
+    *out = config_setting_get_bool(s) ? 1 : 0;
+    return 0;
+}
+
 /* The text of a setting the file sets, for the types stored from text: a
  * string, or for CFG_PORTS also a bare integer (printed into buf). NULL
  * with err when it is neither, or empty where it is required. */
@@ -418,6 +431,7 @@ static int load_one(config_t *lc, const struct cfg_def *d, const char *path, str
         }
         switch (d->type) {
         case CFG_INT:
+        case CFG_BOOL:
             *FIELD(c, d, int) = (int)d->idef;
             return 0;
         case CFG_PROPS:
@@ -429,6 +443,8 @@ static int load_one(config_t *lc, const struct cfg_def *d, const char *path, str
         }
     } else if (d->type == CFG_INT) {
         return load_int(s, d, path, FIELD(c, d, int), err, errlen);
+    } else if (d->type == CFG_BOOL) {
+        return load_bool(s, d, path, FIELD(c, d, int), err, errlen);
     } else if (d->type == CFG_PROPS) {
         return load_props(s, d, path, FIELD(c, d, struct cfg_props), err, errlen);
     } else if (d->type == CFG_LIST) {
@@ -492,6 +508,67 @@ static int check_cross(const struct cfg *c, const char *path, char *err, size_t 
     return 0;
 }
 
+int cfg_addr_loopback(const char *addr)
+{
+    unsigned char a[sizeof(struct in6_addr)];
+    if (strcmp(addr, "localhost") == 0)
+        return 1;
+    if (inet_pton(AF_INET, addr, a) == 1)
+        return a[0] == 127;
+    if (inet_pton(AF_INET6, addr, a) != 1)
+        return 0; /* a host name, "", "*": whatever it binds, not known to be loopback */
+    struct in6_addr v6;
+    memcpy(&v6, a, sizeof(v6));
+    return IN6_IS_ADDR_LOOPBACK(&v6) || (IN6_IS_ADDR_V4MAPPED(&v6) && a[12] == 127);
+}
+
+/* A CA file a TLS setting names: readable now, so that -t (ExecStartPre)
+ * catches a missing one, not the first connection. 0, or -1 with err. */
+static int ca_readable(const struct cfg *c, const char *setting, const char *file, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(file, &st) != 0 || access(file, R_OK) != 0) {
+        seterr(err, errlen, "%s: '%s': %s: cannot read: %s", cfg_where(c, setting), setting, file,
+               strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        seterr(err, errlen, "%s: '%s': %s: not a regular file", cfg_where(c, setting), setting, file);
+        return -1;
+    }
+    return 0;
+}
+
+/* What a production configuration must not get wrong, each error at the
+ * line of the setting to change: a server certificate checked against no
+ * CA, a CA file that is not there, and a producer that believes any
+ * client's user_id where clients beyond this host can reach it. */
+static int check_trust(const struct cfg *c, char *err, size_t errlen)
+{
+    const char *mode = c->postgres.sslmode;
+    bool verify = strcmp(mode, "verify-ca") == 0 || strcmp(mode, "verify-full") == 0;
+    if (verify && *c->postgres.sslrootcert == '\0') {
+        seterr(err, errlen, "%s: 'postgres.sslmode' = \"%s\" checks the server's certificate against a CA: "
+               "name its file in 'postgres.sslrootcert'", cfg_where(c, "postgres.sslmode"), mode);
+        return -1;
+    }
+    if (*c->postgres.sslrootcert && strcmp(mode, "disable") != 0 &&
+        ca_readable(c, "postgres.sslrootcert", c->postgres.sslrootcert, err, errlen) != 0)
+        return -1;
+    bool tls = strcmp(c->kafka.security_protocol, "ssl") == 0 || strcmp(c->kafka.security_protocol, "sasl_ssl") == 0;
+    if (tls && *c->kafka.ssl_ca_file && ca_readable(c, "kafka.ssl_ca_file", c->kafka.ssl_ca_file, err, errlen) != 0)
+        return -1;
+    if (role_self == CFG_ROLE_PRODUCER && c->producer.auth == CFG_AUTH_NONE && !c->producer.allow_insecure_auth &&
+        !cfg_addr_loopback(c->producer.listen)) {
+        seterr(err, errlen, "%s: 'producer.auth' = \"none\" believes the user_id any client sends, and "
+               "'producer.listen' = \"%s\" is not loopback: set auth = \"jwt\", listen on 127.0.0.1, or "
+               "(a trial behind a front that authenticates) 'producer.allow_insecure_auth' = true",
+               cfg_where(c, "producer.auth"), c->producer.listen);
+        return -1;
+    }
+    return 0;
+}
+
 /* Read one engine's password files (pw, files: that engine's arrays) of the
  * roles asked for. An error names the setting and where it is set, and the
  * file; never the content. */
@@ -541,6 +618,32 @@ static int load_secrets(config_t *lc, const char *path, struct cfg *c, char *err
     return 0;
 }
 
+/* Where each setting is set, for cfg_where: "file:line", or path alone for
+ * one the file leaves out. 0, or -1 (out of memory). */
+static int record_where(config_t *lc, const char *path, struct cfg *c)
+{
+    if (!(c->where = calloc(ARRAY_SIZE(cfg_defs), sizeof(char *))))
+        return -1;
+    for (size_t i = 0; i < ARRAY_SIZE(cfg_defs); i++) {
+        const config_setting_t *s = config_lookup(lc, cfg_defs[i].path);
+        int n = s ? asprintf(&c->where[i], "%s:%d", src_file(s, path), src_line(s))
+                  : ((c->where[i] = strdup(path)) ? 0 : -1);
+        if (n < 0) {
+            c->where[i] = NULL;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+const char *cfg_where(const struct cfg *c, const char *setting)
+{
+    for (size_t i = 0; c->where && i < ARRAY_SIZE(cfg_defs); i++)
+        if (strcmp(cfg_defs[i].path, setting) == 0)
+            return c->where[i] ? c->where[i] : "(configuration)";
+    return "(configuration)";
+}
+
 int cfg_load(const char *path, struct cfg *out, char *err, size_t errlen)
 {
     config_t lc;
@@ -567,10 +670,14 @@ int cfg_load(const char *path, struct cfg *out, char *err, size_t errlen)
     }
     if (check_unknown(&lc, path, err, errlen) != 0)
         goto fail;
+    if (record_where(&lc, path, &c) != 0) {
+        seterr(err, errlen, "%s: out of memory", path);
+        goto fail;
+    }
     for (size_t i = 0; i < ARRAY_SIZE(cfg_defs); i++)
         if (load_one(&lc, &cfg_defs[i], path, &c, err, errlen) != 0)
             goto fail;
-    if (check_cross(&c, path, err, errlen) != 0)
+    if (check_cross(&c, path, err, errlen) != 0 || check_trust(&c, err, errlen) != 0)
         goto fail;
     if (load_secrets(&lc, path, &c, err, errlen) != 0)
         goto fail;
@@ -616,6 +723,10 @@ void cfg_free(struct cfg *c)
             list_free(FIELD(c, d, struct cfg_list));
         }
     }
+    for (size_t i = 0; c->where && i < ARRAY_SIZE(cfg_defs); i++)
+        free(c->where[i]);
+    free(c->where);
+    c->where = NULL;
     for (int r = 0; r < CFG_ROLES; r++) {
         secret_free(c->postgres.password[r]);
         c->postgres.password[r] = NULL;
@@ -690,6 +801,10 @@ static size_t def_size(const struct cfg_def *d)
 
 void cfg_apply_reload(struct cfg *cur, struct cfg *new)
 {
+    /* The places of the file now running (new frees the old ones). */
+    char **w = cur->where;
+    cur->where = new->where;
+    new->where = w;
     for (size_t i = 0; i < ARRAY_SIZE(cfg_defs); i++) {
         const struct cfg_def *d = &cfg_defs[i];
         /* Swapped, not copied: new then owns (and frees) the old value. */
@@ -778,6 +893,9 @@ static void cfg_print(const struct cfg *c, FILE *f, bool mask)
         case CFG_AUTH:
             fprintf(f, "\"%s\";\n", auth_names[*CFIELD(c, d, int)]);
             break;
+        case CFG_BOOL:
+            fprintf(f, "%s;\n", *CFIELD(c, d, int) ? "true" : "false");
+            break;
         case CFG_LIST: {
             const struct cfg_list *l = CFIELD(c, d, struct cfg_list);
             fputs("[", f);
@@ -828,6 +946,7 @@ static const char *type_name(const struct cfg_def *d)
     case CFG_LEVEL:
     case CFG_LOGFMT:
     case CFG_AUTH: return "keyword";
+    case CFG_BOOL: return "boolean";
     }
     return "?";
 }
@@ -838,6 +957,8 @@ static void ref_default(const struct cfg_def *d, FILE *f)
         fputs("*required*", f);
     else if (d->type == CFG_INT)
         fprintf(f, "`%lld`", d->idef);
+    else if (d->type == CFG_BOOL)
+        fputs(d->idef ? "`true`" : "`false`", f);
     else if (d->type == CFG_LIST || d->type == CFG_PROPS)
         fputs("`[]`", f);
     else
@@ -861,6 +982,7 @@ static void ref_range(const struct cfg_def *d, FILE *f)
         for (size_t k = 0; k < ARRAY_SIZE(auth_names); k++)
             fprintf(f, "%s`%s`", k ? ", " : "", auth_names[k]);
         break;
+    case CFG_BOOL: fputs("`true`, `false`", f); break;
     default: break;
     }
 }

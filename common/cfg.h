@@ -97,6 +97,7 @@ struct cfg {
         int sweep_interval_ms;
         int drain_timeout_ms;
         int auth; /* enum cfg_auth */
+        int allow_insecure_auth; /* boolean */
         int status_ttl_s;
         int soldout_refresh_ms;
         int soldout_max_buyers;
@@ -133,6 +134,9 @@ struct cfg {
         int level;  /* enum log_level */
         int format; /* enum log_format */
     } logging;
+    /* Per CFG_SETTINGS entry, where the loaded file set it ("file:line"),
+     * or the file alone for a default (cfg_where). Not a setting. */
+    char **where;
 };
 
 enum cfg_type {
@@ -150,6 +154,7 @@ enum cfg_type {
     CFG_PWFILE, /* heap string, a password file: "" none; a bare name is
                  * $CREDENTIALS_DIRECTORY/name when that is set (systemd
                  * LoadCredential=), else resolved as a CFG_PATH */
+    CFG_BOOL,   /* true | false -> int 1 | 0 (default: int default) */
 };
 
 enum cfg_auth {
@@ -276,6 +281,8 @@ enum cfg_auth {
       "on SIGTERM, how long in-flight orders may take to finish")                                           \
     X("producer.auth", CFG_AUTH, producer.auth, 0, 0, 0, "none", 0,                                         \
       "who the buyer is: none (the body's user_id, development) or jwt (bearer token's sub)")               \
+    X("producer.allow_insecure_auth", CFG_BOOL, producer.allow_insecure_auth, 0, 1, 0, NULL, 0,             \
+      "let auth = none listen beyond loopback (anyone buys as any user_id; warned at every start)")          \
     X("producer.status_ttl_s", CFG_INT, producer.status_ttl_s, 60, 31536000, 604800, NULL, CFG_RELOAD,      \
       "how long Redis keeps an order's status for the status calls")                                        \
     X("producer.soldout_refresh_ms", CFG_INT, producer.soldout_refresh_ms, 10, 60000, 100, NULL, CFG_RELOAD,   \
@@ -347,8 +354,22 @@ int cfg_kafka_sasl(const struct cfg *c);
 
 /* Load and validate path into *out (which the caller zeroes or reuses after
  * cfg_free). On failure returns -1, leaves *out empty and writes
- * "file:line: message" into err. */
+ * "file:line: message" into err. Beyond each setting's own checks: a CA file
+ * named (postgres.sslrootcert; kafka.ssl_ca_file with TLS) must be readable,
+ * verify-ca and verify-full need postgres.sslrootcert, and for the producer
+ * (cfg_role_set) auth = "none" is refused on a listener that is not loopback
+ * unless producer.allow_insecure_auth says so. */
 int cfg_load(const char *path, struct cfg *out, char *err, size_t errlen);
+
+/* Where the loaded c sets setting (a CFG_SETTINGS path): "file:line", or
+ * the file alone when it takes its default; "(configuration)" for a cfg not
+ * loaded from a file. For errors found after loading (the producer's key
+ * files), which point at the file and line like the others. */
+const char *cfg_where(const struct cfg *c, const char *setting);
+
+/* 1 when addr (producer.listen) is a loopback address: 127.0.0.0/8, ::1,
+ * ::ffff:127.x.y.z, or "localhost". */
+int cfg_addr_loopback(const char *addr);
 void cfg_free(struct cfg *c);
 
 /* 0 when every setting that differs between old and new is reloadable;

@@ -23,6 +23,7 @@
 #include <openssl/pem.h>
 #include <openssl/rsa.h>
 
+#include "secret.h"
 #include "util.h"
 
 enum jwt_alg { ALG_HS256, ALG_RS256, ALG_ES256, ALG_COUNT };
@@ -30,8 +31,6 @@ enum jwt_alg { ALG_HS256, ALG_RS256, ALG_ES256, ALG_COUNT };
 static const char *const alg_names[ALG_COUNT] = { "HS256", "RS256", "ES256" };
 
 #define HS256_MIN_SECRET 32
-/* A secret file larger than this is some other file named by mistake. */
-#define HS256_MAX_SECRET 65536
 #define RSA_MIN_BITS 2048
 #define ES256_SIG_LEN 64
 #define SHA256_LEN 32
@@ -39,9 +38,9 @@ static const char *const alg_names[ALG_COUNT] = { "HS256", "RS256", "ES256" };
 struct jwt_key {
     char *kid;
     enum jwt_alg alg;
-    unsigned char *secret; /* HS256 */
-    size_t secret_len;
-    EVP_MAC_CTX *hmac;     /* HS256: keyed once; each MAC works on a copy */
+    /* HS256: in a page of its own, out of core dumps (common/secret.h).
+     * Never replaced while the keyset lives, so threads read it unlocked. */
+    struct secret *secret;
     EVP_PKEY *pkey;        /* RS256, ES256 */
     bool can_sign;
 };
@@ -219,11 +218,14 @@ static EVP_MAC_CTX *hmac_keyed(const unsigned char *secret, size_t len)
     return ctx;
 }
 
-/* HMAC-SHA256 of in with k's secret, on a copy of its keyed context (the
- * keyset is shared by threads; the copy is this call's). 0 or -1. */
+/* HMAC-SHA256 of in with k's secret. The context is this call's own and is
+ * freed (OpenSSL wipes its copy of the key) before returning: a context kept
+ * keyed between calls would hold the key, and the pads derived from it, in
+ * the heap a core dump shows (what keying per call costs: docs/security.md,
+ * Token keys). 0 or -1. */
 static int hs256_mac(const struct jwt_key *k, const char *in, size_t inlen, unsigned char mac[SHA256_LEN])
 {
-    EVP_MAC_CTX *ctx = EVP_MAC_CTX_dup(k->hmac);
+    EVP_MAC_CTX *ctx = hmac_keyed((const unsigned char *)secret_str(k->secret), secret_len(k->secret));
     size_t n = 0;
     int ok = ctx && EVP_MAC_update(ctx, (const unsigned char *)in, inlen) == 1 &&
              EVP_MAC_final(ctx, mac, &n, SHA256_LEN) == 1 && n == SHA256_LEN;
@@ -238,11 +240,7 @@ static int hs256_mac(const struct jwt_key *k, const char *in, size_t inlen, unsi
 static void key_clear(struct jwt_key *k)
 {
     free(k->kid);
-    if (k->secret) {
-        OPENSSL_cleanse(k->secret, k->secret_len);
-        free(k->secret);
-    }
-    EVP_MAC_CTX_free(k->hmac);
+    secret_free(k->secret);
     EVP_PKEY_free(k->pkey);
     memset(k, 0, sizeof(*k));
 }
@@ -306,44 +304,41 @@ static bool ec_is_p256(EVP_PKEY *pk)
     return nid == NID_X9_62_prime256v1;
 }
 
-/* Fill k from FILE's content for its algorithm. -1 with the reason in why. */
-static int key_material(struct jwt_key *k, char *buf, size_t n, char *why, size_t whylen)
+/* k's HS256 secret from the file at path, which is treated as a password
+ * file is (common/secret.h): mode 0600 or 0400, read into a page of its own
+ * that core dumps leave out. 0, or -1 with "PATH: reason" in why. */
+static int hs256_load(struct jwt_key *k, const char *path, char *why, size_t whylen)
 {
-    if (k->alg == ALG_HS256) {
-        if (n >= 2 && buf[n - 2] == '\r' && buf[n - 1] == '\n')
-            n -= 2;
-        else if (n >= 1 && buf[n - 1] == '\n')
-            n -= 1;
-        if (n < HS256_MIN_SECRET) {
-            seterr(why, whylen, "an HS256 secret needs at least %d bytes, the file has %zu", HS256_MIN_SECRET,
-                   n);
-            return -1;
-        }
-        if (n > HS256_MAX_SECRET) {
-            seterr(why, whylen, "an HS256 secret of %zu bytes is not plausible (at most %d)", n,
-                   HS256_MAX_SECRET);
-            return -1;
-        }
-        /* A PEM key as an HMAC secret is what algorithm confusion abuses:
-         * it is public, so anyone could sign with it. */
-        if (memmem(buf, n, "-----BEGIN", 10) != NULL) {
-            seterr(why, whylen, "holds a PEM key, not an HS256 secret");
-            return -1;
-        }
-        if ((k->secret = malloc(n)) == NULL) {
-            seterr(why, whylen, "out of memory");
-            return -1;
-        }
-        memcpy(k->secret, buf, n);
-        k->secret_len = n;
-        if (!(k->hmac = hmac_keyed(k->secret, n))) {
-            seterr(why, whylen, "OpenSSL cannot make an HMAC-SHA256 with it");
-            return -1;
-        }
-        k->can_sign = true;
-        return 0;
+    EVP_MAC_CTX *probe;
+    if (secret_read_key(path, &k->secret, why, whylen) != 0)
+        return -1;
+    const char *b = secret_str(k->secret);
+    size_t n = secret_len(k->secret);
+    if (n < HS256_MIN_SECRET) {
+        seterr(why, whylen, "%s: an HS256 secret needs at least %d bytes, the file has %zu", path,
+               HS256_MIN_SECRET, n);
+        return -1;
     }
+    /* A PEM key as an HMAC secret is what algorithm confusion abuses:
+     * it is public, so anyone could sign with it. */
+    if (memmem(b, n, "-----BEGIN", 10) != NULL) {
+        seterr(why, whylen, "%s: holds a PEM key, not an HS256 secret", path);
+        return -1;
+    }
+    if (!(probe = hmac_keyed((const unsigned char *)b, n))) {
+        seterr(why, whylen, "%s: OpenSSL cannot make an HMAC-SHA256 with it", path);
+        return -1;
+    }
+    EVP_MAC_CTX_free(probe);
+    k->can_sign = true;
+    return 0;
+}
 
+/* Fill k from a PEM file's content (RS256, ES256). A private key is taken
+ * only for signing (seckillctl): a verifier that held one could mint tokens.
+ * -1 with the reason in why. */
+static int pem_material(struct jwt_key *k, char *buf, size_t n, enum jwt_use use, char *why, size_t whylen)
+{
     bool priv = false;
     EVP_PKEY *pk = pem_key(buf, n, &priv);
     if (!pk) {
@@ -367,6 +362,13 @@ static int key_material(struct jwt_key *k, char *buf, size_t n, char *why, size_
         seterr(why, whylen, "not an EC key on P-256, which ES256 needs");
         goto fail;
     }
+    /* OpenSSL's PEM reader told the two apart (pem_key): a private key. */
+    if (priv && use == JWT_USE_VERIFY) {
+        seterr(why, whylen, "a private key, and the producer takes public keys only (one that can sign lets "
+               "whoever holds the producer mint tokens): give it the public key (openssl pkey -in FILE "
+               "-pubout); signing stays with seckillctl");
+        goto fail;
+    }
     k->pkey = pk;
     k->can_sign = priv;
     return 0;
@@ -376,10 +378,10 @@ fail:
 }
 
 /* One "KID:ALG:FILE" entry into k. */
-static int key_load(const struct cfg *c, const char *entry, unsigned allowed_cfg, struct jwt_key *k, char *err,
-                    size_t errlen)
+static int key_load(const struct cfg *c, enum jwt_use use, const char *entry, unsigned allowed_cfg,
+                    struct jwt_key *k, char *err, size_t errlen)
 {
-    char *buf = NULL, *path = NULL, why[200];
+    char *buf = NULL, *path = NULL, why[512];
     size_t n = 0;
     const char *c1 = strchr(entry, ':');
     const char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
@@ -414,16 +416,23 @@ static int key_load(const struct cfg *c, const char *entry, unsigned allowed_cfg
         goto fail;
     }
     k->alg = (enum jwt_alg)alg;
-    if (util_read_file(path, &buf, &n) != 0) {
-        seterr(err, errlen, "jwt.keys entry '%s': %s: cannot read: %s", entry, path, strerror(errno));
+    if (k->alg == ALG_HS256) {
+        if (hs256_load(k, path, why, sizeof(why)) != 0) {
+            seterr(err, errlen, "jwt.keys entry '%s' (key id '%s'): %s", entry, k->kid, why);
+            goto fail;
+        }
+    } else if (util_read_file(path, &buf, &n) != 0) {
+        seterr(err, errlen, "jwt.keys entry '%s' (key id '%s'): %s: cannot read: %s", entry, k->kid, path,
+               strerror(errno));
+        goto fail;
+    } else if (pem_material(k, buf, n, use, why, sizeof(why)) != 0) {
+        seterr(err, errlen, "jwt.keys entry '%s' (key id '%s'): %s: %s", entry, k->kid, path, why);
         goto fail;
     }
-    if (key_material(k, buf, n, why, sizeof(why)) != 0) {
-        seterr(err, errlen, "jwt.keys entry '%s': %s: %s", entry, path, why);
-        goto fail;
+    if (buf) {
+        OPENSSL_cleanse(buf, n);
+        free(buf);
     }
-    OPENSSL_cleanse(buf, n);
-    free(buf);
     free(path);
     return 0;
 fail:
@@ -436,7 +445,7 @@ fail:
     return -1;
 }
 
-int jwt_keyset_load(const struct cfg *c, struct jwt_keyset **out, char *err, size_t errlen)
+int jwt_keyset_load(const struct cfg *c, enum jwt_use use, struct jwt_keyset **out, char *err, size_t errlen)
 {
     struct jwt_keyset *ks = calloc(1, sizeof(*ks));
     unsigned allowed_cfg = 0;
@@ -464,7 +473,7 @@ int jwt_keyset_load(const struct cfg *c, struct jwt_keyset **out, char *err, siz
     }
     for (size_t i = 0; i < c->jwt.keys.n; i++) {
         struct jwt_key *k = &ks->keys[i];
-        if (key_load(c, c->jwt.keys.v[i], allowed_cfg, k, err, errlen) != 0)
+        if (key_load(c, use, c->jwt.keys.v[i], allowed_cfg, k, err, errlen) != 0)
             goto fail;
         ks->n = i + 1;
         for (size_t j = 0; j < i; j++) {

@@ -53,14 +53,24 @@ enum jwt_err {
 /* A few lowercase words for the 401 body ("token expired"). */
 const char *jwt_err_str(enum jwt_err e);
 
+/* What a keyset is for. JWT_USE_VERIFY (the producer): RS256 and ES256 keys
+ * must be public ones; a private key is refused, since whoever holds the
+ * verifier could then mint tokens. JWT_USE_SIGN (seckillctl token issue,
+ * the tests' and benches' token makers): private keys too. An HS256 secret
+ * verifies and signs alike, so both take it. */
+enum jwt_use { JWT_USE_VERIFY, JWT_USE_SIGN };
+
 /* Load every jwt.keys entry ("KID:ALG:FILE", FILE under jwt.key_dir unless
- * absolute) and copy the jwt checks of c. HS256 takes the whole file (one
- * trailing newline dropped) of at least 32 bytes; RS256 a PEM RSA key of at
- * least 2048 bits, ES256 a PEM EC key on P-256: public ("BEGIN PUBLIC KEY"),
- * or private, which can also sign. Every key file is read again on every
- * call, so a reload picks up a rotated file. 0, or -1 with err naming the
- * entry and the file; nothing is kept on failure. */
-int jwt_keyset_load(const struct cfg *c, struct jwt_keyset **out, char *err, size_t errlen);
+ * absolute) for use and copy the jwt checks of c. HS256 takes the whole file
+ * (one trailing newline dropped) of 32 to SECRET_MAX bytes, under the rules
+ * of a password file (common/secret.h: mode 0600 or 0400, kept out of core
+ * dumps); RS256 a PEM RSA key of at least 2048 bits, ES256 a PEM EC key on
+ * P-256: public ("BEGIN PUBLIC KEY"), or private (JWT_USE_SIGN only), which
+ * can also sign. OpenSSL's PEM reader tells a private key from a public one.
+ * Every key file is read again on every call, so a reload picks up a rotated
+ * file. 0, or -1 with err naming the entry, its key id and the file; nothing
+ * is kept on failure. */
+int jwt_keyset_load(const struct cfg *c, enum jwt_use use, struct jwt_keyset **out, char *err, size_t errlen);
 void jwt_keyset_free(struct jwt_keyset *ks);
 /* How many keys, for a log line. */
 size_t jwt_keyset_size(const struct jwt_keyset *ks);

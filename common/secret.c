@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,8 +61,9 @@ int secret_empty(struct secret **out)
 }
 
 /* What fd (path) must be before a byte of it is read: a regular file that
- * no one else may read, small enough for a password. 0, or -1 with err. */
-static int check_file(int fd, const char *path, char *err, size_t errlen)
+ * no one else may read, small enough for a password (what: "password",
+ * "key"). 0, or -1 with err. */
+static int check_file(int fd, const char *path, const char *what, char *err, size_t errlen)
 {
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -80,7 +82,7 @@ static int check_file(int fd, const char *path, char *err, size_t errlen)
         return -1;
     }
     if (st.st_size > SECRET_MAX + 2) {
-        snprintf(err, errlen, "%s: larger than %d bytes: not a password file", path, SECRET_MAX);
+        snprintf(err, errlen, "%s: larger than %d bytes: not a %s file", path, SECRET_MAX, what);
         return -1;
     }
     return 0;
@@ -88,13 +90,14 @@ static int check_file(int fd, const char *path, char *err, size_t errlen)
 
 /* Read fd to its end into s->buf (the size may have changed since fstat):
  * one byte more than fits says it is too large. 0 and *got, or -1 with err. */
-static int read_all(int fd, const char *path, struct secret *s, size_t *got, char *err, size_t errlen)
+static int read_all(int fd, const char *path, const char *what, struct secret *s, size_t *got, char *err,
+                    size_t errlen)
 {
     *got = 0;
     for (;;) {
         size_t room = sizeof(s->buf) - 1 - *got;
         if (room == 0) {
-            snprintf(err, errlen, "%s: larger than %d bytes: not a password file", path, SECRET_MAX);
+            snprintf(err, errlen, "%s: larger than %d bytes: not a %s file", path, SECRET_MAX, what);
             return -1;
         }
         ssize_t r = read(fd, s->buf + *got, room);
@@ -111,23 +114,25 @@ static int read_all(int fd, const char *path, struct secret *s, size_t *got, cha
 }
 
 /* The password in the got bytes read: without the newline an editor or
- * `echo` adds, neither empty nor holding a NUL. 0 with s->len set and the
- * rest of s->buf cleared, or -1 with err. */
-static int take_password(struct secret *s, size_t got, const char *path, char *err, size_t errlen)
+ * `echo` adds, neither empty nor (unless binary: a key's random bytes)
+ * holding a NUL. 0 with s->len set and the rest of s->buf cleared, or -1
+ * with err. */
+static int take_password(struct secret *s, size_t got, const char *path, bool binary, char *err, size_t errlen)
 {
+    const char *what = binary ? "key" : "password";
     if (got && s->buf[got - 1] == '\n')
         got--;
     if (got && s->buf[got - 1] == '\r')
         got--;
     if (got > SECRET_MAX) {
-        snprintf(err, errlen, "%s: larger than %d bytes: not a password file", path, SECRET_MAX);
+        snprintf(err, errlen, "%s: larger than %d bytes: not a %s file", path, SECRET_MAX, what);
         return -1;
     }
     if (got == 0) {
-        snprintf(err, errlen, "%s: empty: no password in it", path);
+        snprintf(err, errlen, "%s: empty: no %s in it", path, what);
         return -1;
     }
-    if (memchr(s->buf, '\0', got)) {
+    if (!binary && memchr(s->buf, '\0', got)) {
         snprintf(err, errlen, "%s: contains a NUL byte: not a password file", path);
         return -1;
     }
@@ -136,8 +141,9 @@ static int take_password(struct secret *s, size_t got, const char *path, char *e
     return 0;
 }
 
-int secret_read(const char *path, struct secret **out, char *err, size_t errlen)
+static int read_file(const char *path, bool binary, struct secret **out, char *err, size_t errlen)
 {
+    const char *what = binary ? "key" : "password";
     struct secret *s = NULL;
     size_t got = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
@@ -145,17 +151,17 @@ int secret_read(const char *path, struct secret **out, char *err, size_t errlen)
         snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
         goto fail;
     }
-    if (check_file(fd, path, err, errlen) != 0)
+    if (check_file(fd, path, what, err, errlen) != 0)
         goto fail;
     if (!(s = secret_alloc())) {
         snprintf(err, errlen, "%s: out of memory", path);
         goto fail;
     }
-    if (read_all(fd, path, s, &got, err, errlen) != 0)
+    if (read_all(fd, path, what, s, &got, err, errlen) != 0)
         goto fail;
     close(fd);
     fd = -1;
-    if (take_password(s, got, path, err, errlen) != 0)
+    if (take_password(s, got, path, binary, err, errlen) != 0)
         goto fail;
     *out = s;
     return 0;
@@ -164,6 +170,16 @@ fail:
         close(fd);
     secret_free(s);
     return -1;
+}
+
+int secret_read(const char *path, struct secret **out, char *err, size_t errlen)
+{
+    return read_file(path, false, out, err, errlen);
+}
+
+int secret_read_key(const char *path, struct secret **out, char *err, size_t errlen)
+{
+    return read_file(path, true, out, err, errlen);
 }
 
 struct secret *secret_dup(struct secret *s)

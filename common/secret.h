@@ -1,4 +1,4 @@
-/* secret: a password read from a file, kept where a core dump does not reach.
+/* secret: a password (or a key) read from a file, kept where a core dump does not reach.
  *
  * A secret lives in a page mapped for it alone, marked MADV_DONTDUMP (left
  * out of core dumps) and, when RLIMIT_MEMLOCK allows, locked in memory (not
@@ -30,6 +30,11 @@ struct secret;
 /* Read the file at path into a new secret. 0 and *out (caller frees), or -1
  * with "PATH: reason" in err. */
 int secret_read(const char *path, struct secret **out, char *err, size_t errlen);
+/* The same for a key (an HS256 secret, common/jwt.h): the same file rules
+ * and the same page, but any bytes, NUL included (a secret made with
+ * `head -c 32 /dev/urandom`); secret_len is its length, secret_str its
+ * first byte. */
+int secret_read_key(const char *path, struct secret **out, char *err, size_t errlen);
 /* A new, empty secret (no password): 0 or -1 (out of memory). */
 int secret_empty(struct secret **out);
 /* A private copy of s, taken under s's lock; NULL when out of memory. */

@@ -134,7 +134,7 @@ static int token_issue(const struct cfg *c, int argc, char **argv)
         return ret;
     char err[512];
     struct jwt_keyset *ks = NULL;
-    if (jwt_keyset_load(c, &ks, err, sizeof(err)) != 0) {
+    if (jwt_keyset_load(c, JWT_USE_SIGN, &ks, err, sizeof(err)) != 0) {
         fprintf(stderr, "seckillctl: %s\n", err);
         return 1;
     }

@@ -56,7 +56,7 @@ fuzz-toolchain:
 # instrumented, so coverage reaches into them (jansson and OpenSSL are not).
 $(FUZZ_DIR)/fuzz_request: tests/fuzz/fuzz_request.c producer/request.c common/util.c
 $(FUZZ_DIR)/fuzz_order: tests/fuzz/fuzz_order.c common/order.c common/util.c
-$(FUZZ_DIR)/fuzz_jwt: tests/fuzz/fuzz_jwt.c common/jwt.c common/util.c
+$(FUZZ_DIR)/fuzz_jwt: tests/fuzz/fuzz_jwt.c common/jwt.c common/secret.c common/util.c
 $(FUZZ_BINS): $(wildcard common/*.h producer/*.h) mk/fuzz.mk | fuzz-toolchain
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^) $(FUZZ_LIBS)
 

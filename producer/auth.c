@@ -19,6 +19,18 @@ struct auth {
     struct jwt_keyset *next;
 };
 
+/* c's keys, to verify with: public keys and HS256 secrets only. An error
+ * points at the file and line of jwt.keys, like every configuration error
+ * (the key file itself is named in it). */
+static int keys_load(const struct cfg *c, struct jwt_keyset **out, char *err, size_t errlen)
+{
+    char why[768];
+    if (jwt_keyset_load(c, JWT_USE_VERIFY, out, why, sizeof(why)) == 0)
+        return 0;
+    snprintf(err, errlen, "%s: %s", cfg_where(c, "jwt.keys"), why);
+    return -1;
+}
+
 int auth_open(const struct cfg *c, struct auth **out, char *err, size_t errlen)
 {
     struct auth *a = calloc(1, sizeof(*a));
@@ -29,7 +41,7 @@ int auth_open(const struct cfg *c, struct auth **out, char *err, size_t errlen)
     pthread_mutex_init(&a->mu, NULL);
     a->enabled = c->producer.auth == CFG_AUTH_JWT;
     if (a->enabled) {
-        if (jwt_keyset_load(c, &a->ks, err, errlen) != 0)
+        if (keys_load(c, &a->ks, err, errlen) != 0)
             goto fail;
         /* cache_entries is not reloadable: the cache is sized once. */
         if (c->jwt.cache_entries > 0 && !(a->cache = jwt_cache_new((size_t)c->jwt.cache_entries))) {
@@ -109,7 +121,7 @@ static int reload_prepare(void *arg, const struct cfg *next, char *err, size_t e
     a->next = NULL;
     /* Read every key file again even when jwt.* did not change: the
      * operator may have replaced a file and sent SIGHUP for exactly that. */
-    return jwt_keyset_load(next, &a->next, err, errlen);
+    return keys_load(next, &a->next, err, errlen);
 }
 
 static void reload_commit(void *arg)
@@ -139,7 +151,7 @@ int auth_check(const struct cfg *c, char *err, size_t errlen)
     struct jwt_keyset *ks = NULL;
     if (c->producer.auth != CFG_AUTH_JWT)
         return 0;
-    if (jwt_keyset_load(c, &ks, err, errlen) != 0)
+    if (keys_load(c, &ks, err, errlen) != 0)
         return -1;
     jwt_keyset_free(ks);
     return 0;

@@ -27,8 +27,10 @@
 
 struct auth;
 
-/* Load the keys and the cache when c's producer.auth is "jwt". 0, or -1 with
- * err (a key file that cannot be used). */
+/* Load the keys and the cache when c's producer.auth is "jwt": public keys
+ * and HS256 secrets only (JWT_USE_VERIFY: a private key is refused, signing
+ * is seckillctl's). 0, or -1 with err, "file:line" of jwt.keys first (a key
+ * file that cannot be used, or none at all). */
 int auth_open(const struct cfg *c, struct auth **out, char *err, size_t errlen);
 void auth_close(struct auth *a);
 /* 1 when buyers must present a token. */
@@ -45,7 +47,7 @@ enum jwt_err auth_buyer(struct auth *a, const char *authorization, int64_t *user
 struct daemon_reload_hook auth_reload_hook(struct auth *a);
 
 /* For -t: with producer.auth = "jwt", load the keys c names and drop them.
- * 0, or -1 with err naming the entry and file. */
+ * 0, or -1 with err as auth_open's. */
 int auth_check(const struct cfg *c, char *err, size_t errlen);
 
 #endif

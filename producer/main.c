@@ -143,6 +143,13 @@ static int start(const struct cli *cli, struct producer *d)
     /* Keys first: a broken key file is a configuration error, not a wait. */
     if (auth_open(c, &d->a, err, sizeof(err)) != 0 || rconn_watch_start(c, err, sizeof(err)) != 0)
         goto fail;
+    /* cfg_load refused this unless producer.allow_insecure_auth allowed it:
+     * said at every start (before any wait for a service), so that nobody
+     * forgets it is on. */
+    if (!auth_enabled(d->a) && !cfg_addr_loopback(c->producer.listen))
+        log_warn("producer.auth = \"none\" on %s, which is not loopback (producer.allow_insecure_auth): "
+                 "anyone who reaches it buys as any user_id",
+                 c->producer.listen);
     if (daemon_retry("order ids", try_take_block, &(struct take_block_arg){ cli, c, d->a, &d->block }) != 0)
         return -1;
     oid_init(&d->gen, d->block);

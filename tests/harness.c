@@ -637,7 +637,7 @@ const struct jwt_keyset *harness_keys(const struct cfg *c)
             free(conf);
             return keysets[i].ks;
         }
-    if (jwt_keyset_load(c, &ks, err, sizeof(err)) != 0) {
+    if (jwt_keyset_load(c, JWT_USE_SIGN, &ks, err, sizeof(err)) != 0) {
         free(conf);
         fail_msg("jwt keys: %s", err);
     }

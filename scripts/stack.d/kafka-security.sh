@@ -26,7 +26,7 @@ KAFKA_CERT_CN=kafka-broker
 # USER.properties for the Java tools (--command-config), USER.kcat for kcat -F.
 KAFKA_CLIENTS=$STATE/kafka-clients
 # Bump when kafka_acls grants something new: `up` applies the ACLs again.
-KAFKA_ACL_VERSION=2
+KAFKA_ACL_VERSION=3
 
 kafka_password() { cat "$SECRETS_DIR/kafka-$1"; }
 
@@ -202,21 +202,33 @@ kafka_role_acls() {
             kafka_acl --allow-principal "$p" --operation Read --operation Describe \
                 --resource-pattern-type prefixed --topic seckill.demo. ;;
         admin) # seckillctl (inspect, rebuild, watch), the tools, the tests' and
-               # benchmarks' own clients: every topic and group, creating
-               # topics; not ACLs, users or broker configs (broker's, stack's)
-            kafka_acl --allow-principal "$p" --operation All --topic '*' --group '*'
-            kafka_acl --allow-principal "$p" --operation Describe --operation Create \
-                --operation DescribeConfigs --operation IdempotentWrite --cluster ;;
+               # benchmarks' own clients, on the project's names only: topics
+               # seckill. (the orders, their dead letters, make demo's), groups
+               # seckill- (the consumers', their .replay, make demo's), and
+               # the dev stack's scratch prefixes. Creating a topic is granted
+               # per topic, never on the cluster (which would allow any
+               # name); no Alter: not ACLs, users, partitions or configs
+            kafka_acl --allow-principal "$p" --operation Read --operation Write --operation Create \
+                --operation Delete --operation Describe --operation DescribeConfigs \
+                --resource-pattern-type prefixed --topic seckill. --topic sktest --topic bench.
+            kafka_acl --allow-principal "$p" --operation Read --operation Describe --operation Delete \
+                --resource-pattern-type prefixed --group seckill- --group sktest --group bench
+            kafka_acl --allow-principal "$p" --operation Describe --operation DescribeConfigs \
+                --operation IdempotentWrite --cluster ;;
         *) die "no Kafka role $1 (producer, consumer, admin)" ;;
     esac
 }
 
 # kafka_acls: each program's grants, applied when the Kafka chosen by
-# use_kafka/use_kafka3 has not had this version of them yet.
+# use_kafka/use_kafka3 has not had this version of them yet. Before v3 admin
+# had All on every topic and group and Create on the cluster: taken back
+# (removing a grant that is not there is no error).
 kafka_acls() {
     local mark=$K_DIR/acls.v$KAFKA_ACL_VERSION r
     [ -f "$mark" ] && return 0
     : >"$K_DIR/acls.log"
+    ACL_OP=--remove kafka_acl --allow-principal User:admin --operation All --topic '*' --group '*'
+    ACL_OP=--remove kafka_acl --allow-principal User:admin --operation Create --cluster
     for r in producer consumer admin; do kafka_role_acls "$r" "$r"; done
     touch "$mark"
     say "kafka: ACLs v$KAFKA_ACL_VERSION for producer, consumer and admin"

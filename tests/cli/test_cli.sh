@@ -194,11 +194,74 @@ expect "missing configuration file: exit 1, the path named" 1 err "$T/no-such.cf
 mkcfg "$T/jwt.cfg" 'producer = { auth = "jwt"; }; jwt = { key_dir = "keys"; keys = [ "k1:HS256:k1.secret" ]; };'
 expect "producer -t, jwt key file missing: exit 1, entry and file named" 1 err \
     "'k1:HS256:k1.secret'" "$T/keys/k1.secret" -- "$BUILD/seckill-producer" -t -c "$T/jwt.cfg"
-mkdir -p "$T/keys" && head -c 16 /dev/urandom | base64 >"$T/keys/k1.secret"
+mkdir -p "$T/keys" && (umask 077 && head -c 16 /dev/urandom | base64 >"$T/keys/k1.secret")
 expect "producer -t, jwt secret too short: exit 1" 1 err "k1.secret" -- "$BUILD/seckill-producer" -t -c "$T/jwt.cfg"
 head -c 48 /dev/urandom | base64 >"$T/keys/k1.secret"
 expect "producer -t, jwt key file fine (key_dir relative to the file): exit 0" 0 out "is valid" -- \
     "$BUILD/seckill-producer" -t -c "$T/jwt.cfg"
+kline=$(grep -n 'keys = ' "$T/jwt.cfg" | cut -d: -f1)
+chmod 644 "$T/keys/k1.secret"
+expect "producer -t, HS256 secret others may read (0644): exit 1, file:line of jwt.keys, the mode" 1 err \
+    "$T/jwt.cfg:$kline: " "key id 'k1'" "mode 0644" -- "$BUILD/seckill-producer" -t -c "$T/jwt.cfg"
+chmod 400 "$T/keys/k1.secret"
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$T/keys/es.pem" 2>/dev/null
+openssl pkey -in "$T/keys/es.pem" -pubout -out "$T/keys/es.pub.pem" 2>/dev/null
+mkcfg "$T/priv.cfg" 'producer = { auth = "jwt"; }; jwt = { key_dir = "keys"; keys = [ "es:ES256:es.pem" ]; };'
+expect "producer -t, a private ES256 key: exit 1, refused at file:line, kid and file named" 1 err \
+    "$T/priv.cfg:$kline: " "key id 'es'" "$T/keys/es.pem" "a private key" "signing stays with seckillctl" -- \
+    "$BUILD/seckill-producer" -t -c "$T/priv.cfg"
+expect "seckillctl token issue signs with that private key" 0 out "eyJ" -- \
+    "$CTL" -c "$T/priv.cfg" token issue --user 7
+sed -i 's/es:ES256:es.pem/es:ES256:es.pub.pem/' "$T/priv.cfg"
+expect "producer -t, its public key: exit 0" 0 out "is valid" -- "$BUILD/seckill-producer" -t -c "$T/priv.cfg"
+
+# auth = "none" believes any client's user_id: the producer refuses it on a
+# listener beyond loopback unless producer.allow_insecure_auth says so, and
+# then warns at every start.
+mkcfg "$T/open.cfg" 'producer = { listen = "0.0.0.0"; port = 18099; auth = "none"; };'
+expect "producer -t, auth none on 0.0.0.0: exit 1, at file:line, says what to do" 1 err \
+    "$T/open.cfg:$DEFECT_LINE: 'producer.auth' = \"none\"" "is not loopback" "allow_insecure_auth" -- \
+    "$BUILD/seckill-producer" -t -c "$T/open.cfg"
+expect "seckillctl is not the producer: the same file is valid to it" 0 out "is valid" -- "$CTL" -t -c "$T/open.cfg"
+for a in 127.0.0.2 ::1 localhost; do
+    mkcfg "$T/lo.cfg" "producer = { listen = \"$a\"; auth = \"none\"; };"
+    expect "producer -t, auth none on loopback $a: exit 0" 0 out "is valid" -- "$BUILD/seckill-producer" -t -c "$T/lo.cfg"
+done
+mkcfg "$T/open.cfg" 'producer = { listen = "0.0.0.0"; port = 18099; auth = "none"; allow_insecure_auth = true; };'
+expect "producer -t, the same with allow_insecure_auth = true: exit 0" 0 out "is valid" -- \
+    "$BUILD/seckill-producer" -t -c "$T/open.cfg"
+"$BUILD/seckill-producer" -c "$T/open.cfg" 2>"$T/open.log" &
+open_pid=$!
+if poll 20 grep -q 'not loopback (producer.allow_insecure_auth)' "$T/open.log"; then
+    pass "the producer started so warns that anyone may buy as any user_id"
+else
+    fail "the producer started so warns that anyone may buy as any user_id" "$(head -n 20 "$T/open.log")"
+fi
+kill "$open_pid" 2>/dev/null; wait "$open_pid" 2>/dev/null
+
+# The package's configuration is a production one: -t fails, at the line
+# of the setting, until the CA file and the login service's key it names are
+# there (test_deb.sh checks the same on the installed package).
+sed -e 's|"/etc/seckill/tls/ca.crt"|"tls/ca.crt"|' debian/seckill.cfg >"$T/pkg.cfg"
+mkdir -p "$T/tls" "$T/jwt"
+for pw in pg-producer redis-producer kafka-producer; do (umask 077 && echo not-a-real-password >"$T/$pw"); done
+cline=$(grep -n 'sslrootcert = ' "$T/pkg.cfg" | cut -d: -f1)
+expect "the package's config, no CA file: producer -t exit 1 at file:line of postgres.sslrootcert" 1 err \
+    "$T/pkg.cfg:$cline: 'postgres.sslrootcert': $T/tls/ca.crt: cannot read" -- \
+    "$BUILD/seckill-producer" -t -c "$T/pkg.cfg"
+cp "$STACK_DIR/tls/ca.crt" "$T/tls/ca.crt"
+kline=$(grep -n 'keys = ' "$T/pkg.cfg" | cut -d: -f1)
+expect "the package's config, no key: producer -t exit 1 at file:line of jwt.keys" 1 err \
+    "$T/pkg.cfg:$kline: " "$T/jwt/login.pub.pem: cannot read" -- "$BUILD/seckill-producer" -t -c "$T/pkg.cfg"
+openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$T/login.pem" 2>/dev/null
+openssl pkey -in "$T/login.pem" -pubout -out "$T/jwt/login.pub.pem" 2>/dev/null
+expect "the package's config with its CA file and key: producer -t exit 0" 0 out "is valid" -- \
+    "$BUILD/seckill-producer" -t -c "$T/pkg.cfg"
+sed -i 's/sslmode = "verify-full";/sslmode = "verify-ca";/; s|sslrootcert = "tls/ca.crt";|sslrootcert = "";|' "$T/pkg.cfg"
+mline=$(grep -n 'sslmode = ' "$T/pkg.cfg" | cut -d: -f1)
+expect "sslmode verify-ca without sslrootcert: -t exit 1 at file:line of postgres.sslmode" 1 err \
+    "$T/pkg.cfg:$mline: 'postgres.sslmode' = \"verify-ca\"" "postgres.sslrootcert" -- \
+    "$BUILD/seckill-producer" -t -c "$T/pkg.cfg"
 expect "configuration path is a folder: exit 1, says it is not a regular file" 1 err "$T: cannot read: not a regular file" -- "$CTL" -t -c "$T"
 if [ "$(id -u)" -ne 0 ]; then
     cp "$T/valid.cfg" "$T/unreadable.cfg" && chmod 000 "$T/unreadable.cfg"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # tests/cli/test_deb.sh BUILD_DIR: the Debian package. Builds it (make deb:
 # dpkg-buildpackage, then lintian, which must find no error), installs it
-# with dpkg, checks that every file is where the systemd units expect it and
-# that both daemons accept the shipped configuration (-t, as root and as the
-# seckill user, as ExecStartPre runs it), then purges it and checks that the
-# machine is as it was. Needs root (skipped otherwise) and no running stack.
-# Speaks TAP.
+# with dpkg, checks that every file is where the systemd units expect it,
+# that each daemon runs as a user of its own that cannot read the other's
+# credentials, that the shipped configuration is a production one (-t
+# refuses it, at the line to act on, until its CA file and key are there;
+# then both daemons accept it, as root and as their users, as ExecStartPre
+# runs it), then purges it and checks that the machine is as it was. Needs
+# root (skipped otherwise) and no running stack. Speaks TAP.
 #
 # It refuses, without touching anything, when dpkg already knows a seckill
 # package (installed, or removed with its configuration kept) or when a file
@@ -14,11 +16,12 @@
 # the tree, in build/deb (mk/deb.mk).
 #
 # "As it was": no file of the package left, /etc/seckill gone, dpkg knows no
-# seckill, no statoverride or systemd state left. The seckill user is the
-# exception Debian makes: a purge keeps the system users a package created
-# (files they own may remain elsewhere, and a uid given to another user later
-# would own them). The test checks that the purge kept it, then removes it
-# itself when it was not there before, since it was the test that caused it.
+# seckill, no statoverride or systemd state left. The users
+# (seckill-producer, seckill-consumer) and group seckill are the exception
+# Debian makes: a purge keeps the system users a package created (files they
+# own may remain elsewhere, and a uid given to another user later would own
+# them). The test checks that the purge kept them, then removes those that
+# were not there before, since it was the test that caused them.
 set -u
 
 : "${1:?usage: tests/cli/test_deb.sh BUILD_DIR}"
@@ -44,10 +47,34 @@ DEB=build/${PKG}_${VERSION}_$(dpkg --print-architecture).deb
 BINS="seckill-producer seckill-consumer seckillctl"
 export DEBIAN_FRONTEND=noninteractive
 
+USERS="seckill-producer seckill-consumer"
 pkg_status() { dpkg-query -W -f='${db:Status-Status}' "$PKG" 2>/dev/null; }
 known() { local s; s=$(pkg_status); [ -n "$s" ] && [ "$s" != not-installed ]; }
-has_user() { getent passwd seckill >/dev/null; }
-has_group() { getent group seckill >/dev/null; }
+has_user() { getent passwd "$1" >/dev/null; }
+has_group() { getent group "$1" >/dev/null; }
+# The users and groups the package makes that exist now, one per line
+# ("user NAME", "group NAME").
+accounts() {
+    local u
+    for u in $USERS; do
+        if has_user "$u"; then echo "user $u"; fi
+        if has_group "$u"; then echo "group $u"; fi
+    done
+    if has_group seckill; then echo "group seckill"; fi
+}
+# drop_accounts: remove those the test caused (not in $T/accounts.before),
+# the users before the groups.
+drop_accounts() {
+    local kind name
+    while read -r kind name; do
+        grep -qx "$kind $name" "$T/accounts.before" && continue
+        if [ "$kind" = user ]; then userdel "$name" >/dev/null 2>&1; fi
+    done < <(accounts)
+    while read -r kind name; do
+        grep -qx "$kind $name" "$T/accounts.before" && continue
+        if [ "$kind" = group ]; then groupdel "$name" >/dev/null 2>&1; fi
+    done < <(accounts)
+}
 
 # dpkg, waiting out another dpkg or apt (scripts/stack up installing
 # packages) that holds its lock.
@@ -64,15 +91,13 @@ dpkg_() {
     done
 }
 
-INSTALLED=0 USER_BEFORE=0 GROUP_BEFORE=0
+INSTALLED=0 CREDS_P= CREDS_C=
 cleanup() {
     # A run that failed half-way still leaves the machine as it found it.
+    if [ "$INSTALLED" -eq 1 ]; then rm -f /etc/seckill/tls/ca.crt /etc/seckill/jwt/login.pub.pem; fi
     if [ "$INSTALLED" -eq 1 ] && known; then dpkg_ --purge "$PKG"; fi
-    if [ "$INSTALLED" -eq 1 ]; then
-        if [ "$USER_BEFORE" -eq 0 ] && has_user; then userdel seckill >/dev/null 2>&1; fi
-        if [ "$GROUP_BEFORE" -eq 0 ] && has_group; then groupdel seckill >/dev/null 2>&1; fi
-    fi
-    rm -rf "$T"
+    if [ "$INSTALLED" -eq 1 ]; then drop_accounts; fi
+    rm -rf "$T" ${CREDS_P:+"$CREDS_P"} ${CREDS_C:+"$CREDS_C"}
 }
 trap cleanup EXIT
 
@@ -134,10 +159,9 @@ if [ -n "$clash" ]; then
     exit 1
 fi
 pass "none of the package's $(grep -c . "$T/paths") paths but shared folders exists before the install"
-has_user && USER_BEFORE=1
-has_group && GROUP_BEFORE=1
-getent passwd seckill >"$T/user.before"
-dpkg-statoverride --list "$CFG" >"$T/override.before"
+accounts >"$T/accounts.before"
+for u in $USERS; do getent passwd "$u"; done >"$T/users.before"
+dpkg-statoverride --list '/etc/seckill*' >"$T/override.before"
 find /etc/systemd /var/lib/systemd -name '*seckill*' 2>/dev/null | sort >"$T/systemd.before"
 
 # --- install ------------------------------------------------------------------
@@ -193,43 +217,121 @@ fi
 wants=$(find /etc/systemd/system -name 'seckill*' 2>/dev/null)
 is "nothing enabled (no seckill link under /etc/systemd/system)" "$wants" ""
 
-ok_if "sysusers entry /usr/lib/sysusers.d/seckill.conf" "missing" \
-    grep -q '^u seckill ' /usr/lib/sysusers.d/seckill.conf
-IFS=: read -r _ _ uid _ _ _ shell < <(getent passwd seckill)
-if has_user && [ "${uid:-1000}" -lt 1000 ] && [ "${shell##*/}" = nologin ]; then
-    pass "the seckill system user exists (uid $uid, no login)"
-else
-    fail "the seckill system user exists (system uid, nologin)" "getent: '$(getent passwd seckill)'"
-fi
+# One user per daemon (issue #34): a producer taken over must not read the
+# consumer's credentials, which systemd hands to the consumer's user alone.
+SYSU=/usr/lib/sysusers.d/seckill.conf
+ok_if "sysusers entry $SYSU: a user per daemon, both in group seckill" "$(cat "$SYSU" 2>&1)" \
+    sh -c "grep -q '^u seckill-producer ' $SYSU && grep -q '^u seckill-consumer ' $SYSU &&
+           grep -q '^m seckill-producer seckill' $SYSU && grep -q '^m seckill-consumer seckill' $SYSU"
+for u in $USERS; do
+    IFS=: read -r _ _ uid _ _ _ shell < <(getent passwd "$u")
+    if has_user "$u" && [ "${uid:-1000}" -lt 1000 ] && [ "${shell##*/}" = nologin ]; then
+        pass "the $u system user exists (uid $uid, no login)"
+    else
+        fail "the $u system user exists (system uid, nologin)" "getent: '$(getent passwd "$u")'"
+    fi
+    is "$u's groups: its own and seckill" "$(id -Gn "$u" 2>&1 | tr ' ' '\n' | sort | tr '\n' ' ')" \
+        "$(printf '%s\n' "$u" seckill | sort | tr '\n' ' ')"
+done
+for b in producer consumer; do
+    u=seckill-$b.service
+    [ "$b" = consumer ] && u=seckill-consumer@.service
+    is "$u runs as seckill-$b, with group seckill beside" \
+        "$(grep -E '^(User|Group|SupplementaryGroups)=' "$UNITDIR/$u" | tr '\n' ' ')" \
+        "User=seckill-$b Group=seckill-$b SupplementaryGroups=seckill "
+    is "$u loads only seckill-$b's own credentials" \
+        "$(grep '^LoadCredential=' "$UNITDIR/$u" | grep -v ":/etc/seckill/secrets/[a-z]*-$b\$")" ""
+done
 
 conffiles=$(dpkg-query -W -f='${Conffiles}\n' "$PKG" | awk 'NF {print $1}' | sort | tr '\n' ' ')
 is "conffiles" "$conffiles" "/etc/seckill/prometheus/seckill-rules.yml $CFG "
-# The daemons read it as seckill; nobody else may (it holds passwords).
+# Both daemons read it (group seckill); nobody else may.
 is "$CFG is root:seckill 0640" "$(stat -c '%U:%G %a' "$CFG" 2>&1)" "root:seckill 640"
+is "/etc/seckill/secrets is root's alone (0700; dh_fixperms made it 0755)" \
+    "$(stat -c '%U:%G %a' /etc/seckill/secrets 2>&1)" "root:root 700"
+is "/etc/seckill/jwt is the producer's (root:seckill-producer 0750)" \
+    "$(stat -c '%U:%G %a' /etc/seckill/jwt 2>&1)" "root:seckill-producer 750"
 ok_if "$CFG names no development key" "the public development key must not ship as a live key" \
     sh -c "! grep -q 'DEV-ONLY' '$CFG' && ! ls -R /etc/seckill | grep -q DEV-ONLY"
 
-# The units hand each daemon its PostgreSQL, Redis and Kafka passwords as a systemd
-# credential (LoadCredential=pg-producer:..., redis-producer:..., kafka-producer:...,
-# CREDENTIALS_DIRECTORY): the same here, with made-up passwords, in a folder only seckill
-# reads, as systemd makes it.
-CREDS=$(mktemp -d /tmp/seckill-creds-XXXXXX)
-for r in pg-producer pg-consumer redis-producer redis-consumer kafka-producer kafka-consumer; do printf 'not-a-real-password\n' >"$CREDS/$r"; done
-chmod 400 "$CREDS"/*; chmod 500 "$CREDS"; chown -R seckill: "$CREDS"
-export CREDENTIALS_DIRECTORY=$CREDS
+# The shipped configuration is a production one (issue #34): -t refuses it,
+# at the line of the setting, until the CA file and the login service's key
+# it names are there.
+cline=$(grep -n '^ *sslrootcert = ' "$CFG" | cut -d: -f1)
+kline=$(grep -n '^ *keys = ' "$CFG" | cut -d: -f1)
+run /usr/bin/seckill-producer -t -c "$CFG"
+if [ "$rc" -ne 0 ] && grep -qF "$CFG:$cline: 'postgres.sslrootcert': /etc/seckill/tls/ca.crt: cannot read" "$T/err"; then
+    pass "seckill-producer -t refuses the shipped configuration without its CA file, at $CFG:$cline"
+else
+    fail "seckill-producer -t refuses the shipped configuration without its CA file, at $CFG:$cline" \
+        "$(run_diag seckill-producer -t)"
+fi
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=test-ca \
+    -keyout "$T/ca.key" -out /etc/seckill/tls/ca.crt >/dev/null 2>&1
+openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$T/login.pem" 2>/dev/null
+
+# The units hand each daemon its PostgreSQL, Redis and Kafka passwords as
+# systemd credentials (LoadCredential=, CREDENTIALS_DIRECTORY): the same
+# here, with made-up passwords, in a folder per daemon that only its own
+# user may read, as systemd makes them.
+CREDS_P=$(mktemp -d /tmp/seckill-creds-p-XXXXXX)
+CREDS_C=$(mktemp -d /tmp/seckill-creds-c-XXXXXX)
+for e in pg redis kafka; do
+    printf 'not-a-real-password\n' >"$CREDS_P/$e-producer"
+    printf 'not-a-real-password\n' >"$CREDS_C/$e-consumer"
+done
+chmod 400 "$CREDS_P"/* "$CREDS_C"/*
+chmod 500 "$CREDS_P" "$CREDS_C"
+chown -R seckill-producer: "$CREDS_P"
+chown -R seckill-consumer: "$CREDS_C"
+run env CREDENTIALS_DIRECTORY="$CREDS_P" /usr/bin/seckill-producer -t -c "$CFG"
+if [ "$rc" -ne 0 ] && grep -qF "$CFG:$kline: " "$T/err" && grep -qF "/etc/seckill/jwt/login.pub.pem: cannot read" "$T/err"; then
+    pass "seckill-producer -t refuses it without the key jwt.keys names, at $CFG:$kline"
+else
+    fail "seckill-producer -t refuses it without the key jwt.keys names, at $CFG:$kline" "$(run_diag seckill-producer -t)"
+fi
+# A private key is refused (it would let the producer mint tokens); the
+# public one is what it takes.
+cp "$T/login.pem" /etc/seckill/jwt/login.pub.pem
+run env CREDENTIALS_DIRECTORY="$CREDS_P" /usr/bin/seckill-producer -t -c "$CFG"
+if [ "$rc" -ne 0 ] && grep -qF "a private key, and the producer takes public keys only" "$T/err"; then
+    pass "seckill-producer -t refuses a private key in jwt.keys"
+else
+    fail "seckill-producer -t refuses a private key in jwt.keys" "$(run_diag seckill-producer -t)"
+fi
+openssl pkey -in "$T/login.pem" -pubout -out /etc/seckill/jwt/login.pub.pem 2>/dev/null
+chmod 644 /etc/seckill/jwt/login.pub.pem
 for b in seckill-producer seckill-consumer; do
-    run "/usr/bin/$b" -t -c "$CFG"
-    if [ "$rc" -eq 0 ]; then pass "$b -t -c $CFG"; else fail "$b -t -c $CFG" "$(run_diag "$b" -t -c "$CFG")"; fi
-    # As the units run it: User=seckill.
-    run runuser -u seckill -- env CREDENTIALS_DIRECTORY="$CREDS" "/usr/bin/$b" -t -c "$CFG"
+    if [ "$b" = seckill-producer ]; then creds=$CREDS_P; else creds=$CREDS_C; fi
+    run env CREDENTIALS_DIRECTORY="$creds" "/usr/bin/$b" -t -c "$CFG"
+    if [ "$rc" -eq 0 ]; then pass "$b -t -c $CFG (its CA file and key there)"; else fail "$b -t -c $CFG" "$(run_diag "$b" -t -c "$CFG")"; fi
+    # As the units run it: User=$b.
+    run runuser -u "$b" -- env CREDENTIALS_DIRECTORY="$creds" "/usr/bin/$b" -t -c "$CFG"
     if [ "$rc" -eq 0 ]; then
-        pass "$b -t as the seckill user (ExecStartPre)"
+        pass "$b -t as the $b user (ExecStartPre)"
     else
-        fail "$b -t as the seckill user (ExecStartPre)" "$(run_diag runuser -u seckill -- "$b" -t)"
+        fail "$b -t as the $b user (ExecStartPre)" "$(run_diag runuser -u "$b" -- "$b" -t)"
     fi
 done
-unset CREDENTIALS_DIRECTORY
-rm -rf "$CREDS"
+# What one daemon's user may not: the other's credentials, the other's
+# keys, the password files themselves.
+# denied DESC USER CMD...: CMD as USER fails with "Permission denied".
+denied() {
+    local desc=$1 u=$2
+    shift 2
+    run runuser -u "$u" -- "$@"
+    if [ "$rc" -ne 0 ] && grep -qi 'permission denied' "$T/err"; then pass "$desc"; else fail "$desc" "$(run_diag "$@")"; fi
+}
+denied "the producer's user cannot read the consumer's credentials" seckill-producer cat "$CREDS_C/pg-consumer"
+denied "seckill-consumer run as the producer's user cannot load the consumer's credentials" seckill-producer \
+    env CREDENTIALS_DIRECTORY="$CREDS_C" /usr/bin/seckill-consumer -t -c "$CFG"
+denied "the consumer's user cannot read the producer's credentials" seckill-consumer cat "$CREDS_P/kafka-producer"
+denied "the consumer's user cannot list the producer's keys (/etc/seckill/jwt)" seckill-consumer ls /etc/seckill/jwt
+for u in $USERS; do
+    denied "$u cannot list /etc/seckill/secrets" "$u" ls /etc/seckill/secrets
+done
+rm -rf "$CREDS_P" "$CREDS_C" /etc/seckill/tls/ca.crt /etc/seckill/jwt/login.pub.pem
+CREDS_P= CREDS_C=
 run runuser -u nobody -- /usr/bin/seckill-producer -t -c "$CFG"
 if [ "$rc" -ne 0 ] && grep -qi 'permission denied' "$T/err"; then
     pass "another user cannot read $CFG"
@@ -276,18 +378,18 @@ if grep -qx /etc/seckill "$T/exists.before"; then
 else
     ok_if "/etc/seckill gone" "still there: $(find /etc/seckill 2>&1 | tr '\n' ' ')" test ! -e /etc/seckill
 fi
-is "statoverride of $CFG as before" "$(dpkg-statoverride --list "$CFG")" "$(cat "$T/override.before")"
+is "statoverrides under /etc/seckill as before" "$(dpkg-statoverride --list '/etc/seckill*')" "$(cat "$T/override.before")"
 is "no systemd state of the package left" \
     "$(find /etc/systemd /var/lib/systemd -name '*seckill*' 2>/dev/null | sort)" "$(cat "$T/systemd.before")"
-if [ "$USER_BEFORE" -eq 1 ]; then
-    is "the seckill user, there before, is unchanged" "$(getent passwd seckill)" "$(cat "$T/user.before")"
-else
-    ok_if "the purge keeps the seckill system user it created (Debian's convention)" "it is gone" has_user
-    userdel seckill >/dev/null 2>&1
-    if [ "$GROUP_BEFORE" -eq 0 ] && has_group; then groupdel seckill >/dev/null 2>&1; fi
-    ok_if "the test removed the user and group it caused: none left" "$(getent passwd seckill; getent group seckill)" \
-        sh -c '! getent passwd seckill && ! getent group seckill'
+ok_if "the purge keeps the system users and group it created (Debian's convention)" "$(accounts)" \
+    sh -c 'getent passwd seckill-producer && getent passwd seckill-consumer && getent group seckill'
+if [ -s "$T/users.before" ]; then
+    is "the users there before are unchanged" "$(for u in $USERS; do getent passwd "$u"; done | grep -xFf "$T/users.before")" \
+        "$(cat "$T/users.before")"
 fi
+drop_accounts
+is "the test removed the users and groups it caused: those left were there before" "$(accounts)" \
+    "$(cat "$T/accounts.before")"
 INSTALLED=0
 
 echo "1..$n"

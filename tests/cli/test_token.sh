@@ -155,7 +155,7 @@ if openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$T/keys/rs
 else
     fail "openssl made RSA-2048 and P-256 key pairs"
 fi
-printf 'rotated-secret-0123456789abcdef-0123456789\n' >"$T/keys/hs.secret"
+(umask 077 && printf 'rotated-secret-0123456789abcdef-0123456789\n' >"$T/keys/hs.secret") # 0600, as a password file
 # jwtcfg FILE KEYS SIGNING [ISS AUD]: a minimal configuration with a jwt section.
 jwtcfg() {
     {

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -48,7 +49,7 @@ static void setup(void)
         die("mkdtemp", NULL);
     snprintf(p, sizeof(p), "%s/hs.secret", dir);
     FILE *f = fopen(p, "w");
-    if (!f || fputs(secret, f) < 0 || fclose(f) != 0)
+    if (!f || fputs(secret, f) < 0 || fclose(f) != 0 || chmod(p, 0600) != 0) /* as a password file */
         die("writing the secret", p);
     EVP_PKEY *ec = EVP_EC_gen("P-256");
     snprintf(p, sizeof(p), "%s/ec.pem", dir);
@@ -68,13 +69,13 @@ static void setup(void)
     c.jwt.signing_key = "";
     c.jwt.leeway_s = 30;
     c.jwt.max_token_bytes = 4096;
-    if (jwt_keyset_load(&c, &multi, err, sizeof(err)) != 0)
+    if (jwt_keyset_load(&c, JWT_USE_SIGN, &multi, err, sizeof(err)) != 0)
         die("keyset", err);
     c.jwt.keys = (struct cfg_list){ keys1, 1 };
     c.jwt.algorithms = (struct cfg_list){ NULL, 0 };
     c.jwt.issuer = "";
     c.jwt.audience = "";
-    if (jwt_keyset_load(&c, &single, err, sizeof(err)) != 0)
+    if (jwt_keyset_load(&c, JWT_USE_SIGN, &single, err, sizeof(err)) != 0)
         die("keyset", err);
     if (!(cache = jwt_cache_new(64)))
         die("cache", NULL);

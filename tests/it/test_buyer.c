@@ -22,6 +22,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -621,6 +622,7 @@ static void write_file(const char *path, const char *content)
     assert_non_null(f);
     assert_true(fputs(content, f) >= 0);
     assert_int_equal(fclose(f), 0);
+    assert_int_equal(chmod(path, 0600), 0); /* an HS256 secret is a password file */
 }
 
 static void set_keys(struct cfg *c, const char *k1, const char *k2)
@@ -661,7 +663,7 @@ static struct jwt_keyset *keys_load(const struct cfg *c)
 {
     char err[512];
     struct jwt_keyset *ks = NULL;
-    if (jwt_keyset_load(c, &ks, err, sizeof(err)) != 0)
+    if (jwt_keyset_load(c, JWT_USE_SIGN, &ks, err, sizeof(err)) != 0)
         fail_msg("jwt keys: %s", err);
     return ks;
 }

@@ -153,6 +153,55 @@ static rd_kafka_resp_err_t create_topic_as(const char *user, const char *name)
     return e;
 }
 
+/* The metadata of topic asked as user: the topic's error in the answer
+ * (TOPIC_AUTHORIZATION_FAILED where user may not even Describe it: a
+ * consumer without a group would wait for it in vain). */
+static rd_kafka_resp_err_t describe_as(const char *user, const char *topic)
+{
+    char err[512];
+    rd_kafka_conf_t *conf = harness_kafka_conf(&harness_conf, user);
+    assert_int_equal(rd_kafka_conf_set(conf, "log_level", "0", err, sizeof(err)), RD_KAFKA_CONF_OK);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    assert_non_null(rk);
+    rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
+    assert_non_null(t);
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, t, &md, KAFKA_WAIT_MS);
+    if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        e = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+        rd_kafka_metadata_destroy(md);
+    }
+    rd_kafka_topic_destroy(t);
+    rd_kafka_destroy(rk);
+    return e;
+}
+
+/* Delete a topic as user: the topic's result error. */
+static rd_kafka_resp_err_t delete_topic_as(const char *user, const char *name)
+{
+    char err[512];
+    rd_kafka_conf_t *conf = harness_kafka_conf(&harness_conf, user);
+    assert_int_equal(rd_kafka_conf_set(conf, "log_level", "0", err, sizeof(err)), RD_KAFKA_CONF_OK);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    assert_non_null(rk);
+    rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(name);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_DeleteTopics(rk, &dt, 1, NULL, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, KAFKA_WAIT_MS);
+    assert_non_null(ev);
+    rd_kafka_resp_err_t e = rd_kafka_event_error(ev);
+    const rd_kafka_DeleteTopics_result_t *res = rd_kafka_event_DeleteTopics_result(ev);
+    size_t n = 0;
+    const rd_kafka_topic_result_t **tr = res ? rd_kafka_DeleteTopics_result_topics(res, &n) : NULL;
+    if (e == RD_KAFKA_RESP_ERR_NO_ERROR && n == 1)
+        e = rd_kafka_topic_result_error(tr[0]);
+    rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_DeleteTopic_destroy(dt);
+    rd_kafka_destroy(rk);
+    return e;
+}
+
 #define ASSERT_ERR(got, want)                                                                                \
     do {                                                                                                     \
         rd_kafka_resp_err_t g_ = (got);                                                                      \
@@ -188,6 +237,42 @@ static void test_consumer_refused(void **state)
     ASSERT_ERR(fetch_as("consumer", orders), RD_KAFKA_RESP_ERR_NO_ERROR);
     ASSERT_ERR(group_offsets_as("consumer", harness_conf.consumer.group_id, orders), RD_KAFKA_RESP_ERR_NO_ERROR);
     ASSERT_ERR(produce_as("consumer", harness_conf.kafka.dlq_topic), RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
+/* The admin user (seckillctl, the tools) has the project's names only:
+ * topics seckill., groups seckill-, and the dev stack's scratch prefixes
+ * (issue #34). A topic of someone else's on the same brokers, made here by
+ * the stack's super user, it can neither see, read, write nor delete; it
+ * cannot make a topic outside those prefixes, nor read another's group. */
+static void test_admin_refused(void **state)
+{
+    (void)state;
+    char other[96], ours[96], rnd[9];
+    assert_int_equal(util_random_hex(rnd, 4), 0);
+    snprintf(other, sizeof(other), "notours.kafkaacl.%d.%s", (int)getpid(), rnd);
+    snprintf(ours, sizeof(ours), "sktest.kafkaacl.admin.%d.%s", (int)getpid(), rnd);
+    ASSERT_ERR(create_topic_as("stack", other), RD_KAFKA_RESP_ERR_NO_ERROR);
+    ASSERT_ERR(produce_as("stack", other), RD_KAFKA_RESP_ERR_NO_ERROR);
+
+    ASSERT_ERR(create_topic_as("admin", "notours.kafkaacl.never"), RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+    ASSERT_ERR(delete_topic_as("admin", other), RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+    ASSERT_ERR(describe_as("admin", other), RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+    ASSERT_ERR(produce_as("admin", other), RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+    ASSERT_ERR(group_offsets_as("admin", "notours-kafkaacl", harness_conf.kafka.topic),
+               RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED);
+    /* the refused delete deleted nothing */
+    ASSERT_ERR(describe_as("stack", other), RD_KAFKA_RESP_ERR_NO_ERROR);
+    ASSERT_ERR(fetch_as("stack", other), RD_KAFKA_RESP_ERR_NO_ERROR);
+    ASSERT_ERR(delete_topic_as("stack", other), RD_KAFKA_RESP_ERR_NO_ERROR);
+
+    /* what it does: make and remove the project's topics, read the orders
+     * and the dead letters, see the consumers' committed offsets */
+    ASSERT_ERR(create_topic_as("admin", ours), RD_KAFKA_RESP_ERR_NO_ERROR);
+    ASSERT_ERR(delete_topic_as("admin", ours), RD_KAFKA_RESP_ERR_NO_ERROR);
+    ASSERT_ERR(fetch_as("admin", harness_conf.kafka.topic), RD_KAFKA_RESP_ERR_NO_ERROR);
+    ASSERT_ERR(fetch_as("admin", harness_conf.kafka.dlq_topic), RD_KAFKA_RESP_ERR_NO_ERROR);
+    ASSERT_ERR(group_offsets_as("admin", harness_conf.consumer.group_id, harness_conf.kafka.topic),
+               RD_KAFKA_RESP_ERR_NO_ERROR);
 }
 
 /* --- who gets in --------------------------------------------------------- */
@@ -588,6 +673,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_producer_refused),
         cmocka_unit_test(test_consumer_refused),
+        cmocka_unit_test(test_admin_refused),
         cmocka_unit_test(test_no_entry_without_tls_and_password),
         cmocka_unit_test(test_wrong_or_expired_ca),
         cmocka_unit_test(test_producer_wrong_password_then_reload),

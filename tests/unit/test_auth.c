@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -23,11 +24,17 @@ static int group_setup(void **state)
     snprintf(dir, sizeof(dir), "/tmp/seckill-auth-XXXXXX");
     if (!mkdtemp(dir))
         return -1;
+    /* The private key signs the tests' tokens; the producer gets the
+     * public one (it refuses a private key). */
     EVP_PKEY *ec = EVP_EC_gen("P-256");
     char p[128];
     snprintf(p, sizeof(p), "%s/ec.pem", dir);
     FILE *f = fopen(p, "w");
     if (!ec || !f || PEM_write_PrivateKey(f, ec, NULL, NULL, 0, NULL, NULL) != 1)
+        return -1;
+    fclose(f);
+    snprintf(p, sizeof(p), "%s/ec.pub.pem", dir);
+    if (!(f = fopen(p, "w")) || PEM_write_PUBKEY(f, ec) != 1)
         return -1;
     fclose(f);
     EVP_PKEY_free(ec);
@@ -50,6 +57,7 @@ static void write_secret(const char *name, const char *content)
     assert_non_null(f);
     assert_true(fputs(content, f) >= 0);
     assert_int_equal(fclose(f), 0);
+    assert_int_equal(chmod(p, 0600), 0); /* as a password file */
 }
 
 /* Run hook's commit with stderr (where the log goes) captured into out. */
@@ -98,13 +106,21 @@ static void mkcfg(struct cfg *c, int cache_entries, const char *const *keys)
 }
 
 /* "Bearer <token>" signed by kid of c's keys, valid for an hour (or
- * expired when ttl < 0). */
+ * expired when ttl < 0). The signer, as seckillctl, holds the private key
+ * where c names the public one ("ec.pub.pem": "ec.pem"). */
 static char *bearer(const struct cfg *c, const char *kid, int64_t user, int ttl)
 {
     struct jwt_keyset *ks = NULL;
+    struct cfg sc;
+    const char *keys[8] = { NULL };
     char err[256], *t = NULL, *h = NULL;
-    if (jwt_keyset_load(c, &ks, err, sizeof(err)) != 0)
+    assert_true(c->jwt.keys.n < ARRAY_SIZE(keys));
+    for (size_t i = 0; i < c->jwt.keys.n; i++)
+        keys[i] = strstr(c->jwt.keys.v[i], "ec.pub.pem") ? "k2:ES256:ec.pem" : c->jwt.keys.v[i];
+    mkcfg(&sc, 0, keys);
+    if (jwt_keyset_load(&sc, JWT_USE_SIGN, &ks, err, sizeof(err)) != 0)
         fail_msg("%s", err);
+    cfg_free(&sc);
     int64_t now = util_wall_ms() / 1000;
     if (jwt_sign(ks, kid, user, now - (ttl < 0 ? 7200 : 0), now + ttl, &t, err, sizeof(err)) != 0)
         fail_msg("%s", err);
@@ -269,8 +285,8 @@ static void test_reload_rotation(void **state)
     write_secret("k1.secret", "rotation-secret-one-0123456789abcdef\n");
     struct cfg c1, c2, c3, c4;
     mkcfg(&c1, 1024, (const char *const[]){ "k1:HS256:k1.secret", NULL });
-    mkcfg(&c2, 1024, (const char *const[]){ "k1:HS256:k1.secret", "k2:ES256:ec.pem", NULL });
-    mkcfg(&c3, 1024, (const char *const[]){ "k2:ES256:ec.pem", NULL });
+    mkcfg(&c2, 1024, (const char *const[]){ "k1:HS256:k1.secret", "k2:ES256:ec.pub.pem", NULL });
+    mkcfg(&c3, 1024, (const char *const[]){ "k2:ES256:ec.pub.pem", NULL });
     mkcfg(&c4, 1024, (const char *const[]){ "k2:ES256:missing-ec.pem", NULL });
     struct auth *a = NULL;
     char err[512];
@@ -329,6 +345,57 @@ static void test_reload_rotation(void **state)
     cfg_free(&c4);
 }
 
+/* The producer takes public keys only: a private key (which would let it
+ * mint tokens) is refused at start, at -t and on reload, naming the entry,
+ * its key id and the file after the configuration's place; an HS256 secret
+ * others may read is refused the same way. */
+static void test_private_key_and_open_secret_refused(void **state)
+{
+    (void)state;
+    write_secret("p.secret", "private-test-secret-0123456789abcdef\n");
+    struct cfg good, priv, shared;
+    mkcfg(&good, 1024, (const char *const[]){ "p:HS256:p.secret", "k2:ES256:ec.pub.pem", NULL });
+    mkcfg(&priv, 1024, (const char *const[]){ "p:HS256:p.secret", "k2:ES256:ec.pem", NULL });
+    mkcfg(&shared, 1024, (const char *const[]){ "p:HS256:p.secret", NULL });
+    struct auth *a = NULL;
+    char err[1024], file[128];
+    snprintf(file, sizeof(file), "%s/ec.pem", dir);
+    assert_int_equal(auth_open(&priv, &a, err, sizeof(err)), -1);
+    assert_null(a);
+    if (!strstr(err, "'k2:ES256:ec.pem'") || !strstr(err, "key id 'k2'") || !strstr(err, file) ||
+        !strstr(err, "private key") || !strstr(err, "signing stays with seckillctl"))
+        fail_msg("auth_open: '%s'", err);
+    assert_int_equal(auth_check(&priv, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "key id 'k2'"));
+
+    /* Running with the public key, a reload to the private one is refused
+     * and the keys in force stay. */
+    assert_int_equal(auth_open(&good, &a, err, sizeof(err)), 0);
+    struct daemon_reload_hook hk = auth_reload_hook(a);
+    char *t = bearer(&good, "k2", 31, 3600);
+    EXPECT(a, t, JWT_OK, 'v');
+    assert_int_equal(hk.prepare(hk.arg, &priv, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "private key"));
+    hk.commit(hk.arg);
+    EXPECT(a, t, JWT_OK, 'c');
+
+    /* The HS256 secret readable by others: refused, the mode named. */
+    char sp[128];
+    snprintf(sp, sizeof(sp), "%s/p.secret", dir);
+    assert_int_equal(chmod(sp, 0640), 0);
+    assert_int_equal(auth_check(&shared, err, sizeof(err)), -1);
+    if (!strstr(err, "key id 'p'") || !strstr(err, "mode 0640") || strstr(err, "private-test-secret"))
+        fail_msg("auth_check: '%s'", err);
+    assert_int_equal(hk.prepare(hk.arg, &shared, err, sizeof(err)), -1);
+    assert_int_equal(chmod(sp, 0400), 0);
+    assert_int_equal(auth_check(&shared, err, sizeof(err)), 0);
+    free(t);
+    auth_close(a);
+    cfg_free(&good);
+    cfg_free(&priv);
+    cfg_free(&shared);
+}
+
 static void test_reload_rereads_secret(void **state)
 {
     (void)state;
@@ -373,6 +440,7 @@ int main(void)
         cmocka_unit_test(test_header),
         cmocka_unit_test(test_no_cache_and_disabled),
         cmocka_unit_test(test_reload_rotation),
+        cmocka_unit_test(test_private_key_and_open_secret_refused),
         cmocka_unit_test(test_reload_rereads_secret),
     };
     return cmocka_run_group_tests_name("auth", tests, group_setup, group_teardown);

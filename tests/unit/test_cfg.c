@@ -232,6 +232,109 @@ static void test_unreadable_file(void **state)
     assert_non_null(strstr(err, "/nonexistent/seckill.cfg: cannot read"));
 }
 
+/* A server certificate checked against no CA, or against a CA file that is
+ * not there, is a load error at the line of the setting to change; so is a
+ * producer that believes any client's user_id beyond loopback (issue #34). */
+static void test_trust_rules(void **state)
+{
+    (void)state;
+    char want[160], ca[96];
+    struct cfg c;
+    char err[1024];
+    snprintf(want, sizeof(want), "%s:3: 'postgres.sslmode' = \"verify-full\" checks", path);
+    expect_error("kafka = { brokers = \"b\"; };\npostgres = { dbname = \"d\";\n sslmode = \"verify-full\"; };\n",
+                 want);
+    expect_error("kafka = { brokers = \"b\"; };\npostgres = { dbname = \"d\"; sslmode = \"verify-ca\"; };\n",
+                 "name its file in 'postgres.sslrootcert'");
+    snprintf(want, sizeof(want), "%s:3: 'postgres.sslrootcert': /nonexistent/ca.crt: cannot read", path);
+    expect_error("kafka = { brokers = \"b\"; };\npostgres = { dbname = \"d\";\n sslrootcert = \"/nonexistent/ca.crt\"; "
+                 "sslmode = \"verify-full\"; };\n",
+                 want);
+    expect_error("kafka = { brokers = \"b\"; ssl_ca_file = \"/nonexistent/ca.crt\"; security_protocol = \"ssl\"; };\n"
+                 "postgres = { dbname = \"d\"; };\n",
+                 "'kafka.ssl_ca_file': /nonexistent/ca.crt: cannot read");
+    expect_error("kafka = { brokers = \"b\"; };\npostgres = { dbname = \"d\"; sslrootcert = \"/tmp\"; };\n",
+                 "/tmp: not a regular file");
+    /* Plaintext Kafka never reads its CA file; a CA file that is there loads. */
+    snprintf(ca, sizeof(ca), "%s.ca", path);
+    FILE *f = fopen(ca, "w");
+    assert_non_null(f);
+    fclose(f);
+    char text[512];
+    snprintf(text, sizeof(text),
+             "kafka = { brokers = \"b\"; ssl_ca_file = \"/nonexistent/ca.crt\"; };\n"
+             "postgres = { dbname = \"d\"; sslmode = \"verify-full\"; sslrootcert = \"%s\"; };\n",
+             ca);
+    write_cfg(text);
+    if (cfg_load(path, &c, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    cfg_free(&c);
+    unlink(ca);
+
+    /* auth none beyond loopback: the producer only, and allowed only by
+     * producer.allow_insecure_auth (a boolean). */
+    const char *open_cfg = MINIMAL "producer = { listen = \"0.0.0.0\"; auth = \"none\"; };\n";
+    write_cfg(open_cfg);
+    assert_int_equal(cfg_load(path, &c, err, sizeof(err)), 0); /* not the producer */
+    cfg_free(&c);
+    cfg_role_set(CFG_ROLE_PRODUCER, 0);
+    snprintf(want, sizeof(want), "%s:3: 'producer.auth' = \"none\" believes the user_id any client sends", path);
+    expect_error(open_cfg, want);
+    expect_error(open_cfg, "'producer.listen' = \"0.0.0.0\" is not loopback");
+    expect_error(MINIMAL "producer = { listen = \"10.0.0.5\"; };\n", "is not loopback");
+    expect_error(MINIMAL "producer = { listen = \"0.0.0.0\"; auth = \"none\"; allow_insecure_auth = 1; };\n",
+                 "'producer.allow_insecure_auth' must be true or false");
+    static const char *const ok[] = {
+        MINIMAL "producer = { listen = \"0.0.0.0\"; auth = \"none\"; allow_insecure_auth = true; };\n",
+        MINIMAL "producer = { listen = \"127.0.0.1\"; auth = \"none\"; };\n",
+        MINIMAL "producer = { listen = \"0.0.0.0\"; auth = \"jwt\"; };\n", /* its keys: auth_check */
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
+        write_cfg(ok[i]);
+        if (cfg_load(path, &c, err, sizeof(err)) != 0)
+            fail_msg("%s: %s", ok[i], err);
+        assert_int_equal(c.producer.allow_insecure_auth, i == 0);
+        cfg_free(&c);
+    }
+    cfg_role_set(CFG_ROLE_ADMIN, 0);
+
+    static const char *const lo[] = { "127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1", "localhost" };
+    static const char *const not_lo[] = { "0.0.0.0", "::", "10.0.0.5", "::ffff:10.0.0.5", "", "*", "example.com",
+                                          "128.0.0.1" };
+    for (size_t i = 0; i < ARRAY_SIZE(lo); i++)
+        if (!cfg_addr_loopback(lo[i]))
+            fail_msg("'%s' is loopback", lo[i]);
+    for (size_t i = 0; i < ARRAY_SIZE(not_lo); i++)
+        if (cfg_addr_loopback(not_lo[i]))
+            fail_msg("'%s' is not loopback", not_lo[i]);
+}
+
+/* cfg_where: the file and line a setting comes from, the file alone for a
+ * default; a reload's places replace the old ones. */
+static void test_where(void **state)
+{
+    (void)state;
+    struct cfg a, b;
+    char err[1024], want[96];
+    write_cfg(MINIMAL "jwt = {\n  keys = [ ];\n};\n");
+    assert_int_equal(cfg_load(path, &a, err, sizeof(err)), 0);
+    snprintf(want, sizeof(want), "%s:4", path);
+    assert_string_equal(cfg_where(&a, "jwt.keys"), want);
+    snprintf(want, sizeof(want), "%s:1", path);
+    assert_string_equal(cfg_where(&a, "kafka.brokers"), want);
+    assert_string_equal(cfg_where(&a, "redis.port"), path);
+    assert_string_equal(cfg_where(&a, "no.such"), "(configuration)");
+    write_cfg(MINIMAL "\n\njwt = { keys = [ ]; };\n");
+    assert_int_equal(cfg_load(path, &b, err, sizeof(err)), 0);
+    cfg_apply_reload(&a, &b);
+    snprintf(want, sizeof(want), "%s:5", path);
+    assert_string_equal(cfg_where(&a, "jwt.keys"), want);
+    cfg_free(&a);
+    cfg_free(&b);
+    struct cfg z = { 0 };
+    assert_string_equal(cfg_where(&z, "jwt.keys"), "(configuration)");
+}
+
 static void test_reload_check(void **state)
 {
     (void)state;
@@ -354,6 +457,8 @@ int main(void)
         cmocka_unit_test(test_kconf_refused),
         cmocka_unit_test(test_ha_settings),
         cmocka_unit_test(test_unreadable_file),
+        cmocka_unit_test(test_trust_rules),
+        cmocka_unit_test(test_where),
         cmocka_unit_test(test_reload_check),
         cmocka_unit_test(test_dump_masks_secrets),
         cmocka_unit_test(test_every_setting_has_help),

@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <fcntl.h>
 
 #include <openssl/bio.h>
 #include <openssl/ec.h>
@@ -62,6 +65,8 @@ static void write_file(const char *name, const void *data, size_t n)
     assert_non_null(f);
     assert_int_equal(fwrite(data, 1, n, f), n);
     assert_int_equal(fclose(f), 0);
+    /* An HS256 secret must be 0600 or 0400, as a password file. */
+    assert_int_equal(chmod(p, 0600), 0);
 }
 
 static void write_key(const char *name, EVP_PKEY *pk, int private, int traditional)
@@ -77,6 +82,7 @@ static void write_key(const char *name, EVP_PKEY *pk, int private, int tradition
     else
         assert_int_equal(PEM_write_bio_PrivateKey(b, pk, NULL, NULL, 0, NULL, NULL), 1);
     BIO_free(b);
+    assert_int_equal(chmod(p, 0600), 0); /* the HS256 loads of a PEM file get past the mode check */
 }
 
 static int group_setup(void **state)
@@ -171,7 +177,7 @@ static int ks_try(const struct conf *o, struct jwt_keyset **ks, char *err, size_
     struct cfg c;
     conf_cfg(o, &c);
     err[0] = '\0';
-    int rc = jwt_keyset_load(&c, ks, err, errlen);
+    int rc = jwt_keyset_load(&c, JWT_USE_SIGN, ks, err, errlen);
     cfg_free(&c);
     return rc;
 }
@@ -787,6 +793,129 @@ static void test_public_key_cannot_sign(void **state)
     jwt_keyset_free(ks);
 }
 
+/* The producer's use: public keys and HS256 secrets; every form of private
+ * key OpenSSL reads (PKCS#8, traditional, with EC parameters before it) is
+ * refused with the entry, its key id and the file named. Signing (seckillctl)
+ * takes them all. */
+static void test_verify_takes_public_keys_only(void **state)
+{
+    (void)state;
+    static const char *const priv[] = { "r:RS256:rsa.pem", "r:RS256:rsa-trad.pem", "e:ES256:ec.pem",
+                                        "e:ES256:ec-ecparam.pem" };
+    for (size_t i = 0; i < ARRAY_SIZE(priv); i++) {
+        struct cfg c;
+        struct jwt_keyset *ks = NULL;
+        char err[768];
+        conf_cfg(&(struct conf){ .keys = { "h:HS256:hs.secret", priv[i] } }, &c);
+        assert_int_equal(jwt_keyset_load(&c, JWT_USE_VERIFY, &ks, err, sizeof(err)), -1);
+        assert_null(ks);
+        char kid[32], file[160];
+        snprintf(kid, sizeof(kid), "key id '%c'", priv[i][0]);
+        snprintf(file, sizeof(file), "%s/%s", dir, priv[i] + 8);
+        if (!strstr(err, priv[i]) || !strstr(err, kid) || !strstr(err, file) ||
+            !strstr(err, "a private key, and the producer takes public keys only") || strstr(err, "-----BEGIN"))
+            fail_msg("%s: error '%s'", priv[i], err);
+        assert_int_equal(jwt_keyset_load(&c, JWT_USE_SIGN, &ks, err, sizeof(err)), 0);
+        jwt_keyset_free(ks);
+        cfg_free(&c);
+    }
+    /* The public halves verify what the private ones signed. */
+    struct jwt_keyset *signer = ks_of(&(struct conf){ .keys = { "r:RS256:rsa.pem", "e:ES256:ec.pem" } });
+    struct cfg c;
+    struct jwt_keyset *ks = NULL;
+    char err[512], *t = NULL;
+    conf_cfg(&(struct conf){ .keys = { "h:HS256:hs.secret", "r:RS256:rsa.pub.pem", "e:ES256:ec.pub.pem" } }, &c);
+    assert_int_equal(jwt_keyset_load(&c, JWT_USE_VERIFY, &ks, err, sizeof(err)), 0);
+    for (const char *kid = "r"; kid; kid = strcmp(kid, "r") == 0 ? "e" : NULL) {
+        assert_int_equal(jwt_sign(signer, kid, 5, NOW, NOW + 60, &t, err, sizeof(err)), 0);
+        keep(t);
+        EXPECT(ks, t, JWT_OK);
+    }
+    jwt_keyset_free(ks);
+    jwt_keyset_free(signer);
+    cfg_free(&c);
+}
+
+/* The mappings of this process that hold needle (n bytes): whether one
+ * left out of core dumps (VmFlags "dd") does, and whether the heap does.
+ * Under ASan the heap is ASan's own mappings, not [heap]: only the first
+ * answer means something there. */
+static void scan_mappings(const void *needle, size_t n, bool *in_dd, bool *in_heap)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512], name[256] = "";
+    unsigned long lo = 0, hi = 0;
+    bool rw = false;
+    assert_non_null(f);
+    *in_dd = *in_heap = false;
+    while (fgets(line, sizeof(line), f)) {
+        char perms[8];
+        unsigned long a, b;
+        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %255[^\n]", &a, &b, perms, name) >= 3 && strchr(line, '-') &&
+            line[0] != 'V') {
+            lo = a, hi = b, rw = perms[0] == 'r' && perms[1] == 'w';
+            if (!strchr(line, '/') && !strchr(line, '['))
+                name[0] = '\0';
+            continue;
+        }
+        if (strncmp(line, "VmFlags:", 8) != 0 || !rw)
+            continue;
+        /* Small anonymous mappings only: [vvar] is "dd" too, and not all of
+         * it reads; so are ASan's shadow regions, huge and partly a gap. A
+         * secret's page (common/secret.c) is a page or two. */
+        bool dd = strstr(line, " dd") != NULL && name[0] == '\0' && hi - lo <= (1ul << 20),
+             heap = strcmp(name, "[heap]") == 0;
+        if ((dd || heap) && memmem((const void *)lo, hi - lo, needle, n)) {
+            *in_dd |= dd;
+            *in_heap |= heap;
+        }
+    }
+    fclose(f);
+}
+
+/* An HS256 secret is a password file (common/secret.h): 0600 or 0400, any
+ * bytes, and held in a page core dumps leave out, never in the heap. */
+static void test_hs256_secret_is_a_password_file(void **state)
+{
+    (void)state;
+    char p[128], hex[65], err[512];
+    struct jwt_keyset *ks = NULL;
+    /* A secret of this run only, written without stdio (whose buffer is
+     * heap) so that the heap holds it only if jwt.c puts it there. */
+    assert_int_equal(util_random_hex(hex, 32), 0);
+    path_of(p, sizeof(p), "dump.secret");
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, hex, 64), 64);
+    close(fd);
+    assert_int_equal(chmod(p, 0644), 0);
+    expect_load_error(&(struct conf){ .keys = { "d:HS256:dump.secret" } }, "key id 'd'",
+                      "group or others may access it (mode 0644); it must be 0600 or 0400");
+    assert_int_equal(chmod(p, 0400), 0);
+    ks = ks_of(&(struct conf){ .keys = { "d:HS256:dump.secret" } });
+    bool in_dd, in_heap;
+    scan_mappings(hex, 64, &in_dd, &in_heap);
+    assert_true(in_dd);
+    assert_false(in_heap);
+    jwt_keyset_free(ks);
+    scan_mappings(hex, 64, &in_dd, &in_heap);
+    assert_false(in_dd); /* wiped when freed */
+    explicit_bzero(hex, sizeof(hex));
+
+    /* Random bytes, a NUL among them, are a secret like any other. */
+    unsigned char bin[40];
+    for (size_t i = 0; i < sizeof(bin); i++)
+        bin[i] = (unsigned char)(i * 37 + 1);
+    bin[7] = 0;
+    write_file("bin.secret", bin, sizeof(bin));
+    struct jwt_keyset *k2 = ks_of(&(struct conf){ .keys = { "b:HS256:bin.secret" } });
+    char *t = NULL;
+    assert_int_equal(jwt_sign(k2, "b", 3, NOW, NOW + 60, &t, err, sizeof(err)), 0);
+    keep(t);
+    EXPECT(k2, t, JWT_OK);
+    jwt_keyset_free(k2);
+}
+
 static void test_err_str(void **state)
 {
     (void)state;
@@ -897,6 +1026,8 @@ int main(void)
         cmocka_unit_test_teardown(test_subject, gc_free),
         cmocka_unit_test_teardown(test_keyset_errors, gc_free),
         cmocka_unit_test_teardown(test_public_key_cannot_sign, gc_free),
+        cmocka_unit_test_teardown(test_verify_takes_public_keys_only, gc_free),
+        cmocka_unit_test_teardown(test_hs256_secret_is_a_password_file, gc_free),
         cmocka_unit_test(test_err_str),
         cmocka_unit_test(test_cache),
     };
