@@ -265,8 +265,8 @@ static void test_producer_wrong_password_then_reload_then_rotation(void **state)
     harness_set_str(&c.redis.key_prefix, harness_conf.redis.key_prefix);
     harness_set_str(&c.redis.user[CFG_ROLE_PRODUCER], user);
     harness_set_str(&c.redis.password_file[CFG_ROLE_PRODUCER], pwfile);
-    int port = harness_free_port();
-    c.producer.port = port;
+    harness_producer_ports(&c);
+    int port = c.producer.port, mport = c.producer.metrics_port;
     harness_cfg_file(&c, cfgpath, sizeof(cfgpath));
     snprintf(log, sizeof(log), "/tmp/seckill-test-redisacl-%d.log", port);
     unlink(log);
@@ -293,7 +293,7 @@ static void test_producer_wrong_password_then_reload_then_rotation(void **state)
     WAIT_UNTIL(harness_http(port, "GET", "/healthz", NULL, NULL, NULL, 0) == 200, 30000, ok);
     if (!ok)
         fail_msg("the producer did not come up after SIGHUP; see %s", log);
-    assert_int_equal(sale_metric(port, "seckill_producer_redis_up"), 1);
+    assert_int_equal(sale_metric(mport, "seckill_producer_redis_up"), 1);
     if (order(port, u++, item) != 202)
         fail_msg("the first order: %s; see %s", last_resp, log);
 
@@ -302,7 +302,7 @@ static void test_producer_wrong_password_then_reload_then_rotation(void **state)
      * attempts; the file put right and SIGHUP: orders again. */
     user_password(pw2);
     user_kill_clients();
-    WAIT_UNTIL(order(port, u++, item) == 503 && sale_metric(port, "seckill_producer_redis_up") == 0, 15000,
+    WAIT_UNTIL(order(port, u++, item) == 503 && sale_metric(mport, "seckill_producer_redis_up") == 0, 15000,
                ok);
     if (!ok)
         fail_msg("the producer did not notice its password was refused; see %s", log);
@@ -316,7 +316,7 @@ static void test_producer_wrong_password_then_reload_then_rotation(void **state)
     WAIT_UNTIL(order(port, u++, item) == 202, 15000, ok);
     if (!ok)
         fail_msg("the producer did not take orders after the file was put right; see %s", log);
-    assert_int_equal(sale_metric(port, "seckill_producer_redis_up"), 1);
+    assert_int_equal(sale_metric(mport, "seckill_producer_redis_up"), 1);
     assert_int_equal(harness_file_lines(log, "connected again; orders are taken again"), 1);
 
     /* 4. Rotation: new password on the server and in the file, SIGHUP, the
@@ -330,7 +330,7 @@ static void test_producer_wrong_password_then_reload_then_rotation(void **state)
     WAIT_UNTIL(order(port, u++, item) == 202, 15000, ok);
     if (!ok)
         fail_msg("the producer did not take orders after the rotation; see %s", log);
-    assert_int_equal(sale_metric(port, "seckill_producer_redis_up"), 1);
+    assert_int_equal(sale_metric(mport, "seckill_producer_redis_up"), 1);
 
     /* never a password in the log */
     assert_int_equal(harness_file_lines(log, pw1), 0);
