@@ -15,10 +15,16 @@ int script_load(redisContext *rc, struct script *s)
         return -1;
     }
     int ok = r->type == REDIS_REPLY_STRING && r->len == 40;
-    if (ok)
+    if (ok) {
         memcpy(s->sha, r->str, 41);
-    else
-        log_error("script %s: SCRIPT LOAD failed: %s", s->name, r->type == REDIS_REPLY_ERROR ? r->str : "?");
+        log_repeat_end(&s->say, "loaded");
+    } else {
+        /* Every attempt of a worker retrying with backoff comes here. */
+        char key[LOG_REPEAT_KEY_MAX];
+        snprintf(key, sizeof(key), "script %s: SCRIPT LOAD failed: %s", s->name,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "?");
+        log_repeat(&s->say, LOG_LVL_ERROR, key, "%s (said once while it lasts)", key);
+    }
     freeReplyObject(r);
     return ok ? 0 : -1;
 }

@@ -8,15 +8,21 @@
 #include <hiredis/hiredis.h>
 #include <stddef.h>
 
+#include "log.h"
+
+/* Belongs to the thread that owns the connection it is loaded on. */
 struct script {
-    const char *name;   /* for messages */
-    const char *source; /* the Lua text */
-    char sha[41];       /* filled by script_load */
+    const char *name;      /* for messages */
+    const char *source;    /* the Lua text */
+    char sha[41];          /* filled by script_load */
+    struct log_repeat say; /* a refused SCRIPT LOAD, said once while it lasts */
 };
 
 #define SCRIPT_INIT(name, source) { name, source, { 0 } }
 
-/* SCRIPT LOAD; stores the SHA. 0 or -1. */
+/* SCRIPT LOAD; stores the SHA. 0 or -1. A refusal (NOPERM, OOM ...) is
+ * logged once while the same refusal repeats, and said over once a load
+ * works. */
 int script_load(redisContext *rc, struct script *s);
 
 /* EVALSHA with nkeys keys followed by nargs arguments (binary-safe). Loads the

@@ -657,6 +657,94 @@ static void test_sold_out_given_back_between_checks(void **state)
     redisFree(rc);
 }
 
+/* The stack's Redis a replica of a primary that is not there: what a
+ * single-host Redis demoted behind the daemons' backs does, it takes every
+ * connection and answers every write READONLY. */
+static void redis_replica_of_nothing(bool on)
+{
+    redisContext *rc = harness_redis(&harness_conf);
+    char port[16];
+    snprintf(port, sizeof(port), "%d", harness_free_port());
+    freeReplyObject(on ? harness_cmd(rc, "REPLICAOF 127.0.0.1 %s", port) : harness_cmd(rc, "REPLICAOF NO ONE"));
+    redisFree(rc);
+}
+
+/* Whatever happened in the test, the stack's Redis is a primary again. */
+static int redis_primary_again(void **state)
+{
+    (void)state;
+    redisContext *rc;
+    char err[256];
+    if (harness_redis_open(&harness_conf, &rc, err, sizeof(err)) != 0)
+        return -1;
+    redisReply *r = redisCommand(rc, "REPLICAOF NO ONE");
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    freeReplyObject(r);
+    redisFree(rc);
+    return ok ? 0 : -1;
+}
+
+/* The largest count of the log's "<key>: over (...) after N times" lines
+ * that contain needle; -1 when there is none. */
+static long long over_count(const char *path, const char *needle)
+{
+    char line[4096];
+    long long n = -1;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f)) {
+        const char *a = strstr(line, needle);
+        long long k;
+        if (a && (a = strstr(a, ") after ")) && sscanf(a, ") after %lld time", &k) == 1 && k > n)
+            n = k;
+    }
+    fclose(f);
+    return n;
+}
+
+/* A stuck Redis does not grow the log with the attempts: while it answers
+ * every order's write READONLY (the producer reconnects each time, and
+ * each connect succeeds), the log says so once and counts; once Redis is a
+ * primary again it says the failure is over, with the count. */
+static void test_readonly_redis_logs_once(void **state)
+{
+    (void)state;
+    enum { ATTEMPTS = 60, MAX_LINES = 12 };
+    struct prod *p = &main_prod;
+    int64_t item = new_item(1000), u = 300, errors0;
+    int lines0, refused = 0;
+    bool ok;
+    expect_order(p->port, u++, item, 202);
+    lines0 = harness_file_lines(p->log, "");
+    errors0 = sale_metric(p->mport, "seckill_producer_redis_errors_total");
+    redis_replica_of_nothing(true);
+    /* Every order refused, none kept, until the producer has failed on
+     * Redis ATTEMPTS times. */
+    WAIT_UNTIL((expect_order(p->port, u++, item, 503), ++refused,
+                sale_metric(p->mport, "seckill_producer_redis_errors_total") >= errors0 + ATTEMPTS),
+               30000, ok);
+    assert_true(ok);
+    int grown = harness_file_lines(p->log, "") - lines0;
+    if (grown > MAX_LINES)
+        fail_msg("%d log lines for %d failed attempts (at most %d allowed); see %s", grown, ATTEMPTS, MAX_LINES,
+                 p->log);
+    assert_true(harness_file_lines(p->log, "right after connecting; orders are refused (503)") == 1);
+
+    /* Healed: orders are taken, and the log says the failure is over, with
+     * its count: every refused order after the first two (the first broke
+     * the connection the producer had, the next one the first new one). */
+    redis_replica_of_nothing(false);
+    WAIT_UNTIL(harness_order(p->port, u++, item, NULL, 0) == 202 &&
+                   over_count(p->log, "right after connecting: over (a command worked; taken again)") >= 0,
+               15000, ok);
+    if (!ok)
+        fail_msg("no order taken, or no end of the failure logged, after Redis healed; see %s", p->log);
+    long long times = over_count(p->log, "right after connecting: over (a command worked; taken again)");
+    if (times < refused - 2)
+        fail_msg("the failure is over after %lld times, but %d orders were refused; see %s", times, refused, p->log);
+}
+
 /* Whatever happened in the test, the broker is running again after it. */
 static int restart_stack(void **state)
 {
@@ -676,6 +764,7 @@ int main(void)
         cmocka_unit_test(test_sold_out_locally),
         cmocka_unit_test(test_sold_out_unit_back),
         cmocka_unit_test(test_sold_out_given_back_between_checks),
+        cmocka_unit_test_teardown(test_readonly_redis_logs_once, redis_primary_again),
         cmocka_unit_test_teardown(test_kafka_down_and_orphans, restart_stack),
     };
     return cmocka_run_group_tests_name("producer", tests, setup, teardown);
