@@ -483,6 +483,7 @@ static int scripts_read(struct rsv *r, size_t sent, int retry, struct slot **won
             return 0;
         }
         if (rep->type == REDIS_REPLY_INTEGER || rep->type == REDIS_REPLY_ARRAY) {
+            rlink_worked(&r->link);
             script_result(&slots[i], rep, &r->say_unknown_code, won, nwon);
         } else if (script_is_noscript(rep) && !retry) {
             /* Redis restarted or its scripts were flushed: nothing ran. */

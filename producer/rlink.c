@@ -20,9 +20,9 @@ void rlink_down(struct rlink *l, const char *why)
     char meanwhile[128], key[LOG_REPEAT_KEY_MAX];
     PM_INC(redis_errors);
     say_down(l, meanwhile, sizeof(meanwhile));
-    if (!l->down && l->fresh) {
-        /* Connected, then failed before anything worked: the outage goes
-         * on, however often the connect itself succeeds. */
+    if (!l->down && l->fresh && (l->announced || l->flap.times)) {
+        /* Said to be back, then failed before anything worked: the outage
+         * goes on, however often the connect itself succeeds. */
         snprintf(key, sizeof(key), "redis: %s right after connecting", why);
         log_repeat(&l->flap, LOG_LVL_ERROR, key, "%s; %s until it is back (said once while it lasts)", key,
                    meanwhile);
@@ -50,13 +50,8 @@ int rlink_ok(struct rlink *l)
 {
     char err[256];
     int64_t now;
-    if (l->rc && !rconn_broken(l->rc)) {
-        /* Still whole after its use since the connect: it works. */
-        if (l->fresh && l->flap.times)
-            log_repeat_end(&l->flap, l->meanwhile ? "a command worked; resumed" : "a command worked; taken again");
-        l->fresh = 0;
+    if (l->rc && !rconn_broken(l->rc))
         return 1;
-    }
     if (l->rc)
         rlink_down(l, l->rc->errstr[0] ? l->rc->errstr : "connection broken");
     now = util_mono_ms();
@@ -69,9 +64,10 @@ int rlink_ok(struct rlink *l)
     if (l->prepare && l->prepare(l->rc, l->arg) != 0)
         return retry_later(l, now, "cannot load the scripts");
     /* While connections keep failing at once, a connect is no news. */
-    if (l->down && !l->flap.times && l->meanwhile)
+    l->announced = l->down && !l->flap.times;
+    if (l->announced && l->meanwhile)
         log_notice("redis: connected again; %s resume", l->what);
-    else if (l->down && !l->flap.times)
+    else if (l->announced)
         log_notice("redis: connected again; %s are taken again", l->what);
     l->down = 0;
     l->fresh = 1;
@@ -79,6 +75,14 @@ int rlink_ok(struct rlink *l)
     if (l->report_up)
         PM_SET(redis_up, 1);
     return 1;
+}
+
+void rlink_worked(struct rlink *l)
+{
+    if (!l->fresh)
+        return;
+    l->fresh = 0;
+    log_repeat_end(&l->flap, l->meanwhile ? "a command worked; resumed" : "a command worked; taken again");
 }
 
 void rlink_retry_now(struct rlink *l)

@@ -33,12 +33,16 @@ struct rlink {
     int attempt;
     int64_t next_connect_ms;
     int fresh;              /* connected, and no command seen to work on it yet */
+    int announced;          /* "connected again" was said for this connection */
     struct log_repeat flap; /* connections that failed before anything worked */
 };
 
 /* 1 with l->rc usable (reopened and prepared if it had to be), 0 while
  * Redis is down or the backoff has not passed. */
 int rlink_ok(struct rlink *l);
+/* A command got its answer (not an error reply) on l->rc: the connection
+ * works. Ends a run of connections that failed at once. */
+void rlink_worked(struct rlink *l);
 /* The connection failed (why may point into l->rc: it is logged before the
  * context is freed). */
 void rlink_down(struct rlink *l, const char *why);

@@ -109,6 +109,11 @@ static int replies(struct st *s, size_t n, redisReply **rep)
             rlink_down(&s->link, s->link.rc->errstr);
             return -1;
         }
+    for (i = 0; i < n; i++)
+        if (rep[i]->type != REDIS_REPLY_ERROR) {
+            rlink_worked(&s->link);
+            break;
+        }
     return 0;
 }
 
