@@ -89,6 +89,8 @@ struct cfg {
     struct {
         char *listen;
         int port;
+        char *metrics_listen;
+        int metrics_port;
         int max_connections;
         int max_inflight;
         int connection_timeout_s;
@@ -261,9 +263,13 @@ enum cfg_auth {
     X("postgres.target_session_attrs", CFG_STR, postgres.target_session_attrs, 0, 0, 0, "read-write", 0,    \
       "which of the hosts to use (libpq): read-write follows a promotion; any, primary, standby ...")       \
     X("producer.listen", CFG_STR, producer.listen, 0, 0, 0, "127.0.0.1", 0,                                 \
-      "address the producer's HTTP server binds")                                                           \
+      "address the producer's HTTP server for the buyers binds")                                          \
     X("producer.port", CFG_INT, producer.port, 1, 65535, 8080, NULL, 0,                                     \
-      "the producer's HTTP port (API, /healthz, /metrics)")                                                 \
+      "the producer's HTTP port for the buyers (API, /healthz)")                                            \
+    X("producer.metrics_listen", CFG_STR, producer.metrics_listen, 0, 0, 0, "127.0.0.1", 0,                 \
+      "address the producer's operator listener (/metrics, /healthz) binds; not the buyers' network")       \
+    X("producer.metrics_port", CFG_INT, producer.metrics_port, 0, 65535, 9099, NULL, 0,                     \
+      "port of the producer's /metrics and /healthz for operators; 0: off")                                 \
     X("producer.max_connections", CFG_INT, producer.max_connections, 1, 1000000, 4096, NULL, 0,             \
       "open HTTP connections at most; beyond it new ones are not accepted")                                 \
     X("producer.max_inflight", CFG_INT, producer.max_inflight, 1, 10000000, 20000, NULL, CFG_RELOAD,        \

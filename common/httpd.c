@@ -34,7 +34,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     (void)version;
     (void)upload_data;
     (void)con_cls;
-    if (strcmp(method, "GET") != 0 || *upload_data_size != 0) {
+    /* HEAD: libmicrohttpd sends the headers of the GET and no body. */
+    if ((strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) || *upload_data_size != 0) {
         mbuf_printf(&body, "{\"status\":\"method_not_allowed\"}\n");
         status = MHD_HTTP_METHOD_NOT_ALLOWED;
     } else {

@@ -1,5 +1,6 @@
 /* httpd: a small read-only HTTP endpoint (libmicrohttpd) for /metrics and
- * /healthz of a daemon whose main job is not HTTP (the consumer).
+ * /healthz: the consumer's, and the producer's operator listener (apart
+ * from its buyers' port). GET and HEAD only; anything else is 405.
  *
  * The handler runs on the server's own thread and must not block. */
 #ifndef SECKILL_HTTPD_H

@@ -90,8 +90,10 @@ static void send_claimed(struct pub *p, const redisReply *r, size_t n, int64_t i
         char why[128];
         if (id->type != REDIS_REPLY_STRING || msg->type != REDIS_REPLY_STRING ||
             order_decode(msg->str, msg->len, &o, why, sizeof(why)) != 0) {
-            /* Never seen in practice; keep it for an operator, do not guess. */
-            log_error("sweep: item %" PRId64 ": undecodable reservation left in place", item);
+            /* Never seen in practice; keep it for an operator, do not guess.
+             * Every pass claims it again: the caller says so once. */
+            log_debug("sweep: item %" PRId64 ": undecodable reservation left in place", item);
+            st->undecodable++;
             st->failed++;
             continue;
         }

@@ -22,6 +22,7 @@ struct sweep_stats {
     int64_t claimed;      /* older than the age: claimed for re-publishing */
     int64_t republished;  /* acknowledged by Kafka this pass */
     int64_t failed;       /* claimed but not acknowledged (retried after the age) */
+    int64_t undecodable;  /* of which not an order message: left in place, never sent */
 };
 
 /* One pass over every item, waiting for the delivery reports of what it

@@ -37,6 +37,7 @@ struct settle {
     struct resv *unclear; /* the backlog, oldest first */
     size_t nunclear, capunclear;
     bool logged;          /* the backlog's warning was logged */
+    size_t given_up;      /* reservations dropped beyond the backlog's limit, this outage */
     int64_t retry_ms;     /* monotonic: the next idle retry */
     /* the calls of the clearing under way (settle_start .. settle_finish) */
     const char **argv; /* room for every order's values and a call's keys */
@@ -228,8 +229,12 @@ static void backlog_keep(struct settle *s)
     s->logged = true;
     if (s->nunclear > SETTLE_BACKLOG_MAX) {
         size_t drop = s->nunclear - SETTLE_BACKLOG_MAX;
-        log_error("worker %d: giving up clearing %zu reservations of persisted orders; "
-                  "'seckillctl reconcile --fix' drops them", s->id, drop);
+        /* Every batch of the outage drops some: said once, totalled at the end. */
+        if (!s->given_up)
+            log_error("worker %d: giving up clearing reservations of persisted orders beyond %d; "
+                      "'seckillctl reconcile --fix' drops them (the total when Redis is back)", s->id,
+                      SETTLE_BACKLOG_MAX);
+        s->given_up += drop;
         memmove(s->unclear, s->unclear + drop, SETTLE_BACKLOG_MAX * sizeof(*s->unclear));
         s->nunclear = SETTLE_BACKLOG_MAX;
     }
@@ -286,8 +291,12 @@ void settle_finish(struct settle *s)
     }
     if (s->logged)
         log_notice("worker %d: cleared %zu reservations left over from a Redis outage", s->id, s->nunclear);
+    if (s->given_up)
+        log_notice("worker %d: gave up clearing %zu reservations during the outage; "
+                   "'seckillctl reconcile --fix' drops them", s->id, s->given_up);
     s->nunclear = 0;
     s->logged = false;
+    s->given_up = 0;
 }
 
 void settle_clear(struct settle *s, struct cmsg *const *v, size_t n)

@@ -28,6 +28,7 @@ struct worker {
     struct settle *settle; /* clears the reservations of settled orders */
     bool pg_down, redis_down;
     int pg_attempt, redis_attempt;
+    struct log_repeat say_aborted; /* batches rolled back one after the other */
     int64_t pg_probe_at; /* idle and PostgreSQL down: when to try it again */
     /* per batch, sized for the largest batch */
     size_t cap;
@@ -321,12 +322,16 @@ static size_t take_outcomes(struct worker *w, int st, size_t ns, struct cmsg **v
         return 0;
     }
     if (st == SINK_ABORTED) {
+        char key[LOG_REPEAT_KEY_MAX];
         CM_ADD(lease_lost, 1);
-        log_warn("worker %d: %s; rolled back, retrying under fresh locks", w->id, err);
+        snprintf(key, sizeof(key), "worker %d: %.120s; rolled back", w->id, err);
+        log_repeat(&w->say_aborted, LOG_LVL_WARNING, key, "%s, retrying under fresh locks (said once while it "
+                   "lasts)", key);
         for (size_t i = 0; i < ns; i++)
             carry(w, w->so_msg[i]);
         return 0;
     }
+    log_repeat_end(&w->say_aborted, "a batch committed");
     set_pg_down(w, false, NULL);
     w->pg_attempt = 0;
     cm_batch_observe((int64_t)ns);

@@ -41,9 +41,9 @@ int sweepcmd(const struct cfg *c, int argc, char **argv)
         goto fail;
     }
     printf("items %lld  pending %lld  unpublished %lld  older than %lld ms: claimed %lld, "
-           "re-published %lld, failed %lld\n",
+           "re-published %lld, failed %lld (undecodable, left in place: %lld)\n",
            (long long)st.items, (long long)st.pending, (long long)st.unpublished, (long long)age,
-           (long long)st.claimed, (long long)st.republished, (long long)st.failed);
+           (long long)st.claimed, (long long)st.republished, (long long)st.failed, (long long)st.undecodable);
     ret = st.failed ? 1 : 0;
 fail:
     pub_close(p, PUB_CLOSE_TIMEOUT_MS);

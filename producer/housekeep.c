@@ -26,7 +26,10 @@ struct hk {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int stop;
-    int sweep_failing, ids_failing, kafka_down_logged;
+    int ids_failing, kafka_down_logged;
+    /* The sweeper's failures that repeat every pass while they last: said
+     * once, counted, said over with the count. */
+    struct log_repeat sweep_failing, republish_failing, undecodable;
 };
 
 static int redis_ping(struct hk *k)
@@ -73,6 +76,28 @@ static void refill_ids(struct hk *k)
     k->ids_failing = failed;
 }
 
+/* What a pass claimed and re-published. Kafka down, every pass claims
+ * the same reservations again and fails them: one line while it lasts. */
+static void report_sweep(struct hk *k, const struct sweep_stats *st)
+{
+    if (st->undecodable)
+        log_repeat(&k->undecodable, LOG_LVL_ERROR, "sweep: undecodable reservations",
+                   "sweep: %lld undecodable reservations left in place for an operator (said once while "
+                   "there are some)", (long long)st->undecodable);
+    else if (st->claimed) /* claimed, and every one an order */
+        log_repeat_end(&k->undecodable, "none claimed");
+    if (st->failed > st->undecodable)
+        log_repeat(&k->republish_failing, LOG_LVL_WARNING, "sweep: re-publishing fails",
+                   "sweep: %lld stale reservations claimed, %lld re-published, %lld failed; retried every "
+                   "producer.sweep_age_ms (said once while it lasts)",
+                   (long long)st->claimed, (long long)st->republished, (long long)st->failed);
+    else if (st->claimed)
+        log_repeat_end(&k->republish_failing, "re-published");
+    if (st->claimed && st->failed <= st->undecodable && st->republished)
+        log_notice("sweep: %lld stale reservations claimed, %lld re-published", (long long)st->claimed,
+                   (long long)st->republished);
+}
+
 static void sweep(struct hk *k)
 {
     struct sweep_stats st;
@@ -82,19 +107,18 @@ static void sweep(struct hk *k)
         return;
     failed = sweep_once(k->cfg, k->rc, k->pub, sweep_age_ms(k->cfg), &st, err, sizeof(err)) != 0;
     if (failed) {
+        char key[LOG_REPEAT_KEY_MAX];
         PM_INC(sweep_errors);
-        if (!k->sweep_failing)
-            log_error("sweep: %s", err);
+        snprintf(key, sizeof(key), "sweep: %.140s", err);
+        log_repeat(&k->sweep_failing, LOG_LVL_ERROR, key, "%s (said once while it lasts)", key);
     } else {
+        log_repeat_end(&k->sweep_failing, "a sweep passed");
         PM_SET(pending, st.pending);
         PM_SET(unpublished, st.unpublished);
     }
-    k->sweep_failing = failed;
     PM_ADD(swept, st.republished);
     PM_ADD(sweep_errors, st.failed);
-    if (st.claimed)
-        log_notice("sweep: %lld stale reservations claimed, %lld re-published, %lld failed",
-                   (long long)st.claimed, (long long)st.republished, (long long)st.failed);
+    report_sweep(k, &st);
 }
 
 static void *hk_main(void *arg)

@@ -283,23 +283,22 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
 }
 
-static enum MHD_Result get_endpoint(struct ingress *g, struct MHD_Connection *conn, const char *url)
+int ing_health_render(struct ingress *g, struct mbuf *b)
+{
+    int r = atomic_load(&g->health->redis_ok), k = atomic_load(&g->health->kafka_ok);
+    int ok = r && k && !atomic_load(&g->stopping);
+    mbuf_printf(b, "{\"status\":\"%s\",\"redis\":\"%s\",\"kafka\":\"%s\"}", ok ? "ok" : "unavailable",
+                r ? "up" : "down", k ? "up" : "down");
+    return ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE;
+}
+
+/* /healthz; /metrics is the operators' (ops.h). */
+static enum MHD_Result get_health(struct ingress *g, struct MHD_Connection *conn)
 {
     struct mbuf b = { 0 };
     struct MHD_Response *resp;
     enum MHD_Result ret;
-    unsigned status = MHD_HTTP_OK;
-    const char *ctype = "application/json";
-    if (strcmp(url, "/metrics") == 0) {
-        pm_render(&b);
-        ctype = "text/plain; version=0.0.4";
-    } else {
-        int r = atomic_load(&g->health->redis_ok), k = atomic_load(&g->health->kafka_ok);
-        int ok = r && k && !atomic_load(&g->stopping);
-        status = ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE;
-        mbuf_printf(&b, "{\"status\":\"%s\",\"redis\":\"%s\",\"kafka\":\"%s\"}",
-                    ok ? "ok" : "unavailable", r ? "up" : "down", k ? "up" : "down");
-    }
+    unsigned status = (unsigned)ing_health_render(g, &b);
     if (b.oom) {
         mbuf_free(&b);
         return MHD_NO;
@@ -309,7 +308,7 @@ static enum MHD_Result get_endpoint(struct ingress *g, struct MHD_Connection *co
         mbuf_free(&b);
         return MHD_NO;
     }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     ret = MHD_queue_response(conn, status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -430,8 +429,8 @@ static enum MHD_Result on_headers(struct ingress *g, struct MHD_Connection *conn
                       "close");
     }
     if (strcmp(url, ORDER_PATH) != 0) {
-        if (is_get && (strcmp(url, "/healthz") == 0 || strcmp(url, "/metrics") == 0))
-            return get_endpoint(g, conn, url);
+        if (is_get && strcmp(url, "/healthz") == 0)
+            return get_health(g, conn);
         if ((by_order = req_path_id(url, ORDER_STATUS_PREFIX, &id)) == 0)
             by_item = req_path_id(url, ITEM_STATUS_PREFIX, &id);
         if (by_order == 0 && by_item == 0) {

@@ -5,8 +5,7 @@
  *   GET  /api/v1/orders/{order_id}  an order's status (status.h)
  *   GET  /api/v1/seckill/{item_id}  the caller's order for an item
  *   GET  /healthz                   Redis and Kafka reachable
- *   GET  /metrics                   Prometheus text
- *   (HEAD wherever GET is)
+ *   (HEAD wherever GET is; /metrics is on the operators' listener, ops.h)
  *
  * With producer.auth = "jwt" the buyer is the bearer token's (auth.h),
  * checked on the HTTP thread from the headers alone. A buy request for an
@@ -36,6 +35,10 @@ struct ing_health {
 /* Listen on producer.listen:port. 0, or -1 with err set. */
 int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct so *so, struct auth *a,
               struct ing_health *h, struct ingress **out, char *err, size_t errlen);
+/* The health of /healthz into b (JSON); its HTTP status: 200, or 503
+ * while Redis or Kafka is down or the daemon is stopping. Any thread. */
+struct mbuf;
+int ing_health_render(struct ingress *g, struct mbuf *b);
 /* From now on order requests are answered 503 and connections are closed
  * after their answer; requests already queued still finish. */
 void ing_stop_accepting(struct ingress *g);

@@ -4,8 +4,9 @@
  * the reserving thread batches scripts and publishes (reserve), librdkafka's
  * poll thread returns delivery reports to it (publish), the status thread
  * answers the buyers' polls (status), housekeeping checks health, fetches
- * order id blocks and sweeps (housekeep). This main thread only watches
- * signals and drives the lifecycle, reloads included (auth's keys). */
+ * order id blocks and sweeps (housekeep), the operators' listener serves
+ * /metrics (ops). This main thread only watches signals and drives the
+ * lifecycle, reloads included (auth's keys). */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "ingress.h"
 #include "kconf.h"
 #include "log.h"
+#include "ops.h"
 #include "orderid.h"
 #include "pmetrics.h"
 #include "publish.h"
@@ -127,6 +129,7 @@ struct producer {
     struct so *so;
     struct auth *a;
     struct ingress *g;
+    struct ops *o;
     struct ing_health health;
     struct oid_gen gen;
     int64_t block;
@@ -165,11 +168,17 @@ static int start(const struct cli *cli, struct producer *d)
     }
     if (hk_start(c, d->p, &d->gen, &d->health, &d->k, err, sizeof(err)) != 0 ||
         st_start(c, &d->st, err, sizeof(err)) != 0 || so_start(c, &d->so, err, sizeof(err)) != 0 ||
-        ing_start(c, d->r, d->st, d->so, d->a, &d->health, &d->g, err, sizeof(err)) != 0)
+        ing_start(c, d->r, d->st, d->so, d->a, &d->health, &d->g, err, sizeof(err)) != 0 ||
+        ops_start(c, d->g, &d->o, err, sizeof(err)) != 0)
         goto fail;
     log_notice("taking orders on http://%s:%d/api/v1/seckill (order id block %lld, auth %s)",
                c->producer.listen, c->producer.port, (long long)d->block,
                auth_enabled(d->a) ? "jwt" : "none");
+    if (d->o)
+        log_notice("operators: /metrics and /healthz on http://%s:%d", c->producer.metrics_listen,
+                   c->producer.metrics_port);
+    else
+        log_notice("operators: no /metrics (producer.metrics_port = 0)");
     return 0;
 fail:
     log_error("%s", err);
@@ -198,6 +207,7 @@ static void stop(struct producer *d)
     if (!d->g)
         daemon_notify("STOPPING=1");
     hk_stop(d->k);
+    ops_stop(d->o);
     ing_stop(d->g);
     st_stop(d->st);
     so_stop(d->so);

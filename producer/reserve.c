@@ -65,6 +65,8 @@ struct rsv {
     struct slot slots[RSV_BATCH];
     struct mark marks[RSV_BATCH];
     size_t nmarks;
+    /* Per request while they last: said once, counted, said over. */
+    struct log_repeat say_no_ids, say_unknown_code;
 };
 
 /* --- outcomes ------------------------------------------------------------ */
@@ -359,9 +361,12 @@ static int slot_fill(struct rsv *r, struct slot *s, struct rsv_req *q)
     s->req = q;
     q->order_id = oid_next(r->gen);
     if (q->order_id < 0) {
-        log_error("order ids: the block is used up and the next one has not arrived");
+        log_repeat(&r->say_no_ids, LOG_LVL_ERROR, "order ids: the block is used up",
+                   "order ids: the block is used up and the next one has not arrived; orders are refused "
+                   "(503) until it does");
         return -1;
     }
+    log_repeat_end(&r->say_no_ids, "the next block arrived");
     q->reserved_at_ms = util_wall_ms();
     o = (struct order){ q->order_id, q->user_id, q->item_id, 1, q->reserved_at_ms };
     len = order_encode(&o, s->msg, sizeof(s->msg));
@@ -390,8 +395,10 @@ static int slot_restamp(struct slot *s, int64_t at)
 
 /* Decide one request from seckill_reserve's reply: an integer code, or
  * {code, ms}: a sale not yet open with its opening, or a reservation the
- * script re-stamped with its time. A reserved one joins won[]. */
-static void script_result(struct slot *s, const redisReply *rep, struct slot **won, size_t *nwon)
+ * script re-stamped with its time. A reserved one joins won[]. A reply the
+ * table does not know is said once while it repeats (say). */
+static void script_result(struct slot *s, const redisReply *rep, struct log_repeat *say, struct slot **won,
+                          size_t *nwon)
 {
     const redisReply *c = rep;
     int64_t ms = 0;
@@ -413,13 +420,16 @@ static void script_result(struct slot *s, const redisReply *rep, struct slot **w
         return;
     }
     if (o < 0 || (o == RSV_NOT_STARTED && rep->type != REDIS_REPLY_ARRAY)) {
+        char key[LOG_REPEAT_KEY_MAX];
         PM_INC(script_unknown_code);
-        log_error("redis: reserve: a reply the outcome table does not know (%s %lld); answered 503",
-                  rep->type == REDIS_REPLY_ARRAY ? "array" : "integer",
-                  c && c->type == REDIS_REPLY_INTEGER ? c->integer : 0LL);
+        snprintf(key, sizeof(key), "redis: reserve: a reply the outcome table does not know (%s %lld)",
+                 rep->type == REDIS_REPLY_ARRAY ? "array" : "integer",
+                 c && c->type == REDIS_REPLY_INTEGER ? c->integer : 0LL);
+        log_repeat(say, LOG_LVL_ERROR, key, "%s; answered 503 (said once while it lasts)", key);
         finish(s->req, RSV_UNAVAILABLE);
         return;
     }
+    log_repeat_end(say, "a known reply");
     if (o == RSV_ACCEPTED) {
         PM_INC(reserved);
         won[(*nwon)++] = s;
@@ -489,7 +499,8 @@ static int scripts_read(struct rsv *r, size_t sent, struct slot **won, size_t *n
             return 0;
         }
         if (rep->type == REDIS_REPLY_INTEGER || rep->type == REDIS_REPLY_ARRAY) {
-            script_result(&slots[i], rep, won, nwon);
+            rlink_worked(&r->link);
+            script_result(&slots[i], rep, &r->say_unknown_code, won, nwon);
         } else if (rfunc_is_missing(rep)) {
             /* Nothing ran. No retry: the producer cannot load it, and
              * every call fails alike until an operator does. */

@@ -6,13 +6,29 @@
 #include "rconn.h"
 #include "util.h"
 
+/* What the owner does without Redis, for the log. */
+static void say_down(const struct rlink *l, char *buf, size_t len)
+{
+    if (l->meanwhile)
+        snprintf(buf, len, "%s", l->meanwhile);
+    else
+        snprintf(buf, len, "%s are refused (503)", l->what);
+}
+
 void rlink_down(struct rlink *l, const char *why)
 {
+    char meanwhile[128], key[LOG_REPEAT_KEY_MAX];
     PM_INC(redis_errors);
-    if (!l->down && l->meanwhile)
-        log_error("redis: %s; %s until it is back", why, l->meanwhile);
-    else if (!l->down)
-        log_error("redis: %s; %s are refused (503) until it is back", why, l->what);
+    say_down(l, meanwhile, sizeof(meanwhile));
+    if (!l->down && l->fresh && (l->announced || l->flap.times)) {
+        /* Said to be back, then failed before anything worked: the outage
+         * goes on, however often the connect itself succeeds. */
+        snprintf(key, sizeof(key), "redis: %s right after connecting", why);
+        log_repeat(&l->flap, LOG_LVL_ERROR, key, "%s; %s until it is back (said once while it lasts)", key,
+                   meanwhile);
+    } else if (!l->down) {
+        log_error("redis: %s; %s until it is back", why, meanwhile);
+    }
     if (l->rc) {
         redisFree(l->rc);
         l->rc = NULL;
@@ -47,15 +63,26 @@ int rlink_ok(struct rlink *l)
     }
     if (l->prepare && l->prepare(l->rc, l->arg, err, sizeof(err)) != 0)
         return retry_later(l, now, err);
-    if (l->down && l->meanwhile)
+    /* While connections keep failing at once, a connect is no news. */
+    l->announced = l->down && !l->flap.times;
+    if (l->announced && l->meanwhile)
         log_notice("redis: connected again; %s resume", l->what);
-    else if (l->down)
+    else if (l->announced)
         log_notice("redis: connected again; %s are taken again", l->what);
     l->down = 0;
+    l->fresh = 1;
     l->attempt = 0;
     if (l->report_up)
         PM_SET(redis_up, 1);
     return 1;
+}
+
+void rlink_worked(struct rlink *l)
+{
+    if (!l->fresh)
+        return;
+    l->fresh = 0;
+    log_repeat_end(&l->flap, l->meanwhile ? "a command worked; resumed" : "a command worked; taken again");
 }
 
 void rlink_retry_now(struct rlink *l)

@@ -269,6 +269,8 @@ static int next_view(struct so *s, struct so_view *v, int *noscript)
     if (rfunc_is_missing(r))
         *noscript = 1;
     rc = parse_view(r, v) == 0;
+    if (rc)
+        rlink_worked(&s->link);
     freeReplyObject(r);
     return rc;
 }

@@ -28,6 +28,9 @@ struct st {
     pthread_cond_t cv;
     struct st_req *head, *tail;
     int stop;
+    /* Index entries that do not parse (a bug, or a hand edit): every poll of
+     * them would say it again. Said once while it lasts. */
+    struct log_repeat say_bad_entry;
 };
 
 const char *st_state_name(enum st_state s)
@@ -105,6 +108,11 @@ static int replies(struct st *s, size_t n, redisReply **rep)
         if (redisGetReply(s->link.rc, (void **)&rep[i]) != REDIS_OK) {
             rlink_down(&s->link, s->link.rc->errstr);
             return -1;
+        }
+    for (i = 0; i < n; i++)
+        if (rep[i]->type != REDIS_REPLY_ERROR) {
+            rlink_worked(&s->link);
+            break;
         }
     return 0;
 }
@@ -198,16 +206,21 @@ static int resolve(struct st *s, struct st_req **in, size_t n)
             in[i] = NULL;
         } else if (q->kind == ST_BY_ITEM) {
             if (util_parse_i64(r->str, 1, INT64_MAX, &a) != 0) {
-                log_warn("redis: status: bad order id for user %" PRId64 " of item %" PRId64, q->user_id, q->id);
+                log_repeat(&s->say_bad_entry, LOG_LVL_WARNING, "redis: status: bad index entries",
+                           "redis: status: bad order id for user %" PRId64 " of item %" PRId64
+                           " (said once while bad entries are polled)", q->user_id, q->id);
                 done(q, ST_NONE);
                 in[i] = NULL;
             } else {
+                log_repeat_end(&s->say_bad_entry, "a good entry");
                 q->order_id = a;
                 q->item_id = q->id;
             }
         } else if (!(colon = strchr(r->str, ':')) || (*colon = 0, util_parse_i64(r->str, 1, INT64_MAX, &a)) != 0 ||
                    util_parse_i64(colon + 1, 1, INT64_MAX, &b) != 0) {
-            log_warn("redis: status: bad index entry for order %" PRId64, q->id);
+            log_repeat(&s->say_bad_entry, LOG_LVL_WARNING, "redis: status: bad index entries",
+                       "redis: status: bad index entry for order %" PRId64 " (said once while bad entries are "
+                       "polled)", q->id);
             done(q, ST_NOT_FOUND);
             in[i] = NULL;
         } else if (q->user_id && b != q->user_id) {
@@ -216,6 +229,7 @@ static int resolve(struct st *s, struct st_req **in, size_t n)
             done(q, ST_NOT_FOUND);
             in[i] = NULL;
         } else {
+            log_repeat_end(&s->say_bad_entry, "a good entry");
             q->order_id = q->id;
             q->item_id = a;
             q->user_id = b;

@@ -488,19 +488,40 @@ out:
     return status;
 }
 
+void harness_free_ports(int n, int *out)
+{
+    int fds[8];
+    assert_true(n > 0 && n <= 8);
+    /* Every socket stays bound until all are asked: the kernel cannot hand
+     * out one port twice. */
+    for (int i = 0; i < n; i++) {
+        struct sockaddr_in sa = { 0 };
+        socklen_t len = sizeof(sa);
+        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+        assert_true(fds[i] >= 0);
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        assert_int_equal(bind(fds[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+        assert_int_equal(getsockname(fds[i], (struct sockaddr *)&sa, &len), 0);
+        out[i] = ntohs(sa.sin_port);
+    }
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+}
+
 int harness_free_port(void)
 {
-    struct sockaddr_in sa = { 0 };
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-    assert_true(fd >= 0);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    port = ntohs(sa.sin_port);
-    close(fd);
+    int port;
+    harness_free_ports(1, &port);
     return port;
+}
+
+void harness_producer_ports(struct cfg *c)
+{
+    int p[2];
+    harness_free_ports(2, p);
+    c->producer.port = p[0];
+    c->producer.metrics_port = p[1];
 }
 
 void harness_set_str(char **field, const char *v)

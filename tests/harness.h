@@ -158,6 +158,12 @@ int harness_order(int port, int64_t user, int64_t item, char *resp, size_t respl
 int64_t harness_item_create(const char *cfgpath, int64_t item, int64_t stock);
 /* A TCP port on 127.0.0.1 that was free a moment ago. */
 int harness_free_port(void);
+/* n (at most 8) distinct such ports, asked together: ports asked one at a
+ * time may repeat, each being free again once asked. */
+void harness_free_ports(int n, int *out);
+/* A producer's two ports in c, distinct and free: producer.port (the
+ * buyers') and producer.metrics_port (the operators': /metrics). */
+void harness_producer_ports(struct cfg *c);
 
 /* The jwt keyset of c (jwt.key_dir, jwt.keys, the checks), loaded once per
  * distinct key configuration and kept until the program exits; fails the

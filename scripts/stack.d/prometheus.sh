@@ -8,14 +8,17 @@
 # A real Prometheus (Debian's package) on 127.0.0.1:19090, scraping the
 # daemons every second with the shipped rules. Targets come from files
 # (file_sd, watched): targets/producer-*.json and targets/consumer-*.json;
-# `up --monitoring` writes the dev daemons' (8080, 9101), a test adds its own.
+# `up --monitoring` writes the dev daemons' (9099: the producer's operator
+# listener; 9101: the consumer's), a test adds its own.
 PROM_PORT=19090
 PROM_DIR=$STATE/prometheus
 prom_ready() { curl -sf "http://127.0.0.1:$PROM_PORT/-/ready" >/dev/null; }
 
 prom_up() {
     mkdir -p "$PROM_DIR/targets" "$PROM_DIR/data"
-    [ -e "$PROM_DIR/targets/producer-dev.json" ] || echo '[{"targets": ["127.0.0.1:8080"]}]' >"$PROM_DIR/targets/producer-dev.json"
+    # A state folder from before the operator listener names the buyers' port.
+    grep -qs '127.0.0.1:8080' "$PROM_DIR/targets/producer-dev.json" && rm -f "$PROM_DIR/targets/producer-dev.json"
+    [ -e "$PROM_DIR/targets/producer-dev.json" ] || echo '[{"targets": ["127.0.0.1:9099"]}]' >"$PROM_DIR/targets/producer-dev.json"
     [ -e "$PROM_DIR/targets/consumer-dev.json" ] || echo '[{"targets": ["127.0.0.1:9101"]}]' >"$PROM_DIR/targets/consumer-dev.json"
     cat >"$PROM_DIR/prometheus.yml" <<EOP
 global:

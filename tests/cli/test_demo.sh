@@ -28,7 +28,7 @@ demo_topics() { scripts/stack kcat admin -L -q 2>/dev/null | sed -nE 's/.*topic 
 demo_topics >"$T/topics.before"
 mkdir -p "$T/art"
 run env SECKILL_DEMO_STOCK=$STOCK SECKILL_DEMO_REQUESTS=3000 SECKILL_DEMO_USERS=1500 SECKILL_DEMO_CONNS=20 \
-    SECKILL_DEMO_PORTS="$(free_ports 2)" SECKILL_DEMO_BUILD="$BUILD" SECKILL_DEMO_OUT="$T/art" \
+    SECKILL_DEMO_PORTS="$(free_ports 3)" SECKILL_DEMO_BUILD="$BUILD" SECKILL_DEMO_OUT="$T/art" \
     SECKILL_DEMO_JSON="$T/sale.json" scripts/demo
 if [ "$rc" -eq 0 ]; then pass "the demo's sale checks out (exit 0)"; else
     fail "the demo's sale checks out (exit 0)" "$(run_diag scripts/demo)" "$(tail -n 40 "$T/out")"; fi

@@ -135,7 +135,7 @@ fi
 
 # The fixture is still what the daemons serve: its outcomes are those of
 # PM_METRICS and its buckets those of common/metrics.c (recapture it if not:
-# curl -s 127.0.0.1:8080/metrics, 127.0.0.1:9101/metrics).
+# curl -s 127.0.0.1:9099/metrics, 127.0.0.1:9101/metrics).
 fix_out=$(sed -n 's/^seckill_producer_requests_total{outcome="\([a-z_]*\)"}.*/\1/p' "$FIX/producer.metrics" | sort | tr '\n' ' ')
 src_out=$(grep -o 'PM_REQ, "counter", "outcome=\\"[a-z_]*' producer/pmetrics.h | sed 's/.*"//' | sort | tr '\n' ' ')
 fix_le=$(sed -n 's/^seckill_producer_request_duration_seconds_bucket{le="\([^"]*\)"}.*/\1/p' "$FIX/producer.metrics" | tr '\n' ' ')

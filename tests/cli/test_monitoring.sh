@@ -59,10 +59,11 @@ fi
 command -v jq >/dev/null || { echo "Bail out! jq is missing"; exit 1; }
 scripts/stack topic create "$TOPIC" >/dev/null 2>&1 || { echo "Bail out! cannot create topic $TOPIC"; exit 1; }
 
-read -r PPORT CPORT < <(free_ports 2)
+read -r PPORT OPORT CPORT < <(free_ports 3)
 sed -e "s/key_prefix = \"seckill\"/key_prefix = \"$PREFIX\"/" \
     -e "s/topic = \"seckill.orders\";/topic = \"$TOPIC\";/" \
     -e "s/^  port = 8080;/  port = $PPORT;/" \
+    -e "s/metrics_port = 9099;/metrics_port = $OPORT;/" \
     -e "s/metrics_port = 9101;/metrics_port = $CPORT;/" \
     -e "s/group_id = \"seckill-consumer\";/group_id = \"sktest-$TAG\";/" \
     -e "s|\"\.\./\.stack/|\"${SECKILL_STACK_DIR:-$ROOT/.stack}/|" -e "s|key_dir = \"dev-keys\";|key_dir = \"$ROOT/config/dev-keys\";|" config/seckill.cfg >"$T/seckill.cfg"
@@ -72,11 +73,12 @@ sed -e "s/key_prefix = \"seckill\"/key_prefix = \"$PREFIX\"/" \
 prod_pid=$!
 "$BUILD/seckill-consumer" -c "$T/seckill.cfg" 2>"$T/consumer.log" &
 cons_pid=$!
-echo "[{\"targets\": [\"127.0.0.1:$PPORT\"]}]" >"$STATE/prometheus/targets/producer-$TAG.json"
+# The producer is scraped on its operator listener, not the buyers' port.
+echo "[{\"targets\": [\"127.0.0.1:$OPORT\"]}]" >"$STATE/prometheus/targets/producer-$TAG.json"
 echo "[{\"targets\": [\"127.0.0.1:$CPORT\"]}]" >"$STATE/prometheus/targets/consumer-$TAG.json"
 until_ok 60 curl -sf -o /dev/null "http://127.0.0.1:$PPORT/healthz" || { echo "Bail out! producer not healthy: $(tail -n 3 "$T/producer.log")"; exit 1; }
 
-if until_ok 30 target_up seckill-producer "127.0.0.1:$PPORT"; then pass "Prometheus scrapes the producer (job seckill-producer, up)"
+if until_ok 30 target_up seckill-producer "127.0.0.1:$OPORT"; then pass "Prometheus scrapes the producer (job seckill-producer, up)"
 else fail "Prometheus scrapes the producer" "$(curl -s "$PROM/api/v1/targets" | head -c 800)"; fi
 if until_ok 60 target_up seckill-consumer "127.0.0.1:$CPORT"; then pass "Prometheus scrapes the consumer (job seckill-consumer, up)"
 else fail "Prometheus scrapes the consumer" "$(curl -s "$PROM/api/v1/targets" | head -c 800)" "$(tail -n 5 "$T/consumer.log")"; fi
@@ -89,7 +91,7 @@ for u in $(seq 1 $BUYERS); do
 done
 is "the buyers got exactly the stock accepted" "$accepted" "$STOCK"
 
-q="sum(seckill_producer_requests_total{job=\"seckill-producer\", instance=\"127.0.0.1:$PPORT\", outcome=\"accepted\"})"
+q="sum(seckill_producer_requests_total{job=\"seckill-producer\", instance=\"127.0.0.1:$OPORT\", outcome=\"accepted\"})"
 if until_ok 30 query_is "$q" "$accepted"; then pass "Prometheus: accepted orders = $accepted"
 else fail "Prometheus: accepted orders" "query: $q" "got: '$(prom_value "$q")', want: '$accepted'"; fi
 q="sum(seckill_consumer_persisted_total{job=\"seckill-consumer\", instance=\"127.0.0.1:$CPORT\"})"

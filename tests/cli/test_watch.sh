@@ -63,10 +63,11 @@ echo "1..20"
 
 scripts/stack up >"$T/stack.log" 2>&1 || { echo "Bail out! scripts/stack up failed: $(tail -n 3 "$T/stack.log")"; exit 1; }
 scripts/stack topic create "$TOPIC" >/dev/null 2>&1 || { echo "Bail out! cannot create topic $TOPIC"; exit 1; }
-read -r PPORT CPORT < <(free_ports 2)
+read -r PPORT OPORT CPORT < <(free_ports 3)
 sed -e "s/key_prefix = \"seckill\"/key_prefix = \"$PREFIX\"/" \
     -e "s/topic = \"seckill.orders\";/topic = \"$TOPIC\";/" \
     -e "s/^  port = 8080;/  port = $PPORT;/" \
+    -e "s/metrics_port = 9099;/metrics_port = $OPORT;/" \
     -e "s/metrics_port = 9101;/metrics_port = $CPORT;/" \
     -e "s/group_id = \"seckill-consumer\";/group_id = \"$GROUP\";/" \
     -e "s|\"\.\./\.stack/|\"${SECKILL_STACK_DIR:-$ROOT/.stack}/|" \

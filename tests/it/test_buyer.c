@@ -40,7 +40,8 @@ struct rt {
     struct cfg c;
     char cfgpath[128];
     char plog[192], clog[192];
-    int port;
+    int port;  /* the producer's, for the buyers */
+    int mport; /* its operator listener (/metrics) */
     pid_t producer, consumer;
     int consumer_runs;
     PGconn *pg;
@@ -261,8 +262,9 @@ static int setup(void **state)
     R.c.consumer.metrics_port = 0;
     R.c.consumer.workers = 2;
     R.c.consumer.batch_size = 100;
-    R.port = harness_free_port();
-    R.c.producer.port = R.port;
+    harness_producer_ports(&R.c);
+    R.port = R.c.producer.port;
+    R.mport = R.c.producer.metrics_port;
     R.c.producer.auth = CFG_AUTH_JWT;
     R.c.producer.connection_timeout_s = 5;
     R.c.producer.sweep_age_ms = 1000;
@@ -705,7 +707,7 @@ static void test_key_rotation(void **state)
     harness_set_str(&c.jwt.key_dir, dir);
     harness_set_str(&c.jwt.signing_key, "");
     c.producer.auth = CFG_AUTH_JWT;
-    c.producer.port = harness_free_port();
+    harness_producer_ports(&c);
     c.producer.connection_timeout_s = 5;
     set_keys(&c, "a:HS256:a.secret", "b:HS256:b.secret");
     struct jwt_keyset *ab = keys_load(&c);
@@ -1290,8 +1292,10 @@ static void test_http_hygiene(void **state)
     assert_int_equal(r.body_len, 0);
     if (resp_header(&r, "Content-Length", v, sizeof(v)))
         assert_int_equal(strtoll(v, NULL, 10), (long long)g.body_len);
-    assert_int_equal(http_req(R.port, "HEAD", "/metrics", NULL, NULL, &r), 200);
+    /* /metrics: on the operators' listener (HEAD too), not the buyers' port. */
+    assert_int_equal(http_req(R.mport, "HEAD", "/metrics", NULL, NULL, &r), 200);
     assert_int_equal(r.body_len, 0);
+    assert_int_equal(http_req(R.port, "HEAD", "/metrics", NULL, NULL, &r), 404);
 
     snprintf(path, sizeof(path), "/api/v1/orders/%" PRId64, oid);
     /* settled first, so that GET and HEAD describe the same state */

@@ -70,7 +70,8 @@ struct dmn {
     char cfg[128];
     char logs[MAX_RUNS][192];
     int runs;
-    int port;
+    int port;  /* the producer's buyers' port; the consumer's metrics port */
+    int mport; /* the producer's operator listener (/metrics) */
     pid_t pid;
 };
 
@@ -175,11 +176,14 @@ static void print_logs(const struct scen *s)
 static void dmn_prepare(struct scen *s, struct dmn *d, const char *bin)
 {
     d->bin = bin;
-    d->port = harness_free_port();
-    if (strcmp(bin, "seckill-producer") == 0)
-        s->c.producer.port = d->port;
-    else
+    if (strcmp(bin, "seckill-producer") == 0) {
+        harness_producer_ports(&s->c);
+        d->port = s->c.producer.port;
+        d->mport = s->c.producer.metrics_port;
+    } else {
+        d->port = harness_free_port();
         s->c.consumer.metrics_port = d->port;
+    }
     harness_cfg_file(&s->c, d->cfg, sizeof(d->cfg));
 }
 
@@ -961,7 +965,7 @@ static void redis_old_primary_back(struct scen *s)
 /* Both daemons saw the primary move at least once. */
 static void expect_moves(struct scen *s, int64_t at_least, int64_t at_most)
 {
-    int64_t pm = sale_metric(s->prod.port, "seckill_producer_redis_primary_moves_total");
+    int64_t pm = sale_metric(s->prod.mport, "seckill_producer_redis_primary_moves_total");
     int64_t cm = sale_metric(s->cons[0].port, "seckill_consumer_redis_primary_moves_total");
     printf("# %s: Redis primary moves seen: producer %" PRId64 ", consumer %" PRId64 "\n", s->title, pm, cm);
     assert_true(pm >= at_least && pm <= at_most);
@@ -983,7 +987,7 @@ static void test_ha_redis_primary_killed(void **state)
            "again then (a replica to WAIT for); longest time without a 202: %" PRId64 " ms; refused meanwhile "
            "(WAIT short): %" PRId64 "\n",
            s->title, sentinel_primary_port(s), moved_ms, stall,
-           sale_metric(s->prod.port, "seckill_producer_replica_ack_short_total"));
+           sale_metric(s->prod.mport, "seckill_producer_replica_ack_short_total"));
     expect_moves(s, 1, 1000);
     wave2(s);
     scen_finish(s, 0);

@@ -464,7 +464,8 @@ static int64_t item_new(const char *cfgpath)
 struct prod {
     struct cfg c;
     char cfgpath[256], log[256], pwfile[128];
-    int port;
+    int port;  /* the buyers' */
+    int mport; /* the operators': /metrics */
     pid_t pid;
 };
 
@@ -478,8 +479,9 @@ static void prod_start(struct prod *p, const char *user, const char *password)
     harness_set_str(&p->c.kafka.topic, scratch);
     harness_set_str(&p->c.kafka.user[CFG_ROLE_PRODUCER], user);
     harness_set_str(&p->c.kafka.password_file[CFG_ROLE_PRODUCER], p->pwfile);
-    p->port = harness_free_port();
-    p->c.producer.port = p->port;
+    harness_producer_ports(&p->c);
+    p->port = p->c.producer.port;
+    p->mport = p->c.producer.metrics_port;
     harness_cfg_file(&p->c, p->cfgpath, sizeof(p->cfgpath));
     snprintf(p->log, sizeof(p->log), "/tmp/seckill-test-kafkaacl-%d.log", p->port);
     unlink(p->log);
@@ -511,7 +513,7 @@ static void test_producer_wrong_password_then_reload(void **state)
     int64_t item = item_new(p.cfgpath), u = 2000000 + (int64_t)util_rand_below(1000000);
 
     /* 1. Refused at every attempt: it runs, says so once, the gauge is 0. */
-    WAIT_UNTIL(harness_file_lines(p.log, "invalid credentials") >= 1 && sale_metric(p.port, "seckill_producer_kafka_up") == 0,
+    WAIT_UNTIL(harness_file_lines(p.log, "invalid credentials") >= 1 && sale_metric(p.mport, "seckill_producer_kafka_up") == 0,
                30000, ok);
     if (!ok)
         fail_msg("the producer did not report its refused password; see %s", p.log);
@@ -528,7 +530,7 @@ static void test_producer_wrong_password_then_reload(void **state)
      * authenticates, orders are published. */
     harness_write_secret(p.pwfile, right);
     assert_int_equal(kill(p.pid, SIGHUP), 0);
-    WAIT_UNTIL(sale_metric(p.port, "seckill_producer_kafka_up") == 1, 30000, ok);
+    WAIT_UNTIL(sale_metric(p.mport, "seckill_producer_kafka_up") == 1, 30000, ok);
     if (!ok)
         fail_msg("the producer did not reach Kafka after SIGHUP; see %s", p.log);
     WAIT_UNTIL(order(p.port, u++, item) == 202, 15000, ok);

@@ -178,8 +178,8 @@ static void test_producer(void **state)
     (void)state;
     struct cfg c;
     harness_cfg(&c);
-    c.producer.port = harness_free_port();
-    lifecycle("seckill-producer", &c, c.producer.port, "seckill_producer_");
+    harness_producer_ports(&c);
+    lifecycle("seckill-producer", &c, c.producer.metrics_port, "seckill_producer_");
     cfg_free(&c);
 }
 

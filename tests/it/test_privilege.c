@@ -173,8 +173,8 @@ static void test_producer_wrong_password_at_start(void **state)
     harness_write_secret(pwfile, wrong);
     harness_cfg(&c);
     harness_set_str(&c.postgres.password_file[CFG_ROLE_PRODUCER], pwfile);
-    int port = harness_free_port();
-    c.producer.port = port;
+    harness_producer_ports(&c);
+    int port = c.producer.port;
     harness_cfg_file(&c, cfgpath, sizeof(cfgpath));
     snprintf(log, sizeof(log), "/tmp/seckill-test-privilege-%d.log", port);
     unlink(log);

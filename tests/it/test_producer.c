@@ -26,7 +26,8 @@ struct prod {
     struct cfg c;
     char cfgpath[128];
     char log[128];
-    int port;
+    int port;  /* the buyers' */
+    int mport; /* the operators': /metrics */
     pid_t pid;
 };
 
@@ -47,8 +48,9 @@ static void prod_start(struct prod *p, int max_inflight, bool want_healthy)
     harness_cfg(&p->c);
     free(p->c.redis.key_prefix);
     p->c.redis.key_prefix = strdup(harness_conf.redis.key_prefix);
-    p->port = harness_free_port();
-    p->c.producer.port = p->port;
+    harness_producer_ports(&p->c);
+    p->port = p->c.producer.port;
+    p->mport = p->c.producer.metrics_port;
     p->c.producer.max_inflight = max_inflight;
     p->c.producer.connection_timeout_s = 1;
     p->c.producer.sweep_age_ms = 1000; /* raised to 2 x message.timeout.ms + 2 s by the producer */
@@ -362,9 +364,19 @@ static void test_http_edge(void **state)
     assert_int_equal(harness_order(port, 5, item, resp, sizeof(resp)), 202);
     assert_non_null(strstr(resp, "\"status\":\"accepted\""));
 
+    /* The buyers' port serves no /metrics; the operators' listener does,
+     * and /healthz too, and nothing else. */
+    assert_int_equal(harness_http(port, "GET", "/metrics", NULL, NULL, resp, sizeof(resp)), 404);
+    assert_non_null(strstr(resp, "not_found"));
+    assert_int_equal(harness_http(main_prod.mport, "GET", "/healthz", NULL, NULL, resp, sizeof(resp)), 200);
+    assert_non_null(strstr(resp, "\"redis\":\"up\",\"kafka\":\"up\""));
+    assert_int_equal(harness_http(main_prod.mport, "GET", "/api/v1/orders/1", NULL, NULL, resp, sizeof(resp)), 404);
+    assert_int_equal(harness_http(main_prod.mport, "POST", "/api/v1/seckill", "application/json",
+                                  "{\"user_id\":6,\"item_id\":1}", resp, sizeof(resp)), 405);
+
     /* /metrics parses as Prometheus text and counts what we saw. */
     static char m[65536];
-    assert_int_equal(harness_http(port, "GET", "/metrics", NULL, NULL, m, sizeof(m)), 200);
+    assert_int_equal(harness_http(main_prod.mport, "GET", "/metrics", NULL, NULL, m, sizeof(m)), 200);
     char *save, *line;
     int samples = 0;
     for (line = strtok_r(m, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -431,7 +443,7 @@ static void test_kafka_down_and_orphans(void **state)
     /* Until the producer has seen the broker gone, an order could still be
      * on a connection the broker is closing: "possibly persisted", kept for
      * the sweeper, not the certain refusal step 1 is about. */
-    WAIT_UNTIL(sale_metric(b.port, "seckill_producer_kafka_up") == 0, 10000, ok);
+    WAIT_UNTIL(sale_metric(b.mport, "seckill_producer_kafka_up") == 0, 10000, ok);
     assert_true(ok);
 
     /* 1. Not persisted: 503, and the unit is back. */
@@ -447,10 +459,10 @@ static void test_kafka_down_and_orphans(void **state)
     if (stock != 5)
         fail_msg("the unit was not given back: stock %lld; kafka not persisted %lld, possibly persisted %lld, "
                  "restored %lld, redis errors %lld",
-                 stock, (long long)sale_metric(b.port, "seckill_producer_kafka_errors_total{kind=\"not_persisted\"}"),
-                 (long long)sale_metric(b.port, "seckill_producer_kafka_errors_total{kind=\"possibly_persisted\"}"),
-                 (long long)sale_metric(b.port, "seckill_producer_restored_total"),
-                 (long long)sale_metric(b.port, "seckill_producer_redis_errors_total"));
+                 stock, (long long)sale_metric(b.mport, "seckill_producer_kafka_errors_total{kind=\"not_persisted\"}"),
+                 (long long)sale_metric(b.mport, "seckill_producer_kafka_errors_total{kind=\"possibly_persisted\"}"),
+                 (long long)sale_metric(b.mport, "seckill_producer_restored_total"),
+                 (long long)sale_metric(b.mport, "seckill_producer_redis_errors_total"));
     assert_int_equal(item_key_int(item, KEYS_ITEM_BUYERS, "SCARD"), 0);
     assert_int_equal(item_key_int(item, KEYS_ITEM_PENDING, "HLEN"), 0);
     assert_int_equal(item_key_int(item, KEYS_ITEM_UNPUB, "ZCARD"), 0);
@@ -507,10 +519,11 @@ static bool redis_pings(redisContext *rc)
 }
 
 /* True once a buy of item by user is answered 410 by the producer itself. */
-static bool answered_locally(int port, int64_t user, int64_t item)
+static bool answered_locally(const struct prod *p, int64_t user, int64_t item)
 {
-    int64_t before = sale_metric(port, "seckill_producer_sold_out_local_total");
-    return harness_order(port, user, item, NULL, 0) == 410 && sale_metric(port, "seckill_producer_sold_out_local_total") > before;
+    int64_t before = sale_metric(p->mport, "seckill_producer_sold_out_local_total");
+    return harness_order(p->port, user, item, NULL, 0) == 410 &&
+           sale_metric(p->mport, "seckill_producer_sold_out_local_total") > before;
 }
 
 /* Once Redis said sold out, the crowd is answered without it: the answers
@@ -526,15 +539,15 @@ static void test_sold_out_locally(void **state)
     expect_order(p->port, 1, item, 202);
     expect_order(p->port, 2, item, 202);
     expect_order(p->port, 3, item, 410); /* Redis's answer: the producer learns it */
-    WAIT_UNTIL(answered_locally(p->port, 4, item), 10000, ok);
+    WAIT_UNTIL(answered_locally(p, 4, item), 10000, ok);
     assert_true(ok);
-    local0 = sale_metric(p->port, "seckill_producer_sold_out_local_total");
+    local0 = sale_metric(p->mport, "seckill_producer_sold_out_local_total");
     for (int64_t u = 100; u < 120; u++)
         expect_order(p->port, u, item, 410);
-    assert_int_equal(sale_metric(p->port, "seckill_producer_sold_out_local_total"), local0 + 20);
+    assert_int_equal(sale_metric(p->mport, "seckill_producer_sold_out_local_total"), local0 + 20);
     expect_order(p->port, 1, item, 409);
     expect_order(p->port, 2, item, 409);
-    assert_int_equal(sale_metric(p->port, "seckill_producer_sold_out_local_total"), local0 + 20);
+    assert_int_equal(sale_metric(p->mport, "seckill_producer_sold_out_local_total"), local0 + 20);
 
     /* Redis paused for every client (CLIENT UNPAUSE would wait too): the
      * sold-out crowd is still answered, by the producer alone. */
@@ -550,7 +563,7 @@ static void test_sold_out_locally(void **state)
         expect_order(p->port, u, item, 410);
     assert_true(redis_pings(waiter));
     redisFree(waiter);
-    assert_int_equal(sale_metric(p->port, "seckill_producer_sold_out_local_total"), local0 + 30);
+    assert_int_equal(sale_metric(p->mport, "seckill_producer_sold_out_local_total"), local0 + 30);
 }
 
 /* A unit that comes back (here as the producer gives one back when Kafka
@@ -570,7 +583,7 @@ static void test_sold_out_unit_back(void **state)
     assert_int_equal(harness_order(p->port, 7, item, resp, sizeof(resp)), 202);
     order_id = order_id_of(resp);
     expect_order(p->port, 8, item, 410);
-    WAIT_UNTIL(answered_locally(p->port, 9, item), 10000, ok);
+    WAIT_UNTIL(answered_locally(p, 9, item), 10000, ok);
     assert_true(ok);
 
     keys_item_all(k, harness_conf.redis.key_prefix, item);
@@ -599,7 +612,7 @@ static void test_sold_out_unit_back(void **state)
     assert_true(ok);
     assert_int_equal(st, 202);
     expect_order(p->port, 11, item, 410); /* Redis again: sold out */
-    WAIT_UNTIL(answered_locally(p->port, 12, item), 10000, ok);
+    WAIT_UNTIL(answered_locally(p, 12, item), 10000, ok);
     assert_true(ok);
     expect_order(p->port, 10, item, 409); /* the new holder */
     expect_order(p->port, 7, item, 410);  /* gave it back: sold out for them now */
@@ -621,7 +634,7 @@ static void test_sold_out_given_back_between_checks(void **state)
     prod_start(&p2, 20000, true);
     assert_int_equal(harness_order(p2.port, 21, item, resp, sizeof(resp)), 202);
     expect_order(p2.port, 22, item, 410);
-    WAIT_UNTIL(answered_locally(p2.port, 23, item), 10000, ok);
+    WAIT_UNTIL(answered_locally(&p2, 23, item), 10000, ok);
     assert_true(ok);
     /* In one step, as no check can fall between: user 21 gives the unit
      * back, user 24 takes it. */
@@ -635,6 +648,94 @@ static void test_sold_out_given_back_between_checks(void **state)
     expect_order(p2.port, 21, item, 410);
     prod_stop(&p2);
     redisFree(rc);
+}
+
+/* The stack's Redis a replica of a primary that is not there: what a
+ * single-host Redis demoted behind the daemons' backs does, it takes every
+ * connection and answers every write READONLY. */
+static void redis_replica_of_nothing(bool on)
+{
+    redisContext *rc = harness_redis(&harness_conf);
+    char port[16];
+    snprintf(port, sizeof(port), "%d", harness_free_port());
+    freeReplyObject(on ? harness_cmd(rc, "REPLICAOF 127.0.0.1 %s", port) : harness_cmd(rc, "REPLICAOF NO ONE"));
+    redisFree(rc);
+}
+
+/* Whatever happened in the test, the stack's Redis is a primary again. */
+static int redis_primary_again(void **state)
+{
+    (void)state;
+    redisContext *rc;
+    char err[256];
+    if (harness_redis_open(&harness_conf, &rc, err, sizeof(err)) != 0)
+        return -1;
+    redisReply *r = redisCommand(rc, "REPLICAOF NO ONE");
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    freeReplyObject(r);
+    redisFree(rc);
+    return ok ? 0 : -1;
+}
+
+/* The largest count of the log's "<key>: over (...) after N times" lines
+ * that contain needle; -1 when there is none. */
+static long long over_count(const char *path, const char *needle)
+{
+    char line[4096];
+    long long n = -1;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f)) {
+        const char *a = strstr(line, needle);
+        long long k;
+        if (a && (a = strstr(a, ") after ")) && sscanf(a, ") after %lld time", &k) == 1 && k > n)
+            n = k;
+    }
+    fclose(f);
+    return n;
+}
+
+/* A stuck Redis does not grow the log with the attempts: while it answers
+ * every order's write READONLY (the producer reconnects each time, and
+ * each connect succeeds), the log says so once and counts; once Redis is a
+ * primary again it says the failure is over, with the count. */
+static void test_readonly_redis_logs_once(void **state)
+{
+    (void)state;
+    enum { ATTEMPTS = 60, MAX_LINES = 12 };
+    struct prod *p = &main_prod;
+    int64_t item = new_item(1000), u = 300, errors0;
+    int lines0, refused = 0;
+    bool ok;
+    expect_order(p->port, u++, item, 202);
+    lines0 = harness_file_lines(p->log, "");
+    errors0 = sale_metric(p->mport, "seckill_producer_redis_errors_total");
+    redis_replica_of_nothing(true);
+    /* Every order refused, none kept, until the producer has failed on
+     * Redis ATTEMPTS times. */
+    WAIT_UNTIL((expect_order(p->port, u++, item, 503), ++refused,
+                sale_metric(p->mport, "seckill_producer_redis_errors_total") >= errors0 + ATTEMPTS),
+               30000, ok);
+    assert_true(ok);
+    int grown = harness_file_lines(p->log, "") - lines0;
+    if (grown > MAX_LINES)
+        fail_msg("%d log lines for %d failed attempts (at most %d allowed); see %s", grown, ATTEMPTS, MAX_LINES,
+                 p->log);
+    assert_true(harness_file_lines(p->log, "right after connecting; orders are refused (503)") == 1);
+
+    /* Healed: orders are taken, and the log says the failure is over, with
+     * its count: every refused order after the first two (the first broke
+     * the connection the producer had, the next one the first new one). */
+    redis_replica_of_nothing(false);
+    WAIT_UNTIL(harness_order(p->port, u++, item, NULL, 0) == 202 &&
+                   over_count(p->log, "right after connecting: over (a command worked; taken again)") >= 0,
+               15000, ok);
+    if (!ok)
+        fail_msg("no order taken, or no end of the failure logged, after Redis healed; see %s", p->log);
+    long long times = over_count(p->log, "right after connecting: over (a command worked; taken again)");
+    if (times < refused - 2)
+        fail_msg("the failure is over after %lld times, but %d orders were refused; see %s", times, refused, p->log);
 }
 
 /* Whatever happened in the test, the broker is running again after it. */
@@ -656,6 +757,7 @@ int main(void)
         cmocka_unit_test(test_sold_out_locally),
         cmocka_unit_test(test_sold_out_unit_back),
         cmocka_unit_test(test_sold_out_given_back_between_checks),
+        cmocka_unit_test_teardown(test_readonly_redis_logs_once, redis_primary_again),
         cmocka_unit_test_teardown(test_kafka_down_and_orphans, restart_stack),
     };
     return cmocka_run_group_tests_name("producer", tests, setup, teardown);

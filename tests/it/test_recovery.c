@@ -116,8 +116,8 @@ static void rt_init(struct rt *t, const char *tag)
     t->c.consumer.metrics_port = 0;
     t->c.consumer.workers = 2;
     t->c.consumer.batch_size = 100;
-    t->port = harness_free_port();
-    t->c.producer.port = t->port;
+    harness_producer_ports(&t->c);
+    t->port = t->c.producer.port;
     t->c.producer.sweep_age_ms = 1000;
     t->c.producer.sweep_interval_ms = 200;
     t->c.producer.connection_timeout_s = 2;

@@ -6,7 +6,9 @@
  * or rotated, recovers without a restart, logging one line per state change
  * and never the password; a daemon refuses to start against a Redis without
  * its functions, or with older ones, and a producer whose Redis loses them
- * while it runs answers 503 until seckillctl loads them again. The rules are written by
+ * while it runs answers 503 until seckillctl loads them again; a consumer
+ * whose user may no longer call functions logs it once while it lasts, not
+ * once per attempt (issue #33). The rules are written by
  * scripts/stack.d/redis.sh (redis_acl_rules); the table is in docs/security.md. (That
  * each program works end to end with its own user is what every other
  * suite shows.) */
@@ -244,23 +246,23 @@ static void test_default_user_noauth(void **state)
 
 /* --- a producer with a password it has to learn ----------------------- */
 
-/* An ACL user of its own with the producer's rules, so that changing its
- * password touches no other test's producer. */
+/* An ACL user of its own with the rules of role's user, so that changing
+ * its password or its rules touches no other test's daemon. */
 static char user[64];
 
-static void user_create(const char *password)
+static void user_create_as(enum cfg_role role, const char *password)
 {
     redisContext *rc = harness_redis(&harness_conf);
     redisReply *l = harness_cmd(rc, "ACL LIST");
     assert_int_equal(l->type, REDIS_REPLY_ARRAY);
     char want[80];
-    snprintf(want, sizeof(want), "user %s ", harness_conf.redis.user[CFG_ROLE_PRODUCER]);
+    snprintf(want, sizeof(want), "user %s ", harness_conf.redis.user[role]);
     const char *line = NULL;
     for (size_t i = 0; i < l->elements; i++)
         if (strncmp(l->element[i]->str, want, strlen(want)) == 0)
             line = l->element[i]->str;
     if (!line)
-        fail_msg("no ACL user %s", harness_conf.redis.user[CFG_ROLE_PRODUCER]);
+        fail_msg("no ACL user %s", harness_conf.redis.user[role]);
     /* "user NAME on #hash rules...": the rules, without the password. A
      * selector "(~k +cmd)" comes apart at its spaces: ACL SETUSER puts
      * such arguments back together (Redis 7.0). */
@@ -284,6 +286,11 @@ static void user_create(const char *password)
     free(copy);
     freeReplyObject(l);
     redisFree(rc);
+}
+
+static void user_create(const char *password)
+{
+    user_create_as(CFG_ROLE_PRODUCER, password);
 }
 
 static void user_password(const char *password)
@@ -355,8 +362,8 @@ static void test_producer_wrong_password_then_reload_then_rotation(void **state)
     harness_set_str(&c.redis.key_prefix, harness_conf.redis.key_prefix);
     harness_set_str(&c.redis.user[CFG_ROLE_PRODUCER], user);
     harness_set_str(&c.redis.password_file[CFG_ROLE_PRODUCER], pwfile);
-    int port = harness_free_port();
-    c.producer.port = port;
+    harness_producer_ports(&c);
+    int port = c.producer.port, mport = c.producer.metrics_port;
     harness_cfg_file(&c, cfgpath, sizeof(cfgpath));
     snprintf(log, sizeof(log), "/tmp/seckill-test-redisacl-%d.log", port);
     unlink(log);
@@ -383,7 +390,7 @@ static void test_producer_wrong_password_then_reload_then_rotation(void **state)
     WAIT_UNTIL(harness_http(port, "GET", "/healthz", NULL, NULL, NULL, 0) == 200, 30000, ok);
     if (!ok)
         fail_msg("the producer did not come up after SIGHUP; see %s", log);
-    assert_int_equal(sale_metric(port, "seckill_producer_redis_up"), 1);
+    assert_int_equal(sale_metric(mport, "seckill_producer_redis_up"), 1);
     if (order(port, u++, item) != 202)
         fail_msg("the first order: %s; see %s", last_resp, log);
 
@@ -392,7 +399,7 @@ static void test_producer_wrong_password_then_reload_then_rotation(void **state)
      * attempts; the file put right and SIGHUP: orders again. */
     user_password(pw2);
     user_kill_clients();
-    WAIT_UNTIL(order(port, u++, item) == 503 && sale_metric(port, "seckill_producer_redis_up") == 0, 15000,
+    WAIT_UNTIL(order(port, u++, item) == 503 && sale_metric(mport, "seckill_producer_redis_up") == 0, 15000,
                ok);
     if (!ok)
         fail_msg("the producer did not notice its password was refused; see %s", log);
@@ -406,7 +413,7 @@ static void test_producer_wrong_password_then_reload_then_rotation(void **state)
     WAIT_UNTIL(order(port, u++, item) == 202, 15000, ok);
     if (!ok)
         fail_msg("the producer did not take orders after the file was put right; see %s", log);
-    assert_int_equal(sale_metric(port, "seckill_producer_redis_up"), 1);
+    assert_int_equal(sale_metric(mport, "seckill_producer_redis_up"), 1);
     assert_int_equal(harness_file_lines(log, "connected again; orders are taken again"), 1);
 
     /* 4. Rotation: new password on the server and in the file, SIGHUP, the
@@ -420,7 +427,7 @@ static void test_producer_wrong_password_then_reload_then_rotation(void **state)
     WAIT_UNTIL(order(port, u++, item) == 202, 15000, ok);
     if (!ok)
         fail_msg("the producer did not take orders after the rotation; see %s", log);
-    assert_int_equal(sale_metric(port, "seckill_producer_redis_up"), 1);
+    assert_int_equal(sale_metric(mport, "seckill_producer_redis_up"), 1);
 
     /* never a password in the log */
     assert_int_equal(harness_file_lines(log, pw1), 0);
@@ -502,8 +509,8 @@ static void test_functions_missing_then_loaded(void **state)
     harness_cfg(&c);
     harness_set_str(&c.redis.key_prefix, harness_conf.redis.key_prefix);
     pid_t rpid = scratch_redis(&c, dir, rlog);
-    int port = harness_free_port();
-    c.producer.port = port;
+    harness_producer_ports(&c);
+    int port = c.producer.port, mport = c.producer.metrics_port;
     harness_cfg_file(&c, cfgpath, sizeof(cfgpath));
     int want_v = rfunc_lib_version(RFUNC_LIB_PRODUCER);
     assert_true(want_v >= 1);
@@ -560,14 +567,14 @@ static void test_functions_missing_then_loaded(void **state)
     WAIT_UNTIL(order(port, u, item) == 202, 30000, ok);
     if (!ok)
         fail_msg("the producer did not take an order: %s; see %s", last_resp, plog);
-    assert_int_equal(sale_metric(port, "seckill_producer_redis_functions_missing"), 0);
+    assert_int_equal(sale_metric(mport, "seckill_producer_redis_functions_missing"), 0);
 
     /* 5. The functions flushed under it (by the stack's user: no program's
      * may): 503, one line that says what is missing, the gauge. */
     freeReplyObject(harness_cmd(rc, "FUNCTION FLUSH"));
     WAIT_UNTIL(order(port, ++u, item) == 503, 15000, ok);
     assert_true(ok);
-    WAIT_UNTIL(sale_metric(port, "seckill_producer_redis_functions_missing") == 1, 15000, ok);
+    WAIT_UNTIL(sale_metric(mport, "seckill_producer_redis_functions_missing") == 1, 15000, ok);
     assert_true(ok);
     assert_int_equal(order(port, ++u, item), 503);
     assert_int_equal(harness_file_lines(plog, "redis: the function seckill_reserve is not loaded (library "
@@ -582,7 +589,7 @@ static void test_functions_missing_then_loaded(void **state)
     if (!ok)
         fail_msg("the producer did not take orders once the functions were back: %s; see %s", last_resp,
                  plog);
-    assert_int_equal(sale_metric(port, "seckill_producer_redis_functions_missing"), 0);
+    assert_int_equal(sale_metric(mport, "seckill_producer_redis_functions_missing"), 0);
     assert_int_equal(harness_file_lines(plog, "connected again; orders are taken again"), 1);
 
     assert_int_equal(kill(pid, SIGTERM), 0);
@@ -596,6 +603,157 @@ static void test_functions_missing_then_loaded(void **state)
     cfg_free(&c);
 }
 
+/* --- a consumer whose Redis refuses it, again and again ------------------ */
+
+/* The largest count of the log's "<key>: over (...) after N times" lines
+ * that contain needle; -1 when there is none. */
+static long long over_count(const char *path, const char *needle)
+{
+    char line[4096];
+    long long n = -1;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f)) {
+        const char *a = strstr(line, needle);
+        long long k;
+        if (a && (a = strstr(a, ") after ")) && sscanf(a, ") after %lld time", &k) == 1 && k > n)
+            n = k;
+    }
+    fclose(f);
+    return n;
+}
+
+static void acl_rule(const char *rule)
+{
+    redisContext *rc = harness_redis(&harness_conf);
+    const char *argv[] = { "ACL", "SETUSER", user, rule };
+    allowed(rc, 4, argv);
+    redisFree(rc);
+}
+
+struct pipeline {
+    struct cfg c;
+    char cfgpath[128], clog[192], plog[192], pwfile[128];
+    int port, cport; /* the producer's buyers' port, the consumer's metrics */
+    pid_t prod, cons;
+    int64_t item;
+};
+
+/* A producer (its own user) and a consumer as user, on a topic and group
+ * of their own; returns once the consumer has partitions. */
+static void pipeline_start(struct pipeline *p, const char *password)
+{
+    char bin[512], rnd[9];
+    bool ok;
+    assert_int_equal(util_random_hex(rnd, 4), 0);
+    snprintf(p->pwfile, sizeof(p->pwfile), "/tmp/sktest-redis-cpw-%d", (int)getpid());
+    harness_write_secret(p->pwfile, password);
+    harness_cfg(&p->c);
+    harness_set_str(&p->c.redis.key_prefix, harness_conf.redis.key_prefix);
+    harness_set_str(&p->c.redis.user[CFG_ROLE_CONSUMER], user);
+    harness_set_str(&p->c.redis.password_file[CFG_ROLE_CONSUMER], p->pwfile);
+    free(p->c.kafka.topic);
+    assert_true(asprintf(&p->c.kafka.topic, "sktest.redisacl.%d.%s", (int)getpid(), rnd) > 0);
+    free(p->c.kafka.dlq_topic);
+    assert_true(asprintf(&p->c.kafka.dlq_topic, "%s.dlq", p->c.kafka.topic) > 0);
+    free(p->c.consumer.group_id);
+    assert_true(asprintf(&p->c.consumer.group_id, "sktest-redisacl-%d-%s", (int)getpid(), rnd) > 0);
+    harness_producer_ports(&p->c);
+    p->port = p->c.producer.port;
+    p->c.consumer.metrics_port = p->cport = harness_free_port();
+    harness_cfg_file(&p->c, p->cfgpath, sizeof(p->cfgpath));
+    assert_int_equal(harness_topic_create(&p->c, p->c.kafka.topic, 6), 0);
+    assert_int_equal(harness_topic_create(&p->c, p->c.kafka.dlq_topic, 1), 0);
+    p->item = harness_item_create(p->cfgpath, 960000000 + (int64_t)util_rand_below(9999999), 1000);
+    snprintf(p->plog, sizeof(p->plog), "%s.producer.log", p->cfgpath);
+    snprintf(p->clog, sizeof(p->clog), "%s.consumer.log", p->cfgpath);
+    harness_bin("seckill-producer", bin, sizeof(bin));
+    char *pargv[] = { bin, "-c", p->cfgpath, NULL };
+    p->prod = harness_spawn(pargv, p->plog);
+    harness_bin("seckill-consumer", bin, sizeof(bin));
+    char *cargv[] = { bin, "-c", p->cfgpath, NULL };
+    p->cons = harness_spawn(cargv, p->clog);
+    WAIT_UNTIL(harness_http(p->port, "GET", "/healthz", NULL, NULL, NULL, 0) == 200 &&
+                   sale_metric(p->cport, "seckill_consumer_assigned_partitions") > 0,
+               60000, ok);
+    if (!ok)
+        fail_msg("the pipeline did not come up; see %s and %s", p->plog, p->clog);
+}
+
+static void pipeline_stop(struct pipeline *p)
+{
+    assert_int_equal(kill(p->prod, SIGTERM), 0);
+    assert_int_equal(kill(p->cons, SIGTERM), 0);
+    assert_int_equal(harness_wait_exit(p->prod, 30000), 0);
+    assert_int_equal(harness_wait_exit(p->cons, 30000), 0);
+    harness_topic_delete(&p->c, p->c.kafka.topic);
+    harness_topic_delete(&p->c, p->c.kafka.dlq_topic);
+    harness_pg_try(&harness_conf, "DELETE FROM orders WHERE item_id = $1", p->item, 0);
+    harness_pg_try(&harness_conf, "DELETE FROM order_rejections WHERE item_id = $1", p->item, 0);
+    harness_pg_try(&harness_conf, "DELETE FROM items WHERE item_id = $1", p->item, 0);
+    unlink(p->pwfile);
+    unlink(p->cfgpath);
+    cfg_free(&p->c);
+}
+
+static int64_t persisted(const struct pipeline *p)
+{
+    return sale_metric(p->cport, "seckill_consumer_persisted_total");
+}
+
+/* A stuck dependency does not grow the consumer's log with its attempts:
+ * its Redis user may no longer call functions (FCALL answers NOPERM, as
+ * after an ACL change gone wrong), so every attempt of every worker to lock
+ * a batch fails. While the workers retry,
+ * the log grows by a few lines per worker, not one per attempt; once the
+ * right is back the orders are persisted and the log says the failure is
+ * over, with its count. */
+static void test_consumer_stuck_redis_logs_once(void **state)
+{
+    (void)state;
+    enum { ORDERS = 24, ATTEMPTS = 48, MAX_LINES = 20 };
+    struct pipeline p;
+    char pw[40], rnd[17];
+    int64_t u = 3000000 + (int64_t)util_rand_below(1000000), errors0;
+    int lines0;
+    bool ok;
+    assert_int_equal(util_random_hex(rnd, 8), 0);
+    snprintf(user, sizeof(user), "sktest-consumer-%d", (int)getpid());
+    snprintf(pw, sizeof(pw), "c-%s", rnd);
+    user_create_as(CFG_ROLE_CONSUMER, pw);
+    pipeline_start(&p, pw);
+    assert_int_equal(order(p.port, u++, p.item), 202);
+    WAIT_UNTIL(persisted(&p) >= 1, 30000, ok);
+    assert_true(ok);
+
+    acl_rule("-fcall");
+    lines0 = harness_file_lines(p.clog, "");
+    errors0 = sale_metric(p.cport, "seckill_consumer_redis_errors_total");
+    for (int i = 0; i < ORDERS; i++)
+        assert_int_equal(order(p.port, u++, p.item), 202);
+    WAIT_UNTIL(sale_metric(p.cport, "seckill_consumer_redis_errors_total") >= errors0 + ATTEMPTS, 60000, ok);
+    if (!ok)
+        fail_msg("the consumer's workers did not fail %d times on Redis; see %s", ATTEMPTS, p.clog);
+    assert_int_equal(persisted(&p), 1);
+    int grown = harness_file_lines(p.clog, "") - lines0;
+    if (grown > MAX_LINES)
+        fail_msg("%d log lines for %d failed attempts (at most %d allowed); see %s", grown, ATTEMPTS, MAX_LINES,
+                 p.clog);
+    assert_true(harness_file_lines(p.clog, "NOPERM") >= 1);
+
+    /* Healed: every order persisted, and the failure said over, counted. */
+    acl_rule("+fcall");
+    WAIT_UNTIL(persisted(&p) >= 1 + ORDERS && over_count(p.clog, "NOPERM") > 1, 30000, ok);
+    if (!ok)
+        fail_msg("persisted %lld of %d, or no end of the failure logged; see %s", (long long)persisted(&p),
+                 1 + ORDERS, p.clog);
+    pipeline_stop(&p);
+    redisContext *rc = harness_redis(&harness_conf);
+    freeReplyObject(harness_cmd(rc, "ACL DELUSER %s", user));
+    redisFree(rc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -605,6 +763,7 @@ int main(void)
         cmocka_unit_test(test_default_user_noauth),
         cmocka_unit_test(test_producer_wrong_password_then_reload_then_rotation),
         cmocka_unit_test(test_functions_missing_then_loaded),
+        cmocka_unit_test(test_consumer_stuck_redis_logs_once),
     };
     harness_filter();
     return cmocka_run_group_tests_name("redisacl", tests, harness_setup, harness_teardown);

@@ -88,7 +88,8 @@ struct dmn {
     const char *bin;
     const char *cfg;
     char log[192];
-    int port; /* producer HTTP, consumer metrics */
+    int port;  /* producer HTTP, consumer metrics */
+    int mport; /* /metrics: the producer's operator listener, the consumer's port */
     int instance; /* consumer -i N; -1 for producers */
     int respawns; /* started again after exiting by itself */
     pid_t pid;
@@ -102,6 +103,7 @@ struct run {
     int64_t item, user_base;
     struct dmn prod[PRODUCERS], cons[CONSUMERS];
     int prod_ports[PRODUCERS];
+    int prod_mports[PRODUCERS]; /* their operator listeners */
     struct sale *sale;
     int restarts;      /* surviving consumers restarted after exiting by themselves */
     int prod_restarts; /* producers restarted after exiting by themselves */
@@ -161,7 +163,7 @@ static bool port_free(int port)
 static bool port_taken(const struct run *r, int port, int nprod)
 {
     for (int i = 0; i < nprod; i++)
-        if (r->prod_ports[i] == port)
+        if (r->prod_ports[i] == port || r->prod_mports[i] == port)
             return true;
     return false;
 }
@@ -179,7 +181,7 @@ static int64_t metric_sum(struct dmn *d, int n, const char *name)
     int64_t sum = 0;
     for (int i = 0; i < n; i++)
         if (d[i].pid > 0) {
-            int64_t v = sale_metric(d[i].port, name);
+            int64_t v = sale_metric(d[i].mport, name);
             if (v > 0)
                 sum += v;
         }
@@ -188,7 +190,7 @@ static int64_t metric_sum(struct dmn *d, int n, const char *name)
 
 static int64_t assigned(struct dmn *c)
 {
-    return c->pid > 0 ? sale_metric(c->port, "seckill_consumer_assigned_partitions") : 0;
+    return c->pid > 0 ? sale_metric(c->mport, "seckill_consumer_assigned_partitions") : 0;
 }
 
 /* Partitions of topic led by each node (index = node id), all with a leader. */
@@ -434,13 +436,15 @@ static void run_init(struct run *r)
     harness_props_set(&c->kafka.consumer_properties, "session.timeout.ms", v);
     harness_props_set(&c->kafka.consumer_properties, "heartbeat.interval.ms", "1000");
 
-    /* Ports: one per producer; the consumers' metrics on base + N. */
+    /* Ports: two per producer (buyers, operators); the consumers' metrics
+     * on base + N. */
     for (int i = 0; i < PRODUCERS; i++) {
-        int p;
+        int p[2];
         do
-            p = harness_free_port();
-        while (port_taken(r, p, i));
-        r->prod_ports[i] = p;
+            harness_free_ports(2, p);
+        while (port_taken(r, p[0], i) || port_taken(r, p[1], i));
+        r->prod_ports[i] = p[0];
+        r->prod_mports[i] = p[1];
     }
     int base = 0;
     for (int tries = 0; tries < 100 && !base; tries++) {
@@ -457,12 +461,14 @@ static void run_init(struct run *r)
     /* One file per producer (its port); the first is the consumers' too. */
     for (int i = 0; i < PRODUCERS; i++) {
         c->producer.port = r->prod_ports[i];
+        c->producer.metrics_port = r->prod_mports[i];
         harness_cfg_file(c, r->cfg[i], sizeof(r->cfg[i]));
         r->prod[i] = (struct dmn){ .bin = "seckill-producer", .cfg = r->cfg[i], .port = r->prod_ports[i],
-                                   .instance = -1 };
+                                   .mport = r->prod_mports[i], .instance = -1 };
     }
     for (int i = 0; i < CONSUMERS; i++)
-        r->cons[i] = (struct dmn){ .bin = "seckill-consumer", .cfg = r->cfg[0], .port = base + i, .instance = i };
+        r->cons[i] = (struct dmn){ .bin = "seckill-consumer", .cfg = r->cfg[0], .port = base + i,
+                                   .mport = base + i, .instance = i };
 }
 
 static void run_start(struct run *r)
@@ -740,17 +746,17 @@ static void test_scaleout(void **state)
     }
     /* Both producers served, and units were sold after both faults. */
     for (int i = 0; i < PRODUCERS; i++) {
-        int64_t v = sale_metric(r->prod[i].port, "seckill_producer_requests_total{outcome=\"accepted\"}");
+        int64_t v = sale_metric(r->prod[i].mport, "seckill_producer_requests_total{outcome=\"accepted\"}");
         printf("# producer %d (port %d): %" PRId64 " accepted, kafka errors: not persisted %" PRId64
                ", possibly persisted %" PRId64 ", queue full %" PRId64 "; restored %" PRId64 ", ambiguous %" PRId64
                ", swept %" PRId64 "\n",
                i, r->prod[i].port, v,
-               sale_metric(r->prod[i].port, "seckill_producer_kafka_errors_total{kind=\"not_persisted\"}"),
-               sale_metric(r->prod[i].port, "seckill_producer_kafka_errors_total{kind=\"possibly_persisted\"}"),
-               sale_metric(r->prod[i].port, "seckill_producer_kafka_errors_total{kind=\"queue_full\"}"),
-               sale_metric(r->prod[i].port, "seckill_producer_restored_total"),
-               sale_metric(r->prod[i].port, "seckill_producer_ambiguous_total"),
-               sale_metric(r->prod[i].port, "seckill_producer_swept_total"));
+               sale_metric(r->prod[i].mport, "seckill_producer_kafka_errors_total{kind=\"not_persisted\"}"),
+               sale_metric(r->prod[i].mport, "seckill_producer_kafka_errors_total{kind=\"possibly_persisted\"}"),
+               sale_metric(r->prod[i].mport, "seckill_producer_kafka_errors_total{kind=\"queue_full\"}"),
+               sale_metric(r->prod[i].mport, "seckill_producer_restored_total"),
+               sale_metric(r->prod[i].mport, "seckill_producer_ambiguous_total"),
+               sale_metric(r->prod[i].mport, "seckill_producer_swept_total"));
         if (!r->prod[i].respawns) /* (a restarted one counts from its restart) */
             assert_true(v > 0);
     }
