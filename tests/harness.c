@@ -560,6 +560,23 @@ int harness_sh(const char *fmt, ...)
     return st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+long long harness_over_count(const char *path, const char *needle)
+{
+    char line[4096];
+    long long n = -1;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f)) {
+        const char *a = strstr(line, needle);
+        long long k;
+        if (a && (a = strstr(a, ") after ")) && sscanf(a, ") after %lld time", &k) == 1 && k > n)
+            n = k;
+    }
+    fclose(f);
+    return n;
+}
+
 int harness_file_lines(const char *path, const char *needle)
 {
     char line[4096];

@@ -6,7 +6,7 @@
 # that a failover in a test takes seconds.
 # Sourced by scripts/stack; needs its settings (STATE, RCLUSTER_NODES,
 # RCLUSTER_PORT_BASE, RCLUSTER_NODE_TIMEOUT_MS), common.sh and redis.sh (rcli,
-# redis_write_acl, redis_password, redis_is_master, REDIS_FUNCTION_LIBS).
+# redis_conf, redis_write_acl, redis_password, redis_is_master, REDIS_FUNCTION_LIBS).
 # (SC2086 is off for the same reason as in redis.sh: fixed settings.)
 #
 # Node N (1..6) listens on 127.0.0.1:16400+N, its cluster bus on +10000 (Redis's
@@ -67,18 +67,14 @@ rcluster_slots_of() {
         print s }'
 }
 
-# rcluster_conf N: node N's redis.conf (rewritten on every start: the Cluster
-# keeps its own state in nodes.conf, which we never touch).
+# rcluster_conf N: node N's redis.conf, the stack's (redis_conf) and the
+# Cluster's own lines (rewritten on every start: the Cluster keeps its own
+# state in nodes.conf, which we never touch).
 rcluster_conf() {
-    local dir port
-    dir=$(rcluster_dir "$1"); port=$(rcluster_port "$1")
-    (umask 077; : >"$dir/redis.conf"); chmod 600 "$dir/redis.conf"
-    cat >"$dir/redis.conf" <<EOC
-bind 127.0.0.1
-port $port
-daemonize no
-logfile $dir/redis.log
-dir $dir
+    local dir
+    dir=$(rcluster_dir "$1")
+    redis_conf "$dir" "$(rcluster_port "$1")"
+    cat >>"$dir/redis.conf" <<EOC
 cluster-enabled yes
 cluster-config-file nodes.conf
 # Seconds, not Redis's 15: a primary SIGKILLed in a test is replaced by its
@@ -87,17 +83,7 @@ cluster-node-timeout $RCLUSTER_NODE_TIMEOUT_MS
 # A sale goes on for the items on healthy shards while one shard has no
 # primary: each item lives on one slot, and no script touches two slots.
 cluster-require-full-coverage no
-# As the standalone Redis (redis.sh): AOF, rewrites rare, no RDB snapshots.
-appendonly yes
-appendfsync everysec
-auto-aof-rewrite-min-size 1gb
-save ""
-repl-diskless-sync-delay 0
-enable-debug-command local
-aclfile $REDIS_ACL
-masteruser replica
 EOC
-    (umask 077; printf 'masterauth %s\n' "$(redis_password replica)" >>"$dir/redis.conf")
 }
 
 # rcluster_start N: start node N (nothing when it runs) and wait until it

@@ -202,6 +202,42 @@ redis_write_acl() {
     mv "$REDIS_ACL.new" "$REDIS_ACL"
 }
 
+# redis_conf DIR PORT: DIR/redis.conf (mode 0600: it holds masterauth), what
+# every Redis of the stack runs with, the Cluster's nodes too (redis-cluster.sh
+# adds its own lines after these).
+redis_conf() {
+    local dir=$1 port=$2
+    (umask 077; : >"$dir/redis.conf"); chmod 600 "$dir/redis.conf"
+    cat >"$dir/redis.conf" <<EOC
+bind 127.0.0.1
+port $port
+daemonize no
+logfile $dir/redis.log
+dir $dir
+# AOF so that a restart keeps stock, buyers and reservations.
+appendonly yes
+appendfsync everysec
+# Rewrite the AOF once it has grown by 1 GB, not Redis's 64 MB: each rewrite
+# forks and fdatasyncs the AOF manifest and its folder on the main thread at
+# its start and end, and under load each start stalled every reservation
+# for 100-370 ms (issue #30: the open loop's p99 at 7,000/s 193 ms with
+# rewrites, 11 ms without). An order adds ~0.8 KB, so at 64 MB a sale
+# rewrote every ~80,000 orders; 1 GB still bounds the replay on a restart.
+auto-aof-rewrite-min-size 1gb
+save ""
+# A replica that (re)connects gets its full sync at once, not 5 s later
+# (either Redis may be the primary).
+repl-diskless-sync-delay 0
+# ACL users (docs/security.md); as a replica it logs in as replica. DEBUG
+# from loopback, so that the ACL decides who may (the user stack).
+enable-debug-command local
+aclfile $REDIS_ACL
+masteruser replica
+EOC
+    # masterauth: the replica user's password; the file is the secret's mode.
+    (umask 077; printf 'masterauth %s\n' "$(redis_password replica)" >>"$dir/redis.conf")
+}
+
 # redis_start NAME: redis (16379) or redis-replica (16380); nothing when it
 # already runs. A Redis started here follows the current primary (redis_upstream).
 redis_start() {
@@ -234,35 +270,7 @@ redis_start() {
         redis_start "$(redis_name_of "$up")"
         UPSTREAM=$up UPSTREAM_WHY=$why
     fi
-    (umask 077; : >"$dir/redis.conf"); chmod 600 "$dir/redis.conf"
-    cat >"$dir/redis.conf" <<EOC
-bind 127.0.0.1
-port $port
-daemonize no
-logfile $dir/redis.log
-dir $dir
-# AOF so that a restart keeps stock, buyers and reservations.
-appendonly yes
-appendfsync everysec
-# Rewrite the AOF once it has grown by 1 GB, not Redis's 64 MB: each rewrite
-# forks and fdatasyncs the AOF manifest and its folder on the main thread at
-# its start and end, and under load each start stalled every reservation
-# for 100-370 ms (issue #30: the open loop's p99 at 7,000/s 193 ms with
-# rewrites, 11 ms without). An order adds ~0.8 KB, so at 64 MB a sale
-# rewrote every ~80,000 orders; 1 GB still bounds the replay on a restart.
-auto-aof-rewrite-min-size 1gb
-save ""
-# A replica that (re)connects gets its full sync at once, not 5 s later
-# (either Redis may be the primary).
-repl-diskless-sync-delay 0
-# ACL users (docs/security.md); as a replica it logs in as replica. DEBUG
-# from loopback, so that the ACL decides who may (the user stack).
-enable-debug-command local
-aclfile $REDIS_ACL
-masteruser replica
-EOC
-    # masterauth: the replica user's password; the file is the secret's mode.
-    (umask 077; printf 'masterauth %s\n' "$(redis_password replica)" >>"$dir/redis.conf")
+    redis_conf "$dir" "$port"
     if [ -n "$UPSTREAM" ]; then
         printf '# %s\nreplicaof 127.0.0.1 %s\n' "$UPSTREAM_WHY" "$UPSTREAM" >>"$dir/redis.conf"
         say "$name: starting as a replica of 127.0.0.1:$UPSTREAM ($UPSTREAM_WHY)"

@@ -677,25 +677,6 @@ static int redis_primary_again(void **state)
     return ok ? 0 : -1;
 }
 
-/* The largest count of the log's "<key>: over (...) after N times" lines
- * that contain needle; -1 when there is none. */
-static long long over_count(const char *path, const char *needle)
-{
-    char line[4096];
-    long long n = -1;
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof(line), f)) {
-        const char *a = strstr(line, needle);
-        long long k;
-        if (a && (a = strstr(a, ") after ")) && sscanf(a, ") after %lld time", &k) == 1 && k > n)
-            n = k;
-    }
-    fclose(f);
-    return n;
-}
-
 /* A stuck Redis does not grow the log with the attempts: while it answers
  * every order's write READONLY (the producer reconnects each time, and
  * each connect succeeds), the log says so once and counts; once Redis is a
@@ -729,11 +710,11 @@ static void test_readonly_redis_logs_once(void **state)
      * the connection the producer had, the next one the first new one). */
     redis_replica_of_nothing(false);
     WAIT_UNTIL(harness_order(p->port, u++, item, NULL, 0) == 202 &&
-                   over_count(p->log, "right after connecting: over (a command worked; taken again)") >= 0,
+                   harness_over_count(p->log, "right after connecting: over (a command worked; taken again)") >= 0,
                15000, ok);
     if (!ok)
         fail_msg("no order taken, or no end of the failure logged, after Redis healed; see %s", p->log);
-    long long times = over_count(p->log, "right after connecting: over (a command worked; taken again)");
+    long long times = harness_over_count(p->log, "right after connecting: over (a command worked; taken again)");
     if (times < refused - 2)
         fail_msg("the failure is over after %lld times, but %d orders were refused; see %s", times, refused, p->log);
 }

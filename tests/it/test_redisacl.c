@@ -605,25 +605,6 @@ static void test_functions_missing_then_loaded(void **state)
 
 /* --- a consumer whose Redis refuses it, again and again ------------------ */
 
-/* The largest count of the log's "<key>: over (...) after N times" lines
- * that contain needle; -1 when there is none. */
-static long long over_count(const char *path, const char *needle)
-{
-    char line[4096];
-    long long n = -1;
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof(line), f)) {
-        const char *a = strstr(line, needle);
-        long long k;
-        if (a && (a = strstr(a, ") after ")) && sscanf(a, ") after %lld time", &k) == 1 && k > n)
-            n = k;
-    }
-    fclose(f);
-    return n;
-}
-
 static void acl_rule(const char *rule)
 {
     redisContext *rc = harness_redis(&harness_conf);
@@ -744,7 +725,7 @@ static void test_consumer_stuck_redis_logs_once(void **state)
 
     /* Healed: every order persisted, and the failure said over, counted. */
     acl_rule("+fcall");
-    WAIT_UNTIL(persisted(&p) >= 1 + ORDERS && over_count(p.clog, "NOPERM") > 1, 30000, ok);
+    WAIT_UNTIL(persisted(&p) >= 1 + ORDERS && harness_over_count(p.clog, "NOPERM") > 1, 30000, ok);
     if (!ok)
         fail_msg("persisted %lld of %d, or no end of the failure logged; see %s", (long long)persisted(&p),
                  1 + ORDERS, p.clog);
