@@ -101,10 +101,10 @@ void harness_redis_restart(void);
 
 /* Lines of the file at path that contain needle (0 if unreadable): a log
  * line said once, or not at all. */
+int harness_file_lines(const char *path, const char *needle);
 /* The largest count N of the log's "<key>: over (...) after N times" lines
  * (log_repeat_end) that contain needle; -1 when there is none. */
 long long harness_over_count(const char *path, const char *needle);
-int harness_file_lines(const char *path, const char *needle);
 /* Replace the file at path with content and a newline, mode 0600, by a
  * rename (a reader sees the old file or the new one): a password file as
  * the programs demand it. */
