@@ -300,7 +300,7 @@ enum cfg_auth {
     X("producer.status_ttl_s", CFG_INT, producer.status_ttl_s, 60, 31536000, 604800, NULL, CFG_RELOAD,      \
       "how long Redis keeps an order's status for the status calls")                                        \
     X("producer.soldout_refresh_ms", CFG_INT, producer.soldout_refresh_ms, 10, 60000, 100, NULL, CFG_RELOAD,   \
-      "how often items known sold out are checked in Redis: how long a unit back in stock can be missed")   \
+      "how often sold-out items and remembered winners are checked in Redis: how long a unit back is missed") \
     X("producer.soldout_max_buyers", CFG_INT, producer.soldout_max_buyers, 0, 100000000, 1000000, NULL,     \
       CFG_RELOAD,                                                                                           \
       "buyers of an item copied at most to answer its sold-out requests locally; 0: always ask Redis")      \
