@@ -503,20 +503,26 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
     return MHD_NO;
 }
 
+/* Counted when started, so that a connection libmicrohttpd gave up on
+ * between the policy and its start is never counted; the address counted
+ * stays with the connection, so its close uncounts exactly that. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
     struct ingress *g = cls;
-    struct na_addr peer;
-    if (peer_of(conn, &peer) != 0)
-        return;
-    /* Counted when started, so that a connection libmicrohttpd gave up on
-     * between the policy and its start is never counted. */
+    struct na_addr *peer = *socket_context;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        rl_conn_opened(g->rl, &peer);
-        *socket_context = g;
-    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
-        rl_conn_closed(g->rl, &peer);
+        if (!(peer = malloc(sizeof(*peer))))
+            return; /* not counted: the cap is looser, nothing worse */
+        if (peer_of(conn, peer) != 0) {
+            free(peer);
+            return;
+        }
+        rl_conn_opened(g->rl, peer);
+        *socket_context = peer;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && peer) {
+        rl_conn_closed(g->rl, peer);
+        free(peer);
         *socket_context = NULL;
     }
 }
