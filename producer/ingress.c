@@ -454,14 +454,15 @@ static enum MHD_Result rate_limited(struct ingress *g, struct MHD_Connection *co
     char body[96], after[24];
     int64_t s = rl_retry_after_s(wait_us);
     snprintf(after, sizeof(after), "%" PRId64, s);
-    snprintf(body, sizeof(body), "{\"status\":\"rate_limited\",\"limit\":\"%s\",\"retry_after_s\":%" PRId64 "}",
-             limit, s);
+    snprintf(body, sizeof(body),
+             "{\"status\":\"rate_limited\",\"limit\":\"%s\",\"retry_after_s\":%" PRId64 "}", limit, s);
     return respond_hdr(g, conn, MHD_HTTP_TOO_MANY_REQUESTS, body, t0, MHD_HTTP_HEADER_RETRY_AFTER, after);
 }
 
 /* The client's request rate, before anything costs Redis: 1 admitted, 0
  * answered (*ret). */
-static int front_door_address(struct ingress *g, struct MHD_Connection *conn, int64_t t0, enum MHD_Result *ret)
+static int front_door_address(struct ingress *g, struct MHD_Connection *conn, int64_t t0,
+                              enum MHD_Result *ret)
 {
     struct hdr_vals h = { .name = rl_client_header(g->rl) };
     struct na_addr peer, client;

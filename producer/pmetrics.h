@@ -17,7 +17,8 @@
 #define PM_KAFKA "seckill_producer_kafka_errors_total"
 #define PM_KAFKA_HELP "Orders Kafka did not take, by kind"
 #define PM_LIMITED "seckill_producer_limited_total"
-#define PM_LIMITED_HELP "Requests answered 429 rate_limited (address, buyer) and connections closed at accept (connections), by limit"
+#define PM_LIMITED_HELP \
+    "Requests answered 429 rate_limited (address, buyer) and connections closed at accept (connections), by limit"
 
 #define PM_METRICS(X)                                                                            \
     X(req_accepted, PM_REQ, "counter", "outcome=\"accepted\"", PM_REQ_HELP)                       \
@@ -47,7 +48,7 @@
     X(winners, "seckill_producer_winners", "gauge", "",                                            \
       "Buyers this producer remembers holding a unit (answered 409 by itself)")                    \
     X(winners_dropped, "seckill_producer_winners_dropped_total", "counter", "",                    \
-      "Times an item's remembered winners were dropped: Redis's view of it moved (a unit given back, a reload)") \
+      "Times an item's remembered winners were dropped: Redis's view of it moved (a unit given back)") \
     X(soldout_items, "seckill_producer_sold_out_items", "gauge", "",                               \
       "Items this producer answers sold out by itself, their buyers copied from Redis")        \
     X(soldout_copies, "seckill_producer_sold_out_copies_total", "counter", "",                     \

@@ -59,8 +59,10 @@ int rl_new(const struct cfg *c, struct rl **out, char *err, size_t errlen)
     while (n < (size_t)c->producer.max_connections * 2)
         n <<= 1;
     r->conns_mask = n - 1;
-    if (!(r->addr = calloc(RL_SLOTS, sizeof(*r->addr))) || !(r->buyer = calloc(RL_SLOTS, sizeof(*r->buyer))) ||
-        !(r->conns = calloc(n, sizeof(*r->conns))))
+    r->addr = calloc(RL_SLOTS, sizeof(*r->addr));
+    r->buyer = calloc(RL_SLOTS, sizeof(*r->buyer));
+    r->conns = calloc(n, sizeof(*r->conns));
+    if (!r->addr || !r->buyer || !r->conns)
         goto oom;
     if (c->producer.trusted_proxies.n &&
         !(r->proxies = calloc(c->producer.trusted_proxies.n, sizeof(*r->proxies))))
@@ -189,8 +191,8 @@ int64_t rl_buyer(struct rl *r, int64_t buyer, int64_t now_us)
 {
     struct na_addr k = { { 0 } };
     memcpy(k.b, &buyer, sizeof(buyer));
-    return take(r->buyer, &k, CFG_GET(r->cfg->producer.buyer_rate_per_s), CFG_GET(r->cfg->producer.buyer_burst),
-                now_us);
+    return take(r->buyer, &k, CFG_GET(r->cfg->producer.buyer_rate_per_s),
+                CFG_GET(r->cfg->producer.buyer_burst), now_us);
 }
 
 int64_t rl_retry_after_s(int64_t wait_us)

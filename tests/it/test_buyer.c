@@ -1523,7 +1523,8 @@ static void test_restamp_at_opening(void **state)
  * another client to the producer); -1 on failure. */
 static int connect_from(const char *src, int port)
 {
-    struct sockaddr_in a = { .sin_family = AF_INET }, d = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    struct sockaddr_in a = { .sin_family = AF_INET };
+    struct sockaddr_in d = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0)
         return -1;
