@@ -1594,7 +1594,7 @@ static void front_start(struct front *f)
     harness_set_str(&f->c.kafka.topic, R.c.kafka.topic);
     harness_set_str(&f->c.kafka.dlq_topic, R.c.kafka.dlq_topic);
     f->c.producer.auth = CFG_AUTH_JWT;
-    f->c.producer.port = harness_free_port();
+    harness_producer_ports(&f->c);
     f->c.producer.connection_timeout_s = 10;
     /* a burst of 3, then one a second: the test's few requests take
      * milliseconds, far from the next second's */
@@ -1634,8 +1634,8 @@ static void test_front_door_rates(void **state)
     int64_t item = item_new(5, 0, 0), u = new_user_base();
     const char *addr_metric = "seckill_producer_limited_total{reason=\"address\"}";
     front_start(&f);
-    int port = f.c.producer.port;
-    int64_t limited0 = sale_metric(port, addr_metric);
+    int port = f.c.producer.port, mport = f.c.producer.metrics_port;
+    int64_t limited0 = sale_metric(mport, addr_metric);
 
     /* 127.0.0.2 sends its burst, then is refused; 127.0.0.3 is not. */
     assert_int_equal(until_limited("127.0.0.2", port, u, item, NULL, 10, &r), 3);
@@ -1651,7 +1651,7 @@ static void test_front_door_rates(void **state)
     assert_int_equal(front_get("127.0.0.9", port, u, item, "198.51.100.1, 127.0.0.9", &r), 429);
     /* What the client wrote before the proxy's entry is not believed. */
     assert_int_equal(front_get("127.0.0.9", port, u, item, "198.51.100.3, 198.51.100.1", &r), 429);
-    assert_true(sale_metric(port, addr_metric) >= limited0 + 4);
+    assert_true(sale_metric(mport, addr_metric) >= limited0 + 4);
     /* A rate, not a ban: the client passes again once Retry-After is over. */
     WAIT_UNTIL(front_get("127.0.0.2", port, u, item, NULL, &r) == 200, 5000, ok);
     assert_true(ok);
@@ -1673,7 +1673,7 @@ static void test_front_door_rates(void **state)
     expect_limited(&r, "buyer");
     /* another buyer is not held back by the first; no address is any more */
     assert_int_equal(until_limited("127.0.0.2", port, u + 3, item, NULL, 10, &r), 2);
-    assert_true(sale_metric(port, "seckill_producer_limited_total{reason=\"buyer\"}") >= 2);
+    assert_true(sale_metric(mport, "seckill_producer_limited_total{reason=\"buyer\"}") >= 2);
     /* a buy is held to it too, before Redis is asked: nothing reserved */
     assert_int_equal(buy(port, u + 2, 0, item, &r), 429);
     assert_int_equal(item_redis(item, KEYS_ITEM_STOCK, "GET", NULL), 5);
@@ -1692,12 +1692,12 @@ static void test_front_door_connections(void **state)
     int64_t item = item_new(5, 0, 0), u = new_user_base();
     int held[3], lb[3];
     front_start(&f);
-    int port = f.c.producer.port;
+    int port = f.c.producer.port, mport = f.c.producer.metrics_port;
     f.c.producer.address_rate_per_s = 0;
     f.c.producer.max_connections_per_address = 2;
     cfg_rewrite(&f.c, f.cfgpath);
     hup(f.pid, f.log, "configuration reloaded from", 1);
-    int64_t refused0 = sale_metric(port, "seckill_producer_limited_total{reason=\"connections\"}");
+    int64_t refused0 = sale_metric(mport, "seckill_producer_limited_total{reason=\"connections\"}");
 
     for (int i = 0; i < 2; i++)
         assert_true((held[i] = connect_from("127.0.0.4", port)) >= 0);
@@ -1705,7 +1705,7 @@ static void test_front_door_connections(void **state)
      * completes its handshake; the producer closes it unread. */
     assert_int_equal(front_get("127.0.0.4", port, u, item, NULL, &r), -1);
     assert_int_equal(front_get("127.0.0.5", port, u, item, NULL, &r), 200);
-    assert_true(sale_metric(port, "seckill_producer_limited_total{reason=\"connections\"}") > refused0);
+    assert_true(sale_metric(mport, "seckill_producer_limited_total{reason=\"connections\"}") > refused0);
     /* the trusted proxy carries every client behind it: not capped */
     for (int i = 0; i < 3; i++)
         assert_true((lb[i] = connect_from("127.0.0.9", port)) >= 0);
