@@ -1,6 +1,7 @@
 #include "cfg.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <libconfig.h>
 #include <librdkafka/rdkafka.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "netaddr.h"
 #include "secret.h"
 #include "util.h"
 
@@ -461,6 +463,34 @@ static int load_one(config_t *lc, const struct cfg_def *d, const char *path, str
 static const char *const kafka_protocols[] = { "plaintext", "ssl", "sasl_plaintext", "sasl_ssl" };
 static const char *const kafka_mechanisms[] = { "SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN" };
 
+/* The front door's settings (producer/ratelimit.h): a header believed from
+ * nobody, or proxies whose header is never read, is a configuration that
+ * does not do what its author meant. */
+static int check_front(const struct cfg *c, char *err, size_t errlen)
+{
+    struct na_net n;
+    const char *h = c->producer.client_address_header;
+    for (size_t i = 0; i < c->producer.trusted_proxies.n; i++)
+        if (na_net_parse(c->producer.trusted_proxies.v[i], &n) != 0) {
+            seterr(err, errlen, "%s: 'producer.trusted_proxies' entry \"%s\" is not an address or "
+                   "\"ADDR/BITS\"", cfg_where(c, "producer.trusted_proxies"), c->producer.trusted_proxies.v[i]);
+            return -1;
+        }
+    for (size_t i = 0; h[i]; i++)
+        if (!(isalnum((unsigned char)h[i]) || strchr("!#$%&'*+-.^_`|~", h[i]))) {
+            seterr(err, errlen, "%s: 'producer.client_address_header' \"%s\" is not a header name",
+                   cfg_where(c, "producer.client_address_header"), h);
+            return -1;
+        }
+    if (!h[0] != !c->producer.trusted_proxies.n) {
+        seterr(err, errlen, "%s: 'producer.client_address_header' and 'producer.trusted_proxies' go "
+               "together: the header is believed only from the proxies",
+               cfg_where(c, h[0] ? "producer.client_address_header" : "producer.trusted_proxies"));
+        return -1;
+    }
+    return 0;
+}
+
 /* Rules that span settings. */
 static int check_cross(const struct cfg *c, const char *path, char *err, size_t errlen)
 {
@@ -505,7 +535,7 @@ static int check_cross(const struct cfg *c, const char *path, char *err, size_t 
                c->lock.backoff_base_ms, c->lock.backoff_cap_ms);
         return -1;
     }
-    return 0;
+    return check_front(c, err, errlen);
 }
 
 int cfg_addr_loopback(const char *addr)

@@ -15,10 +15,12 @@
 #include "httpd.h"
 #include "log.h"
 #include "pmetrics.h"
+#include "ratelimit.h"
 #include "request.h"
 #include "soldout.h"
 #include "status.h"
 #include "util.h"
+#include "winners.h"
 
 #define ORDER_PATH "/api/v1/seckill"
 #define ITEM_STATUS_PREFIX "/api/v1/seckill/"
@@ -50,6 +52,8 @@ struct ingress {
     struct st *st;
     struct so *so;
     struct auth *auth;
+    struct win *win;
+    struct rl *rl; /* HTTP thread only */
     struct ing_health *health;
     struct MHD_Daemon *mhd;
     _Atomic int stopping;
@@ -169,6 +173,12 @@ static void on_complete(struct rsv_req *rr)
     rsv_count(rr->outcome);
     if (rr->outcome == RSV_SOLD_OUT)
         so_mark(q->g->so, rr->item_id);
+    /* Redis said the buyer holds a unit; a definite refusal may have given
+     * one back (a NOT_PERSISTED order). */
+    if (rr->outcome == RSV_ACCEPTED || rr->outcome == RSV_DUPLICATE)
+        win_record(q->g->win, rr->item_id, rr->user_id, q->t0_us);
+    else if (rr->outcome == RSV_UNAVAILABLE)
+        win_forget(q->g->win, rr->item_id, rr->user_id);
     request_done(q);
 }
 
@@ -408,6 +418,116 @@ static const char *framing_error(struct MHD_Connection *conn, const char *clen)
     return cl[1] ? "Content-Length given twice with different values" : NULL;
 }
 
+/* --- the front door (ratelimit.h): limits per client and per buyer ----- */
+
+/* The values of the client address header, in order. */
+struct hdr_vals {
+    const char *name;
+    const char *v[8];
+    size_t n;
+};
+
+static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    struct hdr_vals *h = cls;
+    (void)kind;
+    if (strcasecmp(key, h->name) != 0)
+        return MHD_YES;
+    /* More fields than this are a list no proxy chain writes: the last
+     * ones, where the trusted hops are, are what counts. */
+    if (h->n == sizeof(h->v) / sizeof(h->v[0]))
+        memmove(h->v, h->v + 1, --h->n * sizeof(h->v[0]));
+    h->v[h->n++] = value;
+    return MHD_YES;
+}
+
+static int peer_of(struct MHD_Connection *conn, struct na_addr *out)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    return ci ? na_from_sockaddr(ci->client_addr, out) : -1;
+}
+
+/* 429 rate_limited: which limit, and when to ask again. */
+static enum MHD_Result rate_limited(struct ingress *g, struct MHD_Connection *conn, const char *limit,
+                                    int64_t wait_us, int64_t t0)
+{
+    char body[96], after[24];
+    int64_t s = rl_retry_after_s(wait_us);
+    snprintf(after, sizeof(after), "%" PRId64, s);
+    snprintf(body, sizeof(body),
+             "{\"status\":\"rate_limited\",\"limit\":\"%s\",\"retry_after_s\":%" PRId64 "}", limit, s);
+    return respond_hdr(g, conn, MHD_HTTP_TOO_MANY_REQUESTS, body, t0, MHD_HTTP_HEADER_RETRY_AFTER, after);
+}
+
+/* The client's request rate, before anything costs Redis: 1 admitted, 0
+ * answered (*ret). */
+static int front_door_address(struct ingress *g, struct MHD_Connection *conn, int64_t t0,
+                              enum MHD_Result *ret)
+{
+    struct hdr_vals h = { .name = rl_client_header(g->rl) };
+    struct na_addr peer, client;
+    if (peer_of(conn, &peer) != 0)
+        return 1; /* not TCP: nothing to key it by */
+    if (h.name)
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, collect_header, &h);
+    rl_client(g->rl, &peer, h.v, h.n, &client);
+    int64_t wait_us = rl_address(g->rl, &client, t0);
+    if (!wait_us)
+        return 1;
+    PM_INC(limited_address);
+    *ret = rate_limited(g, conn, "address", wait_us, t0);
+    return 0;
+}
+
+/* The buyer's request rate, known once the token is verified. */
+static int front_door_buyer(struct ingress *g, struct MHD_Connection *conn, int64_t buyer, int64_t t0,
+                            enum MHD_Result *ret)
+{
+    int64_t wait_us = rl_buyer(g->rl, buyer, t0);
+    if (!wait_us)
+        return 1;
+    PM_INC(limited_buyer);
+    *ret = rate_limited(g, conn, "buyer", wait_us, t0);
+    return 0;
+}
+
+/* Accept policy: the connection cap per address (the TCP peer: a header is
+ * not read yet, and a trusted proxy is not capped). */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    struct ingress *g = cls;
+    struct na_addr peer;
+    (void)addrlen;
+    if (na_from_sockaddr(addr, &peer) != 0 || rl_conn_allowed(g->rl, &peer))
+        return MHD_YES;
+    PM_INC(limited_connections);
+    return MHD_NO;
+}
+
+/* Counted when started, so that a connection libmicrohttpd gave up on
+ * between the policy and its start is never counted; the address counted
+ * stays with the connection, so its close uncounts exactly that. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct ingress *g = cls;
+    struct na_addr *peer = *socket_context;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        if (!(peer = malloc(sizeof(*peer))))
+            return; /* not counted: the cap is looser, nothing worse */
+        if (peer_of(conn, peer) != 0) {
+            free(peer);
+            return;
+        }
+        rl_conn_opened(g->rl, peer);
+        *socket_context = peer;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && peer) {
+        rl_conn_closed(g->rl, peer);
+        free(peer);
+        *socket_context = NULL;
+    }
+}
+
 /* First call for a request: only the headers are in. */
 static enum MHD_Result on_headers(struct ingress *g, struct MHD_Connection *conn, const char *url,
                                   const char *method, void **con_cls)
@@ -449,11 +569,15 @@ static enum MHD_Result on_headers(struct ingress *g, struct MHD_Connection *conn
         return respond(g, conn, MHD_HTTP_METHOD_NOT_ALLOWED,
                        "{\"status\":\"bad_request\",\"error\":\"use POST\"}", t0);
     }
+    if (!front_door_address(g, conn, t0, &ret))
+        return ret;
     if (auth_enabled(g->auth)) {
         const char *authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
         enum jwt_err e = auth_buyer(g->auth, authz, &buyer);
         if (e != JWT_OK)
             return unauthorized(g, conn, e, t0);
+        if (!front_door_buyer(g, conn, buyer, t0, &ret))
+            return ret;
     }
     if (by_order || by_item)
         return status_call(g, conn, by_order ? ST_BY_ORDER : ST_BY_ITEM, id, buyer, t0, con_cls);
@@ -494,6 +618,13 @@ static enum MHD_Result on_body(struct ingress *g, struct MHD_Connection *conn, s
     if (sa != SO_ASK_REDIS) {
         q->rr.outcome = sa == SO_ENDED ? RSV_ENDED : RSV_SOLD_OUT;
         PM_INC(sold_out_local);
+        rsv_count(q->rr.outcome);
+        return answer_buy(g, q);
+    }
+    /* A winner pressing again: winners.h says how fresh this is. */
+    if (win_holds(g->win, q->rr.item_id, q->rr.user_id, q->t0_us)) {
+        q->rr.outcome = RSV_DUPLICATE;
+        PM_INC(duplicate_local);
         rsv_count(q->rr.outcome);
         return answer_buy(g, q);
     }
@@ -550,7 +681,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     log_warn("http: %s", buf);
 }
 
-int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct so *so, struct auth *a,
+int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct so *so, struct win *w, struct auth *a,
               struct ing_health *h, struct ingress **out, char *err, size_t errlen)
 {
     struct sockaddr_in sa;
@@ -564,8 +695,11 @@ int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct so *so, 
     g->st = st;
     g->so = so;
     g->auth = a;
+    g->win = w;
     g->health = h;
     g->body_limit = (size_t)c->producer.body_limit;
+    if (rl_new(c, &g->rl, err, errlen) != 0)
+        goto fail;
     if (httpd_sockaddr(c->producer.listen, c->producer.port, &sa) != 0) {
         snprintf(err, errlen, "bad producer.listen address '%s'", c->producer.listen);
         goto fail;
@@ -576,8 +710,8 @@ int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct so *so, 
      * cap are not accepted. */
     g->mhd = MHD_start_daemon(
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | MHD_USE_TURBO, 0,
-        NULL,
-        NULL, on_request, g, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        on_accept, g, on_request, g, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, g,
         MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)c->producer.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)c->producer.connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
@@ -590,6 +724,7 @@ int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct so *so, 
     *out = g;
     return 0;
 fail:
+    rl_free(g->rl);
     free(g);
     return -1;
 }
@@ -608,5 +743,6 @@ void ing_stop(struct ingress *g)
         next = q->free_next;
         free(q);
     }
+    rl_free(g->rl);
     free(g);
 }

@@ -12,7 +12,14 @@
  * item known sold out (soldout.h) is answered 410 there too. Any other is parsed
  * on the HTTP thread, then its connection is suspended while the reserving
  * thread works on it (a status call: the status thread), and resumed with
- * the answer: the HTTP thread never waits for Redis or Kafka. */
+ * the answer: the HTTP thread never waits for Redis or Kafka.
+ *
+ * Before any of that, the front door (ratelimit.h): connections beyond
+ * producer.max_connections_per_address are closed as they are accepted; an
+ * API call over its client address's rate, or, once its token is verified,
+ * its buyer's, is answered 429 rate_limited with Retry-After. /healthz is
+ * not limited. A buy from a buyer known to hold a unit of the item
+ * (winners.h) is answered 409 on the HTTP thread. */
 #ifndef SECKILL_INGRESS_H
 #define SECKILL_INGRESS_H
 
@@ -23,6 +30,7 @@
 #include "reserve.h"
 #include "soldout.h"
 #include "status.h"
+#include "winners.h"
 
 struct ingress;
 
@@ -33,7 +41,7 @@ struct ing_health {
 };
 
 /* Listen on producer.listen:port. 0, or -1 with err set. */
-int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct so *so, struct auth *a,
+int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct so *so, struct win *w, struct auth *a,
               struct ing_health *h, struct ingress **out, char *err, size_t errlen);
 /* The health of /healthz into b (JSON); its HTTP status: 200, or 503
  * while Redis or Kafka is down or the daemon is stopping. Any thread. */

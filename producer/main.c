@@ -127,6 +127,7 @@ struct producer {
     struct hk *k;
     struct st *st;
     struct so *so;
+    struct win *w;
     struct auth *a;
     struct ingress *g;
     struct ops *o;
@@ -168,7 +169,8 @@ static int start(const struct cli *cli, struct producer *d)
     }
     if (hk_start(c, d->p, &d->gen, &d->health, &d->k, err, sizeof(err)) != 0 ||
         st_start(c, &d->st, err, sizeof(err)) != 0 || so_start(c, &d->so, err, sizeof(err)) != 0 ||
-        ing_start(c, d->r, d->st, d->so, d->a, &d->health, &d->g, err, sizeof(err)) != 0 ||
+        win_new(c, &d->w, err, sizeof(err)) != 0 || win_start(d->w, err, sizeof(err)) != 0 ||
+        ing_start(c, d->r, d->st, d->so, d->w, d->a, &d->health, &d->g, err, sizeof(err)) != 0 ||
         ops_start(c, d->g, &d->o, err, sizeof(err)) != 0)
         goto fail;
     log_notice("taking orders on http://%s:%d/api/v1/seckill (order id block %lld, auth %s)",
@@ -212,6 +214,7 @@ static void stop(struct producer *d)
     st_stop(d->st);
     so_stop(d->so);
     rsv_stop(d->r);
+    win_free(d->w); /* after the reserving thread: it records winners */
     pub_close(d->p, CFG_GET(d->c.producer.drain_timeout_ms));
     auth_close(d->a);
     rconn_watch_stop();

@@ -16,6 +16,9 @@
 #define PM_AUTH_HELP "Bearer tokens checked, by result (cached: verified earlier, still valid)"
 #define PM_KAFKA "seckill_producer_kafka_errors_total"
 #define PM_KAFKA_HELP "Orders Kafka did not take, by kind"
+#define PM_LIMITED "seckill_producer_limited_total"
+#define PM_LIMITED_HELP \
+    "Requests answered 429 rate_limited (address, buyer) and connections closed at accept (connections), by limit"
 
 #define PM_METRICS(X)                                                                            \
     X(req_accepted, PM_REQ, "counter", "outcome=\"accepted\"", PM_REQ_HELP)                       \
@@ -37,6 +40,15 @@
     X(auth_denied, PM_AUTH, "counter", "result=\"denied\"", PM_AUTH_HELP)                       \
     X(sold_out_local, "seckill_producer_sold_out_local_total", "counter", "",                       \
       "Sold-out and ended answers (410) given without asking Redis (also in requests_total)")          \
+    X(limited_address, PM_LIMITED, "counter", "reason=\"address\"", PM_LIMITED_HELP)               \
+    X(limited_buyer, PM_LIMITED, "counter", "reason=\"buyer\"", PM_LIMITED_HELP)                   \
+    X(limited_connections, PM_LIMITED, "counter", "reason=\"connections\"", PM_LIMITED_HELP)       \
+    X(duplicate_local, "seckill_producer_duplicate_local_total", "counter", "",                    \
+      "Duplicate answers (409) given from remembered winners without asking Redis (also in requests_total)") \
+    X(winners, "seckill_producer_winners", "gauge", "",                                            \
+      "Buyers this producer remembers holding a unit (answered 409 by itself)")                    \
+    X(winners_dropped, "seckill_producer_winners_dropped_total", "counter", "",                    \
+      "Times an item's remembered winners were dropped: Redis's view of it moved (a unit given back)") \
     X(soldout_items, "seckill_producer_sold_out_items", "gauge", "",                               \
       "Items this producer answers sold out by itself, their buyers copied from Redis")        \
     X(soldout_copies, "seckill_producer_sold_out_copies_total", "counter", "",                     \

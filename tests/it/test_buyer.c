@@ -31,6 +31,7 @@
 #include "order.h"
 #include "rconn.h"
 #include "rfunc.h"
+#include "sale.h"
 
 #define PARTS 4
 #define MAX_ITEMS 64
@@ -66,13 +67,13 @@ struct resp {
     size_t body_len;    /* bytes after the blank line, all of them (may exceed body) */
 };
 
-/* Send req as is, read until the server closes (the request says
- * Connection: close, or the server decides to). No cmocka: threads use it. */
-static int http_raw(int port, const char *req, size_t len, struct resp *r)
+/* Send req as is on fd (closed here; -1: none), read until the server
+ * closes (the request says Connection: close, or the server decides to). No
+ * cmocka: threads use it. */
+static int http_on(int fd, const char *req, size_t len, struct resp *r)
 {
     char buf[16384];
     size_t got = 0, total = 0;
-    int fd = harness_connect(port);
     memset(r, 0, sizeof(*r));
     r->status = -1;
     if (fd < 0)
@@ -109,6 +110,11 @@ static int http_raw(int port, const char *req, size_t len, struct resp *r)
 out:
     close(fd);
     return r->status;
+}
+
+static int http_raw(int port, const char *req, size_t len, struct resp *r)
+{
+    return http_on(harness_connect(port), req, len, r);
 }
 
 /* method path with an optional Authorization value and JSON body. */
@@ -1511,12 +1517,217 @@ static void test_restamp_at_opening(void **state)
     redisFree(rc);
 }
 
+/* --- g. the front door ------------------------------------------------------ */
+
+/* A TCP connection to 127.0.0.1:port from src (any 127/8 address: each is
+ * another client to the producer); -1 on failure. */
+static int connect_from(const char *src, int port)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET };
+    struct sockaddr_in d = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    inet_pton(AF_INET, src, &a.sin_addr);
+    inet_pton(AF_INET, "127.0.0.1", &d.sin_addr);
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || connect(fd, (struct sockaddr *)&d, sizeof(d)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* GET user's order of item on fd (closed here), with X-Forwarded-For: xff
+ * when not NULL. */
+static int front_get_on(int fd, int64_t user, int64_t item, const char *xff, struct resp *r)
+{
+    char req[2048], authz[1100];
+    bearer(user, authz, sizeof(authz));
+    int n = snprintf(req, sizeof(req),
+                     "GET /api/v1/seckill/%" PRId64 " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                     "Authorization: %s\r\n%s%s%s\r\n",
+                     item, authz, xff ? "X-Forwarded-For: " : "", xff ? xff : "", xff ? "\r\n" : "");
+    return http_on(fd, req, (size_t)n, r);
+}
+
+static int front_get(const char *src, int port, int64_t user, int64_t item, const char *xff, struct resp *r)
+{
+    return front_get_on(connect_from(src, port), user, item, xff, r);
+}
+
+static void expect_limited(const struct resp *r, const char *limit)
+{
+    char v[32];
+    expect_status(r, 429, "rate_limited");
+    assert_true(json_str(r->body, "limit", v, sizeof(v)));
+    assert_string_equal(v, limit);
+    assert_true(resp_header(r, "Retry-After", v, sizeof(v)));
+    assert_true(strtoll(v, NULL, 10) >= 1);
+}
+
+/* Requests until the first 429 (at most max): how many passed before it;
+ * -1 when none was refused. */
+static int until_limited(const char *src, int port, int64_t user, int64_t item, const char *xff, int max,
+                         struct resp *r)
+{
+    for (int i = 0; i < max; i++) {
+        int st = front_get(src, port, user, item, xff, r);
+        if (st == 429)
+            return i;
+        if (st != 200)
+            fail_msg("from %s (%s): %d %s", src, xff ? xff : "no header", st, r->body);
+    }
+    return -1;
+}
+
+/* A producer of the suite's with the front door's limits of its own. */
+struct front {
+    struct cfg c;
+    char cfgpath[128], log[192];
+    pid_t pid;
+};
+
+static void front_start(struct front *f)
+{
+    harness_cfg(&f->c);
+    harness_set_str(&f->c.redis.key_prefix, R.c.redis.key_prefix);
+    harness_set_str(&f->c.kafka.topic, R.c.kafka.topic);
+    harness_set_str(&f->c.kafka.dlq_topic, R.c.kafka.dlq_topic);
+    f->c.producer.auth = CFG_AUTH_JWT;
+    harness_producer_ports(&f->c);
+    f->c.producer.connection_timeout_s = 10;
+    /* a burst of 3, then one a second: the test's few requests take
+     * milliseconds, far from the next second's */
+    f->c.producer.address_rate_per_s = 1;
+    f->c.producer.address_burst = 3;
+    f->c.producer.buyer_rate_per_s = 0;
+    f->c.producer.max_connections_per_address = 0;
+    harness_set_str(&f->c.producer.client_address_header, "X-Forwarded-For");
+    f->c.producer.trusted_proxies.v = calloc(1, sizeof(char *));
+    assert_non_null(f->c.producer.trusted_proxies.v);
+    f->c.producer.trusted_proxies.v[0] = strdup("127.0.0.9");
+    f->c.producer.trusted_proxies.n = 1;
+    harness_cfg_file(&f->c, f->cfgpath, sizeof(f->cfgpath));
+    snprintf(f->log, sizeof(f->log), "%s.producer.log", f->cfgpath);
+    f->pid = producer_spawn(f->cfgpath, f->log, f->c.producer.port);
+}
+
+static void front_stop(struct front *f)
+{
+    daemon_stop(&f->pid, f->log);
+    if (!getenv("SECKILL_TEST_KEEP_LOGS")) {
+        unlink(f->log);
+        unlink(f->cfgpath);
+    }
+    cfg_free(&f->c);
+}
+
+/* Per-address and per-buyer rates: 429 rate_limited with Retry-After for
+ * the client over its rate and no other; the forwarded address believed
+ * from the trusted proxy only; the limits change on SIGHUP. */
+static void test_front_door_rates(void **state)
+{
+    (void)state;
+    struct front f = { 0 };
+    struct resp r;
+    bool ok;
+    int64_t item = item_new(5, 0, 0), u = new_user_base();
+    const char *addr_metric = "seckill_producer_limited_total{reason=\"address\"}";
+    front_start(&f);
+    int port = f.c.producer.port, mport = f.c.producer.metrics_port;
+    int64_t limited0 = sale_metric(mport, addr_metric);
+
+    /* 127.0.0.2 sends its burst, then is refused; 127.0.0.3 is not. */
+    assert_int_equal(until_limited("127.0.0.2", port, u, item, NULL, 10, &r), 3);
+    expect_limited(&r, "address");
+    assert_int_equal(front_get("127.0.0.3", port, u + 1, item, NULL, &r), 200);
+    /* A header from a peer that is not a trusted proxy is not believed. */
+    assert_int_equal(front_get("127.0.0.2", port, u, item, "198.51.100.1", &r), 429);
+    /* Behind the trusted proxy, each forwarded client has its own rate;
+     * the trusted hops of the list are skipped. */
+    assert_int_equal(until_limited("127.0.0.9", port, u, item, "198.51.100.1", 10, &r), 3);
+    expect_limited(&r, "address");
+    assert_int_equal(front_get("127.0.0.9", port, u, item, "198.51.100.2, 127.0.0.9", &r), 200);
+    assert_int_equal(front_get("127.0.0.9", port, u, item, "198.51.100.1, 127.0.0.9", &r), 429);
+    /* What the client wrote before the proxy's entry is not believed. */
+    assert_int_equal(front_get("127.0.0.9", port, u, item, "198.51.100.3, 198.51.100.1", &r), 429);
+    assert_true(sale_metric(mport, addr_metric) >= limited0 + 4);
+    /* A rate, not a ban: the client passes again once Retry-After is over. */
+    WAIT_UNTIL(front_get("127.0.0.2", port, u, item, NULL, &r) == 200, 5000, ok);
+    assert_true(ok);
+    /* /healthz is never limited (load balancers ask it from one address). */
+    const char *hz = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(http_on(connect_from("127.0.0.2", port), hz, strlen(hz), &r), 200);
+
+    /* SIGHUP: no address limit, one a second per buyer with a burst of 2. */
+    f.c.producer.address_rate_per_s = 0;
+    f.c.producer.buyer_rate_per_s = 1;
+    f.c.producer.buyer_burst = 2;
+    cfg_rewrite(&f.c, f.cfgpath);
+    hup(f.pid, f.log, "configuration reloaded from", 1);
+    assert_int_equal(until_limited("127.0.0.2", port, u + 2, item, NULL, 10, &r), 2);
+    expect_limited(&r, "buyer");
+    /* the same buyer from another address: still the buyer's rate */
+    assert_int_equal(front_get("127.0.0.3", port, u + 2, item, NULL, &r), 429);
+    expect_limited(&r, "buyer");
+    /* another buyer is not held back by the first; no address is any more */
+    assert_int_equal(until_limited("127.0.0.2", port, u + 3, item, NULL, 10, &r), 2);
+    assert_true(sale_metric(mport, "seckill_producer_limited_total{reason=\"buyer\"}") >= 2);
+    /* a buy is held to it too, before Redis is asked: nothing reserved */
+    assert_int_equal(buy(port, u + 2, 0, item, &r), 429);
+    assert_int_equal(item_redis(item, KEYS_ITEM_STOCK, "GET", NULL), 5);
+    front_stop(&f);
+}
+
+/* The connection cap per address (set by SIGHUP): the connection past it
+ * is closed unanswered, other addresses and the trusted proxy are not held
+ * to it, and a slot comes back when a connection closes. */
+static void test_front_door_connections(void **state)
+{
+    (void)state;
+    struct front f = { 0 };
+    struct resp r;
+    bool ok;
+    int64_t item = item_new(5, 0, 0), u = new_user_base();
+    int held[3], lb[3];
+    front_start(&f);
+    int port = f.c.producer.port, mport = f.c.producer.metrics_port;
+    f.c.producer.address_rate_per_s = 0;
+    f.c.producer.max_connections_per_address = 2;
+    cfg_rewrite(&f.c, f.cfgpath);
+    hup(f.pid, f.log, "configuration reloaded from", 1);
+    int64_t refused0 = sale_metric(mport, "seckill_producer_limited_total{reason=\"connections\"}");
+
+    for (int i = 0; i < 2; i++)
+        assert_true((held[i] = connect_from("127.0.0.4", port)) >= 0);
+    /* libmicrohttpd accepts in order: the third is past the cap. The kernel
+     * completes its handshake; the producer closes it unread. */
+    assert_int_equal(front_get("127.0.0.4", port, u, item, NULL, &r), -1);
+    assert_int_equal(front_get("127.0.0.5", port, u, item, NULL, &r), 200);
+    assert_true(sale_metric(mport, "seckill_producer_limited_total{reason=\"connections\"}") > refused0);
+    /* the trusted proxy carries every client behind it: not capped */
+    for (int i = 0; i < 3; i++)
+        assert_true((lb[i] = connect_from("127.0.0.9", port)) >= 0);
+    assert_int_equal(front_get("127.0.0.9", port, u, item, "198.51.100.9", &r), 200);
+    /* one closed: 127.0.0.4 may open one again */
+    close(held[0]);
+    WAIT_UNTIL(front_get("127.0.0.4", port, u, item, NULL, &r) == 200, 5000, ok);
+    assert_true(ok);
+    close(held[1]);
+    for (int i = 0; i < 3; i++)
+        close(lb[i]);
+    front_stop(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tokens),
         cmocka_unit_test(test_key_rotation),
         cmocka_unit_test(test_http_hygiene),
+        cmocka_unit_test(test_front_door_rates),
+        cmocka_unit_test(test_front_door_connections),
         cmocka_unit_test(test_status_lifecycle),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_unknown_outcome),

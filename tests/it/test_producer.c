@@ -566,29 +566,16 @@ static void test_sold_out_locally(void **state)
     assert_int_equal(sale_metric(p->mport, "seckill_producer_sold_out_local_total"), local0 + 30);
 }
 
-/* A unit that comes back (here as the producer gives one back when Kafka
- * refuses an order: seckill_restore, run by hand) is for sale again within a
- * refresh period, and after it sells again the new holder is told 409 and
- * the one who gave it back 410. */
-static void test_sold_out_unit_back(void **state)
+/* Give user's unit of item back as a producer does when Kafka refuses its
+ * order (seckill_restore, run by hand: any producer may be the one). */
+static void give_back_by_hand(int64_t item, int64_t user_id, int64_t order_id)
 {
-    (void)state;
-    struct prod *p = &main_prod;
-    char resp[256], k[KEYS_ITEM_PARTS][KEYS_MAX], oid[24], user[24];
-    int64_t item = new_item(1), order_id;
+    char k[KEYS_ITEM_PARTS][KEYS_MAX], oid[24], user[24];
     redisContext *rc = harness_redis(&harness_conf);
     redisReply *r;
-    bool ok;
-    int st;
-    assert_int_equal(harness_order(p->port, 7, item, resp, sizeof(resp)), 202);
-    order_id = order_id_of(resp);
-    expect_order(p->port, 8, item, 410);
-    WAIT_UNTIL(answered_locally(p, 9, item), 10000, ok);
-    assert_true(ok);
-
     keys_item_all(k, harness_conf.redis.key_prefix, item);
     snprintf(oid, sizeof(oid), "%lld", (long long)order_id);
-    snprintf(user, sizeof(user), "7");
+    snprintf(user, sizeof(user), "%lld", (long long)user_id);
     r = harness_cmd(rc, "ZSCORE %s %s", k[KEYS_ITEM_UNPUB], oid);
     if (r->type != REDIS_REPLY_STRING) {
         /* Published already: put it back as unpublished, as it is in the
@@ -606,6 +593,27 @@ static void test_sold_out_unit_back(void **state)
     assert_int_equal(r->type, REDIS_REPLY_INTEGER);
     assert_int_equal(r->integer, 1);
     freeReplyObject(r);
+    redisFree(rc);
+}
+
+/* A unit that comes back (here as the producer gives one back when Kafka
+ * refuses an order: seckill_restore, run by hand) is for sale again within a
+ * refresh period, and after it sells again the new holder is told 409 and
+ * the one who gave it back 410. */
+static void test_sold_out_unit_back(void **state)
+{
+    (void)state;
+    struct prod *p = &main_prod;
+    char resp[256];
+    int64_t item = new_item(1), order_id;
+    bool ok;
+    int st;
+    assert_int_equal(harness_order(p->port, 7, item, resp, sizeof(resp)), 202);
+    order_id = order_id_of(resp);
+    expect_order(p->port, 8, item, 410);
+    WAIT_UNTIL(answered_locally(p, 9, item), 10000, ok);
+    assert_true(ok);
+    give_back_by_hand(item, 7, order_id);
 
     /* Back in stock: a new buyer gets it within a refresh period. */
     WAIT_UNTIL((st = harness_order(p->port, 10, item, resp, sizeof(resp))) != 410, 10000, ok);
@@ -616,7 +624,6 @@ static void test_sold_out_unit_back(void **state)
     assert_true(ok);
     expect_order(p->port, 10, item, 409); /* the new holder */
     expect_order(p->port, 7, item, 410);  /* gave it back: sold out for them now */
-    redisFree(rc);
 }
 
 /* The unit comes back and sells again, in Redis, between two checks: the
@@ -728,6 +735,98 @@ static int restart_stack(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* --- winners remembered ------------------------------------------------ */
+
+/* user's press is answered 409 by the producer alone (counted as local). */
+static bool winner_local(const struct prod *p, int64_t user, int64_t item)
+{
+    int64_t before = sale_metric(p->mport, "seckill_producer_duplicate_local_total");
+    return harness_order(p->port, user, item, NULL, 0) == 409 &&
+           sale_metric(p->mport, "seckill_producer_duplicate_local_total") > before;
+}
+
+/* A winner who presses again costs no Redis round trip: once the producer
+ * has checked the item after learning it, the answers come from memory
+ * (the producer's own round-trip counter stands still while they do), and
+ * another buyer still goes to Redis. */
+static void test_winner_answered_locally(void **state)
+{
+    (void)state;
+    struct prod p2 = { 0 };
+    char resp[256];
+    int64_t item = new_item(5);
+    bool ok;
+    prod_start(&p2, 20000, true);
+    expect_order(p2.port, 51, item, 202);
+    WAIT_UNTIL(winner_local(&p2, 51, item), 10000, ok);
+    assert_true(ok);
+    const char *dup = "seckill_producer_requests_total{outcome=\"duplicate\"}";
+    int64_t trips = sale_metric(p2.mport, "seckill_producer_redis_roundtrips_total");
+    int64_t local = sale_metric(p2.mport, "seckill_producer_duplicate_local_total"), dups = sale_metric(p2.mport, dup);
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(harness_order(p2.port, 51, item, resp, sizeof(resp)), 409);
+        assert_non_null(strstr(resp, "\"status\":\"duplicate\""));
+    }
+    assert_int_equal(sale_metric(p2.mport, "seckill_producer_redis_roundtrips_total"), trips);
+    assert_int_equal(sale_metric(p2.mport, "seckill_producer_duplicate_local_total"), local + 10);
+    assert_int_equal(sale_metric(p2.mport, dup), dups + 10);
+    /* someone else is not a winner: Redis decides */
+    expect_order(p2.port, 52, item, 202);
+    assert_true(sale_metric(p2.mport, "seckill_producer_redis_roundtrips_total") > trips);
+    assert_int_equal(item_key_int(item, KEYS_ITEM_STOCK, "GET"), 3);
+    prod_stop(&p2);
+}
+
+/* A winner whose unit was given back - by another producer, which only
+ * Redis tells this one - is not told 409 from memory: within a refresh
+ * period the press goes to Redis again, and buys; also when the unit was
+ * bought again meanwhile and only seckill_restore's given-back count moved. The
+ * deadlines are below WIN_RESYNC_MS, after which the memory is dropped
+ * anyway. */
+static void test_winner_given_back(void **state)
+{
+    (void)state;
+    struct prod p2 = { 0 };
+    char resp[256];
+    int64_t item = new_item(5), order_id;
+    bool ok;
+    int st = 0;
+    prod_start(&p2, 20000, true);
+    assert_int_equal(harness_order(p2.port, 61, item, resp, sizeof(resp)), 202);
+    order_id = order_id_of(resp);
+    WAIT_UNTIL(winner_local(&p2, 61, item), 5000, ok);
+    assert_true(ok);
+    int64_t dropped = sale_metric(p2.mport, "seckill_producer_winners_dropped_total");
+    give_back_by_hand(item, 61, order_id);
+    assert_int_equal(item_key_int(item, KEYS_ITEM_STOCK, "GET"), 5);
+    WAIT_UNTIL((st = harness_order(p2.port, 61, item, resp, sizeof(resp))) != 409, 5000, ok);
+    if (!ok)
+        fail_msg("buyer 61 gave the unit back and is still told 409: %s", resp);
+    assert_int_equal(st, 202);
+    assert_int_equal(item_key_int(item, KEYS_ITEM_STOCK, "GET"), 4);
+    assert_true(sale_metric(p2.mport, "seckill_producer_winners_dropped_total") > dropped);
+
+    /* Given back and taken by someone else between two checks: the buyers
+     * are as many as before, only seckill_restore's count moved. In one step,
+     * as no check can fall between. */
+    WAIT_UNTIL(winner_local(&p2, 61, item), 5000, ok);
+    assert_true(ok);
+    char k[KEYS_ITEM_PARTS][KEYS_MAX];
+    redisContext *rc = harness_redis(&harness_conf);
+    keys_item_all(k, harness_conf.redis.key_prefix, item);
+    freeReplyObject(harness_cmd(rc, "EVAL %s 2 %s %s",
+                                "redis.call('SREM', KEYS[1], '61') redis.call('SADD', KEYS[1], '62') "
+                                "redis.call('HINCRBY', KEYS[2], 'given_back', 1) return 1",
+                                k[KEYS_ITEM_BUYERS], k[KEYS_ITEM_ORDERS]));
+    redisFree(rc);
+    WAIT_UNTIL((st = harness_order(p2.port, 61, item, resp, sizeof(resp))) != 409, 5000, ok);
+    if (!ok)
+        fail_msg("buyer 61's unit went to 62 and 61 is still told 409: %s", resp);
+    assert_int_equal(st, 202);
+    expect_order(p2.port, 62, item, 409);
+    prod_stop(&p2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -738,6 +837,8 @@ int main(void)
         cmocka_unit_test(test_sold_out_locally),
         cmocka_unit_test(test_sold_out_unit_back),
         cmocka_unit_test(test_sold_out_given_back_between_checks),
+        cmocka_unit_test(test_winner_answered_locally),
+        cmocka_unit_test(test_winner_given_back),
         cmocka_unit_test_teardown(test_readonly_redis_logs_once, redis_primary_again),
         cmocka_unit_test_teardown(test_kafka_down_and_orphans, restart_stack),
     };
