@@ -486,10 +486,10 @@ static size_t scripts_send(struct rsv *r, size_t m, int waits, int *waited)
 }
 
 /* Read the replies of the sent calls: the reserved slots go to won[], the
- * rest are answered (*missing: Redis lacked the function, and those were
- * answered 503). 1 when every reply was read, 0 when the connection broke
- * (the unread ones were resolved). */
-static int scripts_read(struct rsv *r, size_t sent, struct slot **won, size_t *nwon, int *missing)
+ * rest are answered (*missing: Redis lacked the function; *readonly: it is
+ * a replica now; those were answered 503). 1 when every reply was read, 0
+ * when the connection broke (the unread ones were resolved). */
+static int scripts_read(struct rsv *r, size_t sent, struct slot **won, size_t *nwon, int *missing, int *readonly)
 {
     struct slot *slots = r->slots;
     for (size_t i = 0; i < sent; i++) {
@@ -509,6 +509,7 @@ static int scripts_read(struct rsv *r, size_t sent, struct slot **won, size_t *n
         } else {
             /* An error reply (out of memory, a read-only replica): the
              * script did not run. */
+            *readonly |= rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "READONLY", 8) == 0;
             PM_INC(redis_errors);
             log_debug("redis: reserve: %s", rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
             finish(slots[i].req, RSV_UNAVAILABLE);
@@ -539,7 +540,7 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n)
 {
     struct slot *won[RSV_BATCH];
     size_t nwon = 0, sent;
-    int missing = 0, waits = CFG_GET(r->cfg->redis.min_replicas_ack), waited = 0, held = !waits;
+    int missing = 0, readonly = 0, waits = CFG_GET(r->cfg->redis.min_replicas_ack), waited = 0, held = !waits;
 
     if (!rlink_ok(&r->link)) {
         for (size_t i = 0; i < n; i++)
@@ -549,7 +550,7 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n)
     /* Slots are reused by a retry: copy out the requests first. */
     sent = scripts_send(r, slots_fill(r, reqs, n), waits, &waited);
     /* (a WAIT that could not even be queued confirms nothing: held stays 0) */
-    if (scripts_read(r, sent, won, &nwon, &missing) && waited)
+    if (scripts_read(r, sent, won, &nwon, &missing, &readonly) && waited)
         held = wait_read(r, waits);
     /* Publish before retrying: the retry reuses the slots. A reservation
      * the replicas may not hold is not promised: a failover now could sell
@@ -566,6 +567,8 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n)
     marks_flush(r);
     if (missing && r->link.rc)
         functions_lost(r, &r->reserve);
+    else if (readonly && r->link.rc) /* (the primary moved: the next connect finds the new one) */
+        rlink_down(&r->link, "READONLY: the server is a replica now");
 }
 
 static int mark_cmp(const void *a, const void *b)

@@ -52,8 +52,18 @@ int rlink_ok(struct rlink *l)
     int64_t now;
     if (l->rc && !rconn_broken(l->rc))
         return 1;
-    if (l->rc)
+    if (l->rc && l->rc->err) {
         rlink_down(l, l->rc->errstr[0] ? l->rc->errstr : "connection broken");
+    } else if (l->rc) {
+        /* Sound, but opened before the primary moved (a Sentinel switch,
+         * or a READONLY any thread saw): no failure of this link's, so
+         * nothing to say; it reconnects to the primary of now. A write
+         * refused there says so itself (rlink_down from the owner). Said
+         * here, a link that only reads would flap in the log once per
+         * READONLY of another thread. */
+        redisFree(l->rc);
+        l->rc = NULL;
+    }
     now = util_mono_ms();
     if (now < l->next_connect_ms)
         return 0;
