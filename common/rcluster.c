@@ -134,9 +134,10 @@ int rcl_refresh(struct rcl *cl, char *err, size_t errlen)
 {
     /* (on the heap: a map is 66 KB, and this runs on threads with small stacks) */
     struct slot_node *list = malloc(sizeof(*list) * (SLOT_MAX_NODES + RCL_MAX_SEEDS));
-    struct slot_map *fresh = malloc(sizeof(*fresh));
+    struct slot_map *fresh = malloc(sizeof(*fresh)), *best = malloc(sizeof(*best));
+    unsigned best_holes = SLOT_COUNT + 1;
     int ret = -1;
-    if (list == NULL || fresh == NULL) {
+    if (list == NULL || fresh == NULL || best == NULL) {
         snprintf(err, errlen, "redis cluster: out of memory");
         goto out;
     }
@@ -144,21 +145,26 @@ int rcl_refresh(struct rcl *cl, char *err, size_t errlen)
     cl->stats.refreshes++;
     cl->refreshed_ms = util_mono_ms();
     /* A node that answers with holes (it lost sight of a primary) is worth
-     * less than one that sees every slot: take it only if no other answers
-     * whole. */
-    for (int pass = 0; pass < 2 && ret != 0; pass++) {
-        for (int k = 0; k < n && ret != 0; k++) {
-            if (ask_slots(cl, &list[k], fresh, err, errlen) == 0 && fresh->nnodes > 0 &&
-                (pass == 1 || slot_map_holes(fresh) == 0)) {
-                install(cl, fresh);
-                cl->refresh_due = cl->unreachable = false;
-                ret = 0;
-            }
+     * less than one that sees every slot: the first whole answer wins, else
+     * the one with the fewest holes. Each node is asked once. */
+    for (int k = 0; k < n && best_holes != 0; k++) {
+        unsigned holes;
+        if (ask_slots(cl, &list[k], fresh, err, errlen) == 0 && fresh->nnodes > 0 &&
+            (holes = slot_map_holes(fresh)) < best_holes) {
+            struct slot_map *t = best;
+            best = fresh, fresh = t;
+            best_holes = holes;
         }
+    }
+    if (best_holes <= SLOT_COUNT) {
+        install(cl, best);
+        cl->refresh_due = cl->unreachable = false;
+        ret = 0;
     }
 out:
     free(list);
     free(fresh);
+    free(best);
     return ret;
 }
 
