@@ -500,6 +500,22 @@ static int check_cross(const struct cfg *c, const char *path, char *err, size_t 
                    c->redis.sentinels.v[i]);
             return -1;
         }
+    for (size_t i = 0; i < c->redis.cluster_nodes.n; i++)
+        if (!sentinel_addr_ok(c->redis.cluster_nodes.v[i])) {
+            seterr(err, errlen, "%s: 'redis.cluster_nodes' entry \"%s\" is not \"host:port\"",
+                   cfg_where(c, "redis.cluster_nodes"), c->redis.cluster_nodes.v[i]);
+            return -1;
+        }
+    if (c->redis.cluster_nodes.n > 0 && c->redis.sentinels.n > 0) {
+        seterr(err, errlen, "%s: 'redis.cluster_nodes' and 'redis.sentinels' exclude each other: a Cluster fails "
+               "over by itself", cfg_where(c, "redis.cluster_nodes"));
+        return -1;
+    }
+    if (c->redis.cluster_nodes.n > 0 && c->redis.db != 0) {
+        seterr(err, errlen, "%s: 'redis.db' must be 0 with 'redis.cluster_nodes': a Cluster has no other database",
+               cfg_where(c, "redis.db"));
+        return -1;
+    }
     if (c->redis.sentinels.n > 0 && c->redis.master_name[0] == '\0') {
         seterr(err, errlen, "%s: 'redis.sentinels' needs 'redis.master_name' (the name the Sentinels monitor)",
                path);

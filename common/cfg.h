@@ -51,6 +51,7 @@ struct cfg {
         int command_timeout_ms;
         char *key_prefix;
         struct cfg_list sentinels; /* "host:port"; empty: redis.host is the primary */
+        struct cfg_list cluster_nodes; /* "host:port" seeds of a Redis Cluster; empty: no Cluster */
         char *master_name;
         int min_replicas_ack;
         int wait_timeout_ms;
@@ -211,6 +212,9 @@ enum cfg_auth {
       "Sentinels, \"host:port\", asked for the primary (redis.host/port unused); empty: no Sentinel")       \
     X("redis.master_name", CFG_STR, redis.master_name, 0, 0, 0, "", 0,                                      \
       "the primary's name at the Sentinels (sentinel monitor NAME ...); required with redis.sentinels")     \
+    X("redis.cluster_nodes", CFG_LIST, redis.cluster_nodes, 0, 0, 0, NULL, 0,                               \
+      "nodes of a Redis Cluster, \"host:port\", asked for its slot map (redis.host/port/db and "           \
+      "redis.sentinels unused); empty: no Cluster")                                                         \
     X("redis.min_replicas_ack", CFG_INT, redis.min_replicas_ack, 0, 16, 0, NULL, CFG_RELOAD,                \
       "replicas that must hold a reservation (WAIT) before 202; 0: answer on the primary's word")           \
     X("redis.wait_timeout_ms", CFG_INT, redis.wait_timeout_ms, 1, 60000, 1000, NULL, CFG_RELOAD,            \

@@ -21,6 +21,7 @@ struct rcl {
     bool refresh_due;  /* before the next batch, throttled (a MOVED) */
     bool unreachable;  /* now, within the batch (a node that cannot be reached, a slot with no primary) */
     int64_t refreshed_ms;
+    unsigned long epoch; /* +1 per map installed: node indices before it mean other nodes */
     struct rcl_stats stats;
 };
 
@@ -106,6 +107,7 @@ static void install(struct rcl *cl, const struct slot_map *m)
     }
     cl->map = *m;
     memcpy(cl->conn, keep, sizeof(keep));
+    cl->epoch++;
 }
 
 /* Every address worth asking, the map's nodes and the seeds, shuffled, so
@@ -183,6 +185,11 @@ static bool is_transient(const redisReply *r)
             strncmp(r->str, "LOADING", 7) == 0);
 }
 
+static bool is_readonly(const redisReply *r)
+{
+    return r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "READONLY", 8) == 0;
+}
+
 static int route(const struct rcl *cl, const struct rcl_cmd *c)
 {
     if (c->key != NULL)
@@ -221,9 +228,11 @@ static void take_reply(struct rcl *cl, struct rcl_cmd *c, redisReply *r, bool fo
         cl->stats.ask++;
         c->node = i, c->asking = 1;
         freeReplyObject(r);
-    } else if (follow && is_transient(r)) {
+    } else if (follow && (is_transient(r) || is_readonly(r))) {
         cl->stats.retried++;
         *backoff = true;
+        if (is_readonly(r))
+            cl->unreachable = true; /* a demoted primary: who serves its slots now? */
         if (c->reply != NULL)
             freeReplyObject(c->reply);
         c->reply = r; /* the answer, if no later round does better */
@@ -252,7 +261,11 @@ static void node_round(struct rcl *cl, int i, struct rcl_cmd *cmds, int n, bool 
             continue;
         if (c->asking)
             redisAppendCommand(rc, "ASKING");
-        redisAppendCommandArgv(rc, c->argc, c->argv, c->argvlen);
+        if (c->fmt != NULL)
+            redisAppendFormattedCommand(rc, c->fmt, c->fmtlen);
+        else
+            redisAppendCommandArgv(rc, c->argc, c->argv, c->argvlen);
+        c->served = i;
         sent++;
     }
     bool lost = false;
@@ -323,7 +336,7 @@ static int run(struct rcl *cl, struct rcl_cmd *cmds, int n, int fixed, char *err
     if (follow && (cl->unreachable || (cl->refresh_due && since >= RCL_REFRESH_MIN_MS) || since >= RCL_REFRESH_MAX_MS))
         (void)rcl_refresh(cl, err, errlen); /* (a failed one keeps the old map: it may still do) */
     for (int k = 0; k < n; k++) {
-        cmds[k].status = RCL_NOT_SENT, cmds[k].reply = NULL, cmds[k].asking = 0;
+        cmds[k].status = RCL_NOT_SENT, cmds[k].reply = NULL, cmds[k].asking = 0, cmds[k].served = -1;
         cmds[k].node = follow ? route(cl, &cmds[k]) : fixed;
     }
     for (int round = 0; round < RCL_ROUNDS && any_pending(cmds, n); round++) {
@@ -353,7 +366,7 @@ int rcl_run_on(struct rcl *cl, int node, struct rcl_cmd *cmds, int n, char *err,
     if (node < 0 || node >= cl->map.nnodes) {
         snprintf(err, errlen, "redis cluster: no node %d (the map has %d)", node, cl->map.nnodes);
         for (int k = 0; k < n; k++)
-            cmds[k].status = RCL_NOT_SENT, cmds[k].reply = NULL, cmds[k].node = DONE;
+            cmds[k].status = RCL_NOT_SENT, cmds[k].reply = NULL, cmds[k].node = DONE, cmds[k].served = -1;
         return -1;
     }
     return run(cl, cmds, n, node, err, errlen);
@@ -402,6 +415,15 @@ void rcl_close(struct rcl *cl)
     free(cl);
 }
 
+redisContext *rcl_conn(struct rcl *cl, int node, char *err, size_t errlen)
+{
+    if (node < 0 || node >= cl->map.nnodes) {
+        snprintf(err, errlen, "redis cluster: no node %d (the map has %d)", node, cl->map.nnodes);
+        return NULL;
+    }
+    return conn_of(cl, node, err, errlen);
+}
+
 int rcl_primaries(const struct rcl *cl) { return cl->map.nnodes; }
 const struct slot_node *rcl_primary(const struct rcl *cl, int node)
 {
@@ -409,3 +431,4 @@ const struct slot_node *rcl_primary(const struct rcl *cl, int node)
 }
 int rcl_node_of_slot(const struct rcl *cl, unsigned slot) { return slot < SLOT_COUNT ? cl->map.owner[slot] : -1; }
 const struct rcl_stats *rcl_stats(const struct rcl *cl) { return &cl->stats; }
+unsigned long rcl_epoch(const struct rcl *cl) { return cl->epoch; }

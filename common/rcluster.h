@@ -13,7 +13,8 @@
  *   the map is not changed. TRYAGAIN, CLUSTERDOWN, LOADING: sent again after a
  *   backoff with jitter. A command a node refused that way never ran, so it
  *   is safe to send again; after RCL_ROUNDS rounds the caller gets that last
- *   refusal as the node's answer.
+ *   refusal as the node's answer. READONLY (the node was demoted, and no
+ *   MOVED told us yet) is such a refusal too, and the map is read again.
  * - A command whose reply was lost (timeout, connection closed) is never
  *   sent again: its status is RCL_UNKNOWN, it may have run. A connection with
  *   unread replies is closed, never reused. A failed connection, or a node
@@ -56,9 +57,12 @@ struct rcl_cmd {
     int argc;
     const char **argv;
     const size_t *argvlen;
+    const char *fmt; /* or the command already in the protocol (fmtlen bytes): used when set */
+    size_t fmtlen;
     /* out: set by rcl_run; the caller frees reply (freeReplyObject) */
     enum rcl_status status;
     redisReply *reply;
+    int served; /* the primary (index of the map at the end of the run) sent to last, or -1 */
     /* private */
     int node;
     int asking;
@@ -94,6 +98,11 @@ int rcl_run_on(struct rcl *cl, int node, struct rcl_cmd *cmds, int n, char *err,
  * others). 0, or -1 with err, the old map kept. */
 int rcl_refresh(struct rcl *cl, char *err, size_t errlen);
 
+/* The connection to primary node, opened if it has none, for a command
+ * that needs the context itself (FUNCTION LIST); still the rcl's. NULL with
+ * err when it cannot be reached. */
+redisContext *rcl_conn(struct rcl *cl, int node, char *err, size_t errlen);
+
 /* The primaries of the current map, and one's address. */
 int rcl_primaries(const struct rcl *cl);
 const struct slot_node *rcl_primary(const struct rcl *cl, int node);
@@ -101,5 +110,8 @@ const struct slot_node *rcl_primary(const struct rcl *cl, int node);
 int rcl_node_of_slot(const struct rcl *cl, unsigned slot);
 
 const struct rcl_stats *rcl_stats(const struct rcl *cl);
+/* Changes whenever a new map is installed: a node index (rcl_cmd.served)
+ * taken before it may name another node after it. */
+unsigned long rcl_epoch(const struct rcl *cl);
 
 #endif

@@ -1,0 +1,136 @@
+/* rpipe: the one path of every Redis round trip of every program (issue #31).
+ *
+ * A caller fills a batch with commands, each with the key that routes it
+ * (rp_add, rp_addf, rp_fcall), and runs it (rp_run). The batch goes out in
+ * one pipelined round trip per node, and each command gets, in the caller's
+ * order, a status and its reply:
+ * - RP_OK: the reply is the server's answer, an error reply included;
+ * - RP_UNKNOWN: it was sent and its reply was lost (timeout, connection
+ *   closed): it may have run. It is never sent again: a retried write that
+ *   had run would run twice;
+ * - RP_NOT_SENT: it did not run (no connection, no node serves its slot).
+ *
+ * What each caller used to handle, or forget, is handled here once:
+ * - Where a command goes. Without redis.cluster_nodes, one connection: to
+ *   redis.host, or to the primary the Sentinels name, checked with ROLE
+ *   (rconn.h). With it, a Redis Cluster: per slot, following MOVED and ASK,
+ *   retrying TRYAGAIN, CLUSTERDOWN and LOADING (rcluster.h).
+ * - Connections. A broken connection, or one opened before the primary moved
+ *   (a Sentinel switch, a READONLY seen anywhere), is closed and opened again
+ *   at the next run, no sooner than a backoff after a failed attempt, so a
+ *   dead Redis is not hammered; a connection with unread replies is never
+ *   reused.
+ * - READONLY: the server was demoted. The command did not run; on one node
+ *   its answer is the error (the next run reconnects to the new primary); on
+ *   a Cluster the map is read again and the command sent to the slot's new
+ *   primary.
+ * - A function Redis does not hold (rfunc_is_missing) is counted per batch
+ *   (rp_missing), for the caller to say once which and how to load it: the
+ *   daemons may not load code (rfunc.h).
+ * - WAIT (rp_wait): after the batch's commands, every node the batch reached
+ *   is asked for that many replicas; rp_acked() is the smallest count.
+ * - Commands that must visit every primary (SCAN, INFO) go to one primary
+ *   at a time: rp_nodes() and rp_run_on().
+ *
+ * What it needs: an ACL user that may run the commands, and on a Cluster
+ * CLUSTER SLOTS and ASKING too. Every key of one command shares one slot
+ * (the project's keys carry hash tags: keys.h).
+ *
+ * Threads: an rp and the batches run on it belong to one thread. */
+#ifndef SECKILL_RPIPE_H
+#define SECKILL_RPIPE_H
+
+#include <hiredis/hiredis.h>
+#include <stddef.h>
+
+#include "cfg.h"
+#include "rfunc.h"
+#include "secret.h"
+
+enum rp_status { RP_OK, RP_UNKNOWN, RP_NOT_SENT };
+
+struct rp_cmd; /* private */
+
+struct rp_batch {
+    struct rp_cmd *cmd;
+    int n, cap;
+    int wait_replicas, wait_timeout_ms; /* rp_wait */
+    /* after rp_run */
+    int acked;    /* WAIT: the fewest replicas any node confirmed; -1: no WAIT answered */
+    int missing;  /* replies saying a function is missing */
+    int readonly; /* replies saying READONLY (the server is a replica now) */
+};
+
+/* A thread's Redis, connected at once (one node, or the Cluster's map read):
+ * as the configuration's role (rp_open) or as any ACL user and password
+ * (rp_open_user: tools and tests; password NULL: no AUTH). 0 and *out, or
+ * -1 with err (Redis cannot be reached or refuses). */
+struct rp;
+int rp_open(const struct cfg *c, enum cfg_role role, struct rp **out, char *err, size_t errlen);
+int rp_open_user(const struct cfg *c, const char *user, struct secret *password, struct rp **out, char *err,
+                 size_t errlen);
+void rp_close(struct rp *p);
+
+/* 1 on a Redis Cluster. */
+int rp_cluster(const struct rp *p);
+/* 1 while the next run needs no new connection: one node's connection is
+ * open and current, or a Cluster's map is known. */
+int rp_connected(const struct rp *p);
+/* Changes whenever a new connection (one node) or a new slot map (Cluster)
+ * is taken: what was checked on the old ones (the functions) is due again. */
+unsigned long rp_epoch(const struct rp *p);
+/* The primaries: 1 without a Cluster. Their addresses, "host:port". */
+int rp_nodes(const struct rp *p);
+const char *rp_node_name(const struct rp *p, int node, char *buf, size_t len);
+/* The connection to primary node (opened if need be), for a command that
+ * needs the context itself (rfunc_check); still the rp's. NULL with err. */
+redisContext *rp_node_conn(struct rp *p, int node, char *err, size_t errlen);
+
+/* Batches: zero-initialised, or rp_batch_init. rp_batch_reset drops the
+ * commands and replies and keeps the memory; rp_batch_free frees it all. */
+void rp_batch_init(struct rp_batch *b);
+void rp_batch_reset(struct rp_batch *b);
+void rp_batch_free(struct rp_batch *b);
+
+/* Add a command (argv binary-safe; argvlen NULL for C strings), routed by
+ * key (NULL: any primary). The arguments are copied: the caller's buffers
+ * may go. The command's index, or -1 (out of memory). */
+int rp_add(struct rp_batch *b, const char *key, int argc, const char **argv, const size_t *argvlen);
+/* The same with hiredis's format ("HGET %s %s", "%b"): each placeholder is
+ * one argument, never text spliced into the command. */
+int rp_addf(struct rp_batch *b, const char *key, const char *format, ...);
+/* FCALL f with nkeys keys then nargs arguments; the first key routes it. */
+int rp_fcall(struct rp_batch *b, const struct rfunc *f, int nkeys, int nargs, const char **argv,
+             const size_t *argvlen);
+/* After the commands, WAIT for replicas on every node they reached, up to
+ * timeout_ms (0 replicas: none). */
+void rp_wait(struct rp_batch *b, int replicas, int timeout_ms);
+
+/* Run the batch (see the contract). 0 when every command is RP_OK (its
+ * answer may be an error reply), else -1 with err saying the first reason.
+ * A batch may be run once; reset it to reuse it. */
+int rp_run(struct rp *p, struct rp_batch *b, char *err, size_t errlen);
+/* The same, every command to primary node, whatever its key; no redirection
+ * is followed (a node's own keys: SCAN, INFO). */
+int rp_run_on(struct rp *p, int node, struct rp_batch *b, char *err, size_t errlen);
+
+/* Command i's status and reply (NULL unless RP_OK); the reply is the batch's
+ * until reset, or the caller's after rp_take. */
+enum rp_status rp_status(const struct rp_batch *b, int i);
+const redisReply *rp_reply(const struct rp_batch *b, int i);
+redisReply *rp_take(struct rp_batch *b, int i);
+
+/* One command in its own round trip: its reply (the caller frees), or NULL
+ * with *st (RP_UNKNOWN or RP_NOT_SENT) and err. */
+redisReply *rp_call(struct rp *p, const char *key, int argc, const char **argv, const size_t *argvlen,
+                    enum rp_status *st, char *err, size_t errlen);
+redisReply *rp_callf(struct rp *p, const char *key, enum rp_status *st, char *err, size_t errlen,
+                     const char *format, ...);
+
+/* What the runs did, for metrics and tests. */
+struct rp_stats {
+    unsigned long roundtrips, unknown, not_sent, reconnects, readonly, missing;
+};
+const struct rp_stats *rp_stats(const struct rp *p);
+
+#endif
