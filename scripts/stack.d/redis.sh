@@ -133,8 +133,9 @@ redis_acl_rules() {
     local role=$1 p; shift
     # Every program: connect (ROLE when asking Sentinels, SELECT with
     # redis.db), call its functions and check they are loaded (FUNCTION
-    # LIST; the version function is called with FCALL).
-    printf '%s' 'resetchannels -@all +ping +role +select +fcall +function|list'
+    # LIST; the version function is called with FCALL); on a Redis Cluster,
+    # read the slot map and follow an ASK redirection (common/rcluster.h).
+    printf '%s' 'resetchannels -@all +ping +role +select +fcall +function|list +cluster|slots +asking'
     case $role in
         producer)
             printf ' %s' '+time +wait'
