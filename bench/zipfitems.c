@@ -19,7 +19,7 @@
 #include "embed.h"
 #include "keys.h"
 #include "pgconn.h"
-#include "rconn.h"
+#include "rpipe.h"
 #include "rfunc.h"
 #include "util.h"
 
@@ -67,27 +67,39 @@ static int pg_items(PGconn *pg, int64_t first, int64_t count, const char *stock,
     return 0;
 }
 
-/* seckill_item_load for every item in one pipeline, then one SADD to the
- * registry. 0 or -1. */
+/* The library on every primary (a Cluster's shards hold their own). */
+static int check_functions(struct rp *p)
+{
+    char err[256];
+    for (int node = 0; node < rp_nodes(p); node++) {
+        redisContext *rc = rp_node_conn(p, node, err, sizeof(err));
+        if (rc == NULL || rfunc_check(rc, RFUNC_LIB_CTL, err, sizeof(err)) != 0) {
+            fprintf(stderr, "zipfitems: %s\n", err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* seckill_item_load for every item in one batch (on a Cluster, one round
+ * trip per shard), then one SADD to the registry. 0 or -1. */
 static int redis_items(const struct cfg *c, int64_t first, int64_t count, const char *stock)
 {
     char k[KEYS_ITEM_PARTS][KEYS_MAX], reg[KEYS_MAX], err[256];
     const struct rfunc s = RFUNC_INIT("seckill_item_load", RFUNC_LIB_CTL);
-    redisContext *rc = NULL;
-    redisReply *r = NULL;
+    struct rp *p = NULL;
+    struct rp_batch b;
     const char **sadd = NULL;
     char(*ids)[24] = NULL;
-    int64_t sent = 0;
     int ret = -1;
 
-    if (rconn_open(c, &rc, err, sizeof(err)) != 0) {
+    rp_batch_init(&b);
+    if (rp_open(c, CFG_ROLE_ADMIN, &p, err, sizeof(err)) != 0) {
         fprintf(stderr, "zipfitems: %s\n", err);
         goto fail;
     }
-    if (rfunc_check(rc, RFUNC_LIB_CTL, err, sizeof(err)) != 0) {
-        fprintf(stderr, "zipfitems: %s\n", err);
+    if (check_functions(p) != 0)
         goto fail;
-    }
     if (!(ids = calloc((size_t)count, sizeof(*ids))) || !(sadd = calloc((size_t)count + 2, sizeof(*sadd)))) {
         fprintf(stderr, "zipfitems: out of memory\n");
         goto fail;
@@ -98,30 +110,23 @@ static int redis_items(const struct cfg *c, int64_t first, int64_t count, const 
             goto fail;
         const char *argv[] = { k[KEYS_ITEM_STOCK], k[KEYS_ITEM_BUYERS], k[KEYS_ITEM_PENDING], k[KEYS_ITEM_WINDOW],
                                k[KEYS_ITEM_ORDERS], stock, "", "" };
-        if (rfunc_append(rc, &s, 5, 3, argv, NULL) != 0)
+        if (rp_fcall(&b, &s, 5, 3, argv, NULL) < 0)
             goto fail;
-        sent++;
     }
-    /* Every reply is read, even after a bad one, so the error named is the
-     * first and the connection is left clean. */
-    int bad = 0;
-    for (int64_t i = 0; i < sent; i++) {
-        if (redisGetReply(rc, (void **)&r) != REDIS_OK || !r) {
-            fprintf(stderr, "zipfitems: redis: %s\n", rc->errstr);
-            goto fail;
-        }
-        if (!bad && (r->type != REDIS_REPLY_INTEGER || r->integer != 1)) {
+    if (rp_run(p, &b, err, sizeof(err)) != 0) {
+        fprintf(stderr, "zipfitems: redis: %s\n", err);
+        goto fail;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        const redisReply *r = rp_reply(&b, (int)i);
+        if (r->type != REDIS_REPLY_INTEGER || r->integer != 1) {
             fprintf(stderr, "zipfitems: item %s: %s\n", ids[i],
                     r->type == REDIS_REPLY_ERROR     ? r->str
                     : r->type == REDIS_REPLY_INTEGER ? "Redis holds buyers or reservations of it"
                                                      : "unexpected reply");
-            bad = 1;
+            goto fail;
         }
-        freeReplyObject(r);
-        r = NULL;
     }
-    if (bad)
-        goto fail;
     /* The registry the sweeper walks; apart, as the command does: the key
      * has no item hash tag (Redis Cluster). */
     keys_items(reg, sizeof(reg), c->redis.key_prefix);
@@ -129,19 +134,19 @@ static int redis_items(const struct cfg *c, int64_t first, int64_t count, const 
     sadd[1] = reg;
     for (int64_t i = 0; i < count; i++)
         sadd[i + 2] = ids[i];
-    r = redisCommandArgv(rc, (int)count + 2, sadd, NULL);
-    if (!r || r->type != REDIS_REPLY_INTEGER) {
-        fprintf(stderr, "zipfitems: redis: registering the items: %s\n", r ? r->str : rc->errstr);
+    rp_batch_reset(&b);
+    rp_add(&b, reg, (int)count + 2, sadd, NULL);
+    if (rp_run(p, &b, err, sizeof(err)) != 0 || rp_reply(&b, 0)->type != REDIS_REPLY_INTEGER) {
+        fprintf(stderr, "zipfitems: redis: registering the items: %s\n",
+                err[0] ? err : rp_reply(&b, 0)->type == REDIS_REPLY_ERROR ? rp_reply(&b, 0)->str : "unexpected reply");
         goto fail;
     }
     ret = 0;
 fail:
-    if (r)
-        freeReplyObject(r);
+    rp_batch_free(&b);
     free(ids);
     free(sadd);
-    if (rc)
-        redisFree(rc);
+    rp_close(p);
     return ret;
 }
 

@@ -10,6 +10,7 @@
 
 #include "rcluster.h"
 #include "rconn.h"
+#include "slot.h"
 #include "util.h"
 
 #define RECONNECT_BASE_MS 50
@@ -145,6 +146,11 @@ const char *rp_node_name(const struct rp *p, int node, char *buf, size_t len)
     else
         snprintf(buf, len, "%s", p->cl ? "?" : p->cfg->redis.host);
     return buf;
+}
+
+int rp_node_of_key(const struct rp *p, const char *key, size_t keylen)
+{
+    return p->cl ? rcl_node_of_slot(p->cl, slot_of(key, keylen)) : 0;
 }
 
 redisContext *rp_node_conn(struct rp *p, int node, char *err, size_t errlen)

@@ -82,6 +82,9 @@ unsigned long rp_epoch(const struct rp *p);
 /* The primaries: 1 without a Cluster. Their addresses, "host:port". */
 int rp_nodes(const struct rp *p);
 const char *rp_node_name(const struct rp *p, int node, char *buf, size_t len);
+/* The primary that serves key now (0 without a Cluster), or -1 when none
+ * does (the map has a hole there). */
+int rp_node_of_key(const struct rp *p, const char *key, size_t keylen);
 /* The connection to primary node (opened if need be), for a command that
  * needs the context itself (rfunc_check); still the rp's. NULL with err. */
 redisContext *rp_node_conn(struct rp *p, int node, char *err, size_t errlen);

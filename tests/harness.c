@@ -20,6 +20,7 @@
 #include "log.h"
 #include "pgconn.h"
 #include "rconn.h"
+#include "rpipe.h"
 #include "secret.h"
 
 const char *harness_root(void)
@@ -222,6 +223,18 @@ int harness_redis_open(const struct cfg *c, redisContext **out, char *err, size_
     return rconn_open_user(c, "stack", stack_pw, out, err, errlen);
 }
 
+int harness_rp_open(const struct cfg *c, struct rp **out, char *err, size_t errlen)
+{
+    static struct secret *stack_pw;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu);
+    int ok = stack_pw || harness_stack_secret("redis-stack", &stack_pw, err, errlen) == 0;
+    pthread_mutex_unlock(&mu);
+    if (!ok)
+        return -1;
+    return rp_open_user(c, "stack", stack_pw, out, err, errlen);
+}
+
 redisContext *harness_redis(const struct cfg *c)
 {
     redisContext *rc = NULL;
@@ -268,20 +281,48 @@ void harness_redis_cleanup(const struct cfg *c)
     assert_int_equal(harness_redis_drop(c), 0);
 }
 
+/* One primary's keys under the pattern: SCAN, then DEL each (routed by its
+ * key, so a Cluster's slot moved meanwhile still finds it). */
+static int drop_on(struct rp *p, int node, const char *pattern)
+{
+    char cursor[32] = "0", err[256];
+    int ret = 0;
+    do {
+        struct rp_batch b;
+        rp_batch_init(&b);
+        rp_addf(&b, NULL, "SCAN %s MATCH %s COUNT 1000", cursor, pattern);
+        const redisReply *r = rp_run_on(p, node, &b, err, sizeof(err)) == 0 ? rp_reply(&b, 0) : NULL;
+        if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING) {
+            rp_batch_free(&b);
+            return -1;
+        }
+        snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
+        struct rp_batch del;
+        rp_batch_init(&del);
+        for (size_t i = 0; i < r->element[1]->elements; i++) {
+            const char *k = r->element[1]->element[i]->str;
+            rp_addf(&del, k, "DEL %s", k);
+        }
+        if (rp_run(p, &del, err, sizeof(err)) != 0)
+            ret = -1;
+        rp_batch_free(&del);
+        rp_batch_free(&b);
+    } while (strcmp(cursor, "0") != 0);
+    return ret;
+}
+
 int harness_redis_drop(const struct cfg *c)
 {
     char err[256], pattern[KEYS_MAX];
-    redisContext *rc = NULL;
-    if (harness_redis_open(c, &rc, err, sizeof(err)) != 0)
+    struct rp *p = NULL;
+    if (harness_rp_open(c, &p, err, sizeof(err)) != 0)
         return -1;
     snprintf(pattern, sizeof(pattern), "%s:*", c->redis.key_prefix);
-    redisReply *r = redisCommand(rc, "EVAL %s 0 %s",
-                                 "for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end",
-                                 pattern);
-    int ret = r && r->type != REDIS_REPLY_ERROR ? 0 : -1;
-    if (r)
-        freeReplyObject(r);
-    redisFree(rc);
+    int ret = 0;
+    for (int node = 0; node < rp_nodes(p); node++)
+        if (drop_on(p, node, pattern) != 0)
+            ret = -1;
+    rp_close(p);
     return ret;
 }
 

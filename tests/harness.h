@@ -17,6 +17,7 @@
 
 #include "cfg.h"
 #include "jwt.h"
+#include "rpipe.h"
 #include "util.h"
 
 /* Wait for a condition with a deadline, polling every 10 ms; sets ok. Never
@@ -59,6 +60,9 @@ void harness_filter(void);
  * under test connects as its own role (rconn_open). Fails the test when it
  * cannot connect; harness_redis_open returns -1 with err instead. */
 redisContext *harness_redis(const struct cfg *c);
+/* The same through the seam (rpipe.h): on the single Redis, or on the
+ * Cluster when c has redis.cluster_nodes. */
+int harness_rp_open(const struct cfg *c, struct rp **out, char *err, size_t errlen);
 int harness_redis_open(const struct cfg *c, redisContext **out, char *err, size_t errlen);
 /* The dev stack's state folder ($SECKILL_STACK_DIR, else ROOT/.stack). */
 const char *harness_stack_dir(void);

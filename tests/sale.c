@@ -24,6 +24,7 @@
 #include "keys.h"
 #include "pgconn.h"
 #include "rconn.h"
+#include "rpipe.h"
 #include "util.h"
 
 #define SALE_PARTS_MAX 256
@@ -475,9 +476,11 @@ static char *accepted_array(struct sale *const *waves, int nwaves, long *count)
     return a;
 }
 
-static long redis_long(redisContext *rc, const char *cmd, const char *key, bool *ok)
+static long redis_long(struct rp *rc, const char *cmd, const char *key, bool *ok)
 {
-    redisReply *r = redisCommand(rc, "%s %s", cmd, key);
+    enum rp_status st;
+    char err[256];
+    redisReply *r = rp_callf(rc, key, &st, err, sizeof(err), "%s %s", cmd, key);
     long v = -1;
     if (!r || r->type == REDIS_REPLY_ERROR)
         *ok = false;
@@ -553,9 +556,11 @@ static void item_key(const struct cfg *c, int64_t item, enum keys_item_part part
 
 /* Reservations in the item's pending hash whose order PostgreSQL does not
  * hold yet: the ones still on their way. -1 on error. */
-static long pending_unpersisted(PGconn *pg, redisContext *rc, const char *kpend)
+static long pending_unpersisted(PGconn *pg, struct rp *rc, const char *kpend)
 {
-    redisReply *r = redisCommand(rc, "HKEYS %s", kpend);
+    enum rp_status st;
+    char err[256];
+    redisReply *r = rp_callf(rc, kpend, &st, err, sizeof(err), "HKEYS %s", kpend);
     size_t cap = 64, len = 0;
     long n = -1;
     char *a = NULL;
@@ -601,7 +606,7 @@ int sale_settle(const struct cfg *c, int64_t item, struct sale *const *waves, in
 {
     char err[512], sitem[24], kpend[KEYS_MAX], kunpub[KEYS_MAX];
     PGconn *pg = NULL;
-    redisContext *rc = NULL;
+    struct rp *rc = NULL;
     long want = 0, found = -1, pending = -1, unpub = -1;
     bool caught = false;
     int ret = -1;
@@ -619,7 +624,7 @@ int sale_settle(const struct cfg *c, int64_t item, struct sale *const *waves, in
         /* Reconnect each round: the services are the ones being faulted. */
         if (!pg && pgconn_open_as(c, CFG_ROLE_ADMIN, "seckill-tests", &pg, err, sizeof(err)) != 0)
             pg = NULL;
-        if (!rc && harness_redis_open(c, &rc, err, sizeof(err)) != 0)
+        if (!rc && harness_rp_open(c, &rc, err, sizeof(err)) != 0)
             rc = NULL;
         if (pg && rc) {
             const char *params[] = { sitem, ids };
@@ -637,7 +642,7 @@ int sale_settle(const struct cfg *c, int64_t item, struct sale *const *waves, in
             }
             if (!ok) {
                 PQfinish(pg);
-                redisFree(rc);
+                rp_close(rc);
                 pg = NULL;
                 rc = NULL;
             }
@@ -656,8 +661,7 @@ int sale_settle(const struct cfg *c, int64_t item, struct sale *const *waves, in
     }
     if (pg)
         PQfinish(pg);
-    if (rc)
-        redisFree(rc);
+    rp_close(rc);
     free(ids);
     return ret;
 }
@@ -689,7 +693,7 @@ int sale_verify(const struct cfg *c, int64_t item, struct sale *const *waves, in
     char err[512], sitem[24], key[KEYS_MAX];
     PGconn *pg = NULL;
     PGresult *rows = NULL;
-    redisContext *rc = NULL;
+    struct rp *rc = NULL;
     struct acc *acc = NULL;
     int64_t *amb = NULL;
     size_t nacc = 0, namb = 0, total = 0;
@@ -775,7 +779,7 @@ int sale_verify(const struct cfg *c, int64_t item, struct sale *const *waves, in
     }
     r->oversold = r->orders > r->stock_total ? r->orders - r->stock_total : 0;
 
-    if (harness_redis_open(c, &rc, err, sizeof(err)) != 0) {
+    if (harness_rp_open(c, &rc, err, sizeof(err)) != 0) {
         snprintf(why, whylen, "redis: %s", err);
         rc = NULL;
         goto out;
@@ -791,7 +795,7 @@ int sale_verify(const struct cfg *c, int64_t item, struct sale *const *waves, in
     item_key(c, item, KEYS_ITEM_BUYERS, key);
     r->redis_buyers = redis_long(rc, "SCARD", key, &ok);
     if (!ok) {
-        snprintf(why, whylen, "redis: %s", rc->errstr[0] ? rc->errstr : "error reply");
+        snprintf(why, whylen, "redis: a read of the item's keys failed");
         goto out;
     }
     ret = 0;
@@ -800,8 +804,7 @@ out:
         PQclear(rows);
     if (pg)
         PQfinish(pg);
-    if (rc)
-        redisFree(rc);
+    rp_close(rc);
     free(acc);
     free(amb);
     return ret;
