@@ -329,8 +329,10 @@ static int run_single(struct rp *p, struct rp_batch *b, char *err, size_t errlen
     }
     if (wait && !lost) {
         redisReply *r = NULL;
-        if (redisGetReply(p->rc, (void **)&r) != REDIS_OK)
+        if (redisGetReply(p->rc, (void **)&r) != REDIS_OK) {
+            snprintf(err, errlen, "redis: WAIT: %s", p->rc->errstr[0] ? p->rc->errstr : "no reply");
             lost = true;
+        }
         b->acked = wait_count(r);
         freeReplyObject(r);
     }
@@ -346,9 +348,18 @@ static int run_single(struct rp *p, struct rp_batch *b, char *err, size_t errlen
 /* A Cluster: WAIT on every primary the batch reached, each on the
  * connection that carried its writes. When the map changed during the run
  * the nodes' indices are others: ask every primary (a node the batch did
- * not write to answers at once). */
+ * not write to answers at once). A lost reply closed its node's connection,
+ * and a READONLY makes every connection reopen (rconn.h): a WAIT on the new
+ * connection would wait for none of the old one's writes and confirm them
+ * falsely, so then nothing is confirmed (-1). */
 static void cluster_wait(struct rp *p, struct rp_batch *b, const struct rcl_cmd *cc, unsigned long epoch0)
 {
+    b->acked = -1;
+    for (int k = 0; k < b->n; k++)
+        if (cc[k].status == RCL_UNKNOWN)
+            return;
+    if (b->readonly > 0)
+        return;
     int nodes = rcl_primaries(p->cl);
     bool all = rcl_epoch(p->cl) != epoch0;
     char ws[16], wt[16], err[256];
