@@ -727,8 +727,9 @@ int rsv_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct rs
     r->gen = gen;
     r->reserve = (struct rfunc)RFUNC_INIT("seckill_reserve", RFUNC_LIB_PRODUCER);
     r->restore = (struct rfunc)RFUNC_INIT("seckill_restore", RFUNC_LIB_PRODUCER);
-    r->link =
-        (struct rlink){ .cfg = c, .what = "orders", .prepare = check_functions, .arg = r, .report_up = 1 };
+    r->link = (struct rlink){
+        .cfg = c, .what = "orders", .prepare = check_functions, .arg = r, .report_up = 1, .count_trips = 1
+    };
     /* Missing functions: no start (-2), unlike a Redis that is down. */
     if ((st = rlink_open(&r->link, err, errlen)) != 0) {
         ret = st == -2 ? -2 : -1;

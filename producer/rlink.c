@@ -128,7 +128,8 @@ static void run_failed(struct rlink *l, const struct rp_batch *b, const char *er
 int rlink_run(struct rlink *l, struct rp_batch *b)
 {
     char err[512];
-    PM_INC(redis_roundtrips);
+    if (l->count_trips)
+        PM_INC(redis_roundtrips);
     if (rp_run(l->rp, b, err, sizeof(err)) != 0) {
         run_failed(l, b, err);
         return -1;

@@ -41,6 +41,9 @@ struct rlink {
     int (*prepare)(struct rp *p, void *arg, char *err, size_t errlen);
     void *arg;
     int report_up;         /* keep seckill_producer_redis_up (the reserving thread's link) */
+    int count_trips;       /* count runs in seckill_producer_redis_roundtrips_total (the
+                            * requests' links; the background checks' would hide whether a
+                            * request cost a round trip) */
     /* state */
     struct rp *rp;         /* NULL until it could be opened */
     int down;
@@ -60,7 +63,7 @@ int rlink_open(struct rlink *l, char *err, size_t errlen);
 /* 1 with l->rp usable (opened and prepared if it had to be), 0 while Redis
  * is down or the backoff has not passed. */
 int rlink_ok(struct rlink *l);
-/* Run b on l->rp (rp_run), counting the round trip. 0 when every command
+/* Run b on l->rp (rp_run), counting the round trip (count_trips). 0 when every command
  * got its answer. Else -1: the link is down when nothing came back (or on
  * one node, when a reply was lost), or on a Cluster where other shards
  * answered, the failure is said once while it lasts. The caller reads each

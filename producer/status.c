@@ -326,7 +326,7 @@ int st_start(const struct cfg *c, struct st **out, char *err, size_t errlen)
     }
     s->cfg = c;
     /* Redis may come later: calls are answered 503 until it does. */
-    s->link = (struct rlink){ .cfg = c, .what = "status calls" };
+    s->link = (struct rlink){ .cfg = c, .what = "status calls", .count_trips = 1 };
     if (rlink_open(&s->link, err, errlen) != 0)
         err[0] = '\0'; /* rlink_ok() tries again at the first call */
     pthread_mutex_init(&s->mu, NULL);
