@@ -8,7 +8,10 @@
  * - a second press of a winner is 409; the last unit gone, 410 sold out;
  * - the marks reach each item's shard (its unpublished set empties), the
  *   order index reaches its buckets' shards: the status calls by order id
- *   and by item answer "queued" with the order.
+ *   and by item answer "queued" with the order;
+ * - orphaned reservations on every shard (reserved, never acknowledged by
+ *   Kafka) are re-published by the producer's sweeper, each item's on its
+ *   own shard, and stay reserved.
  * Items are loaded through rpipe as the stack's user (seckill_item_load on
  * the item's shard, and the registry), so nothing but the producer and the
  * Cluster is under test. */
@@ -22,8 +25,10 @@
 #include <unistd.h>
 
 #include "keys.h"
+#include "order.h"
 #include "rconn.h"
 #include "rpipe.h"
+#include "sale.h"
 #include "secret.h"
 #include "slot.h"
 
@@ -38,7 +43,7 @@ static struct slot_map *smap; /* the Cluster's, read at setup */
 static struct prod {
     struct cfg c;
     char cfgpath[128], log[128];
-    int port;
+    int port, mport;
     pid_t pid;
 } prod;
 
@@ -147,6 +152,12 @@ static void prod_start(void)
     harness_set_str(&prod.c.redis.key_prefix, harness_conf.redis.key_prefix);
     harness_producer_ports(&prod.c);
     prod.port = prod.c.producer.port;
+    prod.mport = prod.c.producer.metrics_port;
+    /* the sweeper's age: 2 x message.timeout.ms + 2 s (the producer raises
+     * sweep_age_ms to it), passes after a few seconds */
+    prod.c.producer.sweep_age_ms = 1000;
+    prod.c.producer.sweep_interval_ms = 200;
+    harness_props_set(&prod.c.kafka.producer_properties, "message.timeout.ms", "2000");
     harness_cfg_file(&prod.c, prod.cfgpath, sizeof(prod.cfgpath));
     snprintf(prod.log, sizeof(prod.log), "/tmp/seckill-test-producer-cluster-%d.log", prod.port);
     harness_bin("seckill-producer", bin, sizeof(bin));
@@ -188,13 +199,13 @@ static int owner_of(redisContext *rc, const char *key)
     return n;
 }
 
-/* PER_NODE items on each primary. */
-static void pick_items(struct item *it)
+/* PER_NODE items on each primary, their ids from base on. */
+static void pick_items(struct item *it, int64_t base)
 {
     const char *prefix = harness_conf.redis.key_prefix;
     int per[NODES] = { 0 }, n = 0;
     redisContext *rc = node_conn(0);
-    for (int64_t id = 770000000 + (int64_t)util_rand_below(1000000); n < ITEMS; id++) {
+    for (int64_t id = base + (int64_t)util_rand_below(1000000); n < ITEMS; id++) {
         char key[KEYS_MAX];
         keys_item(key, sizeof(key), prefix, id, KEYS_ITEM_STOCK);
         int o = owner_of(rc, key);
@@ -293,7 +304,7 @@ static void test_sale_on_every_primary(void **state)
     int64_t oid[ITEMS][2];
     char resp[2048];
     bool ok;
-    pick_items(it);
+    pick_items(it, 770000000);
     load_items(it);
     prod_start();
     for (int i = 0; i < ITEMS; i++) {
@@ -340,10 +351,81 @@ static void test_sale_on_every_primary(void **state)
     prod_stop();
 }
 
+/* A reservation of each item as a producer that died before Kafka answered
+ * leaves it: seckill_reserve, stamped a minute ago, never marked. */
+static void orphan_items(const struct item *it, int64_t *oids)
+{
+    const struct rfunc reserve = RFUNC_INIT("seckill_reserve", RFUNC_LIB_PRODUCER);
+    static char msg[ITEMS][ORDER_MSG_MAX];
+    char k[KEYS_ITEM_PARTS][KEYS_MAX], user[24], oid[24], ts[24], err[256];
+    struct rp_batch b;
+    rp_batch_init(&b);
+    for (int i = 0; i < ITEMS; i++) {
+        int64_t at = util_wall_ms() - 60000;
+        oids[i] = ((int64_t)1 << 50) + (int64_t)util_rand_below(1u << 30) * ITEMS + i;
+        struct order o = { oids[i], 5000 + i, it[i].id, 1, at };
+        int len = order_encode(&o, msg[i], sizeof(msg[i]));
+        assert_true(len > 0);
+        assert_int_equal(keys_item_all(k, harness_conf.redis.key_prefix, it[i].id), 0);
+        snprintf(user, sizeof(user), "%d", 5000 + i);
+        snprintf(oid, sizeof(oid), "%" PRId64, oids[i]);
+        snprintf(ts, sizeof(ts), "%" PRId64, at);
+        const char *argv[KEYS_ITEM_PARTS + 4];
+        size_t argl[KEYS_ITEM_PARTS + 4];
+        for (int p = 0; p < KEYS_ITEM_PARTS; p++)
+            argv[p] = k[p];
+        argv[KEYS_ITEM_PARTS] = user, argv[KEYS_ITEM_PARTS + 1] = oid;
+        argv[KEYS_ITEM_PARTS + 2] = msg[i], argv[KEYS_ITEM_PARTS + 3] = ts;
+        for (int p = 0; p < KEYS_ITEM_PARTS + 4; p++)
+            argl[p] = strlen(argv[p]);
+        argl[KEYS_ITEM_PARTS + 2] = (size_t)len;
+        assert_true(rp_fcall(&b, &reserve, KEYS_ITEM_PARTS, 4, argv, argl) >= 0);
+    }
+    if (rp_run(rp, &b, err, sizeof(err)) != 0)
+        fail_msg("reserving: %s", err);
+    for (int i = 0; i < ITEMS; i++) {
+        const redisReply *r = rp_reply(&b, i);
+        if (r->type != REDIS_REPLY_INTEGER || r->integer != 1)
+            fail_msg("reserving item %" PRId64 ": %s", it[i].id, r->type == REDIS_REPLY_ERROR ? r->str : "refused");
+    }
+    rp_batch_free(&b);
+}
+
+static void test_sweeper_on_every_primary(void **state)
+{
+    (void)state;
+    static struct item it[ITEMS];
+    int64_t oids[ITEMS];
+    bool ok = true;
+    pick_items(it, 780000000);
+    load_items(it);
+    orphan_items(it, oids);
+    for (int i = 0; i < ITEMS; i++)
+        assert_int_equal(on_shard(&it[i], it[i].node, "ZCARD %s", it[i].unpub, NULL), 1);
+    prod_start();
+    for (int i = 0; i < ITEMS && ok; i++) {
+        WAIT_UNTIL(on_shard(&it[i], it[i].node, "ZCARD %s", it[i].unpub, NULL) == 0, 30000, ok);
+        if (!ok)
+            fail_msg("item %" PRId64 " (node %d): its orphan was not re-published; swept %lld; see %s", it[i].id,
+                     it[i].node, (long long)sale_metric(prod.mport, "seckill_producer_swept_total"), prod.log);
+    }
+    assert_true(sale_metric(prod.mport, "seckill_producer_swept_total") >= ITEMS);
+    /* re-published, not given back: still reserved until a consumer settles it */
+    for (int i = 0; i < ITEMS; i++) {
+        char key[KEYS_MAX], oid[24];
+        keys_item(key, sizeof(key), harness_conf.redis.key_prefix, it[i].id, KEYS_ITEM_PENDING);
+        snprintf(oid, sizeof(oid), "%" PRId64, oids[i]);
+        assert_int_equal(on_shard(&it[i], it[i].node, "HEXISTS %s %s", key, oid), 1);
+        assert_int_equal(on_shard(&it[i], it[i].node, "GET %s", it[i].stock, NULL), 1);
+    }
+    prod_stop();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sale_on_every_primary),
+        cmocka_unit_test(test_sweeper_on_every_primary),
     };
     harness_filter();
     return cmocka_run_group_tests(tests, setup, teardown);
