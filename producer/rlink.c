@@ -107,17 +107,30 @@ int rlink_ok(struct rlink *l)
     return 1;
 }
 
+/* A Cluster that got no answer to a batch: is some primary still there (a
+ * connection open, or one that opens)? The batch may have touched only the
+ * shard that failed. */
+static int some_primary(struct rp *p)
+{
+    char err[256];
+    for (int i = 0; i < rp_nodes(p); i++)
+        if (rp_node_conn(p, i, err, sizeof(err)) != NULL)
+            return 1;
+    return 0;
+}
+
 /* A run failed (err says the first reason): down, or one shard's failure. */
 static void run_failed(struct rlink *l, const struct rp_batch *b, const char *err)
 {
     int answered = 0;
     for (int i = 0; i < b->n && !answered; i++)
         answered = rp_status(b, i) == RP_OK;
-    if (!answered || !rp_cluster(l->rp)) {
+    if (!rp_cluster(l->rp) || (!answered && !some_primary(l->rp))) {
         rlink_down(l, err[0] ? err : "no reply");
         return;
     }
     char key[LOG_REPEAT_KEY_MAX], meanwhile[128];
+    l->shard_clean_ms = 0;
     PM_INC(redis_errors);
     say_down(l, meanwhile, sizeof(meanwhile));
     snprintf(key, sizeof(key), "redis: %.140s", err);
@@ -134,7 +147,13 @@ int rlink_run(struct rlink *l, struct rp_batch *b)
         run_failed(l, b, err);
         return -1;
     }
-    log_repeat_end(&l->shard, "every shard answers");
+    if (l->shard.times > 0) {
+        int64_t now = util_mono_ms();
+        if (l->shard_clean_ms == 0)
+            l->shard_clean_ms = now;
+        else if (now - l->shard_clean_ms >= RLINK_SHARD_CLEAN_MS)
+            log_repeat_end(&l->shard, "every shard answers");
+    }
     return 0;
 }
 

@@ -14,7 +14,8 @@
  * On a Cluster a batch may fail on one shard while the others answer: that
  * is no reason to refuse the other shards' requests. The link stays up, the
  * failed commands' requests are refused (503), and the failure is said once
- * while it lasts (and counted in seckill_producer_redis_errors_total).
+ * while it lasts (and counted in seckill_producer_redis_errors_total). Only
+ * when no primary can be reached at all is the link down.
  *
  * The change of state is logged once each way, not per attempt, and every
  * failure is counted. A Redis that takes the connection and fails the first
@@ -55,7 +56,13 @@ struct rlink {
     int announced;          /* "connected again" was said for this connection */
     struct log_repeat flap; /* connections that failed before anything worked */
     struct log_repeat shard; /* Cluster: some shards failed while others answered */
+    int64_t shard_clean_ms;  /* since then, the first run that worked (0: none yet) */
 };
+
+/* A shard's failure is over once runs have worked this long without one:
+ * batches that miss the failing shard work meanwhile, and would otherwise
+ * end the failure and begin it again in the log, batch after batch. */
+#define RLINK_SHARD_CLEAN_MS 2000
 
 /* Open the link now and prepare it (a thread's start). 0; or prepare's -2,
  * or -1, with err: the link is left closed, to be tried again by rlink_ok(). */
@@ -63,11 +70,11 @@ int rlink_open(struct rlink *l, char *err, size_t errlen);
 /* 1 with l->rp usable (opened and prepared if it had to be), 0 while Redis
  * is down or the backoff has not passed. */
 int rlink_ok(struct rlink *l);
-/* Run b on l->rp (rp_run), counting the round trip (count_trips). 0 when every command
- * got its answer. Else -1: the link is down when nothing came back (or on
- * one node, when a reply was lost), or on a Cluster where other shards
- * answered, the failure is said once while it lasts. The caller reads each
- * command's rp_status(). */
+/* Run b on l->rp (rp_run), counting the round trip (count_trips). 0 when
+ * every command got its answer. Else -1: on one node the link is down; on a
+ * Cluster the failure is said once while it lasts, and the link is down only
+ * when no primary can be reached. The caller reads each command's
+ * rp_status(). */
 int rlink_run(struct rlink *l, struct rp_batch *b);
 /* One command (rp_call) the same way: its reply (the caller frees), or NULL. */
 redisReply *rlink_call(struct rlink *l, const char *key, int argc, const char **argv);
