@@ -11,7 +11,11 @@
  *   and by item answer "queued" with the order;
  * - orphaned reservations on every shard (reserved, never acknowledged by
  *   Kafka) are re-published by the producer's sweeper, each item's on its
- *   own shard, and stay reserved.
+ *   own shard, and stay reserved;
+ * - a primary SIGKILLed: the other shards' items keep selling, the
+ *   reserving link stays up, the dead shard's items are refused (503) and
+ *   that is logged; once the killed node is back (a replica of the promoted
+ *   one) its shard's items sell again.
  * Items are loaded through rpipe as the stack's user (seckill_item_load on
  * the item's shard, and the registry), so nothing but the producer and the
  * Cluster is under test. */
@@ -221,9 +225,9 @@ static void pick_items(struct item *it, int64_t base)
     redisFree(rc);
 }
 
-/* Load every item with stock 2 in one batch: seckill_item_load on its
+/* Load every item with stock in one batch: seckill_item_load on its
  * shard, and the registry (one key, somewhere). */
-static void load_items(const struct item *it)
+static void load_items(const struct item *it, const char *stock)
 {
     const struct rfunc load = RFUNC_INIT("seckill_item_load", RFUNC_LIB_CTL);
     struct rp_batch b;
@@ -234,7 +238,7 @@ static void load_items(const struct item *it)
         char k[KEYS_ITEM_PARTS][KEYS_MAX];
         assert_int_equal(keys_item_all(k, harness_conf.redis.key_prefix, it[i].id), 0);
         const char *argv[] = { k[KEYS_ITEM_STOCK], k[KEYS_ITEM_BUYERS], k[KEYS_ITEM_PENDING], k[KEYS_ITEM_WINDOW],
-                               k[KEYS_ITEM_ORDERS], "2", "", "" };
+                               k[KEYS_ITEM_ORDERS], stock, "", "" };
         assert_true(rp_fcall(&b, &load, 5, 3, argv, NULL) >= 0);
         snprintf(sid, sizeof(sid), "%" PRId64, it[i].id);
         assert_true(rp_addf(&b, reg, "SADD %s %s", reg, sid) >= 0);
@@ -305,7 +309,7 @@ static void test_sale_on_every_primary(void **state)
     char resp[2048];
     bool ok;
     pick_items(it, 770000000);
-    load_items(it);
+    load_items(it, "2");
     prod_start();
     for (int i = 0; i < ITEMS; i++) {
         int64_t u = 1000 + i, v = 2000 + i, w = 3000 + i;
@@ -398,7 +402,7 @@ static void test_sweeper_on_every_primary(void **state)
     int64_t oids[ITEMS];
     bool ok = true;
     pick_items(it, 780000000);
-    load_items(it);
+    load_items(it, "2");
     orphan_items(it, oids);
     for (int i = 0; i < ITEMS; i++)
         assert_int_equal(on_shard(&it[i], it[i].node, "ZCARD %s", it[i].unpub, NULL), 1);
@@ -421,11 +425,58 @@ static void test_sweeper_on_every_primary(void **state)
     prod_stop();
 }
 
+static int order(int64_t user, int64_t item)
+{
+    return harness_order(prod.port, user, item, NULL, 0);
+}
+
+/* Kill the primary of it[0]'s shard: see the file's header. */
+static void test_one_shard_down(void **state)
+{
+    (void)state;
+    static struct item it[ITEMS];
+    int64_t user = 7000;
+    bool ok;
+    pick_items(it, 790000000);
+    load_items(it, "100");
+    prod_start();
+    for (int i = 0; i < ITEMS; i++)
+        assert_int_equal(order(user++, it[i].id), 202);
+    int victim = it[0].node, port = smap->node[victim].port;
+    assert_int_equal(harness_sh("'%s/scripts/stack' kill rcluster-%d >/dev/null 2>&1", harness_root(), port - 16400),
+                     0);
+    /* the dead shard's item refused (until its replica is promoted, then
+     * until that one has a replica again: min_replicas_ack = 1) */
+    assert_int_equal(order(user++, it[0].id), 503);
+    /* the others' sell, one request at a time: no batch of theirs touches
+     * the dead shard, and the link did not go down for it */
+    for (int i = 0; i < ITEMS; i++)
+        if (it[i].node != victim)
+            assert_int_equal(order(user++, it[i].id), 202);
+    assert_int_equal(order(user++, it[0].id), 503);
+    assert_int_equal(sale_metric(prod.mport, "seckill_producer_redis_up"), 1);
+    assert_true(harness_file_has(prod.log, "on the shards that fail"));
+    assert_false(harness_file_has(prod.log, "orders are refused (503) until it is back"));
+    /* back as a replica of the promoted primary: its shard sells again */
+    assert_int_equal(harness_sh("'%s/scripts/stack' start rcluster-%d >/dev/null 2>&1", harness_root(), port - 16400),
+                     0);
+    WAIT_UNTIL(order(user++, it[0].id) == 202, 60000, ok);
+    if (!ok)
+        fail_msg("item %" PRId64 ": its shard did not sell again after the failover; see %s", it[0].id, prod.log);
+    for (int i = 0; i < ITEMS; i++)
+        assert_int_equal(order(user++, it[i].id), 202);
+    prod_stop();
+    /* the Cluster whole again, and its new map for the cleanup */
+    assert_int_equal(harness_sh("'%s/scripts/stack' up --cluster >/dev/null 2>&1", harness_root()), 0);
+    assert_int_equal(read_map(), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sale_on_every_primary),
         cmocka_unit_test(test_sweeper_on_every_primary),
+        cmocka_unit_test(test_one_shard_down),
     };
     harness_filter();
     return cmocka_run_group_tests(tests, setup, teardown);
