@@ -544,7 +544,7 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n)
     sent = scripts_add(r, slots_fill(r, reqs, n), waits);
     (void)rlink_run(&r->link, &r->calls);
     /* Every shard the batch reached confirmed (a WAIT not answered, or a
-     * reply lost on any shard, confirms nothing: rp_acked is then -1). */
+     * reply lost on any shard, confirms nothing: acked is then -1). */
     held = !waits || r->calls.acked >= waits;
     if (waits && r->calls.acked >= 0 && r->calls.acked < waits)
         log_debug("redis: WAIT: %d of %d replicas", r->calls.acked, waits);
