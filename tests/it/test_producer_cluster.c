@@ -15,7 +15,11 @@
  * - a primary SIGKILLed: the other shards' items keep selling, the
  *   reserving link stays up, the dead shard's items are refused (503) and
  *   that is logged; once the killed node is back (a replica of the promoted
- *   one) its shard's items sell again.
+ *   one) its shard's items sell again;
+ * - the producer's functions are checked on every primary: one primary
+ *   without them, a running producer refuses orders (503, the gauge set)
+ *   until they are loaded again, and a new one refuses to start, naming that
+ *   primary.
  * Items are loaded through rpipe as the stack's user (seckill_item_load on
  * the item's shard, and the registry), so nothing but the producer and the
  * Cluster is under test. */
@@ -471,11 +475,72 @@ static void test_one_shard_down(void **state)
     assert_int_equal(read_map(), 0);
 }
 
+/* The producer's library on map node i: deleted (FUNCTION DELETE, which
+ * its replica follows), or loaded again. */
+static void functions_on(int i, bool there)
+{
+    redisContext *rc = node_conn(i);
+    char err[512];
+    int was;
+    if (there) {
+        if (rfunc_load(rc, RFUNC_LIB_PRODUCER, &was, err, sizeof(err)) != 0)
+            fail_msg("loading the functions again: %s", err);
+    } else {
+        redisReply *r = harness_cmd(rc, "FUNCTION DELETE %s", rfunc_lib_name(RFUNC_LIB_PRODUCER));
+        assert_int_equal(r->type, REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+    }
+    redisFree(rc);
+}
+
+static void test_functions_on_every_primary(void **state)
+{
+    (void)state;
+    static struct item it[ITEMS];
+    int64_t user = 8000;
+    bool ok;
+    pick_items(it, 800000000);
+    load_items(it, "100");
+    prod_start();
+    int victim = it[ITEMS - 1].node;
+    assert_int_equal(order(user++, it[ITEMS - 1].id), 202);
+    functions_on(victim, false);
+    /* a running producer: its next call there finds them missing */
+    assert_int_equal(order(user++, it[ITEMS - 1].id), 503);
+    WAIT_UNTIL(sale_metric(prod.mport, "seckill_producer_redis_functions_missing") == 1, 10000, ok);
+    assert_true(ok);
+    functions_on(victim, true);
+    WAIT_UNTIL(order(user++, it[ITEMS - 1].id) == 202, 30000, ok);
+    assert_true(ok);
+    assert_int_equal(sale_metric(prod.mport, "seckill_producer_redis_functions_missing"), 0);
+    prod_stop();
+    /* a new producer: no start while one primary lacks them */
+    functions_on(victim, false);
+    char bin[512], node[64];
+    harness_cfg(&prod.c);
+    harness_set_str(&prod.c.redis.key_prefix, harness_conf.redis.key_prefix);
+    harness_producer_ports(&prod.c);
+    harness_cfg_file(&prod.c, prod.cfgpath, sizeof(prod.cfgpath));
+    harness_bin("seckill-producer", bin, sizeof(bin));
+    snprintf(prod.log, sizeof(prod.log), "/tmp/seckill-test-producer-cluster-%d-nostart.log", prod.c.producer.port);
+    char *argv[] = { bin, "-c", prod.cfgpath, NULL };
+    int st = harness_wait_exit(harness_spawn(argv, prod.log), 30000);
+    functions_on(victim, true);
+    unlink(prod.cfgpath);
+    cfg_free(&prod.c);
+    if (st == 0)
+        fail_msg("the producer started without its functions on one primary; see %s", prod.log);
+    snprintf(node, sizeof(node), "%s:%d", smap->node[victim].host, smap->node[victim].port);
+    assert_true(harness_file_has(prod.log, "refusing to start"));
+    assert_true(harness_file_has(prod.log, node));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sale_on_every_primary),
         cmocka_unit_test(test_sweeper_on_every_primary),
+        cmocka_unit_test(test_functions_on_every_primary),
         cmocka_unit_test(test_one_shard_down),
     };
     harness_filter();
