@@ -24,7 +24,7 @@ int oidx_field(char *buf, size_t len, int64_t order_id)
 
 /* HSET key f v ... for e[0..n), all of one bucket, then PEXPIRE key. The
  * number of commands appended: 2, or fewer when out of memory. */
-static int append_bucket(redisContext *rc, const char *prefix, const char *ttl_ms, const struct oidx_entry *e,
+static int append_bucket(struct rp_batch *b, const char *prefix, const char *ttl_ms, const struct oidx_entry *e,
                          size_t n)
 {
     char key[KEYS_MAX];
@@ -42,16 +42,16 @@ static int append_bucket(redisContext *rc, const char *prefix, const char *ttl_m
         argv[3 + 2 * i] = text[2 * i + 1];
     }
     const char *expire[] = { "PEXPIRE", key, ttl_ms };
-    if (redisAppendCommandArgv(rc, (int)(2 + 2 * n), argv, NULL) != REDIS_OK)
+    if (rp_add(b, key, (int)(2 + 2 * n), argv, NULL) < 0)
         goto fail;
-    ret = redisAppendCommandArgv(rc, 3, expire, NULL) == REDIS_OK ? 2 : 1;
+    ret = rp_add(b, key, 3, expire, NULL) >= 0 ? 2 : 1;
 fail:
     free(argv);
     free(text);
     return ret;
 }
 
-int oidx_append(redisContext *rc, const char *prefix, int ttl_s, struct oidx_entry *e, size_t n)
+int oidx_add(struct rp_batch *b, const char *prefix, int ttl_s, struct oidx_entry *e, size_t n)
 {
     char ttl_ms[24];
     int cmds = 0;
@@ -60,7 +60,7 @@ int oidx_append(redisContext *rc, const char *prefix, int ttl_s, struct oidx_ent
     for (size_t i = 0, j; i < n; i = j) {
         for (j = i + 1; j < n && e[j].order_id / ORDERIDX_BUCKET == e[i].order_id / ORDERIDX_BUCKET; j++)
             ;
-        int c = append_bucket(rc, prefix, ttl_ms, e + i, j - i);
+        int c = append_bucket(b, prefix, ttl_ms, e + i, j - i);
         cmds += c;
         if (c < 2)
             break;

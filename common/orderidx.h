@@ -15,14 +15,17 @@
  * do not know, so orders accepted before an upgrade keep their answer for as
  * long as those keys live (status_ttl_s).
  *
- * Pure command building on the caller's connection: the caller sends, reads
- * the replies (oidx_append says how many) and owns the connection. */
+ * Pure command building into the caller's batch (rpipe.h): the caller runs
+ * it and reads the replies (oidx_add says how many). Each bucket's two
+ * commands route by its key, so on a Redis Cluster the buckets spread over
+ * the shards. */
 #ifndef SECKILL_ORDERIDX_H
 #define SECKILL_ORDERIDX_H
 
-#include <hiredis/hiredis.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "rpipe.h"
 
 #define ORDERIDX_BUCKET 1024
 
@@ -30,13 +33,13 @@ struct oidx_entry {
     int64_t order_id, item_id, user_id;
 };
 
-/* Append the commands that index e[0..n) (sorted here by order id: the
+/* Add the commands that index e[0..n) (sorted here by order id: the
  * caller's order is not kept) under prefix, each bucket kept ttl_s: an HSET
- * and a PEXPIRE per bucket. Returns the number of commands appended, whose
+ * and a PEXPIRE per bucket. Returns the number of commands added, whose
  * replies the caller reads. Best effort: out of memory it stops early, and
  * the orders left are not indexed (their status by order id answers 404; by
  * item it still works). */
-int oidx_append(redisContext *rc, const char *prefix, int ttl_s, struct oidx_entry *e, size_t n);
+int oidx_add(struct rp_batch *b, const char *prefix, int ttl_s, struct oidx_entry *e, size_t n);
 
 /* The field of order_id in its bucket (its decimal). Returns the length. */
 int oidx_field(char *buf, size_t len, int64_t order_id);

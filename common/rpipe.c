@@ -335,8 +335,10 @@ static int run_single(struct rp *p, struct rp_batch *b, char *err, size_t errlen
     }
     if (wait && !lost) {
         redisReply *r = NULL;
-        if (redisGetReply(p->rc, (void **)&r) != REDIS_OK)
+        if (redisGetReply(p->rc, (void **)&r) != REDIS_OK) {
+            snprintf(err, errlen, "redis: WAIT: %s", p->rc->errstr[0] ? p->rc->errstr : "no reply");
             lost = true;
+        }
         b->acked = wait_count(r);
         freeReplyObject(r);
     }
@@ -349,12 +351,41 @@ static int run_single(struct rp *p, struct rp_batch *b, char *err, size_t errlen
     return lost || sent < b->n ? -1 : 0;
 }
 
+/* Might node i hold a write of the batch? It served one of its commands,
+ * or (the map having changed during the run, the indices of served may be
+ * the old map's) it serves the slot of one by the map of now. */
+static bool may_hold(const struct rp *p, const struct rp_batch *b, const struct rcl_cmd *cc, int i, bool all)
+{
+    for (int k = 0; k < b->n; k++) {
+        if (cc[k].status != RCL_OK)
+            continue;
+        if (cc[k].served == i)
+            return true;
+        if (all && b->cmd[k].key && rcl_node_of_slot(p->cl, slot_of(b->cmd[k].key, b->cmd[k].keylen)) == i)
+            return true;
+    }
+    return false;
+}
+
 /* A Cluster: WAIT on every primary the batch reached, each on the
  * connection that carried its writes. When the map changed during the run
  * the nodes' indices are others: ask every primary (a node the batch did
- * not write to answers at once). */
+ * not write to answers at once). A primary that cannot be asked spoils the
+ * batch only if it may hold one of its writes: after a failure every run
+ * starts by reading the map again, and a dead primary stays in the map
+ * until its replica is promoted; it must not refuse the other shards' WAIT.
+ * A lost reply closed its node's connection, and a READONLY makes every
+ * connection reopen (rconn.h): a WAIT on the new connection would wait for
+ * none of the old one's writes and confirm them falsely, so then nothing
+ * is confirmed (-1). */
 static void cluster_wait(struct rp *p, struct rp_batch *b, const struct rcl_cmd *cc, unsigned long epoch0)
 {
+    b->acked = -1;
+    for (int k = 0; k < b->n; k++)
+        if (cc[k].status == RCL_UNKNOWN)
+            return;
+    if (b->readonly > 0)
+        return;
     int nodes = rcl_primaries(p->cl);
     bool all = rcl_epoch(p->cl) != epoch0;
     char ws[16], wt[16], err[256];
@@ -363,16 +394,16 @@ static void cluster_wait(struct rp *p, struct rp_batch *b, const struct rcl_cmd 
     const char *argv[] = { "WAIT", ws, wt };
     int acked = INT_MAX; /* the fewest; one node that did not confirm spoils the batch (-1) */
     for (int i = 0; i < nodes && acked >= 0; i++) {
-        bool reached = all;
-        for (int k = 0; k < b->n && !reached; k++)
-            reached = cc[k].served == i && cc[k].status == RCL_OK;
-        if (!reached)
+        bool holds = may_hold(p, b, cc, i, all);
+        if (!all && !holds)
             continue;
         struct rcl_cmd w = { .argc = 3, .argv = argv };
         (void)rcl_run_on(p->cl, i, &w, 1, err, sizeof(err));
         int n = w.status == RCL_OK ? wait_count(w.reply) : -1;
-        acked = n < acked ? n : acked;
         freeReplyObject(w.reply);
+        if (n < 0 && !holds)
+            continue; /* not asked, and none of the batch's writes is there */
+        acked = n < acked ? n : acked;
     }
     b->acked = acked == INT_MAX ? -1 : acked;
 }

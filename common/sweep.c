@@ -10,7 +10,6 @@
 #include "log.h"
 #include "order.h"
 #include "orderidx.h"
-#include "rconn.h"
 #include "rfunc.h"
 #include "util.h"
 
@@ -42,40 +41,44 @@ static void on_delivery(struct pub_ticket *t, rd_kafka_resp_err_t err, rd_kafka_
     pthread_mutex_unlock(&st->w->mu);
 }
 
-static int64_t count(redisContext *rc, const char *cmd, const char *key)
+static int64_t count_of(const struct rp_batch *b, int i)
 {
-    redisReply *r = redisCommand(rc, "%s %s", cmd, key);
-    int64_t n = r && r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
-    freeReplyObject(r);
-    return n;
+    const redisReply *r = rp_reply(b, i);
+    return r && r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
 }
 
 /* Count the item's reservations into st, then claim its stale ones with
- * seckill_sweep_claim: *out is its reply, {order id, message}... 0, or -1 with
- * err set. */
-static int claim_stale(redisContext *rc, const struct rfunc *claim, int64_t age_ms,
-                       char keys[][KEYS_MAX], struct sweep_stats *st, redisReply **out,
-                       char *err, size_t errlen)
+ * seckill_sweep_claim, in one round trip: *out is its reply, {order id,
+ * message}... 0, or -1 with err set. */
+static int claim_stale(struct rp *rp, const struct rfunc *claim, int64_t age_ms, char keys[][KEYS_MAX],
+                       struct sweep_stats *st, redisReply **out, char *err, size_t errlen)
 {
     char cutoff[24], now[24], limit[16];
     const char *argv[5];
     int64_t wall = util_wall_ms();
-    redisReply *r;
-    st->pending += count(rc, "HLEN", keys[KEYS_ITEM_PENDING]);
-    st->unpublished += count(rc, "ZCARD", keys[KEYS_ITEM_UNPUB]);
+    struct rp_batch b;
+    rp_batch_init(&b);
     snprintf(cutoff, sizeof(cutoff), "%" PRId64, wall - age_ms);
     snprintf(now, sizeof(now), "%" PRId64, wall);
     snprintf(limit, sizeof(limit), "%d", SWEEP_LIMIT);
     argv[0] = keys[KEYS_ITEM_UNPUB], argv[1] = keys[KEYS_ITEM_PENDING];
     argv[2] = cutoff, argv[3] = now, argv[4] = limit;
-    r = rfunc_call(rc, claim, 2, 3, argv, NULL);
-    if (!r || r->type != REDIS_REPLY_ARRAY) {
-        char why[512];
-        snprintf(err, errlen, "redis: sweep claim: %s", rfunc_error_text(claim, rc, r, why, sizeof(why)));
-        freeReplyObject(r);
+    rp_addf(&b, keys[KEYS_ITEM_PENDING], "HLEN %s", keys[KEYS_ITEM_PENDING]);
+    rp_addf(&b, keys[KEYS_ITEM_UNPUB], "ZCARD %s", keys[KEYS_ITEM_UNPUB]);
+    int i = rp_fcall(&b, claim, 2, 3, argv, NULL);
+    char why[512];
+    if (i < 0 || rp_run(rp, &b, why, sizeof(why)) != 0 || rp_reply(&b, i)->type != REDIS_REPLY_ARRAY) {
+        const redisReply *r = i < 0 ? NULL : rp_reply(&b, i);
+        if (r != NULL)
+            rfunc_error_text(claim, NULL, r, why, sizeof(why));
+        snprintf(err, errlen, "redis: sweep claim: %s", i < 0 ? "out of memory" : why);
+        rp_batch_free(&b);
         return -1;
     }
-    *out = r;
+    st->pending += count_of(&b, 0);
+    st->unpublished += count_of(&b, 1);
+    *out = rp_take(&b, i);
+    rp_batch_free(&b);
     return 0;
 }
 
@@ -118,11 +121,14 @@ static void send_claimed(struct pub *p, const redisReply *r, size_t n, int64_t i
  * ones published (ZREM from the unpublished set) and index them (orderidx.h):
  * an order whose buyer heard "unknown" while Redis was away was never
  * indexed, and its id must still lead to it. */
-static void settle_claimed(const struct cfg *c, redisContext *rc, const char *unpub_key, struct sweep_ticket *tk,
+static void settle_claimed(const struct cfg *c, struct rp *rp, const char *unpub_key, struct sweep_ticket *tk,
                            size_t n, struct sweep_wait *w, struct sweep_stats *st)
 {
     struct oidx_entry *idx = calloc(n, sizeof(*idx));
     size_t nidx = 0;
+    struct rp_batch b;
+    char err[256];
+    rp_batch_init(&b);
     /* librdkafka reports every message within message.timeout.ms, so this
      * wait ends; the tickets live in the caller until it does. */
     pthread_mutex_lock(&w->mu);
@@ -137,18 +143,22 @@ static void settle_claimed(const struct cfg *c, redisContext *rc, const char *un
             continue;
         }
         st->republished++;
-        freeReplyObject(redisCommand(rc, "ZREM %s %s", unpub_key, tk[i].oid));
+        rp_addf(&b, unpub_key, "ZREM %s %s", unpub_key, tk[i].oid);
         if (idx)
             idx[nidx++] = tk[i].idx;
     }
-    /* Best effort, as the producer's own index writes. */
+    /* Best effort, as the producer's own marks and index writes: a mark
+     * that did not arrive is one more harmless re-publish. */
     if (nidx)
-        rconn_discard_replies(rc, oidx_append(rc, c->redis.key_prefix, CFG_GET(c->producer.status_ttl_s), idx, nidx));
+        oidx_add(&b, c->redis.key_prefix, CFG_GET(c->producer.status_ttl_s), idx, nidx);
+    if (rp_run(rp, &b, err, sizeof(err)) != 0)
+        log_debug("sweep: marks and index: %s", err);
+    rp_batch_free(&b);
     free(idx);
 }
 
 /* Claim and re-publish one item's stale reservations. */
-static int sweep_item(const struct cfg *c, redisContext *rc, struct pub *p, const struct rfunc *claim,
+static int sweep_item(const struct cfg *c, struct rp *rp, struct pub *p, const struct rfunc *claim,
                       int64_t item, int64_t age_ms, struct sweep_stats *st,
                       char *err, size_t errlen)
 {
@@ -161,7 +171,7 @@ static int sweep_item(const struct cfg *c, redisContext *rc, struct pub *p, cons
 
     for (int k = 0; k < KEYS_ITEM_PARTS; k++)
         keys_item(keys[k], sizeof(keys[k]), c->redis.key_prefix, item, (enum keys_item_part)k);
-    if (claim_stale(rc, claim, age_ms, keys, st, &r, err, errlen) != 0)
+    if (claim_stale(rp, claim, age_ms, keys, st, &r, err, errlen) != 0)
         goto fail;
     n = r->elements / 2;
     if (n == 0) {
@@ -175,7 +185,7 @@ static int sweep_item(const struct cfg *c, redisContext *rc, struct pub *p, cons
         goto fail;
     }
     send_claimed(p, r, n, item, tk, &w, st);
-    settle_claimed(c, rc, keys[KEYS_ITEM_UNPUB], tk, n, &w, st);
+    settle_claimed(c, rp, keys[KEYS_ITEM_UNPUB], tk, n, &w, st);
     ret = 0;
 fail:
     free(tk);
@@ -183,7 +193,7 @@ fail:
     return ret;
 }
 
-int sweep_once(const struct cfg *c, redisContext *rc, struct pub *p, int64_t age_ms,
+int sweep_once(const struct cfg *c, struct rp *rp, struct pub *p, int64_t age_ms,
                struct sweep_stats *out, char *err, size_t errlen)
 {
     char key[KEYS_MAX];
@@ -192,10 +202,13 @@ int sweep_once(const struct cfg *c, redisContext *rc, struct pub *p, int64_t age
     int ret = -1;
     memset(out, 0, sizeof(*out));
     keys_items(key, sizeof(key), c->redis.key_prefix);
-    items = redisCommand(rc, "SMEMBERS %s", key);
+    enum rp_status rst;
+    char why[256];
+    /* (one set names every item, whichever shard holds the item's keys) */
+    items = rp_callf(rp, key, &rst, why, sizeof(why), "SMEMBERS %s", key);
     if (!items || items->type != REDIS_REPLY_ARRAY) {
         snprintf(err, errlen, "redis: SMEMBERS %s: %s", key,
-                 !items ? rc->errstr : items->type == REDIS_REPLY_ERROR ? items->str : "unexpected reply");
+                 !items ? why : items->type == REDIS_REPLY_ERROR ? items->str : "unexpected reply");
         goto fail;
     }
     for (size_t i = 0; i < items->elements; i++) {
@@ -204,7 +217,7 @@ int sweep_once(const struct cfg *c, redisContext *rc, struct pub *p, int64_t age
             util_parse_i64(items->element[i]->str, 1, INT64_MAX, &item) != 0)
             continue;
         out->items++;
-        if (sweep_item(c, rc, p, &claim, item, age_ms, out, err, errlen) != 0)
+        if (sweep_item(c, rp, p, &claim, item, age_ms, out, err, errlen) != 0)
             goto fail;
     }
     ret = 0;

@@ -8,12 +8,12 @@
 #ifndef SECKILL_SWEEP_H
 #define SECKILL_SWEEP_H
 
-#include <hiredis/hiredis.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "cfg.h"
 #include "publish.h"
+#include "rpipe.h"
 
 struct sweep_stats {
     int64_t items;        /* items with a sale loaded */
@@ -25,10 +25,11 @@ struct sweep_stats {
     int64_t undecodable;  /* of which not an order message: left in place, never sent */
 };
 
-/* One pass over every item, waiting for the delivery reports of what it
+/* One pass over every item (each item's commands go to the primary of its
+ * slot: on a Redis Cluster the pass visits every shard that holds an item), waiting for the delivery reports of what it
  * re-publishes (at most message.timeout.ms). 0, or -1 with err set (Redis
  * failed; what was done is in *out). */
-int sweep_once(const struct cfg *c, redisContext *rc, struct pub *p, int64_t age_ms,
+int sweep_once(const struct cfg *c, struct rp *rp, struct pub *p, int64_t age_ms,
                struct sweep_stats *out, char *err, size_t errlen);
 
 #endif

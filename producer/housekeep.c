@@ -1,6 +1,5 @@
 #include "housekeep.h"
 
-#include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +8,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "pmetrics.h"
-#include "rconn.h"
+#include "rpipe.h"
 #include "sweep.h"
 #include "sweepage.h"
 #include "util.h"
@@ -21,7 +20,7 @@ struct hk {
     struct pub *pub;
     struct oid_gen *gen;
     struct ing_health *health;
-    redisContext *rc;
+    struct rp *rp; /* NULL while Redis could not be reached */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -32,21 +31,27 @@ struct hk {
     struct log_repeat sweep_failing, republish_failing, undecodable;
 };
 
+/* Redis answers: on a Cluster, some primary. A shard that does not answer
+ * refuses only its items' orders (logged once, in
+ * seckill_producer_redis_errors_total), and every producer shares that
+ * fate: a readiness probe that failed them all would refuse every item.
+ * The rpipe reconnects on its own, with its backoff. */
 static int redis_ping(struct hk *k)
 {
     char err[256];
-    redisReply *r;
-    if (k->rc && rconn_broken(k->rc)) {
-        redisFree(k->rc);
-        k->rc = NULL;
-    }
-    if (!k->rc && rconn_open(k->cfg, &k->rc, err, sizeof(err)) != 0) {
-        k->rc = NULL;
+    struct rp_batch b;
+    int ok = 0;
+    if (!k->rp && rp_open(k->cfg, cfg_role_self(), &k->rp, err, sizeof(err)) != 0) {
+        k->rp = NULL;
         return 0;
     }
-    r = redisCommand(k->rc, "PING");
-    int ok = r && r->type == REDIS_REPLY_STATUS;
-    freeReplyObject(r);
+    rp_batch_init(&b);
+    for (int i = 0; i < rp_nodes(k->rp) && !ok; i++) {
+        rp_batch_reset(&b);
+        ok = rp_addf(&b, NULL, "PING") >= 0 && rp_run_on(k->rp, i, &b, err, sizeof(err)) == 0 &&
+             rp_reply(&b, 0)->type == REDIS_REPLY_STATUS;
+    }
+    rp_batch_free(&b);
     return ok;
 }
 
@@ -103,9 +108,9 @@ static void sweep(struct hk *k)
     struct sweep_stats st;
     char err[512];
     int failed;
-    if (!k->rc)
+    if (!k->rp)
         return;
-    failed = sweep_once(k->cfg, k->rc, k->pub, sweep_age_ms(k->cfg), &st, err, sizeof(err)) != 0;
+    failed = sweep_once(k->cfg, k->rp, k->pub, sweep_age_ms(k->cfg), &st, err, sizeof(err)) != 0;
     if (failed) {
         char key[LOG_REPEAT_KEY_MAX];
         PM_INC(sweep_errors);
@@ -163,8 +168,7 @@ int hk_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct ing
     check_health(k);
     if (pthread_create(&k->thread, NULL, hk_main, k) != 0) {
         snprintf(err, errlen, "cannot start the housekeeping thread");
-        if (k->rc)
-            redisFree(k->rc);
+        rp_close(k->rp);
         free(k);
         return -1;
     }
@@ -181,8 +185,7 @@ void hk_stop(struct hk *k)
     pthread_cond_signal(&k->cv);
     pthread_mutex_unlock(&k->mu);
     pthread_join(k->thread, NULL);
-    if (k->rc)
-        redisFree(k->rc);
+    rp_close(k->rp);
     pthread_mutex_destroy(&k->mu);
     pthread_cond_destroy(&k->cv);
     free(k);

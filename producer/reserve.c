@@ -13,9 +13,9 @@
 #include "order.h"
 #include "orderidx.h"
 #include "pmetrics.h"
-#include "rconn.h"
 #include "rlink.h"
 #include "rfunc.h"
+#include "rpipe.h"
 #include "util.h"
 
 /* Reservations per pipelined round trip. Larger batches only add latency
@@ -53,6 +53,10 @@ struct rsv {
     struct oid_gen *gen;
     struct rlink link; /* this thread's Redis */
     struct rfunc reserve, restore;
+    /* The round trips' batches (kept: their memory is reused): the
+     * reservations, the marks, the give-backs, the lookups of an ambiguous
+     * batch. */
+    struct rp_batch calls, marking, giving, asking;
 
     pthread_t thread;
     pthread_mutex_t mu;
@@ -105,18 +109,19 @@ void rsv_count(enum rsv_outcome o)
 
 /* --- Redis connection --------------------------------------------------- */
 
-/* After each connect: the producer's library, at this build's version or
- * newer. While it is missing (a Redis that lost its files, a FUNCTION FLUSH,
- * a primary nobody loaded) the link stays down: orders are refused (503),
- * the reason logged once, the gauge set, until an operator loads it. The
- * producer never loads code itself (docs/security.md). */
-static int check_functions(redisContext *rc, void *arg, char *err, size_t errlen)
+/* After each connect and new slot map: the producer's library, at this
+ * build's version or newer, on every primary. While it is missing (a Redis
+ * that lost its files, a FUNCTION FLUSH, a primary nobody loaded) the link
+ * stays down: orders are refused (503), the reason logged once, the gauge
+ * set, until an operator loads it. The producer never loads code itself
+ * (docs/security.md). */
+static int check_functions(struct rp *p, void *arg, char *err, size_t errlen)
 {
     (void)arg;
-    int st = rfunc_check(rc, RFUNC_LIB_PRODUCER, err, errlen);
+    int st = rlink_functions(p, RFUNC_LIB_PRODUCER, err, errlen);
     if (st != -1)
         PM_SET(redis_functions_missing, st == -2);
-    return st == 0 ? 0 : -1;
+    return st;
 }
 
 /* A reply said a function is missing: down until it is loaded again (the
@@ -127,18 +132,6 @@ static void functions_lost(struct rsv *r, const struct rfunc *f)
     rfunc_missing_text(f, why, sizeof(why));
     PM_SET(redis_functions_missing, 1);
     rlink_down(&r->link, why);
-}
-
-/* The next reply of a pipeline, or NULL when the connection broke (Redis is
- * then marked down and the rest of the pipeline is lost). */
-static redisReply *reply_next(struct rsv *r)
-{
-    redisReply *rep = NULL;
-    if (redisGetReply(r->link.rc, (void **)&rep) != REDIS_OK) {
-        rlink_down(&r->link, r->link.rc->errstr);
-        return NULL;
-    }
-    return rep;
 }
 
 /* --- completing requests ------------------------------------------------ */
@@ -165,51 +158,49 @@ static void backlog_add(struct rsv *r, const struct restore_job *j)
     r->backlog = c;
 }
 
-/* Give n units back in one round trip; what Redis cannot take now waits in
- * the backlog for the next turn. */
+/* Give n units back in one round trip (each to its item's shard); what
+ * Redis cannot take now waits in the backlog for the next turn. */
 static void restore_many(struct rsv *r, const struct restore_job *jobs, size_t n)
 {
+    struct rp_batch *b = &r->giving;
     size_t i, sent = 0;
     if (n == 0)
         return;
+    rp_batch_reset(b);
     if (!rlink_ok(&r->link))
         goto later;
-    for (i = 0; i < n; i++) {
+    for (; sent < n; sent++) {
         char keys[KEYS_ITEM_PARTS][KEYS_MAX], user[24], oid[24], ts[24];
-        if (keys_item_all(keys, r->cfg->redis.key_prefix, jobs[i].item_id) != 0)
+        const struct restore_job *j = &jobs[sent];
+        if (keys_item_all(keys, r->cfg->redis.key_prefix, j->item_id) != 0)
             break;
-        snprintf(user, sizeof(user), "%" PRId64, jobs[i].user_id);
-        snprintf(oid, sizeof(oid), "%" PRId64, jobs[i].order_id);
-        snprintf(ts, sizeof(ts), "%" PRId64, jobs[i].reserved_at_ms);
+        snprintf(user, sizeof(user), "%" PRId64, j->user_id);
+        snprintf(oid, sizeof(oid), "%" PRId64, j->order_id);
+        snprintf(ts, sizeof(ts), "%" PRId64, j->reserved_at_ms);
         const char *argv[] = { keys[KEYS_ITEM_STOCK], keys[KEYS_ITEM_BUYERS], keys[KEYS_ITEM_PENDING],
                                keys[KEYS_ITEM_UNPUB], keys[KEYS_ITEM_ORDERS], user, oid, ts };
-        if (rfunc_append(r->link.rc, &r->restore, 5, 3, argv, NULL) != 0)
+        if (rp_fcall(b, &r->restore, 5, 3, argv, NULL) < 0)
             break;
-        sent++;
     }
-    PM_INC(redis_roundtrips);
-    int missing = 0;
+    (void)rlink_run(&r->link, b);
     for (i = 0; i < sent; i++) {
-        redisReply *rep = reply_next(r);
-        if (!rep)
-            break;
-        if (rep->type == REDIS_REPLY_INTEGER && rep->integer == 1)
+        const redisReply *rep = rp_reply(b, (int)i);
+        if (rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1) {
             PM_INC(restored);
-        else if (rep->type == REDIS_REPLY_INTEGER)
+        } else if (rep && rep->type == REDIS_REPLY_INTEGER) {
             PM_INC(restore_kept);
-        else {
-            /* The function missing, or an error reply: nothing ran; try
-             * again next turn. */
+        } else {
+            /* Not sent, its reply lost (seckill_restore is idempotent: one
+             * that ran finds nothing to give back when sent again), the
+             * function missing, or an error reply: try again next turn. */
             PM_INC(redis_errors);
-            missing |= rfunc_is_missing(rep);
             backlog_add(r, &jobs[i]);
         }
-        freeReplyObject(rep);
     }
-    if (missing && i == sent)
+    if (b->missing && !r->link.down)
         functions_lost(r, &r->restore);
-    jobs += i;
-    n -= i;
+    jobs += sent;
+    n -= sent;
 later:
     for (i = 0; i < n; i++)
         backlog_add(r, &jobs[i]);
@@ -291,15 +282,16 @@ static void publish(struct rsv *r, struct slot *s)
 #define AMBIGUOUS_RETRY_BASE_MS 20
 #define AMBIGUOUS_RETRY_CAP_MS 200
 
-/* The connection broke after the scripts were sent: each of them may or may
- * not have run. Ask Redis, once it answers again within the command timeout,
- * for each reservation: publish those that exist (as Redis holds them), refuse
- * the rest (nothing was kept).
+/* The replies of these scripts were lost (a connection broke after they
+ * were sent): each of them may or may not have run. Ask Redis, once it
+ * answers again within the command timeout, for each reservation: publish
+ * those that exist (as Redis holds them), refuse the rest (nothing was kept).
  * If Redis stays away, their outcome is unknown: a reservation that did
  * happen is published by the sweeper later (counted as ambiguous), one that
  * did not is nothing. */
-static void resolve_ambiguous(struct rsv *r, struct slot *slots, size_t n)
+static void resolve_ambiguous(struct rsv *r, struct slot **amb, size_t n)
 {
+    struct rp_batch *b = &r->asking;
     struct slot *ok[RSV_BATCH];
     size_t nok = 0, i, sent = 0;
     int64_t end = util_mono_ms() + r->cfg->redis.command_timeout_ms;
@@ -314,43 +306,44 @@ static void resolve_ambiguous(struct rsv *r, struct slot *slots, size_t n)
         util_sleep_ms(util_backoff_ms(attempt++, AMBIGUOUS_RETRY_BASE_MS, AMBIGUOUS_RETRY_CAP_MS));
         rlink_retry_now(&r->link);
     }
-    if (rconn_broken(r->link.rc))
+    if (r->link.down)
         goto refuse;
-    for (i = 0; i < n; i++) {
-        if (redisAppendCommand(r->link.rc, "HGET %s %s", slots[i].keys[KEYS_ITEM_PENDING], slots[i].oid) != REDIS_OK)
+    rp_batch_reset(b);
+    for (; sent < n; sent++)
+        if (rp_addf(b, amb[sent]->keys[KEYS_ITEM_PENDING], "HGET %s %s", amb[sent]->keys[KEYS_ITEM_PENDING],
+                    amb[sent]->oid) < 0)
             break;
-        sent++;
-    }
-    PM_INC(redis_roundtrips);
+    (void)rlink_run(&r->link, b);
     for (i = 0; i < sent; i++) {
-        redisReply *rep = reply_next(r);
+        const redisReply *rep = rp_reply(b, (int)i);
+        struct slot *s = amb[i];
         struct order o;
         char err[64];
         if (!rep)
-            break;
+            continue; /* lost again, or not sent: unknown */
         /* Publish the message Redis holds: the script may have re-stamped it. */
-        if (rep->type == REDIS_REPLY_STRING && rep->len <= sizeof(slots[i].msg) &&
-            order_decode(rep->str, rep->len, &o, err, sizeof(err)) == 0 && o.order_id == slots[i].req->order_id) {
-            memcpy(slots[i].msg, rep->str, rep->len);
-            slots[i].msg_len = rep->len;
-            slots[i].req->reserved_at_ms = o.reserved_at_ms;
-            ok[nok++] = &slots[i];
+        if (rep->type == REDIS_REPLY_STRING && rep->len <= sizeof(s->msg) &&
+            order_decode(rep->str, rep->len, &o, err, sizeof(err)) == 0 && o.order_id == s->req->order_id) {
+            memcpy(s->msg, rep->str, rep->len);
+            s->msg_len = rep->len;
+            s->req->reserved_at_ms = o.reserved_at_ms;
+            ok[nok++] = s;
         } else {
-            finish(slots[i].req, RSV_UNAVAILABLE);
+            finish(s->req, RSV_UNAVAILABLE);
+            s->req = NULL;
         }
-        slots[i].req = NULL;
-        freeReplyObject(rep);
     }
     for (i = 0; i < nok; i++) {
         PM_INC(reserved);
         publish(r, ok[i]);
+        ok[i]->req = NULL;
     }
 refuse:
     for (i = 0; i < n; i++)
-        if (slots[i].req) {
+        if (amb[i]->req) {
             PM_INC(ambiguous);
-            finish(slots[i].req, RSV_UNKNOWN);
-            slots[i].req = NULL;
+            finish(amb[i]->req, RSV_UNKNOWN);
+            amb[i]->req = NULL;
         }
 }
 
@@ -454,12 +447,15 @@ static size_t slots_fill(struct rsv *r, struct rsv_req **reqs, size_t n)
     return m;
 }
 
-/* Pipeline one seckill_reserve call per slot; those that could not be sent are
- * answered. With waits, WAIT for that many replicas follows them
- * (*waited: it did). The number sent (the first ones). */
-static size_t scripts_send(struct rsv *r, size_t m, int waits, int *waited)
+/* Add one seckill_reserve call per slot to the batch, each routed by its
+ * item's keys; those that could not be added are answered. With waits, WAIT
+ * for that many replicas follows them on every shard they reached. The
+ * number added (the first ones: command i is slot i). */
+static size_t scripts_add(struct rsv *r, size_t m, int waits)
 {
+    struct rp_batch *b = &r->calls;
     size_t sent = 0;
+    rp_batch_reset(b);
     for (size_t i = 0; i < m; i++) {
         struct slot *s = &r->slots[i];
         const char *argv[KEYS_ITEM_PARTS + 4] = { s->user, s->oid, s->msg, s->ts };
@@ -471,76 +467,73 @@ static size_t scripts_send(struct rsv *r, size_t m, int waits, int *waited)
         for (int k = 0; k < KEYS_ITEM_PARTS + 4; k++)
             argl[k] = strlen(argv[k]);
         argl[KEYS_ITEM_PARTS + 2] = s->msg_len;
-        if (rfunc_append(r->link.rc, &r->reserve, KEYS_ITEM_PARTS, 4, argv, argl) != 0)
+        if (rp_fcall(b, &r->reserve, KEYS_ITEM_PARTS, 4, argv, argl) < 0)
             break;
         sent++;
     }
     for (size_t i = sent; i < m; i++)
         finish(r->slots[i].req, RSV_UNAVAILABLE);
     /* In the same round trip: WAIT answers once the replicas hold every
-     * write this connection made, the batch's reservations included. */
-    *waited = waits && sent &&
-              redisAppendCommand(r->link.rc, "WAIT %d %d", waits, CFG_GET(r->cfg->redis.wait_timeout_ms)) == REDIS_OK;
-    PM_INC(redis_roundtrips);
+     * write its connection made, the batch's reservations included. */
+    if (waits && sent)
+        rp_wait(b, waits, CFG_GET(r->cfg->redis.wait_timeout_ms));
     return sent;
 }
 
-/* Read the replies of the sent calls: the reserved slots go to won[], the
- * rest are answered (*missing: Redis lacked the function; *readonly: it is
- * a replica now; those were answered 503). 1 when every reply was read, 0
- * when the connection broke (the unread ones were resolved). */
-static int scripts_read(struct rsv *r, size_t sent, struct slot **won, size_t *nwon, int *missing, int *readonly)
+/* One script's reply, other than a reservation or a refusal: answered 503
+ * (*missing: Redis lacked the function; *readonly: it is a replica now). */
+static void script_failed(struct slot *s, const redisReply *rep, int *missing, int *readonly)
 {
-    struct slot *slots = r->slots;
-    for (size_t i = 0; i < sent; i++) {
-        redisReply *rep = reply_next(r);
-        if (!rep) {
-            resolve_ambiguous(r, &slots[i], sent - i);
-            return 0;
-        }
-        if (rep->type == REDIS_REPLY_INTEGER || rep->type == REDIS_REPLY_ARRAY) {
-            rlink_worked(&r->link);
-            script_result(&slots[i], rep, &r->say_unknown_code, won, nwon);
-        } else if (rfunc_is_missing(rep)) {
-            /* Nothing ran. No retry: the producer cannot load it, and
-             * every call fails alike until an operator does. */
-            *missing = 1;
-            finish(slots[i].req, RSV_UNAVAILABLE);
-        } else {
-            /* An error reply (out of memory, a read-only replica): the
-             * script did not run. */
-            *readonly |= rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "READONLY", 8) == 0;
-            PM_INC(redis_errors);
-            log_debug("redis: reserve: %s", rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
-            finish(slots[i].req, RSV_UNAVAILABLE);
-        }
-        freeReplyObject(rep);
+    if (rfunc_is_missing(rep)) {
+        /* Nothing ran. No retry: the producer cannot load it, and every
+         * call fails alike until an operator does. */
+        *missing = 1;
+    } else {
+        /* An error reply (out of memory, a read-only replica): the script
+         * did not run. */
+        *readonly |= rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "READONLY", 8) == 0;
+        PM_INC(redis_errors);
+        log_debug("redis: reserve: %s", rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
     }
-    return 1;
+    finish(s->req, RSV_UNAVAILABLE);
 }
 
-/* WAIT's reply: 1 when at least want replicas hold the batch. */
-static int wait_read(struct rsv *r, int want)
+/* Read the replies of the batch's calls: the reserved slots go to won[],
+ * the rest are answered (*missing, *readonly: see script_failed). A call
+ * that was not sent did not run: 503. One whose reply was lost may have
+ * run: resolved (resolve_ambiguous). */
+static void scripts_read(struct rsv *r, size_t sent, struct slot **won, size_t *nwon, int *missing, int *readonly)
 {
-    redisReply *rep = reply_next(r);
-    int ok = rep && rep->type == REDIS_REPLY_INTEGER && rep->integer >= want;
-    if (rep && rep->type == REDIS_REPLY_ERROR) {
-        PM_INC(redis_errors);
-        log_debug("redis: WAIT: %s", rep->str);
+    const struct rp_batch *b = &r->calls;
+    struct slot *amb[RSV_BATCH];
+    size_t namb = 0;
+    for (size_t i = 0; i < sent; i++) {
+        struct slot *s = &r->slots[i];
+        const redisReply *rep = rp_reply(b, (int)i);
+        if (rp_status(b, (int)i) == RP_UNKNOWN) {
+            amb[namb++] = s;
+        } else if (!rep) {
+            finish(s->req, RSV_UNAVAILABLE);
+        } else if (rep->type == REDIS_REPLY_INTEGER || rep->type == REDIS_REPLY_ARRAY) {
+            rlink_worked(&r->link);
+            script_result(s, rep, &r->say_unknown_code, won, nwon);
+        } else {
+            script_failed(s, rep, missing, readonly);
+        }
     }
-    freeReplyObject(rep);
-    return ok;
+    if (namb)
+        resolve_ambiguous(r, amb, namb);
 }
 
 static void mark_add(struct rsv *r, struct rsv_req *q, enum rsv_outcome o);
 static void marks_flush(struct rsv *r);
 
-/* Run n reservation calls in one round trip. */
+/* Run n reservation calls in one round trip (per shard on a Cluster). */
 static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n)
 {
     struct slot *won[RSV_BATCH];
     size_t nwon = 0, sent;
-    int missing = 0, readonly = 0, waits = CFG_GET(r->cfg->redis.min_replicas_ack), waited = 0, held = !waits;
+    int missing = 0, readonly = 0, waits = CFG_GET(r->cfg->redis.min_replicas_ack), held;
 
     if (!rlink_ok(&r->link)) {
         for (size_t i = 0; i < n; i++)
@@ -548,10 +541,14 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n)
         return;
     }
     /* Slots are reused by a retry: copy out the requests first. */
-    sent = scripts_send(r, slots_fill(r, reqs, n), waits, &waited);
-    /* (a WAIT that could not even be queued confirms nothing: held stays 0) */
-    if (scripts_read(r, sent, won, &nwon, &missing, &readonly) && waited)
-        held = wait_read(r, waits);
+    sent = scripts_add(r, slots_fill(r, reqs, n), waits);
+    (void)rlink_run(&r->link, &r->calls);
+    /* Every shard the batch reached confirmed (a WAIT not answered, or a
+     * reply lost on any shard, confirms nothing: acked is then -1). */
+    held = !waits || r->calls.acked >= waits;
+    if (waits && r->calls.acked >= 0 && r->calls.acked < waits)
+        log_debug("redis: WAIT: %d of %d replicas", r->calls.acked, waits);
+    scripts_read(r, sent, won, &nwon, &missing, &readonly);
     /* Publish before retrying: the retry reuses the slots. A reservation
      * the replicas may not hold is not promised: a failover now could sell
      * its unit again. It stays in Redis and the sweeper publishes it: its
@@ -565,9 +562,9 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n)
         }
     }
     marks_flush(r);
-    if (missing && r->link.rc)
+    if (missing && !r->link.down)
         functions_lost(r, &r->reserve);
-    else if (readonly && r->link.rc) /* (the primary moved: the next connect finds the new one) */
+    else if (readonly && !r->link.down) /* (the primary moved: the next connect finds the new one) */
         rlink_down(&r->link, "READONLY: the server is a replica now");
 }
 
@@ -588,42 +585,38 @@ static int mark_cmp(const void *a, const void *b)
 static void marks_flush(struct rsv *r)
 {
     const char *argv[RSV_BATCH + 2];
-    char keys[RSV_BATCH][KEYS_MAX];
+    char key[KEYS_MAX];
     struct oidx_entry idx[RSV_BATCH];
-    size_t i = 0, ncmd = 0, n = r->nmarks;
+    struct rp_batch *b = &r->marking;
+    size_t i = 0, n = r->nmarks;
     r->nmarks = 0;
     if (n == 0)
         return;
     if (!rlink_ok(&r->link))
         goto answer;
+    rp_batch_reset(b);
     qsort(r->marks, n, sizeof(r->marks[0]), mark_cmp);
     while (i < n) {
         size_t j = i, argc = 2;
-        keys_item(keys[ncmd], KEYS_MAX, r->cfg->redis.key_prefix, r->marks[i].item_id, KEYS_ITEM_UNPUB);
+        keys_item(key, KEYS_MAX, r->cfg->redis.key_prefix, r->marks[i].item_id, KEYS_ITEM_UNPUB);
         argv[0] = "ZREM";
-        argv[1] = keys[ncmd];
+        argv[1] = key;
         for (; j < n && r->marks[j].item_id == r->marks[i].item_id; j++)
             if (r->marks[j].outcome == RSV_ACCEPTED)
                 argv[argc++] = r->marks[j].oid;
         i = j;
         if (argc == 2)
             continue; /* none of the item's was published */
-        if (redisAppendCommandArgv(r->link.rc, (int)argc, argv, NULL) != REDIS_OK)
+        if (rp_add(b, key, (int)argc, argv, NULL) < 0)
             break;
-        ncmd++;
     }
     for (i = 0; i < n; i++) {
         const struct rsv_req *q = r->marks[i].req;
         idx[i] = (struct oidx_entry){ q->order_id, q->item_id, q->user_id };
     }
-    ncmd += (size_t)oidx_append(r->link.rc, r->cfg->redis.key_prefix, CFG_GET(r->cfg->producer.status_ttl_s), idx, n);
-    PM_INC(redis_roundtrips);
-    for (i = 0; i < ncmd; i++) {
-        redisReply *rep = reply_next(r);
-        if (!rep)
-            break;
-        freeReplyObject(rep);
-    }
+    (void)oidx_add(b, r->cfg->redis.key_prefix, CFG_GET(r->cfg->producer.status_ttl_s), idx, n);
+    /* (the replies do not matter: see above) */
+    (void)rlink_run(&r->link, b);
 answer:
     for (i = 0; i < n; i++)
         finish(r->marks[i].req, r->marks[i].outcome);
@@ -734,16 +727,14 @@ int rsv_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct rs
     r->gen = gen;
     r->reserve = (struct rfunc)RFUNC_INIT("seckill_reserve", RFUNC_LIB_PRODUCER);
     r->restore = (struct rfunc)RFUNC_INIT("seckill_restore", RFUNC_LIB_PRODUCER);
-    r->link =
-        (struct rlink){ .cfg = c, .what = "orders", .prepare = check_functions, .arg = r, .report_up = 1 };
-    if (rconn_open(c, &r->link.rc, err, errlen) != 0)
-        goto fail;
+    r->link = (struct rlink){
+        .cfg = c, .what = "orders", .prepare = check_functions, .arg = r, .report_up = 1, .count_trips = 1
+    };
     /* Missing functions: no start (-2), unlike a Redis that is down. */
-    if ((st = rfunc_check(r->link.rc, RFUNC_LIB_PRODUCER, err, errlen)) != 0) {
-        ret = st;
+    if ((st = rlink_open(&r->link, err, errlen)) != 0) {
+        ret = st == -2 ? -2 : -1;
         goto fail;
     }
-    PM_SET(redis_up, 1);
     pthread_mutex_init(&r->mu, NULL);
     util_cond_init_mono(&r->cv);
     if (pthread_create(&r->thread, NULL, rsv_main, r) != 0) {
@@ -782,6 +773,10 @@ void rsv_stop(struct rsv *r)
         free(j);
     }
     rlink_close(&r->link);
+    rp_batch_free(&r->calls);
+    rp_batch_free(&r->marking);
+    rp_batch_free(&r->giving);
+    rp_batch_free(&r->asking);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     free(r);

@@ -1,9 +1,10 @@
 #include "rlink.h"
 
+#include <stdio.h>
+
 #include "backoff.h"
 #include "log.h"
 #include "pmetrics.h"
-#include "rconn.h"
 #include "util.h"
 
 /* What the owner does without Redis, for the log. */
@@ -29,11 +30,10 @@ void rlink_down(struct rlink *l, const char *why)
     } else if (!l->down) {
         log_error("redis: %s; %s until it is back", why, meanwhile);
     }
-    if (l->rc) {
-        redisFree(l->rc);
-        l->rc = NULL;
-    }
+    /* The rpipe closed what it could not use; what must be done again is
+     * prepare, at the next rlink_ok(). */
     l->down = 1;
+    l->prepared = 0;
     if (l->report_up)
         PM_SET(redis_up, 0);
 }
@@ -46,32 +46,52 @@ static int retry_later(struct rlink *l, int64_t now, const char *why)
     return 0;
 }
 
+/* Open the rpipe if need be, reconnect one node, prepare. 0, or prepare's
+ * -1/-2 with err. */
+static int connect_prepare(struct rlink *l, char *err, size_t errlen)
+{
+    if (!l->rp && rp_open(l->cfg, cfg_role_self(), &l->rp, err, errlen) != 0) {
+        l->rp = NULL;
+        return -1;
+    }
+    /* One node: connect now, not at the next run, so that prepare and the
+     * requests see the same connection. (A Cluster's connections open per
+     * node as its commands need them.) */
+    if (!rp_cluster(l->rp) && !rp_node_conn(l->rp, 0, err, errlen))
+        return -1;
+    int st = l->prepare ? l->prepare(l->rp, l->arg, err, errlen) : 0;
+    if (st != 0)
+        return st;
+    l->epoch = rp_epoch(l->rp);
+    l->prepared = 1;
+    return 0;
+}
+
+int rlink_open(struct rlink *l, char *err, size_t errlen)
+{
+    int st = connect_prepare(l, err, errlen);
+    if (st == 0) {
+        l->down = 0;
+        if (l->report_up)
+            PM_SET(redis_up, 1);
+    }
+    return st;
+}
+
 int rlink_ok(struct rlink *l)
 {
     char err[512];
-    int64_t now;
-    if (l->rc && !rconn_broken(l->rc))
+    if (l->rp && l->prepared && !l->down && rp_connected(l->rp) && rp_epoch(l->rp) == l->epoch)
         return 1;
-    if (l->rc && l->rc->err) {
-        rlink_down(l, l->rc->errstr[0] ? l->rc->errstr : "connection broken");
-    } else if (l->rc) {
-        /* Sound, but opened before the primary moved (a Sentinel switch,
-         * or a READONLY any thread saw): no failure of this link's, so
-         * nothing to say; it reconnects to the primary of now. A write
-         * refused there says so itself (rlink_down from the owner). Said
-         * here, a link that only reads would flap in the log once per
-         * READONLY of another thread. */
-        redisFree(l->rc);
-        l->rc = NULL;
-    }
-    now = util_mono_ms();
+    /* Down, or a new connection or slot map is due: a Sentinel switch, a
+     * READONLY any thread saw, a Cluster's map read again. Not down, that is
+     * no failure of this link's, so nothing is said; prepare runs again on
+     * what the rpipe connects to now. A command refused there says so
+     * itself (rlink_down from the owner). */
+    int64_t now = util_mono_ms();
     if (now < l->next_connect_ms)
         return 0;
-    if (rconn_open(l->cfg, &l->rc, err, sizeof(err)) != 0) {
-        l->rc = NULL;
-        return retry_later(l, now, err);
-    }
-    if (l->prepare && l->prepare(l->rc, l->arg, err, sizeof(err)) != 0)
+    if (connect_prepare(l, err, sizeof(err)) != 0)
         return retry_later(l, now, err);
     /* While connections keep failing at once, a connect is no news. */
     l->announced = l->down && !l->flap.times;
@@ -85,6 +105,69 @@ int rlink_ok(struct rlink *l)
     if (l->report_up)
         PM_SET(redis_up, 1);
     return 1;
+}
+
+/* A Cluster that got no answer to a batch: is some primary still there (a
+ * connection open, or one that opens)? The batch may have touched only the
+ * shard that failed. */
+static int some_primary(struct rp *p)
+{
+    char err[256];
+    for (int i = 0; i < rp_nodes(p); i++)
+        if (rp_node_conn(p, i, err, sizeof(err)) != NULL)
+            return 1;
+    return 0;
+}
+
+/* A run failed (err says the first reason): down, or one shard's failure. */
+static void run_failed(struct rlink *l, const struct rp_batch *b, const char *err)
+{
+    int answered = 0;
+    for (int i = 0; i < b->n && !answered; i++)
+        answered = rp_status(b, i) == RP_OK;
+    if (!rp_cluster(l->rp) || (!answered && !some_primary(l->rp))) {
+        rlink_down(l, err[0] ? err : "no reply");
+        return;
+    }
+    char key[LOG_REPEAT_KEY_MAX], meanwhile[128];
+    l->shard_clean_ms = 0;
+    PM_INC(redis_errors);
+    say_down(l, meanwhile, sizeof(meanwhile));
+    snprintf(key, sizeof(key), "redis: %.140s", err);
+    log_repeat(&l->shard, LOG_LVL_ERROR, key, "%s; on the shards that fail, %s until they are back (said once "
+               "while it lasts)", key, meanwhile);
+}
+
+int rlink_run(struct rlink *l, struct rp_batch *b)
+{
+    char err[512];
+    if (l->count_trips)
+        PM_INC(redis_roundtrips);
+    if (rp_run(l->rp, b, err, sizeof(err)) != 0) {
+        run_failed(l, b, err);
+        return -1;
+    }
+    if (l->shard.times > 0) {
+        int64_t now = util_mono_ms();
+        if (l->shard_clean_ms == 0)
+            l->shard_clean_ms = now;
+        else if (now - l->shard_clean_ms >= RLINK_SHARD_CLEAN_MS)
+            log_repeat_end(&l->shard, "every shard answers");
+    }
+    return 0;
+}
+
+redisReply *rlink_call(struct rlink *l, const char *key, int argc, const char **argv)
+{
+    struct rp_batch b;
+    redisReply *r = NULL;
+    rp_batch_init(&b);
+    if (rp_add(&b, key, argc, argv, NULL) < 0)
+        rlink_down(l, "out of memory");
+    else if (rlink_run(l, &b) == 0)
+        r = rp_take(&b, 0);
+    rp_batch_free(&b);
+    return r;
 }
 
 void rlink_worked(struct rlink *l)
@@ -102,7 +185,28 @@ void rlink_retry_now(struct rlink *l)
 
 void rlink_close(struct rlink *l)
 {
-    if (l->rc)
-        redisFree(l->rc);
-    l->rc = NULL;
+    rp_close(l->rp);
+    l->rp = NULL;
+    l->prepared = 0;
+}
+
+int rlink_functions(struct rp *p, enum rfunc_lib lib, char *err, size_t errlen)
+{
+    char why[400], name[128];
+    int asked = 0;
+    err[0] = '\0';
+    for (int i = 0; i < rp_nodes(p); i++) {
+        redisContext *rc = rp_node_conn(p, i, why, sizeof(why));
+        int st = rc ? rfunc_check(rc, lib, why, sizeof(why)) : -1;
+        if (st != 0 && rp_cluster(p))
+            snprintf(err, errlen, "%s: %s", rp_node_name(p, i, name, sizeof(name)), why);
+        else if (st != 0)
+            snprintf(err, errlen, "%s", why);
+        if (st == -2 || (st == -1 && !rp_cluster(p)))
+            return st;
+        asked += st == 0;
+    }
+    if (asked == 0 && err[0] == '\0')
+        snprintf(err, errlen, "redis cluster: no primary known");
+    return asked > 0 ? 0 : -1;
 }

@@ -11,8 +11,8 @@
 #include "keys.h"
 #include "log.h"
 #include "pmetrics.h"
-#include "rconn.h"
 #include "rlink.h"
+#include "rpipe.h"
 #include "rfunc.h"
 #include "util.h"
 
@@ -213,12 +213,13 @@ void so_mark(struct so *s, int64_t item_id)
 
 /* --- talking to Redis (the refresh thread) ----------------------------- */
 
-/* After each connect: the producer's library (check_functions in
- * reserve.c says why the link stays down without it). */
-static int check_functions(redisContext *rc, void *arg, char *err, size_t errlen)
+/* After each connect and new slot map: the producer's library on every
+ * primary (check_functions in reserve.c says why the link stays down
+ * without it). */
+static int check_functions(struct rp *p, void *arg, char *err, size_t errlen)
 {
     (void)arg;
-    return rfunc_check(rc, RFUNC_LIB_PRODUCER, err, errlen) == 0 ? 0 : -1;
+    return rlink_functions(p, RFUNC_LIB_PRODUCER, err, errlen);
 }
 
 /* seckill_soldout's keys: stock, buyers, orders, window. */
@@ -232,13 +233,14 @@ static int item_keys(const struct so *s, int64_t item_id, char k[4][KEYS_MAX])
     return 0;
 }
 
-static int append_check(struct so *s, int64_t item_id)
+/* Add item's seckill_soldout to b (routed by its keys). 0 or -1. */
+static int add_check(struct so *s, struct rp_batch *b, int64_t item_id)
 {
     char k[4][KEYS_MAX];
     const char *argv[4] = { k[0], k[1], k[2], k[3] };
     if (item_keys(s, item_id, k) != 0)
         return -1;
-    return rfunc_append(s->link.rc, &s->check, 4, 0, argv, NULL);
+    return rp_fcall(b, &s->check, 4, 0, argv, NULL) < 0 ? -1 : 0;
 }
 
 /* seckill_soldout's reply into *v. 0, or -1 for anything else (the
@@ -255,23 +257,13 @@ static int parse_view(const redisReply *r, struct so_view *v)
     return 0;
 }
 
-/* The next seckill_soldout reply on the link into *v: 1 when it is a view,
- * 0 when it is not (the function missing also sets *noscript), -1 when the
- * connection broke (the link is down then). */
-static int next_view(struct so *s, struct so_view *v, int *noscript)
+/* Command i of b, a seckill_soldout reply, into *v: 1 when it is a view,
+ * 0 when it is not (not sent, lost, the function missing, an error). */
+static int view_of(struct so *s, const struct rp_batch *b, int i, struct so_view *v)
 {
-    redisReply *r;
-    int rc;
-    if (redisGetReply(s->link.rc, (void **)&r) != REDIS_OK) {
-        rlink_down(&s->link, s->link.rc->errstr);
-        return -1;
-    }
-    if (rfunc_is_missing(r))
-        *noscript = 1;
-    rc = parse_view(r, v) == 0;
+    int rc = parse_view(rp_reply(b, i), v) == 0;
     if (rc)
         rlink_worked(&s->link);
-    freeReplyObject(r);
     return rc;
 }
 
@@ -286,11 +278,16 @@ static void script_lost(struct so *s)
 
 static int check_one(struct so *s, int64_t item_id, struct so_view *v)
 {
-    int noscript = 0, got;
-    if (append_check(s, item_id) != 0 || (got = next_view(s, v, &noscript)) < 0)
-        return -1;
-    if (noscript)
-        script_lost(s);
+    struct rp_batch b;
+    int got = 0;
+    rp_batch_init(&b);
+    if (add_check(s, &b, item_id) == 0) {
+        (void)rlink_run(&s->link, &b);
+        got = view_of(s, &b, 0, v);
+        if (b.missing)
+            script_lost(s);
+    }
+    rp_batch_free(&b);
     return got == 1 ? 0 : -1;
 }
 
@@ -306,11 +303,9 @@ static struct hset *copy_buyers(struct so *s, int64_t item_id, const struct so_v
         return NULL;
     do {
         const char *argv[] = { "SSCAN", k[1], cursor, "COUNT", SO_SCAN_COUNT };
-        redisReply *r = redisCommandArgv(s->link.rc, 5, argv, NULL);
-        if (!r) {
-            rlink_down(&s->link, s->link.rc->errstr);
+        redisReply *r = rlink_call(&s->link, k[1], 5, argv);
+        if (!r)
             goto fail;
-        }
         int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING &&
                  r->element[0]->len < sizeof(cursor) && r->element[1]->type == REDIS_REPLY_ARRAY;
         for (size_t i = 0; ok && i < r->element[1]->elements; i++) {
@@ -396,7 +391,8 @@ static void refresh(struct so *s)
     struct so_view *views = NULL;
     char *ok = NULL;
     size_t n = 0, sent = 0;
-    int noscript = 0;
+    struct rp_batch b;
+    rp_batch_init(&b);
 
     pthread_mutex_lock(&s->mu);
     s->marked = 0;
@@ -420,24 +416,22 @@ static void refresh(struct so *s)
     if (!(ok = calloc(n, 1)) || !(views = malloc(n * sizeof(*views))))
         goto done;
     for (; sent < n; sent++)
-        if (append_check(s, look[sent].item_id) != 0)
+        if (add_check(s, &b, look[sent].item_id) != 0)
             break;
-    /* Every reply of the pipeline is read before a copy talks to Redis
-     * again on the same connection. */
-    for (size_t i = 0; i < sent; i++) {
-        int got = next_view(s, &views[i], &noscript);
-        if (got < 0)
-            goto done;
-        ok[i] = (char)got;
-    }
-    if (noscript) {
+    /* An item whose check did not come (its shard down) waits for the next
+     * pass, as it is. */
+    (void)rlink_run(&s->link, &b);
+    for (size_t i = 0; i < sent; i++)
+        ok[i] = (char)view_of(s, &b, (int)i, &views[i]);
+    if (b.missing) {
         script_lost(s);
         goto done;
     }
-    for (size_t i = 0; i < sent && s->link.rc; i++)
+    for (size_t i = 0; i < sent && !s->link.down; i++)
         if (ok[i])
             settle_item(s, &look[i], &views[i], max_buyers);
 done:
+    rp_batch_free(&b);
     free(look);
     free(views);
     free(ok);

@@ -12,8 +12,8 @@
 #include "log.h"
 #include "orderidx.h"
 #include "pmetrics.h"
-#include "rconn.h"
 #include "rlink.h"
+#include "rpipe.h"
 #include "util.h"
 
 /* Requests per pipelined round trip. */
@@ -22,6 +22,8 @@
 struct st {
     const struct cfg *cfg;
     struct rlink link; /* this thread's Redis */
+    /* a batch's round trips: the index, the legacy index, the states */
+    struct rp_batch index, legacy, states;
 
     pthread_t thread;
     pthread_mutex_t mu;
@@ -97,31 +99,16 @@ static int st_parse_state(const char *v, size_t len, struct st_req *q, int64_t *
 
 /* --- Redis --------------------------------------------------------------- */
 
-/* Send what was appended, then take n replies into rep[] (NULL for each
- * that did not come). -1 when the connection broke. */
-static int replies(struct st *s, size_t n, redisReply **rep)
+/* Run b: each command's reply, or NULL when it did not come (not sent, or
+ * lost: a read, safe to ask again at the buyer's next poll). */
+static void run(struct st *s, struct rp_batch *b, const redisReply **rep)
 {
-    size_t i;
-    memset(rep, 0, n * sizeof(*rep));
-    PM_INC(redis_roundtrips);
-    for (i = 0; i < n; i++)
-        if (redisGetReply(s->link.rc, (void **)&rep[i]) != REDIS_OK) {
-            rlink_down(&s->link, s->link.rc->errstr);
-            return -1;
-        }
-    for (i = 0; i < n; i++)
-        if (rep[i]->type != REDIS_REPLY_ERROR) {
+    (void)rlink_run(&s->link, b);
+    for (int i = 0; i < b->n; i++) {
+        rep[i] = rp_reply(b, i);
+        if (rep[i] && rep[i]->type != REDIS_REPLY_ERROR)
             rlink_worked(&s->link);
-            break;
-        }
-    return 0;
-}
-
-static void free_replies(redisReply **rep, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (rep[i])
-            freeReplyObject(rep[i]);
+    }
 }
 
 /* --- answering ----------------------------------------------------------- */
@@ -134,35 +121,45 @@ static void done(struct st_req *q, enum st_state state)
 
 /* An order the index's buckets do not know may have been indexed before
  * them, under its own key (orderidx.h): ask for those in one more round trip,
- * their replies replacing the misses in rep[]. Only misses pay for it (an
- * unknown order id, one older than the buckets). -1 when the connection
- * broke. */
-static int legacy_lookup(struct st *s, struct st_req **in, size_t n, redisReply **rep)
+ * their replies replacing the misses in rep[] (NULL for one that did not
+ * come). Only misses pay for it (an unknown order id, one older than the
+ * buckets). */
+static void legacy_lookup(struct st *s, struct st_req **in, size_t n, const redisReply **rep)
 {
     char key[KEYS_MAX];
     size_t miss[ST_BATCH], m = 0;
-    redisReply *got[ST_BATCH];
+    const redisReply *got[ST_BATCH];
+    struct rp_batch *b = &s->legacy;
+    rp_batch_reset(b);
     for (size_t i = 0; i < n; i++)
-        if (in[i]->kind == ST_BY_ORDER && rep[i]->type == REDIS_REPLY_NIL) {
+        if (in[i]->kind == ST_BY_ORDER && rep[i] && rep[i]->type == REDIS_REPLY_NIL) {
             keys_order_legacy(key, sizeof(key), s->cfg->redis.key_prefix, in[i]->id);
-            if (redisAppendCommand(s->link.rc, "GET %s", key) != REDIS_OK) {
-                /* What was appended would answer the next batch: drop it. */
-                rlink_down(&s->link, "out of memory");
-                return -1;
+            if (rp_addf(b, key, "GET %s", key) < 0) {
+                rep[i] = NULL; /* out of memory: unavailable */
+                continue;
             }
             miss[m++] = i;
         }
     if (m == 0)
-        return 0;
-    if (replies(s, m, got) != 0) {
-        free_replies(got, m);
-        return -1;
-    }
-    for (size_t j = 0; j < m; j++) {
-        freeReplyObject(rep[miss[j]]);
+        return;
+    run(s, b, got);
+    for (size_t j = 0; j < m; j++)
         rep[miss[j]] = got[j];
-    }
-    return 0;
+}
+
+/* A by-order index entry "ITEM:USER" into *item and *user. 0, or -1. */
+static int parse_entry(const redisReply *r, int64_t *item, int64_t *user)
+{
+    char v[64], *colon;
+    if (r->len >= sizeof(v))
+        return -1;
+    memcpy(v, r->str, r->len);
+    v[r->len] = 0;
+    if (!(colon = strchr(v, ':')))
+        return -1;
+    *colon = 0;
+    return util_parse_i64(v, 1, INT64_MAX, item) == 0 && util_parse_i64(colon + 1, 1, INT64_MAX, user) == 0 ? 0
+                                                                                                          : -1;
 }
 
 /* Round trip 1: by order, the index (item and buyer); by item, the caller's
@@ -171,33 +168,33 @@ static int legacy_lookup(struct st *s, struct st_req **in, size_t n, redisReply 
 static int resolve(struct st *s, struct st_req **in, size_t n)
 {
     const char *prefix = s->cfg->redis.key_prefix;
-    redisReply *rep[ST_BATCH];
+    const redisReply *rep[ST_BATCH];
     char key[KEYS_MAX], field_[32];
+    struct rp_batch *bt = &s->index;
+    rp_batch_reset(bt);
     for (size_t i = 0; i < n; i++) {
         struct st_req *q = in[i];
-        int rc;
         if (q->kind == ST_BY_ORDER) {
             keys_order_bucket(key, sizeof(key), prefix, q->id);
             oidx_field(field_, sizeof(field_), q->id);
-            rc = redisAppendCommand(s->link.rc, "HGET %s %s", key, field_);
         } else {
             keys_item(key, sizeof(key), prefix, q->id, KEYS_ITEM_ORDERS);
             snprintf(field_, sizeof(field_), "u:%" PRId64, q->user_id);
-            rc = redisAppendCommand(s->link.rc, "HGET %s %s", key, field_);
         }
-        if (rc != REDIS_OK)
+        /* (command i is request i: the batch is whole or nothing) */
+        if (rp_addf(bt, key, "HGET %s %s", key, field_) < 0)
             return -1;
     }
-    if (replies(s, n, rep) != 0 || legacy_lookup(s, in, n, rep) != 0) {
-        free_replies(rep, n);
-        return -1;
-    }
+    run(s, bt, rep);
+    legacy_lookup(s, in, n, rep);
     for (size_t i = 0; i < n; i++) {
         struct st_req *q = in[i];
-        redisReply *r = rep[i];
+        const redisReply *r = rep[i];
         int64_t a, b;
-        char *colon;
-        if (r->type == REDIS_REPLY_NIL) {
+        if (!r) {
+            done(q, ST_UNAVAILABLE); /* its shard did not answer */
+            in[i] = NULL;
+        } else if (r->type == REDIS_REPLY_NIL) {
             done(q, q->kind == ST_BY_ORDER ? ST_NOT_FOUND : ST_NONE);
             in[i] = NULL;
         } else if (r->type != REDIS_REPLY_STRING) {
@@ -216,8 +213,7 @@ static int resolve(struct st *s, struct st_req **in, size_t n)
                 q->order_id = a;
                 q->item_id = q->id;
             }
-        } else if (!(colon = strchr(r->str, ':')) || (*colon = 0, util_parse_i64(r->str, 1, INT64_MAX, &a)) != 0 ||
-                   util_parse_i64(colon + 1, 1, INT64_MAX, &b) != 0) {
+        } else if (parse_entry(r, &a, &b) != 0) {
             log_repeat(&s->say_bad_entry, LOG_LVL_WARNING, "redis: status: bad index entries",
                        "redis: status: bad index entry for order %" PRId64 " (said once while bad entries are "
                        "polled)", q->id);
@@ -235,7 +231,6 @@ static int resolve(struct st *s, struct st_req **in, size_t n)
             q->user_id = b;
         }
     }
-    free_replies(rep, n);
     return 0;
 }
 
@@ -244,16 +239,18 @@ static int resolve(struct st *s, struct st_req **in, size_t n)
 static int read_states(struct st *s, struct st_req **in, size_t n)
 {
     const char *prefix = s->cfg->redis.key_prefix;
-    redisReply *rep[ST_BATCH];
+    const redisReply *rep[ST_BATCH];
     struct st_req *live[ST_BATCH];
     char key[KEYS_MAX], field_[32];
+    struct rp_batch *b = &s->states;
     size_t m = 0;
+    rp_batch_reset(b);
     for (size_t i = 0; i < n; i++) {
         if (!in[i])
             continue;
         keys_item(key, sizeof(key), prefix, in[i]->item_id, KEYS_ITEM_ORDERS);
         snprintf(field_, sizeof(field_), "o:%" PRId64, in[i]->order_id);
-        if (redisAppendCommand(s->link.rc, "HGET %s %s", key, field_) != REDIS_OK) {
+        if (rp_addf(b, key, "HGET %s %s", key, field_) < 0) {
             for (size_t j = 0; j < m; j++)
                 done(live[j], ST_UNAVAILABLE);
             return -1;
@@ -263,15 +260,14 @@ static int read_states(struct st *s, struct st_req **in, size_t n)
     }
     if (m == 0)
         return 0;
-    if (replies(s, m, rep) != 0) {
-        free_replies(rep, m);
-        for (size_t i = 0; i < m; i++)
-            done(live[i], ST_UNAVAILABLE);
-        return 0;
-    }
+    run(s, b, rep);
     for (size_t i = 0; i < m; i++) {
         struct st_req *q = live[i];
         int64_t user;
+        if (!rep[i]) {
+            done(q, ST_UNAVAILABLE); /* its shard did not answer */
+            continue;
+        }
         if (rep[i]->type != REDIS_REPLY_STRING ||
             st_parse_state(rep[i]->str, rep[i]->len, q, &user) != 0 || user != q->user_id) {
             /* Given back (the order never was), or not this buyer's. */
@@ -280,7 +276,6 @@ static int read_states(struct st *s, struct st_req **in, size_t n)
         }
         done(q, q->state);
     }
-    free_replies(rep, m);
     return 0;
 }
 
@@ -331,9 +326,9 @@ int st_start(const struct cfg *c, struct st **out, char *err, size_t errlen)
     }
     s->cfg = c;
     /* Redis may come later: calls are answered 503 until it does. */
-    s->link = (struct rlink){ .cfg = c, .what = "status calls" };
-    if (rconn_open(c, &s->link.rc, err, errlen) != 0)
-        s->link.rc = NULL;
+    s->link = (struct rlink){ .cfg = c, .what = "status calls", .count_trips = 1 };
+    if (rlink_open(&s->link, err, errlen) != 0)
+        err[0] = '\0'; /* rlink_ok() tries again at the first call */
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     if (pthread_create(&s->thread, NULL, st_main, s) != 0) {
@@ -373,6 +368,9 @@ void st_stop(struct st *s)
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->thread, NULL);
     rlink_close(&s->link);
+    rp_batch_free(&s->index);
+    rp_batch_free(&s->legacy);
+    rp_batch_free(&s->states);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);

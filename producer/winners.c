@@ -14,6 +14,7 @@
 #include "pmetrics.h"
 #include "rfunc.h"
 #include "rlink.h"
+#include "rpipe.h"
 #include "util.h"
 
 #define WIN_WAYS 4
@@ -49,6 +50,7 @@ struct win {
     int stop, marked;
     struct rlink link;
     struct rfunc check;
+    struct rp_batch batch;
     int64_t ids[WIN_MAX_ITEMS];
 };
 
@@ -245,15 +247,17 @@ size_t win_due(struct win *w, int64_t now, int64_t *ids, size_t max)
 
 /* --- the refresh thread ------------------------------------------------ */
 
-/* After each connect: the producer's library, as soldout.c checks it. */
-static int check_functions(redisContext *rc, void *arg, char *err, size_t errlen)
+/* After each connect and new slot map: the producer's library, as
+ * soldout.c checks it. */
+static int check_functions(struct rp *p, void *arg, char *err, size_t errlen)
 {
     (void)arg;
-    return rfunc_check(rc, RFUNC_LIB_PRODUCER, err, errlen) == 0 ? 0 : -1;
+    return rlink_functions(p, RFUNC_LIB_PRODUCER, err, errlen);
 }
 
-/* seckill_soldout for item: its keys are stock, buyers, orders, window. */
-static int append_check(struct win *w, int64_t item_id)
+/* seckill_soldout for item, routed by its keys: stock, buyers, orders,
+ * window. */
+static int add_check(struct win *w, int64_t item_id)
 {
     static const enum keys_item_part parts[4] = { KEYS_ITEM_STOCK, KEYS_ITEM_BUYERS, KEYS_ITEM_ORDERS,
                                                   KEYS_ITEM_WINDOW };
@@ -262,27 +266,19 @@ static int append_check(struct win *w, int64_t item_id)
     for (int i = 0; i < 4; i++)
         if (keys_item(k[i], KEYS_MAX, w->cfg->redis.key_prefix, item_id, parts[i]) < 0)
             return -1;
-    return rfunc_append(w->link.rc, &w->check, 4, 0, argv, NULL);
+    return rp_fcall(&w->batch, &w->check, 4, 0, argv, NULL) < 0 ? -1 : 0;
 }
 
-/* The next reply: 1 a view (into *v), 0 anything else (the function
- * missing sets *noscript), -1 the connection broke. */
-static int next_view(struct win *w, struct win_view *v, int *noscript)
+/* Command i's reply: 1 a view (into *v), 0 anything else (not sent, lost,
+ * the function missing, an error). */
+static int view_of(const struct win *w, int i, struct win_view *v)
 {
-    redisReply *r;
-    int ok;
-    if (redisGetReply(w->link.rc, (void **)&r) != REDIS_OK) {
-        rlink_down(&w->link, w->link.rc->errstr);
-        return -1;
-    }
-    if (rfunc_is_missing(r))
-        *noscript = 1;
-    ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 6;
-    for (size_t i = 0; ok && i < 6; i++)
-        ok = r->element[i]->type == REDIS_REPLY_INTEGER;
+    const redisReply *r = rp_reply(&w->batch, i);
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 6;
+    for (size_t k = 0; ok && k < 6; k++)
+        ok = r->element[k]->type == REDIS_REPLY_INTEGER;
     if (ok)
         *v = (struct win_view){ r->element[0]->integer, r->element[2]->integer, r->element[3]->integer };
-    freeReplyObject(r);
     return ok;
 }
 
@@ -292,22 +288,23 @@ static int next_view(struct win *w, struct win_view *v, int *noscript)
 static void refresh(struct win *w)
 {
     size_t n = win_due(w, now_us(), w->ids, WIN_MAX_ITEMS), sent = 0;
-    int noscript = 0;
     if (!n || !rlink_ok(&w->link))
         return;
+    rp_batch_reset(&w->batch);
     for (; sent < n; sent++)
-        if (append_check(w, w->ids[sent]) != 0)
+        if (add_check(w, w->ids[sent]) != 0)
             break;
+    (void)rlink_run(&w->link, &w->batch);
+    /* The replies' arrival: later than Redis ran the checks. */
+    int64_t at = now_us();
     for (size_t i = 0; i < sent; i++) {
         struct win_view v;
-        int got = next_view(w, &v, &noscript);
-        if (got < 0)
-            return;
-        /* The reply's arrival: later than Redis ran the check. */
-        if (got)
-            win_observe(w, w->ids[i], &v, now_us());
+        if (view_of(w, (int)i, &v)) {
+            rlink_worked(&w->link);
+            win_observe(w, w->ids[i], &v, at);
+        }
     }
-    if (noscript) {
+    if (w->batch.missing) {
         /* Redis lost the function: the link stays down until it is loaded
          * again (its prepare checks the library at each reconnection). */
         char why[512];
@@ -370,6 +367,7 @@ void win_free(struct win *w)
         pthread_mutex_unlock(&w->mu);
         pthread_join(w->thread, NULL);
         rlink_close(&w->link);
+        rp_batch_free(&w->batch);
         pthread_cond_destroy(&w->cv);
     }
     PM_ADD(winners, -w->stored);
