@@ -1,0 +1,309 @@
+/* rpipe, the one path of every Redis round trip, against the stack's single
+ * Redis (127.0.0.1:16379, harness_conf) and its Redis Cluster (scripts/stack
+ * up --cluster, 127.0.0.1:16401-16406):
+ * - a batch's replies come back in the caller's order, on one node and when
+ *   the batch is split over the three primaries;
+ * - arguments are copied and binary-safe; a function is called by name;
+ * - a lost reply makes that command and every later one unknown, and
+ *   nothing is sent again (the write ran once);
+ * - WAIT: one node answers its replicas (none on the single Redis); on the
+ *   Cluster every primary the batch wrote to confirms its replica;
+ * - rp_run_on visits each primary, and only it;
+ * - a program's own ACL user reads the slot map (+cluster|slots). */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rconn.h"
+#include "rpipe.h"
+#include "secret.h"
+#include "slot.h"
+
+static char *seeds[] = { "127.0.0.1:16401", "127.0.0.1:16402", "127.0.0.1:16403" };
+static struct secret *stack_pw;
+static struct cfg cluster_conf; /* harness_conf with redis.cluster_nodes */
+static char tag[64];
+
+static int setup(void **state)
+{
+    char err[256], log[128];
+    if (harness_setup(state) != 0)
+        return -1;
+    if (harness_stack_secret("redis-stack", &stack_pw, err, sizeof(err)) != 0) {
+        fprintf(stderr, "# %s\n", err);
+        return -1;
+    }
+    snprintf(tag, sizeof(tag), "sktest-rp%d", (int)getpid());
+    snprintf(log, sizeof(log), "/tmp/%s-stack.log", tag);
+    if (harness_sh("'%s/scripts/stack' up --cluster >'%s' 2>&1", harness_root(), log) != 0) {
+        harness_sh("tail -n 20 '%s' | sed 's/^/# /' >&2", log);
+        return -1;
+    }
+    unlink(log);
+    cluster_conf = harness_conf;
+    cluster_conf.redis.cluster_nodes.v = seeds;
+    cluster_conf.redis.cluster_nodes.n = 3;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    secret_free(stack_pw);
+    return harness_teardown(state);
+}
+
+static struct rp *open_as_stack(const struct cfg *c)
+{
+    struct rp *p = NULL;
+    char err[256];
+    if (rp_open_user(c, "stack", stack_pw, &p, err, sizeof(err)) != 0)
+        fail_msg("rp_open_user: %s", err);
+    return p;
+}
+
+/* n keys of items spread over the slots, with this run's tag. */
+static void item_key(char *buf, size_t len, int i)
+{
+    snprintf(buf, len, "%s:{item:%d}:n", tag, 1000 + i * 7);
+}
+
+/* SET then GET of a binary value, then INCR of n keys, then GET of each:
+ * the replies in the order added. */
+static void check_order(struct rp *p, int n)
+{
+    struct rp_batch b;
+    char key[96], err[256];
+    const char bin[] = { 'a', '\0', 'b' };
+    rp_batch_init(&b);
+    item_key(key, sizeof(key), 0);
+    assert_int_equal(rp_addf(&b, key, "SET %s %b", key, bin, sizeof(bin)), 0);
+    assert_int_equal(rp_addf(&b, key, "GET %s", key), 1);
+    for (int i = 0; i < n; i++) {
+        item_key(key, sizeof(key), i + 1);
+        const char *argv[] = { "INCRBY", key, "5" };
+        assert_int_equal(rp_add(&b, key, 3, argv, NULL), 2 + i);
+    }
+    for (int i = 0; i < n; i++) {
+        item_key(key, sizeof(key), i + 1);
+        rp_addf(&b, key, "INCRBY %s %d", key, i);
+    }
+    if (rp_run(p, &b, err, sizeof(err)) != 0)
+        fail_msg("rp_run: %s", err);
+    const redisReply *got = rp_reply(&b, 1);
+    assert_int_equal(got->type, REDIS_REPLY_STRING);
+    assert_int_equal(got->len, sizeof(bin));
+    assert_memory_equal(got->str, bin, sizeof(bin));
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(rp_status(&b, 2 + i), RP_OK);
+        assert_int_equal(rp_reply(&b, 2 + i)->integer, 5);
+        assert_int_equal(rp_reply(&b, 2 + n + i)->integer, 5 + i); /* its own key's, in order */
+    }
+    rp_batch_free(&b);
+}
+
+static void del_keys(struct rp *p, int n)
+{
+    struct rp_batch b;
+    char key[96], err[256];
+    rp_batch_init(&b);
+    for (int i = 0; i <= n; i++) {
+        item_key(key, sizeof(key), i);
+        rp_addf(&b, key, "DEL %s", key);
+    }
+    assert_int_equal(rp_run(p, &b, err, sizeof(err)), 0);
+    rp_batch_free(&b);
+}
+
+static void test_single_order(void **state)
+{
+    (void)state;
+    struct rp *p = open_as_stack(&harness_conf);
+    assert_false(rp_cluster(p));
+    assert_int_equal(rp_nodes(p), 1);
+    check_order(p, 40);
+    assert_int_equal(rp_stats(p)->roundtrips, 1);
+    del_keys(p, 40);
+    rp_close(p);
+}
+
+/* A function by name, and one Redis does not hold: counted missing. */
+static void test_single_functions(void **state)
+{
+    (void)state;
+    struct rp *p = open_as_stack(&harness_conf);
+    struct rp_batch b;
+    char err[256];
+    const struct rfunc have = RFUNC_INIT("seckill_producer_version", RFUNC_LIB_PRODUCER);
+    const struct rfunc lack = RFUNC_INIT("seckill_no_such_function", RFUNC_LIB_PRODUCER);
+    rp_batch_init(&b);
+    rp_fcall(&b, &have, 0, 0, NULL, NULL);
+    rp_fcall(&b, &lack, 0, 0, NULL, NULL);
+    assert_int_equal(rp_run(p, &b, err, sizeof(err)), 0); /* both answered: an error reply is an answer */
+    assert_int_equal(rp_reply(&b, 0)->type, REDIS_REPLY_INTEGER);
+    assert_int_equal(rp_reply(&b, 0)->integer, rfunc_lib_version(RFUNC_LIB_PRODUCER));
+    assert_true(rfunc_is_missing(rp_reply(&b, 1)));
+    assert_int_equal(b.missing, 1);
+    rp_batch_free(&b);
+    rp_close(p);
+}
+
+/* INCR key in a run of its own: 1 and *v when it was answered. */
+static bool incr(struct rp *p, const char *key, long long *v)
+{
+    enum rp_status st;
+    char err[256];
+    redisReply *r = rp_callf(p, key, &st, err, sizeof(err), "INCR %s", key);
+    bool ok = r != NULL && r->type == REDIS_REPLY_INTEGER;
+    if (ok)
+        *v = r->integer;
+    freeReplyObject(r);
+    return ok;
+}
+
+/* A reply lost behind DEBUG SLEEP (past redis.command_timeout_ms): it and
+ * every later command are unknown, none is sent again, and the next run
+ * reconnects. */
+static void lost_reply(const struct cfg *c)
+{
+    struct rp *p = open_as_stack(c);
+    struct rp_batch b;
+    char key[96], err[256];
+    int secs = c->redis.command_timeout_ms / 1000 + 1;
+    item_key(key, sizeof(key), 0);
+    del_keys(p, 0);
+    rp_batch_init(&b);
+    rp_addf(&b, key, "DEBUG SLEEP %d", secs);
+    rp_addf(&b, key, "INCR %s", key);
+    assert_int_equal(rp_run(p, &b, err, sizeof(err)), -1);
+    assert_int_equal(rp_status(&b, 0), RP_UNKNOWN);
+    assert_int_equal(rp_status(&b, 1), RP_UNKNOWN);
+    assert_null(rp_reply(&b, 1));
+    assert_int_equal(rp_stats(p)->unknown, 2);
+    rp_batch_free(&b);
+    /* the sleeping server runs the INCR it had read, once: the next is 2 */
+    long long v = 0;
+    bool ok;
+    WAIT_UNTIL(incr(p, key, &v), 10000, ok);
+    assert_true(ok);
+    assert_int_equal(v, 2);
+    del_keys(p, 0);
+    rp_close(p);
+}
+
+static void test_single_lost_reply(void **state)
+{
+    (void)state;
+    lost_reply(&harness_conf);
+}
+
+/* The single Redis has no replica: WAIT answers 0, and the batch is not
+ * confirmed by a replica. */
+static void test_single_wait(void **state)
+{
+    (void)state;
+    struct rp *p = open_as_stack(&harness_conf);
+    struct rp_batch b;
+    char key[96], err[256];
+    item_key(key, sizeof(key), 0);
+    rp_batch_init(&b);
+    rp_addf(&b, key, "SET %s 1", key);
+    rp_wait(&b, 1, 100);
+    assert_int_equal(rp_run(p, &b, err, sizeof(err)), 0);
+    assert_int_equal(b.acked, 0);
+    rp_batch_free(&b);
+    del_keys(p, 0);
+    rp_close(p);
+}
+
+static void test_cluster_order(void **state)
+{
+    (void)state;
+    struct rp *p = open_as_stack(&cluster_conf);
+    assert_true(rp_cluster(p));
+    assert_int_equal(rp_nodes(p), 3);
+    check_order(p, 60);
+    del_keys(p, 60);
+    rp_close(p);
+}
+
+/* The batch's keys land on every primary; each confirms its replica. */
+static void test_cluster_wait(void **state)
+{
+    (void)state;
+    struct rp *p = open_as_stack(&cluster_conf);
+    struct rp_batch b;
+    char key[96], err[256];
+    int on[3] = { 0 };
+    rp_batch_init(&b);
+    for (int i = 0; i < 30; i++) {
+        item_key(key, sizeof(key), i);
+        rp_addf(&b, key, "SET %s x", key);
+    }
+    rp_wait(&b, 1, 1000);
+    assert_int_equal(rp_run(p, &b, err, sizeof(err)), 0);
+    assert_int_equal(b.acked, 1);
+    /* and the keys really are on all three: each primary's own count */
+    for (int node = 0; node < rp_nodes(p); node++) {
+        struct rp_batch c;
+        rp_batch_init(&c);
+        for (int i = 0; i < 30; i++) {
+            item_key(key, sizeof(key), i);
+            rp_addf(&c, NULL, "EXISTS %s", key); /* no key: rp_run_on sends it there, no redirection */
+        }
+        assert_int_equal(rp_run_on(p, node, &c, err, sizeof(err)), 0);
+        for (int i = 0; i < 30; i++) {
+            const redisReply *r = rp_reply(&c, i);
+            on[node] += r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+        }
+        rp_batch_free(&c);
+    }
+    assert_true(on[0] > 0 && on[1] > 0 && on[2] > 0);
+    assert_int_equal(on[0] + on[1] + on[2], 30);
+    rp_batch_free(&b);
+    del_keys(p, 29);
+    rp_close(p);
+}
+
+static void test_cluster_lost_reply(void **state)
+{
+    (void)state;
+    lost_reply(&cluster_conf);
+}
+
+/* The producer's own user: the slot map (+cluster|slots) and its functions. */
+static void test_cluster_program_user(void **state)
+{
+    (void)state;
+    struct rp *p = NULL;
+    char err[256];
+    if (rp_open(&cluster_conf, CFG_ROLE_PRODUCER, &p, err, sizeof(err)) != 0)
+        fail_msg("rp_open as the producer: %s", err);
+    const struct rfunc v = RFUNC_INIT("seckill_producer_version", RFUNC_LIB_PRODUCER);
+    for (int node = 0; node < rp_nodes(p); node++) {
+        struct rp_batch b;
+        rp_batch_init(&b);
+        rp_fcall(&b, &v, 0, 0, NULL, NULL);
+        assert_int_equal(rp_run_on(p, node, &b, err, sizeof(err)), 0);
+        assert_int_equal(rp_reply(&b, 0)->integer, rfunc_lib_version(RFUNC_LIB_PRODUCER));
+        rp_batch_free(&b);
+    }
+    rp_close(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_single_order),
+        cmocka_unit_test(test_single_functions),
+        cmocka_unit_test(test_single_lost_reply),
+        cmocka_unit_test(test_single_wait),
+        cmocka_unit_test(test_cluster_order),
+        cmocka_unit_test(test_cluster_wait),
+        cmocka_unit_test(test_cluster_lost_reply),
+        cmocka_unit_test(test_cluster_program_user),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
