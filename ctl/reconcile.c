@@ -565,8 +565,9 @@ static int fix(struct rctx *x, const struct recon *r)
     else if (r->stock + r->pending_live + r->sold < r->total)
         printf("  not fixed: item %" PRId64 ": %" PRId64 " units are unaccounted for and stay out of the sale: "
                "one may be an order still on its way (replay the topic and look again); give units back "
-               "only once sure, with 'redis-cli INCRBY %s N'\n",
-               r->item, r->total - r->stock - r->pending_live - r->sold, k[KEYS_ITEM_STOCK]);
+               "only once sure, with 'redis-cli%s INCRBY %s N'\n",
+               r->item, r->total - r->stock - r->pending_live - r->sold,
+               rp_cluster(x->rp) ? " -c" : "", k[KEYS_ITEM_STOCK]); /* -c: to the key's shard */
     if (r->extra_buyers)
         printf("  not fixed: item %" PRId64 ": users in the buyers set without an order stay (a rejected or "
                "lost order): removing them would let them buy again\n", r->item);
