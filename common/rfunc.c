@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "embed.h"
-#include "rconn.h"
+#include "rpipe.h"
 
 static const struct {
     const char *name;
@@ -129,16 +129,34 @@ int rfunc_check(redisContext *rc, enum rfunc_lib lib, char *err, size_t errlen)
     return 0;
 }
 
+int rfunc_check_all(struct rp *p, enum rfunc_lib lib, char *err, size_t errlen)
+{
+    char why[512], node[128];
+    int ret = 0;
+    for (int i = 0; i < rp_nodes(p) && ret != -2; i++) {
+        redisContext *rc = rp_node_conn(p, i, why, sizeof(why));
+        int st = rc ? rfunc_check(rc, lib, why, sizeof(why)) : -1;
+        if (st == 0 || (st == -1 && ret == -1))
+            continue; /* the first unreachable one is said, unless one lacks it */
+        if (rp_cluster(p))
+            snprintf(err, errlen, "on %s: %s", rp_node_name(p, i, node, sizeof(node)), why);
+        else
+            snprintf(err, errlen, "%s", why);
+        ret = st;
+    }
+    return ret;
+}
+
 int rfunc_need_attempt(void *arg, char *err, size_t errlen)
 {
     struct rfunc_need *need = arg;
-    redisContext *rc = NULL;
+    struct rp *p = NULL;
     int ret = -1;
     need->missing = 0;
-    if (rconn_open(need->cfg, &rc, err, errlen) != 0)
+    if (rp_open(need->cfg, cfg_role_self(), &p, err, errlen) != 0)
         return -1;
     for (size_t i = 0; i < need->n; i++) {
-        int st = rfunc_check(rc, need->libs[i], need->why, sizeof(need->why));
+        int st = rfunc_check_all(p, need->libs[i], need->why, sizeof(need->why));
         if (st == -1) {
             snprintf(err, errlen, "%s", need->why);
             goto fail;
@@ -150,7 +168,7 @@ int rfunc_need_attempt(void *arg, char *err, size_t errlen)
     }
     ret = 0;
 fail:
-    redisFree(rc);
+    rp_close(p);
     return ret;
 }
 

@@ -18,6 +18,11 @@
  * or a FUNCTION FLUSH, leaves none, and then each call answers
  * rfunc_is_missing() until an operator loads them again.
  *
+ * A Redis Cluster shares no functions between its shards: each primary
+ * holds its own copy (replicated to its replicas), so loading and checking
+ * visit every primary (rfunc_check_all, `seckillctl functions`), and a shard
+ * without them is named by its address.
+ *
  * No state: any thread may call these, each on its own connection. */
 #ifndef SECKILL_RFUNC_H
 #define SECKILL_RFUNC_H
@@ -55,8 +60,17 @@ int rfunc_loaded_version(redisContext *rc, enum rfunc_lib lib, int *out, char *e
  * that loads it). */
 int rfunc_check(redisContext *rc, enum rfunc_lib lib, char *err, size_t errlen);
 
+/* rfunc_check on every primary of p (the one Redis without a Cluster):
+ * 0 when each holds the library; -2 with err when one lacks it or holds an
+ * older one, said before any -1 (waiting would not mend it); -1 with err
+ * when one could not be asked. On a Cluster err starts with the primary's
+ * address ("on 127.0.0.1:16402: ..."). */
+struct rp;
+int rfunc_check_all(struct rp *p, enum rfunc_lib lib, char *err, size_t errlen);
+
 /* A daemon's start step (a daemon_attempt_fn, common/daemon.h): connect as
- * the program's own user and check each of its n libraries. -1 with err
+ * the program's own user and check each of its n libraries on every primary
+ * (rfunc_check_all). -1 with err
  * while Redis cannot be reached or refuses (worth waiting for); 0 when the
  * check is done: need->missing is then 1, and need->why says what, when a
  * library is missing or older, which waiting would not mend (an operator

@@ -3,43 +3,64 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rconn.h"
 #include "rfunc.h"
+#include "rpipe.h"
 
-/* One line per library: what Redis holds against this release's version. */
-static int check_all(redisContext *rc)
+/* " on HOST:PORT" on a Redis Cluster, whose primaries each hold their own
+ * copy of the functions (rfunc.h); "" on one Redis, where that says nothing. */
+static const char *where(const struct rp *p, int node, char *buf, size_t len)
 {
-    char err[512];
+    char name[128];
+    if (!rp_cluster(p))
+        return "";
+    snprintf(buf, len, " on %s", rp_node_name(p, node, name, sizeof(name)));
+    return buf;
+}
+
+/* One line per library and primary: what Redis holds against this
+ * release's version. */
+static int check_all(struct rp *p)
+{
+    char err[512], at[160];
     int ret = 0;
     for (int l = 0; l < RFUNC_LIBS; l++) {
-        int st = rfunc_check(rc, (enum rfunc_lib)l, err, sizeof(err));
-        if (st == 0)
-            printf("%s: ok (version %d or newer)\n", rfunc_lib_name((enum rfunc_lib)l),
-                   rfunc_lib_version((enum rfunc_lib)l));
-        else
-            fprintf(stderr, "seckillctl: %s\n", err);
-        ret |= st != 0;
+        enum rfunc_lib lib = (enum rfunc_lib)l;
+        for (int i = 0; i < rp_nodes(p); i++) {
+            redisContext *rc = rp_node_conn(p, i, err, sizeof(err));
+            int st = rc ? rfunc_check(rc, lib, err, sizeof(err)) : -1;
+            if (st == 0)
+                printf("%s: ok (version %d or newer)%s\n", rfunc_lib_name(lib), rfunc_lib_version(lib),
+                       where(p, i, at, sizeof(at)));
+            else
+                fprintf(stderr, "seckillctl%s: %s\n", where(p, i, at, sizeof(at)), err);
+            ret |= st != 0;
+        }
     }
     return ret;
 }
 
-/* Every library, each replaced in one step (FUNCTION LOAD REPLACE), never
- * by an older one. Replicated, and kept in the RDB and AOF like data: one
- * load on the primary reaches its replicas. */
-static int load_all(redisContext *rc)
+/* Every library on every primary, each replaced in one step (FUNCTION LOAD
+ * REPLACE), never by an older one. Replicated, and kept in the RDB and AOF
+ * like data: one load on a primary reaches its replicas. */
+static int load_all(struct rp *p)
 {
-    char err[512];
+    char err[512], at[160];
     int ret = 0;
     for (int l = 0; l < RFUNC_LIBS; l++) {
-        int was;
         enum rfunc_lib lib = (enum rfunc_lib)l;
-        if (rfunc_load(rc, lib, &was, err, sizeof(err)) != 0) {
-            fprintf(stderr, "seckillctl: %s\n", err);
-            ret = 1;
-        } else if (was < 0) {
-            printf("%s: loaded version %d (none before)\n", rfunc_lib_name(lib), rfunc_lib_version(lib));
-        } else {
-            printf("%s: loaded version %d (was %d)\n", rfunc_lib_name(lib), rfunc_lib_version(lib), was);
+        for (int i = 0; i < rp_nodes(p); i++) {
+            int was;
+            redisContext *rc = rp_node_conn(p, i, err, sizeof(err));
+            if (!rc || rfunc_load(rc, lib, &was, err, sizeof(err)) != 0) {
+                fprintf(stderr, "seckillctl%s: %s\n", where(p, i, at, sizeof(at)), err);
+                ret = 1;
+            } else if (was < 0) {
+                printf("%s: loaded version %d (none before)%s\n", rfunc_lib_name(lib), rfunc_lib_version(lib),
+                       where(p, i, at, sizeof(at)));
+            } else {
+                printf("%s: loaded version %d (was %d)%s\n", rfunc_lib_name(lib), rfunc_lib_version(lib), was,
+                       where(p, i, at, sizeof(at)));
+            }
         }
     }
     return ret;
@@ -47,7 +68,7 @@ static int load_all(redisContext *rc)
 
 int funccmd(const struct cfg *c, int argc, char **argv)
 {
-    redisContext *rc = NULL;
+    struct rp *p = NULL;
     char err[512];
     int ret = 1;
     if (argc != 2 || (strcmp(argv[1], "load") != 0 && strcmp(argv[1], "check") != 0)) {
@@ -55,12 +76,13 @@ int funccmd(const struct cfg *c, int argc, char **argv)
         return 2;
     }
     /* As seckillctl's own user (redis.admin_user): the one with
-     * +function|load (docs/security.md). */
-    if (rconn_open(c, &rc, err, sizeof(err)) != 0) {
+     * +function|load (docs/security.md). On a Cluster, every primary of the
+     * slot map. */
+    if (rp_open(c, cfg_role_self(), &p, err, sizeof(err)) != 0) {
         fprintf(stderr, "seckillctl: %s\n", err);
         return 1;
     }
-    ret = strcmp(argv[1], "load") == 0 ? load_all(rc) : check_all(rc);
-    redisFree(rc);
+    ret = strcmp(argv[1], "load") == 0 ? load_all(p) : check_all(p);
+    rp_close(p);
     return ret;
 }

@@ -6,11 +6,13 @@
 #include <string.h>
 
 #include "ctlpg.h"
+#include "ctlrp.h"
 #include "embed.h"
 #include "keys.h"
 #include "log.h"
 #include "pgconn.h"
 #include "rconn.h"
+#include "rpipe.h"
 #include "rebuild.h"
 #include "rfunc.h"
 #include "util.h"
@@ -37,28 +39,24 @@ static void ms_arg(char *buf, size_t len, int64_t ms)
 static int redis_load(const struct cfg *c, int64_t item_id, int64_t stock, const struct item_window *w)
 {
     char k[KEYS_ITEM_PARTS][KEYS_MAX], sstock[24], sid[24], err[256], starts[24], ends[24];
-    redisContext *rc = NULL;
+    struct rp *p = NULL;
     redisReply *r = NULL;
     const struct rfunc s = RFUNC_INIT("seckill_item_load", RFUNC_LIB_CTL);
+    enum rp_status st;
     int ret = -1;
 
     if (keys_item_all(k, c->redis.key_prefix, item_id) != 0)
         goto fail;
     snprintf(sstock, sizeof(sstock), "%" PRId64, stock);
     snprintf(sid, sizeof(sid), "%" PRId64, item_id);
-    if (rconn_open(c, &rc, err, sizeof(err)) != 0) {
-        fprintf(stderr, "seckillctl: %s\n", err);
+    if (!(p = ctlrp_open(c)))
         goto fail;
-    }
     ms_arg(starts, sizeof(starts), w->starts_ms);
     ms_arg(ends, sizeof(ends), w->ends_ms);
     const char *argv[] = { k[KEYS_ITEM_STOCK], k[KEYS_ITEM_BUYERS], k[KEYS_ITEM_PENDING], k[KEYS_ITEM_WINDOW],
                            k[KEYS_ITEM_ORDERS], sstock, starts, ends };
-    r = rfunc_call(rc, &s, 5, 3, argv, NULL);
-    if (r == NULL || r->type != REDIS_REPLY_INTEGER) {
-        fprintf(stderr, "seckillctl: redis: %s\n", rfunc_error_text(&s, rc, r, err, sizeof(err)));
+    if (!(r = ctlrp_fcall(p, &s, 5, 3, argv, REDIS_REPLY_INTEGER)))
         goto fail;
-    }
     if (r->integer == -1 || r->integer == -2) {
         fprintf(stderr,
                 "seckillctl: item %" PRId64 " has %s in Redis: orders may still be on their way to the "
@@ -67,20 +65,19 @@ static int redis_load(const struct cfg *c, int64_t item_id, int64_t stock, const
         goto fail;
     }
     /* The registry the sweeper walks; outside the script because the key has
-     * no item hash tag (Redis Cluster). */
+     * no item hash tag (on a Redis Cluster it lives on another shard). */
     freeReplyObject(r);
     keys_items(k[0], sizeof(k[0]), c->redis.key_prefix);
-    r = redisCommand(rc, "SADD %s %s", k[0], sid);
+    r = rp_callf(p, k[0], &st, err, sizeof(err), "SADD %s %s", k[0], sid);
     if (r == NULL || r->type != REDIS_REPLY_INTEGER) {
-        fprintf(stderr, "seckillctl: redis: registering the item: %s\n", r ? r->str : rc->errstr);
+        fprintf(stderr, "seckillctl: redis: registering the item: %s\n", r ? r->str : err);
         goto fail;
     }
     ret = 0;
 fail:
     if (r)
         freeReplyObject(r);
-    if (rc)
-        redisFree(rc);
+    rp_close(p);
     return ret;
 }
 
@@ -296,26 +293,80 @@ static const char *window_end(int64_t ms, char *buf, size_t len, const char *ope
     return buf;
 }
 
-/* The window's state by Redis's clock, the one the reservation script uses. */
-static const char *window_state(redisContext *rc, int64_t starts, int64_t ends)
+/* The window's state by the clock of the Redis that holds the item, the one
+ * the reservation script uses (r: its answer to TIME). */
+static const char *window_state(const redisReply *r, int64_t starts, int64_t ends)
 {
-    redisReply *r = redisCommand(rc, "TIME");
-    const char *st = "unknown (no Redis clock)";
     int64_t now;
-    if (rconn_time_ms(r, &now) == 0)
-        st = starts && now < starts ? "not started" : ends && now >= ends ? "ended" : "open";
-    if (r)
-        freeReplyObject(r);
-    return st;
+    if (r == NULL || rconn_time_ms(r, &now) != 0)
+        return "unknown (no Redis clock)";
+    return starts && now < starts ? "not started" : ends && now >= ends ? "ended" : "open";
+}
+
+/* The Redis side of item show: one round trip, read only, on the item's
+ * shard. */
+static int show_redis(const struct cfg *c, int64_t item_id, int64_t starts, int64_t ends)
+{
+    char err[256], why[256], ra[40], rb[40], k[KEYS_ITEM_PARTS][KEYS_MAX];
+    struct rp_batch b;
+    struct rp *p = NULL;
+    const redisReply *rep[6];
+    int bad = -1, ret = -1;
+
+    err[0] = '\0';
+    rp_batch_init(&b);
+    if (keys_item_all(k, c->redis.key_prefix, item_id) != 0 ||
+        rp_open(c, cfg_role_self(), &p, err, sizeof(err)) != 0) {
+        printf("  redis      unreachable: %s\n", err);
+        goto fail;
+    }
+    const char *route = k[KEYS_ITEM_STOCK];
+    rp_addf(&b, route, "GET %s", k[KEYS_ITEM_STOCK]);
+    rp_addf(&b, route, "HLEN %s", k[KEYS_ITEM_PENDING]);
+    rp_addf(&b, route, "ZCARD %s", k[KEYS_ITEM_UNPUB]);
+    rp_addf(&b, route, "SCARD %s", k[KEYS_ITEM_BUYERS]);
+    rp_addf(&b, route, "HMGET %s starts_ms ends_ms", k[KEYS_ITEM_WINDOW]);
+    rp_addf(&b, route, "TIME");
+    if (b.n != 6) {
+        printf("  redis      out of memory\n");
+        goto fail;
+    }
+    (void)rp_run(p, &b, err, sizeof(err));
+    for (int i = 0; i < b.n && bad < 0; i++)
+        if ((rep[i] = rp_reply(&b, i)) == NULL || rep[i]->type == REDIS_REPLY_ERROR)
+            bad = i;
+    if (bad >= 0) {
+        printf("  redis      %s\n", ctlrp_why(&b, bad, err, why, sizeof(why)));
+        goto fail;
+    }
+    int64_t rs = 0, re = 0;
+    if (rep[4]->type == REDIS_REPLY_ARRAY && rep[4]->elements == 2) {
+        if (rep[4]->element[0]->type == REDIS_REPLY_STRING)
+            util_parse_i64(rep[4]->element[0]->str, 0, INT64_MAX, &rs);
+        if (rep[4]->element[1]->type == REDIS_REPLY_STRING)
+            util_parse_i64(rep[4]->element[1]->str, 0, INT64_MAX, &re);
+    }
+    if (rep[0]->type == REDIS_REPLY_NIL)
+        printf("  redis      no stock loaded ('seckillctl item load --id %" PRId64 "')\n", item_id);
+    else
+        printf("  redis      stock %s, pending %lld, unpublished %lld, buyers %lld\n", rep[0]->str,
+               rep[1]->integer, rep[2]->integer, rep[3]->integer);
+    printf("  redis      window %s .. %s: %s by Redis's clock%s\n", window_end(rs, ra, sizeof(ra), "(open)"),
+           window_end(re, rb, sizeof(rb), "(until sold out)"), window_state(rep[5], rs, re),
+           rs != starts || re != ends ? " (DIFFERS from the database: 'seckillctl reconcile --fix')" : "");
+    ret = 0;
+fail:
+    rp_batch_free(&b);
+    rp_close(p);
+    return ret;
 }
 
 static int item_show(const struct cfg *c, int64_t item_id)
 {
-    char sid[24], err[256], a[40], b[40], ra[40], rb[40], k[KEYS_ITEM_PARTS][KEYS_MAX];
+    char sid[24], a[40], b[40];
     const char *params[] = { sid };
     PGconn *pg = NULL;
     PGresult *res = NULL;
-    redisContext *rc = NULL;
     int ret = -1;
 
     snprintf(sid, sizeof(sid), "%" PRId64, item_id);
@@ -333,48 +384,10 @@ static int item_show(const struct cfg *c, int64_t item_id)
            window_end(ends, b, sizeof(b), "(until sold out)"));
     printf("  database   stock_total %s, stock_left %s, sold %s, refused %s\n", PQgetvalue(res, 0, 1),
            PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 5), PQgetvalue(res, 0, 6));
-    if (rconn_open(c, &rc, err, sizeof(err)) != 0 || keys_item_all(k, c->redis.key_prefix, item_id) != 0) {
-        printf("  redis      unreachable: %s\n", err);
-        goto fail;
-    }
-    /* One round trip, read only. */
-    redisAppendCommand(rc, "GET %s", k[KEYS_ITEM_STOCK]);
-    redisAppendCommand(rc, "HLEN %s", k[KEYS_ITEM_PENDING]);
-    redisAppendCommand(rc, "ZCARD %s", k[KEYS_ITEM_UNPUB]);
-    redisAppendCommand(rc, "SCARD %s", k[KEYS_ITEM_BUYERS]);
-    redisAppendCommand(rc, "HMGET %s starts_ms ends_ms", k[KEYS_ITEM_WINDOW]);
-    redisReply *rep[5] = { 0 };
-    int ok = 1;
-    for (int i = 0; i < 5; i++)
-        ok &= redisGetReply(rc, (void **)&rep[i]) == REDIS_OK && rep[i] && rep[i]->type != REDIS_REPLY_ERROR;
-    if (ok) {
-        int64_t rs = 0, re = 0;
-        if (rep[4]->type == REDIS_REPLY_ARRAY && rep[4]->elements == 2) {
-            if (rep[4]->element[0]->type == REDIS_REPLY_STRING)
-                util_parse_i64(rep[4]->element[0]->str, 0, INT64_MAX, &rs);
-            if (rep[4]->element[1]->type == REDIS_REPLY_STRING)
-                util_parse_i64(rep[4]->element[1]->str, 0, INT64_MAX, &re);
-        }
-        if (rep[0]->type == REDIS_REPLY_NIL)
-            printf("  redis      no stock loaded ('seckillctl item load --id %" PRId64 "')\n", item_id);
-        else
-            printf("  redis      stock %s, pending %lld, unpublished %lld, buyers %lld\n", rep[0]->str,
-                   rep[1]->integer, rep[2]->integer, rep[3]->integer);
-        printf("  redis      window %s .. %s: %s by Redis's clock%s\n", window_end(rs, ra, sizeof(ra), "(open)"),
-               window_end(re, rb, sizeof(rb), "(until sold out)"), window_state(rc, rs, re),
-               rs != starts || re != ends ? " (DIFFERS from the database: 'seckillctl reconcile --fix')" : "");
-        ret = 0;
-    } else {
-        printf("  redis      %s\n", rc->err ? rc->errstr : "error reply");
-    }
-    for (int i = 0; i < 5; i++)
-        if (rep[i])
-            freeReplyObject(rep[i]);
+    ret = show_redis(c, item_id, starts, ends);
 fail:
     if (res)
         PQclear(res);
-    if (rc)
-        redisFree(rc);
     PQfinish(pg);
     return ret;
 }

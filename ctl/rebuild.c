@@ -8,12 +8,13 @@
 #include <string.h>
 
 #include "ctlpg.h"
+#include "ctlrp.h"
 #include "embed.h"
 #include "kmeta.h"
 #include "keys.h"
 #include "orderidx.h"
-#include "rconn.h"
 #include "rfunc.h"
+#include "rpipe.h"
 #include "sweepage.h"
 #include "util.h"
 
@@ -111,18 +112,19 @@ out:
 /* --- Redis ------------------------------------------------------------------ */
 
 /* 1 when Redis holds any of the item's keys, 0 when none, -1 on error. */
-static int redis_holds(redisContext *rc, const struct cfg *c, int64_t item)
+static int redis_holds(struct rp *p, const struct cfg *c, int64_t item)
 {
-    char k[KEYS_ITEM_PARTS][KEYS_MAX];
+    char k[KEYS_ITEM_PARTS][KEYS_MAX], err[256];
+    enum rp_status st;
     if (keys_item_all(k, c->redis.key_prefix, item) != 0)
         return -1;
     const char *argv[KEYS_ITEM_PARTS + 1] = { "EXISTS" };
     for (int i = 0; i < KEYS_ITEM_PARTS; i++)
         argv[i + 1] = k[i];
-    redisReply *r = redisCommandArgv(rc, KEYS_ITEM_PARTS + 1, argv, NULL);
+    redisReply *r = rp_call(p, k[0], KEYS_ITEM_PARTS + 1, argv, NULL, &st, err, sizeof(err));
     int ret = r && r->type == REDIS_REPLY_INTEGER ? r->integer > 0 : -1;
     if (ret < 0)
-        fprintf(stderr, "seckillctl: redis: %s\n", r && r->type == REDIS_REPLY_ERROR ? r->str : rc->errstr);
+        fprintf(stderr, "seckillctl: redis: %s\n", r && r->type == REDIS_REPLY_ERROR ? r->str : err);
     if (r)
         freeReplyObject(r);
     return ret;
@@ -135,16 +137,20 @@ static int redis_holds(redisContext *rc, const struct cfg *c, int64_t item)
 
 /* The order index (orderidx.h) of every settled order, pipelined: a buyer
  * who kept an order id finds it again. Best effort, like the producer's. */
-static void index_orders(const struct cfg *c, redisContext *rc, int64_t item, const PGresult *res)
+static void index_orders(const struct cfg *c, struct rp *p, int64_t item, const PGresult *res)
 {
-    int n = PQntuples(res), sent;
+    int n = PQntuples(res);
+    char err[256];
+    struct rp_batch b;
     struct oidx_entry *e = malloc((size_t)(n > 0 ? n : 1) * sizeof(*e));
     if (!e)
         return;
+    rp_batch_init(&b);
     for (int i = 0; i < n; i++)
         e[i] = (struct oidx_entry){ ctlpg_i64(res, i, 0), item, ctlpg_i64(res, i, 1) };
-    sent = oidx_append(rc, c->redis.key_prefix, c->producer.status_ttl_s, e, (size_t)n);
-    rconn_discard_replies(rc, sent);
+    if (oidx_add(&b, c->redis.key_prefix, c->producer.status_ttl_s, e, (size_t)n) > 0)
+        (void)rp_run(p, &b, err, sizeof(err)); /* the answers do not matter */
+    rp_batch_free(&b);
     free(e);
 }
 
@@ -164,10 +170,11 @@ static int state_args(const PGresult *res, const char **argv, char (*vals)[24])
     return persisted;
 }
 
-static int rebuild_one(const struct cfg *c, PGconn *pg, redisContext *rc, const struct rfunc *s, int64_t item)
+static int rebuild_one(const struct cfg *c, PGconn *pg, struct rp *p, const struct rfunc *s, int64_t item)
 {
-    char sid[24], stock[24], starts[24] = "", ends[24] = "", k[KEYS_ITEM_PARTS][KEYS_MAX];
+    char sid[24], stock[24], starts[24] = "", ends[24] = "", k[KEYS_ITEM_PARTS][KEYS_MAX], err[256];
     const char *params[] = { sid };
+    enum rp_status st;
     const char **argv = NULL;
     char (*vals)[24] = NULL;
     PGresult *res = NULL, *win = NULL;
@@ -210,21 +217,18 @@ static int rebuild_one(const struct cfg *c, PGconn *pg, redisContext *rc, const 
     argv[KEYS_ITEM_PARTS + 1] = starts;
     argv[KEYS_ITEM_PARTS + 2] = ends;
     buyers = state_args(res, argv + KEYS_ITEM_PARTS + 3, vals);
-    r = rfunc_call(rc, s, KEYS_ITEM_PARTS, (int)nargs, argv, NULL);
-    if (!r || r->type != REDIS_REPLY_INTEGER) {
-        char why[512];
-        fprintf(stderr, "seckillctl: redis: %s\n", rfunc_error_text(s, rc, r, why, sizeof(why)));
+    if (!(r = ctlrp_fcall(p, s, KEYS_ITEM_PARTS, (int)nargs, argv, REDIS_REPLY_INTEGER)))
         goto fail;
-    }
     if (r->integer != 1) {
         printf("item %" PRId64 ": refusing: Redis holds keys of it again (rebuilt meanwhile?)\n", item);
         goto fail;
     }
     freeReplyObject(r);
-    index_orders(c, rc, item, res);
+    index_orders(c, p, item, res);
     keys_items(k[0], sizeof(k[0]), c->redis.key_prefix);
-    if (!(r = redisCommand(rc, "SADD %s %s", k[0], sid)) || r->type != REDIS_REPLY_INTEGER) {
-        fprintf(stderr, "seckillctl: redis: registering the item: %s\n", r ? r->str : rc->errstr);
+    if (!(r = rp_callf(p, k[0], &st, err, sizeof(err), "SADD %s %s", k[0], sid)) ||
+        r->type != REDIS_REPLY_INTEGER) {
+        fprintf(stderr, "seckillctl: redis: registering the item: %s\n", r ? r->str : err);
         goto fail;
     }
     printf("item %" PRId64 ": rebuilt: stock %" PRId64 ", %d buyers (%" PRId64 " of %" PRId64 " sold), %d refused%s\n",
@@ -245,19 +249,16 @@ fail:
 int rebuild_items(const struct cfg *c, const int64_t *ids, size_t n, int all, int64_t wait_ms)
 {
     const struct rfunc s = RFUNC_INIT("seckill_item_rebuild", RFUNC_LIB_CTL);
-    redisContext *rc = NULL;
+    struct rp *p = NULL;
     PGconn *pg = NULL;
     int64_t *todo = NULL, *list = NULL;
     size_t ntodo = 0, failed = 0;
-    char err[512];
     int ret = 1;
 
     if (!(pg = ctlpg_open(c)))
         return 1;
-    if (rconn_open(c, &rc, err, sizeof(err)) != 0) {
-        fprintf(stderr, "seckillctl: %s\n", err);
+    if (!(p = ctlrp_open(c)))
         goto fail;
-    }
     if (all) {
         if (ctlpg_item_ids(pg, &list, &n) != 0)
             goto fail;
@@ -266,7 +267,7 @@ int rebuild_items(const struct cfg *c, const int64_t *ids, size_t n, int all, in
     if (!(todo = calloc(n ? n : 1, sizeof(*todo))))
         goto fail;
     for (size_t i = 0; i < n; i++) {
-        int held = redis_holds(rc, c, ids[i]);
+        int held = redis_holds(p, c, ids[i]);
         if (held < 0)
             goto fail;
         if (held) {
@@ -287,14 +288,13 @@ int rebuild_items(const struct cfg *c, const int64_t *ids, size_t n, int all, in
     if (wait_consumed(c, wait_ms) != 0)
         goto fail;
     for (size_t i = 0; i < ntodo; i++)
-        failed += rebuild_one(c, pg, rc, &s, todo[i]) != 0;
+        failed += rebuild_one(c, pg, p, &s, todo[i]) != 0;
     printf("%zu items rebuilt, %zu refused\n", ntodo - failed, failed);
     ret = failed ? 1 : 0;
 fail:
     free(todo);
     free(list);
-    if (rc)
-        redisFree(rc);
+    rp_close(p);
     PQfinish(pg);
     return ret;
 }

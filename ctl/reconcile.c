@@ -8,12 +8,13 @@
 #include <string.h>
 
 #include "ctlpg.h"
+#include "ctlrp.h"
 #include "embed.h"
 #include "keys.h"
 #include "order.h"
 #include "publish.h"
-#include "rconn.h"
 #include "rfunc.h"
+#include "rpipe.h"
 #include "sweep.h"
 #include "sweepage.h"
 #include "util.h"
@@ -48,7 +49,7 @@ struct recon {
 struct rctx {
     const struct cfg *c;
     PGconn *pg;
-    redisContext *rc;
+    struct rp *rp; /* each item's calls go to the primary of its slot */
     struct rfunc snap, drop, buyers, lower, window, states;
 };
 
@@ -57,14 +58,7 @@ struct rctx {
 static redisReply *eval_want(struct rctx *x, const struct rfunc *s, int nkeys, int nargs, const char **argv,
                              int type)
 {
-    char why[512];
-    redisReply *rep = rfunc_call(x->rc, s, nkeys, nargs, argv, NULL);
-    if (rep && rep->type == type)
-        return rep;
-    fprintf(stderr, "seckillctl: redis: %s\n", rfunc_error_text(s, x->rc, rep, why, sizeof(why)));
-    if (rep)
-        freeReplyObject(rep);
-    return NULL;
+    return ctlrp_fcall(x->rp, s, nkeys, nargs, argv, type);
 }
 
 static int ids_add(struct ids *s, int64_t v)
@@ -522,7 +516,7 @@ static int sweep_stale(struct rctx *x)
     char err[512];
     int ret = -1;
     if (pub_open(x->c, &p, err, sizeof(err)) != 0 ||
-        sweep_once(x->c, x->rc, p, sweep_age_ms(x->c), &st, err, sizeof(err)) != 0) {
+        sweep_once(x->c, x->rp, p, sweep_age_ms(x->c), &st, err, sizeof(err)) != 0) {
         fprintf(stderr, "seckillctl: sweep: %s\n", err);
         goto fail;
     }
@@ -571,8 +565,9 @@ static int fix(struct rctx *x, const struct recon *r)
     else if (r->stock + r->pending_live + r->sold < r->total)
         printf("  not fixed: item %" PRId64 ": %" PRId64 " units are unaccounted for and stay out of the sale: "
                "one may be an order still on its way (replay the topic and look again); give units back "
-               "only once sure, with 'redis-cli INCRBY %s N'\n",
-               r->item, r->total - r->stock - r->pending_live - r->sold, k[KEYS_ITEM_STOCK]);
+               "only once sure, with 'redis-cli%s INCRBY %s N'\n",
+               r->item, r->total - r->stock - r->pending_live - r->sold,
+               rp_cluster(x->rp) ? " -c" : "", k[KEYS_ITEM_STOCK]); /* -c: to the key's shard */
     if (r->extra_buyers)
         printf("  not fixed: item %" PRId64 ": users in the buyers set without an order stay (a rejected or "
                "lost order): removing them would let them buy again\n", r->item);
@@ -609,7 +604,6 @@ int reconcile_cmd(const struct cfg *c, int argc, char **argv)
     int64_t item = 0, *ids = NULL;
     size_t n = 0, bad = 0;
     bool do_fix = false;
-    char err[512];
     int o, ret = 1;
 
     optind = 1;
@@ -629,10 +623,8 @@ int reconcile_cmd(const struct cfg *c, int argc, char **argv)
     }
     if (!(x.pg = ctlpg_open(c)))
         return 1;
-    if (rconn_open(c, &x.rc, err, sizeof(err)) != 0) {
-        fprintf(stderr, "seckillctl: %s\n", err);
+    if (!(x.rp = ctlrp_open(c)))
         goto fail;
-    }
     if (item) {
         if (!(ids = malloc(sizeof(*ids))))
             goto fail;
@@ -664,8 +656,7 @@ int reconcile_cmd(const struct cfg *c, int argc, char **argv)
     ret = bad ? 1 : 0;
 fail:
     free(ids);
-    if (x.rc)
-        redisFree(x.rc);
+    rp_close(x.rp);
     PQfinish(x.pg);
     return ret;
 }

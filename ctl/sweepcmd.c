@@ -4,7 +4,7 @@
 #include <stdio.h>
 
 #include "ctlopt.h"
-#include "rconn.h"
+#include "rpipe.h"
 #include "sweep.h"
 #include "sweepage.h"
 #include "util.h"
@@ -18,7 +18,7 @@ int sweepcmd(const struct cfg *c, int argc, char **argv)
     int64_t age = sweep_age_ms(c); /* --age-ms, the operator's explicit choice, is taken as given */
     struct sweep_stats st;
     struct pub *p = NULL;
-    redisContext *rc = NULL;
+    struct rp *rp = NULL;
     char err[512];
     int o, ret = 1;
     optind = 1;
@@ -32,11 +32,11 @@ int sweepcmd(const struct cfg *c, int argc, char **argv)
         fprintf(stderr, "seckillctl: sweep: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (rconn_open(c, &rc, err, sizeof(err)) != 0 || pub_open(c, &p, err, sizeof(err)) != 0) {
+    if (rp_open(c, cfg_role_self(), &rp, err, sizeof(err)) != 0 || pub_open(c, &p, err, sizeof(err)) != 0) {
         fprintf(stderr, "seckillctl: %s\n", err);
         goto fail;
     }
-    if (sweep_once(c, rc, p, age, &st, err, sizeof(err)) != 0) {
+    if (sweep_once(c, rp, p, age, &st, err, sizeof(err)) != 0) {
         fprintf(stderr, "seckillctl: sweep: %s\n", err);
         goto fail;
     }
@@ -47,7 +47,6 @@ int sweepcmd(const struct cfg *c, int argc, char **argv)
     ret = st.failed ? 1 : 0;
 fail:
     pub_close(p, PUB_CLOSE_TIMEOUT_MS);
-    if (rc)
-        redisFree(rc);
+    rp_close(rp);
     return ret;
 }

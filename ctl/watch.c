@@ -18,7 +18,7 @@
 #include "keys.h"
 #include "kmeta.h"
 #include "pgconn.h"
-#include "rconn.h"
+#include "rpipe.h"
 #include "util.h"
 
 #define WATCH_MAX_PICKED 64 /* --item given this many times at most */
@@ -58,7 +58,7 @@ struct watch {
     size_t npicked;
     struct wep eps[WATCH_MAX_EPS];
     size_t neps;
-    redisContext *rc;
+    struct rp *rp; /* on a Redis Cluster each item's keys are read on its shard */
     PGconn *pg;
     rd_kafka_t *rk;
     CURL *curl;
@@ -109,10 +109,12 @@ static int items_list(struct watch *w, struct wsample *s)
         char k[KEYS_MAX];
         if (keys_items(k, sizeof(k), w->c->redis.key_prefix) < 0)
             return -1;
-        redisReply *r = redisCommand(w->rc, "SMEMBERS %s", k);
+        char err[WATCH_ERR];
+        enum rp_status st;
+        redisReply *r = rp_callf(w->rp, k, &st, err, sizeof(err), "SMEMBERS %s", k);
         if (!r || r->type != REDIS_REPLY_ARRAY) {
-            snprintf(s->redis_err, sizeof(s->redis_err), "SMEMBERS: %s",
-                     r && r->type == REDIS_REPLY_ERROR ? r->str : w->rc->errstr);
+            snprintf(s->redis_err, sizeof(s->redis_err), "SMEMBERS: %.200s",
+                     r && r->type == REDIS_REPLY_ERROR ? r->str : err);
             if (r)
                 freeReplyObject(r);
             return -1;
@@ -141,15 +143,13 @@ static int64_t reply_i64(const redisReply *r)
     return -1;
 }
 
-/* Stock, pending and buyers of every item: one pipelined round trip. */
+/* Stock, pending and buyers of every item: one pipelined round trip (on a
+ * Redis Cluster, one per shard, each item's commands on its own). */
 static void redis_sample(struct watch *w, struct wsample *s)
 {
     char err[WATCH_ERR];
-    if (w->rc && rconn_broken(w->rc)) {
-        redisFree(w->rc);
-        w->rc = NULL;
-    }
-    if (!w->rc && rconn_open(w->c, &w->rc, err, sizeof(err)) != 0) {
+    struct rp_batch b;
+    if (!w->rp && rp_open(w->c, cfg_role_self(), &w->rp, err, sizeof(err)) != 0) {
         snprintf(s->redis_err, sizeof(s->redis_err), "%s", err);
         if (w->npicked)
             items_list(w, s); /* the rows still show what PostgreSQL knows */
@@ -160,35 +160,33 @@ static void redis_sample(struct watch *w, struct wsample *s)
             snprintf(s->redis_err, sizeof(s->redis_err), "out of memory");
         return;
     }
+    rp_batch_init(&b);
     size_t sent = 0;
-    for (size_t i = 0; i < s->n; i++) {
+    for (size_t i = 0; i < s->n; i++, sent++) { /* out of memory: the items after show "-" */
         char k[KEYS_ITEM_PARTS][KEYS_MAX];
-        if (keys_item_all(k, w->c->redis.key_prefix, s->items[i].id) != 0)
+        if (keys_item_all(k, w->c->redis.key_prefix, s->items[i].id) != 0 ||
+            rp_addf(&b, k[KEYS_ITEM_STOCK], "GET %s", k[KEYS_ITEM_STOCK]) < 0 ||
+            rp_addf(&b, k[KEYS_ITEM_STOCK], "HLEN %s", k[KEYS_ITEM_PENDING]) < 0 ||
+            rp_addf(&b, k[KEYS_ITEM_STOCK], "SCARD %s", k[KEYS_ITEM_BUYERS]) < 0)
             break;
-        redisAppendCommand(w->rc, "GET %s", k[KEYS_ITEM_STOCK]);
-        redisAppendCommand(w->rc, "HLEN %s", k[KEYS_ITEM_PENDING]);
-        redisAppendCommand(w->rc, "SCARD %s", k[KEYS_ITEM_BUYERS]);
-        sent++;
     }
+    err[0] = '\0';
+    if (rp_run(w->rp, &b, err, sizeof(err)) != 0 && err[0])
+        snprintf(s->redis_err, sizeof(s->redis_err), "%s", err);
     for (size_t i = 0; i < sent; i++) {
-        redisReply *r[3] = { 0 };
+        const redisReply *r[3];
         int ok = 1;
         for (int j = 0; j < 3; j++)
-            ok &= redisGetReply(w->rc, (void **)&r[j]) == REDIS_OK && r[j] && r[j]->type != REDIS_REPLY_ERROR;
+            ok &= (r[j] = rp_reply(&b, (int)i * 3 + j)) != NULL && r[j]->type != REDIS_REPLY_ERROR;
         if (ok && r[0]->type != REDIS_REPLY_NIL) {
             s->items[i].stock = reply_i64(r[0]);
             s->items[i].pending = reply_i64(r[1]);
             s->items[i].accepted = reply_i64(r[2]);
         } else if (!ok && !s->redis_err[0]) {
-            snprintf(s->redis_err, sizeof(s->redis_err), "%s",
-                     w->rc->err ? w->rc->errstr : "error reply");
+            snprintf(s->redis_err, sizeof(s->redis_err), "error reply");
         }
-        for (int j = 0; j < 3; j++)
-            if (r[j])
-                freeReplyObject(r[j]);
-        if (w->rc->err)
-            break; /* the connection is gone: the rest will not come */
     }
+    rp_batch_free(&b);
 }
 
 /* --- PostgreSQL -------------------------------------------------------------- */
@@ -681,8 +679,7 @@ static void watch_loop(struct watch *w, int64_t interval, int64_t count)
 /* Close what the samples opened, and the HTTP client. */
 static void watch_close(struct watch *w)
 {
-    if (w->rc)
-        redisFree(w->rc);
+    rp_close(w->rp);
     PQfinish(w->pg);
     if (w->rk) {
         rd_kafka_consumer_close(w->rk); /* never subscribed: leaves no group it never joined */

@@ -1,0 +1,53 @@
+#include "ctlrp.h"
+
+#include <stdio.h>
+
+struct rp *ctlrp_open(const struct cfg *c)
+{
+    char err[512];
+    struct rp *p = NULL;
+    if (rp_open(c, cfg_role_self(), &p, err, sizeof(err)) != 0) {
+        fprintf(stderr, "seckillctl: %s\n", err);
+        return NULL;
+    }
+    return p;
+}
+
+const char *ctlrp_why(const struct rp_batch *b, int i, const char *runerr, char *buf, size_t len)
+{
+    const redisReply *r = rp_reply(b, i);
+    buf[0] = '\0';
+    if (rp_status(b, i) == RP_UNKNOWN)
+        snprintf(buf, len, "%s (the reply was lost: the command may have run)", runerr);
+    else if (rp_status(b, i) == RP_NOT_SENT)
+        snprintf(buf, len, "%s (not sent)", runerr);
+    else if (r->type == REDIS_REPLY_ERROR)
+        snprintf(buf, len, "%s", r->str);
+    return buf;
+}
+
+redisReply *ctlrp_fcall(struct rp *p, const struct rfunc *f, int nkeys, int nargs, const char **argv, int type)
+{
+    struct rp_batch b;
+    char err[512], why[512];
+    redisReply *r = NULL;
+    rp_batch_init(&b);
+    int i = rp_fcall(&b, f, nkeys, nargs, argv, NULL);
+    if (i < 0) {
+        fprintf(stderr, "seckillctl: redis: out of memory\n");
+        goto out;
+    }
+    (void)rp_run(p, &b, err, sizeof(err));
+    const redisReply *got = rp_reply(&b, i);
+    if (got != NULL && got->type == type) {
+        r = rp_take(&b, i);
+    } else if (got != NULL) {
+        /* An answer, but not the one wanted: missing, an error, or garbage. */
+        fprintf(stderr, "seckillctl: redis: %s\n", rfunc_error_text(f, NULL, got, why, sizeof(why)));
+    } else {
+        fprintf(stderr, "seckillctl: redis: %s: %s\n", f->name, ctlrp_why(&b, i, err, why, sizeof(why)));
+    }
+out:
+    rp_batch_free(&b);
+    return r;
+}

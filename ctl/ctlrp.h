@@ -1,0 +1,27 @@
+/* ctlrp: the Redis calls seckillctl's commands share, on the one path of
+ * every round trip (rpipe.h): one Redis or a Redis Cluster alike. Every
+ * failure is printed once, as "seckillctl: redis: why", where it happens:
+ * a lost reply says the command may have run (it is never sent again), a
+ * missing function says the command that loads it. */
+#ifndef SECKILL_CTLRP_H
+#define SECKILL_CTLRP_H
+
+#include <hiredis/hiredis.h>
+
+#include "cfg.h"
+#include "rfunc.h"
+#include "rpipe.h"
+
+/* Connect as seckillctl's own user (redis.admin_user). NULL after printing
+ * why. */
+struct rp *ctlrp_open(const struct cfg *c);
+
+/* FCALL f (its first key routes it) in its own round trip; the reply when
+ * its type is type, else NULL after printing why. The caller frees it. */
+redisReply *ctlrp_fcall(struct rp *p, const struct rfunc *f, int nkeys, int nargs, const char **argv, int type);
+
+/* Why command i of a run batch has no usable answer ("" when it has one
+ * that is no error reply), for a message. Returns buf. */
+const char *ctlrp_why(const struct rp_batch *b, int i, const char *runerr, char *buf, size_t len);
+
+#endif
