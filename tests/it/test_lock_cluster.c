@@ -10,7 +10,9 @@
  * - the watchdog renews leases on every shard past several leases;
  *   lock_inspect reads each one from its group's primary;
  * - settle clears and records the orders of items on all three primaries
- *   in one call.
+ *   in one call; with one shard refusing its calls (its function library
+ *   deleted), the other shards' items are settled and only the refusing
+ *   shard's stay in the backlog, cleared once the library is back.
  * Every check of where a key lives asks the primary itself, without
  * following a redirection: a key routed to the wrong node is not found. */
 #include "harness.h"
@@ -25,6 +27,7 @@
 #include "lock.h"
 #include "queue.h"
 #include "rconn.h"
+#include "rfunc.h"
 #include "secret.h"
 #include "settle.h"
 #include "slot.h"
@@ -89,10 +92,12 @@ static int setup(void **state)
     return whole ? 0 : -1;
 }
 
-/* Every key of this suite's prefix, on every primary. */
+/* Every key of this suite's prefix, on every primary, and the consumer's
+ * functions back on each (a test may have deleted them from one). */
 static int teardown(void **state)
 {
-    char pattern[KEYS_MAX];
+    char pattern[KEYS_MAX], err[256];
+    int was;
     snprintf(pattern, sizeof(pattern), "%s:*", harness_conf.redis.key_prefix);
     for (int i = 0; i < map.nnodes; i++) {
         redisContext *rc = node(&map.node[i]);
@@ -104,6 +109,8 @@ static int teardown(void **state)
                 freeReplyObject(harness_cmd(rc, "DEL %s", r->element[1]->element[k]->str));
             freeReplyObject(r);
         } while (strcmp(cursor, "0") != 0);
+        if (rfunc_load(rc, RFUNC_LIB_CONSUMER, &was, err, sizeof(err)) != 0)
+            fprintf(stderr, "# FUNCTION LOAD on %s:%d: %s\n", map.node[i].host, map.node[i].port, err);
         redisFree(rc);
     }
     secret_free(stack_pw);
@@ -270,10 +277,9 @@ static void test_renewal_on_every_shard(void **state)
 /* Items whose keys land on every primary, ITEMS_PER of each. */
 enum { ITEMS_PER = 2, ORDERS = 3 };
 
-static void pick_items(int64_t *items)
+static void pick_items(int64_t *items, int64_t base)
 {
     int have[PRIMARIES] = { 0 }, got = 0;
-    int64_t base = 700000000000LL + (int64_t)getpid() * 1000;
     for (int64_t id = base; got < PRIMARIES * ITEMS_PER; id++) {
         char k[KEYS_ITEM_PARTS][KEYS_MAX];
         assert_int_equal(keys_item_all(k, harness_conf.redis.key_prefix, id), 0);
@@ -283,6 +289,26 @@ static void pick_items(int64_t *items)
         have[p]++;
         items[got++] = id;
     }
+}
+
+/* Settled orders of the items, ORDERS each from order id ob: confirmed
+ * and refused in turn. */
+static void settled(struct cmsg *m, struct cmsg **v, const int64_t *items, int n, int64_t ob, int64_t ub)
+{
+    memset(m, 0, sizeof(*m) * (size_t)(n * ORDERS));
+    for (int i = 0; i < n * ORDERS; i++) {
+        m[i].o = (struct order){ ob + i, ub + i, items[i / ORDERS], 1, 5 };
+        m[i].outcome = i % 2 ? CMSG_INSERTED : CMSG_NO_STOCK;
+        v[i] = &m[i];
+    }
+}
+
+/* Orders still reserved (pending) of item, on its primary. */
+static long long pending_of(redisContext *const *rc, int64_t item)
+{
+    char k[KEYS_ITEM_PARTS][KEYS_MAX];
+    assert_int_equal(keys_item_all(k, harness_conf.redis.key_prefix, item), 0);
+    return harness_int(rc[primary_of(k[KEYS_ITEM_STOCK])], "HLEN %s", k[KEYS_ITEM_PENDING]);
 }
 
 /* Reservations of ORDERS orders per item, on the item's primary. */
@@ -313,14 +339,9 @@ static void test_settle_on_every_primary(void **state)
 
     for (int p = 0; p < PRIMARIES; p++)
         rc[p] = node(&map.node[p]);
-    pick_items(items);
+    pick_items(items, 700000000000LL + (int64_t)getpid() * 1000);
     reserve(rc, items, N, ob);
-    memset(m, 0, sizeof(m));
-    for (int i = 0; i < N * ORDERS; i++) {
-        m[i].o = (struct order){ ob + i, ub + i, items[i / ORDERS], 1, 5 };
-        m[i].outcome = i % 2 ? CMSG_INSERTED : CMSG_NO_STOCK;
-        v[i] = &m[i];
-    }
+    settled(m, v, items, N, ob, ub);
     assert_int_equal(settle_open(&harness_conf, 0, &st, err, sizeof(err)), 0);
     settle_clear(st, v, N * ORDERS);
     settle_close(st);
@@ -347,6 +368,70 @@ static void test_settle_on_every_primary(void **state)
         redisFree(rc[p]);
 }
 
+/* One shard refuses every settle call (its library deleted, as a Redis that
+ * lost its data would): the others' items are settled at once, and only the
+ * refusing shard's orders wait in the backlog (the warning and the
+ * all-clear count them), cleared by the idle retry once the library is
+ * back. */
+static void test_settle_one_shard_refusing(void **state)
+{
+    (void)state;
+    enum { N = PRIMARIES * ITEMS_PER, STUCK = ITEMS_PER * ORDERS };
+    int64_t items[N], ob = (1LL << 42) + ((int64_t)getpid() << 12), ub = 610000000000LL;
+    redisContext *rc[PRIMARIES];
+    struct cmsg m[N * ORDERS], *v[N * ORDERS];
+    struct settle *st = NULL;
+    char err[256], path[] = "/tmp/sktest-lockcl-log-XXXXXX", want[96];
+    int was;
+
+    for (int p = 0; p < PRIMARIES; p++)
+        rc[p] = node(&map.node[p]);
+    pick_items(items, 710000000000LL + (int64_t)getpid() * 1000); /* not the other test's items */
+    reserve(rc, items, N, ob);
+    settled(m, v, items, N, ob, ub);
+    char k0[KEYS_ITEM_PARTS][KEYS_MAX];
+    assert_int_equal(keys_item_all(k0, harness_conf.redis.key_prefix, items[0]), 0);
+    int victim = primary_of(k0[KEYS_ITEM_STOCK]);
+    freeReplyObject(harness_cmd(rc[victim], "FUNCTION DELETE seckill_consumer"));
+
+    int fd = mkstemp(path), saved = dup(STDERR_FILENO);
+    assert_true(fd >= 0 && saved >= 0);
+    fflush(stderr);
+    dup2(fd, STDERR_FILENO);
+    assert_int_equal(settle_open(&harness_conf, 0, &st, err, sizeof(err)), 0);
+    settle_clear(st, v, N * ORDERS);
+    int cleared = 0, stuck = 0;
+    for (int i = 0; i < N; i++) {
+        char k[KEYS_ITEM_PARTS][KEYS_MAX];
+        assert_int_equal(keys_item_all(k, harness_conf.redis.key_prefix, items[i]), 0);
+        long long left = pending_of(rc, items[i]);
+        if (primary_of(k[KEYS_ITEM_STOCK]) == victim)
+            stuck += left == ORDERS;
+        else
+            cleared += left == 0;
+    }
+    assert_int_equal(rfunc_load(rc[victim], RFUNC_LIB_CONSUMER, &was, err, sizeof(err)), 0);
+    settle_idle(st); /* its first retry is due at once */
+    settle_close(st);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(fd);
+
+    assert_int_equal(cleared, N - ITEMS_PER);
+    assert_int_equal(stuck, ITEMS_PER);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(pending_of(rc, items[i]), 0);
+    assert_int_equal(harness_file_lines(path, "reservations wait in the backlog"), 1);
+    snprintf(want, sizeof(want), "could not clear %d reservations", STUCK);
+    assert_int_equal(harness_file_lines(path, want), 1);
+    snprintf(want, sizeof(want), "cleared %d reservations left over", STUCK);
+    assert_int_equal(harness_file_lines(path, want), 1);
+    unlink(path);
+    for (int p = 0; p < PRIMARIES; p++)
+        redisFree(rc[p]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -354,6 +439,7 @@ int main(void)
         cmocka_unit_test(test_exclusion_and_fencing),
         cmocka_unit_test(test_renewal_on_every_shard),
         cmocka_unit_test(test_settle_on_every_primary),
+        cmocka_unit_test(test_settle_one_shard_refusing),
     };
     harness_filter();
     return cmocka_run_group_tests(tests, setup, teardown);
