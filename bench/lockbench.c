@@ -41,7 +41,7 @@
 
 #include "cfg.h"
 #include "lock.h"
-#include "rconn.h"
+#include "rpipe.h"
 #include "util.h"
 
 enum {
@@ -74,39 +74,52 @@ struct delta {
     double sent_calls, sent_usec, inner_calls, cpu_us;
 };
 
-static int snap_take(redisContext *rc, struct snap *s)
+/* Add one primary's INFO commandstats (r) and INFO cpu to s. 0 or -1. */
+static int snap_add(struct snap *s, const redisReply *r, const redisReply *cpu)
 {
-    memset(s, 0, sizeof(*s));
-    redisReply *r = redisCommand(rc, "INFO commandstats");
-    redisReply *cpu = r ? redisCommand(rc, "INFO cpu") : NULL;
-    int ret = -1;
     if (r == NULL || cpu == NULL || r->type != REDIS_REPLY_STRING || cpu->type != REDIS_REPLY_STRING)
-        goto fail;
-    for (char *line = strstr(r->str, "cmdstat_"); line && s->n < MAX_CMDS;
-         line = strstr(line + 1, "cmdstat_")) {
-        struct cmdstat *c = &s->c[s->n];
+        return -1;
+    for (const char *line = strstr(r->str, "cmdstat_"); line; line = strstr(line + 1, "cmdstat_")) {
+        char name[48];
         long long calls, usec;
-        if (sscanf(line, "cmdstat_%47[^:]:calls=%lld,usec=%lld", c->name, &calls, &usec) == 3) {
-            c->calls = calls;
-            c->usec = usec;
-            s->n++;
+        if (sscanf(line, "cmdstat_%47[^:]:calls=%lld,usec=%lld", name, &calls, &usec) != 3)
+            continue;
+        size_t k = 0;
+        while (k < s->n && strcmp(s->c[k].name, name) != 0)
+            k++;
+        if (k == s->n) {
+            if (s->n == MAX_CMDS)
+                continue;
+            snprintf(s->c[s->n++].name, sizeof(s->c[0].name), "%s", name);
         }
+        s->c[k].calls += calls;
+        s->c[k].usec += usec;
     }
-    double user = 0, sys = 0;
     const char *u = strstr(cpu->str, "used_cpu_user:"), *y = strstr(cpu->str, "used_cpu_sys:");
     if (u)
-        user = strtod(u + 14, NULL);
+        s->cpu_s += strtod(u + 14, NULL);
     if (y)
-        sys = strtod(y + 13, NULL);
-    s->cpu_s = user + sys;
+        s->cpu_s += strtod(y + 13, NULL);
+    return 0;
+}
+
+/* The counters of every primary, added up: on a Redis Cluster the lock
+ * groups spread over the shards. */
+static int snap_take(struct rp *rp, struct snap *s)
+{
+    char err[256];
+    memset(s, 0, sizeof(*s));
+    for (int node = 0; node < rp_nodes(rp); node++) {
+        struct rp_batch b;
+        rp_batch_init(&b);
+        bool ok = rp_addf(&b, NULL, "INFO commandstats") >= 0 && rp_addf(&b, NULL, "INFO cpu") >= 0 &&
+                  rp_run_on(rp, node, &b, err, sizeof(err)) == 0 && snap_add(s, rp_reply(&b, 0), rp_reply(&b, 1)) == 0;
+        rp_batch_free(&b);
+        if (!ok)
+            return -1;
+    }
     s->at_ms = util_mono_ms();
-    ret = 0;
-fail:
-    if (r)
-        freeReplyObject(r);
-    if (cpu)
-        freeReplyObject(cpu);
-    return ret;
+    return 0;
 }
 
 static const struct cmdstat *snap_find(const struct snap *s, const char *name)
@@ -222,7 +235,7 @@ static void *worker_main(void *arg)
 }
 
 /* The renewal scenario's work is the watchdogs'; this thread only holds. */
-static int run_renew(struct bench *b, struct lock_client **lcs, int64_t run_ms, redisContext *rc,
+static int run_renew(struct bench *b, struct lock_client **lcs, int64_t run_ms, struct rp *rc,
                      struct snap *s1, struct snap *s2, uint64_t *renewals, uint64_t *lost)
 {
     static char names[RENEW_CLIENTS][RENEW_LOCKS][96];
@@ -270,7 +283,7 @@ static int run_renew(struct bench *b, struct lock_client **lcs, int64_t run_ms, 
  * windows show what the commands cost when they ran undisturbed. */
 enum { WINDOW_MS = 200, MAX_WINDOWS = 1000 };
 
-static void sample_windows(struct bench *b, redisContext *rc, int64_t run_ms, double *us_per_op, int *n)
+static void sample_windows(struct bench *b, struct rp *rc, int64_t run_ms, double *us_per_op, int *n)
 {
     struct snap *s = malloc(2 * sizeof(*s));
     int64_t end = util_mono_ms() + run_ms;
@@ -307,7 +320,7 @@ static void print_kv(const char *sc, const char *key, double v)
     printf("lock_%s_%s %.2f\n", sc, key, v);
 }
 
-static int run(struct bench *b, redisContext *rc, int64_t run_ms, int64_t bg_ms, double *us_per_op)
+static int run(struct bench *b, struct rp *rc, int64_t run_ms, int64_t bg_ms, double *us_per_op)
 {
     struct lock_client *lcs[WORKERS] = { 0 };
     struct worker w[WORKERS];
@@ -413,7 +426,7 @@ int main(int argc, char **argv)
 {
     struct cfg c = { 0 };
     struct bench b = { 0 };
-    redisContext *rc = NULL;
+    struct rp *rc = NULL;
     char err[512];
     const char *path = argc > 1 ? argv[1] : "config/seckill.cfg";
     int64_t secs = 3, bg_s = 1, workers = WORKERS;
@@ -439,7 +452,7 @@ int main(int argc, char **argv)
     b.cfg = &c;
     b.workers = (int)workers;
     printf("lock_workers %d\n", b.workers);
-    if (c.redis.key_prefix == NULL || rconn_open(&c, &rc, err, sizeof(err)) != 0) {
+    if (c.redis.key_prefix == NULL || rp_open(&c, cfg_role_self(), &rc, err, sizeof(err)) != 0) {
         fprintf(stderr, "lockbench: %s\n", err);
         goto fail;
     }
@@ -459,8 +472,7 @@ int main(int argc, char **argv)
                us[SC_BATCH]);
     ret = 0;
 fail:
-    if (rc)
-        redisFree(rc);
+    rp_close(rc);
     cfg_free(&c);
     return ret;
 }

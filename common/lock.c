@@ -13,6 +13,7 @@
 #include "log.h"
 #include "rconn.h"
 #include "rfunc.h"
+#include "rpipe.h"
 #include "util.h"
 
 /* How long a group's hash (its locks and its last fence) outlives its last
@@ -63,14 +64,15 @@ struct lock {
 struct lock_client {
     const struct cfg *cfg;
     char token[33];
-    redisContext *rc; /* owner thread */
+    struct rp *rp;          /* owner thread: its Redis (one node or a Cluster) */
+    struct rp_batch batch; /* owner thread: the round under way */
     struct rfunc s_acquire, s_release;
     uint64_t next_req; /* owner thread: request ids are this counter, unique per token */
     /* Owner thread: an error reply that every call gets while it lasts (a
      * demoted primary's READONLY, a refused ACL) is logged once, counted,
      * and said again when a call succeeds: one line per attempt filled the
      * journal (1.1 MB of READONLY in three minutes). */
-    struct log_repeat say_acquire, say_release;
+    struct log_repeat say_acquire, say_release, say_conn;
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -88,12 +90,15 @@ struct lock_client {
     size_t nbuckets, nheld;
     uint64_t next_seq;
     pthread_t watchdog;
-    redisContext *wrc; /* watchdog thread */
+    struct rp *wrp; /* watchdog thread: a Redis of its own */
+    struct rp_batch wbatch;
     struct rfunc w_extend;
-    struct log_repeat say_renew; /* the watchdog's: the function missing */
+    struct log_repeat say_renew, say_wconn; /* the watchdog's */
     /* The watchdog's copies of the due keys (the locks may be freed while it
-     * talks to Redis); too big for its stack, allocated once. */
+     * talks to Redis) and the plan of its calls; too big for its stack,
+     * allocated once. */
     char (*wkeys)[KEYS_MAX];
+    struct plan *wplan;
 
     _Atomic uint64_t acquired, contended, timeouts, wait_ms, hold_ms, renewals, lost, not_held, errors, calls;
 };
@@ -109,40 +114,156 @@ bool lock_name_valid(const char *name)
     return true;
 }
 
-/* --- connection ---------------------------------------------------------- */
+/* --- script calls ------------------------------------------------------- */
 
-/* (Re)connect ctx if it is broken. 0 or -1; logs only state changes. */
-static int ensure_conn(struct lock_client *lc, redisContext **ctx, const char *who)
+/* The script calls of one round (an acquisition, a release, a renewal):
+ * entry i, unless grp[i] is -1, goes in a call of its group whose KEYS[1]
+ * is key[i]; each call's ARGV are the round's head, then its entries' first
+ * column, then their second (if the round has two). plan_add fills the
+ * batch: call c is the batch's command c, its entries idx[k..k+cnt[c]). */
+struct plan {
+    int *grp;
+    const char **key, **col[2];
+    size_t *idx, *cnt;
+    size_t calls;
+};
+
+static void plan_free(struct plan *p)
 {
-    if (!rconn_broken(*ctx))
+    if (p == NULL)
+        return;
+    free(p->grp);
+    free(p->key);
+    free(p->col[0]);
+    free(p->col[1]);
+    free(p->idx);
+    free(p->cnt);
+}
+
+static int plan_alloc(struct plan *p, size_t n)
+{
+    n = n ? n : 1;
+    memset(p, 0, sizeof(*p));
+    p->grp = calloc(n, sizeof(*p->grp));
+    p->key = calloc(n, sizeof(*p->key));
+    p->col[0] = calloc(n, sizeof(*p->col[0]));
+    p->col[1] = calloc(n, sizeof(*p->col[1]));
+    p->idx = calloc(n, sizeof(*p->idx));
+    p->cnt = calloc(n, sizeof(*p->cnt));
+    if (p->grp && p->key && p->col[0] && p->col[1] && p->idx && p->cnt)
         return 0;
-    char err[256];
-    bool was_up = *ctx != NULL;
-    if (*ctx)
-        redisFree(*ctx);
-    *ctx = NULL;
-    if (rconn_open(lc->cfg, ctx, err, sizeof(err)) != 0) {
-        if (was_up)
-            log_warn("lock %s: lost Redis connection: %s", who, err);
-        return -1;
+    plan_free(p);
+    return -1;
+}
+
+/* Order the entries into calls: one per group, cut at LOCK_CALL_MAX. */
+static void plan_calls(struct plan *p, size_t n)
+{
+    size_t k = 0;
+    p->calls = 0;
+    for (int g = 0; g < KEYS_LOCK_GROUPS; g++) {
+        size_t in_call = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (p->grp[i] != g)
+                continue;
+            if (in_call == 0)
+                p->cnt[p->calls++] = 0;
+            p->idx[k++] = i;
+            p->cnt[p->calls - 1]++;
+            if (++in_call == LOCK_CALL_MAX)
+                in_call = 0;
+        }
+    }
+}
+
+/* Plan the round's calls of f over entries 0..n and add them to the empty
+ * batch b, routed by their group's hash: on a Cluster the groups live on
+ * several primaries, and rpipe sends each call to its own. 0, or -1 out of
+ * memory. */
+static int plan_add(struct lock_client *lc, struct rp_batch *b, const struct rfunc *f, struct plan *p, size_t n,
+                    const char *const *head, int nhead, int ncol)
+{
+    const char *argv[1 + 3 + 2 * LOCK_CALL_MAX];
+    plan_calls(p, n);
+    for (size_t c = 0, k = 0; c < p->calls; k += p->cnt[c], c++) {
+        int a = 0;
+        argv[a++] = p->key[p->idx[k]];
+        for (int h = 0; h < nhead; h++)
+            argv[a++] = head[h];
+        for (int col = 0; col < ncol; col++)
+            for (size_t j = 0; j < p->cnt[c]; j++)
+                argv[a++] = p->col[col][p->idx[k + j]];
+        if (rp_fcall(b, f, 1, a - 1, argv, NULL) < 0)
+            return -1;
+        lc->calls++;
     }
     return 0;
 }
 
-/* Redis lacks one of the lock's functions: said once while it lasts (the
- * programs never load code; an operator must, docs/operations.md). */
-static void say_missing(struct log_repeat *say, const struct rfunc *f)
+/* ARGV "keep" of the acquire and extend scripts, for leases up to ttl_ms. */
+static void group_keep(char *buf, size_t len, int ttl_ms)
 {
-    char why[512];
-    rfunc_missing_text(f, why, sizeof(why));
-    log_repeat(say, LOG_LVL_ERROR, "lock: function missing", "lock: redis: %s (logged once while it lasts)",
-               why);
+    int64_t keep_ms = LOCK_GROUP_KEEP_TTLS * ttl_ms;
+    snprintf(buf, len, "%lld", (long long)(LOCK_GROUP_KEEP_MS > keep_ms ? LOCK_GROUP_KEEP_MS : keep_ms));
 }
 
-static void count_error(struct lock_client *lc, redisContext *ctx, const char *what)
+/* An error reply's text, or what else a reply was. */
+static const char *reply_text(const redisReply *r)
 {
-    lc->errors++;
-    log_debug("lock: %s: %s", what, ctx ? ctx->errstr : "no connection");
+    return r->type == REDIS_REPLY_ERROR ? r->str : "a reply of another shape";
+}
+
+/* What call c of a round came back as. */
+enum call_end {
+    CALL_ANSWERED, /* the script's array of `want` integers */
+    CALL_NOT_RUN,  /* no reply (lost or not sent), or the function missing: nothing ran */
+    CALL_REFUSED,  /* another reply (an error: READONLY, an ACL refusal) */
+};
+
+/* Call c's end. A function missing (the programs never load code: an
+ * operator must, docs/operations.md) or another reply is said once while it
+ * lasts; a call without a reply is the round's failure, said by
+ * round_end. */
+static enum call_end call_end(const struct rp_batch *b, size_t c, size_t want, const struct rfunc *f,
+                              struct log_repeat *say, const char *what)
+{
+    const redisReply *r = rp_reply(b, (int)c);
+    if (rp_status(b, (int)c) != RP_OK || r == NULL)
+        return CALL_NOT_RUN;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == want) {
+        for (size_t i = 0; i < want; i++)
+            if (r->element[i]->type != REDIS_REPLY_INTEGER)
+                goto refused;
+        return CALL_ANSWERED;
+    }
+    if (rfunc_is_missing(r)) {
+        char why[512];
+        rfunc_missing_text(f, why, sizeof(why));
+        log_repeat(say, LOG_LVL_ERROR, "lock: function missing", "lock: redis: %s (logged once while it lasts)",
+                   why);
+        return CALL_NOT_RUN;
+    }
+refused:
+    log_repeat(say, LOG_LVL_ERROR, reply_text(r), "lock: unexpected reply to %s: %s (logged once while it lasts)",
+               what, reply_text(r));
+    return CALL_REFUSED;
+}
+
+/* After a round: a failed one (err, from rp_run) is counted and its reason
+ * said once while it lasts on say_conn; a round whose calls all answered
+ * ends whatever say was repeating, saying how (ended). */
+static void round_end(struct lock_client *lc, int ran, const char *err, bool answered, struct log_repeat *say,
+                      const char *ended, struct log_repeat *say_conn, const char *who)
+{
+    if (ran != 0) {
+        lc->errors++;
+        log_repeat(say_conn, LOG_LVL_WARNING, "lock: redis unreachable",
+                   "lock %s: %s (logged once while it lasts)", who, err[0] ? err : "redis: no reply");
+    } else {
+        log_repeat_end(say_conn, "redis answered");
+    }
+    if (answered)
+        log_repeat_end(say, ended);
 }
 
 /* --- watchdog ------------------------------------------------------------ */
@@ -161,45 +282,16 @@ static void mark_lost(struct lock_client *lc, struct lock *l, const char *why)
     }
 }
 
-/* Order the entries whose grp[i] is a group (not -1) into script calls:
- * one per group, cut at LOCK_CALL_MAX. idx[] gets the entries in call
- * order, cnt[] each call's size. Returns the number of calls. */
-static size_t plan_calls(const int *grp, size_t n, size_t *idx, size_t *cnt)
-{
-    size_t k = 0, calls = 0;
-    for (int g = 0; g < KEYS_LOCK_GROUPS; g++) {
-        size_t in_call = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (grp[i] != g)
-                continue;
-            if (in_call == 0)
-                cnt[calls++] = 0;
-            idx[k++] = i;
-            cnt[calls - 1]++;
-            if (++in_call == LOCK_CALL_MAX)
-                in_call = 0;
-        }
-    }
-    return calls;
-}
-
-/* ARGV "keep" of the acquire and extend scripts, for leases up to ttl_ms. */
-static void group_keep(char *buf, size_t len, int ttl_ms)
-{
-    int64_t keep_ms = LOCK_GROUP_KEEP_TTLS * ttl_ms;
-    snprintf(buf, len, "%lld", (long long)(LOCK_GROUP_KEEP_MS > keep_ms ? LOCK_GROUP_KEEP_MS : keep_ms));
-}
-
 /* The leases one renewal round trip extends. The watchdog copies what it
  * sends (names, groups, leases) while it holds mu, because it talks to
  * Redis without mu and the locks may be released and freed meanwhile; ptr
  * and seq find them again afterwards, if they are still held. */
 struct renewal {
     char (*names)[KEYS_MAX]; /* lc->wkeys: too big for the watchdog's stack */
+    struct plan *p;          /* lc->wplan: its calls */
     char ttls[LOCK_RENEW_BATCH][12];
     struct lock *ptr[LOCK_RENEW_BATCH];
     uint64_t seq[LOCK_RENEW_BATCH];
-    int grp[LOCK_RENEW_BATCH];
     long long result[LOCK_RENEW_BATCH]; /* the script's answer: 1 renewed, 0 not ours; -1 none */
     char hash[KEYS_LOCK_GROUPS][KEYS_MAX];
     size_t n;
@@ -224,55 +316,50 @@ static size_t collect_due(struct lock_client *lc, int64_t now, struct renewal *r
             rn->ttl_max = l->ttl_ms;
         rn->ptr[n] = l;
         rn->seq[n] = l->seq;
-        rn->grp[n] = (int)l->group;
+        rn->p->grp[n] = (int)l->group;
+        rn->p->key[n] = rn->hash[l->group];
+        rn->p->col[0][n] = rn->names[n];
+        rn->p->col[1][n] = rn->ttls[n];
         rn->n++;
     }
     return rn->n;
 }
 
-/* Send the extend script for rn's leases, one call per group, all pipelined
- * in one round trip, and read each lease's answer into rn->result (-1 where
- * none came). Called without mu: this is the part that waits on Redis. */
+/* Send the extend script for rn's leases, one call per group, pipelined in
+ * one round trip (per primary on a Cluster), and read each lease's answer
+ * into rn->result (-1 where none came: tried again soon, or lost when the
+ * lease ran out meanwhile). A reply lost is no harm: the script only
+ * extends our own leases, so it may run again. Called without mu: this is
+ * the part that waits on Redis. */
 static void extend_leases(struct lock_client *lc, struct renewal *rn)
 {
-    size_t idx[LOCK_RENEW_BATCH], cnt[LOCK_RENEW_BATCH];
-    const char *argv[3 + 2 * LOCK_CALL_MAX];
-    char keep[24];
-
-    size_t calls = plan_calls(rn->grp, rn->n, idx, cnt);
+    struct rp_batch *b = &lc->wbatch;
+    struct plan *p = rn->p;
+    char keep[24], err[256] = "";
     group_keep(keep, sizeof(keep), rn->ttl_max);
+    const char *head[] = { lc->token, keep };
+
     rn->sent = util_mono_ms();
     for (size_t i = 0; i < rn->n; i++)
         rn->result[i] = -1;
-    bool ok = ensure_conn(lc, &lc->wrc, "watchdog") == 0;
-    for (size_t c = 0, k = 0; ok && c < calls; k += cnt[c], c++) {
-        argv[0] = rn->hash[rn->grp[idx[k]]];
-        argv[1] = lc->token;
-        argv[2] = keep;
-        for (size_t j = 0; j < cnt[c]; j++) {
-            argv[3 + j] = rn->names[idx[k + j]];
-            argv[3 + cnt[c] + j] = rn->ttls[idx[k + j]];
+    rp_batch_reset(b);
+    int ran = plan_add(lc, b, &lc->w_extend, p, rn->n, head, 2, 2);
+    if (ran != 0)
+        snprintf(err, sizeof(err), "out of memory");
+    else
+        ran = rp_run(lc->wrp, b, err, sizeof(err));
+    bool answered = true;
+    for (size_t c = 0, k = 0; c < p->calls; k += p->cnt[c], c++) {
+        if (call_end(b, c, p->cnt[c], &lc->w_extend, &lc->say_renew, "renew") != CALL_ANSWERED) {
+            answered = false;
+            continue;
         }
-        ok = rfunc_append(lc->wrc, &lc->w_extend, 1, 2 + 2 * (int)cnt[c], argv, NULL) == 0;
-        lc->calls++;
+        const redisReply *r = rp_reply(b, (int)c);
+        for (size_t j = 0; j < p->cnt[c]; j++)
+            rn->result[p->idx[k + j]] = r->element[j]->integer;
     }
-    for (size_t c = 0, k = 0; c < calls; k += cnt[c], c++) {
-        redisReply *r = NULL;
-        if (ok && redisGetReply(lc->wrc, (void **)&r) != REDIS_OK)
-            ok = false;
-        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == cnt[c]) {
-            for (size_t j = 0; j < cnt[c]; j++)
-                if (r->element[j]->type == REDIS_REPLY_INTEGER)
-                    rn->result[idx[k + j]] = r->element[j]->integer;
-            log_repeat_end(&lc->say_renew, "a renewal answered");
-        } else if (rfunc_is_missing(r)) {
-            say_missing(&lc->say_renew, &lc->w_extend); /* the leases run out: lost */
-        }
-        if (r)
-            freeReplyObject(r);
-    }
-    if (!ok)
-        count_error(lc, lc->wrc, "renew");
+    round_end(lc, ran, err, answered, &lc->say_renew, "a renewal answered", &lc->say_wconn, "watchdog");
+    rp_batch_reset(b);
 }
 
 /* Give each lease still held its answer: extended, lost, or tried again
@@ -310,6 +397,7 @@ static void renew_due(struct lock_client *lc, int64_t now)
 {
     struct renewal rn;
     rn.names = lc->wkeys;
+    rn.p = lc->wplan;
     if (collect_due(lc, now, &rn) == 0)
         return;
     pthread_mutex_unlock(&lc->mu);
@@ -364,7 +452,11 @@ int lock_client_open(const struct cfg *cfg, struct lock_client **out, char *err,
     lc->s_acquire = (struct rfunc)RFUNC_INIT("seckill_lock_acquire", RFUNC_LIB_LOCK);
     lc->s_release = (struct rfunc)RFUNC_INIT("seckill_lock_release", RFUNC_LIB_LOCK);
     lc->w_extend = (struct rfunc)RFUNC_INIT("seckill_lock_extend", RFUNC_LIB_LOCK);
-    if ((lc->wkeys = calloc(LOCK_RENEW_BATCH, sizeof(*lc->wkeys))) == NULL) {
+    lc->wkeys = calloc(LOCK_RENEW_BATCH, sizeof(*lc->wkeys));
+    lc->wplan = malloc(sizeof(*lc->wplan));
+    if (lc->wkeys == NULL || lc->wplan == NULL || plan_alloc(lc->wplan, LOCK_RENEW_BATCH) != 0) {
+        free(lc->wplan);
+        lc->wplan = NULL;
         snprintf(err, errlen, "out of memory");
         goto fail_free;
     }
@@ -372,7 +464,10 @@ int lock_client_open(const struct cfg *cfg, struct lock_client **out, char *err,
         snprintf(err, errlen, "no randomness for the lock token: %s", strerror(errno));
         goto fail_free;
     }
-    if (rconn_open(cfg, &lc->rc, err, errlen) != 0)
+    /* Both at once: a Redis that cannot be reached now is the caller's to
+     * wait for (the consumer's start retries). */
+    if (rp_open(cfg, cfg_role_self(), &lc->rp, err, errlen) != 0 ||
+        rp_open(cfg, cfg_role_self(), &lc->wrp, err, errlen) != 0)
         goto fail_free;
     pthread_mutex_init(&lc->mu, NULL);
     util_cond_init_mono(&lc->cv);
@@ -385,8 +480,11 @@ int lock_client_open(const struct cfg *cfg, struct lock_client **out, char *err,
 fail:
     pthread_cond_destroy(&lc->cv);
     pthread_mutex_destroy(&lc->mu);
-    redisFree(lc->rc);
 fail_free:
+    rp_close(lc->rp);
+    rp_close(lc->wrp);
+    plan_free(lc->wplan);
+    free(lc->wplan);
     free(lc->wkeys);
     free(lc);
     return -1;
@@ -409,10 +507,12 @@ void lock_client_close(struct lock_client *lc)
     free(lc->by_name);
     pthread_cond_destroy(&lc->cv);
     pthread_mutex_destroy(&lc->mu);
-    if (lc->rc)
-        redisFree(lc->rc);
-    if (lc->wrc)
-        redisFree(lc->wrc);
+    rp_batch_free(&lc->batch);
+    rp_batch_free(&lc->wbatch);
+    rp_close(lc->rp);
+    rp_close(lc->wrp);
+    plan_free(lc->wplan);
+    free(lc->wplan);
     free(lc->wkeys);
     free(lc);
 }
@@ -548,88 +648,50 @@ static bool attempt_parse(struct attempt *a, redisReply *const *e)
     return false;
 }
 
-/* An error reply's text, or what else a reply was. */
-static const char *reply_text(const redisReply *r)
-{
-    return r->type == REDIS_REPLY_ERROR ? r->str : "a reply of another shape";
-}
-
-/* Scratch space for planning the script calls of n locks. */
-struct plan {
-    int *grp;
-    size_t *idx, *cnt;
-};
-
-static int plan_alloc(struct plan *p, size_t n)
-{
-    p->grp = calloc(n ? n : 1, sizeof(*p->grp));
-    p->idx = calloc(n ? n : 1, sizeof(*p->idx));
-    p->cnt = calloc(n ? n : 1, sizeof(*p->cnt));
-    return p->grp && p->idx && p->cnt ? 0 : -1;
-}
-
-static void plan_free(struct plan *p)
-{
-    free(p->grp);
-    free(p->idx);
-    free(p->cnt);
-}
-
 /* Send the acquire script for every attempt not settled yet (untried or
- * busy), one call per group, all pipelined in one round trip; parse the
- * replies into the attempts. Returns 0, or -1 when the connection failed
- * (those attempts keep their status). */
+ * busy), one call per group, pipelined in one round trip (per primary on a
+ * Cluster); parse the answers into the attempts. An attempt whose call got
+ * no answer keeps its status: a lost reply is resent with the same request
+ * id (not counted twice), a missing function leaves it to the caller's
+ * wait. Returns 0, or -1 when a call got no reply. */
 static int acquire_round(struct lock_client *lc, struct attempt *at, size_t n, int ttl_ms, struct plan *p)
 {
-    char ttl[16], keep[24];
+    struct rp_batch *b = &lc->batch;
+    char ttl[16], keep[24], err[256] = "";
     snprintf(ttl, sizeof(ttl), "%d", ttl_ms);
     group_keep(keep, sizeof(keep), ttl_ms);
-    if (ensure_conn(lc, &lc->rc, "client") != 0)
-        return -1;
-    for (size_t i = 0; i < n; i++)
-        p->grp[i] = at[i].status == LOCK_UNTRIED || at[i].status == LOCK_BUSY ? at[i].group : -1;
-    size_t calls = plan_calls(p->grp, n, p->idx, p->cnt);
-    const char *argv[4 + 2 * LOCK_CALL_MAX];
+    const char *head[] = { lc->token, ttl, keep };
     int64_t now = util_mono_ms();
-    for (size_t c = 0, k = 0; c < calls; k += p->cnt[c], c++) {
-        size_t m = p->cnt[c];
-        argv[0] = at[p->idx[k]].key;
-        argv[1] = lc->token;
-        argv[2] = ttl;
-        argv[3] = keep;
-        for (size_t j = 0; j < m; j++) {
+    for (size_t i = 0; i < n; i++) {
+        bool open = at[i].status == LOCK_UNTRIED || at[i].status == LOCK_BUSY;
+        p->grp[i] = open ? at[i].group : -1;
+        p->key[i] = at[i].key, p->col[0][i] = at[i].name, p->col[1][i] = at[i].req;
+        if (open)
+            at[i].sent_ms = now; /* the lease runs from before the call */
+    }
+    rp_batch_reset(b);
+    int ran = plan_add(lc, b, &lc->s_acquire, p, n, head, 3, 2);
+    if (ran != 0)
+        snprintf(err, sizeof(err), "out of memory");
+    else
+        ran = rp_run(lc->rp, b, err, sizeof(err));
+    bool answered = true;
+    for (size_t c = 0, k = 0; c < p->calls; k += p->cnt[c], c++) {
+        enum call_end e = call_end(b, c, 3 * p->cnt[c], &lc->s_acquire, &lc->say_acquire, "acquire");
+        const redisReply *r = rp_reply(b, (int)c);
+        answered = answered && e == CALL_ANSWERED;
+        for (size_t j = 0; e != CALL_NOT_RUN && j < p->cnt[c]; j++) {
             struct attempt *a = &at[p->idx[k + j]];
-            argv[4 + j] = a->name;
-            argv[4 + m + j] = a->req;
-            a->sent_ms = now;
+            if (attempt_parse(a, e == CALL_ANSWERED ? &r->element[3 * j] : NULL) || e != CALL_ANSWERED)
+                continue;
+            answered = false;
+            log_repeat(&lc->say_acquire, LOG_LVL_ERROR, "lock: unexpected answer",
+                       "lock %s: unexpected answer to acquire (logged once while it lasts)", a->name);
         }
-        if (rfunc_append(lc->rc, &lc->s_acquire, 1, (int)(3 + 2 * m), argv, NULL) != 0)
-            return -1;
-        lc->calls++;
     }
-    for (size_t c = 0, k = 0; c < calls; k += p->cnt[c], c++) {
-        size_t m = p->cnt[c];
-        redisReply *r = NULL;
-        if (redisGetReply(lc->rc, (void **)&r) != REDIS_OK)
-            return -1; /* the reply is lost; the attempts are resent with the same request ids */
-        if (rfunc_is_missing(r)) {
-            /* Nothing ran; the statuses stay (busy or untried) and the
-             * caller's wait runs out: the consumer retries with backoff. */
-            say_missing(&lc->say_acquire, &lc->s_acquire);
-        } else {
-            bool shaped = r->type == REDIS_REPLY_ARRAY && r->elements == 3 * m, ok = true;
-            for (size_t j = 0; j < m; j++)
-                ok = attempt_parse(&at[p->idx[k + j]], shaped ? &r->element[3 * j] : NULL) && ok;
-            if (ok)
-                log_repeat_end(&lc->say_acquire, "a lock answered");
-            else
-                log_repeat(&lc->say_acquire, LOG_LVL_ERROR, reply_text(r),
-                           "lock %s: unexpected reply to acquire: %s (logged once while it lasts)",
-                           at[p->idx[k]].name, reply_text(r));
-        }
-        freeReplyObject(r);
-    }
-    return 0;
+    round_end(lc, ran, err, answered, &lc->say_acquire, "a lock answered", &lc->say_conn, "client");
+    rp_batch_reset(b);
+    return ran;
 }
 
 static struct lock *lock_adopt(struct lock_client *lc, struct attempt *a, int ttl_ms)
@@ -755,7 +817,6 @@ static size_t acquire_many(struct lock_client *lc, const char *const *names, siz
 
     for (int attempt = 0, resends = 0;; attempt++) {
         if (acquire_round(lc, at, n, ttl_ms, &p) != 0) {
-            count_error(lc, lc->rc, "acquire");
             if (++resends > LOCK_RESEND_MAX || util_mono_ms() >= deadline)
                 break;
             continue; /* reconnect and resend: the request ids make it safe */
@@ -812,51 +873,42 @@ static void lock_forget(struct lock_client *lc, struct lock *l)
     free(l);
 }
 
-/* One pipelined round of the release script, one call per group, for every
- * lock whose status is still LOCK_ERROR. Returns 0, or -1 when the
- * connection failed. */
+/* One round of the release script, one call per group, pipelined in one
+ * round trip (per primary on a Cluster), for every lock whose status is
+ * still LOCK_ERROR; the answers set status and holds. Returns 0, or -1 when
+ * a call got no reply (its locks keep LOCK_ERROR). */
 static int release_round(struct lock_client *lc, struct lock **locks, size_t n, int *status, struct plan *p)
 {
-    if (ensure_conn(lc, &lc->rc, "client") != 0)
-        return -1;
-    for (size_t i = 0; i < n; i++)
+    struct rp_batch *b = &lc->batch;
+    char err[256] = "";
+    for (size_t i = 0; i < n; i++) {
         p->grp[i] = status[i] == LOCK_ERROR ? (int)locks[i]->group : -1;
-    size_t calls = plan_calls(p->grp, n, p->idx, p->cnt);
-    const char *argv[2 + LOCK_CALL_MAX];
-    for (size_t c = 0, k = 0; c < calls; k += p->cnt[c], c++) {
-        size_t m = p->cnt[c];
-        argv[0] = locks[p->idx[k]]->key;
-        argv[1] = lc->token;
-        for (size_t j = 0; j < m; j++)
-            argv[2 + j] = locks[p->idx[k + j]]->name;
-        if (rfunc_append(lc->rc, &lc->s_release, 1, 1 + (int)m, argv, NULL) != 0)
-            return -1;
-        lc->calls++;
+        p->key[i] = locks[i]->key, p->col[0][i] = locks[i]->name;
     }
-    for (size_t c = 0, k = 0; c < calls; k += p->cnt[c], c++) {
-        size_t m = p->cnt[c];
-        redisReply *r = NULL;
-        if (redisGetReply(lc->rc, (void **)&r) != REDIS_OK)
-            return -1;
-        if (r->type == REDIS_REPLY_ARRAY && r->elements == m) {
-            for (size_t j = 0; j < m; j++) {
-                const redisReply *e = r->element[j];
-                size_t i = p->idx[k + j];
-                if (e->type != REDIS_REPLY_INTEGER)
-                    continue;
-                status[i] = e->integer >= 0 ? LOCK_OK : LOCK_NOT_HELD;
-                locks[i]->holds = e->integer > 0 ? (int)e->integer : 0;
-            }
-            log_repeat_end(&lc->say_release, "a release answered");
-        } else if (rfunc_is_missing(r)) {
-            say_missing(&lc->say_release, &lc->s_release); /* nothing released: the leases run out */
-        } else {
-            log_repeat(&lc->say_release, LOG_LVL_ERROR, reply_text(r),
-                       "lock: unexpected reply to release: %s (logged once while it lasts)", reply_text(r));
+    rp_batch_reset(b);
+    const char *head[] = { lc->token };
+    int ran = plan_add(lc, b, &lc->s_release, p, n, head, 1, 1);
+    if (ran != 0)
+        snprintf(err, sizeof(err), "out of memory");
+    else
+        ran = rp_run(lc->rp, b, err, sizeof(err));
+    bool answered = true;
+    for (size_t c = 0, k = 0; c < p->calls; k += p->cnt[c], c++) {
+        if (call_end(b, c, p->cnt[c], &lc->s_release, &lc->say_release, "release") != CALL_ANSWERED) {
+            answered = false; /* nothing released: the leases run out */
+            continue;
         }
-        freeReplyObject(r);
+        const redisReply *r = rp_reply(b, (int)c);
+        for (size_t j = 0; j < p->cnt[c]; j++) {
+            long long h = r->element[j]->integer;
+            size_t i = p->idx[k + j];
+            status[i] = h >= 0 ? LOCK_OK : LOCK_NOT_HELD;
+            locks[i]->holds = h > 0 ? (int)h : 0;
+        }
     }
-    return 0;
+    round_end(lc, ran, err, answered, &lc->say_release, "a release answered", &lc->say_conn, "client");
+    rp_batch_reset(b);
+    return ran;
 }
 
 void lock_release_many(struct lock_client *lc, struct lock **locks, size_t n, int *status)
@@ -883,7 +935,6 @@ void lock_release_many(struct lock_client *lc, struct lock **locks, size_t n, in
     pthread_mutex_unlock(&lc->mu);
 
     if (release_round(lc, locks, n, status, &p) != 0) {
-        count_error(lc, lc->rc, "release");
         /* The connection was stale (Redis restarted) or broke mid-way. A
          * final release may be sent again: run twice it still deletes only
          * our own key, and "not held" then means released either way. A
@@ -891,8 +942,7 @@ void lock_release_many(struct lock_client *lc, struct lock **locks, size_t n, in
         for (size_t i = 0; i < n; i++)
             if (status[i] == LOCK_ERROR && !final_hold[i])
                 status[i] = LOCK_SKIP;
-        if (release_round(lc, locks, n, status, &p) != 0)
-            count_error(lc, lc->rc, "release");
+        (void)release_round(lc, locks, n, status, &p);
         for (size_t i = 0; i < n; i++)
             if (status[i] == LOCK_SKIP)
                 status[i] = LOCK_ERROR;
@@ -929,8 +979,8 @@ int lock_release(struct lock_client *lc, struct lock *l)
 int lock_inspect(const struct cfg *cfg, const char *name, struct lock_info *out, char *err, size_t errlen)
 {
     char key[KEYS_MAX];
-    redisContext *rc = NULL;
-    redisReply *r[2] = { NULL, NULL };
+    struct rp *rp = NULL;
+    struct rp_batch b;
     int ret = -1;
 
     memset(out, 0, sizeof(*out));
@@ -940,22 +990,25 @@ int lock_inspect(const struct cfg *cfg, const char *name, struct lock_info *out,
     }
     snprintf(out->key, sizeof(out->key), "%s", key);
     out->ttl_ms = -2;
-    if (rconn_open(cfg, &rc, err, errlen) != 0)
+    rp_batch_init(&b);
+    if (rp_open(cfg, cfg_role_self(), &rp, err, errlen) != 0)
         return -1;
-    redisAppendCommand(rc, "HMGET %s %s {fence}", key, name);
-    redisAppendCommand(rc, "TIME");
-    for (int i = 0; i < 2; i++) {
-        if (redisGetReply(rc, (void **)&r[i]) != REDIS_OK) {
-            snprintf(err, errlen, "redis: %s", rc->errstr);
-            goto fail;
-        }
-    }
-    int64_t now_ms;
-    if (r[0]->type != REDIS_REPLY_ARRAY || r[0]->elements != 2 || rconn_time_ms(r[1], &now_ms) != 0) {
-        snprintf(err, errlen, "redis: unexpected reply to HMGET or TIME");
+    /* TIME routed by the group's key: the lease's end is in the clock of
+     * the primary that holds the group. */
+    if (rp_addf(&b, key, "HMGET %s %s {fence}", key, name) < 0 || rp_addf(&b, key, "TIME") < 0) {
+        snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    const redisReply *v = r[0]->element[0];
+    if (rp_run(rp, &b, err, errlen) != 0)
+        goto fail;
+    const redisReply *hm = rp_reply(&b, 0);
+    int64_t now_ms;
+    if (hm->type != REDIS_REPLY_ARRAY || hm->elements != 2 || rconn_time_ms(rp_reply(&b, 1), &now_ms) != 0) {
+        snprintf(err, errlen, "redis: unexpected reply to HMGET or TIME: %s",
+                 hm->type == REDIS_REPLY_ERROR ? hm->str : "another shape");
+        goto fail;
+    }
+    const redisReply *v = hm->element[0];
     /* "OWNER REQ HOLDS FENCE EXPIRES" (see seckill_lock_acquire); an entry
      * whose lease has run out is a free lock, not yet overwritten. */
     long long holds = 0, fence = 0, expires = 0;
@@ -968,13 +1021,11 @@ int lock_inspect(const struct cfg *cfg, const char *name, struct lock_info *out,
     } else {
         out->owner[0] = '\0';
     }
-    if (r[0]->element[1]->type == REDIS_REPLY_STRING)
-        util_parse_i64(r[0]->element[1]->str, 0, INT64_MAX, &out->last_fence);
+    if (hm->element[1]->type == REDIS_REPLY_STRING)
+        util_parse_i64(hm->element[1]->str, 0, INT64_MAX, &out->last_fence);
     ret = 0;
 fail:
-    for (int i = 0; i < 2; i++)
-        if (r[i])
-            freeReplyObject(r[i]);
-    redisFree(rc);
+    rp_batch_free(&b);
+    rp_close(rp);
     return ret;
 }

@@ -19,12 +19,15 @@
  *
  * Locks live in KEYS_LOCK_GROUPS groups (keys.h), each one Redis hash with a
  * field per lock whose value carries the lease's end: a batch costs one
- * script call per group, all pipelined in one round trip, each call a fixed
- * handful of Redis commands whatever its number of locks, and every call
- * touches one Redis Cluster slot.
+ * script call per group, all pipelined in one round trip (on a Redis
+ * Cluster, one per primary that holds some of the batch's groups, rpipe.h),
+ * each call a fixed handful of Redis commands whatever its number of locks,
+ * and every call touches one Redis Cluster slot. On a Cluster the groups
+ * spread over the primaries; each lock's exclusion, fence and lease live on
+ * its group's primary alone, so all of the above holds per lock there too.
  *
  * A lock_client and the locks it returns belong to one thread; only the
- * watchdog runs beside it, with a connection of its own. */
+ * watchdog runs beside it, with a Redis connection (an rpipe) of its own. */
 #ifndef SECKILL_LOCK_H
 #define SECKILL_LOCK_H
 

@@ -10,8 +10,8 @@
 #include "cmetrics.h"
 #include "keys.h"
 #include "log.h"
-#include "rconn.h"
 #include "rfunc.h"
+#include "rpipe.h"
 #include "util.h"
 
 /* Values per order after seckill_settle's first argument. */
@@ -31,7 +31,8 @@ struct resv {
 struct settle {
     const struct cfg *cfg;
     int id;
-    redisContext *rc; /* reopened when broken */
+    struct rp *rp;        /* its Redis: one node or a Cluster (rpipe.h) */
+    struct rp_batch batch;
     struct rfunc fn;      /* seckill_settle */
     struct log_repeat say_missing; /* the function missing, once while it lasts */
     struct resv *unclear; /* the backlog, oldest first */
@@ -39,13 +40,9 @@ struct settle {
     bool logged;          /* the backlog's warning was logged */
     size_t given_up;      /* reservations dropped beyond the backlog's limit, this outage */
     int64_t retry_ms;     /* monotonic: the next idle retry */
-    /* the calls of the clearing under way (settle_start .. settle_finish) */
     const char **argv; /* room for every order's values and a call's keys */
     char (*vals)[24];  /* SETTLE_ARGS strings per order of the backlog */
     size_t capargs;    /* orders argv and vals have room for */
-    size_t inflight;   /* calls sent whose replies are still to read */
-    bool sent;         /* the first try went out */
-    bool failed;       /* no second try: out of memory, or Redis down */
 };
 
 int settle_open(const struct cfg *c, int id, struct settle **out, char *err, size_t errlen)
@@ -58,7 +55,7 @@ int settle_open(const struct cfg *c, int id, struct settle **out, char *err, siz
     s->cfg = c;
     s->id = id;
     s->fn = (struct rfunc)RFUNC_INIT("seckill_settle", RFUNC_LIB_CONSUMER);
-    if (rconn_open(c, &s->rc, err, errlen) != 0)
+    if (rp_open(c, cfg_role_self(), &s->rp, err, errlen) != 0)
         goto fail;
     *out = s;
     return 0;
@@ -71,8 +68,8 @@ void settle_close(struct settle *s)
 {
     if (!s)
         return;
-    if (s->rc)
-        redisFree(s->rc);
+    rp_batch_free(&s->batch);
+    rp_close(s->rp);
     free(s->unclear);
     free(s->argv);
     free(s->vals);
@@ -85,23 +82,41 @@ static int cmp_resv(const void *a, const void *b)
     return x->item < y->item ? -1 : x->item > y->item;
 }
 
-/* Queue one seckill_settle call per item of s->unclear (sorted by item) and send
- * them all, without waiting for the replies. *cmds: how many. 0, or -1 when
- * Redis failed. */
-static int clear_send(struct settle *s, size_t *cmds)
+/* seckill_settle's values of each order: id, user, status letter, reserved at,
+ * reason ('' when confirmed). */
+static void format_vals(const struct resv *r, size_t n, char (*vals)[24])
 {
-    const char *prefix = s->cfg->redis.key_prefix;
-    const struct resv *r = s->unclear;
-    size_t n = s->nunclear;
+    for (size_t i = 0; i < n; i++) {
+        const char *why = cmsg_reason(r[i].outcome);
+        char(*o)[24] = &vals[i * SETTLE_ARGS];
+        snprintf(o[0], sizeof(o[0]), "%" PRId64, r[i].oid);
+        snprintf(o[1], sizeof(o[1]), "%" PRId64, r[i].user);
+        snprintf(o[2], sizeof(o[2]), "%c", cmsg_status(r[i].outcome));
+        snprintf(o[3], sizeof(o[3]), "%" PRId64, r[i].reserved_ms);
+        snprintf(o[4], sizeof(o[4]), "%s", why ? why : "");
+    }
+}
+
+/* The end of the run of s->unclear's orders of one item from i on. */
+static size_t item_end(const struct settle *s, size_t i)
+{
+    size_t j = i;
+    while (j < s->nunclear && s->unclear[j].item == s->unclear[i].item)
+        j++;
+    return j;
+}
+
+/* Add one seckill_settle call per item of s->unclear (sorted by item) to
+ * the empty batch, routed by the item's keys: on a Cluster each goes to its
+ * item's primary. 0, or -1 out of memory. */
+static int clear_add(struct settle *s)
+{
     char k[KEYS_ITEM_PARTS][KEYS_MAX], now[24];
-    int done = 0;
-    *cmds = 0;
     snprintf(now, sizeof(now), "%" PRId64, util_wall_ms());
-    for (size_t i = 0; i < n;) {
-        size_t j = i, a = 0;
-        while (j < n && r[j].item == r[i].item)
-            j++;
-        if (keys_item_all(k, prefix, r[i].item) != 0)
+    for (size_t i = 0, j; i < s->nunclear; i = j) {
+        size_t a = 0;
+        j = item_end(s, i);
+        if (keys_item_all(k, s->cfg->redis.key_prefix, s->unclear[i].item) != 0)
             return -1;
         s->argv[a++] = k[KEYS_ITEM_PENDING];
         s->argv[a++] = k[KEYS_ITEM_UNPUB];
@@ -111,46 +126,58 @@ static int clear_send(struct settle *s, size_t *cmds)
         for (size_t m = i; m < j; m++)
             for (int v = 0; v < SETTLE_ARGS; v++)
                 s->argv[a++] = s->vals[m * SETTLE_ARGS + (size_t)v];
-        /* hiredis copies the arguments into its output buffer here */
-        if (rfunc_append(s->rc, &s->fn, SETTLE_KEYS, (int)(a - SETTLE_KEYS), s->argv, NULL) != 0)
+        if (rp_fcall(&s->batch, &s->fn, SETTLE_KEYS, (int)(a - SETTLE_KEYS), s->argv, NULL) < 0)
             return -1;
-        (*cmds)++;
-        i = j;
     }
-    while (!done)
-        if (redisBufferWrite(s->rc, &done) != REDIS_OK)
-            return -1;
     return 0;
 }
 
-/* Read the replies of cmds calls. 0 when each one cleared its orders. */
-static int clear_recv(struct settle *s, size_t cmds)
+/* Keep in the backlog only the orders of the items whose call did not
+ * answer: no reply, or an error reply (LOADING while Redis reads its AOF
+ * back, a function missing). On a Cluster one shard down leaves only its
+ * items behind. */
+static void clear_keep_failed(struct settle *s)
 {
-    /* An error reply (LOADING while Redis reads its AOF back) leaves the
-     * reservations in place just as a dropped connection does. */
-    int ret = 0, missing = 0;
-    for (size_t i = 0; i < cmds; i++) {
-        redisReply *rep = NULL;
-        if (redisGetReply(s->rc, (void **)&rep) != REDIS_OK)
-            return -1;
-        if (rep->type == REDIS_REPLY_ERROR) {
-            missing |= rfunc_is_missing(rep);
-            ret = -1;
-        }
-        freeReplyObject(rep);
+    size_t kept = 0;
+    int c = 0;
+    for (size_t i = 0, j; i < s->nunclear; i = j, c++) {
+        j = item_end(s, i);
+        const redisReply *r = rp_reply(&s->batch, c);
+        if (rp_status(&s->batch, c) == RP_OK && r != NULL && r->type != REDIS_REPLY_ERROR)
+            continue;
+        memmove(&s->unclear[kept], &s->unclear[i], (j - i) * sizeof(*s->unclear));
+        kept += j - i;
     }
+    s->nunclear = kept;
+}
+
+/* One try at clearing the backlog: every item's call in one pipelined round
+ * trip (per primary on a Cluster). The cleared orders leave the backlog.
+ * 0 when none is left, else -1. */
+static int clear_try(struct settle *s)
+{
+    char err[256] = "";
+    format_vals(s->unclear, s->nunclear, s->vals);
+    rp_batch_reset(&s->batch);
+    if (clear_add(s) != 0)
+        return -1;
+    if (rp_run(s->rp, &s->batch, err, sizeof(err)) != 0)
+        log_debug("worker %d: settle: %s", s->id, err);
     /* The consumer never loads code: it says what is missing, keeps the
      * backlog and retries, until an operator loads the library. */
-    if (missing) {
+    if (s->batch.missing > 0) {
         char why[512];
         rfunc_missing_text(&s->fn, why, sizeof(why));
         log_repeat(&s->say_missing, LOG_LVL_ERROR, "settle: function missing",
                    "worker %d: redis: %s; reservations wait in the backlog (logged once while it lasts)",
                    s->id, why);
-    } else if (ret == 0) {
-        log_repeat_end(&s->say_missing, "the settle function answered");
     }
-    return ret;
+    size_t before = s->nunclear;
+    clear_keep_failed(s);
+    if (s->batch.missing == 0 && s->nunclear < before)
+        log_repeat_end(&s->say_missing, "the settle function answered");
+    rp_batch_reset(&s->batch);
+    return s->nunclear == 0 ? 0 : -1;
 }
 
 /* Append the orders of v[0..n) to the backlog. 0, or -1 out of memory. */
@@ -170,21 +197,6 @@ static int backlog_add(struct settle *s, struct cmsg *const *v, size_t n)
     return 0;
 }
 
-/* seckill_settle's values of each order: id, user, status letter, reserved at,
- * reason ('' when confirmed). */
-static void format_vals(const struct resv *r, size_t n, char (*vals)[24])
-{
-    for (size_t i = 0; i < n; i++) {
-        const char *why = cmsg_reason(r[i].outcome);
-        char(*o)[24] = &vals[i * SETTLE_ARGS];
-        snprintf(o[0], sizeof(o[0]), "%" PRId64, r[i].oid);
-        snprintf(o[1], sizeof(o[1]), "%" PRId64, r[i].user);
-        snprintf(o[2], sizeof(o[2]), "%c", cmsg_status(r[i].outcome));
-        snprintf(o[3], sizeof(o[3]), "%" PRId64, r[i].reserved_ms);
-        snprintf(o[4], sizeof(o[4]), "%s", why ? why : "");
-    }
-}
-
 /* Room in argv and vals for the whole backlog. 0, or -1 out of memory. */
 static int reserve_args(struct settle *s)
 {
@@ -200,23 +212,6 @@ static int reserve_args(struct settle *s)
     if (!argv || !vals)
         return -1;
     s->capargs = n;
-    return 0;
-}
-
-/* A usable connection: the one there is, or a fresh one when it is broken
- * or fresh is set (it may have gone stale while Redis restarted). 0, or -1
- * when no connection could be opened (Redis is down: no point in trying
- * again at once). */
-static int prepare(struct settle *s, bool fresh)
-{
-    char err[256];
-    if (rconn_broken(s->rc) || fresh) {
-        if (s->rc)
-            redisFree(s->rc);
-        s->rc = NULL;
-        if (rconn_open(s->cfg, &s->rc, err, sizeof(err)) != 0)
-            return -1;
-    }
     return 0;
 }
 
@@ -240,69 +235,36 @@ static void backlog_keep(struct settle *s)
     }
 }
 
-void settle_start(struct settle *s, struct cmsg *const *v, size_t n)
+void settle_clear(struct settle *s, struct cmsg *const *v, size_t n)
 {
-    s->sent = s->failed = false;
-    s->inflight = 0;
+    size_t total;
     if (backlog_add(s, v, n) != 0 || reserve_args(s) != 0) {
-        s->failed = true;
+        backlog_keep(s);
         return;
     }
     if (s->nunclear == 0)
         return;
     qsort(s->unclear, s->nunclear, sizeof(*s->unclear), cmp_resv);
-    format_vals(s->unclear, s->nunclear, s->vals);
-    /* The first try, on the connection as it is. */
-    int p = prepare(s, false);
-    if (p == 0 && clear_send(s, &s->inflight) == 0) {
-        s->sent = true;
-        return;
-    }
-    CM_ADD(redis_errors, 1);
-    s->failed = p == -1;
-}
-
-void settle_finish(struct settle *s)
-{
-    size_t cmds;
-    bool ok = false;
-    if (s->failed) {
-        backlog_keep(s);
-        return;
-    }
-    if (s->nunclear == 0)
-        return;
-    if (s->sent) {
-        ok = clear_recv(s, s->inflight) == 0;
-        if (!ok)
+    total = s->nunclear;
+    /* Once more for what is left: the script is safe to repeat, and rpipe
+     * opens a new connection where the old one broke (a dropped connection
+     * is the common case; a Redis that is down fails at once, in its
+     * reconnect backoff). */
+    if (clear_try(s) != 0) {
+        CM_ADD(redis_errors, 1);
+        if (clear_try(s) != 0) {
             CM_ADD(redis_errors, 1);
-    }
-    /* Once more on a fresh connection: the script is safe to repeat. */
-    if (!ok) {
-        ok = prepare(s, true) == 0 && clear_send(s, &cmds) == 0 && clear_recv(s, cmds) == 0;
-        if (!ok)
-            CM_ADD(redis_errors, 1);
-    }
-    s->sent = false;
-    s->inflight = 0;
-    if (!ok) {
-        backlog_keep(s);
-        return;
+            backlog_keep(s);
+            return;
+        }
     }
     if (s->logged)
-        log_notice("worker %d: cleared %zu reservations left over from a Redis outage", s->id, s->nunclear);
+        log_notice("worker %d: cleared %zu reservations left over from a Redis outage", s->id, total);
     if (s->given_up)
         log_notice("worker %d: gave up clearing %zu reservations during the outage; "
                    "'seckillctl reconcile --fix' drops them", s->id, s->given_up);
-    s->nunclear = 0;
     s->logged = false;
     s->given_up = 0;
-}
-
-void settle_clear(struct settle *s, struct cmsg *const *v, size_t n)
-{
-    settle_start(s, v, n);
-    settle_finish(s);
 }
 
 void settle_idle(struct settle *s)

@@ -4,13 +4,18 @@
  * refused), its reservation must leave Redis (the item's pending and
  * unpublished sets) and what became of it must be recorded for the buyers'
  * status calls: seckill_settle, one call per item (each command in it takes
- * all the item's orders at once), all in one pipelined round trip. Nothing else ever clears a reservation Kafka acknowledged, so what
- * fails (Redis restarting) stays in a backlog and goes with the next call; a
- * dropped connection is retried at once on a new one. Both are safe because
- * the script is safe to repeat. Beyond SETTLE_BACKLOG_MAX the oldest are
- * given up, for 'seckillctl reconcile --fix' to drop.
+ * all the item's orders at once), all in one pipelined round trip (on a
+ * Redis Cluster, one per primary that holds some of the items: rpipe.h
+ * routes each call by its item's keys). Nothing else ever clears a
+ * reservation Kafka acknowledged, so what fails (Redis restarting, one
+ * shard of a Cluster down) stays in a backlog and goes with the next call;
+ * what failed on a dropped connection is retried at once on a new one. Both
+ * are safe because the script is safe to repeat; only the items whose call
+ * failed stay behind. Beyond SETTLE_BACKLOG_MAX the oldest are given up, for
+ * 'seckillctl reconcile --fix' to drop.
  *
- * A struct settle has its own Redis connection and belongs to one thread. */
+ * A struct settle has its own Redis connection (an rpipe) and belongs to one
+ * thread. */
 #ifndef SECKILL_SETTLE_H
 #define SECKILL_SETTLE_H
 
@@ -30,12 +35,6 @@ void settle_close(struct settle *s);
 /* Clear the reservations of the settled orders v[0..n) (read, not kept),
  * with the backlog of earlier ones that could not be cleared. */
 void settle_clear(struct settle *s, struct cmsg *const *v, size_t n);
-/* settle_clear in two halves: start sends the calls without waiting for
- * Redis, finish reads the replies (and retries, or keeps the backlog). In
- * between the caller may use its other connections (the worker releases its
- * locks), while Redis runs the calls. Every start is followed by a finish. */
-void settle_start(struct settle *s, struct cmsg *const *v, size_t n);
-void settle_finish(struct settle *s);
 /* While idle: retry the backlog, at most once a second. A backlog left by a
  * Redis outage must not wait for the next order, which may never come once
  * the sale is over. */

@@ -406,11 +406,10 @@ static void process(struct worker *w, struct cmsg **v, size_t n)
     ns = pick_locked(w, v, n);
     st = write_batch(w, ns, err, sizeof(err));
     nsettled = take_outcomes(w, st, ns, v, err);
-    /* The settle calls run in Redis while the locks are released on the
-     * lock client's connection: two round trips overlap. */
-    settle_start(w->settle, v, nsettled);
+    /* The locks first: another worker may be waiting for one. Each is a
+     * round trip (per primary on a Redis Cluster) on its own rpipe. */
     release_users(w);
-    settle_finish(w->settle);
+    settle_clear(w->settle, v, nsettled);
     report(w, v, nsettled);
     if (st == SINK_TRANSIENT)
         nap(w, backoff(w, &w->pg_attempt));

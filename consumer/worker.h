@@ -4,9 +4,10 @@
  * connection and PostgreSQL connection. Dispatch hashes the user id, so one
  * user's orders stay on one worker in arrival order. A worker takes a batch,
  * locks its users in one round trip, writes it in one transaction (sink, two
- * pipelined round trips), releases the locks and clears the persisted
- * reservations in Redis (two round trips on two connections, overlapping),
- * and hands the settled messages to the done queue.
+ * pipelined round trips), releases the locks, then clears the persisted
+ * reservations in Redis (a round trip each, on two connections: every Redis
+ * round trip goes through rpipe, which waits for its replies), and hands
+ * the settled messages to the done queue.
  * What could not be settled (lock busy, stale fence, a dependency down)
  * stays at the head of its next batch, in order. */
 #ifndef SECKILL_WORKER_H
