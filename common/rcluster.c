@@ -91,10 +91,24 @@ static int ask_slots(struct rcl *cl, const struct slot_node *at, struct slot_map
     return ret;
 }
 
+static bool same_map(const struct slot_map *a, const struct slot_map *b)
+{
+    if (a->nnodes != b->nnodes || memcmp(a->owner, b->owner, sizeof(a->owner)) != 0)
+        return false;
+    for (int i = 0; i < a->nnodes; i++)
+        if (a->node[i].port != b->node[i].port || strcmp(a->node[i].host, b->node[i].host) != 0)
+            return false;
+    return true;
+}
+
 /* Keep the connections of nodes the new map still names (moved to their new
- * index), close the others, install the map. */
+ * index), close the others, install the map. The same map again (the
+ * periodic refresh, mostly) changes nothing: no new epoch, whose users
+ * would check every primary again for nothing. */
 static void install(struct rcl *cl, const struct slot_map *m)
 {
+    if (same_map(&cl->map, m))
+        return;
     redisContext *keep[SLOT_MAX_NODES] = { 0 };
     for (int i = 0; i < cl->map.nnodes; i++) {
         for (int j = 0; j < m->nnodes && cl->conn[i] != NULL; j++) {
@@ -265,7 +279,7 @@ static void node_round(struct rcl *cl, int i, struct rcl_cmd *cmds, int n, bool 
             redisAppendFormattedCommand(rc, c->fmt, c->fmtlen);
         else
             redisAppendCommandArgv(rc, c->argc, c->argv, c->argvlen);
-        c->served = i;
+        c->served = i, c->served_epoch = cl->epoch;
         sent++;
     }
     bool lost = false;

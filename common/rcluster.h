@@ -62,7 +62,8 @@ struct rcl_cmd {
     /* out: set by rcl_run; the caller frees reply (freeReplyObject) */
     enum rcl_status status;
     redisReply *reply;
-    int served; /* the primary (index of the map at the end of the run) sent to last, or -1 */
+    int served; /* the primary sent to last (an index of the map of rcl_epoch() served_epoch), or -1 */
+    unsigned long served_epoch;
     /* private */
     int node;
     int asking;
@@ -110,8 +111,8 @@ const struct slot_node *rcl_primary(const struct rcl *cl, int node);
 int rcl_node_of_slot(const struct rcl *cl, unsigned slot);
 
 const struct rcl_stats *rcl_stats(const struct rcl *cl);
-/* Changes whenever a new map is installed: a node index (rcl_cmd.served)
- * taken before it may name another node after it. */
+/* Changes whenever a map unlike the current one is installed: a node index
+ * (rcl_cmd.served) taken before it may name another node after it. */
 unsigned long rcl_epoch(const struct rcl *cl);
 
 #endif

@@ -351,58 +351,38 @@ static int run_single(struct rp *p, struct rp_batch *b, char *err, size_t errlen
     return lost || sent < b->n ? -1 : 0;
 }
 
-/* Might node i hold a write of the batch? It served one of its commands,
- * or (the map having changed during the run, the indices of served may be
- * the old map's) it serves the slot of one by the map of now. */
-static bool may_hold(const struct rp *p, const struct rp_batch *b, const struct rcl_cmd *cc, int i, bool all)
+/* A Cluster: WAIT on every primary the batch's commands were served by,
+ * each on the connection that carried its writes. A primary that cannot be
+ * asked, or confirms too few, spoils the batch. Nothing is confirmed (-1)
+ * when a command's reply was lost (its node's connection was closed), when
+ * a READONLY came back (every connection reopens, rconn.h), or when a
+ * command was served under an earlier slot map than now (its node index
+ * may name another node): a WAIT on a connection that did not carry the
+ * writes would wait for none of them and confirm them falsely. */
+static void cluster_wait(struct rp *p, struct rp_batch *b, const struct rcl_cmd *cc)
 {
-    for (int k = 0; k < b->n; k++) {
-        if (cc[k].status != RCL_OK)
-            continue;
-        if (cc[k].served == i)
-            return true;
-        if (all && b->cmd[k].key && rcl_node_of_slot(p->cl, slot_of(b->cmd[k].key, b->cmd[k].keylen)) == i)
-            return true;
-    }
-    return false;
-}
-
-/* A Cluster: WAIT on every primary the batch reached, each on the
- * connection that carried its writes. When the map changed during the run
- * the nodes' indices are others: ask every primary (a node the batch did
- * not write to answers at once). A primary that cannot be asked spoils the
- * batch only if it may hold one of its writes: after a failure every run
- * starts by reading the map again, and a dead primary stays in the map
- * until its replica is promoted; it must not refuse the other shards' WAIT.
- * A lost reply closed its node's connection, and a READONLY makes every
- * connection reopen (rconn.h): a WAIT on the new connection would wait for
- * none of the old one's writes and confirm them falsely, so then nothing
- * is confirmed (-1). */
-static void cluster_wait(struct rp *p, struct rp_batch *b, const struct rcl_cmd *cc, unsigned long epoch0)
-{
+    unsigned long epoch = rcl_epoch(p->cl);
     b->acked = -1;
-    for (int k = 0; k < b->n; k++)
-        if (cc[k].status == RCL_UNKNOWN)
-            return;
     if (b->readonly > 0)
         return;
-    int nodes = rcl_primaries(p->cl);
-    bool all = rcl_epoch(p->cl) != epoch0;
+    for (int k = 0; k < b->n; k++)
+        if (cc[k].status == RCL_UNKNOWN || (cc[k].status == RCL_OK && cc[k].served_epoch != epoch))
+            return;
     char ws[16], wt[16], err[256];
     snprintf(ws, sizeof(ws), "%d", b->wait_replicas);
     snprintf(wt, sizeof(wt), "%d", b->wait_timeout_ms);
     const char *argv[] = { "WAIT", ws, wt };
     int acked = INT_MAX; /* the fewest; one node that did not confirm spoils the batch (-1) */
-    for (int i = 0; i < nodes && acked >= 0; i++) {
-        bool holds = may_hold(p, b, cc, i, all);
-        if (!all && !holds)
+    for (int i = 0; i < rcl_primaries(p->cl) && acked >= 0; i++) {
+        bool holds = false;
+        for (int k = 0; k < b->n && !holds; k++)
+            holds = cc[k].status == RCL_OK && cc[k].served == i;
+        if (!holds)
             continue;
         struct rcl_cmd w = { .argc = 3, .argv = argv };
         (void)rcl_run_on(p->cl, i, &w, 1, err, sizeof(err));
         int n = w.status == RCL_OK ? wait_count(w.reply) : -1;
         freeReplyObject(w.reply);
-        if (n < 0 && !holds)
-            continue; /* not asked, and none of the batch's writes is there */
         acked = n < acked ? n : acked;
     }
     b->acked = acked == INT_MAX ? -1 : acked;
@@ -419,7 +399,7 @@ static int run_cluster(struct rp *p, struct rp_batch *b, int node, char *err, si
         cc[k].key = b->cmd[k].key, cc[k].keylen = b->cmd[k].keylen;
         cc[k].fmt = b->cmd[k].fmt, cc[k].fmtlen = b->cmd[k].fmtlen;
     }
-    unsigned long epoch0 = rcl_epoch(p->cl), trips = rcl_stats(p->cl)->refreshes;
+    unsigned long trips = rcl_stats(p->cl)->refreshes;
     int ret = node < 0 ? rcl_run(p->cl, cc, b->n, err, errlen) : rcl_run_on(p->cl, node, cc, b->n, err, errlen);
     static const enum rp_status st[] = { [RCL_OK] = RP_OK, [RCL_UNKNOWN] = RP_UNKNOWN, [RCL_NOT_SENT] = RP_NOT_SENT };
     for (int k = 0; k < b->n; k++) {
@@ -430,7 +410,7 @@ static int run_cluster(struct rp *p, struct rp_batch *b, int node, char *err, si
     p->stats.roundtrips++;
     p->stats.reconnects += rcl_stats(p->cl)->refreshes - trips;
     if (b->wait_replicas > 0)
-        cluster_wait(p, b, cc, epoch0);
+        cluster_wait(p, b, cc);
     free(cc);
     return ret;
 }
