@@ -90,18 +90,6 @@ int rfunc_need_attempt(void *arg, char *err, size_t errlen);
  * with err. Needs +function|load (the admin user). */
 int rfunc_load(redisContext *rc, enum rfunc_lib lib, int *was, char *err, size_t errlen);
 
-/* FCALL with nkeys keys followed by nargs arguments (binary-safe; argvlen
- * may be NULL for C strings). Returns the reply (caller frees), or NULL when
- * the connection failed (rc->errstr says why). A missing function is an
- * error reply: rfunc_is_missing(). */
-redisReply *rfunc_call(redisContext *rc, const struct rfunc *f, int nkeys, int nargs, const char **argv,
-                       const size_t *argvlen);
-
-/* Queue an FCALL in the output buffer, for pipelining: several calls then
- * as many redisGetReply(). 0 or -1 (out of memory). */
-int rfunc_append(redisContext *rc, const struct rfunc *f, int nkeys, int nargs, const char **argv,
-                 const size_t *argvlen);
-
 /* True if r is Redis's answer to an FCALL of a function it does not hold
  * (never loaded, flushed, or lost with the dataset). */
 int rfunc_is_missing(const redisReply *r);
