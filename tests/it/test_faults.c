@@ -32,7 +32,10 @@
 
 #include "pgconn.h"
 #include "rconn.h"
+#include "keys.h"
+#include "rpipe.h"
 #include "sentinel.h"
+#include "slot.h"
 
 enum {
     STOCK = 300,
@@ -60,7 +63,7 @@ enum {
     SETTLE_MS = 60000,
     MAX_CONS = 2,
     MAX_RUNS = 4,
-    NSCEN = 13,
+    NSCEN = 16,
 };
 
 /* One daemon: its configuration file, a log per run, its port (producer
@@ -88,6 +91,9 @@ struct scen {
     int nwaves;
     bool allow_404;
     bool ha;       /* on the HA stack: failback after the scenario */
+    bool cluster;  /* on the Redis Cluster (redis.cluster_nodes) */
+    int shard_port;   /* the Cluster primary that served the item when the fault came */
+    pid_t paused;     /* a Redis SIGSTOPped by the scenario: SIGCONT whatever happens */
     bool fix;      /* reconcile --fix before the checks (printing what it repaired) */
     bool passed;
     int64_t t0;
@@ -522,6 +528,10 @@ static int scen_teardown(void **state)
             harness_wait_exit(all[d]->pid, 10000);
             all[d]->pid = 0;
         }
+    if (s->paused > 0)
+        kill(s->paused, SIGCONT);
+    if (s->cluster && stack("up --cluster") != 0)
+        fprintf(stderr, "# %s: scripts/stack up --cluster failed after the scenario\n", s->title);
     if (s->ha && stack("failback") != 0)
         fprintf(stderr, "# %s: scripts/stack failback failed after the scenario\n", s->title);
     if (stack("up") != 0)
@@ -1134,6 +1144,276 @@ static void test_one_user_hammering(void **state)
     tot.survived++;
 }
 
+/* --- the sale on a Redis Cluster (issue #31) ------------------------------------------- */
+
+enum { CL_PORT0 = 16400 }; /* scripts/stack's rcluster-N listens on CL_PORT0 + N */
+
+/* The scenario's clients on the stack's Redis Cluster, as
+ * config/seckill-cluster.cfg sets them: its seeds, WAIT on the item's shard. */
+static void scen_cluster(struct scen *s, int min_replicas_ack)
+{
+    struct cfg cl;
+    char err[512], path[512];
+    snprintf(path, sizeof(path), "%s/config/seckill-cluster.cfg", harness_root());
+    if (cfg_load(path, &cl, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    struct cfg_list t = s->c.redis.cluster_nodes;
+    s->c.redis.cluster_nodes = cl.redis.cluster_nodes;
+    cl.redis.cluster_nodes = t;
+    s->c.redis.wait_timeout_ms = cl.redis.wait_timeout_ms;
+    s->c.redis.min_replicas_ack = min_replicas_ack;
+    cfg_free(&cl);
+    s->cluster = true;
+    stack_ok("up --cluster");
+}
+
+/* The port of the primary that serves the item's keys now (a fresh slot
+ * map), or -1; *other: the port of another primary. */
+static int item_port(struct scen *s, int *other)
+{
+    struct rp *p = NULL;
+    char err[256], key[KEYS_MAX], name[128];
+    int port = -1;
+    if (harness_rp_open(&s->c, &p, err, sizeof(err)) != 0)
+        return -1;
+    keys_item(key, sizeof(key), s->c.redis.key_prefix, s->item, KEYS_ITEM_STOCK);
+    int node = rp_node_of_key(p, key, strlen(key));
+    for (int i = 0; i < rp_nodes(p); i++) {
+        const char *colon = strrchr(rp_node_name(p, i, name, sizeof(name)), ':');
+        int at = colon ? atoi(colon + 1) : -1;
+        if (i == node)
+            port = at;
+        else if (other)
+            *other = at;
+    }
+    rp_close(p);
+    return port;
+}
+
+static bool item_moved(struct scen *s)
+{
+    int p = item_port(s, NULL);
+    return p > 0 && p != s->shard_port;
+}
+
+/* The killed primary comes back (systemd would restart it) as its
+ * successor's replica, the one WAIT needs. */
+static void cluster_node_back(struct scen *s)
+{
+    char args[64];
+    snprintf(args, sizeof(args), "start rcluster-%d", s->shard_port - CL_PORT0);
+    stack_bg(args);
+}
+
+static void cluster_node_resume(struct scen *s)
+{
+    if (s->paused > 0)
+        kill(s->paused, SIGCONT);
+    s->paused = 0;
+}
+
+/* A node of the Cluster as the stack's user. */
+static redisContext *cl_node(int port)
+{
+    static struct secret *pw;
+    redisContext *rc = NULL;
+    char err[256];
+    if (!pw && harness_stack_secret("redis-stack", &pw, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    if (rconn_open_node(&harness_conf, "127.0.0.1", port, "stack", pw, &rc, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    return rc;
+}
+
+/* 15. The item's shard primary SIGKILLed mid-sale, min_replicas_ack 1: the
+ * Cluster promotes its replica by itself, every client follows the slot
+ * map, and no 202 is lost. How long the shard gave no 202 is reported. */
+static void test_cluster_primary_killed(void **state)
+{
+    (void)state;
+    struct scen *s = &scen;
+    char fault[64];
+    int64_t moved_ms = 0;
+    scen_init(s, "Cluster: the item's shard primary SIGKILL, min_replicas_ack 1", "clkill");
+    s->fix = true;
+    scen_cluster(s, 1);
+    scen_start(s);
+    wave1(s);
+    s->shard_port = item_port(s, NULL);
+    assert_true(s->shard_port > CL_PORT0);
+    snprintf(fault, sizeof(fault), "kill rcluster-%d", s->shard_port - CL_PORT0);
+    int64_t t0 = util_mono_ms();
+    stack_bg(fault);
+    int64_t stall = watch_stall(s, t0, item_moved, cluster_node_back, &moved_ms);
+    printf("# %s: the slot moved from %d to %d %" PRId64 " ms after the kill; the shard gave no 202 for %" PRId64
+           " ms; refused meanwhile (WAIT short): %" PRId64 "\n",
+           s->title, s->shard_port, item_port(s, NULL), moved_ms, stall,
+           sale_metric(s->prod.mport, "seckill_producer_replica_ack_short_total"));
+    wave2(s);
+    scen_finish(s, 0);
+}
+
+/* 16. The item's shard primary SIGSTOPped past cluster-node-timeout: its
+ * replica takes over; then it wakes (SIGCONT), still believing it is the
+ * primary until the Cluster tells it otherwise. With min_replicas_ack 1 no
+ * write it accepts in that moment becomes a promise: its replica left, WAIT
+ * is short, the buyer hears "unknown"; and nothing promised is lost. */
+static void test_cluster_primary_paused(void **state)
+{
+    (void)state;
+    struct scen *s = &scen;
+    int64_t moved_ms = 0;
+    scen_init(s, "Cluster: the item's shard primary SIGSTOP past the node timeout", "clpause");
+    s->fix = true;
+    scen_cluster(s, 1);
+    scen_start(s);
+    wave1(s);
+    s->shard_port = item_port(s, NULL);
+    redisContext *rc = cl_node(s->shard_port);
+    s->paused = (pid_t)harness_int(rc, "EVAL %s 0", "return tonumber(string.match(redis.call('INFO','server'),"
+                                                   "'process_id:(%d+)'))");
+    redisFree(rc);
+    assert_true(s->paused > 1);
+    int64_t t0 = util_mono_ms();
+    assert_int_equal(kill(s->paused, SIGSTOP), 0);
+    int64_t stall = watch_stall(s, t0, item_moved, cluster_node_resume, &moved_ms);
+    printf("# %s: the replica took the slot %" PRId64 " ms after the pause; no 202 for %" PRId64
+           " ms; refused meanwhile (WAIT short): %" PRId64 "\n",
+           s->title, moved_ms, stall, sale_metric(s->prod.mport, "seckill_producer_replica_ack_short_total"));
+    wave2(s);
+    scen_finish(s, 0);
+}
+
+/* One of the node's INFO errorstats counters (errorstat_ASK ...): what the
+ * server itself answered, whichever client asked. */
+static long long errorstat(int port, const char *name)
+{
+    redisContext *rc = cl_node(port);
+    redisReply *r = harness_cmd(rc, "INFO errorstats");
+    char needle[64];
+    long long v = 0;
+    snprintf(needle, sizeof(needle), "errorstat_%s:count=", name);
+    const char *at = r->type == REDIS_REPLY_STRING ? strstr(r->str, needle) : NULL;
+    if (at)
+        v = strtoll(at + strlen(needle), NULL, 10);
+    freeReplyObject(r);
+    redisFree(rc);
+    return v;
+}
+
+static void setslot_on(int port, unsigned slot, const char *how, const char *id)
+{
+    redisContext *rc = cl_node(port);
+    redisReply *r = harness_cmd(rc, "CLUSTER SETSLOT %u %s %s", slot, how, id);
+    if (r->type == REDIS_REPLY_ERROR)
+        fail_msg("CLUSTER SETSLOT %u %s on %d: %s", slot, how, port, r->str);
+    freeReplyObject(r);
+    redisFree(rc);
+}
+
+static char *node_id(int port)
+{
+    redisContext *rc = cl_node(port);
+    redisReply *r = harness_cmd(rc, "CLUSTER MYID");
+    char *id = strdup(r->str);
+    freeReplyObject(r);
+    redisFree(rc);
+    return id;
+}
+
+/* n more 202s than now, within a deadline. */
+static void more_accepted(struct scen *s, long n, const char *phase)
+{
+    long want = sale_accepted(s->wave[0]) + n;
+    bool ok;
+    WAIT_UNTIL(sale_accepted(s->wave[0]) >= want, 30000, ok);
+    if (!ok)
+        fail_msg("%s: no %ld more 202s %s (%ld accepted)", s->title, n, phase, sale_accepted(s->wave[0]));
+}
+
+/* Every key of the slot from src to dst in one MIGRATE, as the stack user. */
+static void migrate_keys(int src, int dst, unsigned slot)
+{
+    static struct secret *pw;
+    char err[256], sport[16];
+    if (!pw && harness_stack_secret("redis-stack", &pw, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    redisContext *rc = cl_node(src);
+    redisReply *keys = harness_cmd(rc, "CLUSTER GETKEYSINSLOT %u 100", slot);
+    assert_int_equal(keys->type, REDIS_REPLY_ARRAY);
+    assert_true(keys->elements > 0);
+    const char **argv = calloc(keys->elements + 10, sizeof(*argv));
+    assert_non_null(argv);
+    snprintf(sport, sizeof(sport), "%d", dst);
+    int argc = 0;
+    const char *head[] = { "MIGRATE", "127.0.0.1", sport, "", "0", "5000", "AUTH2", "stack", secret_str(pw), "KEYS" };
+    for (size_t i = 0; i < sizeof(head) / sizeof(head[0]); i++)
+        argv[argc++] = head[i];
+    for (size_t i = 0; i < keys->elements; i++)
+        argv[argc++] = keys->element[i]->str;
+    redisReply *r = redisCommandArgv(rc, argc, argv, NULL);
+    if (!r || r->type == REDIS_REPLY_ERROR)
+        fail_msg("MIGRATE of slot %u to %d: %s", slot, dst, r ? r->str : rc->errstr);
+    freeReplyObject(r);
+    free(argv);
+    freeReplyObject(keys);
+    redisFree(rc);
+}
+
+/* 17. The hot item's slot migrated to another primary mid-sale, as
+ * `redis-cli --cluster reshard` does it: MIGRATING/IMPORTING, its keys
+ * MIGRATEd, then SETSLOT NODE everywhere. Meanwhile the source answers ASK
+ * (its keys are gone) and the target, asked with ASKING, runs a call whose
+ * keys have all arrived, or answers TRYAGAIN (Redis refuses a multi-key
+ * command while some of its keys are missing on a migrating slot: the
+ * client backs off and sends it again); after SETSLOT NODE the source
+ * answers MOVED and the map follows. The nodes' own errorstats prove the ASK
+ * and MOVED paths ran under the load; nothing is lost or oversold. */
+static void test_cluster_slot_migrated(void **state)
+{
+    (void)state;
+    struct scen *s = &scen;
+    char key[KEYS_MAX];
+    bool ok;
+    int dst = -1;
+    scen_init(s, "Cluster: the item's slot migrated to another primary mid-sale", "clmig");
+    scen_cluster(s, 1);
+    scen_start(s);
+    wave1(s);
+    s->shard_port = item_port(s, &dst);
+    assert_true(s->shard_port > CL_PORT0 && dst > CL_PORT0);
+    keys_item(key, sizeof(key), s->c.redis.key_prefix, s->item, KEYS_ITEM_STOCK);
+    unsigned slot = slot_of(key, strlen(key));
+    char *sid = node_id(s->shard_port), *did = node_id(dst);
+    long long ask0 = errorstat(s->shard_port, "ASK"), moved0 = errorstat(s->shard_port, "MOVED");
+    long long retry0 = errorstat(dst, "TRYAGAIN") + errorstat(s->shard_port, "TRYAGAIN");
+    setslot_on(dst, slot, "IMPORTING", sid);
+    setslot_on(s->shard_port, slot, "MIGRATING", did);
+    migrate_keys(s->shard_port, dst, slot);
+    WAIT_UNTIL(errorstat(s->shard_port, "ASK") > ask0, 10000, ok);
+    if (!ok)
+        fail_msg("%s: the source never answered ASK while its slot's keys were on %d", s->title, dst);
+    setslot_on(dst, slot, "NODE", did);
+    setslot_on(s->shard_port, slot, "NODE", did);
+    for (int n = 1; n <= 6; n++) /* the other primaries learn it too (a replica refuses: ignored) */
+        if (CL_PORT0 + n != dst && CL_PORT0 + n != s->shard_port) {
+            redisContext *rc = cl_node(CL_PORT0 + n);
+            freeReplyObject(harness_cmd(rc, "CLUSTER SETSLOT %u NODE %s", slot, did));
+            redisFree(rc);
+        }
+    more_accepted(s, 10, "after the slot moved");
+    long long ask = errorstat(s->shard_port, "ASK") - ask0, moved = errorstat(s->shard_port, "MOVED") - moved0;
+    long long retry = errorstat(dst, "TRYAGAIN") + errorstat(s->shard_port, "TRYAGAIN") - retry0;
+    printf("# %s: slot %u from %d to %d; the source answered ASK %lld times and MOVED %lld times, "
+           "the two nodes TRYAGAIN %lld times\n",
+           s->title, slot, s->shard_port, dst, ask, moved, retry);
+    assert_true(moved > 0);
+    assert_int_equal(item_port(s, NULL), dst);
+    free(sid), free(did);
+    wave2(s);
+    scen_finish(s, 0);
+}
+
 static int setup(void **state) { return harness_setup(state); }
 
 static int teardown(void **state)
@@ -1142,7 +1422,9 @@ static int teardown(void **state)
            tot.survived, NSCEN, tot.accepted, tot.orders, tot.oversold, tot.lost, tot.duplicates);
     printf("# ambiguous answers (503 or lost): %ld, of which became orders: %ld\n", tot.ambiguous,
            tot.from_ambiguous);
-    /* The plain stack for whatever runs next (no synchronous standby). */
+    /* The plain stack for whatever runs next (no synchronous standby, no Cluster). */
+    if (stack("down --cluster") != 0)
+        fprintf(stderr, "# scripts/stack down --cluster failed\n");
     if (stack("down --ha") != 0)
         fprintf(stderr, "# scripts/stack down --ha failed\n");
     return harness_teardown(state);
@@ -1164,6 +1446,9 @@ int main(void)
         cmocka_unit_test_teardown(test_ha_postgres_failover, scen_teardown),
         cmocka_unit_test_teardown(test_ha_sentinel_killed, scen_teardown),
         cmocka_unit_test(test_ha_readonly_reply),
+        cmocka_unit_test_teardown(test_cluster_primary_killed, scen_teardown),
+        cmocka_unit_test_teardown(test_cluster_primary_paused, scen_teardown),
+        cmocka_unit_test_teardown(test_cluster_slot_migrated, scen_teardown),
         cmocka_unit_test(test_one_user_hammering),
     };
     /* Our comments and the daemons' logs (stderr) in the order they happened. */
