@@ -277,7 +277,7 @@ redis_start() {
         say "$name: starting as a replica of 127.0.0.1:$UPSTREAM ($UPSTREAM_WHY)"
     fi
     # In the foreground under setsid, so that the pid is ours from the start.
-    setsid nohup redis-server "$dir/redis.conf" >/dev/null 2>&1 </dev/null &
+    ( in_host "$name" setsid nohup redis-server "$dir/redis.conf" ) >/dev/null 2>&1 </dev/null &
     echo $! >"$pidfile"
     wait_for "$name" "$dir/redis.log" "$pidfile" redis_ping_on "$port"
     if [ -n "$UPSTREAM" ]; then
