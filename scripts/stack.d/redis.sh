@@ -170,7 +170,7 @@ redis_acl_rules() {
         admin)
             # seckillctl: every key of its prefixes, and it loads the
             # functions (seckillctl functions load).
-            printf ' %s' '+function|load +get +set +del +exists +mget +pttl +pexpire +time +hget +hmget +hset' \
+            printf ' %s' '+function|load +get +set +del +exists +mget +pttl +pexpire +time +wait +hget +hmget +hset' \
                 '+hdel +hexists +hlen +hgetall +sadd +scard +smembers +zadd +zrem +zcard +zrange +zrangebyscore +info'
             for p in "$@"; do printf ' %s' "~$p:*"; done ;;
     esac
