@@ -19,8 +19,10 @@ trap 'rm -rf "$T"' EXIT
 # shellcheck source=../tap.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../tap.sh"
 
-# The seeds that found a bug while the nemesis was built run here too
-# (docs/testing.md, "What the nemesis found").
+# Seed 32 draws every kind of fault in 60 s. The seed that found a bug while
+# the nemesis was built, 1107403330, needs 300 s, too long for make test: its
+# regression test is tests/cli/test_sweep_wait.sh (docs/testing.md, "What the
+# nemesis found"); make nemesis SEED=1107403330 SECONDS=300 runs it again.
 SEED=32
 
 echo "1..6"
