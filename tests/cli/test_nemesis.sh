@@ -5,7 +5,7 @@
 # preload libfaketime, which ASan refuses to follow). Checks that the run
 # completed with nothing broken, the summary line, build/nemesis.json, and
 # that nothing it made is left: no namespace, no rule file, no engine.
-# Speaks TAP. Needs root. About 6 minutes here, most of it the HA stack's start
+# Speaks TAP. Needs root. About 4 to 6 minutes here, most of it the HA stack's start
 # in the hosts. (BUILD_DIR is unused.)
 set -u
 
