@@ -4,6 +4,8 @@
 #   make test       bring the local stack up, build (also with ASan+UBSan), run every test
 #   make demo       the main job end to end
 #   make bench      throughput next to the hardware's limits (build/bench.json)
+#   make nemesis    SEED=N SECONDS=S: partitions, pauses, clocks, kills while buyers buy, then a
+#                   check of every promise (build/nemesis.json; scripts/nemesis, docs/testing.md)
 #   make tsan       ThreadSanitizer build (build/tsan), threaded integration tests under it (mk/tsan.mk)
 #   make install    PREFIX=/usr/local DESTDIR= (binaries, config, SQL, systemd units)
 #   make deb        Debian package build/seckill_<version>_<arch>.deb, checked by lintian (mk/deb.mk)
@@ -72,7 +74,7 @@ TEST_SRC  := $(wildcard tests/unit/*.c tests/it/*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 TEST_HELPER_OBJ := $(BUILD)/obj/tests/harness.o $(BUILD)/obj/tests/sale.o
 
-.PHONY: all test tests demo bench install clean stack-up stack-down stack-status
+.PHONY: all test tests demo bench nemesis install clean stack-up stack-down stack-status
 # Keep the objects of pattern-built test programs (not intermediates to delete).
 .PRECIOUS: $(BUILD)/obj/%.o
 all: $(BINS)
@@ -147,6 +149,22 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 test-scale:
 	$(MAKE) --no-print-directory all tests
 	CMOCKA_MESSAGE_OUTPUT=TAP $(BUILD)/tests/it/test_scaleout
+
+# The nemesis (issue #32), as root: the HA stack in network namespaces, a
+# schedule of faults drawn from SEED (random when empty) for SECONDS, the
+# checker; exit 0 only when nothing was broken. (`scripts/stack up` first:
+# the packages and the Kafka jars the hosts' stack shares.)
+SEED    ?=
+SECONDS ?= 300
+nemesis:
+	scripts/stack up
+	$(MAKE) --no-print-directory all $(BUILD)/nemesis/cndskew.so
+	scripts/nemesis $(if $(SEED),--seed $(SEED)) --seconds $(SECONDS)
+
+# Preloaded with libfaketime by the nemesis' clock faults (the file says why).
+$(BUILD)/nemesis/cndskew.so: tests/nemesis/cndskew.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -shared -fPIC -o $@ $< -ldl
 
 # Units name the installed paths, so they are filled in at install time.
 UNIT_SED := sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g'

@@ -4,7 +4,9 @@
  * script and the delivery report, or the report was ambiguous. After an age
  * the sweeper claims it (seckill_restore then refuses to give its unit back) and
  * publishes it again. Publishing twice is safe: the consumer's insert is
- * idempotent on order_id. Runs inside the producer and as `seckillctl sweep`. */
+ * idempotent on order_id. With redis.min_replicas_ack, only what that many
+ * replicas hold is published (WAIT after the claim), as the producer's own
+ * 202. Runs inside the producer and as `seckillctl sweep`. */
 #ifndef SECKILL_SWEEP_H
 #define SECKILL_SWEEP_H
 

@@ -29,6 +29,19 @@ install_packages() {
 
 # --- helpers ----------------------------------------------------------------
 
+# in_host SERVICE PROGRAM ARGS...: exec PROGRAM (not a shell function) in
+# place of this shell; inside SERVICE's host when $SECKILL_STACK_HOSTS names
+# one ("SERVICE=HOST ...", hosts of scripts/hosts: the nemesis, issue #32),
+# else right here. The engine still binds and dials 127.0.0.1: scripts/hosts
+# publish carries each port to its host. Call it in a subshell,
+# ( in_host redis setsid nohup redis-server ... ) &, so $! is the engine's pid.
+in_host() {
+    local svc=$1 kv h=; shift
+    for kv in ${SECKILL_STACK_HOSTS:-}; do [ "${kv%%=*}" = "$svc" ] && h=${kv#*=}; done
+    [ -n "$h" ] || exec "$@"
+    exec "$ROOT/scripts/hosts" exec "$h" "$@"
+}
+
 # wait_for DESCRIPTION LOGFILE PIDFILE CMD...: run CMD until it succeeds or the
 # deadline passes; fail early (with the log) if the process died meanwhile.
 # With a PIDFILE, success also needs that process alive: a service on the same

@@ -81,7 +81,7 @@ EOF
         kafka_scram_format "$dir" "$id"
         say "kafka3-$n storage formatted (cluster $id)"
     fi
-    kafka_launch "$dir" "$KAFKA3_HEAP"
+    kafka_launch "$dir" "$KAFKA3_HEAP" "kafka3-$1"
     say "kafka3-$n starting (pid $(pid_of "$dir/kafka.pid"))"
 }
 

@@ -52,7 +52,7 @@ kafka_new_id() {
     echo "$id"
 }
 
-# kafka_launch DIR HEAP: start the broker of DIR/server.properties, pid in
+# kafka_launch DIR HEAP SERVICE: start the broker of DIR/server.properties, pid in
 # DIR/kafka.pid. setsid: the broker must outlive this shell and its job control.
 # Every stop of the JVM (GC pauses and other safepoints) is logged to
 # DIR/gc.log with wall-clock times, as Kafka's own launcher does (two files of
@@ -66,10 +66,10 @@ kafka_new_id() {
 # 1,000 orders, 0.3 ms with the heap fixed). MaxGCPauseMillis=20: Kafka's own
 # launcher's goal (G1's default is 200 ms).
 kafka_launch() {
-    setsid nohup java -Xms"$2" -Xmx"$2" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
+    ( in_host "$3" setsid nohup java -Xms"$2" -Xmx"$2" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
         -Xlog:gc,safepoint:file="$1/gc.log":time,uptime:filecount=2,filesize=20m \
         -Dlog4j.configuration="file:$1/log4j.properties" \
-        -cp "$KAFKA_DIR/libs/*" kafka.Kafka "$1/server.properties" \
+        -cp "$KAFKA_DIR/libs/*" kafka.Kafka "$1/server.properties" ) \
         >"$1/stdout.log" 2>&1 </dev/null &
     echo $! >"$1/kafka.pid"
 }
@@ -120,7 +120,7 @@ kafka_up() {
             # (plaintext, from plain.properties: server.properties is not read)
             kafka_scram_upgrade
         fi
-        kafka_launch "$KAFKA_DIR" "$KAFKA_HEAP"
+        kafka_launch "$KAFKA_DIR" "$KAFKA_HEAP" kafka
     fi
     wait_for "kafka" "$KAFKA_DIR/kafka.log" "$KAFKA_DIR/kafka.pid" kafka_meta
     kafka_acls

@@ -20,6 +20,11 @@ PG_LINK=$STATE/pg
 pg_user() { if [ "$(id -u)" -eq 0 ]; then echo postgres; else id -un; fi; }
 # (from /, so tools run as postgres do not complain about a private cwd)
 as_pg()   { if [ "$(id -u)" -eq 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi; }
+# as_pg_in SERVICE CMD...: as_pg, inside SERVICE's host (in_host): what starts a server
+as_pg_in() {
+    local svc=$1; shift
+    if [ "$(id -u)" -eq 0 ]; then (cd / && in_host "$svc" runuser -u postgres -- "$@"); else (in_host "$svc" "$@"); fi
+}
 pg_bin()  { local v; v=$(ls /usr/lib/postgresql | sort -n | tail -n 1); echo "/usr/lib/postgresql/$v/bin/$1"; }
 
 # Prints the real folder (never the link: postgres cannot walk through a
@@ -32,7 +37,9 @@ pg_home() {
         if ! runuser -u postgres -- test -w "$PG_LINK"; then
             rmdir "$PG_LINK"
             local alt
-            alt=/var/tmp/seckill-pg-$(printf '%s' "$ROOT" | sha1sum | cut -c1-12)
+            # (a stack in a state folder of its own, SECKILL_STACK_DIR, gets a
+            # folder of its own too: the nemesis' beside the checkout's)
+            alt=/var/tmp/seckill-pg-$(printf '%s' "$ROOT${SECKILL_STACK_DIR:+:$STATE}" | sha1sum | cut -c1-12)
             mkdir -p "$alt" && chown postgres: "$alt" && chmod 700 "$alt"
             ln -s "$alt" "$PG_LINK"
         fi
@@ -95,7 +102,7 @@ pg_opts_standby() {
 # pg_start DATA LOG OPTIONS NAME
 pg_start() {
     pg_write_hba "$1"
-    as_pg "$(pg_bin pg_ctl)" -D "$1" -l "$2" -w -t "$DEADLINE_S" -o "$3" start >/dev/null \
+    as_pg_in "$4" "$(pg_bin pg_ctl)" -D "$1" -l "$2" -w -t "$DEADLINE_S" -o "$3" start >/dev/null \
         || fail_with_log "$4 failed to start" "$2"
 }
 # pg_stop DATA MODE NAME: fast (a clean shutdown) or immediate (a crash)
@@ -304,7 +311,7 @@ pg_start_primary() {
     done
     if [ "$(pg_q $PG_PORT 'SHOW wal_log_hints')" != on ] || [ "$(pg_q $PG_PORT 'SHOW ssl')" != on ]; then
         say "postgres runs without wal_log_hints=on (pg_rewind needs it for a failback) or TLS: restarting it"
-        as_pg "$(pg_bin pg_ctl)" -D "$data" -l "$home/postgres.log" -w -t "$DEADLINE_S" -m fast -o "$opts" \
+        as_pg_in postgres "$(pg_bin pg_ctl)" -D "$data" -l "$home/postgres.log" -w -t "$DEADLINE_S" -m fast -o "$opts" \
             restart >/dev/null || fail_with_log "postgres failed to restart" "$home/postgres.log"
         wait_for "postgres" "$home/postgres.log" "$data/postmaster.pid" pg_ready
     fi

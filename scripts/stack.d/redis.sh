@@ -170,7 +170,7 @@ redis_acl_rules() {
         admin)
             # seckillctl: every key of its prefixes, and it loads the
             # functions (seckillctl functions load).
-            printf ' %s' '+function|load +get +set +del +exists +mget +pttl +pexpire +time +hget +hmget +hset' \
+            printf ' %s' '+function|load +get +set +del +exists +mget +pttl +pexpire +time +wait +hget +hmget +hset' \
                 '+hdel +hexists +hlen +hgetall +sadd +scard +smembers +zadd +zrem +zcard +zrange +zrangebyscore +info'
             for p in "$@"; do printf ' %s' "~$p:*"; done ;;
     esac
@@ -277,7 +277,7 @@ redis_start() {
         say "$name: starting as a replica of 127.0.0.1:$UPSTREAM ($UPSTREAM_WHY)"
     fi
     # In the foreground under setsid, so that the pid is ours from the start.
-    setsid nohup redis-server "$dir/redis.conf" >/dev/null 2>&1 </dev/null &
+    ( in_host "$name" setsid nohup redis-server "$dir/redis.conf" ) >/dev/null 2>&1 </dev/null &
     echo $! >"$pidfile"
     wait_for "$name" "$dir/redis.log" "$pidfile" redis_ping_on "$port"
     if [ -n "$UPSTREAM" ]; then

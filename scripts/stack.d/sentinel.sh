@@ -143,7 +143,7 @@ EOC
     sed -i '/^sentinel auth-user /d; /^sentinel auth-pass /d' "$conf"
     printf 'sentinel auth-user %s sentinel\nsentinel auth-pass %s %s\n' "$SENTINEL_MASTER" "$SENTINEL_MASTER" \
         "$(redis_password sentinel)" >>"$conf"
-    setsid nohup redis-sentinel "$conf" >/dev/null 2>&1 </dev/null &
+    ( in_host "sentinel-$n" setsid nohup redis-sentinel "$conf" ) >/dev/null 2>&1 </dev/null &
     echo $! >"$dir/sentinel.pid"
 }
 sentinel_wait() {

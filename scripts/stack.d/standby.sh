@@ -98,7 +98,7 @@ pg_standby_up() {
     as_pg "$(pg_bin pg_ctl)" -D "$sb" reload >/dev/null
     if [ "$(pg_q $PG_STANDBY_PORT 'SHOW ssl')" != on ]; then
         say "pg-standby runs without TLS: restarting it"
-        as_pg "$(pg_bin pg_ctl)" -D "$sb" -l "$home/standby.log" -w -t "$DEADLINE_S" -m fast \
+        as_pg_in pg-standby "$(pg_bin pg_ctl)" -D "$sb" -l "$home/standby.log" -w -t "$DEADLINE_S" -m fast \
             -o "$(pg_opts_standby "$home")" restart >/dev/null || fail_with_log "pg-standby failed to restart" "$home/standby.log"
         wait_for "pg-standby" "$home/standby.log" "$sb/postmaster.pid" pg_ready_on $PG_STANDBY_PORT
     fi
@@ -157,7 +157,7 @@ pg_failback() {
         psql_su -d postgres -c 'ALTER SYSTEM RESET primary_conninfo' >/dev/null
         # the home options again (no standby is attached yet: cheap), the new
         # timeline into pg_control
-        as_pg "$(pg_bin pg_ctl)" -D "$data" -l "$home/postgres.log" -w -t "$DEADLINE_S" -m fast \
+        as_pg_in postgres "$(pg_bin pg_ctl)" -D "$data" -l "$home/postgres.log" -w -t "$DEADLINE_S" -m fast \
             -o "$(pg_opts_primary "$home")" restart >/dev/null || fail_with_log "postgres failed to restart" "$home/postgres.log"
         wait_for "postgres" "$home/postgres.log" "$data/postmaster.pid" pg_ready
         psql_on $PG_PORT -d postgres -c CHECKPOINT

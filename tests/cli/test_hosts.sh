@@ -5,6 +5,8 @@
 # both ways and one way, random loss, heal, and down leaving nothing behind.
 # Reachability is a TCP connect with a one-second timeout to a listener on
 # the other host (a SYN that vanishes times out; one that arrives connects).
+# publish: a port of one host's loopback answers on 127.0.0.1 of another, its
+# peer seen as 127.0.0.1, and a cut still cuts it.
 # Speaks TAP. Needs root. (BUILD_DIR is unused.)
 set -u
 
@@ -12,6 +14,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT" || exit 1
 T=$(mktemp -d)
 export SECKILL_HOSTS_STATE=$T/hosts
+# (a run beside another one on the machine sets its own)
+PFX=${SECKILL_HOSTS_PREFIX:-sknem}
+NET=${SECKILL_HOSTS_SUBNET:-10.231.0}
 H=scripts/hosts
 pids=()
 
@@ -42,9 +47,19 @@ reaches() { $H exec "$1" python3 -c "$CONNECT" "$($H addr "$2")" 2>/dev/null; }
 # state A B: "yes" or "no"
 state() { if reaches "$1" "$2"; then echo yes; else echo no; fi; }
 # dropped A B: packets from A that B's rule dropped so far
-dropped() { $H exec "$2" nft list chain inet sknem "from_$1" 2>/dev/null | sed -n 's/.*counter packets \([0-9]*\).*/\1/p'; }
+dropped() { $H exec "$2" nft list chain inet "$PFX" "from_$1" 2>/dev/null | sed -n 's/.*counter packets \([0-9]*\).*/\1/p'; }
 
-echo "1..10"
+# A listener on 127.0.0.1:7002 that answers each connection with its peer's address
+PEER='import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 7002)); s.listen(64)
+while True:
+    c, a = s.accept(); c.sendall(a[0].encode()); c.close()'
+ASK='import socket
+c = socket.create_connection(("127.0.0.1", 7002), timeout=1); print(c.recv(64).decode())'
+asks() { $H exec "$1" python3 -c "$ASK" 2>/dev/null || echo none; }
+
+echo "1..13"
 
 run $H up a b c
 if [ $rc -ne 0 ]; then fail "scripts/hosts up a b c" "$(run_diag $H up a b c)"; echo "Bail out! no hosts"; exit 1; fi
@@ -52,8 +67,8 @@ for h in a b c; do
     $H exec "$h" python3 -c "$LISTEN" "$($H addr "$h")" & pids+=($!)
 done
 is "three hosts, each with an address of the test subnet" "$($H list | awk '{ print $2 }' | tr '\n' ' ')" \
-    "10.231.0.11 10.231.0.12 10.231.0.13 "
-is "the subnet exists only inside the hosts" "$(ip -4 addr show | grep -c '10\.231\.')" 0
+    "$NET.11 $NET.12 $NET.13 "
+is "the subnet exists only inside the hosts" "$(ip -4 addr show | grep -cF " $NET.")" 0
 
 if until_ok 10 reaches a b && until_ok 10 reaches b c; then pass "a reaches b, b reaches c"
 else fail "a reaches b, b reaches c" "a->b $(state a b), b->c $(state b c)"; fi
@@ -89,9 +104,23 @@ run $H up Bad
 is "bad input refused: loss 0, an unknown host, a bad name" "$bad $rc" "1 1 1 1"
 
 $H heal
+
+# publish: c's loopback port 7002 answers on 127.0.0.1 of a (and b), and c
+# sees the peer as 127.0.0.1, as on one machine.
+$H exec c python3 -c "$PEER" & pids+=($!)
+run $H publish c 7002
+if [ $rc -eq 0 ] && until_ok 10 bash -c "[ \"\$($H exec a python3 -c '$ASK' 2>/dev/null)\" = 127.0.0.1 ]"; then
+    pass "publish c 7002: a reaches c's 127.0.0.1:7002 at its own 127.0.0.1:7002, seen from 127.0.0.1"
+else fail "publish c 7002: a reaches c's 127.0.0.1:7002" "$(run_diag $H publish c 7002)" "a asks: $(asks a)"; fi
+$H cut a c
+is "publish: cut a c cuts it too (b still reaches it)" "$(asks a) $(asks b)" "none 127.0.0.1"
+$H heal
+run $H publish b 7002
+is "publish: one port, one host (b cannot take c's 7002)" "$rc $(grep -c 'published by another host' "$T/err")" "1 1"
+
 for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
 pids=()
 $H down
-is "down: no namespace of ours is left" "$(ip netns list | grep -c '^sknem-')" 0
+is "down: no namespace of ours is left" "$(ip netns list | grep -c "^$PFX-")" 0
 
 [ "$failed" -eq 0 ]

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# tests/cli/test_nemesis.sh BUILD_DIR: the nemesis (issue #32) on a short
+# fixed schedule: seed 32, 60 s, every kind of fault at least once, against
+# the release build (build/, which make test builds too: the clock faults
+# preload libfaketime, which ASan refuses to follow). Checks that the run
+# completed with nothing broken, the summary line, build/nemesis.json, and
+# that nothing it made is left: no namespace, no rule file, no engine.
+# Speaks TAP. Needs root. About 4 to 6 minutes here, most of it the HA stack's start
+# in the hosts. (BUILD_DIR is unused.)
+set -u
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT" || exit 1
+T=$(mktemp -d)
+export SECKILL_HOSTS_STATE=$T/hosts
+PFX=${SECKILL_HOSTS_PREFIX:-sknemesis}
+trap 'rm -rf "$T"' EXIT
+
+# shellcheck source=../tap.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../tap.sh"
+
+# Seed 32 draws every kind of fault in 60 s. The seed that found a bug while
+# the nemesis was built, 1107403330, needs 300 s, too long for make test: its
+# regression test is tests/cli/test_sweep_wait.sh (docs/testing.md, "What the
+# nemesis found"); make nemesis SEED=1107403330 SECONDS=300 runs it again.
+SEED=32
+
+echo "1..6"
+
+scripts/nemesis --seed $SEED --seconds 60 --build build --json "$T/nemesis.json" >"$T/out" 2>&1
+rc=$?
+if [ $rc -eq 0 ]; then pass "seed $SEED, 60 s: exit 0, nothing broken"
+else fail "seed $SEED, 60 s: exit 0, nothing broken (exit $rc)" "$(tail -n 40 "$T/out")"; fi
+
+line=$(tail -n 1 "$T/out")
+re='^nemesis: seed [0-9]+, [0-9]+ faults \(partitions [0-9]+, netem [0-9]+, pauses [0-9]+, clocks [0-9]+, kills [0-9]+\), accepted [0-9]+, persisted [0-9]+, lost 0, duplicated 0, oversold 0, unexpected 0, info [0-9]+, recovered [0-9]+, reconcile clean$'
+if [[ $line =~ $re ]]; then pass "the summary line: $line"
+else fail "the summary line" "got: $line"; fi
+
+kinds=$(python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+print(" ".join(k for k, v in sorted(r["faults"].items()) if v >= 1), r["accepted"] > 0 and r["persisted"] >= r["accepted"])' \
+    "$T/nemesis.json" 2>&1)
+is "every kind of fault ran, and buyers were accepted and persisted" "$kinds" "clocks kills netem partitions pauses True"
+
+is "the schedule was printed as it went (a line per fault, a heal after each)" \
+    "$([ "$(grep -c '] heal (' "$T/out")" -ge 5 ] && grep -q '] partition ' "$T/out" && echo printed)" printed
+
+is "no namespace of the run is left" "$(ip netns list | grep -c "^$PFX-")" 0
+# (PostgreSQL and Kafka name their folder in their command line)
+is "no state or engine of the run is left (hosts' files, the stack's folder and processes)" \
+    "$(ls "$SECKILL_HOSTS_STATE" "$SECKILL_HOSTS_STATE.ports" .stack/nemesis 2>/dev/null | wc -l) $(pgrep -fc -- "$ROOT/.stack/nemesis/")" "0 0"
+
+[ "$failed" -eq 0 ]
