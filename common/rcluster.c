@@ -255,20 +255,22 @@ static void take_reply(struct rcl *cl, struct rcl_cmd *c, redisReply *r, bool fo
     }
 }
 
-/* One round trip to node i: every pending command for it, pipelined, and
- * their replies read back in order. A lost reply loses the ones after it. */
-static void node_round(struct rcl *cl, int i, struct rcl_cmd *cmds, int n, bool follow, bool *backoff, char *err,
-                       size_t errlen)
+/* The first half of a round trip to node i: every pending command for it,
+ * pipelined and written out. The number sent (0: none for it, or it could
+ * not be reached: those stay pending). Every node is written to before any
+ * is read from, so a batch over three shards costs one round trip's wait,
+ * not three in a row. A write that fails leaves the context in error: the
+ * read then finds every reply of the node lost (they may have gone out). */
+static int node_send(struct rcl *cl, int i, struct rcl_cmd *cmds, int n, char *err, size_t errlen)
 {
-    int k0 = 0;
+    int k0 = 0, sent = 0, done = 0;
     while (k0 < n && cmds[k0].node != i)
         k0++;
     if (k0 == n)
-        return; /* nothing for this node: no connection opened for nothing */
+        return 0; /* nothing for this node: no connection opened for nothing */
     redisContext *rc = conn_of(cl, i, err, errlen);
     if (rc == NULL)
-        return; /* pending, NOT_SENT unless a later round reaches a node */
-    int sent = 0;
+        return 0;
     for (int k = k0; k < n; k++) {
         struct rcl_cmd *c = &cmds[k];
         if (c->node != i)
@@ -279,14 +281,28 @@ static void node_round(struct rcl *cl, int i, struct rcl_cmd *cmds, int n, bool 
             redisAppendFormattedCommand(rc, c->fmt, c->fmtlen);
         else
             redisAppendCommandArgv(rc, c->argc, c->argv, c->argvlen);
-        c->served = i, c->served_epoch = cl->epoch;
+        c->served = i, c->served_epoch = cl->epoch, c->inflight = 1;
         sent++;
     }
+    while (!done && redisBufferWrite(rc, &done) == REDIS_OK)
+        ;
+    return sent;
+}
+
+/* The second half: the replies of the commands sent to node i in this
+ * round, read back in order (by inflight and served, not by node: a
+ * command another node redirected here meanwhile was not sent here yet). A
+ * lost reply loses the ones after it. */
+static void node_read(struct rcl *cl, int i, int sent, struct rcl_cmd *cmds, int n, bool follow, bool *backoff,
+                      char *err, size_t errlen)
+{
+    redisContext *rc = cl->conn[i];
     bool lost = false;
-    for (int k = k0; k < n && sent > 0; k++) {
+    for (int k = 0; k < n && sent > 0; k++) {
         struct rcl_cmd *c = &cmds[k];
-        if (c->node != i)
+        if (!c->inflight || c->served != i)
             continue;
+        c->inflight = 0;
         sent--;
         redisReply *r = NULL;
         if (!lost && c->asking && redisGetReply(rc, (void **)&r) == REDIS_OK)
@@ -351,12 +367,17 @@ static int run(struct rcl *cl, struct rcl_cmd *cmds, int n, int fixed, char *err
         (void)rcl_refresh(cl, err, errlen); /* (a failed one keeps the old map: it may still do) */
     for (int k = 0; k < n; k++) {
         cmds[k].status = RCL_NOT_SENT, cmds[k].reply = NULL, cmds[k].asking = 0, cmds[k].served = -1;
+        cmds[k].inflight = 0;
         cmds[k].node = follow ? route(cl, &cmds[k]) : fixed;
     }
     for (int round = 0; round < RCL_ROUNDS && any_pending(cmds, n); round++) {
         bool backoff = false;
-        for (int i = 0; i < cl->map.nnodes; i++)
-            node_round(cl, i, cmds, n, follow, &backoff, err, errlen);
+        int sent[SLOT_MAX_NODES], nodes = cl->map.nnodes; /* (a MOVED may add a node while reading) */
+        for (int i = 0; i < nodes; i++)
+            sent[i] = node_send(cl, i, cmds, n, err, errlen);
+        for (int i = 0; i < nodes; i++)
+            if (sent[i] > 0)
+                node_read(cl, i, sent[i], cmds, n, follow, &backoff, err, errlen);
         if (!follow || !any_pending(cmds, n))
             break;
         for (int k = 0; k < n; k++)

@@ -67,6 +67,7 @@ struct rcl_cmd {
     /* private */
     int node;
     int asking;
+    int inflight; /* sent in this round, its reply not read yet */
 };
 
 /* What the routing did, for metrics and tests. */
