@@ -35,6 +35,7 @@ struct settle {
     struct rp_batch batch;
     struct rfunc fn;      /* seckill_settle */
     struct log_repeat say_missing; /* the function missing, once while it lasts */
+    struct log_repeat say_short;   /* the replicas short of min_replicas_ack, once while it lasts */
     struct resv *unclear; /* the backlog, oldest first */
     size_t nunclear, capunclear;
     bool logged;          /* the backlog's warning was logged */
@@ -135,11 +136,24 @@ static int clear_add(struct settle *s)
 /* Keep in the backlog only the orders of the items whose call did not
  * answer: no reply, or an error reply (LOADING while Redis reads its AOF
  * back, a function missing). On a Cluster one shard down leaves only its
- * items behind. */
+ * items behind. With redis.min_replicas_ack, a batch whose clears fewer
+ * replicas hold than that stays whole (WAIT gives the fewest over the
+ * shards written): a failover now would bring the cleared reservations
+ * back, persisted orders left "queued" in Redis for good (seen in the
+ * Cluster's pause scenario and by the nemesis, issue #32); settle is safe
+ * to run again. */
 static void clear_keep_failed(struct settle *s)
 {
     size_t kept = 0;
     int c = 0;
+    int want = CFG_GET(s->cfg->redis.min_replicas_ack);
+    if (want > 0 && s->batch.acked < want) {
+        log_repeat(&s->say_short, LOG_LVL_WARNING, "settle: replicas short",
+                   "worker %d: redis: fewer than %d replicas hold the cleared reservations; they are cleared "
+                   "again later (logged once while it lasts)", s->id, want);
+        return;
+    }
+    log_repeat_end(&s->say_short, "the replicas hold the clears");
     for (size_t i = 0, j; i < s->nunclear; i = j, c++) {
         j = item_end(s, i);
         const redisReply *r = rp_reply(&s->batch, c);
@@ -161,6 +175,8 @@ static int clear_try(struct settle *s)
     rp_batch_reset(&s->batch);
     if (clear_add(s) != 0)
         return -1;
+    if (CFG_GET(s->cfg->redis.min_replicas_ack) > 0)
+        rp_wait(&s->batch, CFG_GET(s->cfg->redis.min_replicas_ack), CFG_GET(s->cfg->redis.wait_timeout_ms));
     if (rp_run(s->rp, &s->batch, err, sizeof(err)) != 0)
         log_debug("worker %d: settle: %s", s->id, err);
     /* The consumer never loads code: it says what is missing, keeps the
@@ -266,6 +282,8 @@ void settle_clear(struct settle *s, struct cmsg *const *v, size_t n)
     s->logged = false;
     s->given_up = 0;
 }
+
+size_t settle_backlog(const struct settle *s) { return s->nunclear; }
 
 void settle_idle(struct settle *s)
 {

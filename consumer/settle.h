@@ -39,5 +39,7 @@ void settle_clear(struct settle *s, struct cmsg *const *v, size_t n);
  * Redis outage must not wait for the next order, which may never come once
  * the sale is over. */
 void settle_idle(struct settle *s);
+/* Reservations waiting in the backlog for another try (metrics, tests). */
+size_t settle_backlog(const struct settle *s);
 
 #endif

@@ -156,7 +156,8 @@ redis_acl_rules() {
             redis_acl_sel '~PFX:order:*' '+hset +hget +get +pexpire' "$@"
             redis_acl_sel '%R~PFX:items' '+smembers' "$@" ;;
         consumer)
-            printf ' %s' '+time'
+            # WAIT: settle's clears held by redis.min_replicas_ack replicas
+            printf ' %s' '+time +wait'
             for p in "$@"; do
                 printf ' %s' "~$p:{item:*}:pending" "~$p:{item:*}:unpub" "~$p:{item:*}:orders" \
                     "~$p:{item:*}:stock" "~$p:lock:*"

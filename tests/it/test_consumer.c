@@ -1292,6 +1292,37 @@ static void expect_status(redisContext *rc, const char *key, int64_t oid, const 
     freeReplyObject(r);
 }
 
+/* With redis.min_replicas_ack, a clear no replica holds stays in the
+ * backlog to run again (the single Redis of the stack has no replica: WAIT
+ * answers 0): a failover would have brought the reservation back, a
+ * persisted order "queued" for good. Without it the clear is done. */
+static void test_settle_waits_for_replicas(void **state)
+{
+    (void)state;
+    char err[256], k[KEYS_ITEM_PARTS][KEYS_MAX];
+    redisContext *rc = harness_redis(&harness_conf);
+    int64_t item = 900000000000LL + rnd_below(99999999999LL);
+    int64_t ob = (1LL << 40) + (rnd_below(1LL << 20) << 20), ub = 800000000000LL + rnd_below(99999999999LL);
+    assert_int_equal(keys_item_all(k, harness_conf.redis.key_prefix, item), 0);
+    struct cfg c = harness_conf;
+    struct cmsg m = { .o = (struct order){ ob, ub, item, 1, 5 }, .outcome = CMSG_INSERTED }, *v[] = { &m };
+    for (int want = 1; want >= 0; want--) {
+        struct settle *st = NULL;
+        c.redis.min_replicas_ack = want;
+        c.redis.wait_timeout_ms = 50;
+        freeReplyObject(harness_cmd(rc, "SET %s 1", k[KEYS_ITEM_STOCK]));
+        freeReplyObject(harness_cmd(rc, "HSET %s %lld x", k[KEYS_ITEM_PENDING], (long long)ob));
+        assert_int_equal(settle_open(&c, 0, &st, err, sizeof(err)), 0);
+        settle_clear(st, v, 1);
+        assert_int_equal(harness_int(rc, "HLEN %s", k[KEYS_ITEM_PENDING]), 0); /* the primary cleared it */
+        assert_int_equal(settle_backlog(st), (size_t)want);                    /* and kept it while unheld */
+        settle_close(st);
+    }
+    for (int i = 0; i < KEYS_ITEM_PARTS; i++)
+        freeReplyObject(harness_cmd(rc, "DEL %s", k[i]));
+    redisFree(rc);
+}
+
 /* Each order is decided on what the ones before it in the same call wrote
  * (a refusal never overwrites a confirmation; a confirmation overwrites a
  * refusal), and a call larger than the script's chunk of values clears and
@@ -1386,6 +1417,7 @@ int main(void)
         cmocka_unit_test(test_sink_insert_first),
         cmocka_unit_test(test_sink_insert_raced),
         cmocka_unit_test(test_settle_batch_semantics),
+        cmocka_unit_test(test_settle_waits_for_replicas),
         cmocka_unit_test(test_frozen_worker_fenced),
         cmocka_unit_test(test_duplicate_delivery_one_row),
         cmocka_unit_test(test_max_pending_fetches_once),
