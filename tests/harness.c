@@ -211,28 +211,29 @@ int harness_topic_delete(const struct cfg *c, const char *name)
     return topic_admin(c, name, 0, 0);
 }
 
-int harness_redis_open(const struct cfg *c, redisContext **out, char *err, size_t errlen)
+/* The stack's user's password, read once for the whole process. */
+static struct secret *stack_password(char *err, size_t errlen)
 {
-    static struct secret *stack_pw;
+    static struct secret *pw;
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     pthread_mutex_lock(&mu);
-    int ok = stack_pw || harness_stack_secret("redis-stack", &stack_pw, err, errlen) == 0;
+    if (!pw && harness_stack_secret("redis-stack", &pw, err, errlen) != 0)
+        pw = NULL;
+    struct secret *got = pw;
     pthread_mutex_unlock(&mu);
-    if (!ok)
-        return -1;
-    return rconn_open_user(c, "stack", stack_pw, out, err, errlen);
+    return got;
+}
+
+int harness_redis_open(const struct cfg *c, redisContext **out, char *err, size_t errlen)
+{
+    struct secret *pw = stack_password(err, errlen);
+    return pw ? rconn_open_user(c, "stack", pw, out, err, errlen) : -1;
 }
 
 int harness_rp_open(const struct cfg *c, struct rp **out, char *err, size_t errlen)
 {
-    static struct secret *stack_pw;
-    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&mu);
-    int ok = stack_pw || harness_stack_secret("redis-stack", &stack_pw, err, errlen) == 0;
-    pthread_mutex_unlock(&mu);
-    if (!ok)
-        return -1;
-    return rp_open_user(c, "stack", stack_pw, out, err, errlen);
+    struct secret *pw = stack_password(err, errlen);
+    return pw ? rp_open_user(c, "stack", pw, out, err, errlen) : -1;
 }
 
 redisContext *harness_redis(const struct cfg *c)

@@ -1216,15 +1216,22 @@ static void cluster_node_resume(struct scen *s)
     s->paused = 0;
 }
 
-/* A node of the Cluster as the stack's user. */
-static redisContext *cl_node(int port)
+/* The stack's user's password, read once. */
+static struct secret *cl_password(void)
 {
     static struct secret *pw;
-    redisContext *rc = NULL;
     char err[256];
     if (!pw && harness_stack_secret("redis-stack", &pw, err, sizeof(err)) != 0)
         fail_msg("%s", err);
-    if (rconn_open_node(&harness_conf, "127.0.0.1", port, "stack", pw, &rc, err, sizeof(err)) != 0)
+    return pw;
+}
+
+/* A node of the Cluster as the stack's user. */
+static redisContext *cl_node(int port)
+{
+    redisContext *rc = NULL;
+    char err[256];
+    if (rconn_open_node(&harness_conf, "127.0.0.1", port, "stack", cl_password(), &rc, err, sizeof(err)) != 0)
         fail_msg("%s", err);
     return rc;
 }
@@ -1338,10 +1345,7 @@ static void more_accepted(struct scen *s, long n, const char *phase)
 /* Every key of the slot from src to dst in one MIGRATE, as the stack user. */
 static void migrate_keys(int src, int dst, unsigned slot)
 {
-    static struct secret *pw;
-    char err[256], sport[16];
-    if (!pw && harness_stack_secret("redis-stack", &pw, err, sizeof(err)) != 0)
-        fail_msg("%s", err);
+    char sport[16];
     redisContext *rc = cl_node(src);
     redisReply *keys = harness_cmd(rc, "CLUSTER GETKEYSINSLOT %u 100", slot);
     assert_int_equal(keys->type, REDIS_REPLY_ARRAY);
@@ -1350,7 +1354,8 @@ static void migrate_keys(int src, int dst, unsigned slot)
     assert_non_null(argv);
     snprintf(sport, sizeof(sport), "%d", dst);
     int argc = 0;
-    const char *head[] = { "MIGRATE", "127.0.0.1", sport, "", "0", "5000", "AUTH2", "stack", secret_str(pw), "KEYS" };
+    const char *head[] = { "MIGRATE", "127.0.0.1", sport, "",   "0",
+                           "5000",    "AUTH2",     "stack", secret_str(cl_password()), "KEYS" };
     for (size_t i = 0; i < sizeof(head) / sizeof(head[0]); i++)
         argv[argc++] = head[i];
     for (size_t i = 0; i < keys->elements; i++)
