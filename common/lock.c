@@ -200,6 +200,19 @@ static int plan_add(struct lock_client *lc, struct rp_batch *b, const struct rfu
     return 0;
 }
 
+/* One round: the calls of f planned into the emptied batch b, then run on
+ * rp. rp_run's answer (0, or -1 with err), or -1 out of memory. */
+static int plan_run(struct lock_client *lc, struct rp *rp, struct rp_batch *b, const struct rfunc *f, struct plan *p,
+                    size_t n, const char *const *head, int nhead, int ncol, char *err, size_t errlen)
+{
+    rp_batch_reset(b);
+    if (plan_add(lc, b, f, p, n, head, nhead, ncol) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return rp_run(rp, b, err, errlen);
+}
+
 /* ARGV "keep" of the acquire and extend scripts, for leases up to ttl_ms. */
 static void group_keep(char *buf, size_t len, int ttl_ms)
 {
@@ -342,12 +355,7 @@ static void extend_leases(struct lock_client *lc, struct renewal *rn)
     rn->sent = util_mono_ms();
     for (size_t i = 0; i < rn->n; i++)
         rn->result[i] = -1;
-    rp_batch_reset(b);
-    int ran = plan_add(lc, b, &lc->w_extend, p, rn->n, head, 2, 2);
-    if (ran != 0)
-        snprintf(err, sizeof(err), "out of memory");
-    else
-        ran = rp_run(lc->wrp, b, err, sizeof(err));
+    int ran = plan_run(lc, lc->wrp, b, &lc->w_extend, p, rn->n, head, 2, 2, err, sizeof(err));
     bool answered = true;
     for (size_t c = 0, k = 0; c < p->calls; k += p->cnt[c], c++) {
         if (call_end(b, c, p->cnt[c], &lc->w_extend, &lc->say_renew, "renew") != CALL_ANSWERED) {
@@ -669,12 +677,7 @@ static int acquire_round(struct lock_client *lc, struct attempt *at, size_t n, i
         if (open)
             at[i].sent_ms = now; /* the lease runs from before the call */
     }
-    rp_batch_reset(b);
-    int ran = plan_add(lc, b, &lc->s_acquire, p, n, head, 3, 2);
-    if (ran != 0)
-        snprintf(err, sizeof(err), "out of memory");
-    else
-        ran = rp_run(lc->rp, b, err, sizeof(err));
+    int ran = plan_run(lc, lc->rp, b, &lc->s_acquire, p, n, head, 3, 2, err, sizeof(err));
     bool answered = true;
     for (size_t c = 0, k = 0; c < p->calls; k += p->cnt[c], c++) {
         enum call_end e = call_end(b, c, 3 * p->cnt[c], &lc->s_acquire, &lc->say_acquire, "acquire");
@@ -885,13 +888,8 @@ static int release_round(struct lock_client *lc, struct lock **locks, size_t n, 
         p->grp[i] = status[i] == LOCK_ERROR ? (int)locks[i]->group : -1;
         p->key[i] = locks[i]->key, p->col[0][i] = locks[i]->name;
     }
-    rp_batch_reset(b);
     const char *head[] = { lc->token };
-    int ran = plan_add(lc, b, &lc->s_release, p, n, head, 1, 1);
-    if (ran != 0)
-        snprintf(err, sizeof(err), "out of memory");
-    else
-        ran = rp_run(lc->rp, b, err, sizeof(err));
+    int ran = plan_run(lc, lc->rp, b, &lc->s_release, p, n, head, 1, 1, err, sizeof(err));
     bool answered = true;
     for (size_t c = 0, k = 0; c < p->calls; k += p->cnt[c], c++) {
         if (call_end(b, c, p->cnt[c], &lc->s_release, &lc->say_release, "release") != CALL_ANSWERED) {
