@@ -236,6 +236,18 @@ int harness_rp_open(const struct cfg *c, struct rp **out, char *err, size_t errl
     return pw ? rp_open_user(c, "stack", pw, out, err, errlen) : -1;
 }
 
+int harness_cluster_up(void)
+{
+    char log[128];
+    snprintf(log, sizeof(log), "/tmp/sktest-cluster-up-%d.log", (int)getpid());
+    if (harness_sh("'%s/scripts/stack' up --cluster >'%s' 2>&1", harness_root(), log) != 0) {
+        harness_sh("tail -n 20 '%s' | sed 's/^/# /' >&2", log);
+        return -1;
+    }
+    unlink(log);
+    return 0;
+}
+
 redisContext *harness_redis(const struct cfg *c)
 {
     redisContext *rc = NULL;

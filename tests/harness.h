@@ -63,6 +63,9 @@ redisContext *harness_redis(const struct cfg *c);
 /* The same through the seam (rpipe.h): on the single Redis, or on the
  * Cluster when c has redis.cluster_nodes. */
 int harness_rp_open(const struct cfg *c, struct rp **out, char *err, size_t errlen);
+/* scripts/stack up --cluster (the plain stack too); on failure its last
+ * lines as TAP comments. 0 or -1. */
+int harness_cluster_up(void);
 int harness_redis_open(const struct cfg *c, redisContext **out, char *err, size_t errlen);
 /* The dev stack's state folder ($SECKILL_STACK_DIR, else ROOT/.stack). */
 const char *harness_stack_dir(void);

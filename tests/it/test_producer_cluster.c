@@ -88,7 +88,7 @@ static int read_map(void)
 
 static int setup(void **state)
 {
-    char path[512], err[256], log[128];
+    char path[512], err[256];
     snprintf(path, sizeof(path), "%s/config/seckill-cluster.cfg", harness_root());
     setenv("SECKILL_TEST_CONFIG", path, 1);
     if (harness_setup(state) != 0)
@@ -97,12 +97,8 @@ static int setup(void **state)
         fprintf(stderr, "# %s\n", err);
         return -1;
     }
-    snprintf(log, sizeof(log), "/tmp/sktest-prodcl%d-stack.log", (int)getpid());
-    if (harness_sh("'%s/scripts/stack' up --cluster >'%s' 2>&1", harness_root(), log) != 0) {
-        harness_sh("tail -n 20 '%s' | sed 's/^/# /' >&2", log);
+    if (harness_cluster_up() != 0)
         return -1;
-    }
-    unlink(log);
     if (!(smap = malloc(sizeof(*smap))) || read_map() != 0)
         return -1;
     if (rp_open_user(&harness_conf, "stack", stack_pw, &rp, err, sizeof(err)) != 0) {

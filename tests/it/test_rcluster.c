@@ -56,13 +56,8 @@ static int setup(void **state)
         return -1;
     }
     snprintf(tag, sizeof(tag), "sktest-rcl%d", (int)getpid());
-    char log[128];
-    snprintf(log, sizeof(log), "/tmp/%s-stack.log", tag);
-    if (harness_sh("'%s/scripts/stack' up --cluster >'%s' 2>&1", harness_root(), log) != 0) {
-        harness_sh("tail -n 20 '%s' | sed 's/^/# /' >&2", log);
+    if (harness_cluster_up() != 0)
         return -1;
-    }
-    unlink(log);
     return 0;
 }
 

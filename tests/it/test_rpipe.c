@@ -29,7 +29,7 @@ static char tag[64];
 
 static int setup(void **state)
 {
-    char err[256], log[128];
+    char err[256];
     if (harness_setup(state) != 0)
         return -1;
     if (harness_stack_secret("redis-stack", &stack_pw, err, sizeof(err)) != 0) {
@@ -37,12 +37,8 @@ static int setup(void **state)
         return -1;
     }
     snprintf(tag, sizeof(tag), "sktest-rp%d", (int)getpid());
-    snprintf(log, sizeof(log), "/tmp/%s-stack.log", tag);
-    if (harness_sh("'%s/scripts/stack' up --cluster >'%s' 2>&1", harness_root(), log) != 0) {
-        harness_sh("tail -n 20 '%s' | sed 's/^/# /' >&2", log);
+    if (harness_cluster_up() != 0)
         return -1;
-    }
-    unlink(log);
     cluster_conf = harness_conf;
     cluster_conf.redis.cluster_nodes.v = seeds;
     cluster_conf.redis.cluster_nodes.n = 3;
