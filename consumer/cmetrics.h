@@ -49,6 +49,8 @@
       "fetched messages were thrown away and fetched again")                                      \
     X(pending, "seckill_consumer_pending_messages", "", "gauge",                                   \
       "Messages received and not yet settled")                                                     \
+    X(uncleared, "seckill_consumer_uncleared_reservations", "", "gauge",                          \
+      "Persisted orders whose reservation Redis has not cleared yet (retried); their offsets wait") \
     X(paused, "seckill_consumer_paused", "", "gauge",                                              \
       "1 while fetching is paused (backpressure or a dependency down)")                            \
     X(assigned, "seckill_consumer_assigned_partitions", "", "gauge",                               \

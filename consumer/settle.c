@@ -26,6 +26,7 @@
 struct resv {
     int64_t item, oid, user, reserved_ms;
     int outcome; /* enum cmsg_outcome */
+    struct cmsg *m; /* the message, held until the reservation is cleared */
 };
 
 struct settle {
@@ -40,6 +41,9 @@ struct settle {
     size_t nunclear, capunclear;
     bool logged;          /* the backlog's warning was logged */
     size_t given_up;      /* reservations dropped beyond the backlog's limit, this outage */
+    size_t counted;       /* this backlog's share of the uncleared gauge */
+    struct cmsg *out, *out_tail; /* cleared (or given up): back to the worker */
+    size_t nout;
     int64_t retry_ms;     /* monotonic: the next idle retry */
     const char **argv; /* room for every order's values and a call's keys */
     char (*vals)[24];  /* SETTLE_ARGS strings per order of the backlog */
@@ -69,12 +73,38 @@ void settle_close(struct settle *s)
 {
     if (!s)
         return;
+    CM_ADD(uncleared, -(int64_t)s->counted);
     rp_batch_free(&s->batch);
     rp_close(s->rp);
     free(s->unclear);
     free(s->argv);
     free(s->vals);
     free(s);
+}
+
+/* Give message m back to the worker, to be reported. */
+static void hand_back(struct settle *s, struct cmsg *m)
+{
+    m->next = NULL;
+    if (s->out_tail)
+        s->out_tail->next = m;
+    else
+        s->out = m;
+    s->out_tail = m;
+    s->nout++;
+}
+
+/* What was handed back since the last call, and the gauge brought up to
+ * date with the backlog. */
+static struct cmsg *take_out(struct settle *s, size_t *nout)
+{
+    struct cmsg *head = s->out;
+    CM_ADD(uncleared, (int64_t)s->nunclear - (int64_t)s->counted);
+    s->counted = s->nunclear;
+    *nout = s->nout;
+    s->out = s->out_tail = NULL;
+    s->nout = 0;
+    return head;
 }
 
 static int cmp_resv(const void *a, const void *b)
@@ -157,8 +187,11 @@ static void clear_keep_failed(struct settle *s)
     for (size_t i = 0, j; i < s->nunclear; i = j, c++) {
         j = item_end(s, i);
         const redisReply *r = rp_reply(&s->batch, c);
-        if (rp_status(&s->batch, c) == RP_OK && r != NULL && r->type != REDIS_REPLY_ERROR)
+        if (rp_status(&s->batch, c) == RP_OK && r != NULL && r->type != REDIS_REPLY_ERROR) {
+            for (size_t m = i; m < j; m++)
+                hand_back(s, s->unclear[m].m);
             continue;
+        }
         memmove(&s->unclear[kept], &s->unclear[i], (j - i) * sizeof(*s->unclear));
         kept += j - i;
     }
@@ -196,21 +229,26 @@ static int clear_try(struct settle *s)
     return s->nunclear == 0 ? 0 : -1;
 }
 
-/* Append the orders of v[0..n) to the backlog. 0, or -1 out of memory. */
-static int backlog_add(struct settle *s, struct cmsg *const *v, size_t n)
+/* Append the orders of v[0..n) to the backlog. Out of memory, they are held
+ * nowhere: handed back uncleared, as given up. */
+static void backlog_add(struct settle *s, struct cmsg *const *v, size_t n)
 {
     if (s->nunclear + n > s->capunclear) {
         size_t cap = (s->nunclear + n) * 2;
         struct resv *nr = realloc(s->unclear, cap * sizeof(*nr));
-        if (!nr)
-            return -1;
+        if (!nr) {
+            log_error("worker %d: out of memory: %zu reservations of persisted orders left for "
+                      "'seckillctl reconcile --fix'", s->id, n);
+            for (size_t i = 0; i < n; i++)
+                hand_back(s, v[i]);
+            return;
+        }
         s->unclear = nr;
         s->capunclear = cap;
     }
     for (size_t i = 0; i < n; i++)
         s->unclear[s->nunclear++] = (struct resv){ v[i]->o.item_id, v[i]->o.order_id, v[i]->o.user_id,
-                                                   v[i]->o.reserved_at_ms, v[i]->outcome };
-    return 0;
+                                                   v[i]->o.reserved_at_ms, v[i]->outcome, v[i] };
 }
 
 /* Room in argv and vals for the whole backlog. 0, or -1 out of memory. */
@@ -246,20 +284,23 @@ static void backlog_keep(struct settle *s)
                       "'seckillctl reconcile --fix' drops them (the total when Redis is back)", s->id,
                       SETTLE_BACKLOG_MAX);
         s->given_up += drop;
+        for (size_t i = 0; i < drop; i++)
+            hand_back(s, s->unclear[i].m);
         memmove(s->unclear, s->unclear + drop, SETTLE_BACKLOG_MAX * sizeof(*s->unclear));
         s->nunclear = SETTLE_BACKLOG_MAX;
     }
 }
 
-void settle_clear(struct settle *s, struct cmsg *const *v, size_t n)
+struct cmsg *settle_clear(struct settle *s, struct cmsg *const *v, size_t n, size_t *nout)
 {
     size_t total;
-    if (backlog_add(s, v, n) != 0 || reserve_args(s) != 0) {
-        backlog_keep(s);
-        return;
-    }
+    backlog_add(s, v, n);
     if (s->nunclear == 0)
-        return;
+        goto out;
+    if (reserve_args(s) != 0) {
+        backlog_keep(s);
+        goto out;
+    }
     qsort(s->unclear, s->nunclear, sizeof(*s->unclear), cmp_resv);
     total = s->nunclear;
     /* Once more for what is left: the script is safe to repeat, and rpipe
@@ -271,7 +312,7 @@ void settle_clear(struct settle *s, struct cmsg *const *v, size_t n)
         if (clear_try(s) != 0) {
             CM_ADD(redis_errors, 1);
             backlog_keep(s);
-            return;
+            goto out;
         }
     }
     if (s->logged)
@@ -281,14 +322,24 @@ void settle_clear(struct settle *s, struct cmsg *const *v, size_t n)
                    "'seckillctl reconcile --fix' drops them", s->id, s->given_up);
     s->logged = false;
     s->given_up = 0;
+out:
+    return take_out(s, nout);
 }
 
 size_t settle_backlog(const struct settle *s) { return s->nunclear; }
 
-void settle_idle(struct settle *s)
+struct cmsg *settle_idle(struct settle *s, size_t *nout)
 {
     if (s->nunclear == 0 || util_mono_ms() < s->retry_ms)
-        return;
+        return take_out(s, nout);
     s->retry_ms = util_mono_ms() + SETTLE_IDLE_RETRY_MS;
-    settle_clear(s, NULL, 0);
+    return settle_clear(s, NULL, 0, nout);
+}
+
+struct cmsg *settle_abandon(struct settle *s, size_t *nout)
+{
+    for (size_t i = 0; i < s->nunclear; i++)
+        hand_back(s, s->unclear[i].m);
+    s->nunclear = 0;
+    return take_out(s, nout);
 }

@@ -367,18 +367,16 @@ static void release_users(struct worker *w)
         lock_release_many(w->lc, w->locks, nh, w->status);
 }
 
-/* Hand the settled messages v[0..n) to the done queue, in one push. */
-static void report(struct worker *w, struct cmsg **v, size_t n)
+/* Hand the n messages of the list from head (settle's: those whose
+ * reservation is cleared) to the done queue, in one push: only now may the
+ * poll thread store their offsets. */
+static void report(struct worker *w, struct cmsg *head, size_t n)
 {
-    struct cmsg *head = NULL, *tail = NULL;
-    for (size_t i = 0; i < n; i++) {
-        v[i]->next = NULL;
-        if (tail)
-            tail->next = v[i];
-        else
-            head = v[i];
-        tail = v[i];
-    }
+    struct cmsg *tail = head;
+    if (n == 0)
+        return;
+    while (tail->next)
+        tail = tail->next;
     q_push_list(w->pool->done, head, tail, n);
 }
 
@@ -397,7 +395,8 @@ static void publish_lock_counters(struct worker *w)
 static void process(struct worker *w, struct cmsg **v, size_t n)
 {
     char err[512];
-    size_t ns, nsettled;
+    size_t ns, nsettled, ncleared;
+    struct cmsg *cleared;
     int st;
 
     w->ncarry = 0;
@@ -409,8 +408,8 @@ static void process(struct worker *w, struct cmsg **v, size_t n)
     /* The locks first: another worker may be waiting for one. Each is a
      * round trip (per primary on a Redis Cluster) on its own rpipe. */
     release_users(w);
-    settle_clear(w->settle, v, nsettled);
-    report(w, v, nsettled);
+    cleared = settle_clear(w->settle, v, nsettled, &ncleared);
+    report(w, cleared, ncleared);
     if (st == SINK_TRANSIENT)
         nap(w, backoff(w, &w->pg_attempt));
 out:
@@ -434,19 +433,26 @@ static void *worker_main(void *arg)
             n += q_pop_batch(&w->inbox, w->batch + n, max - n, n ? 0 : 100,
                              n ? 0 : CFG_GET(w->pool->cfg->consumer.batch_linger_ms));
         if (n == 0) {
-            if (atomic_load(&w->pool->finishing))
+            size_t nc;
+            /* Finishing waits for the backlog too: a message whose
+             * reservation is not cleared is not done. */
+            if (atomic_load(&w->pool->finishing) && settle_backlog(w->settle) == 0)
                 break;
-            settle_idle(w->settle);
+            struct cmsg *cleared = settle_idle(w->settle, &nc);
+            report(w, cleared, nc);
             if (w->pg_down)
                 probe_pg(w);
             continue;
         }
         process(w, w->batch, n);
     }
-    /* Abandoned messages were never settled: their offsets stay put. */
+    /* Abandoned messages were never settled, or their reservations never
+     * cleared: their offsets stay put, and Kafka delivers them again. */
     for (size_t i = 0; i < w->ncarry; i++)
         cmsg_free(w->carry[i]);
     w->ncarry = 0;
+    size_t nheld;
+    cmsg_free_list(settle_abandon(w->settle, &nheld));
     return NULL;
 }
 

@@ -19,10 +19,12 @@ trap 'rm -rf "$T"' EXIT
 # shellcheck source=../tap.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../tap.sh"
 
-# Seed 32 draws every kind of fault in 60 s. The seed that found a bug while
+# Seed 32 draws every kind of fault in 60 s. The seed that found bugs while
 # the nemesis was built, 1107403330, needs 300 s, too long for make test: its
-# regression test is tests/cli/test_sweep_wait.sh (docs/testing.md, "What the
-# nemesis found"); make nemesis SEED=1107403330 SECONDS=300 runs it again.
+# regression tests are tests/cli/test_sweep_wait.sh, test_consumer's
+# test_settle_waits_for_replicas and test_uncleared_offset_waits
+# (docs/testing.md, "What the nemesis found"); make nemesis SEED=1107403330
+# SECONDS=300 runs it again.
 SEED=32
 
 echo "1..6"

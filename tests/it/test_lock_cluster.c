@@ -339,7 +339,10 @@ static void test_settle_on_every_primary(void **state)
     reserve(rc, items, N, ob);
     settled(m, v, items, N, ob, ub);
     assert_int_equal(settle_open(&harness_conf, 0, &st, err, sizeof(err)), 0);
-    settle_clear(st, v, N * ORDERS);
+    size_t back;
+    assert_non_null(settle_clear(st, v, N * ORDERS, &back));
+    assert_int_equal(back, N * ORDERS); /* every message back, to be reported */
+    assert_int_equal(settle_backlog(st), 0);
     settle_close(st);
 
     /* each item's reservations gone and its statuses recorded, on its own primary */
@@ -362,6 +365,18 @@ static void test_settle_on_every_primary(void **state)
     }
     for (int p = 0; p < PRIMARIES; p++)
         redisFree(rc[p]);
+}
+
+/* How many messages of the list from m are of items on primary p. */
+static int shard_count(const struct cmsg *m, int p)
+{
+    int n = 0;
+    for (; m; m = m->next) {
+        char k[KEYS_ITEM_PARTS][KEYS_MAX];
+        assert_int_equal(keys_item_all(k, harness_conf.redis.key_prefix, m->o.item_id), 0);
+        n += primary_of(k[KEYS_ITEM_STOCK]) == p;
+    }
+    return n;
 }
 
 /* One shard refuses every settle call (its library deleted, as a Redis that
@@ -395,7 +410,10 @@ static void test_settle_one_shard_refusing(void **state)
     fflush(stderr);
     dup2(fd, STDERR_FILENO);
     assert_int_equal(settle_open(&harness_conf, 0, &st, err, sizeof(err)), 0);
-    settle_clear(st, v, N * ORDERS);
+    size_t back;
+    /* handed back: every order of the other shards, none of the victim's */
+    assert_int_equal(shard_count(settle_clear(st, v, N * ORDERS, &back), victim), 0);
+    assert_int_equal(back, N * ORDERS - STUCK);
     int cleared = 0, stuck = 0;
     for (int i = 0; i < N; i++) {
         char k[KEYS_ITEM_PARTS][KEYS_MAX];
@@ -407,7 +425,9 @@ static void test_settle_one_shard_refusing(void **state)
             cleared += left == 0;
     }
     assert_int_equal(rfunc_load(rc[victim], RFUNC_LIB_CONSUMER, &was, err, sizeof(err)), 0);
-    settle_idle(st); /* its first retry is due at once */
+    /* its first retry is due at once: the victim's orders come back now */
+    assert_int_equal(shard_count(settle_idle(st, &back), victim), STUCK);
+    assert_int_equal(back, STUCK);
     settle_close(st);
     fflush(stderr);
     dup2(saved, STDERR_FILENO);
