@@ -13,6 +13,9 @@
 /* Milliseconds on CLOCK_MONOTONIC: for leases, deadlines and backoff, which
  * must not jump when the wall clock is stepped. */
 int64_t util_mono_ms(void);
+/* Microseconds on CLOCK_MONOTONIC: for request timings, and for ordering a
+ * request against a Redis reply (producer/winners.h). */
+int64_t util_mono_us(void);
 /* Milliseconds since the epoch: only for timestamps that leave the process. */
 int64_t util_wall_ms(void);
 /* A condition variable whose timed waits run on CLOCK_MONOTONIC, so a wall

@@ -62,13 +62,6 @@ struct ingress {
     size_t body_limit;
 };
 
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* hdrs: more response headers, name and value pairs ending with a NULL
  * name, or NULL. */
 static enum MHD_Result respond_hdrs(struct ingress *g, struct MHD_Connection *conn, unsigned status,
@@ -87,7 +80,7 @@ static enum MHD_Result respond_hdrs(struct ingress *g, struct MHD_Connection *co
     ret = MHD_queue_response(conn, status, resp);
     MHD_destroy_response(resp);
     if (t0_us)
-        metrics_hist_observe_us(&pm.latency, now_us() - t0_us);
+        metrics_hist_observe_us(&pm.latency, util_mono_us() - t0_us);
     return ret;
 }
 
@@ -273,7 +266,7 @@ static struct ing_req *req_get(struct ingress *g, struct MHD_Connection *conn)
     memset(q, 0, sizeof(*q));
     q->g = g;
     q->conn = conn;
-    q->t0_us = now_us();
+    q->t0_us = util_mono_us();
     return q;
 }
 
@@ -533,7 +526,7 @@ static enum MHD_Result on_headers(struct ingress *g, struct MHD_Connection *conn
                                   const char *method, void **con_cls)
 {
     const char *ctype, *clen;
-    int64_t t0 = now_us(), n, id, buyer = 0;
+    int64_t t0 = util_mono_us(), n, id, buyer = 0;
     int is_get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
     int by_order = 0, by_item = 0;
     enum MHD_Result ret = MHD_NO;

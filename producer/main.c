@@ -168,8 +168,8 @@ static int start(const struct cli *cli, struct producer *d)
         goto fail;
     }
     if (hk_start(c, d->p, &d->gen, &d->health, &d->k, err, sizeof(err)) != 0 ||
-        st_start(c, &d->st, err, sizeof(err)) != 0 || so_start(c, &d->so, err, sizeof(err)) != 0 ||
-        win_new(c, &d->w, err, sizeof(err)) != 0 || win_start(d->w, err, sizeof(err)) != 0 ||
+        st_start(c, &d->st, err, sizeof(err)) != 0 || win_new(c, &d->w, err, sizeof(err)) != 0 ||
+        so_start(c, d->w, &d->so, err, sizeof(err)) != 0 ||
         ing_start(c, d->r, d->st, d->so, d->w, d->a, &d->health, &d->g, err, sizeof(err)) != 0 ||
         ops_start(c, d->g, &d->o, err, sizeof(err)) != 0)
         goto fail;
@@ -212,9 +212,11 @@ static void stop(struct producer *d)
     ops_stop(d->o);
     ing_stop(d->g);
     st_stop(d->st);
-    so_stop(d->so);
     rsv_stop(d->r);
-    win_free(d->w); /* after the reserving thread: it records winners */
+    /* After the reserving thread, which marks items sold out and records
+     * winners (a new winners item wakes the sold-out thread). */
+    so_stop(d->so);
+    win_free(d->w);
     pub_close(d->p, CFG_GET(d->c.producer.drain_timeout_ms));
     auth_close(d->a);
     rconn_watch_stop();

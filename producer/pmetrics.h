@@ -53,6 +53,11 @@
       "Items this producer answers sold out by itself, their buyers copied from Redis")        \
     X(soldout_copies, "seckill_producer_sold_out_copies_total", "counter", "",                     \
       "Buyer sets of sold-out items copied from Redis")                                        \
+    X(check_passes, "seckill_producer_item_check_passes_total", "counter", "",                     \
+      "Passes of the sold-out thread over the items it watches (each producer.soldout_refresh_ms)") \
+    X(item_checks, "seckill_producer_item_checks_total", "counter", "",                            \
+      "Items checked in Redis (seckill_soldout) by those passes: one per item per pass, for the "  \
+      "sold-out view and the winners together")                                                    \
     X(inflight, "seckill_producer_inflight", "gauge", "",                                        \
       "Buy and status requests between parsing and their answer")                                        \
     X(script_unknown_code, "seckill_producer_script_unknown_codes_total", "counter", "",         \

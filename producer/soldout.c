@@ -54,6 +54,7 @@ struct so_item {
     int ended;       /* Redis said the window is past: answer "ended" */
     struct hset *holders; /* SO_KNOWN only */
     int too_many;         /* logged that its buyers exceed the limit */
+    size_t check;         /* its check's place in the pass being built */
 };
 
 /* seckill_soldout's answer for one item. */
@@ -65,6 +66,9 @@ struct so {
     const struct cfg *cfg;
     struct rlink link;
     struct rfunc check;
+    struct win *w; /* the winners table: its items are checked in the same pass */
+    int64_t wids[WIN_MAX_ITEMS]; /* the pass's winners items (this thread's) */
+    size_t wcheck[WIN_MAX_ITEMS]; /* and the place of each one's check */
 
     pthread_t thread;
     pthread_mutex_t mu; /* guards everything below */
@@ -382,59 +386,141 @@ static void settle_item(struct so *s, const struct so_look *l, const struct so_v
     free(old);
 }
 
-/* One pass over every item Redis said was sold out: all checks in one
- * pipelined round trip, then a copy of the buyers where they moved. */
-static void refresh(struct so *s)
-{
-    int64_t max_buyers = CFG_GET(s->cfg->producer.soldout_max_buyers);
-    struct so_look *look = NULL;
-    struct so_view *views = NULL;
-    char *ok = NULL;
-    size_t n = 0, sent = 0;
+/* One pass: the items to check, each once, and where each check's reply
+ * is. The sold-out items come first (look[i] is check i), then the winners'
+ * items that are not among them; s->wcheck says each winners item's check. */
+struct pass {
+    int64_t max_buyers;
+    struct so_look *look;
+    size_t nlook, nwin, n;
+    int64_t *ids; /* check i is of item ids[i] */
+    struct so_view *views;
+    char *ok; /* views[i] came */
     struct rp_batch b;
-    rp_batch_init(&b);
+};
 
-    pthread_mutex_lock(&s->mu);
-    s->marked = 0;
-    if (max_buyers == 0) {
+/* The sold-out items to look at (s->mu held): look[] and ids[], each item
+ * noting its check's place. How many. */
+static size_t collect_soldout(struct so *s, struct pass *p)
+{
+    size_t n = 0;
+    if (p->max_buyers == 0) {
         /* Switched off by a reload: every request goes to Redis again. */
         for (size_t i = 0; i < s->n; i++) {
             struct hset *old = NULL;
             forget(&s->items[i], &old);
             free(old);
         }
-    } else if (s->n && (look = malloc(s->n * sizeof(*look)))) {
-        for (size_t i = 0; i < s->n; i++)
-            if (s->items[i].state != SO_NONE)
-                look[n++] = (struct so_look){ s->items[i].item_id, s->items[i].state, s->items[i].buyers,
-                                              s->items[i].given_back, s->items[i].resync_at_ms };
+        return 0;
     }
+    for (size_t i = 0; i < s->n; i++) {
+        struct so_item *it = &s->items[i];
+        if (it->state == SO_NONE)
+            continue;
+        it->check = n;
+        p->ids[n] = it->item_id;
+        p->look[n++] = (struct so_look){ it->item_id, it->state, it->buyers, it->given_back, it->resync_at_ms };
+    }
+    return n;
+}
+
+/* Gather the pass: the sold-out items, then the winners' items due a check
+ * (win_due, asked before s->mu is taken: never both locks at once). 0, or
+ * -1 out of memory. */
+static int pass_collect(struct so *s, struct pass *p)
+{
+    int rc = 0;
+    p->max_buyers = CFG_GET(s->cfg->producer.soldout_max_buyers);
+    p->nwin = win_due(s->w, util_mono_us(), s->wids, WIN_MAX_ITEMS);
+    pthread_mutex_lock(&s->mu);
+    s->marked = 0;
+    p->look = malloc((s->n ? s->n : 1) * sizeof(*p->look));
+    p->ids = malloc((s->n + p->nwin + 1) * sizeof(*p->ids));
+    if (!p->look || !p->ids) {
+        rc = -1;
+        goto out;
+    }
+    p->nlook = p->n = collect_soldout(s, p);
+    for (size_t j = 0; j < p->nwin; j++) {
+        const struct so_item *it = p->nlook ? find(s, s->wids[j]) : NULL;
+        if (it && it->state != SO_NONE) {
+            s->wcheck[j] = it->check; /* checked as sold out already */
+        } else {
+            s->wcheck[j] = p->n;
+            p->ids[p->n++] = s->wids[j];
+        }
+    }
+out:
     pthread_mutex_unlock(&s->mu);
-    /* While Redis is down the view stays as it is (see the header). */
-    if (!n || !rlink_ok(&s->link))
-        goto done;
-    if (!(ok = calloc(n, 1)) || !(views = malloc(n * sizeof(*views))))
-        goto done;
-    for (; sent < n; sent++)
-        if (add_check(s, &b, look[sent].item_id) != 0)
+    return rc;
+}
+
+/* Every check of the pass in one pipelined round trip: views[i], ok[i]. An
+ * item whose check did not come (its shard down) waits for the next pass,
+ * as it is. 0, or -1 (out of memory, or Redis lost the function). */
+static int pass_run(struct so *s, struct pass *p)
+{
+    size_t sent = 0;
+    if (!(p->ok = calloc(p->n, 1)) || !(p->views = malloc(p->n * sizeof(*p->views))))
+        return -1;
+    for (; sent < p->n; sent++)
+        if (add_check(s, &p->b, p->ids[sent]) != 0)
             break;
-    /* An item whose check did not come (its shard down) waits for the next
-     * pass, as it is. */
-    (void)rlink_run(&s->link, &b);
+    (void)rlink_run(&s->link, &p->b);
+    PM_INC(check_passes);
+    PM_ADD(item_checks, (int64_t)sent);
     for (size_t i = 0; i < sent; i++)
-        ok[i] = (char)view_of(s, &b, (int)i, &views[i]);
-    if (b.missing) {
+        p->ok[i] = (char)view_of(s, &p->b, (int)i, &p->views[i]);
+    if (p->b.missing) {
         script_lost(s);
-        goto done;
+        return -1;
     }
-    for (size_t i = 0; i < sent && !s->link.down; i++)
-        if (ok[i])
-            settle_item(s, &look[i], &views[i], max_buyers);
+    return 0;
+}
+
+/* The winners table's items' views. Their replies arrived by now, later
+ * than Redis ran the checks: what winners.h's reasoning needs. */
+static void pass_winners(struct so *s, const struct pass *p)
+{
+    int64_t at = util_mono_us();
+    for (size_t j = 0; j < p->nwin; j++) {
+        size_t i = s->wcheck[j];
+        if (p->ok[i])
+            win_observe(s->w, s->wids[j],
+                        &(struct win_view){ p->views[i].exists, p->views[i].buyers, p->views[i].given_back }, at);
+    }
+}
+
+/* One pass over every item Redis said was sold out and every item the
+ * winners table asks for, each checked once, all in one pipelined round
+ * trip; then a copy of the buyers where they moved. */
+static void refresh(struct so *s)
+{
+    struct pass p = { 0 };
+    rp_batch_init(&p.b);
+    /* While Redis is down the view stays as it is (see the header). */
+    if (pass_collect(s, &p) != 0 || p.n == 0 || !rlink_ok(&s->link) || pass_run(s, &p) != 0)
+        goto done;
+    pass_winners(s, &p);
+    for (size_t i = 0; i < p.nlook && !s->link.down; i++)
+        if (p.ok[i])
+            settle_item(s, &p.look[i], &p.views[i], p.max_buyers);
 done:
-    rp_batch_free(&b);
-    free(look);
-    free(views);
-    free(ok);
+    rp_batch_free(&p.b);
+    free(p.look);
+    free(p.ids);
+    free(p.views);
+    free(p.ok);
+}
+
+/* The winners table recorded a new item: check it without waiting a period. */
+static void wake(void *arg)
+{
+    struct so *s = arg;
+    pthread_mutex_lock(&s->mu);
+    s->marked = 1;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
 }
 
 static void *so_main(void *arg)
@@ -455,7 +541,7 @@ static void *so_main(void *arg)
     return NULL;
 }
 
-int so_start(const struct cfg *c, struct so **out, char *err, size_t errlen)
+int so_start(const struct cfg *c, struct win *w, struct so **out, char *err, size_t errlen)
 {
     struct so *s = calloc(1, sizeof(*s));
     if (!s) {
@@ -463,10 +549,12 @@ int so_start(const struct cfg *c, struct so **out, char *err, size_t errlen)
         return -1;
     }
     s->cfg = c;
+    s->w = w;
     s->check = (struct rfunc)RFUNC_INIT("seckill_soldout", RFUNC_LIB_PRODUCER);
     s->link = (struct rlink){ .cfg = c,
-                              .what = "sold-out checks",
-                              .meanwhile = "items known sold out stay so, the others go to Redis",
+                              .what = "sold-out and winners checks",
+                              .meanwhile = "items known sold out stay so, the others and repeated presses of "
+                                           "winners go to Redis",
                               .prepare = check_functions,
                               .arg = s };
     /* Redis may come later: the first pass connects (and until then
@@ -476,6 +564,7 @@ int so_start(const struct cfg *c, struct so **out, char *err, size_t errlen)
         snprintf(err, errlen, "cannot make a condition variable");
         goto fail;
     }
+    win_set_wake(w, wake, s);
     if (pthread_create(&s->thread, NULL, so_main, s) != 0) {
         snprintf(err, errlen, "cannot start the sold-out thread");
         pthread_cond_destroy(&s->cv);
@@ -484,6 +573,7 @@ int so_start(const struct cfg *c, struct so **out, char *err, size_t errlen)
     *out = s;
     return 0;
 fail:
+    win_set_wake(w, NULL, NULL);
     rlink_close(&s->link);
     pthread_mutex_destroy(&s->mu);
     free(s);
@@ -499,6 +589,7 @@ void so_stop(struct so *s)
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->thread, NULL);
+    win_set_wake(s->w, NULL, NULL);
     rlink_close(&s->link);
     for (size_t i = 0; i < s->n; i++)
         free(s->items[i].holders);

@@ -10,7 +10,9 @@
  *
  * A thread of its own checks every known item each producer.soldout_refresh_ms,
  * all items in one pipelined round trip (seckill_soldout: stock, number of
- * buyers, units given back). A unit back in stock (a give-back after Kafka
+ * buyers, units given back). The same pass checks the items the winners
+ * table asks for (winners.h), an item both want once: in a sale of many
+ * items these checks are most of Redis's calls, so none is made twice. A unit back in stock (a give-back after Kafka
  * refused an order, `seckillctl item load`, a recreated item) or a missing
  * item makes it forget the item: its requests go to Redis again. A buyers set
  * that changed while the stock stayed at zero (a unit given back and bought
@@ -36,13 +38,15 @@
 #include <stdint.h>
 
 #include "cfg.h"
+#include "winners.h"
 
 struct so;
 
-/* Start the refresh thread (it connects to Redis itself, with backoff).
- * With producer.soldout_max_buyers = 0 the view stays empty: every request
- * goes to Redis. 0, or -1 with err set. */
-int so_start(const struct cfg *c, struct so **out, char *err, size_t errlen);
+/* Start the refresh thread (it connects to Redis itself, with backoff); it
+ * also checks the items of the winners table w (may be NULL), which must
+ * outlive so_stop. With producer.soldout_max_buyers = 0 the view stays
+ * empty: every request goes to Redis. 0, or -1 with err set. */
+int so_start(const struct cfg *c, struct win *w, struct so **out, char *err, size_t errlen);
 void so_stop(struct so *s);
 
 /* Redis answered sold out for item: copy its buyers soon. */

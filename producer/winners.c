@@ -8,14 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "daemon.h"
-#include "keys.h"
-#include "log.h"
 #include "pmetrics.h"
-#include "rfunc.h"
-#include "rlink.h"
-#include "rpipe.h"
-#include "util.h"
 
 #define WIN_WAYS 4
 
@@ -42,24 +35,9 @@ struct win {
     struct win_item items[2 * WIN_MAX_ITEMS]; /* open addressing, at most half full */
     size_t nitems;
     int64_t stored;
-
-    /* the refresh thread */
-    int started;
-    pthread_t thread;
-    pthread_cond_t cv;
-    int stop, marked;
-    struct rlink link;
-    struct rfunc check;
-    struct rp_batch batch;
-    int64_t ids[WIN_MAX_ITEMS];
+    void (*wake)(void *); /* the checker: a new item to check */
+    void *wake_arg;
 };
-
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static uint64_t mix(uint64_t x)
 {
@@ -114,9 +92,6 @@ static struct win_item *item_add(struct win *w, int64_t item_id)
         ;
     w->items[i] = (struct win_item){ .item_id = item_id };
     w->nitems++;
-    w->marked = 1;
-    if (w->started)
-        pthread_cond_signal(&w->cv);
     return &w->items[i];
 }
 
@@ -141,11 +116,14 @@ void win_record(struct win *w, int64_t item_id, int64_t user_id, int64_t asked_u
 {
     struct win_item *it;
     struct win_slot *s, *set;
+    bool added = false;
     if (!w)
         return;
     pthread_mutex_lock(&w->mu);
-    if (!(it = item_find(w, item_id)))
+    if (!(it = item_find(w, item_id))) {
         it = item_add(w, item_id);
+        added = true;
+    }
     if (asked_us > it->used_us)
         it->used_us = asked_us;
     if (!(s = slot_find(w, item_id, user_id))) {
@@ -163,6 +141,20 @@ void win_record(struct win *w, int64_t item_id, int64_t user_id, int64_t asked_u
     }
     if (asked_us > s->asked_us)
         s->asked_us = asked_us;
+    void (*wake)(void *) = added ? w->wake : NULL;
+    void *arg = w->wake_arg;
+    pthread_mutex_unlock(&w->mu);
+    if (wake)
+        wake(arg);
+}
+
+void win_set_wake(struct win *w, void (*wake)(void *), void *arg)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->wake = wake;
+    w->wake_arg = arg;
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -231,7 +223,6 @@ size_t win_due(struct win *w, int64_t now, int64_t *ids, size_t max)
     if (!w)
         return 0;
     pthread_mutex_lock(&w->mu);
-    w->marked = 0;
     for (size_t i = 0; i < 2 * WIN_MAX_ITEMS && n < max; i++) {
         struct win_item *it = &w->items[i];
         if (!it->item_id)
@@ -245,131 +236,10 @@ size_t win_due(struct win *w, int64_t now, int64_t *ids, size_t max)
     return n;
 }
 
-/* --- the refresh thread ------------------------------------------------ */
-
-/* After each connect and new slot map: the producer's library, as
- * soldout.c checks it. */
-static int check_functions(struct rp *p, void *arg, char *err, size_t errlen)
-{
-    (void)arg;
-    return rlink_functions(p, RFUNC_LIB_PRODUCER, err, errlen);
-}
-
-/* seckill_soldout for item, routed by its keys: stock, buyers, orders,
- * window. */
-static int add_check(struct win *w, int64_t item_id)
-{
-    static const enum keys_item_part parts[4] = { KEYS_ITEM_STOCK, KEYS_ITEM_BUYERS, KEYS_ITEM_ORDERS,
-                                                  KEYS_ITEM_WINDOW };
-    char k[4][KEYS_MAX];
-    const char *argv[4] = { k[0], k[1], k[2], k[3] };
-    for (int i = 0; i < 4; i++)
-        if (keys_item(k[i], KEYS_MAX, w->cfg->redis.key_prefix, item_id, parts[i]) < 0)
-            return -1;
-    return rp_fcall(&w->batch, &w->check, 4, 0, argv, NULL) < 0 ? -1 : 0;
-}
-
-/* Command i's reply: 1 a view (into *v), 0 anything else (not sent, lost,
- * the function missing, an error). */
-static int view_of(const struct win *w, int i, struct win_view *v)
-{
-    const redisReply *r = rp_reply(&w->batch, i);
-    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 6;
-    for (size_t k = 0; ok && k < 6; k++)
-        ok = r->element[k]->type == REDIS_REPLY_INTEGER;
-    if (ok)
-        *v = (struct win_view){ r->element[0]->integer, r->element[2]->integer, r->element[3]->integer };
-    return ok;
-}
-
-/* Check every item due, in one pipelined round trip. An item whose check
- * fails (Redis down for this producer, not for the others) is believed no
- * longer than win_holds' freshness allows. */
-static void refresh(struct win *w)
-{
-    size_t n = win_due(w, now_us(), w->ids, WIN_MAX_ITEMS), sent = 0;
-    if (!n || !rlink_ok(&w->link))
-        return;
-    rp_batch_reset(&w->batch);
-    for (; sent < n; sent++)
-        if (add_check(w, w->ids[sent]) != 0)
-            break;
-    (void)rlink_run(&w->link, &w->batch);
-    /* The replies' arrival: later than Redis ran the checks. */
-    int64_t at = now_us();
-    for (size_t i = 0; i < sent; i++) {
-        struct win_view v;
-        if (view_of(w, (int)i, &v)) {
-            rlink_worked(&w->link);
-            win_observe(w, w->ids[i], &v, at);
-        }
-    }
-    if (w->batch.missing) {
-        /* Redis lost the function: the link stays down until it is loaded
-         * again (its prepare checks the library at each reconnection). */
-        char why[512];
-        rfunc_missing_text(&w->check, why, sizeof(why));
-        rlink_down(&w->link, why);
-    }
-}
-
-static void *win_main(void *arg)
-{
-    struct win *w = arg;
-    daemon_signals_block_thread();
-    pthread_mutex_lock(&w->mu);
-    while (!w->stop) {
-        pthread_mutex_unlock(&w->mu);
-        refresh(w);
-        pthread_mutex_lock(&w->mu);
-        if (!w->stop && !w->marked) {
-            struct timespec ts = util_deadline_ts(CFG_GET(w->cfg->producer.soldout_refresh_ms));
-            pthread_cond_timedwait(&w->cv, &w->mu, &ts);
-        }
-    }
-    pthread_mutex_unlock(&w->mu);
-    return NULL;
-}
-
-int win_start(struct win *w, char *err, size_t errlen)
-{
-    if (!w)
-        return 0;
-    w->check = (struct rfunc)RFUNC_INIT("seckill_soldout", RFUNC_LIB_PRODUCER);
-    w->link = (struct rlink){ .cfg = w->cfg,
-                              .what = "winners checks",
-                              .meanwhile = "repeated presses of winners go to Redis",
-                              .prepare = check_functions,
-                              .arg = w };
-    if (util_cond_init_mono(&w->cv) != 0) {
-        snprintf(err, errlen, "cannot make a condition variable");
-        return -1;
-    }
-    if (pthread_create(&w->thread, NULL, win_main, w) != 0) {
-        snprintf(err, errlen, "cannot start the winners thread");
-        pthread_cond_destroy(&w->cv);
-        return -1;
-    }
-    pthread_mutex_lock(&w->mu);
-    w->started = 1;
-    pthread_mutex_unlock(&w->mu);
-    return 0;
-}
-
 void win_free(struct win *w)
 {
     if (!w)
         return;
-    if (w->started) {
-        pthread_mutex_lock(&w->mu);
-        w->stop = 1;
-        pthread_cond_signal(&w->cv);
-        pthread_mutex_unlock(&w->mu);
-        pthread_join(w->thread, NULL);
-        rlink_close(&w->link);
-        rp_batch_free(&w->batch);
-        pthread_cond_destroy(&w->cv);
-    }
     PM_ADD(winners, -w->stored);
     pthread_mutex_destroy(&w->mu);
     free(w->slots);

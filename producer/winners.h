@@ -7,10 +7,13 @@
  * memory is never believed past what can be checked: a unit can be given
  * back (seckill_restore after Kafka refused an order, on any producer), an item
  * reloaded or lost. seckill_restore counts give-backs per item, as soldout.h
- * uses; a thread of its own reads, each producer.soldout_refresh_ms and in
- * one pipelined round trip, seckill_soldout for every item whose winners were
- * recorded or asked about in the last WIN_IDLE_MS: whether the item
- * exists, its buyers and its given-back count. When the count moved, the
+ * uses; the sold-out thread (soldout.h) reads, each
+ * producer.soldout_refresh_ms and in the same pipelined round trip as its
+ * own checks, seckill_soldout for every item whose winners were recorded or
+ * asked about in the last WIN_IDLE_MS (win_due), and hands each reply here
+ * (win_observe): whether the item exists, its buyers and its given-back
+ * count. An item both views want is checked once a pass, not twice: in a
+ * sale of many items these checks are most of Redis's calls. When the count moved, the
  * buyers shrank, the item is gone, or WIN_RESYNC_MS passed (the operator's
  * repairs change buyers without a give-back), every winner of the item
  * recorded so far is forgotten.
@@ -45,14 +48,14 @@
 
 struct win;
 
-/* The table alone (no thread: win_observe is the caller's). With
+/* The table (the checks are the sold-out thread's: soldout.h). With
  * producer.winners_max = 0, NULL in *out: every function takes NULL and
  * remembers nothing. 0, or -1 with err set. */
 int win_new(const struct cfg *c, struct win **out, char *err, size_t errlen);
-/* Start the refresh thread (it connects to Redis itself, with backoff). w
- * may be NULL. 0, or -1 with err set. */
-int win_start(struct win *w, char *err, size_t errlen);
-/* Stop the thread, if started, and free. */
+/* Who checks the items: wake(arg) is called, outside the table's lock, when
+ * a new item is recorded, so that its first check need not wait a period.
+ * Set before any other thread uses w; w may be NULL. */
+void win_set_wake(struct win *w, void (*wake)(void *), void *arg);
 void win_free(struct win *w);
 
 /* Redis said user holds a unit of item, answering a request that arrived
