@@ -74,7 +74,7 @@ TEST_SRC  := $(wildcard tests/unit/*.c tests/it/*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 TEST_HELPER_OBJ := $(BUILD)/obj/tests/harness.o $(BUILD)/obj/tests/sale.o
 
-.PHONY: all test tests demo bench nemesis install clean stack-up stack-down stack-status
+.PHONY: all test tests demo bench nemesis test-scale test-deb install clean stack-up stack-down stack-status
 # Keep the objects of pattern-built test programs (not intermediates to delete).
 .PRECIOUS: $(BUILD)/obj/%.o
 all: $(BINS)
@@ -149,6 +149,11 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 test-scale:
 	$(MAKE) --no-print-directory all tests
 	CMOCKA_MESSAGE_OUTPUT=TAP $(BUILD)/tests/it/test_scaleout
+
+# The Debian package (build, lintian, install, checks, purge; as root), after
+# make test in CI, as the scale-out run.
+test-deb:
+	bash tests/cli/test_deb.sh $(BUILD)
 
 # The nemesis (issue #32), as root: the HA stack in network namespaces, a
 # schedule of faults drawn from SEED (random when empty) for SECONDS, the
