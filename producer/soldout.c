@@ -431,9 +431,13 @@ static int pass_collect(struct so *s, struct pass *p)
 {
     int rc = 0;
     p->max_buyers = CFG_GET(s->cfg->producer.soldout_max_buyers);
-    p->nwin = win_due(s->w, util_mono_us(), s->wids, WIN_MAX_ITEMS);
+    /* Wakes from here on ask for another pass: a winners item added after
+     * win_due is not in this one. */
     pthread_mutex_lock(&s->mu);
     s->marked = 0;
+    pthread_mutex_unlock(&s->mu);
+    p->nwin = win_due(s->w, util_mono_us(), s->wids, WIN_MAX_ITEMS);
+    pthread_mutex_lock(&s->mu);
     p->look = malloc((s->n ? s->n : 1) * sizeof(*p->look));
     p->ids = malloc((s->n + p->nwin + 1) * sizeof(*p->ids));
     if (!p->look || !p->ids) {
