@@ -21,14 +21,6 @@
 /* How often an idle worker retries its backlog. */
 #define SETTLE_IDLE_RETRY_MS 1000
 
-/* A settled order whose reservation is still to clear, with what became of
- * it (the buyers' status calls read it there). */
-struct resv {
-    int64_t item, oid, user, reserved_ms;
-    int outcome; /* enum cmsg_outcome */
-    struct cmsg *m; /* the message, held until the reservation is cleared */
-};
-
 struct settle {
     const struct cfg *cfg;
     int id;
@@ -37,7 +29,8 @@ struct settle {
     struct rfunc fn;      /* seckill_settle */
     struct log_repeat say_missing; /* the function missing, once while it lasts */
     struct log_repeat say_short;   /* the replicas short of min_replicas_ack, once while it lasts */
-    struct resv *unclear; /* the backlog, oldest first */
+    struct cmsg **unclear; /* the backlog: settled messages held until their
+                            * reservations are cleared, oldest first */
     size_t nunclear, capunclear;
     bool logged;          /* the backlog's warning was logged */
     size_t given_up;      /* reservations dropped beyond the backlog's limit, this outage */
@@ -107,23 +100,24 @@ static struct cmsg *take_out(struct settle *s, size_t *nout)
     return head;
 }
 
-static int cmp_resv(const void *a, const void *b)
+static int cmp_item(const void *a, const void *b)
 {
-    const struct resv *x = a, *y = b;
-    return x->item < y->item ? -1 : x->item > y->item;
+    const struct cmsg *x = *(struct cmsg *const *)a, *y = *(struct cmsg *const *)b;
+    return x->o.item_id < y->o.item_id ? -1 : x->o.item_id > y->o.item_id;
 }
 
 /* seckill_settle's values of each order: id, user, status letter, reserved at,
  * reason ('' when confirmed). */
-static void format_vals(const struct resv *r, size_t n, char (*vals)[24])
+static void format_vals(struct cmsg *const *m, size_t n, char (*vals)[24])
 {
     for (size_t i = 0; i < n; i++) {
-        const char *why = cmsg_reason(r[i].outcome);
+        const struct order *r = &m[i]->o;
+        const char *why = cmsg_reason(m[i]->outcome);
         char(*o)[24] = &vals[i * SETTLE_ARGS];
-        snprintf(o[0], sizeof(o[0]), "%" PRId64, r[i].oid);
-        snprintf(o[1], sizeof(o[1]), "%" PRId64, r[i].user);
-        snprintf(o[2], sizeof(o[2]), "%c", cmsg_status(r[i].outcome));
-        snprintf(o[3], sizeof(o[3]), "%" PRId64, r[i].reserved_ms);
+        snprintf(o[0], sizeof(o[0]), "%" PRId64, r->order_id);
+        snprintf(o[1], sizeof(o[1]), "%" PRId64, r->user_id);
+        snprintf(o[2], sizeof(o[2]), "%c", cmsg_status(m[i]->outcome));
+        snprintf(o[3], sizeof(o[3]), "%" PRId64, r->reserved_at_ms);
         snprintf(o[4], sizeof(o[4]), "%s", why ? why : "");
     }
 }
@@ -132,7 +126,7 @@ static void format_vals(const struct resv *r, size_t n, char (*vals)[24])
 static size_t item_end(const struct settle *s, size_t i)
 {
     size_t j = i;
-    while (j < s->nunclear && s->unclear[j].item == s->unclear[i].item)
+    while (j < s->nunclear && s->unclear[j]->o.item_id == s->unclear[i]->o.item_id)
         j++;
     return j;
 }
@@ -147,7 +141,7 @@ static int clear_add(struct settle *s)
     for (size_t i = 0, j; i < s->nunclear; i = j) {
         size_t a = 0;
         j = item_end(s, i);
-        if (keys_item_all(k, s->cfg->redis.key_prefix, s->unclear[i].item) != 0)
+        if (keys_item_all(k, s->cfg->redis.key_prefix, s->unclear[i]->o.item_id) != 0)
             return -1;
         s->argv[a++] = k[KEYS_ITEM_PENDING];
         s->argv[a++] = k[KEYS_ITEM_UNPUB];
@@ -189,7 +183,7 @@ static void clear_keep_failed(struct settle *s)
         const redisReply *r = rp_reply(&s->batch, c);
         if (rp_status(&s->batch, c) == RP_OK && r != NULL && r->type != REDIS_REPLY_ERROR) {
             for (size_t m = i; m < j; m++)
-                hand_back(s, s->unclear[m].m);
+                hand_back(s, s->unclear[m]);
             continue;
         }
         memmove(&s->unclear[kept], &s->unclear[i], (j - i) * sizeof(*s->unclear));
@@ -235,7 +229,7 @@ static void backlog_add(struct settle *s, struct cmsg *const *v, size_t n)
 {
     if (s->nunclear + n > s->capunclear) {
         size_t cap = (s->nunclear + n) * 2;
-        struct resv *nr = realloc(s->unclear, cap * sizeof(*nr));
+        struct cmsg **nr = realloc(s->unclear, cap * sizeof(*nr));
         if (!nr) {
             log_error("worker %d: out of memory: %zu reservations of persisted orders left for "
                       "'seckillctl reconcile --fix'", s->id, n);
@@ -247,8 +241,7 @@ static void backlog_add(struct settle *s, struct cmsg *const *v, size_t n)
         s->capunclear = cap;
     }
     for (size_t i = 0; i < n; i++)
-        s->unclear[s->nunclear++] = (struct resv){ v[i]->o.item_id, v[i]->o.order_id, v[i]->o.user_id,
-                                                   v[i]->o.reserved_at_ms, v[i]->outcome, v[i] };
+        s->unclear[s->nunclear++] = v[i];
 }
 
 /* Room in argv and vals for the whole backlog. 0, or -1 out of memory. */
@@ -285,7 +278,7 @@ static void backlog_keep(struct settle *s)
                       SETTLE_BACKLOG_MAX);
         s->given_up += drop;
         for (size_t i = 0; i < drop; i++)
-            hand_back(s, s->unclear[i].m);
+            hand_back(s, s->unclear[i]);
         memmove(s->unclear, s->unclear + drop, SETTLE_BACKLOG_MAX * sizeof(*s->unclear));
         s->nunclear = SETTLE_BACKLOG_MAX;
     }
@@ -301,7 +294,7 @@ struct cmsg *settle_clear(struct settle *s, struct cmsg *const *v, size_t n, siz
         backlog_keep(s);
         goto out;
     }
-    qsort(s->unclear, s->nunclear, sizeof(*s->unclear), cmp_resv);
+    qsort(s->unclear, s->nunclear, sizeof(*s->unclear), cmp_item);
     total = s->nunclear;
     /* Once more for what is left: the script is safe to repeat, and rpipe
      * opens a new connection where the old one broke (a dropped connection
@@ -339,7 +332,7 @@ struct cmsg *settle_idle(struct settle *s, size_t *nout)
 struct cmsg *settle_abandon(struct settle *s, size_t *nout)
 {
     for (size_t i = 0; i < s->nunclear; i++)
-        hand_back(s, s->unclear[i].m);
+        hand_back(s, s->unclear[i]);
     s->nunclear = 0;
     return take_out(s, nout);
 }

@@ -1,12 +1,9 @@
 #include "winners.h"
 
-#include <hiredis/hiredis.h>
-#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "pmetrics.h"
 

@@ -13,8 +13,8 @@
  * asked about in the last WIN_IDLE_MS (win_due), and hands each reply here
  * (win_observe): whether the item exists, its buyers and its given-back
  * count. An item both views want is checked once a pass, not twice: in a
- * sale of many items these checks are most of Redis's calls. When the count moved, the
- * buyers shrank, the item is gone, or WIN_RESYNC_MS passed (the operator's
+ * sale of many items these checks are most of Redis's calls. When the count
+ * moved, the buyers shrank, the item is gone, or WIN_RESYNC_MS passed (the operator's
  * repairs change buyers without a give-back), every winner of the item
  * recorded so far is forgotten.
  *
@@ -54,7 +54,9 @@ struct win;
 int win_new(const struct cfg *c, struct win **out, char *err, size_t errlen);
 /* Who checks the items: wake(arg) is called, outside the table's lock, when
  * a new item is recorded, so that its first check need not wait a period.
- * Set before any other thread uses w; w may be NULL. */
+ * A call under way is not waited for: clear it (NULL) only once no thread
+ * records winners any more (producer/main.c stops the reserving thread
+ * first). w may be NULL. */
 void win_set_wake(struct win *w, void (*wake)(void *), void *arg);
 void win_free(struct win *w);
 
