@@ -10,6 +10,17 @@
  *   renew        RENEW_CLIENTS clients holding RENEW_LOCKS locks each with a
  *                300 ms lease, so the watchdogs renew them every 100 ms (an op
  *                is one renewal; the locks must never be lost)
+ *   redislock    the limit beside uncontended: the same 16 workers doing the
+ *                least a lease lock does in Redis, what bsm/redislock and
+ *                redis-py's Lock send (SET NAME TOKEN NX PX, then EVALSHA of
+ *                "DEL if GET is my token"): no fence, no re-entry, no
+ *                request id. Two round trips an op, as ours. It runs as the
+ *                ACL user BENCH_LOCK_LIMIT_USER, password in
+ *                BENCH_LOCK_LIMIT_PASSWORD_FILE (bench/run makes one allowed
+ *                only this, on the bench's keys): no service's user may SET
+ *                or EVAL. Proven from the server's counters, or the bench
+ *                fails: as many SETs as EVALSHAs as ops, and a DEL inside
+ *                every one (each release found its token).
  *
  * Redis's cost comes from INFO commandstats, before and after each scenario
  * (CONFIG RESETSTAT is not ours to run on a shared Redis). The server times a
@@ -42,6 +53,7 @@
 #include "cfg.h"
 #include "lock.h"
 #include "rpipe.h"
+#include "secret.h"
 #include "util.h"
 
 enum {
@@ -55,8 +67,13 @@ enum {
 };
 
 /* The commands a lock client sends itself; everything else in the delta ran
- * inside them (or belongs to someone else). */
-static const char *const sent_cmds[] = { "fcall", "fcall_ro", NULL };
+ * inside them (or belongs to someone else). set and evalsha are the
+ * redislock limit's; nothing else here sends them. */
+static const char *const sent_cmds[] = { "fcall", "fcall_ro", "set", "evalsha", NULL };
+
+/* The release every SET NX PX lock sends (redis-py's Lock, bsm/redislock). */
+static const char release_lua[] = "if redis.call('get', KEYS[1]) == ARGV[1] then "
+                                  "return redis.call('del', KEYS[1]) else return 0 end";
 
 struct cmdstat {
     char name[48];
@@ -72,6 +89,7 @@ struct snap {
 
 struct delta {
     double sent_calls, sent_usec, inner_calls, cpu_us;
+    double set_calls, evalsha_calls, del_calls; /* the redislock limit's proof */
 };
 
 /* Add one primary's INFO commandstats (r) and INFO cpu to s. 0 or -1. */
@@ -148,6 +166,9 @@ static void snap_delta(const struct snap *a, const struct snap *b, struct delta 
         if (strcmp(x->name, "info") == 0)
             continue;
         double calls = (double)(x->calls - (o ? o->calls : 0)), usec = (double)(x->usec - (o ? o->usec : 0));
+        d->set_calls += strcmp(x->name, "set") == 0 ? calls : 0;
+        d->evalsha_calls += strcmp(x->name, "evalsha") == 0 ? calls : 0;
+        d->del_calls += strcmp(x->name, "del") == 0 ? calls : 0;
         if (is_sent(x->name)) {
             d->sent_calls += calls;
             d->sent_usec += usec;
@@ -160,11 +181,14 @@ static void snap_delta(const struct snap *a, const struct snap *b, struct delta 
 
 /* --- the scenarios --------------------------------------------------------- */
 
-enum scenario { SC_UNCONTENDED, SC_HOTKEY, SC_BATCH, SC_RENEW };
-static const char *const sc_name[] = { "uncontended", "hotkey", "batch", "renew" };
+enum scenario { SC_UNCONTENDED, SC_HOTKEY, SC_BATCH, SC_RENEW, SC_REDISLOCK };
+static const char *const sc_name[] = { "uncontended", "hotkey", "batch", "renew", "redislock" };
 
 struct bench {
     struct cfg *cfg;
+    const char *limit_user;      /* the redislock limit's ACL user */
+    struct secret *limit_pw;     /* and its password */
+    char release_sha[48];        /* SCRIPT LOAD of release_lua */
     int workers;
     char tag[64];
     enum scenario sc;
@@ -178,11 +202,28 @@ struct worker {
     struct bench *b;
     int id;
     struct lock_client *lc;
+    struct rp *rp; /* the redislock limit's connection */
 };
 
 static void name_of(char *buf, size_t len, const struct bench *b, int worker, int i)
 {
     snprintf(buf, len, "%s:%s:%d:%d", b->tag, sc_name[b->sc], worker, i);
+}
+
+/* One op of the redislock limit: SET NX PX, then the release script. */
+static bool redislock_op(struct worker *w, const char *name, const char *token)
+{
+    char err[256];
+    enum rp_status st;
+    redisReply *r = rp_callf(w->rp, name, &st, err, sizeof(err), "SET %s %s NX PX 30000", name, token);
+    bool ok = r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
+    freeReplyObject(r);
+    if (!ok)
+        return false;
+    r = rp_callf(w->rp, name, &st, err, sizeof(err), "EVALSHA %s 1 %s %s", w->b->release_sha, name, token);
+    ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    return ok;
 }
 
 static void *worker_main(void *arg)
@@ -199,6 +240,9 @@ static void *worker_main(void *arg)
         name_of(names[i], sizeof(names[i]), b, b->sc == SC_HOTKEY ? 0 : w->id, b->sc == SC_HOTKEY ? 0 : i);
         np[i] = names[i];
     }
+    /* The redislock limit's lock is a key of its own, under the bench's prefix. */
+    char key[256];
+    snprintf(key, sizeof(key), "%s:%s", b->cfg->redis.key_prefix, names[0]);
     b->ready++;
     while (!b->stop) {
         if (b->sc == SC_BATCH) {
@@ -215,6 +259,16 @@ static void *worker_main(void *arg)
                 else
                     errors++;
             b->live_ops += k;
+            continue;
+        }
+        if (b->sc == SC_REDISLOCK) {
+            char token[40];
+            snprintf(token, sizeof(token), "%d-%" PRIu64, w->id, ops + errors);
+            if (redislock_op(w, key, token))
+                ops++;
+            else
+                errors++;
+            b->live_ops++;
             continue;
         }
         struct lock *l;
@@ -320,9 +374,34 @@ static void print_kv(const char *sc, const char *key, double v)
     printf("lock_%s_%s %.2f\n", sc, key, v);
 }
 
-static int run(struct bench *b, struct rp *rc, int64_t run_ms, int64_t bg_ms, double *us_per_op)
+/* The redislock limit ran the branch it claims: every op one SET that
+ * took the lock and one EVALSHA that deleted it, by the client's count and
+ * the server's (less the quiet window's traffic, 1 % allowed). 0 or -1. */
+static int redislock_proof(const struct bench *b, const struct delta *d, const struct delta *bg, double scale)
+{
+    double ops = (double)b->ops, set = d->set_calls - bg->set_calls * scale,
+           eval = d->evalsha_calls - bg->evalsha_calls * scale, del = d->del_calls - bg->del_calls * scale;
+    printf("lock_redislock_proof ops=%.0f set=%.0f evalsha=%.0f del=%.0f errors=%" PRIu64 "\n", ops, set, eval, del,
+           (uint64_t)b->errors);
+    if (ops > 0 && b->errors == 0 && set >= ops * 0.99 && set <= ops * 1.01 && eval >= ops * 0.99 &&
+        eval <= ops * 1.01 && del >= ops * 0.99 && del <= ops * 1.01)
+        return 0;
+    fprintf(stderr, "lockbench: the redislock limit is not proven: %.0f ops, %" PRIu64
+                    " errors, %.0f SET, %.0f EVALSHA, %.0f DEL (each must match the ops)\n",
+            ops, (uint64_t)b->errors, set, eval, del);
+    return -1;
+}
+
+/* A scenario's headline figures, less the quiet window's traffic. */
+struct result {
+    double us_per_op;     /* Redis command time */
+    double cpu_us_per_op; /* Redis CPU (INFO cpu) */
+};
+
+static int run(struct bench *b, struct rp *rc, int64_t run_ms, int64_t bg_ms, struct result *res)
 {
     struct lock_client *lcs[WORKERS] = { 0 };
+    struct rp *rps[WORKERS] = { 0 };
     struct worker w[WORKERS];
     pthread_t th[WORKERS];
     int nclients = b->sc == SC_RENEW ? RENEW_CLIENTS : b->workers, started = 0, ret = -1;
@@ -338,7 +417,8 @@ static int run(struct bench *b, struct rp *rc, int64_t run_ms, int64_t bg_ms, do
     b->ready = 0;
     b->ops = b->errors = b->live_ops = 0;
     for (int i = 0; i < nclients; i++)
-        if (lock_client_open(b->cfg, &lcs[i], err, sizeof(err)) != 0) {
+        if (b->sc == SC_REDISLOCK ? rp_open_user(b->cfg, b->limit_user, b->limit_pw, &rps[i], err, sizeof(err))
+                                  : lock_client_open(b->cfg, &lcs[i], err, sizeof(err))) {
             fprintf(stderr, "lockbench: %s\n", err);
             goto fail;
         }
@@ -357,7 +437,7 @@ static int run(struct bench *b, struct rp *rc, int64_t run_ms, int64_t bg_ms, do
         if (snap_take(rc, &s1) != 0)
             goto fail;
         for (int i = 0; i < nclients; i++) {
-            w[i] = (struct worker){ b, i, lcs[i] };
+            w[i] = (struct worker){ b, i, lcs[i], rps[i] };
             if (pthread_create(&th[i], NULL, worker_main, &w[i]) != 0)
                 break;
             started++;
@@ -401,7 +481,8 @@ static int run(struct bench *b, struct rp *rc, int64_t run_ms, int64_t bg_ms, do
     print_kv(sc, "redis_us_per_script_call", calls > 0 ? usec / calls : 0);
     print_kv(sc, "redis_us_per_op", usec * per);
     print_kv(sc, "redis_cmds_per_op", (d.inner_calls - bg.inner_calls * scale) * per);
-    print_kv(sc, "redis_cpu_us_per_op", (d.cpu_us - bg.cpu_us * scale) * per);
+    res->cpu_us_per_op = (d.cpu_us - bg.cpu_us * scale) * per;
+    print_kv(sc, "redis_cpu_us_per_op", res->cpu_us_per_op);
     print_kv(sc, "redis_cpu_busy", d.cpu_us / (secs * 1e6));
     if (nwin > 0) {
         /* Raw per window: only meaningful on a Redis of the bench's own. */
@@ -412,13 +493,48 @@ static int run(struct bench *b, struct rp *rc, int64_t run_ms, int64_t bg_ms, do
         print_kv(sc, "redis_us_per_op_window_median", win[nwin / 2]);
     }
     fflush(stdout);
-    *us_per_op = usec * per;
-    ret = 0;
+    res->us_per_op = usec * per;
+    ret = b->sc == SC_REDISLOCK ? redislock_proof(b, &d, &bg, scale) : 0;
 fail:
-    for (int i = 0; i < nclients; i++)
+    for (int i = 0; i < nclients; i++) {
         lock_client_close(lcs[i]);
+        rp_close(rps[i]);
+    }
     /* Nothing to clean up: the locks were released, and what a group's
      * hash keeps (its last fence) must stay. */
+    return ret;
+}
+
+/* The redislock limit's user and password, and its release script loaded
+ * (EVALSHA, as the clients it stands for send it). 0 or -1. */
+static int limit_open(struct bench *b, char *err, size_t errlen)
+{
+    const char *pwfile = getenv("BENCH_LOCK_LIMIT_PASSWORD_FILE");
+    struct rp *p = NULL;
+    enum rp_status st;
+    redisReply *r = NULL;
+    int ret = -1;
+
+    b->limit_user = getenv("BENCH_LOCK_LIMIT_USER");
+    if (b->limit_user == NULL || pwfile == NULL) {
+        snprintf(err, errlen, "the redislock limit needs BENCH_LOCK_LIMIT_USER and BENCH_LOCK_LIMIT_PASSWORD_FILE "
+                              "(bench/run makes the user)");
+        return -1;
+    }
+    if (secret_read(pwfile, &b->limit_pw, err, errlen) != 0 ||
+        rp_open_user(b->cfg, b->limit_user, b->limit_pw, &p, err, errlen) != 0)
+        goto fail;
+    r = rp_callf(p, NULL, &st, err, errlen, "SCRIPT LOAD %s", release_lua);
+    if (r == NULL || r->type != REDIS_REPLY_STRING || r->len >= sizeof(b->release_sha)) {
+        if (r)
+            snprintf(err, errlen, "SCRIPT LOAD: %s", r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        goto fail;
+    }
+    snprintf(b->release_sha, sizeof(b->release_sha), "%s", r->str);
+    ret = 0;
+fail:
+    freeReplyObject(r);
+    rp_close(p);
     return ret;
 }
 
@@ -436,7 +552,7 @@ int main(int argc, char **argv)
         (getenv("BENCH_LOCK_BG_S") && util_parse_i64(getenv("BENCH_LOCK_BG_S"), 0, 3600, &bg_s) != 0) ||
         (getenv("BENCH_LOCK_WORKERS") &&
          util_parse_i64(getenv("BENCH_LOCK_WORKERS"), 1, WORKERS, &workers) != 0)) {
-        fprintf(stderr, "usage: lockbench [CONFIG] [SECONDS] [uncontended|hotkey|batch|renew]\n");
+        fprintf(stderr, "usage: lockbench [CONFIG] [SECONDS] [uncontended|hotkey|batch|renew|redislock]\n");
         return 2;
     }
     if (cfg_load(path, &c, err, sizeof(err)) != 0) {
@@ -457,22 +573,31 @@ int main(int argc, char **argv)
         goto fail;
     }
     const char *only = argc > 3 ? argv[3] : NULL;
-    double us[4] = { 0 };
-    for (int s = SC_UNCONTENDED; s <= SC_RENEW; s++) {
+    if ((only == NULL || strcmp(only, "redislock") == 0) && limit_open(&b, err, sizeof(err)) != 0) {
+        fprintf(stderr, "lockbench: %s\n", err);
+        goto fail;
+    }
+    struct result res[SC_REDISLOCK + 1] = { 0 };
+    for (int s = SC_UNCONTENDED; s <= SC_REDISLOCK; s++) {
         if (only && strcmp(only, sc_name[s]) != 0)
             continue;
         b.sc = (enum scenario)s;
         /* A short lease for the renewal scenario only. */
         c.lock.ttl_ms = s == SC_RENEW ? RENEW_TTL_MS : c.lock.ttl_ms;
-        if (run(&b, rc, secs * 1000, bg_s * 1000, &us[s]) != 0)
+        if (run(&b, rc, secs * 1000, bg_s * 1000, &res[s]) != 0)
             goto fail;
     }
-    if (only == NULL)
-        printf("lock_redis_us_per_op %.2f\nlock_batch_redis_us_per_key %.2f\n", us[SC_UNCONTENDED],
-               us[SC_BATCH]);
+    if (only == NULL) {
+        const struct result *u = &res[SC_UNCONTENDED], *l = &res[SC_REDISLOCK];
+        printf("lock_redis_us_per_op %.2f\nlock_batch_redis_us_per_key %.2f\n", u->us_per_op,
+               res[SC_BATCH].us_per_op);
+        /* Ours beside the least a lease lock costs, the same run. */
+        printf("lock_redis_cpu_vs_redislock %.3f\n", l->cpu_us_per_op > 0 ? u->cpu_us_per_op / l->cpu_us_per_op : 0);
+    }
     ret = 0;
 fail:
     rp_close(rc);
+    secret_free(b.limit_pw);
     cfg_free(&c);
     return ret;
 }
