@@ -377,14 +377,18 @@ static void print_kv(const char *sc, const char *key, double v)
 /* The redislock limit ran the branch it claims: every op one SET that
  * took the lock and one EVALSHA that deleted it, by the client's count and
  * the server's (less the quiet window's traffic, 1 % allowed). 0 or -1. */
+static bool near(double x, double ops)
+{
+    return x >= ops * 0.99 && x <= ops * 1.01;
+}
+
 static int redislock_proof(const struct bench *b, const struct delta *d, const struct delta *bg, double scale)
 {
     double ops = (double)b->ops, set = d->set_calls - bg->set_calls * scale,
            eval = d->evalsha_calls - bg->evalsha_calls * scale, del = d->del_calls - bg->del_calls * scale;
     printf("lock_redislock_proof ops=%.0f set=%.0f evalsha=%.0f del=%.0f errors=%" PRIu64 "\n", ops, set, eval, del,
            (uint64_t)b->errors);
-    if (ops > 0 && b->errors == 0 && set >= ops * 0.99 && set <= ops * 1.01 && eval >= ops * 0.99 &&
-        eval <= ops * 1.01 && del >= ops * 0.99 && del <= ops * 1.01)
+    if (ops > 0 && b->errors == 0 && near(set, ops) && near(eval, ops) && near(del, ops))
         return 0;
     fprintf(stderr, "lockbench: the redislock limit is not proven: %.0f ops, %" PRIu64
                     " errors, %.0f SET, %.0f EVALSHA, %.0f DEL (each must match the ops)\n",
