@@ -39,22 +39,37 @@ LDFLAGS += -fsanitize=thread
 endif
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) -I$(BUILD)/gen $(PKG_CFLAGS)
 # The layers: each folder sees only the headers it may use, so a reach into
-# another program's folder fails to compile instead of linking by accident.
-# Picked by the source's top folder (INC_<folder>); the tests see everything.
-INC_common   := -Icommon
-INC_gen      := -Icommon
-INC_producer := -Icommon -Iproducer
-INC_consumer := -Icommon -Iconsumer
-INC_ctl      := -Icommon -Ictl $(shell pkg-config --cflags $(CTL_PKGS) 2>/dev/null)
-INC_bench    := -Icommon
-INC_tests    := -Icommon -Ictl -Iproducer -Iconsumer -Itests
+# a layer above, or into another program's folder, fails to compile instead of
+# linking by accident (docs/style.md, "Layers"). common/ is split by what a
+# file knows: base (no service), one folder per service's link layer (redis,
+# kafka, pg: each sees base and itself), and sale (the flash sale's own rules:
+# orders, keys, the lock, the sweep), which sees every layer. The programs see
+# all of common/ and their own folder; the tests see everything. A source's
+# flags are picked by its folder: INC_<top folder>, or INC_common_<layer>.
+INC_common_base  := -Icommon/base
+INC_common_redis := $(INC_common_base) -Icommon/redis
+INC_common_kafka := $(INC_common_base) -Icommon/kafka
+INC_common_pg    := $(INC_common_base) -Icommon/pg
+INC_common_sale  := $(INC_common_base) -Icommon/redis -Icommon/kafka -Icommon/pg -Icommon/sale
+INC_all_common   := $(INC_common_sale)
+INC_gen      := $(INC_all_common)
+INC_producer := $(INC_all_common) -Iproducer
+INC_consumer := $(INC_all_common) -Iconsumer
+INC_ctl      := $(INC_all_common) -Ictl $(shell pkg-config --cflags $(CTL_PKGS) 2>/dev/null)
+INC_bench    := $(INC_all_common)
+INC_tests    := $(INC_all_common) -Ictl -Iproducer -Iconsumer -Itests
+# inc_key PATH: common/redis/rpipe -> common_redis, producer/main -> producer
+inc_key = $(if $(filter common,$(firstword $(subst /, ,$(1)))),common_$(word 2,$(subst /, ,$(1))),$(firstword $(subst /, ,$(1))))
+# make print-inc-LAYER prints a layer's flags (tests/cli/test_house.sh proves the rule with them).
+print-inc-%:
+	@echo $(INC_$*)
 LIBS    := $(PKG_LIBS) -pthread
 
-COMMON_SRC := $(wildcard common/*.c)
+COMMON_SRC := $(wildcard common/*/*.c)
 CTL_SRC    := $(filter-out ctl/seckillctl.c,$(wildcard ctl/*.c))
 PROD_SRC   := $(filter-out producer/main.c,$(wildcard producer/*.c))
 CONS_SRC   := $(filter-out consumer/main.c,$(wildcard consumer/*.c))
-EMBED_SRC  := $(sort $(wildcard common/lua/*.lua common/sql/*.sql ctl/lua/*.lua ctl/sql/*.sql \
+EMBED_SRC  := $(sort $(wildcard common/*/lua/*.lua common/*/sql/*.sql ctl/lua/*.lua ctl/sql/*.sql \
                 producer/lua/*.lua producer/sql/*.sql consumer/lua/*.lua consumer/sql/*.sql))
 GEN_C      := $(BUILD)/gen/embed.c
 GEN_H      := $(BUILD)/gen/embed.h
@@ -90,7 +105,7 @@ $(BUILD)/obj/gen/embed.o: $(GEN_C)
 
 $(BUILD)/obj/%.o: %.c $(GEN_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(INC_$(firstword $(subst /, ,$*))) -MMD -MP -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(INC_$(call inc_key,$*)) -MMD -MP -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	rm -f $@

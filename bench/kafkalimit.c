@@ -1,6 +1,6 @@
 /* bench/kafkalimit: Kafka's own produce limit for our orders on this broker,
  * the ceiling under the accepted path (issue 15, part 2). It produces through
- * the producer's own publish module (common/publish.c: the configured
+ * the producer's own publish module (common/kafka/publish.c: the configured
  * kafka.properties and kafka.producer_properties, so linger.ms=1 and lz4 as
  * in config/seckill.cfg, enable.idempotence=true hence acks=all) messages
  * that order_encode() writes, shaped like the real ones (a 63-bit order id,

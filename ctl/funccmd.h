@@ -1,5 +1,5 @@
 /* funccmd: `seckillctl functions load|check`, the programs' Redis functions
- * (common/rfunc.h): loaded by the operator as the admin user, never by a
+ * (common/redis/rfunc.h): loaded by the operator as the admin user, never by a
  * daemon. */
 #ifndef SECKILL_FUNCCMD_H
 #define SECKILL_FUNCCMD_H

@@ -32,12 +32,12 @@ deb-toolchain:
 	fi
 
 # The package's version is debian/changelog's; it must be the programs' own
-# (common/version.h), or `dpkg -s seckill` and `seckill-producer --version`
+# (common/base/version.h), or `dpkg -s seckill` and `seckill-producer --version`
 # would disagree.
 deb: deb-toolchain
-	@v=$$(sed -n 's/^#define SECKILL_VERSION "\(.*\)"$$/\1/p' common/version.h); \
+	@v=$$(sed -n 's/^#define SECKILL_VERSION "\(.*\)"$$/\1/p' common/base/version.h); \
 	d=$$(dpkg-parsechangelog -S Version); \
-	[ "$$v" = "$$d" ] || { echo "deb: debian/changelog is at $$d, common/version.h at $$v: add a changelog entry (dch -v $$v)" >&2; exit 1; }
+	[ "$$v" = "$$d" ] || { echo "deb: debian/changelog is at $$d, common/base/version.h at $$v: add a changelog entry (dch -v $$v)" >&2; exit 1; }
 	@rm -rf $(DEB_DIR)/src $(DEB_DIR)/*.deb $(BUILD)/seckill_*.deb $(DEB_DIR)/*.changes $(DEB_DIR)/*.buildinfo
 	@mkdir -p $(DEB_DIR)/src
 	@# The working tree as it is (uncommitted edits included, like make), less

@@ -23,7 +23,7 @@ FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
 # file was read. libcrypto: the token checks are OpenSSL's.
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) -O1 -g -fno-omit-frame-pointer \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-              -Icommon -Iproducer $(shell pkg-config --cflags jansson libcrypto)
+              $(INC_all_common) -Iproducer $(shell pkg-config --cflags jansson libcrypto)
 FUZZ_LIBS   = $(shell pkg-config --libs jansson libcrypto) -pthread
 # A hang or a runaway allocation counts as a failure too.
 FUZZ_RUN_FLAGS := -timeout=10 -rss_limit_mb=2048
@@ -54,10 +54,10 @@ fuzz-toolchain:
 
 # Each harness is compiled together with just the sources it exercises, all
 # instrumented, so coverage reaches into them (jansson and OpenSSL are not).
-$(FUZZ_DIR)/fuzz_request: tests/fuzz/fuzz_request.c producer/request.c common/util.c
-$(FUZZ_DIR)/fuzz_order: tests/fuzz/fuzz_order.c common/order.c common/util.c
-$(FUZZ_DIR)/fuzz_jwt: tests/fuzz/fuzz_jwt.c common/jwt.c common/secret.c common/util.c
-$(FUZZ_BINS): $(wildcard common/*.h producer/*.h) mk/fuzz.mk | fuzz-toolchain
+$(FUZZ_DIR)/fuzz_request: tests/fuzz/fuzz_request.c producer/request.c common/base/util.c
+$(FUZZ_DIR)/fuzz_order: tests/fuzz/fuzz_order.c common/sale/order.c common/base/util.c
+$(FUZZ_DIR)/fuzz_jwt: tests/fuzz/fuzz_jwt.c common/base/jwt.c common/base/secret.c common/base/util.c
+$(FUZZ_BINS): $(wildcard common/*/*.h producer/*.h) mk/fuzz.mk | fuzz-toolchain
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^) $(FUZZ_LIBS)
 
 # Seeds and regression inputs are copied into a work corpus, so what libFuzzer

@@ -1,7 +1,7 @@
 /* auth: who the buyer is, for the producer's HTTP API.
  *
  * With producer.auth = "jwt" the buyer is the sub of a bearer token that a
- * configured key signed (common/jwt.h); with "none" nothing is loaded and the
+ * configured key signed (common/base/jwt.h); with "none" nothing is loaded and the
  * caller believes the request body (development only).
  *
  *  - A token verified once is remembered until exp + leeway (jwt.cache_entries),

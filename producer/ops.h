@@ -7,7 +7,7 @@
  *
  * Scrapes and probes never compete with buyers for connections, and what
  * the metrics tell (stock, errors, who is refused) is not served to the
- * buyers' network. It runs on its own thread (common/httpd.c) and reads only
+ * buyers' network. It runs on its own thread (common/base/httpd.c) and reads only
  * atomics: the metrics and the ingress's health. */
 #ifndef SECKILL_OPS_H
 #define SECKILL_OPS_H

@@ -120,7 +120,7 @@ redis_acl_sel() {
 # prefixes: keep the two in step.
 #
 # Issue #34: the programs run Redis functions an operator loaded (FCALL; see
-# common/rfunc.h), never Lua of their own: no +eval, +evalsha, +script|load
+# common/redis/rfunc.h), never Lua of their own: no +eval, +evalsha, +script|load
 # or +function|load for a daemon. Redis checks every command a function runs
 # against the caller's rules too, so each program keeps the plain commands
 # its functions run, but each command only on the keys it belongs to: the
@@ -134,7 +134,7 @@ redis_acl_rules() {
     # Every program: connect (ROLE when asking Sentinels, SELECT with
     # redis.db), call its functions and check they are loaded (FUNCTION
     # LIST; the version function is called with FCALL); on a Redis Cluster,
-    # read the slot map and follow an ASK redirection (common/rcluster.h).
+    # read the slot map and follow an ASK redirection (common/redis/rcluster.h).
     printf '%s' 'resetchannels -@all +ping +role +select +fcall +function|list +cluster|slots +asking'
     case $role in
         producer)
@@ -295,14 +295,14 @@ redis_start() {
 }
 redis_up() { redis_start redis; }
 
-# The programs' Redis functions (issue #34, common/rfunc.h): every library
+# The programs' Redis functions (issue #34, common/redis/rfunc.h): every library
 # file of the checkout, FUNCTION LOAD REPLACE on the primary, as what
 # `seckillctl functions load` does in production (no build needed here).
 # The daemons never load code and refuse to start without them. REPLACE
 # always: the stack runs this checkout's code, even over a newer library
 # another checkout loaded. Functions are replicated and kept in the AOF: a
 # replica has them, and a restart keeps them.
-REDIS_FUNCTION_LIBS=(common/lua/seckill_lock.lua producer/lua/seckill_producer.lua
+REDIS_FUNCTION_LIBS=(common/sale/lua/seckill_lock.lua producer/lua/seckill_producer.lua
                      consumer/lua/seckill_consumer.lua ctl/lua/seckill_ctl.lua)
 redis_functions_load() {
     local f name got port

@@ -42,7 +42,7 @@ fi
 PKG=seckill
 CFG=/etc/seckill/seckill.cfg
 UNITDIR=/lib/systemd/system
-VERSION=$(sed -n 's/^#define SECKILL_VERSION "\(.*\)"$/\1/p' common/version.h)
+VERSION=$(sed -n 's/^#define SECKILL_VERSION "\(.*\)"$/\1/p' common/base/version.h)
 DEB=build/${PKG}_${VERSION}_$(dpkg --print-architecture).deb
 BINS="seckill-producer seckill-consumer seckillctl"
 export DEBIAN_FRONTEND=noninteractive
@@ -141,7 +141,7 @@ if diff "$T/tree.before" "$T/tree.after" >"$T/diff"; then
 else
     fail "make deb leaves the source tree and its parent folder as they were" "$(cat "$T/diff")"
 fi
-is "the package's version is common/version.h's" "$(dpkg-deb -f "$DEB" Version)" "$VERSION"
+is "the package's version is common/base/version.h's" "$(dpkg-deb -f "$DEB" Version)" "$VERSION"
 
 # Every path in the package: a file must not exist yet (the purge would take
 # it away); a folder may (/usr/bin), and must exist after the purge exactly

@@ -26,7 +26,7 @@ echo "1..17"
 
 # --- synthetic samples ------------------------------------------------------
 # The columns scripts/demo-sampler writes (a subset of the outcomes; all the
-# buckets of common/metrics.c). Bucket counts below are per step, made
+# buckets of common/base/metrics.c). Bucket counts below are per step, made
 # cumulative here as the exposition has them.
 LES=(0.0001 0.00025 0.0005 0.001 0.0025 0.005 0.01 0.025 0.05 0.1 0.25 0.5 1 2.5 5 10 +Inf)
 OUTCOMES=(accepted duplicate sold_out ended overloaded unavailable bad_request)
@@ -134,15 +134,15 @@ else
 fi
 
 # The fixture is still what the daemons serve: its outcomes are those of
-# PM_METRICS and its buckets those of common/metrics.c (recapture it if not:
+# PM_METRICS and its buckets those of common/base/metrics.c (recapture it if not:
 # curl -s 127.0.0.1:9099/metrics, 127.0.0.1:9101/metrics).
 fix_out=$(sed -n 's/^seckill_producer_requests_total{outcome="\([a-z_]*\)"}.*/\1/p' "$FIX/producer.metrics" | sort | tr '\n' ' ')
 src_out=$(grep -o 'PM_REQ, "counter", "outcome=\\"[a-z_]*' producer/pmetrics.h | sed 's/.*"//' | sort | tr '\n' ' ')
 fix_le=$(sed -n 's/^seckill_producer_request_duration_seconds_bucket{le="\([^"]*\)"}.*/\1/p' "$FIX/producer.metrics" | tr '\n' ' ')
-src_le=$(sed -n '/bucket_us\[METRICS_HIST_BUCKETS\] = {/,/};/{/= {/d; p}' common/metrics.c | grep -oE '[0-9]+' |
+src_le=$(sed -n '/bucket_us\[METRICS_HIST_BUCKETS\] = {/,/};/{/= {/d; p}' common/base/metrics.c | grep -oE '[0-9]+' |
     awk '{printf "%g ", $1 / 1e6} END {print "+Inf "}')
 if [ -n "$src_out" ] && [ "$fix_out" = "$src_out" ] && [ "$fix_le" = "$src_le" ]; then
-    pass "the /metrics fixture has the outcomes of producer/pmetrics.h and the buckets of common/metrics.c"
+    pass "the /metrics fixture has the outcomes of producer/pmetrics.h and the buckets of common/base/metrics.c"
 else
     fail "the /metrics fixture matches the daemons' declarations" "fixture outcomes: $fix_out" "pmetrics.h:        $src_out" \
         "fixture buckets: $fix_le" "metrics.c:       $src_le"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/cli/test_docs.sh BUILD_DIR: the documents generated from the code
 # are the committed ones. docs/configuration.md is `seckillctl config
-# reference` (printed from CFG_SETTINGS in common/cfg.h), so a setting added,
+# reference` (printed from CFG_SETTINGS in common/base/cfg.h), so a setting added,
 # removed or changed without regenerating it fails here. And every relative
 # link of README.md and docs/*.md leads somewhere: to a file that exists and,
 # with a #fragment into a Markdown file, to one of its headings (GitHub's

@@ -46,7 +46,7 @@ catches() {
     fi
 }
 
-echo "1..8"
+echo "1..9"
 
 # --- function-length -------------------------------------------------------
 # The fixture: a function at the limit, one over it, marked ones (above the
@@ -135,12 +135,12 @@ catches "man names the binary, the option and the page of each mismatch" "$T/wan
 guard "man/*.8.scd document exactly the options of the binaries' --help in $BUILD_ARG" \
     "$CHECK" man "$BUILD"
 
-# CFG_RANGE(member) (common/cfg.h) takes an integer setting's range from
+# CFG_RANGE(member) (common/base/cfg.h) takes an integer setting's range from
 # CFG_SETTINGS at compile time: a misspelt member, or one that is not an
 # int, must not compile (there is no -1 for a caller to ignore).
 cfg_range_compiles() {
     printf '#include "cfg.h"\nint f(void);\nint f(void) { return (int)CFG_RANGE(%s).max; }\n' "$1" >"$T/range.c"
-    ${CC:-cc} -std=c11 -D_GNU_SOURCE -Wall -Werror -Icommon -fsyntax-only "$T/range.c" >"$T/range.err" 2>&1
+    ${CC:-cc} -std=c11 -D_GNU_SOURCE -Wall -Werror -Icommon/base -fsyntax-only "$T/range.c" >"$T/range.err" 2>&1
 }
 if cfg_range_compiles consumer.batch_size && ! cfg_range_compiles redis.host && ! cfg_range_compiles consumer.batchsize
 then
@@ -148,5 +148,25 @@ then
 else
     fail "CFG_RANGE compiles for an int setting, not for a string one or a misspelt one" "$(cat "$T/range.err")"
 fi
+
+# The layers (docs/style.md): the Makefile compiles each folder of common/
+# with the headers of the layers below it only, so a base file that reaches
+# for the Redis link layer or the sale's rules, or a link layer that reaches
+# for the sale's, does not compile. Each layer's own flags, from the Makefile.
+layer_compiles() { # LAYER HEADER
+    printf '#include "%s"\n' "$2" >"$T/layer.c"
+    # shellcheck disable=SC2046 # the flags are words
+    ${CC:-cc} -std=c11 -D_GNU_SOURCE $(make -s --no-print-directory print-inc-"$1") \
+        $(pkg-config --cflags hiredis rdkafka libpq libconfig 2>/dev/null) -fsyntax-only "$T/layer.c" >"$T/layer.err" 2>&1
+}
+got=""
+for pair in common_base:log.h common_base:rpipe.h common_base:lock.h common_redis:rpipe.h common_redis:publish.h \
+    common_redis:lock.h common_kafka:publish.h common_kafka:rconn.h common_pg:pgconn.h common_pg:keys.h \
+    common_sale:lock.h common_sale:rpipe.h common_sale:publish.h common_sale:pgconn.h; do
+    if layer_compiles "${pair%%:*}" "${pair#*:}"; then got+="${pair} "; fi
+done
+is "each layer of common/ compiles against its own and lower layers' headers only" "$got" \
+    "common_base:log.h common_redis:rpipe.h common_kafka:publish.h common_pg:pgconn.h common_sale:lock.h \
+common_sale:rpipe.h common_sale:publish.h common_sale:pgconn.h "
 
 [ "$failed" -eq 0 ]

@@ -862,7 +862,7 @@ static void scan_mappings(const void *needle, size_t n, bool *in_dd, bool *in_he
             continue;
         /* Small anonymous mappings only: [vvar] is "dd" too, and not all of
          * it reads; so are ASan's shadow regions, huge and partly a gap. A
-         * secret's page (common/secret.c) is a page or two. */
+         * secret's page (common/base/secret.c) is a page or two. */
         bool dd = strstr(line, " dd") != NULL && name[0] == '\0' && hi - lo <= (1ul << 20),
              heap = strcmp(name, "[heap]") == 0;
         if ((dd || heap) && memmem((const void *)lo, hi - lo, needle, n)) {
@@ -873,7 +873,7 @@ static void scan_mappings(const void *needle, size_t n, bool *in_dd, bool *in_he
     fclose(f);
 }
 
-/* An HS256 secret is a password file (common/secret.h): 0600 or 0400, any
+/* An HS256 secret is a password file (common/base/secret.h): 0600 or 0400, any
  * bytes, and held in a page core dumps leave out, never in the heap. */
 static void test_hs256_secret_is_a_password_file(void **state)
 {

@@ -30,7 +30,7 @@ struct secret;
 /* Read the file at path into a new secret. 0 and *out (caller frees), or -1
  * with "PATH: reason" in err. */
 int secret_read(const char *path, struct secret **out, char *err, size_t errlen);
-/* The same for a key (an HS256 secret, common/jwt.h): the same file rules
+/* The same for a key (an HS256 secret, common/base/jwt.h): the same file rules
  * and the same page, but any bytes, NUL included (a secret made with
  * `head -c 32 /dev/urandom`); secret_len is its length, secret_str its
  * first byte. */

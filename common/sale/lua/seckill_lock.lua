@@ -1,5 +1,5 @@
 #!lua name=seckill_lock
--- The distributed lock's functions (issue #34, common/lock.h): the
+-- The distributed lock's functions (issue #34, common/sale/lock.h): the
 -- consumer's, and seckillctl lock's.
 --
 -- Redis functions, not scripts: an operator loads them (`seckillctl
@@ -12,7 +12,7 @@
 --
 -- VERSION grows with every change of a function here, of its body or its
 -- contract; a program refuses to start against an older library, whose
--- version it reads with seckill_lock_version (common/rfunc.h). A function's keys
+-- version it reads with seckill_lock_version (common/redis/rfunc.h). A function's keys
 -- and arguments never change under its name (a new contract is a new name),
 -- so that the programs of the last release keep working on a newer library
 -- while they are upgraded one by one.

@@ -63,7 +63,7 @@ enum jwt_use { JWT_USE_VERIFY, JWT_USE_SIGN };
 /* Load every jwt.keys entry ("KID:ALG:FILE", FILE under jwt.key_dir unless
  * absolute) for use and copy the jwt checks of c. HS256 takes the whole file
  * (one trailing newline dropped) of 32 to SECRET_MAX bytes, under the rules
- * of a password file (common/secret.h: mode 0600 or 0400, kept out of core
+ * of a password file (common/base/secret.h: mode 0600 or 0400, kept out of core
  * dumps); RS256 a PEM RSA key of at least 2048 bits, ES256 a PEM EC key on
  * P-256: public ("BEGIN PUBLIC KEY"), or private (JWT_USE_SIGN only), which
  * can also sign. OpenSSL's PEM reader tells a private key from a public one.

@@ -36,7 +36,7 @@ int keys_item_all(char k[KEYS_ITEM_PARTS][KEYS_MAX], const char *prefix, int64_t
 int keys_items(char *buf, size_t len, const char *prefix);
 
 /* <prefix>:order:ix:{B}: the order index's hash that holds order_id
- * (common/orderidx.h says what is in it). Returns the length, or -1. */
+ * (common/sale/orderidx.h says what is in it). Returns the length, or -1. */
 int keys_order_bucket(char *buf, size_t len, const char *prefix, int64_t order_id);
 /* <prefix>:order:{ORDER}: the index's key per order ("ITEM:USER") before
  * the buckets, still read by status calls (orderidx.h). */

@@ -2,7 +2,7 @@
  *
  * The Lua lives in four libraries, one file each, compiled into every binary
  * (scripts/embed): seckill_producer (producer/lua), seckill_consumer
- * (consumer/lua), seckill_lock (common/lua: the consumer's and seckillctl's
+ * (consumer/lua), seckill_lock (common/sale/lua: the consumer's and seckillctl's
  * locks) and seckill_ctl (ctl/lua). The daemons never load code: their ACL
  * users may FCALL and FUNCTION LIST, not FUNCTION LOAD, SCRIPT LOAD or EVAL,
  * so a stolen daemon password runs the functions an operator loaded, never
@@ -68,7 +68,7 @@ int rfunc_check(redisContext *rc, enum rfunc_lib lib, char *err, size_t errlen);
 struct rp;
 int rfunc_check_all(struct rp *p, enum rfunc_lib lib, char *err, size_t errlen);
 
-/* A daemon's start step (a daemon_attempt_fn, common/daemon.h): connect as
+/* A daemon's start step (a daemon_attempt_fn, common/base/daemon.h): connect as
  * the program's own user and check each of its n libraries on every primary
  * (rfunc_check_all). -1 with err
  * while Redis cannot be reached or refuses (worth waiting for); 0 when the

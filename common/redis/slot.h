@@ -8,7 +8,7 @@
  * Cluster specification defines it: the tag is what stands between the first
  * '{' and the first '}' after it, when that is not empty. Every key of an
  * item carries the tag {item:ID} and every lock key its group's {NAME}
- * (common/keys.c), so each script touches one slot.
+ * (common/sale/keys.c), so each script touches one slot.
  *
  * A map belongs to its owner (one thread): no locking. */
 #ifndef SECKILL_SLOT_H

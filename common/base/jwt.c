@@ -38,7 +38,7 @@ static const char *const alg_names[ALG_COUNT] = { "HS256", "RS256", "ES256" };
 struct jwt_key {
     char *kid;
     enum jwt_alg alg;
-    /* HS256: in a page of its own, out of core dumps (common/secret.h).
+    /* HS256: in a page of its own, out of core dumps (common/base/secret.h).
      * Never replaced while the keyset lives, so threads read it unlocked. */
     struct secret *secret;
     EVP_PKEY *pkey;        /* RS256, ES256 */
@@ -305,7 +305,7 @@ static bool ec_is_p256(EVP_PKEY *pk)
 }
 
 /* k's HS256 secret from the file at path, which is treated as a password
- * file is (common/secret.h): mode 0600 or 0400, read into a page of its own
+ * file is (common/base/secret.h): mode 0600 or 0400, read into a page of its own
  * that core dumps leave out. 0, or -1 with "PATH: reason" in why. */
 static int hs256_load(struct jwt_key *k, const char *path, char *why, size_t whylen)
 {
