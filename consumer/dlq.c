@@ -34,8 +34,8 @@ static int produce(struct dlq *d, struct cmsg *m)
         RD_KAFKA_V_HEADER("source_partition", part, (ssize_t)strlen(part)),
         RD_KAFKA_V_HEADER("source_offset", off, (ssize_t)strlen(off)), RD_KAFKA_V_OPAQUE(m), RD_KAFKA_V_END);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        log_warn("dead letter for %s[%" PRId32 "]@%" PRId64 " not queued: %s", d->cfg->kafka.topic, m->partition,
-                 m->offset, rd_kafka_err2str(e));
+        log_warn("dead letter for %s[%" PRId32 "]@%" PRId64 " not queued: %s", d->cfg->kafka.topic,
+                 m->partition, m->offset, rd_kafka_err2str(e));
         return -1;
     }
     return 0;
@@ -62,8 +62,8 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *km, void *opaque)
         return;
     }
     if (!d->failing) {
-        log_error("dead letter for %s[%" PRId32 "]@%" PRId64 " failed: %s; sending it again", d->cfg->kafka.topic,
-                  m->partition, m->offset, rd_kafka_err2str(km->err));
+        log_error("dead letter for %s[%" PRId32 "]@%" PRId64 " failed: %s; sending it again",
+                  d->cfg->kafka.topic, m->partition, m->offset, rd_kafka_err2str(km->err));
         d->failing = 1;
     }
     /* The offset must not move without the letter: send it again. If even

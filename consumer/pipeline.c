@@ -127,7 +127,8 @@ static void set_paused(struct pipe *p, bool pause, const char *why)
         return;
     if (rd_kafka_assignment(p->rk, &a) != RD_KAFKA_RESP_ERR_NO_ERROR)
         return;
-    rd_kafka_resp_err_t e = pause ? rd_kafka_pause_partitions(p->rk, a) : rd_kafka_resume_partitions(p->rk, a);
+    rd_kafka_resp_err_t e = pause ? rd_kafka_pause_partitions(p->rk, a)
+                                  : rd_kafka_resume_partitions(p->rk, a);
     rd_kafka_topic_partition_list_destroy(a);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
         log_warn("kafka: %s partitions: %s", pause ? "pause" : "resume", rd_kafka_err2str(e));
@@ -324,8 +325,9 @@ static void handle(struct pipe *p, rd_kafka_message_t *km)
         return;
     }
     if (util_mono_ms() - p->invalid_log_ms >= 1000) {
-        log_warn("%s[%" PRId32 "]@%" PRId64 ": invalid message, dead-lettered: %s (%" PRId64 " more since the "
-                 "last report)", p->cfg->kafka.topic, km->partition, km->offset, err, p->invalid_quiet);
+        log_warn("%s[%" PRId32 "]@%" PRId64 ": invalid message, dead-lettered: %s (%" PRId64
+                 " more since the last report)",
+                 p->cfg->kafka.topic, km->partition, km->offset, err, p->invalid_quiet);
         p->invalid_log_ms = util_mono_ms();
         p->invalid_quiet = 0;
     } else {

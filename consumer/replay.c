@@ -157,7 +157,8 @@ static void handle(struct replay *r, rd_kafka_message_t *km)
     if (!p || !p->reading || km->offset >= p->to)
         return;
     if (!(m = calloc(1, sizeof(*m)))) {
-        log_error("out of memory at %s[%" PRId32 "]@%" PRId64, r->cfg->kafka.topic, km->partition, km->offset);
+        log_error("out of memory at %s[%" PRId32 "]@%" PRId64, r->cfg->kafka.topic, km->partition,
+                  km->offset);
         atomic_store(&r->fatal, 1);
         return;
     }
@@ -171,7 +172,8 @@ static void handle(struct replay *r, rd_kafka_message_t *km)
         wk_dispatch(r->pool, m);
     } else if (inmsg_keep_raw(km, m, err) != 0) {
         free(m);
-        log_error("out of memory at %s[%" PRId32 "]@%" PRId64, r->cfg->kafka.topic, km->partition, km->offset);
+        log_error("out of memory at %s[%" PRId32 "]@%" PRId64, r->cfg->kafka.topic, km->partition,
+                  km->offset);
         atomic_store(&r->fatal, 1);
         return;
     } else if (dlq_send(r->dlq, m) != 0) {
@@ -282,8 +284,8 @@ static void summary(const struct replay *r, FILE *out, int64_t elapsed_ms, bool 
         t.rejected += p->rejected;
         t.dead += p->dead;
     }
-    fprintf(out, "%9s %12s %12s %10" PRId64 " %10" PRId64 " %10" PRId64 " %10" PRId64 " %13" PRId64 "\n", "total",
-            "", "", t.read, t.inserted, t.present, t.rejected, t.dead);
+    fprintf(out, "%9s %12s %12s %10" PRId64 " %10" PRId64 " %10" PRId64 " %10" PRId64 " %13" PRId64 "\n",
+            "total", "", "", t.read, t.inserted, t.present, t.rejected, t.dead);
     fprintf(out, "%" PRId64 " messages in %.1f s (%.0f/s)\n", t.read, (double)elapsed_ms / 1000.0,
             elapsed_ms > 0 ? (double)t.read * 1000.0 / (double)elapsed_ms : 0.0);
 }

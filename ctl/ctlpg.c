@@ -59,7 +59,8 @@ fail:
 int64_t ctlpg_i64(const PGresult *res, int row, int col)
 {
     int64_t v;
-    if (PQgetisnull(res, row, col) || util_parse_i64(PQgetvalue(res, row, col), INT64_MIN, INT64_MAX, &v) != 0)
+    if (PQgetisnull(res, row, col) ||
+        util_parse_i64(PQgetvalue(res, row, col), INT64_MIN, INT64_MAX, &v) != 0)
         return -1;
     return v;
 }

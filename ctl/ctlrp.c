@@ -26,7 +26,8 @@ const char *ctlrp_why(const struct rp_batch *b, int i, const char *runerr, char 
     return buf;
 }
 
-redisReply *ctlrp_fcall(struct rp *p, const struct rfunc *f, int nkeys, int nargs, const char **argv, int type)
+redisReply *ctlrp_fcall(struct rp *p, const struct rfunc *f, int nkeys, int nargs, const char **argv,
+                        int type)
 {
     struct rp_batch b;
     char err[512], why[512];

@@ -18,7 +18,8 @@ struct rp *ctlrp_open(const struct cfg *c);
 
 /* FCALL f (its first key routes it) in its own round trip; the reply when
  * its type is type, else NULL after printing why. The caller frees it. */
-redisReply *ctlrp_fcall(struct rp *p, const struct rfunc *f, int nkeys, int nargs, const char **argv, int type);
+redisReply *ctlrp_fcall(struct rp *p, const struct rfunc *f, int nkeys, int nargs, const char **argv,
+                        int type);
 
 /* Why command i of a run batch has no usable answer ("" when it has one
  * that is no error reply), for a message. Returns buf. */

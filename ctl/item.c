@@ -81,7 +81,8 @@ fail:
     return ret;
 }
 
-int item_create(const struct cfg *c, int64_t item_id, int64_t stock, const char *name, const struct item_window *w)
+int item_create(const struct cfg *c, int64_t item_id, int64_t stock, const char *name,
+                const struct item_window *w)
 {
     char err[512], sid[24], sstock[24], starts[24], ends[24];
     PGconn *pg = NULL;
@@ -126,7 +127,8 @@ int item_create(const struct cfg *c, int64_t item_id, int64_t stock, const char 
     if (redis_load(c, item_id, stock, w) != 0)
         goto fail;
     res = PQexec(pg, "COMMIT");
-    if (pg_ok(pg, res, PGRES_COMMAND_OK, "commit (Redis already holds the stock; run the command again)") != 0)
+    const char *what = "commit (Redis already holds the stock; run the command again)";
+    if (pg_ok(pg, res, PGRES_COMMAND_OK, what) != 0)
         goto fail;
     ret = 0;
 fail:
@@ -138,7 +140,8 @@ fail:
 
 static void item_usage(FILE *f)
 {
-    fputs("usage: seckillctl [-c FILE] item create --id ID --stock N [--name NAME] [--starts-at T] [--ends-at T]\n"
+    fputs("usage: seckillctl [-c FILE] item create --id ID --stock N [--name NAME] [--starts-at T] "
+          "[--ends-at T]\n"
           "       seckillctl [-c FILE] item load (--id ID | --all) [--wait-ms N]\n"
           "       seckillctl [-c FILE] item show ID\n"
           "T: epoch milliseconds or ISO 8601 (2026-11-21T10:00:00Z, +01:00; UTC when no zone)\n", f);
@@ -147,7 +150,8 @@ static void item_usage(FILE *f)
 static int parse_time_opt(const char *opt, const char *v, int64_t *out)
 {
     if (util_parse_time_ms(v, out) != 0 || *out <= 0) {
-        fprintf(stderr, "seckillctl: %s must be epoch ms or ISO 8601 (2026-11-21T10:00:00Z), got '%s'\n", opt, v);
+        fprintf(stderr, "seckillctl: %s must be epoch ms or ISO 8601 (2026-11-21T10:00:00Z), got '%s'\n", opt,
+                v);
         return -1;
     }
     return 0;
@@ -213,7 +217,8 @@ static int item_parse(int argc, char **argv, struct item_args *a)
             break;
         case 'w':
             if (util_parse_i64(optarg, 0, 3600000, &a->wait_ms) != 0) {
-                fprintf(stderr, "seckillctl: --wait-ms must be an integer in [0, 3600000], got '%s'\n", optarg);
+                fprintf(stderr, "seckillctl: --wait-ms must be an integer in [0, 3600000], got '%s'\n",
+                        optarg);
                 return 2;
             }
             break;
@@ -264,7 +269,8 @@ int item_cmd(const struct cfg *c, int argc, char **argv)
 
     if (argc == 3 && strcmp(argv[1], "show") == 0) {
         if (util_parse_i64(argv[2], 1, INT64_MAX, &a.id) != 0) {
-            fprintf(stderr, "seckillctl: item show: ID must be a positive 64-bit integer, got '%s'\n", argv[2]);
+            fprintf(stderr, "seckillctl: item show: ID must be a positive 64-bit integer, got '%s'\n",
+                    argv[2]);
             return 2;
         }
         return item_show(c, a.id);

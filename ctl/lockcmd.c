@@ -134,7 +134,8 @@ static int lock_run(const struct cfg *c, int argc, char **argv)
     if (ret >= 0)
         return ret;
     if (!lock_name_valid(name)) {
-        fprintf(stderr, "seckillctl: invalid lock name '%s' (1..200 printable characters, no braces)\n", name);
+        fprintf(stderr, "seckillctl: invalid lock name '%s' (1..200 printable characters, no braces)\n",
+                name);
         return 2;
     }
 
@@ -158,8 +159,9 @@ static int lock_run(const struct cfg *c, int argc, char **argv)
     }
     int st = lock_acquire(lc, name, (int)ttl, (int)wait, &l);
     if (st == LOCK_BUSY) {
-        fprintf(stderr, "seckillctl: lock '%s' is held by another owner; not acquired within %" PRId64 " ms\n",
-                name, wait);
+        fprintf(stderr,
+                "seckillctl: lock '%s' is held by another owner; not acquired within %" PRId64 " ms\n", name,
+                wait);
         ret = LOCKCMD_EXIT_BUSY;
         goto out;
     }

@@ -22,8 +22,8 @@
 
 /* Messages of the topic the group has not consumed, counted against the end
  * offsets in ends (taken once, before the wait). -1 on error. */
-static int64_t group_lag(rd_kafka_t *rk, const struct cfg *c, const int64_t *lo, const int64_t *ends, int32_t n,
-                         char *where, size_t wlen, char *err, size_t errlen)
+static int64_t group_lag(rd_kafka_t *rk, const struct cfg *c, const int64_t *lo, const int64_t *ends,
+                         int32_t n, char *where, size_t wlen, char *err, size_t errlen)
 {
     int64_t *at = calloc((size_t)n + 1, sizeof(*at)), lag = 0;
     if (!at) {
@@ -62,7 +62,8 @@ static int wait_consumed(const struct cfg *c, int64_t wait_ms)
     rd_kafka_t *rk = kmeta_open(c, c->consumer.group_id, err, sizeof(err));
     if (!rk)
         goto fail;
-    printf("waiting %" PRId64 " ms for orders reserved before the loss to reach %s (2 x message.timeout.ms + 2 s)\n",
+    printf("waiting %" PRId64
+           " ms for orders reserved before the loss to reach %s (2 x message.timeout.ms + 2 s)\n",
            window, c->kafka.topic);
     fflush(stdout);
     util_sleep_ms(window);
@@ -82,7 +83,8 @@ static int wait_consumed(const struct cfg *c, int64_t wait_ms)
         if (lag == 0)
             break;
         if (util_mono_ms() >= end) {
-            printf("refusing: consumer group %s has not consumed %" PRId64 " messages of %s that may hold orders "
+            printf("refusing: consumer group %s has not consumed %" PRId64
+                   " messages of %s that may hold orders "
                    "for these items (%s). Start the consumers and run this again (a replay does not move the "
                    "group's offsets).\n",
                    c->consumer.group_id, lag, c->kafka.topic, where);
@@ -192,8 +194,9 @@ static int rebuild_one(const struct cfg *c, PGconn *pg, struct rp *p, const stru
     }
     int64_t total = ctlpg_i64(res, 0, 0), left = ctlpg_i64(res, 0, 1), sold = ctlpg_i64(res, 0, 2);
     if (left != total - sold) {
-        printf("item %" PRId64 ": refusing: stock_left %" PRId64 " disagrees with its %" PRId64 " orders of %" PRId64
-               "; run 'seckillctl reconcile --item %" PRId64 " --fix' first\n", item, left, sold, total, item);
+        printf("item %" PRId64 ": refusing: stock_left %" PRId64 " disagrees with its %" PRId64
+               " orders of %" PRId64 "; run 'seckillctl reconcile --item %" PRId64 " --fix' first\n",
+               item, left, sold, total, item);
         goto fail;
     }
     if (ctlpg_i64(win, 0, 3) > 0)
@@ -231,7 +234,8 @@ static int rebuild_one(const struct cfg *c, PGconn *pg, struct rp *p, const stru
         fprintf(stderr, "seckillctl: redis: registering the item: %s\n", r ? r->str : err);
         goto fail;
     }
-    printf("item %" PRId64 ": rebuilt: stock %" PRId64 ", %d buyers (%" PRId64 " of %" PRId64 " sold), %d refused%s\n",
+    printf("item %" PRId64 ": rebuilt: stock %" PRId64 ", %d buyers (%" PRId64 " of %" PRId64
+           " sold), %d refused%s\n",
            item, left, buyers, sold, total, n - buyers, starts[0] || ends[0] ? ", sale window restored" : "");
     ret = 0;
 fail:

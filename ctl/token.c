@@ -15,7 +15,8 @@
 
 static void token_usage(FILE *f)
 {
-    fputs("usage: seckillctl [-c FILE] token issue (--user ID | --users FIRST-LAST) [--ttl DURATION] [--key KID]\n"
+    fputs("usage: seckillctl [-c FILE] token issue (--user ID | --users FIRST-LAST) [--ttl DURATION] [--key "
+          "KID]\n"
           "  DURATION: seconds, or with a suffix s, m, h or d (\"15m\", \"7d\"); 1s to 366d, default 1h\n"
           "  --key: a kid of jwt.keys (default jwt.signing_key, else the first key that can sign)\n",
           f);
@@ -85,7 +86,8 @@ static int token_parse(int argc, char **argv, struct token_args *a)
         switch (o) {
         case 'u':
             if (a->first != 0 || util_parse_i64(optarg, 1, INT64_MAX, &a->first) != 0) {
-                fprintf(stderr, "seckillctl: --user must be a positive 64-bit integer, given once; got '%s'\n",
+                fprintf(stderr,
+                        "seckillctl: --user must be a positive 64-bit integer, given once; got '%s'\n",
                         optarg);
                 return 2;
             }
@@ -103,7 +105,8 @@ static int token_parse(int argc, char **argv, struct token_args *a)
         case 't':
             if (parse_duration(optarg, &a->ttl) != 0) {
                 fprintf(stderr,
-                        "seckillctl: --ttl must be 1s to 366d (seconds, or a number with s, m, h or d); got '%s'\n",
+                        "seckillctl: --ttl must be 1s to 366d (seconds, or a number with s, m, h or d); got "
+                        "'%s'\n",
                         optarg);
                 return 2;
             }

@@ -109,10 +109,12 @@ static enum MHD_Result respond(struct ingress *g, struct MHD_Connection *conn, u
 static enum MHD_Result answer_unknown(struct ingress *g, struct ing_req *q)
 {
     char body[160], where[64];
-    snprintf(body, sizeof(body), "{\"status\":\"unknown\",\"order_id\":\"%" PRId64 "\",\"item_id\":%" PRId64 "}",
-             q->rr.order_id, q->rr.item_id);
+    snprintf(body, sizeof(body),
+             "{\"status\":\"unknown\",\"order_id\":\"%" PRId64 "\",\"item_id\":%" PRId64 "}", q->rr.order_id,
+             q->rr.item_id);
     snprintf(where, sizeof(where), ITEM_STATUS_PREFIX "%" PRId64, q->rr.item_id);
-    const char *hdrs[] = { MHD_HTTP_HEADER_RETRY_AFTER, UNKNOWN_RETRY_AFTER_S, MHD_HTTP_HEADER_LOCATION, where, NULL };
+    const char *hdrs[] = { MHD_HTTP_HEADER_RETRY_AFTER, UNKNOWN_RETRY_AFTER_S, MHD_HTTP_HEADER_LOCATION,
+                           where, NULL };
     return respond_hdrs(g, q->conn, rsv_http_status(RSV_UNKNOWN), body, q->t0_us, hdrs);
 }
 
@@ -357,8 +359,8 @@ static void queue_request(struct ingress *g, struct ing_req *q)
 }
 
 /* GET /api/v1/orders/ID or /api/v1/seckill/ID, with the buyer known. */
-static enum MHD_Result status_call(struct ingress *g, struct MHD_Connection *conn, enum st_kind kind, int64_t id,
-                                   int64_t buyer, int64_t t0, void **con_cls)
+static enum MHD_Result status_call(struct ingress *g, struct MHD_Connection *conn, enum st_kind kind,
+                                   int64_t id, int64_t buyer, int64_t t0, void **con_cls)
 {
     enum MHD_Result ret = MHD_NO;
     struct ing_req *q;

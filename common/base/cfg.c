@@ -284,7 +284,8 @@ static bool sentinel_addr_ok(const char *s)
     return colon && colon != s && ports_count(colon + 1, 1, 65535) == 1;
 }
 
-static const char *const session_attrs[] = { "any", "read-write", "read-only", "primary", "standby", "prefer-standby" };
+static const char *const session_attrs[] = { "any",     "read-write", "read-only",
+                                             "primary", "standby",    "prefer-standby" };
 
 /* An integer setting the file sets, checked against its range. */
 static int load_int(const config_setting_t *s, const struct cfg_def *d, const char *path, int *out, char *err,
@@ -305,8 +306,8 @@ static int load_int(const config_setting_t *s, const struct cfg_def *d, const ch
     return 0;
 }
 
-static int load_bool(const config_setting_t *s, const struct cfg_def *d, const char *path, int *out, char *err,
-                     size_t errlen)
+static int load_bool(const config_setting_t *s, const struct cfg_def *d, const char *path, int *out,
+                     char *err, size_t errlen)
 {
     if (config_setting_type(s) != CONFIG_TYPE_BOOL) {
         seterr(err, errlen, "%s:%d: '%s' must be true or false", src_file(s, path), src_line(s), d->path);
@@ -325,8 +326,8 @@ static const char *setting_text(const config_setting_t *s, const struct cfg_def 
     int t = config_setting_type(s);
     if (d->type == CFG_PORTS && t != CONFIG_TYPE_STRING) {
         if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) {
-            seterr(err, errlen, "%s:%d: '%s' must be a port or a string of ports \"p1,p2\"", src_file(s, path),
-                   src_line(s), d->path);
+            seterr(err, errlen, "%s:%d: '%s' must be a port or a string of ports \"p1,p2\"",
+                   src_file(s, path), src_line(s), d->path);
             return NULL;
         }
         snprintf(buf, buflen, "%lld", config_setting_get_int64(s));
@@ -400,7 +401,8 @@ static int store_text(const struct cfg_def *d, const char *sval, const char *fil
         return -1;
     case CFG_PORTS:
         if (ports_count(sval, d->min, d->max) < 1) {
-            seterr(err, errlen, "%s:%d: '%s' = \"%s\": each port must be an integer in [%lld, %lld], comma-separated",
+            seterr(err, errlen,
+                   "%s:%d: '%s' = \"%s\": each port must be an integer in [%lld, %lld], comma-separated",
                    file, line, d->path, sval, d->min, d->max);
             return -1;
         }
@@ -472,8 +474,10 @@ static int check_front(const struct cfg *c, char *err, size_t errlen)
     const char *h = c->producer.client_address_header;
     for (size_t i = 0; i < c->producer.trusted_proxies.n; i++)
         if (na_net_parse(c->producer.trusted_proxies.v[i], &n) != 0) {
-            seterr(err, errlen, "%s: 'producer.trusted_proxies' entry \"%s\" is not an address or "
-                   "\"ADDR/BITS\"", cfg_where(c, "producer.trusted_proxies"), c->producer.trusted_proxies.v[i]);
+            seterr(err, errlen,
+                   "%s: 'producer.trusted_proxies' entry \"%s\" is not an address or "
+                   "\"ADDR/BITS\"",
+                   cfg_where(c, "producer.trusted_proxies"), c->producer.trusted_proxies.v[i]);
             return -1;
         }
     for (size_t i = 0; h[i]; i++)
@@ -507,29 +511,36 @@ static int check_cross(const struct cfg *c, const char *path, char *err, size_t 
             return -1;
         }
     if (c->redis.cluster_nodes.n > 0 && c->redis.sentinels.n > 0) {
-        seterr(err, errlen, "%s: 'redis.cluster_nodes' and 'redis.sentinels' exclude each other: a Cluster fails "
-               "over by itself", cfg_where(c, "redis.cluster_nodes"));
+        seterr(err, errlen,
+               "%s: 'redis.cluster_nodes' and 'redis.sentinels' exclude each other: a Cluster fails "
+               "over by itself",
+               cfg_where(c, "redis.cluster_nodes"));
         return -1;
     }
     if (c->redis.cluster_nodes.n > 0 && c->redis.db != 0) {
-        seterr(err, errlen, "%s: 'redis.db' must be 0 with 'redis.cluster_nodes': a Cluster has no other database",
+        seterr(err, errlen,
+               "%s: 'redis.db' must be 0 with 'redis.cluster_nodes': a Cluster has no other database",
                cfg_where(c, "redis.db"));
         return -1;
     }
     if (c->redis.sentinels.n > 0 && c->redis.master_name[0] == '\0') {
-        seterr(err, errlen, "%s: 'redis.sentinels' needs 'redis.master_name' (the name the Sentinels monitor)",
-               path);
+        seterr(err, errlen,
+               "%s: 'redis.sentinels' needs 'redis.master_name' (the name the Sentinels monitor)", path);
         return -1;
     }
     if (c->redis.min_replicas_ack > 0 && c->redis.wait_timeout_ms >= c->redis.command_timeout_ms) {
-        seterr(err, errlen, "%s: 'redis.wait_timeout_ms' (%d) must be below 'redis.command_timeout_ms' (%d): WAIT "
-               "is one of the round trip's commands", path, c->redis.wait_timeout_ms, c->redis.command_timeout_ms);
+        seterr(err, errlen,
+               "%s: 'redis.wait_timeout_ms' (%d) must be below 'redis.command_timeout_ms' (%d): WAIT "
+               "is one of the round trip's commands",
+               path, c->redis.wait_timeout_ms, c->redis.command_timeout_ms);
         return -1;
     }
     int nports = ports_count(c->postgres.port, 1, 65535), nhosts = hosts_count(c->postgres.host);
     if (nports != 1 && nports != nhosts) {
-        seterr(err, errlen, "%s: 'postgres.port' names %d ports for %d hosts in 'postgres.host' (give one, or one "
-               "per host)", path, nports, nhosts);
+        seterr(err, errlen,
+               "%s: 'postgres.port' names %d ports for %d hosts in 'postgres.host' (give one, or one "
+               "per host)",
+               path, nports, nhosts);
         return -1;
     }
     if (name_index(session_attrs, ARRAY_SIZE(session_attrs), c->postgres.target_session_attrs) < 0) {
@@ -538,17 +549,18 @@ static int check_cross(const struct cfg *c, const char *path, char *err, size_t 
         return -1;
     }
     if (name_index(kafka_protocols, ARRAY_SIZE(kafka_protocols), c->kafka.security_protocol) < 0) {
-        seterr(err, errlen, "%s: 'kafka.security_protocol' must be one of plaintext, ssl, sasl_plaintext, sasl_ssl",
-               path);
+        seterr(err, errlen,
+               "%s: 'kafka.security_protocol' must be one of plaintext, ssl, sasl_plaintext, sasl_ssl", path);
         return -1;
     }
     if (name_index(kafka_mechanisms, ARRAY_SIZE(kafka_mechanisms), c->kafka.sasl_mechanism) < 0) {
-        seterr(err, errlen, "%s: 'kafka.sasl_mechanism' must be one of SCRAM-SHA-512, SCRAM-SHA-256, PLAIN", path);
+        seterr(err, errlen, "%s: 'kafka.sasl_mechanism' must be one of SCRAM-SHA-512, SCRAM-SHA-256, PLAIN",
+               path);
         return -1;
     }
     if (c->lock.backoff_base_ms > c->lock.backoff_cap_ms) {
-        seterr(err, errlen, "%s: 'lock.backoff_base_ms' (%d) must not exceed 'lock.backoff_cap_ms' (%d)", path,
-               c->lock.backoff_base_ms, c->lock.backoff_cap_ms);
+        seterr(err, errlen, "%s: 'lock.backoff_base_ms' (%d) must not exceed 'lock.backoff_cap_ms' (%d)",
+               path, c->lock.backoff_base_ms, c->lock.backoff_cap_ms);
         return -1;
     }
     return check_front(c, err, errlen);
@@ -601,11 +613,13 @@ static int check_trust(const struct cfg *c, char *err, size_t errlen)
     if (*c->postgres.sslrootcert && strcmp(mode, "disable") != 0 &&
         ca_readable(c, "postgres.sslrootcert", c->postgres.sslrootcert, err, errlen) != 0)
         return -1;
-    bool tls = strcmp(c->kafka.security_protocol, "ssl") == 0 || strcmp(c->kafka.security_protocol, "sasl_ssl") == 0;
-    if (tls && *c->kafka.ssl_ca_file && ca_readable(c, "kafka.ssl_ca_file", c->kafka.ssl_ca_file, err, errlen) != 0)
+    bool tls = strcmp(c->kafka.security_protocol, "ssl") == 0 ||
+               strcmp(c->kafka.security_protocol, "sasl_ssl") == 0;
+    if (tls && *c->kafka.ssl_ca_file &&
+        ca_readable(c, "kafka.ssl_ca_file", c->kafka.ssl_ca_file, err, errlen) != 0)
         return -1;
-    if (role_self == CFG_ROLE_PRODUCER && c->producer.auth == CFG_AUTH_NONE && !c->producer.allow_insecure_auth &&
-        !cfg_addr_loopback(c->producer.listen)) {
+    if (role_self == CFG_ROLE_PRODUCER && c->producer.auth == CFG_AUTH_NONE &&
+        !c->producer.allow_insecure_auth && !cfg_addr_loopback(c->producer.listen)) {
         seterr(err, errlen, "%s: 'producer.auth' = \"none\" believes the user_id any client sends, and "
                "'producer.listen' = \"%s\" is not loopback: set auth = \"jwt\", listen on 127.0.0.1, or "
                "(a trial behind a front that authenticates) 'producer.allow_insecure_auth' = true",

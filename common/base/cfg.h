@@ -303,12 +303,15 @@ enum cfg_auth {
       "let auth = none listen beyond loopback (anyone buys as any user_id; warned at every start)")          \
     X("producer.status_ttl_s", CFG_INT, producer.status_ttl_s, 60, 31536000, 604800, NULL, CFG_RELOAD,      \
       "how long Redis keeps an order's status for the status calls")                                        \
-    X("producer.soldout_refresh_ms", CFG_INT, producer.soldout_refresh_ms, 10, 60000, 100, NULL, CFG_RELOAD,   \
-      "how often sold-out items and remembered winners are checked in Redis: how long a unit back is missed") \
+    X("producer.soldout_refresh_ms", CFG_INT, producer.soldout_refresh_ms, 10, 60000, 100, NULL,            \
+      CFG_RELOAD,                                                                                           \
+      "how often sold-out items and remembered winners are checked in Redis: "                              \
+      "how long a unit back is missed")                                                                     \
     X("producer.soldout_max_buyers", CFG_INT, producer.soldout_max_buyers, 0, 100000000, 1000000, NULL,     \
       CFG_RELOAD,                                                                                           \
       "buyers of an item copied at most to answer its sold-out requests locally; 0: always ask Redis")      \
-    X("producer.max_connections_per_address", CFG_INT, producer.max_connections_per_address, 0, 1000000, 64,   \
+    X("producer.max_connections_per_address", CFG_INT, producer.max_connections_per_address, 0,             \
+      1000000, 64,                                                                                          \
       NULL, CFG_RELOAD,                                                                                     \
       "open connections one client address may hold; beyond, new ones are closed; 0: no cap")              \
     X("producer.address_rate_per_s", CFG_INT, producer.address_rate_per_s, 0, 1000000, 100, NULL,           \
@@ -321,7 +324,8 @@ enum cfg_auth {
     X("producer.buyer_burst", CFG_INT, producer.buyer_burst, 1, 1000000, 10, NULL, CFG_RELOAD,               \
       "API requests one buyer may send at once, beyond producer.buyer_rate_per_s")                          \
     X("producer.client_address_header", CFG_STR, producer.client_address_header, 0, 0, 0, "", 0,           \
-      "header naming the client behind a trusted proxy (X-Forwarded-For); empty: the TCP peer is the client") \
+      "header naming the client behind a trusted proxy (X-Forwarded-For); "                                 \
+      "empty: the TCP peer is the client")                                                                  \
     X("producer.trusted_proxies", CFG_LIST, producer.trusted_proxies, 0, 0, 0, NULL, 0,                     \
       "\"ADDR\" or \"ADDR/BITS\": peers whose producer.client_address_header is believed (load balancers)")  \
     X("producer.winners_max", CFG_INT, producer.winners_max, 0, 100000000, 262144, NULL, 0,                 \

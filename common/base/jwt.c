@@ -206,7 +206,8 @@ static const EVP_MD *sha256(void)
 static EVP_MAC_CTX *hmac_keyed(const unsigned char *secret, size_t len)
 {
     char digest[] = "SHA2-256";
-    OSSL_PARAM params[] = { OSSL_PARAM_construct_utf8_string("digest", digest, 0), OSSL_PARAM_construct_end() };
+    OSSL_PARAM params[] = { OSSL_PARAM_construct_utf8_string("digest", digest, 0),
+                            OSSL_PARAM_construct_end() };
     EVP_MAC_CTX *ctx;
     pthread_once(&algs_once, algs_fetch);
     if (!hmac_mac || !(ctx = EVP_MAC_CTX_new(hmac_mac)))
@@ -403,7 +404,8 @@ static int key_load(const struct cfg *c, enum jwt_use use, const char *entry, un
         return -1;
     }
     if (allowed_cfg && !(allowed_cfg & (1u << alg))) {
-        seterr(err, errlen, "jwt.keys entry '%s': algorithm %s is not in jwt.algorithms", entry, alg_names[alg]);
+        seterr(err, errlen, "jwt.keys entry '%s': algorithm %s is not in jwt.algorithms", entry,
+               alg_names[alg]);
         return -1;
     }
     const char *file = c2 + 1;
@@ -478,8 +480,8 @@ int jwt_keyset_load(const struct cfg *c, enum jwt_use use, struct jwt_keyset **o
         ks->n = i + 1;
         for (size_t j = 0; j < i; j++) {
             if (strcmp(ks->keys[j].kid, k->kid) == 0) {
-                seterr(err, errlen, "jwt.keys entry '%s': key id '%s' is already used by '%s'", c->jwt.keys.v[i],
-                       k->kid, c->jwt.keys.v[j]);
+                seterr(err, errlen, "jwt.keys entry '%s': key id '%s' is already used by '%s'",
+                       c->jwt.keys.v[i], k->kid, c->jwt.keys.v[j]);
                 goto fail;
             }
         }
@@ -666,8 +668,8 @@ static enum jwt_err check_claims(const struct jwt_keyset *ks, const json_t *pl, 
     return JWT_OK;
 }
 
-enum jwt_err jwt_verify(const struct jwt_keyset *ks, const char *tok, size_t len, int64_t now_s, int64_t *user,
-                        int64_t *exp_s)
+enum jwt_err jwt_verify(const struct jwt_keyset *ks, const char *tok, size_t len, int64_t now_s,
+                        int64_t *user, int64_t *exp_s)
 {
     unsigned char *buf = NULL;
     json_t *hdr = NULL, *pl = NULL;
@@ -763,7 +765,8 @@ enum jwt_err jwt_bearer(const char *authorization, const char **tok, size_t *len
 /* --- signing -------------------------------------------------------------- */
 
 /* Raw signature of in into sig (room for EVP_PKEY_get_size or 64 bytes). */
-static int pkey_sign(const struct jwt_key *k, const char *in, size_t inlen, unsigned char *sig, size_t *siglen)
+static int pkey_sign(const struct jwt_key *k, const char *in, size_t inlen, unsigned char *sig,
+                     size_t *siglen)
 {
     EVP_MD_CTX *mctx = EVP_MD_CTX_new();
     EVP_PKEY_CTX *pctx = NULL;
@@ -834,8 +837,8 @@ static char *json_b64(json_t *j)
     return e;
 }
 
-int jwt_sign(const struct jwt_keyset *ks, const char *kid, int64_t user, int64_t iat_s, int64_t exp_s, char **out,
-             char *err, size_t errlen)
+int jwt_sign(const struct jwt_keyset *ks, const char *kid, int64_t user, int64_t iat_s, int64_t exp_s,
+             char **out, char *err, size_t errlen)
 {
     char sub[24], *h = NULL, *p = NULL, *tok = NULL;
     json_t *hj = NULL, *pj = NULL;
@@ -850,7 +853,8 @@ int jwt_sign(const struct jwt_keyset *ks, const char *kid, int64_t user, int64_t
     if (!(k = signer(ks, kid, err, errlen)))
         return -1;
     if (k->pkey && (size_t)EVP_PKEY_get_size(k->pkey) > sizeof(sig)) {
-        seterr(err, errlen, "key %s: signatures of %d bytes are not supported", k->kid, EVP_PKEY_get_size(k->pkey));
+        seterr(err, errlen, "key %s: signatures of %d bytes are not supported", k->kid,
+               EVP_PKEY_get_size(k->pkey));
         return -1;
     }
     snprintf(sub, sizeof(sub), "%" PRId64, user);
@@ -965,7 +969,8 @@ static struct jwt_cache_entry *cache_set(struct jwt_cache *jc, const char *tok, 
     return &jc->e[*set * CACHE_WAYS];
 }
 
-int jwt_cache_get(struct jwt_cache *jc, const char *tok, size_t len, int64_t now_s, uint64_t gen, int64_t *user)
+int jwt_cache_get(struct jwt_cache *jc, const char *tok, size_t len, int64_t now_s, uint64_t gen,
+                  int64_t *user)
 {
     unsigned char h[SHA256_LEN];
     size_t set;

@@ -85,8 +85,8 @@ size_t jwt_keyset_max_token(const struct jwt_keyset *ks);
  * *exp_s; otherwise the first reason found, in this order: size, framing,
  * header, algorithm, key, signature, exp, nbf, iss, aud, sub. Allocates only
  * one buffer and jansson's objects. */
-enum jwt_err jwt_verify(const struct jwt_keyset *ks, const char *tok, size_t len, int64_t now_s, int64_t *user,
-                        int64_t *exp_s);
+enum jwt_err jwt_verify(const struct jwt_keyset *ks, const char *tok, size_t len, int64_t now_s,
+                        int64_t *user, int64_t *exp_s);
 
 /* The token of an Authorization header value: "Bearer" in any case, one or
  * more spaces, then the token up to the end of the value (no trailing
@@ -99,8 +99,8 @@ enum jwt_err jwt_bearer(const char *authorization, const char **tok, size_t *len
  * configured iss and aud. kid NULL: jwt.signing_key; "" (or an empty
  * jwt.signing_key): the first key that can sign. Public-only keys cannot.
  * 0 and a heap string in *out (free it), or -1 with err. */
-int jwt_sign(const struct jwt_keyset *ks, const char *kid, int64_t user, int64_t iat_s, int64_t exp_s, char **out,
-             char *err, size_t errlen);
+int jwt_sign(const struct jwt_keyset *ks, const char *kid, int64_t user, int64_t iat_s, int64_t exp_s,
+             char **out, char *err, size_t errlen);
 
 /* A fixed-size cache of verified tokens, so a buyer who sends the same token
  * again costs one SHA-256 instead of a signature check. Entries are keyed by
@@ -112,7 +112,8 @@ int jwt_sign(const struct jwt_keyset *ks, const char *kid, int64_t user, int64_t
 struct jwt_cache *jwt_cache_new(size_t entries); /* rounded up to a power of two >= 4; NULL if 0 */
 void jwt_cache_free(struct jwt_cache *jc);
 /* 1 and *user on a hit, 0 on a miss. jc may be NULL (always a miss). */
-int jwt_cache_get(struct jwt_cache *jc, const char *tok, size_t len, int64_t now_s, uint64_t gen, int64_t *user);
+int jwt_cache_get(struct jwt_cache *jc, const char *tok, size_t len, int64_t now_s, uint64_t gen,
+                  int64_t *user);
 /* valid_until_s: exp + leeway. jc may be NULL. */
 void jwt_cache_put(struct jwt_cache *jc, const char *tok, size_t len, uint64_t gen, int64_t user,
                    int64_t valid_until_s);

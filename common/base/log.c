@@ -105,7 +105,8 @@ void log_repeat_end(struct log_repeat *r, const char *what)
 {
     if (r->times == 0)
         return;
-    log_msg(LOG_LVL_NOTICE, "%s: over (%s) after %llu time%s", r->key, what, r->times, r->times == 1 ? "" : "s");
+    log_msg(LOG_LVL_NOTICE, "%s: over (%s) after %llu time%s", r->key, what, r->times,
+            r->times == 1 ? "" : "s");
     r->times = 0;
     r->key[0] = '\0';
 }

@@ -117,7 +117,8 @@ static int read_all(int fd, const char *path, const char *what, struct secret *s
  * `echo` adds, neither empty nor (unless binary: a key's random bytes)
  * holding a NUL. 0 with s->len set and the rest of s->buf cleared, or -1
  * with err. */
-static int take_password(struct secret *s, size_t got, const char *path, bool binary, char *err, size_t errlen)
+static int take_password(struct secret *s, size_t got, const char *path, bool binary, char *err,
+                         size_t errlen)
 {
     const char *what = binary ? "key" : "password";
     if (got && s->buf[got - 1] == '\n')

@@ -10,8 +10,8 @@ rd_kafka_t *kmeta_open(const struct cfg *c, const char *group, char *err, size_t
     static const char *const defaults[] = { NULL };
     char kerr[256];
     rd_kafka_t *rk = NULL;
-    rd_kafka_conf_t *conf =
-        kconf_new(c, group ? &c->kafka.consumer_properties : &c->kafka.producer_properties, defaults, err, errlen);
+    rd_kafka_conf_t *conf = kconf_new(
+        c, group ? &c->kafka.consumer_properties : &c->kafka.producer_properties, defaults, err, errlen);
     if (!conf)
         return NULL;
     if (group && (kconf_set(conf, "group.id", group, err, errlen) != 0 ||
@@ -41,7 +41,8 @@ int kmeta_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, int32_t 
         snprintf(err, errlen, "kafka: metadata of %s: %s", topic, rd_kafka_err2str(e));
     } else if (md->topic_cnt != 1 || md->topics[0].err || md->topics[0].partition_cnt <= 0) {
         snprintf(err, errlen, "kafka: topic %s: %s", topic,
-                 md->topic_cnt == 1 && md->topics[0].err ? rd_kafka_err2str(md->topics[0].err) : "no partitions");
+                 md->topic_cnt == 1 && md->topics[0].err ? rd_kafka_err2str(md->topics[0].err)
+                                                         : "no partitions");
     } else {
         *n = md->topics[0].partition_cnt;
         ret = 0;
@@ -53,8 +54,8 @@ int kmeta_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, int32_t 
 }
 
 /* A list of partitions 0..n-1 of topic, each at offset; NULL with err. */
-static rd_kafka_topic_partition_list_t *all_partitions(const char *topic, int32_t n, int64_t offset, char *err,
-                                                       size_t errlen)
+static rd_kafka_topic_partition_list_t *all_partitions(const char *topic, int32_t n, int64_t offset,
+                                                       char *err, size_t errlen)
 {
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
     if (!l) {
@@ -69,8 +70,8 @@ static rd_kafka_topic_partition_list_t *all_partitions(const char *topic, int32_
 /* ListOffsets at `when` (-2 earliest, -1 latest, else a timestamp) for
  * every partition. Earliest and latest always exist; a timestamp past the
  * last message answers -1 (the end), which is an answer, not an error. */
-static int list_offsets(rd_kafka_t *rk, const char *topic, int32_t n, int timeout_ms, int64_t when, int64_t *out,
-                        char *err, size_t errlen)
+static int list_offsets(rd_kafka_t *rk, const char *topic, int32_t n, int timeout_ms, int64_t when,
+                        int64_t *out, char *err, size_t errlen)
 {
     rd_kafka_topic_partition_list_t *l = all_partitions(topic, n, when, err, errlen);
     int ret = -1;
@@ -79,7 +80,8 @@ static int list_offsets(rd_kafka_t *rk, const char *topic, int32_t n, int timeou
     rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(rk, l, timeout_ms);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
         if (when >= 0)
-            snprintf(err, errlen, "kafka: offsets of %s for time %" PRId64 ": %s", topic, when, rd_kafka_err2str(e));
+            snprintf(err, errlen, "kafka: offsets of %s for time %" PRId64 ": %s", topic, when,
+                     rd_kafka_err2str(e));
         else
             snprintf(err, errlen, "kafka: offsets of %s: %s", topic, rd_kafka_err2str(e));
         goto fail;
@@ -99,8 +101,8 @@ fail:
     return ret;
 }
 
-int kmeta_range(rd_kafka_t *rk, const char *topic, int32_t n, int timeout_ms, int64_t *lo, int64_t *hi, char *err,
-                size_t errlen)
+int kmeta_range(rd_kafka_t *rk, const char *topic, int32_t n, int timeout_ms, int64_t *lo, int64_t *hi,
+                char *err, size_t errlen)
 {
     if (lo && list_offsets(rk, topic, n, timeout_ms, RD_KAFKA_OFFSET_BEGINNING, lo, err, errlen) != 0)
         return -1;

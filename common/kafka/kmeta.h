@@ -37,8 +37,8 @@ int kmeta_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, int32_t 
 
 /* Earliest and next offsets (the low and high watermarks) of partitions
  * 0..n-1 into lo[] and hi[] (either may be NULL). 0, or -1 with err. */
-int kmeta_range(rd_kafka_t *rk, const char *topic, int32_t n, int timeout_ms, int64_t *lo, int64_t *hi, char *err,
-                size_t errlen);
+int kmeta_range(rd_kafka_t *rk, const char *topic, int32_t n, int timeout_ms, int64_t *lo, int64_t *hi,
+                char *err, size_t errlen);
 
 /* The group's committed offsets (rk opened by kmeta_open with that group)
  * of partitions 0..n-1 into at[]: -1 where the group has committed nothing

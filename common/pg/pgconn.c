@@ -18,8 +18,8 @@ int pgconn_open(const struct cfg *c, const char *application_name, PGconn **out,
     return pgconn_open_as(c, cfg_role_self(), application_name, out, err, errlen);
 }
 
-int pgconn_open_as(const struct cfg *c, enum cfg_role role, const char *application_name, PGconn **out, char *err,
-                   size_t errlen)
+int pgconn_open_as(const struct cfg *c, enum cfg_role role, const char *application_name, PGconn **out,
+                   char *err, size_t errlen)
 {
     char timeout[16];
     struct secret *pw = NULL;

@@ -17,7 +17,7 @@
 int pgconn_open(const struct cfg *c, const char *application_name, PGconn **out, char *err, size_t errlen);
 /* The same as role (whose password cfg_load must have read: cfg_role_set's
  * mask); tests and tools that act for another program. */
-int pgconn_open_as(const struct cfg *c, enum cfg_role role, const char *application_name, PGconn **out, char *err,
-                   size_t errlen);
+int pgconn_open_as(const struct cfg *c, enum cfg_role role, const char *application_name, PGconn **out,
+                   char *err, size_t errlen);
 
 #endif

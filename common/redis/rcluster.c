@@ -54,7 +54,8 @@ static redisContext *conn_of(struct rcl *cl, int i, char *err, size_t errlen)
         close_conn(cl, i);
     if (cl->conn[i] == NULL) {
         const struct slot_node *n = &cl->map.node[i];
-        if (rconn_open_node(cl->cfg, n->host, n->port, cl->user, cl->password, &cl->conn[i], err, errlen) != 0) {
+        if (rconn_open_node(cl->cfg, n->host, n->port, cl->user, cl->password, &cl->conn[i], err, errlen) !=
+            0) {
             cl->unreachable = true; /* it may have gone: ask who serves its slots now */
             return NULL;
         }
@@ -112,7 +113,8 @@ static void install(struct rcl *cl, const struct slot_map *m)
     redisContext *keep[SLOT_MAX_NODES] = { 0 };
     for (int i = 0; i < cl->map.nnodes; i++) {
         for (int j = 0; j < m->nnodes && cl->conn[i] != NULL; j++) {
-            if (m->node[j].port == cl->map.node[i].port && strcmp(m->node[j].host, cl->map.node[i].host) == 0) {
+            if (m->node[j].port == cl->map.node[i].port &&
+                strcmp(m->node[j].host, cl->map.node[i].host) == 0) {
                 keep[j] = cl->conn[i];
                 cl->conn[i] = NULL;
             }
@@ -230,7 +232,8 @@ static void take_reply(struct rcl *cl, struct rcl_cmd *c, redisReply *r, bool fo
     char host[SLOT_HOST_MAX];
     unsigned slot;
     int port, i;
-    enum slot_redirect kind = follow ? slot_redirect_of(r, &slot, host, sizeof(host), &port) : SLOT_NO_REDIRECT;
+    enum slot_redirect kind = follow ? slot_redirect_of(r, &slot, host, sizeof(host), &port)
+                                     : SLOT_NO_REDIRECT;
     if (kind == SLOT_MOVED && slot_map_set(&cl->map, slot, host, port) == 0) {
         cl->stats.moved++;
         c->node = cl->map.owner[slot], c->asking = 0;
@@ -293,8 +296,8 @@ static int node_send(struct rcl *cl, int i, struct rcl_cmd *cmds, int n, char *e
  * round, read back in order (by inflight and served, not by node: a
  * command another node redirected here meanwhile was not sent here yet). A
  * lost reply loses the ones after it. */
-static void node_read(struct rcl *cl, int i, int sent, struct rcl_cmd *cmds, int n, bool follow, bool *backoff,
-                      char *err, size_t errlen)
+static void node_read(struct rcl *cl, int i, int sent, struct rcl_cmd *cmds, int n, bool follow,
+                      bool *backoff, char *err, size_t errlen)
 {
     redisContext *rc = cl->conn[i];
     bool lost = false;
@@ -309,7 +312,8 @@ static void node_read(struct rcl *cl, int i, int sent, struct rcl_cmd *cmds, int
             freeReplyObject(r), r = NULL;
         if (lost || redisGetReply(rc, (void **)&r) != REDIS_OK || r == NULL) {
             if (!lost)
-                snprintf(err, errlen, "redis %s:%d: %s", cl->map.node[i].host, cl->map.node[i].port, rc->errstr);
+                snprintf(err, errlen, "redis %s:%d: %s", cl->map.node[i].host, cl->map.node[i].port,
+                         rc->errstr);
             lost = true;
             cl->stats.lost++;
             finish(c, RCL_UNKNOWN, NULL);
@@ -363,7 +367,8 @@ static int run(struct rcl *cl, struct rcl_cmd *cmds, int n, int fixed, char *err
     bool follow = fixed < 0;
     err[0] = '\0';
     int64_t since = util_mono_ms() - cl->refreshed_ms;
-    if (follow && (cl->unreachable || (cl->refresh_due && since >= RCL_REFRESH_MIN_MS) || since >= RCL_REFRESH_MAX_MS))
+    if (follow &&
+        (cl->unreachable || (cl->refresh_due && since >= RCL_REFRESH_MIN_MS) || since >= RCL_REFRESH_MAX_MS))
         (void)rcl_refresh(cl, err, errlen); /* (a failed one keeps the old map: it may still do) */
     for (int k = 0; k < n; k++) {
         cmds[k].status = RCL_NOT_SENT, cmds[k].reply = NULL, cmds[k].asking = 0, cmds[k].served = -1;
@@ -409,11 +414,12 @@ int rcl_run_on(struct rcl *cl, int node, struct rcl_cmd *cmds, int n, char *err,
 
 /* --- open, close, what it knows ------------------------------------------ */
 
-int rcl_open(const struct cfg *c, const char *const *seeds, int nseeds, const char *user, struct secret *password,
-             struct rcl **out, char *err, size_t errlen)
+int rcl_open(const struct cfg *c, const char *const *seeds, int nseeds, const char *user,
+             struct secret *password, struct rcl **out, char *err, size_t errlen)
 {
     struct rcl *cl = calloc(1, sizeof(*cl));
-    if (cl == NULL || (user && !(cl->user = strdup(user))) || (password && !(cl->password = secret_dup(password)))) {
+    if (cl == NULL || (user && !(cl->user = strdup(user))) ||
+        (password && !(cl->password = secret_dup(password)))) {
         snprintf(err, errlen, "redis cluster: out of memory");
         goto fail;
     }
@@ -464,6 +470,9 @@ const struct slot_node *rcl_primary(const struct rcl *cl, int node)
 {
     return node >= 0 && node < cl->map.nnodes ? &cl->map.node[node] : NULL;
 }
-int rcl_node_of_slot(const struct rcl *cl, unsigned slot) { return slot < SLOT_COUNT ? cl->map.owner[slot] : -1; }
+int rcl_node_of_slot(const struct rcl *cl, unsigned slot)
+{
+    return slot < SLOT_COUNT ? cl->map.owner[slot] : -1;
+}
 const struct rcl_stats *rcl_stats(const struct rcl *cl) { return &cl->stats; }
 unsigned long rcl_epoch(const struct rcl *cl) { return cl->epoch; }

@@ -81,8 +81,8 @@ struct rcl;
  * the ACL user user with password (rconn_open_node). The configuration gives
  * the timeouts and must outlive the rcl. 0 and *out, or -1 with err (no seed
  * answered CLUSTER SLOTS). */
-int rcl_open(const struct cfg *c, const char *const *seeds, int nseeds, const char *user, struct secret *password,
-             struct rcl **out, char *err, size_t errlen);
+int rcl_open(const struct cfg *c, const char *const *seeds, int nseeds, const char *user,
+             struct secret *password, struct rcl **out, char *err, size_t errlen);
 void rcl_close(struct rcl *cl);
 
 /* Send the n commands, each to its slot's primary, following redirections

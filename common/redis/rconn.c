@@ -80,7 +80,8 @@ static int expect_ok(redisContext *rc, redisReply *r, const char *what, char *er
     }
     int ok = r->type == REDIS_REPLY_STATUS;
     if (!ok)
-        snprintf(err, errlen, "redis %s: %s", what, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        snprintf(err, errlen, "redis %s: %s", what,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
     freeReplyObject(r);
     return ok ? 0 : -1;
 }
@@ -91,8 +92,8 @@ static int expect_ok(redisContext *rc, redisReply *r, const char *what, char *er
 static int expect_primary(redisContext *rc, const char *host, int port, char *err, size_t errlen)
 {
     redisReply *r = redisCommand(rc, "ROLE");
-    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING &&
-             strcmp(r->element[0]->str, "master") == 0;
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+             r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "master") == 0;
     if (!ok)
         snprintf(err, errlen, "redis %s:%d: %s", host, port,
                  r == NULL                       ? rc->errstr
@@ -148,7 +149,8 @@ int rconn_open_as(const struct cfg *c, enum cfg_role role, redisContext **out, c
  * Sentinel named it) and SELECT (not on a Cluster node: a Cluster has db 0
  * only). The connection remembers gen (rconn_broken). */
 static int open_at(const struct cfg *c, const char *host, int port, const char *user, struct secret *password,
-                   unsigned long gen, bool sentinels, bool cluster, redisContext **out, char *err, size_t errlen)
+                   unsigned long gen, bool sentinels, bool cluster, redisContext **out, char *err,
+                   size_t errlen)
 {
     redisContext *rc = redisConnectWithTimeout(host, port, util_timeval_ms(c->redis.connect_timeout_ms));
     if (rc == NULL) {
@@ -198,8 +200,8 @@ int rconn_open_user(const struct cfg *c, const char *user, struct secret *passwo
     return open_at(c, host, port, user, password, gen, sentinels, false, out, err, errlen);
 }
 
-int rconn_open_node(const struct cfg *c, const char *host, int port, const char *user, struct secret *password,
-                    redisContext **out, char *err, size_t errlen)
+int rconn_open_node(const struct cfg *c, const char *host, int port, const char *user,
+                    struct secret *password, redisContext **out, char *err, size_t errlen)
 {
     return open_at(c, host, port, user, password, atomic_load(&generation), false, true, out, err, errlen);
 }
@@ -213,7 +215,8 @@ int rconn_time_ms(const redisReply *r, int64_t *out)
 {
     int64_t s, us;
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
-        r->element[1]->type != REDIS_REPLY_STRING || util_parse_i64(r->element[0]->str, 0, INT64_MAX / 1000, &s) != 0 ||
+        r->element[1]->type != REDIS_REPLY_STRING ||
+        util_parse_i64(r->element[0]->str, 0, INT64_MAX / 1000, &s) != 0 ||
         util_parse_i64(r->element[1]->str, 0, 999999, &us) != 0)
         return -1;
     *out = s * 1000 + us / 1000;

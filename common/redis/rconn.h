@@ -35,8 +35,8 @@ int rconn_open_user(const struct cfg *c, const char *user, struct secret *passwo
 /* One node of a Redis Cluster, host:port as its slot map names it, as the ACL
  * user and password of rconn_open_user (no Sentinel, no SELECT: a Cluster
  * has db 0 only). Used by rcluster, which routes each command to its node. */
-int rconn_open_node(const struct cfg *c, const char *host, int port, const char *user, struct secret *password,
-                    redisContext **out, char *err, size_t errlen);
+int rconn_open_node(const struct cfg *c, const char *host, int port, const char *user,
+                    struct secret *password, redisContext **out, char *err, size_t errlen);
 
 /* True when the context cannot be used again and must be reopened:
  * I/O error, EOF, timeout, protocol error, or opened before the primary

@@ -118,7 +118,8 @@ int slot_map_read(const redisReply *r, struct slot_map *m, char *err, size_t err
     return 0;
 }
 
-enum slot_redirect slot_redirect_of(const redisReply *r, unsigned *slot, char *host, size_t hostlen, int *port)
+enum slot_redirect slot_redirect_of(const redisReply *r, unsigned *slot, char *host, size_t hostlen,
+                                    int *port)
 {
     if (r == NULL || r->type != REDIS_REPLY_ERROR)
         return SLOT_NO_REDIRECT;

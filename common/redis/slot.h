@@ -67,6 +67,7 @@ enum slot_redirect {
  * says: the slot and the node to ask. Anything else, a malformed one
  * included, is SLOT_NO_REDIRECT (the caller then treats it as an error of
  * its own). host gets at most hostlen bytes, NUL included. */
-enum slot_redirect slot_redirect_of(const redisReply *r, unsigned *slot, char *host, size_t hostlen, int *port);
+enum slot_redirect slot_redirect_of(const redisReply *r, unsigned *slot, char *host, size_t hostlen,
+                                    int *port);
 
 #endif

@@ -24,8 +24,8 @@ int oidx_field(char *buf, size_t len, int64_t order_id)
 
 /* HSET key f v ... for e[0..n), all of one bucket, then PEXPIRE key. The
  * number of commands appended: 2, or fewer when out of memory. */
-static int append_bucket(struct rp_batch *b, const char *prefix, const char *ttl_ms, const struct oidx_entry *e,
-                         size_t n)
+static int append_bucket(struct rp_batch *b, const char *prefix, const char *ttl_ms,
+                         const struct oidx_entry *e, size_t n)
 {
     char key[KEYS_MAX];
     const char **argv = malloc((2 + 2 * n) * sizeof(*argv));

@@ -28,9 +28,10 @@ struct sweep_stats {
 };
 
 /* One pass over every item (each item's commands go to the primary of its
- * slot: on a Redis Cluster the pass visits every shard that holds an item), waiting for the delivery reports of what it
- * re-publishes (at most message.timeout.ms). 0, or -1 with err set (Redis
- * failed; what was done is in *out). */
+ * slot: on a Redis Cluster the pass visits every shard that holds an item),
+ * waiting for the delivery reports of what it re-publishes (at most
+ * message.timeout.ms). 0, or -1 with err set (Redis failed; what was done is
+ * in *out). */
 int sweep_once(const struct cfg *c, struct rp *rp, struct pub *p, int64_t age_ms,
                struct sweep_stats *out, char *err, size_t errlen);
 
