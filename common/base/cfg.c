@@ -287,16 +287,79 @@ static bool sentinel_addr_ok(const char *s)
 static const char *const session_attrs[] = { "any",     "read-write", "read-only",
                                              "primary", "standby",    "prefer-standby" };
 
+/* The line'th line of file into buf (its newline cut). 0, or -1 when the
+ * file cannot be read or is shorter. */
+static int file_line(const char *file, int line, char *buf, size_t len)
+{
+    FILE *f = fopen(file, "r");
+    int n = 0, ret = -1;
+    if (!f)
+        return -1;
+    while (fgets(buf, (int)len, f))
+        if (++n == line) {
+            buf[strcspn(buf, "\n")] = '\0';
+            ret = 0;
+            break;
+        }
+    fclose(f);
+    return ret;
+}
+
+/* libconfig 1.5 (Debian's) keeps a decimal or hex literal without the L
+ * suffix in 32 bits, wrapping what does not fit: redis.port = 4294983675
+ * would be taken as 16379, and an overlong literal as -1. So an integer's
+ * literal is read again from its line and its value is that text's, in 64
+ * bits; one that does not fit even there is refused as written. 0 and *v
+ * (libconfig's value when the literal is not on the setting's line, which a
+ * file written by hand does not do), or -1 with err. */
+static int literal_int(const config_setting_t *s, const struct cfg_def *d, const char *path, long long *v,
+                       char *err, size_t errlen)
+{
+    char text[1024];
+    const char *name = config_setting_name(s), *p = text, *at;
+    size_t nlen = name ? strlen(name) : 0;
+    *v = config_setting_get_int64(s);
+    if (!name || file_line(src_file(s, path), src_line(s), text, sizeof(text)) != 0)
+        return 0;
+    while ((at = strstr(p, name)) && ((at > text && (isalnum((unsigned char)at[-1]) || at[-1] == '_')) ||
+                                      isalnum((unsigned char)at[nlen]) || at[nlen] == '_'))
+        p = at + 1;
+    if (!at)
+        return 0;
+    for (p = at + nlen; *p == ' ' || *p == '\t'; p++)
+        ;
+    if (*p != '=' && *p != ':')
+        return 0;
+    for (p++; *p == ' ' || *p == '\t'; p++)
+        ;
+    const char *digits = p + (*p == '-' || *p == '+');
+    int base = digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X') ? 16 : 10;
+    char *end;
+    errno = 0;
+    long long lit = strtoll(p, &end, base);
+    if (end == p)
+        return 0;
+    if (errno == ERANGE) {
+        seterr(err, errlen, "%s:%d: '%s' = %.*s is out of range [%lld, %lld]", src_file(s, path), src_line(s),
+               d->path, (int)strspn(p, "+-0123456789abcdefABCDEFxX"), p, d->min, d->max);
+        return -1;
+    }
+    *v = lit;
+    return 0;
+}
+
 /* An integer setting the file sets, checked against its range. */
 static int load_int(const config_setting_t *s, const struct cfg_def *d, const char *path, int *out, char *err,
                     size_t errlen)
 {
     int t = config_setting_type(s);
+    long long v;
     if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) {
         seterr(err, errlen, "%s:%d: '%s' must be an integer", src_file(s, path), src_line(s), d->path);
         return -1;
     }
-    long long v = config_setting_get_int64(s);
+    if (literal_int(s, d, path, &v, err, errlen) != 0)
+        return -1;
     if (v < d->min || v > d->max) {
         seterr(err, errlen, "%s:%d: '%s' = %lld is out of range [%lld, %lld]", src_file(s, path),
                src_line(s), d->path, v, d->min, d->max);
@@ -330,7 +393,10 @@ static const char *setting_text(const config_setting_t *s, const struct cfg_def 
                    src_file(s, path), src_line(s), d->path);
             return NULL;
         }
-        snprintf(buf, buflen, "%lld", config_setting_get_int64(s));
+        long long v;
+        if (literal_int(s, d, path, &v, err, errlen) != 0)
+            return NULL;
+        snprintf(buf, buflen, "%lld", v);
         return buf;
     }
     if (t != CONFIG_TYPE_STRING) {
@@ -495,6 +561,23 @@ static int check_front(const struct cfg *c, char *err, size_t errlen)
     return 0;
 }
 
+/* The listeners bind an IPv4 address (httpd.h, producer/ingress.c): "::1" or
+ * a host name would pass here and fail at start, so -t refuses them now. */
+static int check_listen(const struct cfg *c, char *err, size_t errlen)
+{
+    static const char *const names[] = { "producer.listen", "producer.metrics_listen",
+                                         "consumer.metrics_listen" };
+    const char *vals[] = { c->producer.listen, c->producer.metrics_listen, c->consumer.metrics_listen };
+    struct in_addr a;
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+        if (inet_pton(AF_INET, vals[i], &a) != 1) {
+            seterr(err, errlen, "%s: '%s' = \"%s\" is not an IPv4 address (a.b.c.d: the listeners bind "
+                   "IPv4 only; for all interfaces, 0.0.0.0)", cfg_where(c, names[i]), names[i], vals[i]);
+            return -1;
+        }
+    return 0;
+}
+
 /* Rules that span settings. */
 static int check_cross(const struct cfg *c, const char *path, char *err, size_t errlen)
 {
@@ -558,11 +641,18 @@ static int check_cross(const struct cfg *c, const char *path, char *err, size_t 
                path);
         return -1;
     }
+    if (strcmp(c->kafka.dlq_topic, c->kafka.topic) == 0) {
+        seterr(err, errlen, "%s: 'kafka.dlq_topic' is 'kafka.topic' (\"%s\"): a message dead-lettered there "
+               "would come back to the consumer for ever", cfg_where(c, "kafka.dlq_topic"), c->kafka.topic);
+        return -1;
+    }
     if (c->lock.backoff_base_ms > c->lock.backoff_cap_ms) {
         seterr(err, errlen, "%s: 'lock.backoff_base_ms' (%d) must not exceed 'lock.backoff_cap_ms' (%d)",
                path, c->lock.backoff_base_ms, c->lock.backoff_cap_ms);
         return -1;
     }
+    if (check_listen(c, err, errlen) != 0)
+        return -1;
     return check_front(c, err, errlen);
 }
 

@@ -119,6 +119,40 @@ static void test_errors_point_at_file_and_line(void **state)
     expect_error(MINIMAL "lock = { backoff_base_ms = 500; backoff_cap_ms = 100; };\n", "must not exceed");
 }
 
+/* What start would refuse, loading refuses first (issue 45 §5), so -t says
+ * it: libconfig 1.5 wraps an integer literal past 32 bits (4294983675 was
+ * taken as 16379), the listeners bind IPv4 only, and a dead-letter topic
+ * that is the orders topic would feed the consumer its own dead letters. */
+static void test_what_start_refuses(void **state)
+{
+    (void)state;
+    struct cfg c;
+    char err[1024] = "";
+    expect_error(MINIMAL "redis = { port = 4294983675; };\n", "'redis.port' = 4294983675 is out of range");
+    expect_error(MINIMAL "redis = { port = 0x100003FFB; };\n", "'redis.port' = 4294983675 is out of range");
+    expect_error(MINIMAL "redis = { port = 2147483648; };\n", "'redis.port' = 2147483648 is out of range");
+    expect_error(MINIMAL "redis = { port = 99999999999999999999999; };\n",
+                 "'redis.port' = 99999999999999999999999 is out of range [1, 65535]");
+    expect_error(MINIMAL "consumer = { batch_size = 4294967297; };\n", "'consumer.batch_size' = 4294967297");
+    expect_error("kafka = { brokers = \"127.0.0.1:19092\"; };\n"
+                 "postgres = { dbname = \"d\"; admin_user = \"u\"; port = 4294983667; };\n",
+                 "'postgres.port' = \"4294983667\": each port must be an integer in [1, 65535]");
+    expect_error(MINIMAL "producer = { listen = \"::1\"; };\n", "'producer.listen' = \"::1\" is not an IPv4");
+    expect_error(MINIMAL "producer = { listen = \"localhost\"; };\n", "is not an IPv4 address");
+    expect_error(MINIMAL "producer = { metrics_listen = \"::\"; };\n", "'producer.metrics_listen'");
+    expect_error(MINIMAL "consumer = { metrics_listen = \"example.org\"; };\n", "'consumer.metrics_listen'");
+    expect_error("kafka = { brokers = \"127.0.0.1:19092\"; dlq_topic = \"seckill.orders\"; };\n"
+                 "postgres = { dbname = \"d\"; admin_user = \"u\"; };\n",
+                 "'kafka.dlq_topic' is 'kafka.topic'");
+    /* and what is right still loads: a hex literal, the L suffix, 0.0.0.0 */
+    write_cfg(MINIMAL "redis = { port = 0x3FFB; };\n"
+                      "producer = { listen = \"0.0.0.0\"; };\nconsumer = { batch_size = 64L; };\n");
+    assert_int_equal(cfg_load(path, &c, err, sizeof(err)), 0);
+    assert_int_equal(c.redis.port, 16379);
+    assert_int_equal(c.consumer.batch_size, 64);
+    cfg_free(&c);
+}
+
 static void test_missing_required_is_named(void **state)
 {
     (void)state;
@@ -451,6 +485,7 @@ int main(void)
         cmocka_unit_test(test_ha_config_loads),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_errors_point_at_file_and_line),
+        cmocka_unit_test(test_what_start_refuses),
         cmocka_unit_test(test_missing_required_is_named),
         cmocka_unit_test(test_kafka_properties_validated),
         cmocka_unit_test(test_kconf_nagle_off),
