@@ -17,14 +17,30 @@ install_packages() {
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
+    # Inside the hosts of scripts/hosts (the nemesis runs `up --ha` there) no
+    # package server answers: apt-get would only fail, late and obscurely. The
+    # packages come from a plain `up` on the machine, before any host exists.
+    if in_a_host; then
+        die "missing Debian packages: ${missing[*]}; this runs inside a network namespace" \
+            "(scripts/hosts), where apt-get cannot reach a package server: run scripts/stack up" \
+            "outside the namespaces first (as root; it installs them all)"
+    fi
     [ "$(id -u)" -eq 0 ] || die "missing Debian packages: ${missing[*]} (run as root, or: sudo apt-get install ${missing[*]})"
     say "installing: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >/dev/null
     # The postgresql package starts a system cluster on 5432; we leave it be
     # and run our own on $PG_PORT.
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$STATE/apt.log" 2>&1 \
+    apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends "${missing[@]}" >"$STATE/apt.log" 2>&1 \
         || { tail -n 20 "$STATE/apt.log" >&2; die "apt-get install failed"; }
+}
+
+# in_a_host: this shell runs in a host of scripts/hosts. The nemesis says so
+# through $SECKILL_STACK_HOSTS; `ip netns identify` also catches a hand-run
+# `scripts/hosts exec HOST scripts/stack up` (it names the namespace this
+# process is in when /run/netns lists it, the machine's own is not listed).
+in_a_host() {
+    [ -n "${SECKILL_STACK_HOSTS:-}" ] || [ -n "$(ip netns identify 2>/dev/null)" ]
 }
 
 # --- helpers ----------------------------------------------------------------

@@ -117,7 +117,8 @@ sentinel_launch() {
     local n=$1 dir port conf p
     dir=$(sentinel_dir "$n"); port=$(sentinel_port "$n"); conf=$dir/sentinel.conf
     pid_alive "$dir/sentinel.pid" && return 0
-    command -v redis-sentinel >/dev/null || die "redis-sentinel is not installed (scripts/stack up --ha installs it)"
+    command -v redis-sentinel >/dev/null ||
+        die "redis-sentinel is not installed (scripts/stack up installs it, outside the nemesis' hosts)"
     mkdir -p "$dir"
     p=$(redis_primary)
     if [ ! -s "$conf" ]; then
