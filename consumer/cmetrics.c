@@ -97,7 +97,8 @@ static void render_batch(struct mbuf *b)
     metrics_family(b, name, "histogram", "Orders per PostgreSQL transaction");
     for (size_t i = 0; i < CM_BATCH_BUCKETS; i++) {
         cum += atomic_load_explicit(&cm.batch_bucket[i], memory_order_relaxed);
-        mbuf_printf(b, "%s_bucket{le=\"%lld\"} %llu\n", name, (long long)batch_le[i], (unsigned long long)cum);
+        mbuf_printf(b, "%s_bucket{le=\"%lld\"} %llu\n", name, (long long)batch_le[i],
+                    (unsigned long long)cum);
     }
     cum += atomic_load_explicit(&cm.batch_bucket[CM_BATCH_BUCKETS], memory_order_relaxed);
     mbuf_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
@@ -116,8 +117,9 @@ void cm_render(struct mbuf *b)
     metrics_sample(b, "seckill_consumer_pg_up", NULL, CM_GET(pg_down) == 0);
     metrics_family(b, "seckill_consumer_redis_up", "gauge", "1 when every worker reaches Redis");
     metrics_sample(b, "seckill_consumer_redis_up", NULL, CM_GET(redis_down) == 0);
-    metrics_family(b, "seckill_consumer_redis_primary_moves_total", "counter",
-                   "Times the Redis primary moved (Sentinel switch or a READONLY reply): connections reopened");
+    metrics_family(
+        b, "seckill_consumer_redis_primary_moves_total", "counter",
+        "Times the Redis primary moved (Sentinel switch or a READONLY reply): connections reopened");
     metrics_sample(b, "seckill_consumer_redis_primary_moves_total", NULL, (int64_t)rconn_primary_moves());
 
 #define CM_X(m, name, help)                                                                        \

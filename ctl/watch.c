@@ -121,8 +121,8 @@ static int items_list(struct watch *w, struct wsample *s)
         }
         for (size_t i = 0; i < r->elements; i++) {
             int64_t id;
-            if (r->element[i]->type == REDIS_REPLY_STRING && util_parse_i64(r->element[i]->str, 1, INT64_MAX, &id) == 0 &&
-                !item_add(s, id)) {
+            if (r->element[i]->type == REDIS_REPLY_STRING &&
+                util_parse_i64(r->element[i]->str, 1, INT64_MAX, &id) == 0 && !item_add(s, id)) {
                 freeReplyObject(r);
                 return -1;
             }
@@ -283,8 +283,9 @@ static void kafka_sample(struct watch *w, struct wsample *s)
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
-    if (kmeta_range(w->rk, w->c->kafka.topic, n, WATCH_KAFKA_TIMEOUT_MS, s->lo, s->end, err, sizeof(err)) != 0 ||
-        kmeta_committed(w->rk, w->c->kafka.topic, n, WATCH_KAFKA_TIMEOUT_MS, s->committed, err, sizeof(err)) != 0)
+    const char *topic = w->c->kafka.topic;
+    if (kmeta_range(w->rk, topic, n, WATCH_KAFKA_TIMEOUT_MS, s->lo, s->end, err, sizeof(err)) != 0 ||
+        kmeta_committed(w->rk, topic, n, WATCH_KAFKA_TIMEOUT_MS, s->committed, err, sizeof(err)) != 0)
         goto fail;
     s->parts = n;
     return;
@@ -345,8 +346,10 @@ static void health_detail(const char *body, char *out, size_t len)
         return;
     }
     json_object_foreach(o, k, v) {
-        if (strcmp(k, "status") != 0 && json_is_string(v) && strcmp(json_string_value(v), "up") != 0 && used < len)
-            used += (size_t)snprintf(out + used, len - used, "%s%s %s", used ? ", " : "", k, json_string_value(v));
+        if (strcmp(k, "status") != 0 && json_is_string(v) && strcmp(json_string_value(v), "up") != 0 &&
+            used < len)
+            used += (size_t)snprintf(out + used, len - used, "%s%s %s", used ? ", " : "", k,
+                                     json_string_value(v));
     }
     json_decref(o);
 }
@@ -439,11 +442,13 @@ static void row(const struct witem *it, const struct witem *prev, int64_t dt, co
     printf("%-14s %9s %9s %9s %9s %9s %9s %9s %9s\n", label ? label : num(it->id, id, sizeof(id)),
            num(it->stock, b[0], 32), num(it->accepted, b[1], 32), num(it->pending, b[2], 32),
            num(it->persisted, b[3], 32), num(it->refused, b[4], 32),
-           rate(it->accepted, prev->accepted, dt, b[5], 32), rate(it->persisted, prev->persisted, dt, b[6], 32),
+           rate(it->accepted, prev->accepted, dt, b[5], 32),
+           rate(it->persisted, prev->persisted, dt, b[6], 32),
            rate(it->refused, prev->refused, dt, b[7], 32));
 }
 
-static void render_screen(const struct watch *w, const struct wsample *s, const struct wsample *prev, int interval)
+static void render_screen(const struct watch *w, const struct wsample *s, const struct wsample *prev,
+                          int interval)
 {
     char when[40];
     int64_t dt = prev ? s->mono_ms - prev->mono_ms : 0;
@@ -522,7 +527,8 @@ static void render_line(const struct watch *w, const struct wsample *s, const st
                " accepted_per_s=%s persisted_per_s=%s refused_per_s=%s",
                it->id, num(it->stock, b[0], 32), num(it->accepted, b[1], 32), num(it->pending, b[2], 32),
                num(it->persisted, b[3], 32), num(it->refused, b[4], 32),
-               rate(it->accepted, pv->accepted, dt, b[5], 32), rate(it->persisted, pv->persisted, dt, b[6], 32),
+               rate(it->accepted, pv->accepted, dt, b[5], 32),
+               rate(it->persisted, pv->persisted, dt, b[6], 32),
                rate(it->refused, pv->refused, dt, b[7], 32));
     }
     printf("\n");
@@ -556,7 +562,8 @@ static int add_ep(struct watch *w, const char *kind, const char *addr)
 /* A daemon listening on every address is asked on loopback. */
 static const char *reachable(const char *listen)
 {
-    return strcmp(listen, "0.0.0.0") == 0 || strcmp(listen, "::") == 0 || listen[0] == '\0' ? "127.0.0.1" : listen;
+    bool any = strcmp(listen, "0.0.0.0") == 0 || strcmp(listen, "::") == 0 || listen[0] == '\0';
+    return any ? "127.0.0.1" : listen;
 }
 
 static void usage(void)
@@ -579,7 +586,8 @@ static void default_endpoints(struct watch *w, bool own_producer, bool own_consu
         add_ep(w, "producer", addr);
     }
     if (!own_consumer && c->consumer.metrics_port > 0) {
-        snprintf(addr, sizeof(addr), "%s:%d", reachable(c->consumer.metrics_listen), c->consumer.metrics_port);
+        snprintf(addr, sizeof(addr), "%s:%d", reachable(c->consumer.metrics_listen),
+                 c->consumer.metrics_port);
         add_ep(w, "consumer", addr);
     }
 }
@@ -602,7 +610,8 @@ static int parse_options(struct watch *w, int argc, char **argv, int64_t *interv
         switch (o) {
         case 'i':
             if (util_parse_i64(optarg, 1, INT64_MAX, &v) != 0 || w->npicked == WATCH_MAX_PICKED) {
-                fprintf(stderr, "seckillctl: watch: --item takes a positive id (at most %d items), got '%s'\n",
+                fprintf(stderr,
+                        "seckillctl: watch: --item takes a positive id (at most %d items), got '%s'\n",
                         WATCH_MAX_PICKED, optarg);
                 return -1;
             }

@@ -12,9 +12,10 @@
  * all items in one pipelined round trip (seckill_soldout: stock, number of
  * buyers, units given back). The same pass checks the items the winners
  * table asks for (winners.h), an item both want once: in a sale of many
- * items these checks are most of Redis's calls, so none is made twice. A unit back in stock (a give-back after Kafka
- * refused an order, `seckillctl item load`, a recreated item) or a missing
- * item makes it forget the item: its requests go to Redis again. A buyers set
+ * items these checks are most of Redis's calls, so none is made twice. A
+ * unit back in stock (a give-back after Kafka refused an order, `seckillctl
+ * item load`, a recreated item) or a missing item makes it forget the item:
+ * its requests go to Redis again. A buyers set
  * that changed while the stock stayed at zero (a unit given back and bought
  * again between two checks: the given-back count moved) is copied again.
  * Once Redis's clock is past the item's sale window, the crowd hears

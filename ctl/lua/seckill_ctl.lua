@@ -182,7 +182,8 @@ end
 
 redis.register_function{ function_name = 'seckill_item_load', callback = item_load }
 redis.register_function{ function_name = 'seckill_item_rebuild', callback = item_rebuild }
-redis.register_function{ function_name = 'seckill_recon_snapshot', callback = recon_snapshot, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'seckill_recon_snapshot', callback = recon_snapshot,
+                         flags = { 'no-writes' } }
 redis.register_function{ function_name = 'seckill_recon_drop', callback = recon_drop }
 redis.register_function{ function_name = 'seckill_recon_buyers', callback = recon_buyers }
 redis.register_function{ function_name = 'seckill_recon_lower', callback = recon_lower }
