@@ -4,6 +4,7 @@
 #include <microhttpd.h>
 #include <stddef.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,8 @@
 #include <time.h>
 
 #include "auth.h"
+#include "headcheck.h"
+#include "headwatch.h"
 #include "httpd.h"
 #include "log.h"
 #include "pmetrics.h"
@@ -46,6 +49,28 @@ struct ing_req {
     char body[]; /* body_limit bytes */
 };
 
+/* libmicrohttpd's messages, each kind (its format string) a state of
+ * log_repeat: said when it begins, counted while it repeats, said again
+ * with the count once MHD_SAY_QUIET_US pass without it. A client can make
+ * the library say something per request; the log must not grow with it. */
+#define MHD_SAY_KINDS 16
+#define MHD_SAY_QUIET_US (5 * 1000000LL)
+struct mhd_say {
+    const char *fmt; /* NULL: free */
+    struct log_repeat r;
+    int64_t last_us;
+};
+
+/* One connection (libmicrohttpd's socket context), from its start to its
+ * close. */
+struct ing_conn {
+    struct hw_slot slot; /* armed while a request head is awaited */
+    struct na_addr peer;
+    int counted;        /* in the per-address connection count */
+    size_t raw_uri_len; /* of the request being read, for hc_check() */
+    int target_ok;
+};
+
 struct ingress {
     const struct cfg *cfg;
     struct rsv *rsv;
@@ -60,6 +85,12 @@ struct ingress {
     _Atomic long inflight;
     struct ing_req *pool; /* HTTP thread only */
     size_t body_limit;
+    struct hw hw; /* the connections awaiting a request head */
+    pthread_t timer; /* shuts the late ones, ends quiet log states */
+    int timer_started;
+    _Atomic int timer_stop;
+    pthread_mutex_t say_mu; /* say's: the library logs on its thread, the timer ends quiet kinds */
+    struct mhd_say say[MHD_SAY_KINDS];
 };
 
 /* hdrs: more response headers, name and value pairs ending with a NULL
@@ -102,6 +133,10 @@ static enum MHD_Result respond(struct ingress *g, struct MHD_Connection *conn, u
  * usually queued or confirmed (the broker answered late, or the sweeper
  * publishes it within producer.sweep_age_ms). */
 #define UNKNOWN_RETRY_AFTER_S "1"
+/* Retry-After of 429 overloaded: the requests in flight are answered within
+ * a Redis round trip or a broker's acknowledgement, well under a second; a
+ * second spreads the retries of a crowd shed at once. */
+#define OVERLOADED_RETRY_AFTER_S "1"
 
 /* 503 unknown: the order id, and where to learn what became of it (the
  * buyer's order of the item, which answers whether or not the order id
@@ -272,13 +307,22 @@ static struct ing_req *req_get(struct ingress *g, struct MHD_Connection *conn)
     return q;
 }
 
+static struct ing_conn *conn_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     struct ingress *g = cls;
     struct ing_req *q = *con_cls;
-    (void)conn;
-    (void)toe;
+    struct ing_conn *cx;
+    /* Kept alive, the connection awaits its next head from this answer on
+     * (one closing is disarmed again by its close). */
+    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && (cx = conn_of(conn)) != NULL && cx->slot.fd >= 0)
+        hw_arm(&g->hw, &cx->slot, cx->slot.fd, util_mono_us());
     if (!q)
         return;
     /* A request is queued only while its connection is suspended, and MHD
@@ -333,7 +377,8 @@ static struct ing_req *admit(struct ingress *g, struct MHD_Connection *conn, int
      * almost nothing, where queueing would make every answer late. */
     if (atomic_load(&g->inflight) >= CFG_GET(g->cfg->producer.max_inflight)) {
         PM_INC(req_overloaded);
-        *ret = respond(g, conn, MHD_HTTP_TOO_MANY_REQUESTS, "{\"status\":\"overloaded\"}", t0);
+        *ret = respond_hdr(g, conn, MHD_HTTP_TOO_MANY_REQUESTS, "{\"status\":\"overloaded\"}", t0,
+                           MHD_HTTP_HEADER_RETRY_AFTER, OVERLOADED_RETRY_AFTER_S);
         return NULL;
     }
     if (!(q = req_get(g, conn))) {
@@ -380,37 +425,6 @@ static enum MHD_Result status_call(struct ingress *g, struct MHD_Connection *con
      * thread then. */
     *con_cls = q;
     return MHD_YES;
-}
-
-/* MHD_get_connection_values' callback over the headers: cls is two
- * pointers, the first Content-Length value seen and, once one disagrees
- * with it, that one. */
-static enum MHD_Result clen_differs(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-    const char **first = cls;
-    (void)kind;
-    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0)
-        return MHD_YES;
-    if (!first[0])
-        first[0] = value;
-    else if (strcmp(first[0], value) != 0)
-        first[1] = value;
-    return MHD_YES;
-}
-
-/* The message's framing, as RFC 9112 6.3 wants it unambiguous: a proxy in
- * front that reads the other Content-Length, or Transfer-Encoding where we
- * read Content-Length, sees another request boundary than we do, and a
- * request can be smuggled past it. NULL when clear, else what is wrong. */
-static const char *framing_error(struct MHD_Connection *conn, const char *clen)
-{
-    const char *cl[2] = { NULL, NULL };
-    if (!clen)
-        return NULL;
-    if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
-        return "Content-Length and Transfer-Encoding together";
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, clen_differs, cl);
-    return cl[1] ? "Content-Length given twice with different values" : NULL;
 }
 
 /* --- the front door (ratelimit.h): limits per client and per buyer ----- */
@@ -501,31 +515,85 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
 
 /* Counted when started, so that a connection libmicrohttpd gave up on
  * between the policy and its start is never counted; the address counted
- * stays with the connection, so its close uncounts exactly that. */
+ * stays with the connection, so its close uncounts exactly that. Its head
+ * is awaited from now on (headwatch.h). */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
     struct ingress *g = cls;
-    struct na_addr *peer = *socket_context;
+    struct ing_conn *cx = *socket_context;
+    const union MHD_ConnectionInfo *ci;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        if (!(peer = malloc(sizeof(*peer))))
-            return; /* not counted: the cap is looser, nothing worse */
-        if (peer_of(conn, peer) != 0) {
-            free(peer);
+        /* Without it: not counted (the cap is looser) and no deadline; its
+         * requests are answered 503 (on_headers). */
+        if (!(cx = calloc(1, sizeof(*cx))))
             return;
+        if (peer_of(conn, &cx->peer) == 0) {
+            rl_conn_opened(g->rl, &cx->peer);
+            cx->counted = 1;
         }
-        rl_conn_opened(g->rl, peer);
-        *socket_context = peer;
-    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && peer) {
-        rl_conn_closed(g->rl, peer);
-        free(peer);
+        ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        cx->slot.fd = ci ? ci->connect_fd : -1;
+        if (cx->slot.fd >= 0)
+            hw_arm(&g->hw, &cx->slot, cx->slot.fd, util_mono_us());
+        *socket_context = cx;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && cx) {
+        /* Before libmicrohttpd closes the descriptor: never shut once reused. */
+        hw_disarm(&g->hw, &cx->slot);
+        if (cx->counted)
+            rl_conn_closed(g->rl, &cx->peer);
+        free(cx);
         *socket_context = NULL;
     }
 }
 
+/* The request target as sent, before libmicrohttpd cuts it at '?', '&' and
+ * '=' and before any NUL in it ends it: its length, for hc_check(). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    struct ing_conn *cx = conn_of(conn);
+    (void)cls;
+    if (cx) {
+        cx->raw_uri_len = strlen(uri);
+        cx->target_ok = hc_target_ok(uri);
+    }
+    /* NULL: the access handler's first call still sees *con_cls NULL. */
+    return NULL;
+}
+
+/* A head hc_check() refuses, or one read on a connection without its
+ * context: answered (*ret), and the connection closed, whatever the path:
+ * the bytes after such a head may be another request that a proxy took for
+ * a body, and must never run. 0: the head is sound, nothing answered. */
+static int refuse_head(struct ingress *g, struct MHD_Connection *conn, const char *url, const char *method,
+                       const char *version, int64_t t0, enum MHD_Result *ret)
+{
+    struct ing_conn *cx = conn_of(conn);
+    struct hc_head h = { method, url, version, cx ? cx->raw_uri_len : 0 };
+    const char *why;
+    unsigned status = MHD_HTTP_BAD_REQUEST;
+    if (!cx) {
+        PM_INC(req_unavailable);
+        status = MHD_HTTP_SERVICE_UNAVAILABLE;
+        why = "out of memory";
+    } else if (!cx->target_ok) {
+        why = "a request target with a space, a control or a non-ASCII byte";
+    } else if (!(why = hc_check(conn, &h, &status))) {
+        return 0;
+    }
+    if (cx) {
+        PM_INC(head_refused);
+        PM_INC(req_bad_request);
+    }
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 1);
+    *ret = refuse(g, conn, status, cx ? "bad_request" : "unavailable", why, t0, MHD_HTTP_HEADER_CONNECTION,
+                  "close");
+    return 1;
+}
+
 /* First call for a request: only the headers are in. */
 static enum MHD_Result on_headers(struct ingress *g, struct MHD_Connection *conn, const char *url,
-                                  const char *method, void **con_cls)
+                                  const char *method, const char *version, void **con_cls)
 {
     const char *ctype, *clen;
     int64_t t0 = util_mono_us(), n, id, buyer = 0;
@@ -533,16 +601,13 @@ static enum MHD_Result on_headers(struct ingress *g, struct MHD_Connection *conn
     int by_order = 0, by_item = 0;
     enum MHD_Result ret = MHD_NO;
     struct ing_req *q;
+    struct ing_conn *cx = conn_of(conn);
 
+    if (cx)
+        hw_disarm(&g->hw, &cx->slot); /* the head is whole */
+    if (refuse_head(g, conn, url, method, version, t0, &ret))
+        return ret;
     clen = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    /* An unrecoverable framing error (RFC 9112 6.3): 400 and close, whatever
-     * the path. */
-    const char *framing = framing_error(conn, clen);
-    if (framing) {
-        MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 1);
-        return refuse(g, conn, MHD_HTTP_BAD_REQUEST, "bad_request", framing, t0, MHD_HTTP_HEADER_CONNECTION,
-                      "close");
-    }
     if (strcmp(url, ORDER_PATH) != 0) {
         if (is_get && strcmp(url, "/healthz") == 0)
             return get_health(g, conn);
@@ -635,9 +700,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 {
     struct ingress *g = cls;
     struct ing_req *q = *con_cls;
-    (void)version;
     if (!q)
-        return on_headers(g, conn, url, method, con_cls);
+        return on_headers(g, conn, url, method, version, con_cls);
     switch (atomic_load(&q->state)) {
     case REQ_READING:
         if (*upload_data_size) {
@@ -667,19 +731,113 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
 }
 
+/* A kind's state is over: said once more with the count, unless it was
+ * said once only (its first line is all there was). With say_mu held. */
+static void say_end(struct mhd_say *s, const char *what)
+{
+    if (s->r.times > 1)
+        log_repeat_end(&s->r, what);
+    memset(&s->r, 0, sizeof(s->r));
+    s->fmt = NULL;
+}
+
+/* The state of fmt's kind: its own, a free one, or (all taken) the one
+ * quiet longest, ended first. With say_mu held. */
+static struct mhd_say *say_kind(struct ingress *g, const char *fmt)
+{
+    struct mhd_say *s, *oldest = g->say;
+    for (s = g->say; s < g->say + MHD_SAY_KINDS; s++)
+        if (s->fmt && strcmp(s->fmt, fmt) == 0)
+            return s;
+    for (s = g->say; s < g->say + MHD_SAY_KINDS; s++)
+        if (!s->fmt)
+            goto take;
+    for (s = g->say; s < g->say + MHD_SAY_KINDS; s++)
+        if (s->last_us < oldest->last_us)
+            oldest = s;
+    s = oldest;
+    say_end(s, "another message took its place");
+take:
+    s->fmt = fmt; /* the library's own string: it outlives the daemon's use */
+    return s;
+}
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    (void)cls;
-    char buf[512];
+    struct ingress *g = cls;
+    struct mhd_say *s;
+    char buf[512], key[LOG_REPEAT_KEY_MAX];
     vsnprintf(buf, sizeof(buf), fmt, ap);
     buf[strcspn(buf, "\n")] = 0;
-    log_warn("http: %s", buf);
+    PM_INC(http_library_messages);
+    pthread_mutex_lock(&g->say_mu);
+    s = say_kind(g, fmt);
+    s->last_us = util_mono_us();
+    /* Named after its first text: the same kind with another client's
+     * details is the same state. */
+    if (s->r.times)
+        snprintf(key, sizeof(key), "%s", s->r.key);
+    else
+        snprintf(key, sizeof(key), "http: %.150s", buf);
+    log_repeat(&s->r, LOG_LVL_WARNING, key, "http: %s (said once while it lasts)", buf);
+    pthread_mutex_unlock(&g->say_mu);
+}
+
+/* End the kinds quiet for MHD_SAY_QUIET_US, or all of them with force. */
+static void say_quiet(struct ingress *g, int64_t now_us, int force)
+{
+    pthread_mutex_lock(&g->say_mu);
+    for (struct mhd_say *s = g->say; s < g->say + MHD_SAY_KINDS; s++)
+        if (s->fmt && (force || now_us - s->last_us >= MHD_SAY_QUIET_US))
+            say_end(s, force ? "stopping" : "5 s without it");
+    pthread_mutex_unlock(&g->say_mu);
+}
+
+/* The ingress's timer: connections whose head is late are shut
+ * (headwatch.h), quiet message kinds ended. The tick bounds how late past
+ * its deadline a connection goes. */
+#define TIMER_TICK_MS 100
+static void *timer_main(void *arg)
+{
+    struct ingress *g = arg;
+    struct timespec tick = { 0, TIMER_TICK_MS * 1000000L };
+    while (!atomic_load(&g->timer_stop)) {
+        nanosleep(&tick, NULL);
+        int64_t now = util_mono_us();
+        int64_t limit_us = (int64_t)CFG_GET(g->cfg->producer.request_head_timeout_s) * 1000000;
+        int n = hw_expire(&g->hw, now - limit_us);
+        if (n)
+            PM_ADD(head_timeouts, n);
+        say_quiet(g, now, 0);
+    }
+    return NULL;
+}
+
+/* Connection and memory limits keep a slow or hostile client from holding
+ * the daemon: idle connections close after the timeout, headers beyond the
+ * per-connection memory are refused, connections beyond the cap are not
+ * accepted; a head's deadline is the timer's. MHD_OPTION_STRICT_FOR_CLIENT
+ * stays 0: at 1 it refuses a missing Host by itself, its answer's status
+ * line written twice; hc_check() refuses that and more, answering once. */
+static struct MHD_Daemon *start_mhd(struct ingress *g, const struct cfg *c, struct sockaddr_in *sa)
+{
+    return MHD_start_daemon(
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | MHD_USE_TURBO, 0,
+        on_accept, g, on_request, g, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, g,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, g, MHD_OPTION_URI_LOG_CALLBACK, on_uri, g,
+        MHD_OPTION_UNESCAPE_CALLBACK, hc_unescape_none, NULL,
+        MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)c->producer.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)c->producer.connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)16384, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, g, MHD_OPTION_END);
 }
 
 int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct so *so, struct win *w, struct auth *a,
               struct ing_health *h, struct ingress **out, char *err, size_t errlen)
 {
     struct sockaddr_in sa;
+    int hw_ok = 0, say_ok = 0;
     struct ingress *g = calloc(1, sizeof(*g));
     if (!g) {
         snprintf(err, errlen, "out of memory");
@@ -699,26 +857,28 @@ int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct so *so, 
         snprintf(err, errlen, "bad producer.listen address '%s'", c->producer.listen);
         goto fail;
     }
-    /* Connection and memory limits keep a slow or hostile client from
-     * holding the daemon: idle connections close after the timeout, headers
-     * beyond the per-connection memory are refused, connections beyond the
-     * cap are not accepted. */
-    g->mhd = MHD_start_daemon(
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | MHD_USE_TURBO, 0,
-        on_accept, g, on_request, g, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, g,
-        MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)c->producer.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)c->producer.connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)16384, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, g, MHD_OPTION_END);
-    if (!g->mhd) {
+    if (!(hw_ok = hw_init(&g->hw) == 0) || !(say_ok = pthread_mutex_init(&g->say_mu, NULL) == 0)) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    if (!(g->mhd = start_mhd(g, c, &sa))) {
         snprintf(err, errlen, "cannot listen on %s:%d", c->producer.listen, c->producer.port);
         goto fail;
     }
+    if (pthread_create(&g->timer, NULL, timer_main, g) != 0) {
+        snprintf(err, errlen, "cannot start the ingress's timer thread");
+        goto fail;
+    }
+    g->timer_started = 1;
     *out = g;
     return 0;
 fail:
+    if (g->mhd)
+        MHD_stop_daemon(g->mhd);
+    if (say_ok)
+        pthread_mutex_destroy(&g->say_mu);
+    if (hw_ok)
+        hw_destroy(&g->hw);
     rl_free(g->rl);
     free(g);
     return -1;
@@ -733,11 +893,19 @@ void ing_stop(struct ingress *g)
     struct ing_req *q, *next;
     if (!g)
         return;
+    /* The timer first: it shuts sockets of connections the daemon's stop
+     * frees. */
+    atomic_store(&g->timer_stop, 1);
+    if (g->timer_started)
+        pthread_join(g->timer, NULL);
     MHD_stop_daemon(g->mhd);
+    say_quiet(g, 0, 1);
     for (q = g->pool; q; q = next) {
         next = q->free_next;
         free(q);
     }
+    pthread_mutex_destroy(&g->say_mu);
+    hw_destroy(&g->hw);
     rl_free(g->rl);
     free(g);
 }

@@ -43,6 +43,14 @@
     X(limited_address, PM_LIMITED, "counter", "reason=\"address\"", PM_LIMITED_HELP)               \
     X(limited_buyer, PM_LIMITED, "counter", "reason=\"buyer\"", PM_LIMITED_HELP)                   \
     X(limited_connections, PM_LIMITED, "counter", "reason=\"connections\"", PM_LIMITED_HELP)       \
+    X(head_refused, "seckill_producer_head_refused_total", "counter", "",                          \
+      "Requests refused for their head: ambiguous framing, obs-fold, a bare CR or LF, a field name "   \
+      "not a token, no Host... (400/411, connection closed; also in requests_total as bad_request)")  \
+    X(head_timeouts, "seckill_producer_head_timeouts_total", "counter", "",                        \
+      "Connections closed for want of a whole request head within producer.request_head_timeout_s") \
+    X(http_library_messages, "seckill_producer_http_library_messages_total", "counter", "",        \
+      "Messages of libmicrohttpd (a request it refused itself, a client gone mid-request); "         \
+      "each kind is logged once while it repeats")                                                 \
     X(duplicate_local, "seckill_producer_duplicate_local_total", "counter", "",                    \
       "Duplicate answers (409) given from remembered winners without asking Redis (also in requests_total)") \
     X(winners, "seckill_producer_winners", "gauge", "",                                            \
