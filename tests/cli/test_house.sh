@@ -4,9 +4,11 @@
 # then run on the tree: no production function over 80 lines unmarked,
 # README's build dependencies are the libraries the Makefile links, and the
 # man pages' options are the binaries' --help (the binaries in BUILD_DIR);
-# and CFG_RANGE refuses, at compile time, what is not an int setting.
+# no line of production C or Lua over 110 columns, no script over 600 lines;
+# and CFG_RANGE refuses, at compile time, what is not an int setting; and each
+# layer of common/ compiles with its own and lower layers' headers only.
 # Needs no running stack. Speaks TAP. One guard alone:
-# scripts/house-check function-length | deps | man BUILD_DIR.
+# scripts/house-check function-length | line-length | script-length | deps | man BUILD_DIR.
 set -u
 
 BUILD_ARG=${1:?usage: tests/cli/test_house.sh BUILD_DIR}
@@ -46,7 +48,7 @@ catches() {
     fi
 }
 
-echo "1..9"
+echo "1..13"
 
 # --- function-length -------------------------------------------------------
 # The fixture: a function at the limit, one over it, marked ones (above the
@@ -63,6 +65,23 @@ catches "function-length finds exactly the long unmarked functions of $FIX/funct
     "$CHECK" function-length "$FIX/functions.c"
 
 guard "no function in common/ producer/ consumer/ ctl/ over 80 lines unmarked" "$CHECK" function-length
+
+# --- line-length and script-length ------------------------------------------
+# Fixtures made here: a line at the limit passes, one a column over is found
+# with its place and width; a script at 600 lines passes, one over is found,
+# and a file that is neither #! nor .sh/.py is no script.
+printf '%s\n' "$(printf 'x%.0s' $(seq 110))" "$(printf 'y%.0s' $(seq 111))" "short" >"$T/wide.c"
+printf '%s:2: 111 columns (limit 110)\n' "$T/wide.c" >"$T/want"
+catches "line-length finds the line a column over the limit, not the one at it" "$T/want" \
+    "$CHECK" line-length "$T/wide.c"
+guard "no line of production C or Lua over 110 columns" "$CHECK" line-length
+{ echo '#!/bin/sh'; seq 599; } >"$T/ok.sh"
+{ echo '#!/bin/sh'; seq 600; } >"$T/long"
+seq 700 >"$T/data.txt"
+printf '%s: 601 lines (limit 600)\n' "$T/long" >"$T/want"
+catches "script-length finds the script over 600 lines, not one at 600 nor a data file" "$T/want" \
+    "$CHECK" script-length "$T/ok.sh" "$T/long" "$T/data.txt"
+guard "no script of scripts/, bench/ or tests/run over 600 lines" "$CHECK" script-length
 
 # --- deps ------------------------------------------------------------------
 # README without its libcurl row, and with a package the build does not use.
