@@ -70,13 +70,10 @@ static int pg_items(PGconn *pg, int64_t first, int64_t count, const char *stock,
 /* The library on every primary (a Cluster's shards hold their own). */
 static int check_functions(struct rp *p)
 {
-    char err[256];
-    for (int node = 0; node < rp_nodes(p); node++) {
-        redisContext *rc = rp_node_conn(p, node, err, sizeof(err));
-        if (rc == NULL || rfunc_check(rc, RFUNC_LIB_CTL, err, sizeof(err)) != 0) {
-            fprintf(stderr, "zipfitems: %s\n", err);
-            return -1;
-        }
+    char err[512];
+    if (rfunc_check_all(p, RFUNC_LIB_CTL, NULL, NULL, err, sizeof(err)) != RFUNC_OK) {
+        fprintf(stderr, "zipfitems: %s\n", err);
+        return -1;
     }
     return 0;
 }
@@ -110,7 +107,7 @@ static int redis_items(const struct cfg *c, int64_t first, int64_t count, const 
             goto fail;
         const char *argv[] = { k[KEYS_ITEM_STOCK], k[KEYS_ITEM_BUYERS], k[KEYS_ITEM_PENDING], k[KEYS_ITEM_WINDOW],
                                k[KEYS_ITEM_ORDERS], stock, "", "" };
-        if (rp_fcall(&b, &s, 5, 3, argv, NULL) < 0)
+        if (rp_fcall(&b, s.name, 5, 3, argv, NULL) < 0)
             goto fail;
     }
     if (rp_run(p, &b, err, sizeof(err)) != 0) {

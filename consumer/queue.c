@@ -58,8 +58,7 @@ void cmsg_free_list(struct cmsg *m)
 
 int q_init(struct queue *q)
 {
-    q->head = q->tail = NULL;
-    q->len = 0;
+    fifo_init(&q->f, FIFO_LINK(struct cmsg, next));
     if (pthread_mutex_init(&q->mu, NULL) != 0)
         return -1;
     /* Monotonic waits: a wall clock step must not stretch a linger. */
@@ -73,31 +72,14 @@ fail:
 
 void q_destroy(struct queue *q)
 {
-    struct cmsg *m = q->head;
-    while (m) {
-        struct cmsg *n = m->next;
-        cmsg_free(m);
-        m = n;
-    }
-    q->head = q->tail = NULL;
+    cmsg_free_list(fifo_take_all(&q->f, NULL));
     pthread_cond_destroy(&q->cv);
     pthread_mutex_destroy(&q->mu);
 }
 
 void q_push_list(struct queue *q, struct cmsg *head, struct cmsg *tail, size_t n)
 {
-    if (!head)
-        return;
-    tail->next = NULL;
-    pthread_mutex_lock(&q->mu);
-    if (q->tail)
-        q->tail->next = head;
-    else
-        q->head = head;
-    q->tail = tail;
-    q->len += n;
-    pthread_cond_signal(&q->cv);
-    pthread_mutex_unlock(&q->mu);
+    fifo_hand_over(&q->f, &q->mu, &q->cv, head, tail, n);
 }
 
 void q_push(struct queue *q, struct cmsg *m)
@@ -107,15 +89,8 @@ void q_push(struct queue *q, struct cmsg *m)
 
 static size_t take_locked(struct queue *q, struct cmsg **out, size_t have, size_t max)
 {
-    while (have < max && q->head) {
-        struct cmsg *m = q->head;
-        q->head = m->next;
-        if (!q->head)
-            q->tail = NULL;
-        q->len--;
-        m->next = NULL;
-        out[have++] = m;
-    }
+    while (have < max && !fifo_empty(&q->f))
+        out[have++] = fifo_pop(&q->f);
     return have;
 }
 
@@ -123,10 +98,10 @@ static size_t take_locked(struct queue *q, struct cmsg **out, size_t have, size_
 static void wait_locked(struct queue *q, int wait_ms)
 {
     struct timespec ts;
-    if (q->head || wait_ms <= 0)
+    if (!fifo_empty(&q->f) || wait_ms <= 0)
         return;
     ts = util_deadline_ts(wait_ms);
-    while (!q->head)
+    while (fifo_empty(&q->f))
         if (pthread_cond_timedwait(&q->cv, &q->mu, &ts) == ETIMEDOUT)
             break;
 }
@@ -143,7 +118,7 @@ size_t q_pop_batch(struct queue *q, struct cmsg **out, size_t max, int wait_ms, 
          * what one of a few rows costs. */
         ts = util_deadline_ts(linger_ms);
         while (n < max) {
-            if (!q->head && pthread_cond_timedwait(&q->cv, &q->mu, &ts) == ETIMEDOUT) {
+            if (fifo_empty(&q->f) && pthread_cond_timedwait(&q->cv, &q->mu, &ts) == ETIMEDOUT) {
                 n = take_locked(q, out, n, max);
                 break;
             }
@@ -159,7 +134,7 @@ bool q_wait(struct queue *q, int wait_ms)
     bool any;
     pthread_mutex_lock(&q->mu);
     wait_locked(q, wait_ms);
-    any = q->head != NULL;
+    any = !fifo_empty(&q->f);
     pthread_mutex_unlock(&q->mu);
     return any;
 }
@@ -168,9 +143,7 @@ struct cmsg *q_take_all(struct queue *q)
 {
     struct cmsg *h;
     pthread_mutex_lock(&q->mu);
-    h = q->head;
-    q->head = q->tail = NULL;
-    q->len = 0;
+    h = fifo_take_all(&q->f, NULL);
     pthread_mutex_unlock(&q->mu);
     return h;
 }

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fifo.h"
 #include "order.h"
 
 /* How a message was settled: every outcome declared once, here.
@@ -83,12 +84,13 @@ char cmsg_status(int outcome);
 /* Free a chain of messages linked through next. */
 void cmsg_free_list(struct cmsg *m);
 
-/* An intrusive FIFO of cmsg with a mutex and a condition variable. */
+/* A FIFO of cmsg (fifo.h) with a mutex and a condition variable of its own:
+ * it is waited on by batch (q_pop_batch), with a linger, and by several
+ * threads, not by one bgthread (bgthread.h). */
 struct queue {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    struct cmsg *head, *tail;
-    size_t len;
+    struct fifo f;
 };
 
 int q_init(struct queue *q);

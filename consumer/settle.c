@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cmetrics.h"
+#include "fifo.h"
 #include "keys.h"
 #include "log.h"
 #include "rfunc.h"
@@ -35,8 +36,7 @@ struct settle {
     bool logged;          /* the backlog's warning was logged */
     size_t given_up;      /* reservations dropped beyond the backlog's limit, this outage */
     size_t counted;       /* this backlog's share of the uncleared gauge */
-    struct cmsg *out, *out_tail; /* cleared (or given up): back to the worker */
-    size_t nout;
+    struct fifo out;      /* cleared (or given up): back to the worker */
     int64_t retry_ms;     /* monotonic: the next idle retry */
     const char **argv; /* room for every order's values and a call's keys */
     char (*vals)[24];  /* SETTLE_ARGS strings per order of the backlog */
@@ -53,6 +53,7 @@ int settle_open(const struct cfg *c, int id, struct settle **out, char *err, siz
     s->cfg = c;
     s->id = id;
     s->fn = (struct rfunc)RFUNC_INIT("seckill_settle", RFUNC_LIB_CONSUMER);
+    fifo_init(&s->out, FIFO_LINK(struct cmsg, next));
     if (rp_open(c, cfg_role_self(), &s->rp, err, errlen) != 0)
         goto fail;
     *out = s;
@@ -78,26 +79,16 @@ void settle_close(struct settle *s)
 /* Give message m back to the worker, to be reported. */
 static void hand_back(struct settle *s, struct cmsg *m)
 {
-    m->next = NULL;
-    if (s->out_tail)
-        s->out_tail->next = m;
-    else
-        s->out = m;
-    s->out_tail = m;
-    s->nout++;
+    fifo_push(&s->out, m);
 }
 
 /* What was handed back since the last call, and the gauge brought up to
  * date with the backlog. */
 static struct cmsg *take_out(struct settle *s, size_t *nout)
 {
-    struct cmsg *head = s->out;
     CM_ADD(uncleared, (int64_t)s->nunclear - (int64_t)s->counted);
     s->counted = s->nunclear;
-    *nout = s->nout;
-    s->out = s->out_tail = NULL;
-    s->nout = 0;
-    return head;
+    return fifo_take_all(&s->out, nout);
 }
 
 static int cmp_item(const void *a, const void *b)
@@ -151,7 +142,7 @@ static int clear_add(struct settle *s)
         for (size_t m = i; m < j; m++)
             for (int v = 0; v < SETTLE_ARGS; v++)
                 s->argv[a++] = s->vals[m * SETTLE_ARGS + (size_t)v];
-        if (rp_fcall(&s->batch, &s->fn, SETTLE_KEYS, (int)(a - SETTLE_KEYS), s->argv, NULL) < 0)
+        if (rp_fcall(&s->batch, s->fn.name, SETTLE_KEYS, (int)(a - SETTLE_KEYS), s->argv, NULL) < 0)
             return -1;
     }
     return 0;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "embed.h"
+#include "i64map.h"
 #include "metrics.h"
 #include "pgconn.h"
 #include "queue.h"
@@ -23,10 +24,33 @@ struct bytes {
     bool oom;
 };
 
-/* Open-addressing map of (a, b) pairs to a value; a > 0 always (ids). */
-struct pset {
-    int64_t *a, *b, *val;
-    size_t cap;
+/* The binary parameters of the statements, one buffer per parameter of
+ * each. (libpq copies a parameter when the statement is queued, so one
+ * buffer could serve several statements; then it would mean one thing in
+ * one statement and another in the next.) */
+struct fence_params {
+    struct bytes users, fences;
+};
+struct existing_params {
+    struct bytes ids, users, items;
+};
+struct insert_params {
+    struct bytes ids, users, items, reserved_at, fences;
+};
+struct reject_params {
+    struct bytes ids, users, items, reserved_at; /* and the reasons: work.why */
+};
+
+/* A user of the batch: the fence its orders carry, and whether the fence
+ * statement let it pass. */
+struct user_fence {
+    int64_t fence;
+    bool passed;
+};
+
+/* Who holds an order: its buyer and item. */
+struct order_holder {
+    int64_t user, item;
 };
 
 struct work {
@@ -34,9 +58,16 @@ struct work {
     int64_t *users, *fences, *ids, *uids, *iids, *items, *rat, *fc;
     int64_t *ex; /* the orders already there: (order, user, item) triples */
     size_t nex, capex;
-    struct bytes p[5];
+    struct fence_params fence;
+    struct existing_params existing;
+    struct bytes stock_items; /* peek, items: the batch's items */
+    struct insert_params insert;
+    struct reject_params reject;
     struct mbuf why; /* the reasons of the refusals, a text[] literal */
-    struct pset fence_ok, by_id, by_pair, stock;
+    struct i64map fence_ok; /* user -> struct user_fence */
+    struct i64map by_id;    /* order -> struct order_holder: there, or inserted by the batch */
+    struct i64map by_pair;  /* (user, item) of those orders, a set */
+    struct i64map stock;    /* item -> units left (int64_t) */
 };
 
 struct sink {
@@ -144,15 +175,15 @@ static void bytes_free(struct bytes *b)
     free(b->data);
 }
 
-static void pset_free(struct pset *s)
-{
-    free(s->a);
-    free(s->b);
-    free(s->val);
-}
-
 static void work_free(struct work *w)
 {
+    struct bytes *all[] = {
+        &w->fence.users,  &w->fence.fences,
+        &w->existing.ids, &w->existing.users, &w->existing.items,
+        &w->stock_items,
+        &w->insert.ids,   &w->insert.users,   &w->insert.items, &w->insert.reserved_at, &w->insert.fences,
+        &w->reject.ids,   &w->reject.users,   &w->reject.items, &w->reject.reserved_at,
+    };
     free(w->users);
     free(w->fences);
     free(w->ids);
@@ -162,13 +193,13 @@ static void work_free(struct work *w)
     free(w->rat);
     free(w->fc);
     free(w->ex);
-    for (size_t i = 0; i < ARRAY_SIZE(w->p); i++)
-        bytes_free(&w->p[i]);
+    for (size_t i = 0; i < ARRAY_SIZE(all); i++)
+        bytes_free(all[i]);
     mbuf_free(&w->why);
-    pset_free(&w->fence_ok);
-    pset_free(&w->by_id);
-    pset_free(&w->by_pair);
-    pset_free(&w->stock);
+    i64map_free(&w->fence_ok);
+    i64map_free(&w->by_id);
+    i64map_free(&w->by_pair);
+    i64map_free(&w->stock);
 }
 
 int sink_open(const struct cfg *c, const char *appname, struct sink **out, char *err, size_t errlen)
@@ -180,6 +211,10 @@ int sink_open(const struct cfg *c, const char *appname, struct sink **out, char 
     }
     s->cfg = c;
     snprintf(s->appname, sizeof(s->appname), "%s", appname);
+    i64map_init(&s->w.fence_ok, 1, sizeof(struct user_fence));
+    i64map_init(&s->w.by_id, 1, sizeof(struct order_holder));
+    i64map_init(&s->w.by_pair, 2, 0);
+    i64map_init(&s->w.stock, 1, sizeof(int64_t));
     *out = s;
     return 0;
 }
@@ -264,51 +299,10 @@ static int grow_i64(int64_t **p, size_t n)
     return 0;
 }
 
-/* Room for n entries, all empty. 0, or -1 out of memory. */
-static int pset_reset(struct pset *s, size_t n)
-{
-    size_t cap = 16;
-    while (cap < n * 2 + 2)
-        cap *= 2;
-    if (cap > s->cap) {
-        pset_free(s);
-        s->a = calloc(cap, sizeof(int64_t));
-        s->b = calloc(cap, sizeof(int64_t));
-        s->val = calloc(cap, sizeof(int64_t));
-        s->cap = s->a && s->b && s->val ? cap : 0;
-        return s->cap ? 0 : -1;
-    }
-    memset(s->a, 0, s->cap * sizeof(int64_t));
-    return 0;
-}
-
-static size_t pset_slot(const struct pset *s, int64_t a, int64_t b)
-{
-    uint64_t h = (uint64_t)a * 0x9E3779B97F4A7C15ull ^ ((uint64_t)b + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full;
-    size_t i = (size_t)(h ^ (h >> 29)) & (s->cap - 1);
-    while (s->a[i] != 0 && (s->a[i] != a || s->b[i] != b))
-        i = (i + 1) & (s->cap - 1);
-    return i;
-}
-
-/* Pointer to the value of (a, b), or NULL. */
-static int64_t *pset_get(const struct pset *s, int64_t a, int64_t b)
-{
-    size_t i = pset_slot(s, a, b);
-    return s->a[i] ? &s->val[i] : NULL;
-}
-
-static void pset_put(struct pset *s, int64_t a, int64_t b, int64_t v)
-{
-    size_t i = pset_slot(s, a, b);
-    s->a[i] = a;
-    s->b[i] = b;
-    s->val[i] = v;
-}
-
-/* Room for a batch of n orders in w. 0, or -1 out of memory. by_id holds
- * two entries per order and per order already there; the latter are bounded
- * by 2n (one by id, one by user and item, per order). */
+/* Room for a batch of n orders in w, the tables empty. 0, or -1 out of
+ * memory. by_id and by_pair hold the orders already there and the batch's
+ * inserts: at most 2n (one by id, one by user and item, per order) and n.
+ * With that room made here, no i64map_put of an attempt fails. */
 static int work_reserve(struct work *w, size_t n)
 {
     if (n > w->cap) {
@@ -318,26 +312,10 @@ static int work_reserve(struct work *w, size_t n)
                 return -1;
         w->cap = n;
     }
-    if (pset_reset(&w->fence_ok, n) != 0 || pset_reset(&w->by_id, 6 * n) != 0 ||
-        pset_reset(&w->by_pair, 3 * n) != 0 || pset_reset(&w->stock, n) != 0)
+    if (i64map_reset(&w->fence_ok, n) != 0 || i64map_reset(&w->by_id, 3 * n) != 0 ||
+        i64map_reset(&w->by_pair, 3 * n) != 0 || i64map_reset(&w->stock, n) != 0)
         return -1;
     return 0;
-}
-
-static int cmp_i64(const void *x, const void *y)
-{
-    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-    return a < b ? -1 : a > b;
-}
-
-static size_t uniq_sorted(int64_t *v, size_t n)
-{
-    size_t k = 0;
-    qsort(v, n, sizeof(*v), cmp_i64);
-    for (size_t i = 0; i < n; i++)
-        if (k == 0 || v[k - 1] != v[i])
-            v[k++] = v[i];
-    return k;
 }
 
 static bool transient_state(const char *st)
@@ -488,32 +466,32 @@ static enum step not_queued(struct sink *s, enum step st, char *err, size_t errl
     return st;
 }
 
-static bool params_oom(const struct work *w, size_t k)
-{
-    for (size_t i = 0; i < k; i++)
-        if (w->p[i].oom)
-            return true;
-    return false;
-}
-
-/* The values and lengths of w->p[0..k) for libpq. */
-static void params(struct work *w, size_t k, const char **vals, int *lens)
+/* The values and lengths for libpq of the binary parameters b[0..k); a
+ * NULL b[i] is a text parameter, the caller's to set. false when one of
+ * them could not grow. */
+static bool params(const struct bytes *const *b, size_t k, const char **vals, int *lens)
 {
     for (size_t i = 0; i < k; i++) {
-        vals[i] = (const char *)w->p[i].data;
-        lens[i] = (int)w->p[i].len;
+        if (!b[i])
+            continue;
+        if (b[i]->oom)
+            return false;
+        vals[i] = (const char *)b[i]->data;
+        lens[i] = (int)b[i]->len;
     }
+    return true;
 }
 
 static const int bin5[5] = { 1, 1, 1, 1, 1 };
 
 /* --- the first trip: fences, what is there, the stock -------------------- */
 
-/* Queue the lookup of the orders already there for any of the batch's keys
- * (ids in p[0..2]). */
+/* Queue the lookup of the orders already there for any of the batch's keys. */
 static enum step add_existing(struct sink *s, struct trip *t, const struct sink_order *v, size_t n)
 {
     struct work *w = &s->w;
+    struct existing_params *e = &w->existing;
+    const struct bytes *const b[] = { &e->ids, &e->users, &e->items };
     const char *vals[3];
     int lens[3];
     for (size_t i = 0; i < n; i++) {
@@ -521,21 +499,20 @@ static enum step add_existing(struct sink *s, struct trip *t, const struct sink_
         w->uids[i] = v[i].o->user_id;
         w->iids[i] = v[i].o->item_id;
     }
-    arr_i64(&w->p[0], w->ids, n);
-    arr_i64(&w->p[1], w->uids, n);
-    arr_i64(&w->p[2], w->iids, n);
-    if (params_oom(w, 3))
+    arr_i64(&e->ids, w->ids, n);
+    arr_i64(&e->users, w->uids, n);
+    arr_i64(&e->items, w->iids, n);
+    if (!params(b, 3, vals, lens))
         return STEP_NO_MEMORY;
-    params(w, 3, vals, lens);
     return trip_add(s, t, "existing", 3, vals, lens, bin5, PGRES_TUPLES_OK);
 }
 
-/* Queue the stock of the batch's items (ids in p[3], set by send_first),
+/* Queue the stock of the batch's items (stock_items, set by send_first),
  * locked or not. */
 static enum step add_stock(struct sink *s, struct trip *t, bool lock_items)
 {
-    const char *vals[1] = { (const char *)s->w.p[3].data };
-    int lens[1] = { (int)s->w.p[3].len };
+    const char *vals[1] = { (const char *)s->w.stock_items.data };
+    int lens[1] = { (int)s->w.stock_items.len };
     return trip_add(s, t, lock_items ? "items" : "peek", 1, vals, lens, bin5, PGRES_TUPLES_OK);
 }
 
@@ -548,6 +525,7 @@ static enum step send_first(struct sink *s, struct trip *t, const struct sink_or
                             bool lock_items)
 {
     struct work *w = &s->w;
+    const struct bytes *const b[] = { &w->fence.users, &w->fence.fences };
     const char *vals[2];
     int lens[2];
     size_t nu = 0, ni;
@@ -555,42 +533,45 @@ static enum step send_first(struct sink *s, struct trip *t, const struct sink_or
 
     for (size_t i = 0; i < n; i++)
         w->users[nu++] = v[i].o->user_id;
-    nu = uniq_sorted(w->users, nu);
+    nu = util_sort_unique_i64(w->users, nu);
+    /* A user's first order gives its fence (the worker gives them all one). */
     for (size_t i = 0; i < n; i++)
-        if (!pset_get(&w->fence_ok, v[i].o->user_id, 0))
-            pset_put(&w->fence_ok, v[i].o->user_id, 0, v[i].fence);
-    for (size_t i = 0; i < nu; i++)
-        w->fences[i] = *pset_get(&w->fence_ok, w->users[i], 0);
+        if (!i64map_has(&w->fence_ok, &v[i].o->user_id)) {
+            struct user_fence *f = i64map_put(&w->fence_ok, &v[i].o->user_id);
+            f->fence = v[i].fence;
+        }
+    for (size_t i = 0; i < nu; i++) {
+        const struct user_fence *f = i64map_get(&w->fence_ok, &w->users[i]);
+        w->fences[i] = f->fence;
+    }
     if ((q = trip_add(s, t, "BEGIN", -1, NULL, NULL, NULL, PGRES_COMMAND_OK)) != STEP_OK)
         return q;
-    arr_i64(&w->p[0], w->users, nu);
-    arr_i64(&w->p[1], w->fences, nu);
-    if (params_oom(w, 2))
+    arr_i64(&w->fence.users, w->users, nu);
+    arr_i64(&w->fence.fences, w->fences, nu);
+    if (!params(b, 2, vals, lens))
         return STEP_NO_MEMORY;
-    params(w, 2, vals, lens);
     if ((q = trip_add(s, t, "fence", 2, vals, lens, bin5, PGRES_TUPLES_OK)) != STEP_OK)
         return q;
     if (lookup && (q = add_existing(s, t, v, n)) != STEP_OK)
         return q;
     for (size_t i = 0; i < n; i++)
         w->items[i] = v[i].o->item_id;
-    ni = uniq_sorted(w->items, n);
-    arr_i64(&w->p[3], w->items, ni);
-    if (w->p[3].oom)
+    ni = util_sort_unique_i64(w->items, n);
+    arr_i64(&w->stock_items, w->items, ni);
+    if (w->stock_items.oom)
         return STEP_NO_MEMORY;
     return add_stock(s, t, lock_items);
 }
 
-/* fence_ok: 1 for the users whose fence passed, 0 for the stale ones. */
+/* fence_ok: passed for the users whose fence the statement returned; the
+ * others (stale) stay as send_first added them, not passed. */
 static void take_fences(struct work *w, const PGresult *r)
 {
-    for (size_t i = 0; i < w->fence_ok.cap; i++)
-        if (w->fence_ok.a[i])
-            w->fence_ok.val[i] = 0;
     for (int i = 0; i < PQntuples(r); i++) {
-        int64_t u, *f;
-        if (util_parse_i64(PQgetvalue(r, i, 0), 1, INT64_MAX, &u) == 0 && (f = pset_get(&w->fence_ok, u, 0)))
-            *f = 1;
+        int64_t u;
+        struct user_fence *f;
+        if (util_parse_i64(PQgetvalue(r, i, 0), 1, INT64_MAX, &u) == 0 && (f = i64map_get(&w->fence_ok, &u)))
+            f->passed = true;
     }
 }
 
@@ -617,13 +598,25 @@ static int take_existing(struct work *w, const PGresult *r)
 /* stock: item -> units left, from the peek or the locked read. */
 static void take_stock(struct work *w, const PGresult *r)
 {
-    memset(w->stock.a, 0, w->stock.cap * sizeof(int64_t));
+    i64map_clear(&w->stock);
     for (int i = 0; i < PQntuples(r); i++) {
         int64_t item, left;
+        /* (a row per item of the batch at most: the room work_reserve made) */
         if (util_parse_i64(PQgetvalue(r, i, 0), 1, INT64_MAX, &item) == 0 &&
-            util_parse_i64(PQgetvalue(r, i, 1), 0, INT64_MAX, &left) == 0)
-            pset_put(&w->stock, item, 0, left);
+            util_parse_i64(PQgetvalue(r, i, 1), 0, INT64_MAX, &left) == 0) {
+            int64_t *units = i64map_put(&w->stock, &item);
+            *units = left;
+        }
     }
+}
+
+/* Note an order as there: by id, and by buyer and item. */
+static void note_order(struct work *w, int64_t order, int64_t user, int64_t item)
+{
+    const int64_t pair[2] = { user, item };
+    struct order_holder *h = i64map_put(&w->by_id, &order);
+    *h = (struct order_holder){ user, item };
+    i64map_put(&w->by_pair, pair);
 }
 
 /* --- deciding ------------------------------------------------------------ */
@@ -632,21 +625,19 @@ static void take_stock(struct work *w, const PGresult *r)
  * its unit of stock and counts as existing for the later ones. */
 static int decide_one(struct work *w, const struct order *o)
 {
-    int64_t *eu, *ei, *left;
-    if ((eu = pset_get(&w->by_id, o->order_id, 0)) != NULL) {
-        ei = pset_get(&w->by_id, o->order_id, -1);
-        return *eu == o->user_id && ei && *ei == o->item_id ? CMSG_DUPLICATE : CMSG_ID_CONFLICT;
-    }
-    if (pset_get(&w->by_pair, o->user_id, o->item_id) != NULL)
+    const struct order_holder *h;
+    const int64_t pair[2] = { o->user_id, o->item_id };
+    int64_t *left;
+    if ((h = i64map_get(&w->by_id, &o->order_id)) != NULL)
+        return h->user == o->user_id && h->item == o->item_id ? CMSG_DUPLICATE : CMSG_ID_CONFLICT;
+    if (i64map_has(&w->by_pair, pair))
         return CMSG_DUP_BUYER;
-    if ((left = pset_get(&w->stock, o->item_id, 0)) == NULL)
+    if ((left = i64map_get(&w->stock, &o->item_id)) == NULL)
         return CMSG_NO_ITEM;
     if (*left <= 0)
         return CMSG_NO_STOCK;
     (*left)--;
-    pset_put(&w->by_id, o->order_id, 0, o->user_id);
-    pset_put(&w->by_id, o->order_id, -1, o->item_id);
-    pset_put(&w->by_pair, o->user_id, o->item_id, o->order_id);
+    note_order(w, o->order_id, o->user_id, o->item_id);
     return CMSG_INSERTED; /* tentative: confirmed by RETURNING */
 }
 
@@ -658,17 +649,16 @@ static int decide_one(struct work *w, const struct order *o)
 static bool decide(struct work *w, struct sink_order *v, size_t n, size_t *ninsert, size_t *nreject)
 {
     bool short_of_stock = false;
-    memset(w->by_id.a, 0, w->by_id.cap * sizeof(int64_t));
-    memset(w->by_pair.a, 0, w->by_pair.cap * sizeof(int64_t));
+    i64map_clear(&w->by_id);
+    i64map_clear(&w->by_pair);
     for (size_t i = 0; i < w->nex; i++) {
         const int64_t *e = &w->ex[3 * i];
-        pset_put(&w->by_id, e[0], 0, e[1]);
-        pset_put(&w->by_id, e[0], -1, e[2]);
-        pset_put(&w->by_pair, e[1], e[2], e[0]);
+        note_order(w, e[0], e[1], e[2]);
     }
     *ninsert = *nreject = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!*pset_get(&w->fence_ok, v[i].o->user_id, 0)) {
+        const struct user_fence *f = i64map_get(&w->fence_ok, &v[i].o->user_id);
+        if (!f->passed) {
             v[i].outcome = CMSG_RETRY;
             continue;
         }
@@ -687,6 +677,8 @@ static bool decide(struct work *w, struct sink_order *v, size_t n, size_t *ninse
 static enum step send_insert(struct sink *s, struct trip *t, const struct sink_order *v, size_t n)
 {
     struct work *w = &s->w;
+    struct insert_params *p = &w->insert;
+    const struct bytes *const b[] = { &p->ids, &p->users, &p->items, &p->reserved_at, &p->fences };
     const char *vals[5];
     int lens[5];
     size_t k = 0;
@@ -700,14 +692,13 @@ static enum step send_insert(struct sink *s, struct trip *t, const struct sink_o
         w->fc[k] = v[i].fence;
         k++;
     }
-    arr_i64(&w->p[0], w->ids, k);
-    arr_i64(&w->p[1], w->uids, k);
-    arr_i64(&w->p[2], w->iids, k);
-    arr_i64(&w->p[3], w->rat, k);
-    arr_i64(&w->p[4], w->fc, k);
-    if (params_oom(w, 5))
+    arr_i64(&p->ids, w->ids, k);
+    arr_i64(&p->users, w->uids, k);
+    arr_i64(&p->items, w->iids, k);
+    arr_i64(&p->reserved_at, w->rat, k);
+    arr_i64(&p->fences, w->fc, k);
+    if (!params(b, 5, vals, lens))
         return STEP_NO_MEMORY;
-    params(w, 5, vals, lens);
     return trip_add(s, t, "insert", 5, vals, lens, bin5, PGRES_TUPLES_OK);
 }
 
@@ -715,6 +706,8 @@ static enum step send_reject(struct sink *s, struct trip *t, const struct sink_o
 {
     static const int fmts[5] = { 1, 1, 1, 0, 1 }; /* the reasons go as a text[] literal */
     struct work *w = &s->w;
+    struct reject_params *p = &w->reject;
+    const struct bytes *const b[] = { &p->ids, &p->users, &p->items, NULL, &p->reserved_at };
     const char *vals[5];
     int lens[5];
     size_t k = 0;
@@ -731,13 +724,12 @@ static enum step send_reject(struct sink *s, struct trip *t, const struct sink_o
         k++;
     }
     mbuf_printf(&w->why, "}");
-    arr_i64(&w->p[0], w->ids, k);
-    arr_i64(&w->p[1], w->uids, k);
-    arr_i64(&w->p[2], w->iids, k);
-    arr_i64(&w->p[4], w->rat, k);
-    if (params_oom(w, 3) || w->p[4].oom || w->why.oom || !w->why.data)
+    arr_i64(&p->ids, w->ids, k);
+    arr_i64(&p->users, w->uids, k);
+    arr_i64(&p->items, w->iids, k);
+    arr_i64(&p->reserved_at, w->rat, k);
+    if (!params(b, 5, vals, lens) || w->why.oom || !w->why.data)
         return STEP_NO_MEMORY;
-    params(w, 5, vals, lens);
     vals[3] = w->why.data;
     lens[3] = 0;
     return trip_add(s, t, "reject", 5, vals, lens, fmts, PGRES_COMMAND_OK);

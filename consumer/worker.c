@@ -9,6 +9,7 @@
 
 #include "cmetrics.h"
 #include "daemon.h"
+#include "i64map.h"
 #include "lock.h"
 #include "log.h"
 #include "settle.h"
@@ -127,26 +128,9 @@ static void probe_pg(struct worker *w)
 
 /* --- one batch ------------------------------------------------------------ */
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Sort and deduplicate; the count of distinct users. */
-static size_t uniq_users(int64_t *u, size_t n)
-{
-    size_t k = 0;
-    qsort(u, n, sizeof(*u), cmp_i64);
-    for (size_t i = 0; i < n; i++)
-        if (k == 0 || u[k - 1] != u[i])
-            u[k++] = u[i];
-    return k;
-}
-
 static size_t user_index(const struct worker *w, int64_t user)
 {
-    const int64_t *p = bsearch(&user, w->users, w->nu, sizeof(*w->users), cmp_i64);
+    const int64_t *p = bsearch(&user, w->users, w->nu, sizeof(*w->users), util_cmp_i64);
     return (size_t)(p - w->users);
 }
 
@@ -183,7 +167,8 @@ static int dead_letter(struct worker *w, struct cmsg *m, const char *why)
     memcpy(m->payload, buf, (size_t)len);
     m->payload_len = (size_t)len;
     m->key_len = strlen(key);
-    log_error("worker %d: order %" PRId64 " refused by PostgreSQL, dead-lettered: %s", w->id, m->o.order_id, why);
+    log_error("worker %d: order %" PRId64 " refused by PostgreSQL, dead-lettered: %s", w->id, m->o.order_id,
+              why);
     return dlq_send(w->pool->dlq, m);
 }
 
@@ -198,7 +183,7 @@ static size_t lock_users(struct worker *w, struct cmsg **v, size_t n)
 
     for (size_t i = 0; i < n; i++)
         w->users[i] = v[i]->o.user_id;
-    nu = uniq_users(w->users, n);
+    nu = util_sort_unique_i64(w->users, n);
     w->nu = nu;
     for (size_t u = 0; u < nu; u++) {
         snprintf(w->names[u], WK_NAME_MAX, "user:%" PRId64, w->users[u]);
@@ -325,8 +310,10 @@ static size_t take_outcomes(struct worker *w, int st, size_t ns, struct cmsg **v
         char key[LOG_REPEAT_KEY_MAX];
         CM_ADD(lease_lost, 1);
         snprintf(key, sizeof(key), "worker %d: %.120s; rolled back", w->id, err);
-        log_repeat(&w->say_aborted, LOG_LVL_WARNING, key, "%s, retrying under fresh locks (said once while it "
-                   "lasts)", key);
+        log_repeat(&w->say_aborted, LOG_LVL_WARNING, key,
+                   "%s, retrying under fresh locks (said once while it "
+                   "lasts)",
+                   key);
         for (size_t i = 0; i < ns; i++)
             carry(w, w->so_msg[i]);
         return 0;
@@ -543,6 +530,9 @@ int wk_pool_open(const struct cfg *c, struct queue *done, struct dlq *dlq, struc
     for (int i = 0; i < p->n; i++)
         if (worker_init(p, &p->w[i], i, err, errlen) != 0)
             goto fail;
+    /* Plain threads, not bgthreads (bgthread.h): a worker waits on its
+     * inbox's condition variable, and the pool stops them in two ways
+     * (finish what is queued, or abandon it), not with one stop flag. */
     for (int i = 0; i < p->n; i++) {
         if (pthread_create(&p->w[i].th, NULL, worker_main, &p->w[i]) != 0) {
             snprintf(err, errlen, "cannot start worker %d", i);
@@ -560,9 +550,10 @@ fail:
 
 void wk_dispatch(struct wk_pool *p, struct cmsg *m)
 {
-    /* Fibonacci hashing spreads sequential user ids evenly. */
-    uint64_t h = (uint64_t)m->o.user_id * 0x9E3779B97F4A7C15ull;
-    q_push(&p->w[(h >> 32) % (uint64_t)p->n].inbox, m);
+    /* The mixer spreads sequential user ids evenly; one user always lands on
+     * one worker, which keeps that user's orders in arrival order. */
+    uint64_t h = i64map_hash(&m->o.user_id, 1);
+    q_push(&p->w[h % (uint64_t)p->n].inbox, m);
 }
 
 void wk_pool_finish(struct wk_pool *p)

@@ -33,7 +33,7 @@ redisReply *ctlrp_fcall(struct rp *p, const struct rfunc *f, int nkeys, int narg
     char err[512], why[512];
     redisReply *r = NULL;
     rp_batch_init(&b);
-    int i = rp_fcall(&b, f, nkeys, nargs, argv, NULL);
+    int i = rp_fcall(&b, f->name, nkeys, nargs, argv, NULL);
     if (i < 0) {
         fprintf(stderr, "seckillctl: redis: out of memory\n");
         goto out;

@@ -1,5 +1,6 @@
 #include "funccmd.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,53 +18,67 @@ static const char *where(const struct rp *p, int node, char *buf, size_t len)
     return buf;
 }
 
-/* One line per library and primary: what Redis holds against this
- * release's version. */
-static int check_all(struct rp *p)
+/* What the per-primary answers are said about, and whether any was not
+ * fine: the operator's command names every primary and fails when any one
+ * is not fine, an unreachable one too (the daemons' check passes those
+ * over on a Cluster: rfunc_check_all); that is the tool's question, "does
+ * the whole Redis hold them?", not the check's. */
+struct said {
+    struct rp *p;
+    enum rfunc_lib lib;
+    int failed;
+};
+
+/* A primary's answer that went wrong, on stderr. */
+static void say_failed(struct said *s, const struct rfunc_node *n)
 {
-    char err[512], at[160];
-    int ret = 0;
-    for (int l = 0; l < RFUNC_LIBS; l++) {
-        enum rfunc_lib lib = (enum rfunc_lib)l;
-        for (int i = 0; i < rp_nodes(p); i++) {
-            redisContext *rc = rp_node_conn(p, i, err, sizeof(err));
-            int st = rc ? rfunc_check(rc, lib, err, sizeof(err)) : -1;
-            if (st == 0)
-                printf("%s: ok (version %d or newer)%s\n", rfunc_lib_name(lib), rfunc_lib_version(lib),
-                       where(p, i, at, sizeof(at)));
-            else
-                fprintf(stderr, "seckillctl%s: %s\n", where(p, i, at, sizeof(at)), err);
-            ret |= st != 0;
-        }
-    }
-    return ret;
+    char at[160];
+    fprintf(stderr, "seckillctl%s: %s\n", where(s->p, n->node, at, sizeof(at)), n->why);
+    s->failed = 1;
 }
 
-/* Every library on every primary, each replaced in one step (FUNCTION LOAD
- * REPLACE), never by an older one. Replicated, and kept in the RDB and AOF
- * like data: one load on a primary reaches its replicas. */
-static int load_all(struct rp *p)
+static void say_checked(void *arg, const struct rfunc_node *n)
 {
-    char err[512], at[160];
-    int ret = 0;
+    struct said *s = arg;
+    char at[160];
+    if (n->st != RFUNC_OK)
+        say_failed(s, n);
+    else
+        printf("%s: ok (version %d or newer)%s\n", rfunc_lib_name(s->lib), rfunc_lib_version(s->lib),
+               where(s->p, n->node, at, sizeof(at)));
+}
+
+static void say_loaded(void *arg, const struct rfunc_node *n)
+{
+    struct said *s = arg;
+    char at[160];
+    if (n->st != RFUNC_OK)
+        say_failed(s, n);
+    else if (n->was < 0)
+        printf("%s: loaded version %d (none before)%s\n", rfunc_lib_name(s->lib), rfunc_lib_version(s->lib),
+               where(s->p, n->node, at, sizeof(at)));
+    else
+        printf("%s: loaded version %d (was %d)%s\n", rfunc_lib_name(s->lib), rfunc_lib_version(s->lib),
+               n->was, where(s->p, n->node, at, sizeof(at)));
+}
+
+/* check: one line per library and primary, what Redis holds against this
+ * release's version. load: every library on every primary, each replaced
+ * in one step (FUNCTION LOAD REPLACE), never by an older one; replicated,
+ * and kept in the RDB and AOF like data: one load on a primary reaches its
+ * replicas. 0, or 1 when any line said a failure. */
+static int each_library(struct rp *p, bool load)
+{
+    char err[512];
+    struct said s = { .p = p };
     for (int l = 0; l < RFUNC_LIBS; l++) {
-        enum rfunc_lib lib = (enum rfunc_lib)l;
-        for (int i = 0; i < rp_nodes(p); i++) {
-            int was;
-            redisContext *rc = rp_node_conn(p, i, err, sizeof(err));
-            if (!rc || rfunc_load(rc, lib, &was, err, sizeof(err)) != 0) {
-                fprintf(stderr, "seckillctl%s: %s\n", where(p, i, at, sizeof(at)), err);
-                ret = 1;
-            } else if (was < 0) {
-                printf("%s: loaded version %d (none before)%s\n", rfunc_lib_name(lib), rfunc_lib_version(lib),
-                       where(p, i, at, sizeof(at)));
-            } else {
-                printf("%s: loaded version %d (was %d)%s\n", rfunc_lib_name(lib), rfunc_lib_version(lib), was,
-                       where(p, i, at, sizeof(at)));
-            }
-        }
+        s.lib = (enum rfunc_lib)l;
+        if (load)
+            (void)rfunc_load_all(p, s.lib, say_loaded, &s);
+        else
+            (void)rfunc_check_all(p, s.lib, say_checked, &s, err, sizeof(err));
     }
-    return ret;
+    return s.failed;
 }
 
 int funccmd(const struct cfg *c, int argc, char **argv)
@@ -82,7 +97,7 @@ int funccmd(const struct cfg *c, int argc, char **argv)
         fprintf(stderr, "seckillctl: %s\n", err);
         return 1;
     }
-    ret = strcmp(argv[1], "load") == 0 ? load_all(p) : check_all(p);
+    ret = each_library(p, strcmp(argv[1], "load") == 0);
     rp_close(p);
     return ret;
 }

@@ -75,21 +75,15 @@ static int ids_add(struct ids *s, int64_t v)
     return 0;
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
+/* Sorted, each id once: for ids_has, which is all the sets are asked. */
 static void ids_sort(struct ids *s)
 {
-    if (s->n)
-        qsort(s->v, s->n, sizeof(*s->v), cmp_i64);
+    s->n = util_sort_unique_i64(s->v, s->n);
 }
 
 static bool ids_has(const struct ids *s, int64_t v)
 {
-    return s->n && bsearch(&v, s->v, s->n, sizeof(*s->v), cmp_i64) != NULL;
+    return s->n && bsearch(&v, s->v, s->n, sizeof(*s->v), util_cmp_i64) != NULL;
 }
 
 static void recon_free(struct recon *r)
@@ -103,7 +97,8 @@ static bool recon_clean(const struct recon *r)
 {
     return r->in_db && r->in_redis && r->stock >= 0 && r->total == r->stock + r->pending_live + r->sold &&
            r->missing_buyers.n == 0 && r->extra_buyers == 0 && r->left == r->total - r->sold &&
-           r->dup_users == 0 && r->bad_pending == 0 && r->starts == r->rstarts && r->ends == r->rends && r->stale_states == 0;
+           r->dup_users == 0 && r->bad_pending == 0 && r->starts == r->rstarts && r->ends == r->rends &&
+           r->stale_states == 0;
 }
 
 /* --- looking ---------------------------------------------------------------- */
@@ -227,8 +222,7 @@ static int read_buyers(const redisReply *set, struct ids *expect, struct recon *
     ids_sort(expect);
     ids_sort(&buyers);
     for (size_t i = 0; i < expect->n; i++)
-        if ((i == 0 || expect->v[i] != expect->v[i - 1]) && !ids_has(&buyers, expect->v[i]) &&
-            ids_add(&r->missing_buyers, expect->v[i]) != 0)
+        if (!ids_has(&buyers, expect->v[i]) && ids_add(&r->missing_buyers, expect->v[i]) != 0)
             goto out;
     for (size_t i = 0; i < buyers.n; i++)
         if (!ids_has(expect, buyers.v[i]))
@@ -284,7 +278,8 @@ static int look(struct rctx *x, int64_t item, struct recon *r)
     if (read_item(x, params, r) != 0 || read_orders(x, params, &orders, &expect) != 0)
         goto fail;
     read_scalars(rep, r);
-    if (read_pending(rep->element[1], &orders, &expect, r) != 0 || read_buyers(rep->element[2], &expect, r) != 0) {
+    if (read_pending(rep->element[1], &orders, &expect, r) != 0 ||
+        read_buyers(rep->element[2], &expect, r) != 0) {
         fprintf(stderr, "seckillctl: out of memory\n");
         goto fail;
     }
@@ -321,8 +316,8 @@ static int look_settled(struct rctx *x, int64_t item, struct recon *r)
 
 static void header(void)
 {
-    printf("%14s %8s %8s %8s %8s %10s %8s %8s  %s\n", "item", "total", "redis", "pending", "sold", "stock_left",
-           "buyers", "dupusers", "state");
+    printf("%14s %8s %8s %8s %8s %10s %8s %8s  %s\n", "item", "total", "redis", "pending", "sold",
+           "stock_left", "buyers", "dupusers", "state");
 }
 
 static void row(const struct recon *r)
@@ -332,8 +327,8 @@ static void row(const struct recon *r)
         snprintf(redis, sizeof(redis), "%" PRId64, r->stock);
     else
         snprintf(redis, sizeof(redis), "-");
-    printf("%14" PRId64 " %8" PRId64 " %8s %8" PRId64 " %8" PRId64 " %10" PRId64 " %8s %8" PRId64 "  %s\n", r->item,
-           r->total, redis, r->pending_live, r->sold, r->left,
+    printf("%14" PRId64 " %8" PRId64 " %8s %8" PRId64 " %8" PRId64 " %10" PRId64 " %8s %8" PRId64 "  %s\n",
+           r->item, r->total, redis, r->pending_live, r->sold, r->left,
            r->missing_buyers.n || r->extra_buyers ? "differ" : "match", r->dup_users,
            recon_clean(r) ? "ok" : "MISMATCH");
 }
@@ -354,14 +349,15 @@ static void problems(const struct recon *r)
                r->item, r->total, r->stock, r->pending_live, r->sold, sum - r->total);
     }
     if (r->missing_buyers.n)
-        printf("  item %" PRId64 ": %zu users with an order or reservation are missing from the Redis buyers set\n",
+        printf("  item %" PRId64
+               ": %zu users with an order or reservation are missing from the Redis buyers set\n",
                r->item, r->missing_buyers.n);
     if (r->extra_buyers)
         printf("  item %" PRId64 ": %" PRId64 " users in the Redis buyers set hold neither an order nor a "
                "reservation\n", r->item, r->extra_buyers);
     if (r->left != r->total - r->sold)
-        printf("  item %" PRId64 ": stock_left %" PRId64 " != stock_total %" PRId64 " - sold %" PRId64 "\n", r->item,
-               r->left, r->total, r->sold);
+        printf("  item %" PRId64 ": stock_left %" PRId64 " != stock_total %" PRId64 " - sold %" PRId64 "\n",
+               r->item, r->left, r->total, r->sold);
     if (r->dup_users)
         printf("  item %" PRId64 ": %" PRId64 " users hold more than one order\n", r->item, r->dup_users);
     if (r->bad_pending)
@@ -378,8 +374,8 @@ static void problems(const struct recon *r)
                "database's\n", r->item, r->stale_states);
     if (r->starts != r->rstarts || r->ends != r->rends)
         printf("  item %" PRId64 ": the sale window in Redis (%" PRId64 " .. %" PRId64 ") differs from the "
-               "database's (%" PRId64 " .. %" PRId64 ", ms; 0 = open)\n", r->item, r->rstarts, r->rends, r->starts,
-               r->ends);
+               "database's (%" PRId64 " .. %" PRId64 ", ms; 0 = open)\n",
+               r->item, r->rstarts, r->rends, r->starts, r->ends);
 }
 
 /* Redis's window := the database's; the reservation script obeys Redis's. */
@@ -478,8 +474,8 @@ static int fix_left(struct rctx *x, const struct recon *r)
     PQclear(res);
     if (!(res = ctlpg_exec(x->pg, embed_recon_fix_left, 1, params, PGRES_TUPLES_OK, "set stock_left")))
         goto fail;
-    printf("  fixed: item %" PRId64 ": stock_left %" PRId64 " -> %s (stock_total - persisted orders)\n", r->item,
-           r->left, PQntuples(res) ? PQgetvalue(res, 0, 0) : "?");
+    printf("  fixed: item %" PRId64 ": stock_left %" PRId64 " -> %s (stock_total - persisted orders)\n",
+           r->item, r->left, PQntuples(res) ? PQgetvalue(res, 0, 0) : "?");
     PQclear(res);
     return ctlpg_cmd(x->pg, "COMMIT", "commit");
 fail:
@@ -539,15 +535,17 @@ static int fix(struct rctx *x, const struct recon *r)
         const char *keys[] = { k[KEYS_ITEM_PENDING], k[KEYS_ITEM_UNPUB] };
         if (run_ids(x, &x->drop, 2, keys, &r->done, &n) != 0)
             return -1;
-        printf("  fixed: item %" PRId64 ": dropped %" PRId64 " reservations whose orders are persisted\n", r->item,
-               n);
+        printf("  fixed: item %" PRId64 ": dropped %" PRId64 " reservations whose orders are persisted\n",
+               r->item, n);
     }
     if (r->missing_buyers.n && r->stock >= 0) {
         const char *keys[] = { k[KEYS_ITEM_BUYERS] };
         if (run_ids(x, &x->buyers, 1, keys, &r->missing_buyers, &n) != 0)
             return -1;
-        printf("  fixed: item %" PRId64 ": added %" PRId64 " users with an order or reservation to the buyers "
-               "set\n", r->item, n);
+        printf("  fixed: item %" PRId64 ": added %" PRId64
+               " users with an order or reservation to the buyers "
+               "set\n",
+               r->item, n);
     }
     if (r->left != r->total - r->sold && fix_left(x, r) != 0)
         return -1;
@@ -563,11 +561,12 @@ static int fix(struct rctx *x, const struct recon *r)
         printf("  not fixed: item %" PRId64 ": rebuild it with 'seckillctl item load --id %" PRId64 "'\n",
                r->item, r->item);
     else if (r->stock + r->pending_live + r->sold < r->total)
-        printf("  not fixed: item %" PRId64 ": %" PRId64 " units are unaccounted for and stay out of the sale: "
+        printf("  not fixed: item %" PRId64 ": %" PRId64
+               " units are unaccounted for and stay out of the sale: "
                "one may be an order still on its way (replay the topic and look again); give units back "
                "only once sure, with 'redis-cli%s INCRBY %s N'\n",
-               r->item, r->total - r->stock - r->pending_live - r->sold,
-               rp_cluster(x->rp) ? " -c" : "", k[KEYS_ITEM_STOCK]); /* -c: to the key's shard */
+               r->item, r->total - r->stock - r->pending_live - r->sold, rp_cluster(x->rp) ? " -c" : "",
+               k[KEYS_ITEM_STOCK]); /* -c: to the key's shard */
     if (r->extra_buyers)
         printf("  not fixed: item %" PRId64 ": users in the buyers set without an order stay (a rejected or "
                "lost order): removing them would let them buy again\n", r->item);

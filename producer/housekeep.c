@@ -1,10 +1,9 @@
 #include "housekeep.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "bgthread.h"
 #include "daemon.h"
 #include "log.h"
 #include "pmetrics.h"
@@ -21,10 +20,7 @@ struct hk {
     struct oid_gen *gen;
     struct ing_health *health;
     struct rp *rp; /* NULL while Redis could not be reached */
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int stop;
+    struct bgthread t;
     int ids_failing, kafka_down_logged;
     /* The sweeper's failures that repeat every pass while they last: said
      * once, counted, said over with the count. */
@@ -131,9 +127,7 @@ static void *hk_main(void *arg)
     struct hk *k = arg;
     int64_t next_sweep = util_mono_ms();
     daemon_signals_block_thread();
-    pthread_mutex_lock(&k->mu);
-    while (!k->stop) {
-        pthread_mutex_unlock(&k->mu);
+    while (!bgt_stopping(&k->t)) {
         check_health(k);
         refill_ids(k);
         if (util_mono_ms() >= next_sweep) {
@@ -141,13 +135,8 @@ static void *hk_main(void *arg)
             next_sweep = util_mono_ms() + CFG_GET(k->cfg->producer.sweep_interval_ms);
         }
         PM_SET(id_block, oid_block(k->gen));
-        pthread_mutex_lock(&k->mu);
-        if (!k->stop) {
-            struct timespec ts = util_deadline_ts(HK_TICK_MS);
-            pthread_cond_timedwait(&k->cv, &k->mu, &ts);
-        }
+        bgt_sleep_ms(&k->t, HK_TICK_MS);
     }
-    pthread_mutex_unlock(&k->mu);
     return NULL;
 }
 
@@ -163,10 +152,8 @@ int hk_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct ing
     k->pub = p;
     k->gen = gen;
     k->health = h;
-    pthread_mutex_init(&k->mu, NULL);
-    util_cond_init_mono(&k->cv);
     check_health(k);
-    if (pthread_create(&k->thread, NULL, hk_main, k) != 0) {
+    if (bgt_start(&k->t, hk_main, k) != 0) {
         snprintf(err, errlen, "cannot start the housekeeping thread");
         rp_close(k->rp);
         free(k);
@@ -180,13 +167,7 @@ void hk_stop(struct hk *k)
 {
     if (!k)
         return;
-    pthread_mutex_lock(&k->mu);
-    k->stop = 1;
-    pthread_cond_signal(&k->cv);
-    pthread_mutex_unlock(&k->mu);
-    pthread_join(k->thread, NULL);
+    bgt_stop(&k->t);
     rp_close(k->rp);
-    pthread_mutex_destroy(&k->mu);
-    pthread_cond_destroy(&k->cv);
     free(k);
 }

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "auth.h"
+#include "bgthread.h"
 #include "headcheck.h"
 #include "headwatch.h"
 #include "httpd.h"
@@ -86,9 +87,7 @@ struct ingress {
     struct ing_req *pool; /* HTTP thread only */
     size_t body_limit;
     struct hw hw; /* the connections awaiting a request head */
-    pthread_t timer; /* shuts the late ones, ends quiet log states */
-    int timer_started;
-    _Atomic int timer_stop;
+    struct bgthread timer; /* shuts the late ones, ends quiet log states */
     pthread_mutex_t say_mu; /* say's: the library logs on its thread, the timer ends quiet kinds */
     struct mhd_say say[MHD_SAY_KINDS];
 };
@@ -800,9 +799,8 @@ static void say_quiet(struct ingress *g, int64_t now_us, int force)
 static void *timer_main(void *arg)
 {
     struct ingress *g = arg;
-    struct timespec tick = { 0, TIMER_TICK_MS * 1000000L };
-    while (!atomic_load(&g->timer_stop)) {
-        nanosleep(&tick, NULL);
+    while (!bgt_stopping(&g->timer)) {
+        bgt_sleep_ms(&g->timer, TIMER_TICK_MS);
         int64_t now = util_mono_us();
         int64_t limit_us = (int64_t)CFG_GET(g->cfg->producer.request_head_timeout_s) * 1000000;
         int n = hw_expire(&g->hw, now - limit_us);
@@ -865,11 +863,10 @@ int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct so *so, 
         snprintf(err, errlen, "cannot listen on %s:%d", c->producer.listen, c->producer.port);
         goto fail;
     }
-    if (pthread_create(&g->timer, NULL, timer_main, g) != 0) {
+    if (bgt_start(&g->timer, timer_main, g) != 0) {
         snprintf(err, errlen, "cannot start the ingress's timer thread");
         goto fail;
     }
-    g->timer_started = 1;
     *out = g;
     return 0;
 fail:
@@ -895,9 +892,7 @@ void ing_stop(struct ingress *g)
         return;
     /* The timer first: it shuts sockets of connections the daemon's stop
      * frees. */
-    atomic_store(&g->timer_stop, 1);
-    if (g->timer_started)
-        pthread_join(g->timer, NULL);
+    bgt_stop(&g->timer);
     MHD_stop_daemon(g->mhd);
     say_quiet(g, 0, 1);
     for (q = g->pool; q; q = next) {

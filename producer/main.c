@@ -25,6 +25,7 @@
 #include "publish.h"
 #include "rconn.h"
 #include "reserve.h"
+#include "rfunc.h"
 #include "status.h"
 #include "util.h"
 
@@ -79,9 +80,9 @@ static int try_rsv_start(void *arg, char *err, size_t errlen)
     struct rsv_start_arg *a = arg;
     reload_if_asked(a->cli, a->c, a->a);
     int st = rsv_start(a->c, a->p, a->gen, a->r, err, errlen);
-    if (st == -2)
+    if (st == RFUNC_MISSING)
         snprintf(a->missing, sizeof(a->missing), "%s", err);
-    return st == -2 ? 0 : st;
+    return st == RFUNC_MISSING ? 0 : st;
 }
 
 /* Stop: no new orders, let in-flight ones finish, then make every one

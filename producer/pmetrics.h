@@ -18,7 +18,8 @@
 #define PM_KAFKA_HELP "Orders Kafka did not take, by kind"
 #define PM_LIMITED "seckill_producer_limited_total"
 #define PM_LIMITED_HELP \
-    "Requests answered 429 rate_limited (address, buyer) and connections closed at accept (connections), by limit"
+    "Requests answered 429 rate_limited (address, buyer) and connections closed at accept "                \
+    "(connections), by limit"
 
 #define PM_METRICS(X)                                                                            \
     X(req_accepted, PM_REQ, "counter", "outcome=\"accepted\"", PM_REQ_HELP)                       \
@@ -72,13 +73,15 @@
       "Reservation script replies the outcome table does not know (answered 503)")              \
     X(redis_errors, "seckill_producer_redis_errors_total", "counter", "",                        \
       "Redis commands that failed (connection, timeout, error reply)")                           \
-    X(redis_up, "seckill_producer_redis_up", "gauge", "", "1 when the reserving thread's Redis connection works") \
+    X(redis_up, "seckill_producer_redis_up", "gauge", "",                                        \
+      "1 when the reserving thread's Redis connection works")                                    \
     X(redis_functions_missing, "seckill_producer_redis_functions_missing", "gauge", "",          \
       "1 while Redis lacks the producer's function library, or holds an older one: 503s")        \
     X(redis_primary_moves, "seckill_producer_redis_primary_moves_total", "counter", "",          \
       "Times the Redis primary moved (Sentinel switch or a READONLY reply): connections reopened") \
     X(replica_ack_short, "seckill_producer_replica_ack_short_total", "counter", "",              \
-      "Reservations answered 503 because WAIT saw fewer than redis.min_replicas_ack replicas (left to the sweeper)") \
+      "Reservations answered 503 because WAIT saw fewer than redis.min_replicas_ack replicas "   \
+      "(left to the sweeper)")                                                                   \
     X(redis_roundtrips, "seckill_producer_redis_roundtrips_total", "counter", "",                \
       "Pipelined round trips to Redis (reservations are batched per round trip)")                \
     X(reserved, "seckill_producer_reservations_total", "counter", "",                            \

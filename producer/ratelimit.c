@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "i64map.h"
+
 /* Ways of a rate table's set: a key lives in one of the 4 slots of its set,
  * so a lookup reads one cache line or two, and a full set forgets its most
  * rested key. */
@@ -30,21 +32,13 @@ struct rl {
     size_t conns_mask;
 };
 
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
-
+/* An address's 16 bytes hashed as two words. (Not an i64map: an IPv4
+ * address's first word is 0, which would read as a free slot.) */
 static uint64_t hash_key(const struct na_addr *k)
 {
-    uint64_t a, b;
-    memcpy(&a, k->b, 8);
-    memcpy(&b, k->b + 8, 8);
-    return mix(a ^ mix(b));
+    int64_t w[2];
+    memcpy(w, k->b, sizeof(w));
+    return i64map_hash(w, 2);
 }
 
 int rl_new(const struct cfg *c, struct rl **out, char *err, size_t errlen)

@@ -5,31 +5,26 @@
 #include <string.h>
 #include <strings.h>
 
+#include "jsonint.h"
 #include "util.h"
 
+/* A positive id member; an optional one that is absent reads 0. The errors
+ * are worded for the buyer: they are the 400's body. 0, or -1 with err set. */
 static int member(json_t *root, const char *name, int optional, int64_t *out, char *err, size_t errlen)
 {
-    json_t *v = json_object_get(root, name);
-    if (!v && optional) {
-        *out = 0;
-        return 0;
-    }
-    if (!v) {
+    switch (jsonint_get(root, name, 1, INT64_MAX, out)) {
+    case JSONINT_OK: return 0;
+    case JSONINT_MISSING:
+        if (optional) {
+            *out = 0;
+            return 0;
+        }
         snprintf(err, errlen, "missing %s", name);
-        return -1;
+        break;
+    case JSONINT_NOT_INTEGER: snprintf(err, errlen, "%s must be an integer", name); break;
+    case JSONINT_OUT_OF_RANGE: snprintf(err, errlen, "%s must be positive", name); break;
     }
-    /* jansson refuses integers beyond long long itself ("too big integer"),
-     * so a value here is exact. */
-    if (!json_is_integer(v)) {
-        snprintf(err, errlen, "%s must be an integer", name);
-        return -1;
-    }
-    if (json_integer_value(v) <= 0) {
-        snprintf(err, errlen, "%s must be positive", name);
-        return -1;
-    }
-    *out = (int64_t)json_integer_value(v);
-    return 0;
+    return -1;
 }
 
 int req_parse(const char *body, size_t len, struct req_body *out, char *err, size_t errlen)

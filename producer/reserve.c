@@ -3,11 +3,14 @@
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bgthread.h"
 #include "daemon.h"
+#include "fifo.h"
 #include "keys.h"
 #include "log.h"
 #include "order.h"
@@ -28,7 +31,9 @@ struct restore_job {
     struct restore_job *next;
 };
 
-struct slot {
+/* A request of the batch being reserved, with what its seckill_reserve call
+ * sends: its item's keys, and the arguments as text. */
+struct batch_entry {
     struct rsv_req *req;
     char keys[KEYS_ITEM_PARTS][KEYS_MAX];
     char user[24], oid[24], ts[24];
@@ -58,15 +63,11 @@ struct rsv {
      * batch. */
     struct rp_batch calls, marking, giving, asking;
 
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    struct rsv_req *in_head, *in_tail; /* submitted, FIFO */
-    struct rsv_req *dr_head, *dr_tail; /* delivery reports, FIFO */
-    int stop;
+    struct bgthread t;
+    struct fifo in, reports; /* submitted; delivery reports (under t.mu) */
 
     struct restore_job *backlog;
-    struct slot slots[RSV_BATCH];
+    struct batch_entry entries[RSV_BATCH];
     struct mark marks[RSV_BATCH];
     size_t nmarks;
     /* Per request while they last: said once, counted, said over. */
@@ -85,13 +86,16 @@ static const struct {
 #undef RSV_ROW
 };
 
-/* The outcome of a script code; -1 for a code the table does not know. */
-static int rsv_outcome_of_code(long long code)
+/* The outcome of a script code into *o; false for a code the table does
+ * not know. */
+static bool rsv_outcome_of_code(long long code, enum rsv_outcome *o)
 {
     for (size_t i = 0; i < ARRAY_SIZE(outcomes); i++)
-        if (outcomes[i].code == code && code != RSV_NO_CODE)
-            return (int)i;
-    return -1;
+        if (outcomes[i].code == code && code != RSV_NO_CODE) {
+            *o = (enum rsv_outcome)i;
+            return true;
+        }
+    return false;
 }
 
 unsigned rsv_http_status(enum rsv_outcome o) { return outcomes[o].http; }
@@ -115,12 +119,12 @@ void rsv_count(enum rsv_outcome o)
  * stays down: orders are refused (503), the reason logged once, the gauge
  * set, until an operator loads it. The producer never loads code itself
  * (docs/security.md). */
-static int check_functions(struct rp *p, void *arg, char *err, size_t errlen)
+static enum rfunc_status check_functions(struct rp *p, void *arg, char *err, size_t errlen)
 {
     (void)arg;
-    int st = rlink_functions(p, RFUNC_LIB_PRODUCER, err, errlen);
-    if (st != -1)
-        PM_SET(redis_functions_missing, st == -2);
+    enum rfunc_status st = rfunc_check_all(p, RFUNC_LIB_PRODUCER, NULL, NULL, err, errlen);
+    if (st != RFUNC_UNREACHABLE)
+        PM_SET(redis_functions_missing, st == RFUNC_MISSING);
     return st;
 }
 
@@ -179,7 +183,7 @@ static void restore_many(struct rsv *r, const struct restore_job *jobs, size_t n
         snprintf(ts, sizeof(ts), "%" PRId64, j->reserved_at_ms);
         const char *argv[] = { keys[KEYS_ITEM_STOCK], keys[KEYS_ITEM_BUYERS], keys[KEYS_ITEM_PENDING],
                                keys[KEYS_ITEM_UNPUB], keys[KEYS_ITEM_ORDERS], user, oid, ts };
-        if (rp_fcall(b, &r->restore, 5, 3, argv, NULL) < 0)
+        if (rp_fcall(b, r->restore.name, 5, 3, argv, NULL) < 0)
             break;
     }
     (void)rlink_run(&r->link, b);
@@ -228,20 +232,6 @@ static void backlog_retry(struct rsv *r)
 
 /* --- publishing --------------------------------------------------------- */
 
-/* Append q to one of the reserving thread's FIFOs and wake it. */
-static void hand_over(struct rsv *r, struct rsv_req **head, struct rsv_req **tail, struct rsv_req *q)
-{
-    q->next = NULL;
-    pthread_mutex_lock(&r->mu);
-    if (*tail)
-        (*tail)->next = q;
-    else
-        *head = q;
-    *tail = q;
-    pthread_cond_signal(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-}
-
 /* Poll thread: hand the report to the reserving thread, nothing more. */
 static void on_delivery(struct pub_ticket *t, rd_kafka_resp_err_t err, rd_kafka_msg_status_t status)
 {
@@ -249,7 +239,7 @@ static void on_delivery(struct pub_ticket *t, rd_kafka_resp_err_t err, rd_kafka_
     struct rsv *r = q->owner;
     q->dr_err = err;
     q->dr_status = status;
-    hand_over(r, &r->dr_head, &r->dr_tail, q);
+    fifo_hand_over(&r->reports, &r->t.mu, &r->t.cv, q, q, 1);
 }
 
 static struct restore_job job_of(const struct rsv_req *q)
@@ -260,14 +250,14 @@ static struct restore_job job_of(const struct rsv_req *q)
 
 /* Hand a reserved order to Kafka. One the local queue refuses is given back
  * at once: it never left the process, so it cannot become an order. */
-static void publish(struct rsv *r, struct slot *s)
+static void publish(struct rsv *r, struct batch_entry *e)
 {
-    struct rsv_req *q = s->req;
+    struct rsv_req *q = e->req;
     struct restore_job j;
-    rd_kafka_resp_err_t e = pub_send(r->pub, q->user_id, s->msg, s->msg_len, &q->ticket);
-    if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+    rd_kafka_resp_err_t ke = pub_send(r->pub, q->user_id, e->msg, e->msg_len, &q->ticket);
+    if (ke == RD_KAFKA_RESP_ERR_NO_ERROR)
         return;
-    if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+    if (ke == RD_KAFKA_RESP_ERR__QUEUE_FULL)
         PM_INC(kafka_queue_full);
     else
         PM_INC(kafka_not_persisted);
@@ -289,10 +279,10 @@ static void publish(struct rsv *r, struct slot *s)
  * If Redis stays away, their outcome is unknown: a reservation that did
  * happen is published by the sweeper later (counted as ambiguous), one that
  * did not is nothing. */
-static void resolve_ambiguous(struct rsv *r, struct slot **amb, size_t n)
+static void resolve_ambiguous(struct rsv *r, struct batch_entry **amb, size_t n)
 {
     struct rp_batch *b = &r->asking;
-    struct slot *ok[RSV_BATCH];
+    struct batch_entry *ok[RSV_BATCH];
     size_t nok = 0, i, sent = 0;
     int64_t end = util_mono_ms() + r->cfg->redis.command_timeout_ms;
     int attempt = 0;
@@ -316,21 +306,21 @@ static void resolve_ambiguous(struct rsv *r, struct slot **amb, size_t n)
     (void)rlink_run(&r->link, b);
     for (i = 0; i < sent; i++) {
         const redisReply *rep = rp_reply(b, (int)i);
-        struct slot *s = amb[i];
+        struct batch_entry *e = amb[i];
         struct order o;
         char err[64];
         if (!rep)
             continue; /* lost again, or not sent: unknown */
         /* Publish the message Redis holds: the script may have re-stamped it. */
-        if (rep->type == REDIS_REPLY_STRING && rep->len <= sizeof(s->msg) &&
-            order_decode(rep->str, rep->len, &o, err, sizeof(err)) == 0 && o.order_id == s->req->order_id) {
-            memcpy(s->msg, rep->str, rep->len);
-            s->msg_len = rep->len;
-            s->req->reserved_at_ms = o.reserved_at_ms;
-            ok[nok++] = s;
+        if (rep->type == REDIS_REPLY_STRING && rep->len <= sizeof(e->msg) &&
+            order_decode(rep->str, rep->len, &o, err, sizeof(err)) == 0 && o.order_id == e->req->order_id) {
+            memcpy(e->msg, rep->str, rep->len);
+            e->msg_len = rep->len;
+            e->req->reserved_at_ms = o.reserved_at_ms;
+            ok[nok++] = e;
         } else {
-            finish(s->req, RSV_UNAVAILABLE);
-            s->req = NULL;
+            finish(e->req, RSV_UNAVAILABLE);
+            e->req = NULL;
         }
     }
     for (i = 0; i < nok; i++) {
@@ -347,11 +337,11 @@ refuse:
         }
 }
 
-static int slot_fill(struct rsv *r, struct slot *s, struct rsv_req *q)
+static int entry_fill(struct rsv *r, struct batch_entry *e, struct rsv_req *q)
 {
     struct order o;
     int len;
-    s->req = q;
+    e->req = q;
     q->order_id = oid_next(r->gen);
     if (q->order_id < 0) {
         log_repeat(&r->say_no_ids, LOG_LVL_ERROR, "order ids: the block is used up",
@@ -362,27 +352,27 @@ static int slot_fill(struct rsv *r, struct slot *s, struct rsv_req *q)
     log_repeat_end(&r->say_no_ids, "the next block arrived");
     q->reserved_at_ms = util_wall_ms();
     o = (struct order){ q->order_id, q->user_id, q->item_id, 1, q->reserved_at_ms };
-    len = order_encode(&o, s->msg, sizeof(s->msg));
-    if (len < 0 || keys_item_all(s->keys, r->cfg->redis.key_prefix, q->item_id) != 0)
+    len = order_encode(&o, e->msg, sizeof(e->msg));
+    if (len < 0 || keys_item_all(e->keys, r->cfg->redis.key_prefix, q->item_id) != 0)
         return -1;
-    s->msg_len = (size_t)len;
-    snprintf(s->user, sizeof(s->user), "%" PRId64, q->user_id);
-    snprintf(s->oid, sizeof(s->oid), "%" PRId64, q->order_id);
-    snprintf(s->ts, sizeof(s->ts), "%" PRId64, q->reserved_at_ms);
+    e->msg_len = (size_t)len;
+    snprintf(e->user, sizeof(e->user), "%" PRId64, q->user_id);
+    snprintf(e->oid, sizeof(e->oid), "%" PRId64, q->order_id);
+    snprintf(e->ts, sizeof(e->ts), "%" PRId64, q->reserved_at_ms);
     return 0;
 }
 
-/* Re-encode a slot's order message after the script re-stamped it. */
-static int slot_restamp(struct slot *s, int64_t at)
+/* Re-encode an entry's order message after the script re-stamped it. */
+static int entry_restamp(struct batch_entry *e, int64_t at)
 {
-    struct rsv_req *q = s->req;
+    struct rsv_req *q = e->req;
     struct order o = { q->order_id, q->user_id, q->item_id, 1, at };
-    int len = order_encode(&o, s->msg, sizeof(s->msg));
+    int len = order_encode(&o, e->msg, sizeof(e->msg));
     if (len < 0)
         return -1;
     q->reserved_at_ms = at;
-    s->msg_len = (size_t)len;
-    snprintf(s->ts, sizeof(s->ts), "%" PRId64, at);
+    e->msg_len = (size_t)len;
+    snprintf(e->ts, sizeof(e->ts), "%" PRId64, at);
     return 0;
 }
 
@@ -390,55 +380,60 @@ static int slot_restamp(struct slot *s, int64_t at)
  * {code, ms}: a sale not yet open with its opening, or a reservation the
  * script re-stamped with its time. A reserved one joins won[]. A reply the
  * table does not know is said once while it repeats (say). */
-static void script_result(struct slot *s, const redisReply *rep, struct log_repeat *say, struct slot **won,
-                          size_t *nwon)
+static void script_result(struct batch_entry *e, const redisReply *rep, struct log_repeat *say,
+                          struct batch_entry **won, size_t *nwon)
 {
     const redisReply *c = rep;
     int64_t ms = 0;
-    int o;
+    enum rsv_outcome o = RSV_UNAVAILABLE;
+    bool known;
     if (rep->type == REDIS_REPLY_ARRAY) {
         c = rep->elements == 2 ? rep->element[0] : NULL;
         if (c && (rep->element[1]->type != REDIS_REPLY_STRING ||
                   util_parse_i64(rep->element[1]->str, 1, INT64_MAX, &ms) != 0))
             c = NULL;
     }
-    o = c && c->type == REDIS_REPLY_INTEGER ? rsv_outcome_of_code(c->integer) : -1;
-    if (o >= 0 && rep->type == REDIS_REPLY_ARRAY && o != RSV_NOT_STARTED && o != RSV_ACCEPTED)
-        o = -1;
-    if (o == RSV_ACCEPTED && ms && slot_restamp(s, ms) != 0) {
+    known = c && c->type == REDIS_REPLY_INTEGER && rsv_outcome_of_code(c->integer, &o);
+    /* {code, ms} comes with these two alone, and a sale not yet open always
+     * says when it opens: any other shape is a reply the table does not know. */
+    if (known && rep->type == REDIS_REPLY_ARRAY && o != RSV_NOT_STARTED && o != RSV_ACCEPTED)
+        known = false;
+    if (known && o == RSV_NOT_STARTED && rep->type != REDIS_REPLY_ARRAY)
+        known = false;
+    if (known && o == RSV_ACCEPTED && ms && entry_restamp(e, ms) != 0) {
         /* Cannot happen (the message only grows by digits it had room for);
          * the reservation stands in Redis and the sweeper publishes it. */
-        log_error("order %" PRId64 ": cannot re-encode it; left to the sweeper", s->req->order_id);
-        finish(s->req, RSV_UNKNOWN);
+        log_error("order %" PRId64 ": cannot re-encode it; left to the sweeper", e->req->order_id);
+        finish(e->req, RSV_UNKNOWN);
         return;
     }
-    if (o < 0 || (o == RSV_NOT_STARTED && rep->type != REDIS_REPLY_ARRAY)) {
+    if (!known) {
         char key[LOG_REPEAT_KEY_MAX];
         PM_INC(script_unknown_code);
         snprintf(key, sizeof(key), "redis: reserve: a reply the outcome table does not know (%s %lld)",
                  rep->type == REDIS_REPLY_ARRAY ? "array" : "integer",
                  c && c->type == REDIS_REPLY_INTEGER ? c->integer : 0LL);
         log_repeat(say, LOG_LVL_ERROR, key, "%s; answered 503 (said once while it lasts)", key);
-        finish(s->req, RSV_UNAVAILABLE);
+        finish(e->req, RSV_UNAVAILABLE);
         return;
     }
     log_repeat_end(say, "a known reply");
     if (o == RSV_ACCEPTED) {
         PM_INC(reserved);
-        won[(*nwon)++] = s;
+        won[(*nwon)++] = e;
         return;
     }
-    s->req->starts_at_ms = ms;
-    finish(s->req, (enum rsv_outcome)o);
+    e->req->starts_at_ms = ms;
+    finish(e->req, o);
 }
 
-/* Copy the requests into slots (the messages and keys the script needs);
- * one that does not fit is answered at once. The number of slots filled. */
-static size_t slots_fill(struct rsv *r, struct rsv_req **reqs, size_t n)
+/* Copy the requests into entries (the messages and keys the script needs);
+ * one that does not fit is answered at once. The number of entries filled. */
+static size_t entries_fill(struct rsv *r, struct rsv_req **reqs, size_t n)
 {
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        if (slot_fill(r, &r->slots[m], reqs[i]) != 0) {
+        if (entry_fill(r, &r->entries[m], reqs[i]) != 0) {
             finish(reqs[i], RSV_UNAVAILABLE);
             continue;
         }
@@ -447,32 +442,32 @@ static size_t slots_fill(struct rsv *r, struct rsv_req **reqs, size_t n)
     return m;
 }
 
-/* Add one seckill_reserve call per slot to the batch, each routed by its
+/* Add one seckill_reserve call per entry to the batch, each routed by its
  * item's keys; those that could not be added are answered. With waits, WAIT
  * for that many replicas follows them on every shard they reached. The
- * number added (the first ones: command i is slot i). */
+ * number added (the first ones: command i is entry i). */
 static size_t scripts_add(struct rsv *r, size_t m, int waits)
 {
     struct rp_batch *b = &r->calls;
     size_t sent = 0;
     rp_batch_reset(b);
     for (size_t i = 0; i < m; i++) {
-        struct slot *s = &r->slots[i];
-        const char *argv[KEYS_ITEM_PARTS + 4] = { s->user, s->oid, s->msg, s->ts };
+        struct batch_entry *e = &r->entries[i];
+        const char *argv[KEYS_ITEM_PARTS + 4] = { e->user, e->oid, e->msg, e->ts };
         size_t argl[KEYS_ITEM_PARTS + 4];
         /* the keys in enum order, as seckill_reserve names them, then its args */
         memmove(argv + KEYS_ITEM_PARTS, argv, 4 * sizeof(*argv));
         for (int k = 0; k < KEYS_ITEM_PARTS; k++)
-            argv[k] = s->keys[k];
+            argv[k] = e->keys[k];
         for (int k = 0; k < KEYS_ITEM_PARTS + 4; k++)
             argl[k] = strlen(argv[k]);
-        argl[KEYS_ITEM_PARTS + 2] = s->msg_len;
-        if (rp_fcall(b, &r->reserve, KEYS_ITEM_PARTS, 4, argv, argl) < 0)
+        argl[KEYS_ITEM_PARTS + 2] = e->msg_len;
+        if (rp_fcall(b, r->reserve.name, KEYS_ITEM_PARTS, 4, argv, argl) < 0)
             break;
         sent++;
     }
     for (size_t i = sent; i < m; i++)
-        finish(r->slots[i].req, RSV_UNAVAILABLE);
+        finish(r->entries[i].req, RSV_UNAVAILABLE);
     /* In the same round trip: WAIT answers once the replicas hold every
      * write its connection made, the batch's reservations included. */
     if (waits && sent)
@@ -482,9 +477,9 @@ static size_t scripts_add(struct rsv *r, size_t m, int waits)
 
 /* One script's reply, other than a reservation or a refusal: answered 503
  * (*missing: Redis lacked the function; *readonly: it is a replica now). */
-static void script_failed(struct slot *s, const redisReply *rep, int *missing, int *readonly)
+static void script_failed(struct batch_entry *e, const redisReply *rep, int *missing, int *readonly)
 {
-    if (rfunc_is_missing(rep)) {
+    if (rp_classify(rep) == RP_REPLY_NO_FUNCTION) {
         /* Nothing ran. No retry: the producer cannot load it, and every
          * call fails alike until an operator does. */
         *missing = 1;
@@ -495,30 +490,31 @@ static void script_failed(struct slot *s, const redisReply *rep, int *missing, i
         PM_INC(redis_errors);
         log_debug("redis: reserve: %s", rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
     }
-    finish(s->req, RSV_UNAVAILABLE);
+    finish(e->req, RSV_UNAVAILABLE);
 }
 
-/* Read the replies of the batch's calls: the reserved slots go to won[],
+/* Read the replies of the batch's calls: the reserved entries go to won[],
  * the rest are answered (*missing, *readonly: see script_failed). A call
  * that was not sent did not run: 503. One whose reply was lost may have
  * run: resolved (resolve_ambiguous). */
-static void scripts_read(struct rsv *r, size_t sent, struct slot **won, size_t *nwon, int *missing, int *readonly)
+static void scripts_read(struct rsv *r, size_t sent, struct batch_entry **won, size_t *nwon, int *missing,
+                         int *readonly)
 {
     const struct rp_batch *b = &r->calls;
-    struct slot *amb[RSV_BATCH];
+    struct batch_entry *amb[RSV_BATCH];
     size_t namb = 0;
     for (size_t i = 0; i < sent; i++) {
-        struct slot *s = &r->slots[i];
+        struct batch_entry *e = &r->entries[i];
         const redisReply *rep = rp_reply(b, (int)i);
         if (rp_status(b, (int)i) == RP_UNKNOWN) {
-            amb[namb++] = s;
+            amb[namb++] = e;
         } else if (!rep) {
-            finish(s->req, RSV_UNAVAILABLE);
+            finish(e->req, RSV_UNAVAILABLE);
         } else if (rep->type == REDIS_REPLY_INTEGER || rep->type == REDIS_REPLY_ARRAY) {
             rlink_worked(&r->link);
-            script_result(s, rep, &r->say_unknown_code, won, nwon);
+            script_result(e, rep, &r->say_unknown_code, won, nwon);
         } else {
-            script_failed(s, rep, missing, readonly);
+            script_failed(e, rep, missing, readonly);
         }
     }
     if (namb)
@@ -531,7 +527,7 @@ static void marks_flush(struct rsv *r);
 /* Run n reservation calls in one round trip (per shard on a Cluster). */
 static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n)
 {
-    struct slot *won[RSV_BATCH];
+    struct batch_entry *won[RSV_BATCH];
     size_t nwon = 0, sent;
     int missing = 0, readonly = 0, waits = CFG_GET(r->cfg->redis.min_replicas_ack), held;
 
@@ -540,8 +536,8 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n)
             finish(reqs[i], RSV_UNAVAILABLE);
         return;
     }
-    /* Slots are reused by a retry: copy out the requests first. */
-    sent = scripts_add(r, slots_fill(r, reqs, n), waits);
+    /* Entries are reused by a retry: copy out the requests first. */
+    sent = scripts_add(r, entries_fill(r, reqs, n), waits);
     (void)rlink_run(&r->link, &r->calls);
     /* Every shard the batch reached confirmed (a WAIT not answered, or a
      * reply lost on any shard, confirms nothing: acked is then -1). */
@@ -549,7 +545,7 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n)
     if (waits && r->calls.acked >= 0 && r->calls.acked < waits)
         log_debug("redis: WAIT: %d of %d replicas", r->calls.acked, waits);
     scripts_read(r, sent, won, &nwon, &missing, &readonly);
-    /* Publish before retrying: the retry reuses the slots. A reservation
+    /* Publish before retrying: the retry reuses the entries. A reservation
      * the replicas may not hold is not promised: a failover now could sell
      * its unit again. It stays in Redis and the sweeper publishes it: its
      * buyer hears "unknown", with the order id to ask. */
@@ -683,17 +679,13 @@ static void *rsv_main(void *arg)
     for (;;) {
         struct rsv_req *in, *dr;
         int stop;
-        pthread_mutex_lock(&r->mu);
-        if (!r->in_head && !r->dr_head && !r->stop) {
-            struct timespec ts = util_deadline_ts(100); /* wake for the backlog now and then */
-            pthread_cond_timedwait(&r->cv, &r->mu, &ts);
-        }
-        in = r->in_head;
-        dr = r->dr_head;
-        r->in_head = r->in_tail = NULL;
-        r->dr_head = r->dr_tail = NULL;
-        stop = r->stop;
-        pthread_mutex_unlock(&r->mu);
+        pthread_mutex_lock(&r->t.mu);
+        if (fifo_empty(&r->in) && fifo_empty(&r->reports))
+            bgt_wait_ms(&r->t, 100); /* wake for the backlog now and then */
+        in = fifo_take_all(&r->in, NULL);
+        dr = fifo_take_all(&r->reports, NULL);
+        stop = bgt_stopping(&r->t);
+        pthread_mutex_unlock(&r->t.mu);
 
         if (dr)
             handle_reports(r, dr);
@@ -730,14 +722,14 @@ int rsv_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct rs
     r->link = (struct rlink){
         .cfg = c, .what = "orders", .prepare = check_functions, .arg = r, .report_up = 1, .count_trips = 1
     };
-    /* Missing functions: no start (-2), unlike a Redis that is down. */
-    if ((st = rlink_open(&r->link, err, errlen)) != 0) {
-        ret = st == -2 ? -2 : -1;
+    /* Missing functions: no start (RFUNC_MISSING), unlike a Redis that is down. */
+    if ((st = rlink_open(&r->link, err, errlen)) != RFUNC_OK) {
+        ret = st == RFUNC_MISSING ? RFUNC_MISSING : -1;
         goto fail;
     }
-    pthread_mutex_init(&r->mu, NULL);
-    util_cond_init_mono(&r->cv);
-    if (pthread_create(&r->thread, NULL, rsv_main, r) != 0) {
+    fifo_init(&r->in, FIFO_LINK(struct rsv_req, next));
+    fifo_init(&r->reports, FIFO_LINK(struct rsv_req, next));
+    if (bgt_start(&r->t, rsv_main, r) != 0) {
         snprintf(err, errlen, "cannot start the reserving thread");
         goto fail;
     }
@@ -753,7 +745,7 @@ void rsv_submit(struct rsv *r, struct rsv_req *req)
 {
     req->owner = r;
     req->ticket.done = on_delivery;
-    hand_over(r, &r->in_head, &r->in_tail, req);
+    fifo_hand_over(&r->in, &r->t.mu, &r->t.cv, req, req, 1);
 }
 
 void rsv_stop(struct rsv *r)
@@ -761,11 +753,7 @@ void rsv_stop(struct rsv *r)
     struct restore_job *j, *next;
     if (!r)
         return;
-    pthread_mutex_lock(&r->mu);
-    r->stop = 1;
-    pthread_cond_signal(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-    pthread_join(r->thread, NULL);
+    bgt_stop(&r->t);
     for (j = r->backlog; j; j = next) {
         next = j->next;
         log_warn("order %" PRId64 ": give-back not done before exit; the sweeper will publish it",
@@ -777,7 +765,5 @@ void rsv_stop(struct rsv *r)
     rp_batch_free(&r->marking);
     rp_batch_free(&r->giving);
     rp_batch_free(&r->asking);
-    pthread_mutex_destroy(&r->mu);
-    pthread_cond_destroy(&r->cv);
     free(r);
 }

@@ -71,9 +71,9 @@ struct rsv_req {
 struct rsv;
 
 /* Connect to Redis, check its functions (rfunc.h) and start the thread.
- * gen must hold a block. 0; -1 with err set; -2 with err set when Redis
- * lacks the producer's function library or holds an older one (no use
- * waiting: an operator must load it). */
+ * gen must hold a block. 0; -1 with err set; RFUNC_MISSING (rfunc.h) with
+ * err set when Redis lacks the producer's function library or holds an older
+ * one (no use waiting: an operator must load it). */
 int rsv_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct rsv **out,
               char *err, size_t errlen);
 /* Queue a request (any thread). Its complete() is called exactly once. */

@@ -46,31 +46,31 @@ static int retry_later(struct rlink *l, int64_t now, const char *why)
     return 0;
 }
 
-/* Open the rpipe if need be, reconnect one node, prepare. 0, or prepare's
- * -1/-2 with err. */
-static int connect_prepare(struct rlink *l, char *err, size_t errlen)
+/* Open the rpipe if need be, reconnect one node, prepare. RFUNC_OK, or
+ * prepare's status or RFUNC_UNREACHABLE with err. */
+static enum rfunc_status connect_prepare(struct rlink *l, char *err, size_t errlen)
 {
     if (!l->rp && rp_open(l->cfg, cfg_role_self(), &l->rp, err, errlen) != 0) {
         l->rp = NULL;
-        return -1;
+        return RFUNC_UNREACHABLE;
     }
     /* One node: connect now, not at the next run, so that prepare and the
      * requests see the same connection. (A Cluster's connections open per
      * node as its commands need them.) */
     if (!rp_cluster(l->rp) && !rp_node_conn(l->rp, 0, err, errlen))
-        return -1;
-    int st = l->prepare ? l->prepare(l->rp, l->arg, err, errlen) : 0;
-    if (st != 0)
+        return RFUNC_UNREACHABLE;
+    enum rfunc_status st = l->prepare ? l->prepare(l->rp, l->arg, err, errlen) : RFUNC_OK;
+    if (st != RFUNC_OK)
         return st;
     l->epoch = rp_epoch(l->rp);
     l->prepared = 1;
-    return 0;
+    return RFUNC_OK;
 }
 
-int rlink_open(struct rlink *l, char *err, size_t errlen)
+enum rfunc_status rlink_open(struct rlink *l, char *err, size_t errlen)
 {
-    int st = connect_prepare(l, err, errlen);
-    if (st == 0) {
+    enum rfunc_status st = connect_prepare(l, err, errlen);
+    if (st == RFUNC_OK) {
         l->down = 0;
         if (l->report_up)
             PM_SET(redis_up, 1);
@@ -91,7 +91,7 @@ int rlink_ok(struct rlink *l)
     int64_t now = util_mono_ms();
     if (now < l->next_connect_ms)
         return 0;
-    if (connect_prepare(l, err, sizeof(err)) != 0)
+    if (connect_prepare(l, err, sizeof(err)) != RFUNC_OK)
         return retry_later(l, now, err);
     /* While connections keep failing at once, a connect is no news. */
     l->announced = l->down && !l->flap.times;
@@ -134,8 +134,10 @@ static void run_failed(struct rlink *l, const struct rp_batch *b, const char *er
     PM_INC(redis_errors);
     say_down(l, meanwhile, sizeof(meanwhile));
     snprintf(key, sizeof(key), "redis: %.140s", err);
-    log_repeat(&l->shard, LOG_LVL_ERROR, key, "%s; on the shards that fail, %s until they are back (said once "
-               "while it lasts)", key, meanwhile);
+    log_repeat(&l->shard, LOG_LVL_ERROR, key,
+               "%s; on the shards that fail, %s until they are back (said once "
+               "while it lasts)",
+               key, meanwhile);
 }
 
 int rlink_run(struct rlink *l, struct rp_batch *b)
@@ -188,25 +190,4 @@ void rlink_close(struct rlink *l)
     rp_close(l->rp);
     l->rp = NULL;
     l->prepared = 0;
-}
-
-int rlink_functions(struct rp *p, enum rfunc_lib lib, char *err, size_t errlen)
-{
-    char why[400], name[128];
-    int asked = 0;
-    err[0] = '\0';
-    for (int i = 0; i < rp_nodes(p); i++) {
-        redisContext *rc = rp_node_conn(p, i, why, sizeof(why));
-        int st = rc ? rfunc_check(rc, lib, why, sizeof(why)) : -1;
-        if (st != 0 && rp_cluster(p))
-            snprintf(err, errlen, "%s: %s", rp_node_name(p, i, name, sizeof(name)), why);
-        else if (st != 0)
-            snprintf(err, errlen, "%s", why);
-        if (st == -2 || (st == -1 && !rp_cluster(p)))
-            return st;
-        asked += st == 0;
-    }
-    if (asked == 0 && err[0] == '\0')
-        snprintf(err, errlen, "redis cluster: no primary known");
-    return asked > 0 ? 0 : -1;
 }

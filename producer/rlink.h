@@ -37,9 +37,10 @@ struct rlink {
     const struct cfg *cfg;
     const char *what;      /* who is refused meanwhile, for the log: "orders" */
     const char *meanwhile; /* instead of "<what> are refused (503)", when set */
-    /* after each (re)connect and new slot map: 0, or -1 (or -2) with err,
-     * logged as the link's reason for being down; may be NULL */
-    int (*prepare)(struct rp *p, void *arg, char *err, size_t errlen);
+    /* after each (re)connect and new slot map (the functions' check,
+     * rfunc_check_all): RFUNC_OK, or another status with err, logged as the
+     * link's reason for being down; may be NULL */
+    enum rfunc_status (*prepare)(struct rp *p, void *arg, char *err, size_t errlen);
     void *arg;
     int report_up;         /* keep seckill_producer_redis_up (the reserving thread's link) */
     int count_trips;       /* count runs in seckill_producer_redis_roundtrips_total (the
@@ -64,9 +65,10 @@ struct rlink {
  * end the failure and begin it again in the log, batch after batch. */
 #define RLINK_SHARD_CLEAN_MS 2000
 
-/* Open the link now and prepare it (a thread's start). 0; or prepare's -2,
- * or -1, with err: the link is left closed, to be tried again by rlink_ok(). */
-int rlink_open(struct rlink *l, char *err, size_t errlen);
+/* Open the link now and prepare it (a thread's start). RFUNC_OK; or
+ * prepare's status, or RFUNC_UNREACHABLE (Redis could not be reached), with
+ * err: the link is left closed, to be tried again by rlink_ok(). */
+enum rfunc_status rlink_open(struct rlink *l, char *err, size_t errlen);
 /* 1 with l->rp usable (opened and prepared if it had to be), 0 while Redis
  * is down or the backoff has not passed. */
 int rlink_ok(struct rlink *l);
@@ -86,12 +88,5 @@ void rlink_down(struct rlink *l, const char *why);
 /* Let the next rlink_ok() try at once, whatever the backoff says. */
 void rlink_retry_now(struct rlink *l);
 void rlink_close(struct rlink *l);
-
-/* The library lib on every primary of p (rfunc_check on each; on a Cluster
- * a primary that cannot be reached is passed over: its commands fail on
- * their own, and the map that names its successor brings a new check). 0;
- * -2 with err when a primary lacks it or holds an older one; -1 with err
- * when none could be asked. */
-int rlink_functions(struct rp *p, enum rfunc_lib lib, char *err, size_t errlen);
 
 #endif

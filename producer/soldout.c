@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bgthread.h"
 #include "daemon.h"
+#include "i64map.h"
 #include "keys.h"
 #include "log.h"
 #include "pmetrics.h"
@@ -37,13 +39,6 @@ enum so_state {
     SO_KNOWN,   /* sold out with its buyers copied: answer 410 here */
 };
 
-/* An open-addressing set of user ids (0 marks a free slot: ids are > 0).
- * Never changed once published: a new copy replaces it. */
-struct hset {
-    size_t mask;
-    int64_t v[];
-};
-
 struct so_item {
     int64_t item_id;
     enum so_state state;
@@ -52,7 +47,9 @@ struct so_item {
     int64_t resync_at_ms;
     int64_t ends_ms; /* the sale window's end (wall clock), 0: none */
     int ended;       /* Redis said the window is past: answer "ended" */
-    struct hset *holders; /* SO_KNOWN only */
+    /* SO_KNOWN only: the buyers' user ids, a set. Never changed once
+     * published: a new copy replaces it. */
+    struct i64map *holders;
     int too_many;         /* logged that its buyers exceed the limit */
     size_t check;         /* its check's place in the pass being built */
 };
@@ -70,82 +67,45 @@ struct so {
     int64_t wids[WIN_MAX_ITEMS]; /* the pass's winners items (this thread's) */
     size_t wcheck[WIN_MAX_ITEMS]; /* and the place of each one's check */
 
-    pthread_t thread;
-    pthread_mutex_t mu; /* guards everything below */
-    pthread_cond_t cv;
-    int stop;
+    struct bgthread t; /* its mutex (t.mu) guards everything below */
     int marked; /* a mark since the last pass: do not wait for the period */
     struct so_item *items;
     size_t n, cap;
-    uint32_t *index; /* item -> 1 + position in items, 0 free; size index_mask + 1 */
-    size_t index_mask;
+    struct i64map index; /* item -> its position in items (a size_t) */
 };
 
-static size_t hash_i64(int64_t v) { return (size_t)(((uint64_t)v * 0x9E3779B97F4A7C15ull) >> 17); }
-
-static struct hset *hset_new(size_t want)
+/* A set of buyers with room for want of them. NULL when out of memory. */
+static struct i64map *holders_new(size_t want)
 {
-    size_t size = 16;
-    struct hset *h;
-    while (size < want * 2) /* at most half full: short probes */
-        size <<= 1;
-    if (!(h = calloc(1, sizeof(*h) + size * sizeof(int64_t))))
+    struct i64map *h = malloc(sizeof(*h));
+    if (!h)
         return NULL;
-    h->mask = size - 1;
+    i64map_init(h, 1, 0);
+    if (i64map_reset(h, want) != 0) {
+        free(h);
+        return NULL;
+    }
     return h;
 }
 
-static void hset_add(struct hset *h, int64_t v)
+static void holders_free(struct i64map *h)
 {
-    size_t i = hash_i64(v) & h->mask;
-    while (h->v[i] && h->v[i] != v)
-        i = (i + 1) & h->mask;
-    h->v[i] = v;
+    if (h)
+        i64map_free(h);
+    free(h);
 }
 
-static bool hset_has(const struct hset *h, int64_t v)
-{
-    size_t i = hash_i64(v) & h->mask;
-    while (h->v[i]) {
-        if (h->v[i] == v)
-            return true;
-        i = (i + 1) & h->mask;
-    }
-    return false;
-}
-
-/* --- the table (s->mu held) -------------------------------------------- */
+/* --- the table (s->t.mu held) ------------------------------------------ */
 
 static struct so_item *find(const struct so *s, int64_t item_id)
 {
-    if (!s->index)
-        return NULL;
-    for (size_t i = hash_i64(item_id) & s->index_mask; s->index[i]; i = (i + 1) & s->index_mask)
-        if (s->items[s->index[i] - 1].item_id == item_id)
-            return &s->items[s->index[i] - 1];
-    return NULL;
-}
-
-static int reindex(struct so *s, size_t size)
-{
-    uint32_t *idx = calloc(size, sizeof(*idx));
-    if (!idx)
-        return -1;
-    free(s->index);
-    s->index = idx;
-    s->index_mask = size - 1;
-    for (size_t k = 0; k < s->n; k++) {
-        size_t i = hash_i64(s->items[k].item_id) & s->index_mask;
-        while (s->index[i])
-            i = (i + 1) & s->index_mask;
-        s->index[i] = (uint32_t)(k + 1);
-    }
-    return 0;
+    const size_t *at = i64map_get(&s->index, &item_id);
+    return at ? &s->items[*at] : NULL;
 }
 
 static struct so_item *add(struct so *s, int64_t item_id)
 {
-    size_t i;
+    size_t *at;
     if (s->n == SO_MAX_ITEMS)
         return NULL;
     if (s->n == s->cap) {
@@ -156,19 +116,16 @@ static struct so_item *add(struct so *s, int64_t item_id)
         s->items = v;
         s->cap = cap;
     }
-    /* The index stays at most half full: short probes on the HTTP thread. */
-    if (!s->index || (s->n + 1) * 2 > s->index_mask + 1)
-        if (reindex(s, s->index ? (s->index_mask + 1) * 2 : 128) != 0)
-            return NULL;
+    /* (i64map keeps the index at most half full: short probes on the HTTP thread) */
+    if (!(at = i64map_put(&s->index, &item_id)))
+        return NULL;
+    *at = s->n;
     s->items[s->n] = (struct so_item){ .item_id = item_id };
-    for (i = hash_i64(item_id) & s->index_mask; s->index[i]; i = (i + 1) & s->index_mask)
-        ;
-    s->index[i] = (uint32_t)++s->n;
-    return &s->items[s->n - 1];
+    return &s->items[s->n++];
 }
 
 /* Forget what is known of it; the caller frees *old after unlocking. */
-static void forget(struct so_item *it, struct hset **old)
+static void forget(struct so_item *it, struct i64map **old)
 {
     if (it->state == SO_KNOWN)
         PM_ADD(soldout_items, -1);
@@ -184,16 +141,16 @@ enum so_answer so_sold_out(struct so *s, int64_t item_id, int64_t user_id)
     enum so_answer r = SO_ASK_REDIS;
     if (!s)
         return r;
-    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->t.mu);
     struct so_item *it = find(s, item_id);
-    if (it && it->state == SO_KNOWN && !hset_has(it->holders, user_id)) {
+    if (it && it->state == SO_KNOWN && !i64map_has(it->holders, &user_id)) {
         if (it->ended)
             r = SO_ENDED;
         else if (!it->ends_ms || util_wall_ms() < it->ends_ms - SO_END_MARGIN_MS)
             r = SO_SOLD_OUT;
         /* else: near the end, only Redis can tell sold out from ended */
     }
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->t.mu);
     return r;
 }
 
@@ -201,18 +158,18 @@ void so_mark(struct so *s, int64_t item_id)
 {
     if (!s || CFG_GET(s->cfg->producer.soldout_max_buyers) == 0)
         return;
-    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->t.mu);
     struct so_item *it = find(s, item_id);
     if (!it && !(it = add(s, item_id))) {
-        pthread_mutex_unlock(&s->mu);
+        pthread_mutex_unlock(&s->t.mu);
         return; /* its requests keep going to Redis: slower, not wrong */
     }
     if (it->state == SO_NONE) {
         it->state = SO_SUSPECT;
         s->marked = 1;
-        pthread_cond_signal(&s->cv);
+        bgt_wake(&s->t);
     }
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->t.mu);
 }
 
 /* --- talking to Redis (the refresh thread) ----------------------------- */
@@ -220,10 +177,10 @@ void so_mark(struct so *s, int64_t item_id)
 /* After each connect and new slot map: the producer's library on every
  * primary (check_functions in reserve.c says why the link stays down
  * without it). */
-static int check_functions(struct rp *p, void *arg, char *err, size_t errlen)
+static enum rfunc_status check_functions(struct rp *p, void *arg, char *err, size_t errlen)
 {
     (void)arg;
-    return rlink_functions(p, RFUNC_LIB_PRODUCER, err, errlen);
+    return rfunc_check_all(p, RFUNC_LIB_PRODUCER, NULL, NULL, err, errlen);
 }
 
 /* seckill_soldout's keys: stock, buyers, orders, window. */
@@ -244,7 +201,7 @@ static int add_check(struct so *s, struct rp_batch *b, int64_t item_id)
     const char *argv[4] = { k[0], k[1], k[2], k[3] };
     if (item_keys(s, item_id, k) != 0)
         return -1;
-    return rp_fcall(b, &s->check, 4, 0, argv, NULL) < 0 ? -1 : 0;
+    return rp_fcall(b, s->check.name, 4, 0, argv, NULL) < 0 ? -1 : 0;
 }
 
 /* seckill_soldout's reply into *v. 0, or -1 for anything else (the
@@ -298,27 +255,29 @@ static int check_one(struct so *s, int64_t item_id, struct so_view *v)
 /* Copy the buyers of item (SSCAN: Redis never blocks on a large set), then
  * check again: the copy is kept only if nothing moved while it was taken.
  * A new set, or NULL (Redis failed, or the item changed meanwhile). */
-static struct hset *copy_buyers(struct so *s, int64_t item_id, const struct so_view *before)
+static struct i64map *copy_buyers(struct so *s, int64_t item_id, const struct so_view *before)
 {
     char k[4][KEYS_MAX], cursor[32] = "0";
-    struct hset *h;
+    struct i64map *h;
     struct so_view after;
-    if (item_keys(s, item_id, k) != 0 || !(h = hset_new((size_t)before->buyers)))
+    if (item_keys(s, item_id, k) != 0 || !(h = holders_new((size_t)before->buyers)))
         return NULL;
     do {
         const char *argv[] = { "SSCAN", k[1], cursor, "COUNT", SO_SCAN_COUNT };
         redisReply *r = rlink_call(&s->link, k[1], 5, argv);
         if (!r)
             goto fail;
-        int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING &&
-                 r->element[0]->len < sizeof(cursor) && r->element[1]->type == REDIS_REPLY_ARRAY;
+        int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                 r->element[0]->type == REDIS_REPLY_STRING && r->element[0]->len < sizeof(cursor) &&
+                 r->element[1]->type == REDIS_REPLY_ARRAY;
         for (size_t i = 0; ok && i < r->element[1]->elements; i++) {
             const redisReply *m = r->element[1]->element[i];
             int64_t u;
             /* Members are user ids; anything else cannot be a buyer who
              * asks: such a member simply never matches. */
-            if (m->type == REDIS_REPLY_STRING && util_parse_i64(m->str, 1, INT64_MAX, &u) == 0)
-                hset_add(h, u);
+            if (m->type == REDIS_REPLY_STRING && util_parse_i64(m->str, 1, INT64_MAX, &u) == 0 &&
+                !i64map_put(h, &u))
+                ok = 0; /* out of memory (the set grew past what seckill_soldout said) */
         }
         if (ok)
             memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
@@ -332,7 +291,7 @@ static struct hset *copy_buyers(struct so *s, int64_t item_id, const struct so_v
     PM_INC(soldout_copies);
     return h;
 fail:
-    free(h);
+    holders_free(h);
     return NULL;
 }
 
@@ -346,7 +305,7 @@ struct so_look {
 /* Apply one item's check. A copy is made outside the lock. */
 static void settle_item(struct so *s, const struct so_look *l, const struct so_view *v, int64_t max_buyers)
 {
-    struct hset *copy = NULL, *old = NULL;
+    struct i64map *copy = NULL, *old = NULL;
     struct so_item *it;
     int back = !v->exists || v->stock > 0;
     int too_many = !back && v->buyers > max_buyers;
@@ -354,7 +313,7 @@ static void settle_item(struct so *s, const struct so_look *l, const struct so_v
                 util_mono_ms() >= l->resync_at_ms;
     if (!back && !too_many && stale && !(copy = copy_buyers(s, l->item_id, v)))
         return; /* try again next pass; its requests go to Redis meanwhile if it was suspect */
-    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->t.mu);
     /* Only this thread forgets items: it is still there, and not SO_NONE. */
     it = find(s, l->item_id);
     if (it) {
@@ -363,7 +322,8 @@ static void settle_item(struct so *s, const struct so_look *l, const struct so_v
     }
     if (it && (back || too_many)) {
         if (too_many && !it->too_many)
-            log_notice("sold out: item %" PRId64 " has %" PRId64 " buyers, more than producer.soldout_max_buyers "
+            log_notice("sold out: item %" PRId64 " has %" PRId64
+                       " buyers, more than producer.soldout_max_buyers "
                        "(%" PRId64 "): its sold-out requests go to Redis",
                        l->item_id, v->buyers, max_buyers);
         it->too_many = too_many;
@@ -381,9 +341,9 @@ static void settle_item(struct so *s, const struct so_look *l, const struct so_v
         it->resync_at_ms = util_mono_ms() + SO_RESYNC_MS;
         copy = NULL;
     }
-    pthread_mutex_unlock(&s->mu);
-    free(copy);
-    free(old);
+    pthread_mutex_unlock(&s->t.mu);
+    holders_free(copy);
+    holders_free(old);
 }
 
 /* One pass: the items to check, each once, and where each check's reply
@@ -399,7 +359,7 @@ struct pass {
     struct rp_batch b;
 };
 
-/* The sold-out items to look at (s->mu held): look[] and ids[], each item
+/* The sold-out items to look at (s->t.mu held): look[] and ids[], each item
  * noting its check's place. How many. */
 static size_t collect_soldout(struct so *s, struct pass *p)
 {
@@ -407,9 +367,9 @@ static size_t collect_soldout(struct so *s, struct pass *p)
     if (p->max_buyers == 0) {
         /* Switched off by a reload: every request goes to Redis again. */
         for (size_t i = 0; i < s->n; i++) {
-            struct hset *old = NULL;
+            struct i64map *old = NULL;
             forget(&s->items[i], &old);
-            free(old);
+            holders_free(old);
         }
         return 0;
     }
@@ -419,13 +379,14 @@ static size_t collect_soldout(struct so *s, struct pass *p)
             continue;
         it->check = n;
         p->ids[n] = it->item_id;
-        p->look[n++] = (struct so_look){ it->item_id, it->state, it->buyers, it->given_back, it->resync_at_ms };
+        p->look[n++] = (struct so_look){ it->item_id, it->state, it->buyers, it->given_back,
+                                         it->resync_at_ms };
     }
     return n;
 }
 
 /* Gather the pass: the sold-out items, then the winners' items due a check
- * (win_due, asked before s->mu is taken: never both locks at once). 0, or
+ * (win_due, asked before s->t.mu is taken: never both locks at once). 0, or
  * -1 out of memory. */
 static int pass_collect(struct so *s, struct pass *p)
 {
@@ -433,11 +394,11 @@ static int pass_collect(struct so *s, struct pass *p)
     p->max_buyers = CFG_GET(s->cfg->producer.soldout_max_buyers);
     /* Wakes from here on ask for another pass: a winners item added after
      * win_due is not in this one. */
-    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->t.mu);
     s->marked = 0;
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->t.mu);
     p->nwin = win_due(s->w, util_mono_us(), s->wids, WIN_MAX_ITEMS);
-    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->t.mu);
     p->look = malloc((s->n ? s->n : 1) * sizeof(*p->look));
     p->ids = malloc((s->n + p->nwin + 1) * sizeof(*p->ids));
     if (!p->look || !p->ids) {
@@ -455,7 +416,7 @@ static int pass_collect(struct so *s, struct pass *p)
         }
     }
 out:
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->t.mu);
     return rc;
 }
 
@@ -491,7 +452,8 @@ static void pass_winners(struct so *s, const struct pass *p)
         size_t i = s->wcheck[j];
         if (p->ok[i])
             win_observe(s->w, s->wids[j],
-                        &(struct win_view){ p->views[i].exists, p->views[i].buyers, p->views[i].given_back }, at);
+                        &(struct win_view){ p->views[i].exists, p->views[i].buyers, p->views[i].given_back },
+                        at);
     }
 }
 
@@ -521,27 +483,23 @@ done:
 static void wake(void *arg)
 {
     struct so *s = arg;
-    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->t.mu);
     s->marked = 1;
-    pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->mu);
+    bgt_wake(&s->t);
+    pthread_mutex_unlock(&s->t.mu);
 }
 
 static void *so_main(void *arg)
 {
     struct so *s = arg;
     daemon_signals_block_thread();
-    pthread_mutex_lock(&s->mu);
-    while (!s->stop) {
-        pthread_mutex_unlock(&s->mu);
+    while (!bgt_stopping(&s->t)) {
         refresh(s);
-        pthread_mutex_lock(&s->mu);
-        if (!s->stop && !s->marked) {
-            struct timespec ts = util_deadline_ts(CFG_GET(s->cfg->producer.soldout_refresh_ms));
-            pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-        }
+        pthread_mutex_lock(&s->t.mu);
+        if (!s->marked)
+            bgt_wait_ms(&s->t, CFG_GET(s->cfg->producer.soldout_refresh_ms));
+        pthread_mutex_unlock(&s->t.mu);
     }
-    pthread_mutex_unlock(&s->mu);
     return NULL;
 }
 
@@ -561,25 +519,20 @@ int so_start(const struct cfg *c, struct win *w, struct so **out, char *err, siz
                                            "winners go to Redis",
                               .prepare = check_functions,
                               .arg = s };
+    i64map_init(&s->index, 1, sizeof(size_t));
     /* Redis may come later: the first pass connects (and until then
-     * nothing is known sold out). */
-    pthread_mutex_init(&s->mu, NULL);
-    if (util_cond_init_mono(&s->cv) != 0) {
-        snprintf(err, errlen, "cannot make a condition variable");
+     * nothing is known sold out). The wake after the start: it takes the
+     * thread's mutex, which the start makes; the first pass asks for the
+     * winners' items anyway. */
+    if (bgt_start(&s->t, so_main, s) != 0) {
+        snprintf(err, errlen, "cannot start the sold-out thread");
         goto fail;
     }
     win_set_wake(w, wake, s);
-    if (pthread_create(&s->thread, NULL, so_main, s) != 0) {
-        snprintf(err, errlen, "cannot start the sold-out thread");
-        pthread_cond_destroy(&s->cv);
-        goto fail;
-    }
     *out = s;
     return 0;
 fail:
-    win_set_wake(w, NULL, NULL);
     rlink_close(&s->link);
-    pthread_mutex_destroy(&s->mu);
     free(s);
     return -1;
 }
@@ -588,18 +541,13 @@ void so_stop(struct so *s)
 {
     if (!s)
         return;
-    pthread_mutex_lock(&s->mu);
-    s->stop = 1;
-    pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    pthread_join(s->thread, NULL);
+    /* No wake after this (it takes the mutex the stop frees). */
     win_set_wake(s->w, NULL, NULL);
+    bgt_stop(&s->t);
     rlink_close(&s->link);
     for (size_t i = 0; i < s->n; i++)
-        free(s->items[i].holders);
+        holders_free(s->items[i].holders);
     free(s->items);
-    free(s->index);
-    pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->cv);
+    i64map_free(&s->index);
     free(s);
 }

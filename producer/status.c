@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bgthread.h"
 #include "daemon.h"
+#include "fifo.h"
 #include "keys.h"
 #include "log.h"
 #include "orderidx.h"
@@ -25,11 +27,8 @@ struct st {
     /* a batch's round trips: the index, the legacy index, the states */
     struct rp_batch index, legacy, states;
 
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    struct st_req *head, *tail;
-    int stop;
+    struct bgthread t;
+    struct fifo in; /* submitted, under t.mu */
     /* Index entries that do not parse (a bug, or a hand edit): every poll of
      * them would say it again. Said once while it lasts. */
     struct log_repeat say_bad_entry;
@@ -37,7 +36,9 @@ struct st {
 
 const char *st_state_name(enum st_state s)
 {
-    static const char *const names[] = { "none", "queued", "confirmed", "refused", "not_found", "unavailable" };
+    static const char *const names[] = {
+        "none", "queued", "confirmed", "refused", "not_found", "unavailable"
+    };
     return names[s];
 }
 
@@ -158,8 +159,9 @@ static int parse_entry(const redisReply *r, int64_t *item, int64_t *user)
     if (!(colon = strchr(v, ':')))
         return -1;
     *colon = 0;
-    return util_parse_i64(v, 1, INT64_MAX, item) == 0 && util_parse_i64(colon + 1, 1, INT64_MAX, user) == 0 ? 0
-                                                                                                          : -1;
+    return util_parse_i64(v, 1, INT64_MAX, item) == 0 && util_parse_i64(colon + 1, 1, INT64_MAX, user) == 0
+               ? 0
+               : -1;
 }
 
 /* Round trip 1: by order, the index (item and buyer); by item, the caller's
@@ -215,8 +217,10 @@ static int resolve(struct st *s, struct st_req **in, size_t n)
             }
         } else if (parse_entry(r, &a, &b) != 0) {
             log_repeat(&s->say_bad_entry, LOG_LVL_WARNING, "redis: status: bad index entries",
-                       "redis: status: bad index entry for order %" PRId64 " (said once while bad entries are "
-                       "polled)", q->id);
+                       "redis: status: bad index entry for order %" PRId64
+                       " (said once while bad entries are "
+                       "polled)",
+                       q->id);
             done(q, ST_NOT_FOUND);
             in[i] = NULL;
         } else if (q->user_id && b != q->user_id) {
@@ -295,13 +299,12 @@ static void *st_main(void *arg)
     for (;;) {
         struct st_req *list;
         int stop;
-        pthread_mutex_lock(&s->mu);
-        while (!s->head && !s->stop)
-            pthread_cond_wait(&s->cv, &s->mu);
-        list = s->head;
-        s->head = s->tail = NULL;
-        stop = s->stop;
-        pthread_mutex_unlock(&s->mu);
+        pthread_mutex_lock(&s->t.mu);
+        while (fifo_empty(&s->in) && !bgt_stopping(&s->t))
+            bgt_wait_ms(&s->t, -1);
+        list = fifo_take_all(&s->in, NULL);
+        stop = bgt_stopping(&s->t);
+        pthread_mutex_unlock(&s->t.mu);
         while (list) {
             struct st_req *batch[ST_BATCH];
             size_t n = 0;
@@ -329,9 +332,8 @@ int st_start(const struct cfg *c, struct st **out, char *err, size_t errlen)
     s->link = (struct rlink){ .cfg = c, .what = "status calls", .count_trips = 1 };
     if (rlink_open(&s->link, err, errlen) != 0)
         err[0] = '\0'; /* rlink_ok() tries again at the first call */
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
-    if (pthread_create(&s->thread, NULL, st_main, s) != 0) {
+    fifo_init(&s->in, FIFO_LINK(struct st_req, next));
+    if (bgt_start(&s->t, st_main, s) != 0) {
         snprintf(err, errlen, "cannot start the status thread");
         goto fail;
     }
@@ -339,39 +341,23 @@ int st_start(const struct cfg *c, struct st **out, char *err, size_t errlen)
     return 0;
 fail:
     rlink_close(&s->link);
-    pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->cv);
     free(s);
     return -1;
 }
 
 void st_submit(struct st *s, struct st_req *q)
 {
-    q->next = NULL;
-    pthread_mutex_lock(&s->mu);
-    if (s->tail)
-        s->tail->next = q;
-    else
-        s->head = q;
-    s->tail = q;
-    pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->mu);
+    fifo_hand_over(&s->in, &s->t.mu, &s->t.cv, q, q, 1);
 }
 
 void st_stop(struct st *s)
 {
     if (!s)
         return;
-    pthread_mutex_lock(&s->mu);
-    s->stop = 1;
-    pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    pthread_join(s->thread, NULL);
+    bgt_stop(&s->t);
     rlink_close(&s->link);
     rp_batch_free(&s->index);
     rp_batch_free(&s->legacy);
     rp_batch_free(&s->states);
-    pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->cv);
     free(s);
 }

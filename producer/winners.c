@@ -3,8 +3,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
+#include "i64map.h"
 #include "pmetrics.h"
 
 #define WIN_WAYS 4
@@ -14,8 +14,8 @@ struct win_slot {
     int64_t item_id, user_id, asked_us;
 };
 
+/* An item's state, in the items table under its id. */
 struct win_item {
-    int64_t item_id; /* 0: a free slot */
     int known;       /* checked, and found: winners may be answered */
     int64_t buyers, given_back;
     int64_t valid_after_us; /* winners taught before this are not believed */
@@ -29,19 +29,11 @@ struct win {
     pthread_mutex_t mu; /* guards the tables and the thread's flags */
     struct win_slot *slots;
     size_t slots_mask;
-    struct win_item items[2 * WIN_MAX_ITEMS]; /* open addressing, at most half full */
-    size_t nitems;
+    struct i64map items; /* item id -> struct win_item, at most WIN_MAX_ITEMS */
     int64_t stored;
     void (*wake)(void *); /* the checker: a new item to check */
     void *wake_arg;
 };
-
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 31;
-    x *= 0x9E3779B97F4A7C15ull;
-    return x ^ (x >> 29);
-}
 
 int win_new(const struct cfg *c, struct win **out, char *err, size_t errlen)
 {
@@ -52,27 +44,30 @@ int win_new(const struct cfg *c, struct win **out, char *err, size_t errlen)
         return 0;
     while (n < (size_t)c->producer.winners_max)
         n <<= 1;
-    if (!(w = calloc(1, sizeof(*w))) || !(w->slots = calloc(n, sizeof(*w->slots)))) {
-        free(w);
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
+    if (!(w = calloc(1, sizeof(*w))))
+        goto fail;
+    /* Room for every item at once: adding one never allocates (item_add). */
+    i64map_init(&w->items, 1, sizeof(struct win_item));
+    if (!(w->slots = calloc(n, sizeof(*w->slots))) || i64map_reset(&w->items, WIN_MAX_ITEMS) != 0)
+        goto fail;
     w->cfg = c;
     w->slots_mask = n - 1;
     pthread_mutex_init(&w->mu, NULL);
     *out = w;
     return 0;
+fail:
+    if (w)
+        free(w->slots);
+    free(w);
+    snprintf(err, errlen, "out of memory");
+    return -1;
 }
 
 /* --- the tables (w->mu held) --------------------------------------------- */
 
 static struct win_item *item_find(struct win *w, int64_t item_id)
 {
-    size_t mask = 2 * WIN_MAX_ITEMS - 1;
-    for (size_t i = mix((uint64_t)item_id) & mask; w->items[i].item_id; i = (i + 1) & mask)
-        if (w->items[i].item_id == item_id)
-            return &w->items[i];
-    return NULL;
+    return i64map_get(&w->items, &item_id);
 }
 
 /* A new item, not known until its first check. Past WIN_MAX_ITEMS every
@@ -80,21 +75,16 @@ static struct win_item *item_find(struct win *w, int64_t item_id)
  * are believed no more. */
 static struct win_item *item_add(struct win *w, int64_t item_id)
 {
-    size_t mask = 2 * WIN_MAX_ITEMS - 1, i;
-    if (w->nitems == WIN_MAX_ITEMS) {
-        memset(w->items, 0, sizeof(w->items));
-        w->nitems = 0;
-    }
-    for (i = mix((uint64_t)item_id) & mask; w->items[i].item_id; i = (i + 1) & mask)
-        ;
-    w->items[i] = (struct win_item){ .item_id = item_id };
-    w->nitems++;
-    return &w->items[i];
+    if (w->items.n == WIN_MAX_ITEMS)
+        i64map_clear(&w->items);
+    /* Never NULL: win_new made room for WIN_MAX_ITEMS. Zeroed: not known. */
+    return i64map_put(&w->items, &item_id);
 }
 
 static struct win_slot *slot_set(struct win *w, int64_t item_id, int64_t user_id)
 {
-    size_t i = mix((uint64_t)user_id ^ mix((uint64_t)item_id)) & w->slots_mask;
+    const int64_t key[2] = { user_id, item_id };
+    size_t i = (size_t)i64map_hash(key, 2) & w->slots_mask;
     return &w->slots[i & ~(size_t)(WIN_WAYS - 1)];
 }
 
@@ -220,14 +210,13 @@ size_t win_due(struct win *w, int64_t now, int64_t *ids, size_t max)
     if (!w)
         return 0;
     pthread_mutex_lock(&w->mu);
-    for (size_t i = 0; i < 2 * WIN_MAX_ITEMS && n < max; i++) {
-        struct win_item *it = &w->items[i];
-        if (!it->item_id)
-            continue;
+    struct win_item *it;
+    const int64_t *id;
+    for (size_t pos = 0; n < max && (it = i64map_next(&w->items, &pos, &id));) {
         if (now - it->used_us > (int64_t)WIN_IDLE_MS * 1000)
             it->known = 0; /* not checked any more: nothing answered from memory */
         else
-            ids[n++] = it->item_id;
+            ids[n++] = *id;
     }
     pthread_mutex_unlock(&w->mu);
     return n;
@@ -239,6 +228,7 @@ void win_free(struct win *w)
         return;
     PM_ADD(winners, -w->stored);
     pthread_mutex_destroy(&w->mu);
+    i64map_free(&w->items);
     free(w->slots);
     free(w);
 }

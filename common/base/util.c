@@ -63,6 +63,24 @@ void util_sleep_ms(int64_t ms)
         ;
 }
 
+int util_cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+size_t util_sort_unique_i64(int64_t *v, size_t n)
+{
+    size_t k = 0;
+    if (n == 0)
+        return 0; /* qsort wants a valid pointer even for no elements */
+    qsort(v, n, sizeof(*v), util_cmp_i64);
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || v[k - 1] != v[i])
+            v[k++] = v[i];
+    return k;
+}
+
 int util_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
 {
     if (s == NULL || *s == '\0')

@@ -1,4 +1,4 @@
-/* util: clocks, strict number parsing, randomness. */
+/* util: clocks, strict number parsing, sorting ids, randomness. */
 #ifndef SECKILL_UTIL_H
 #define SECKILL_UTIL_H
 
@@ -45,6 +45,12 @@ static inline int64_t util_max_i64(int64_t a, int64_t b)
 {
     return a > b ? a : b;
 }
+
+/* qsort's and bsearch's comparison of two int64_t. */
+int util_cmp_i64(const void *a, const void *b);
+/* Sort v[0..n) ascending and drop the repeats: the distinct values come
+ * first, in order. How many there are. */
+size_t util_sort_unique_i64(int64_t *v, size_t n);
 
 /* Fill buf with len bytes from the kernel's CSPRNG. 0 or -1. */
 int util_random_bytes(void *buf, size_t len);

@@ -1,11 +1,11 @@
 #include "publish.h"
 
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bgthread.h"
 #include "daemon.h"
 #include "kconf.h"
 #include "log.h"
@@ -13,8 +13,7 @@
 struct pub {
     rd_kafka_t *rk;
     rd_kafka_topic_t *topic;
-    pthread_t poller;
-    _Atomic int stop;
+    struct bgthread poller;
     _Atomic int fatal;
     _Atomic int refused; /* the last refusal logged, 0 once a ping succeeds */
     int timeout_ms;
@@ -58,7 +57,7 @@ static void *poll_main(void *arg)
 {
     struct pub *p = arg;
     daemon_signals_block_thread();
-    while (!atomic_load(&p->stop))
+    while (!bgt_stopping(&p->poller))
         rd_kafka_poll(p->rk, POLL_MS);
     return NULL;
 }
@@ -98,7 +97,7 @@ int pub_open(const struct cfg *c, struct pub **out, char *err, size_t errlen)
                  rd_kafka_err2str(rd_kafka_last_error()));
         goto fail;
     }
-    if (pthread_create(&p->poller, NULL, poll_main, p) != 0) {
+    if (bgt_start(&p->poller, poll_main, p) != 0) {
         snprintf(err, errlen, "cannot start the kafka poll thread");
         goto fail;
     }
@@ -129,8 +128,7 @@ void pub_close(struct pub *p, int timeout_ms)
         rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
         rd_kafka_flush(p->rk, PURGED_FLUSH_MS);
     }
-    atomic_store(&p->stop, 1);
-    pthread_join(p->poller, NULL);
+    bgt_stop(&p->poller);
     rd_kafka_poll(p->rk, 0);
     rd_kafka_topic_destroy(p->topic);
     kconf_untrack(p->rk);

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "embed.h"
-#include "rpipe.h"
 
 static const struct {
     const char *name;
@@ -93,7 +92,7 @@ int rfunc_loaded_version(redisContext *rc, enum rfunc_lib lib, int *out, char *e
     if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0 && r->integer <= INT32_MAX) {
         *out = (int)r->integer;
         ret = 0;
-    } else if (rfunc_is_missing(r)) {
+    } else if (rp_classify(r) == RP_REPLY_NO_FUNCTION) {
         *out = 0; /* a library of that name without a version: older than any */
         ret = 0;
     } else {
@@ -105,46 +104,66 @@ fail:
     return ret;
 }
 
-int rfunc_check(redisContext *rc, enum rfunc_lib lib, char *err, size_t errlen)
+enum rfunc_status rfunc_check(redisContext *rc, enum rfunc_lib lib, char *err, size_t errlen)
 {
     int want = rfunc_lib_version(lib), have;
     if (want < 0) {
         snprintf(err, errlen, "the library %s built into this program has no VERSION line", libs[lib].name);
-        return -2;
+        return RFUNC_MISSING;
     }
     if (rfunc_loaded_version(rc, lib, &have, err, errlen) != 0)
-        return -1;
+        return RFUNC_UNREACHABLE;
     if (have < 0) {
         snprintf(err, errlen,
                  "the function library %s is not loaded (this program needs version %d); " RFUNC_HOW,
                  libs[lib].name, want);
-        return -2;
+        return RFUNC_MISSING;
     }
     if (have < want) {
         snprintf(err, errlen,
                  "the function library %s is version %d, older than the %d this program needs; " RFUNC_HOW,
                  libs[lib].name, have, want);
-        return -2;
+        return RFUNC_MISSING;
     }
-    return 0;
+    return RFUNC_OK;
 }
 
-int rfunc_check_all(struct rp *p, enum rfunc_lib lib, char *err, size_t errlen)
+/* why, as said of primary node: with its address on a Cluster, where the
+ * operator must know which shard to mend. */
+static void say_at(struct rp *p, int node, const char *why, char *err, size_t errlen)
 {
-    char why[512], node[128];
-    int ret = 0;
-    for (int i = 0; i < rp_nodes(p) && ret != -2; i++) {
+    char name[128];
+    if (rp_cluster(p))
+        snprintf(err, errlen, "on %s: %s", rp_node_name(p, node, name, sizeof(name)), why);
+    else
+        snprintf(err, errlen, "%s", why);
+}
+
+enum rfunc_status rfunc_check_all(struct rp *p, enum rfunc_lib lib, rfunc_node_fn *each, void *arg, char *err,
+                                  size_t errlen)
+{
+    char why[512];
+    int asked = 0, missing = 0;
+    err[0] = '\0';
+    for (int i = 0; i < rp_nodes(p) && !(missing && each == NULL); i++) {
+        why[0] = '\0';
         redisContext *rc = rp_node_conn(p, i, why, sizeof(why));
-        int st = rc ? rfunc_check(rc, lib, why, sizeof(why)) : -1;
-        if (st == 0 || (st == -1 && ret == -1))
-            continue; /* the first unreachable one is said, unless one lacks it */
-        if (rp_cluster(p))
-            snprintf(err, errlen, "on %s: %s", rp_node_name(p, i, node, sizeof(node)), why);
-        else
-            snprintf(err, errlen, "%s", why);
-        ret = st;
+        enum rfunc_status st = rc ? rfunc_check(rc, lib, why, sizeof(why)) : RFUNC_UNREACHABLE;
+        if (each != NULL)
+            each(arg, &(struct rfunc_node){ .node = i, .st = st, .was = -1, .why = why });
+        asked += st != RFUNC_UNREACHABLE;
+        /* err: the first missing one, else the first unreachable one */
+        if ((st == RFUNC_MISSING && !missing) || (st == RFUNC_UNREACHABLE && err[0] == '\0'))
+            say_at(p, i, why, err, errlen);
+        missing |= st == RFUNC_MISSING;
     }
-    return ret;
+    if (missing)
+        return RFUNC_MISSING;
+    if (asked > 0)
+        return RFUNC_OK; /* a Cluster's unreachable primaries passed over: see rfunc.h */
+    if (err[0] == '\0')
+        snprintf(err, errlen, "redis cluster: no primary known");
+    return RFUNC_UNREACHABLE;
 }
 
 int rfunc_need_attempt(void *arg, char *err, size_t errlen)
@@ -156,12 +175,12 @@ int rfunc_need_attempt(void *arg, char *err, size_t errlen)
     if (rp_open(need->cfg, cfg_role_self(), &p, err, errlen) != 0)
         return -1;
     for (size_t i = 0; i < need->n; i++) {
-        int st = rfunc_check_all(p, need->libs[i], need->why, sizeof(need->why));
-        if (st == -1) {
+        enum rfunc_status st = rfunc_check_all(p, need->libs[i], NULL, NULL, need->why, sizeof(need->why));
+        if (st == RFUNC_UNREACHABLE) {
             snprintf(err, errlen, "%s", need->why);
             goto fail;
         }
-        if (st == -2) {
+        if (st == RFUNC_MISSING) {
             need->missing = 1;
             break;
         }
@@ -172,41 +191,50 @@ fail:
     return ret;
 }
 
-int rfunc_load(redisContext *rc, enum rfunc_lib lib, int *was, char *err, size_t errlen)
+enum rfunc_status rfunc_load(redisContext *rc, enum rfunc_lib lib, int *was, char *err, size_t errlen)
 {
     int want = rfunc_lib_version(lib);
     if (want < 0) {
         snprintf(err, errlen, "the library %s built into this program has no VERSION line", libs[lib].name);
-        return -1;
+        return RFUNC_UNREACHABLE;
     }
     if (rfunc_loaded_version(rc, lib, was, err, errlen) != 0)
-        return -1;
+        return RFUNC_UNREACHABLE;
     if (*was > want) {
         snprintf(err, errlen,
                  "the function library %s is version %d, newer than this seckillctl's %d: not replaced "
                  "(the newer release's seckillctl loads it)",
                  libs[lib].name, *was, want);
-        return -2;
+        return RFUNC_NEWER;
     }
     /* REPLACE: one atomic swap, so a daemon's call never finds the library
      * half loaded; a call that runs meanwhile runs whole on the old one. */
     redisReply *r = redisCommand(rc, "FUNCTION LOAD REPLACE %s", libs[lib].source);
     if (!r) {
         snprintf(err, errlen, "redis: FUNCTION LOAD: %s", rc->errstr);
-        return -1;
+        return RFUNC_UNREACHABLE;
     }
     int ok = r->type == REDIS_REPLY_STRING && strcmp(r->str, libs[lib].name) == 0;
     if (!ok)
         snprintf(err, errlen, "redis: FUNCTION LOAD %s: %s", libs[lib].name,
                  r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
     freeReplyObject(r);
-    return ok ? 0 : -1;
+    return ok ? RFUNC_OK : RFUNC_UNREACHABLE;
 }
 
-int rfunc_is_missing(const redisReply *r)
+int rfunc_load_all(struct rp *p, enum rfunc_lib lib, rfunc_node_fn *each, void *arg)
 {
-    /* Redis 7.0's words for an FCALL of an unknown name. */
-    return r && r->type == REDIS_REPLY_ERROR && strcmp(r->str, "ERR Function not found") == 0;
+    char why[512];
+    int ret = 0;
+    for (int i = 0; i < rp_nodes(p); i++) {
+        int was = -1;
+        why[0] = '\0';
+        redisContext *rc = rp_node_conn(p, i, why, sizeof(why));
+        enum rfunc_status st = rc ? rfunc_load(rc, lib, &was, why, sizeof(why)) : RFUNC_UNREACHABLE;
+        each(arg, &(struct rfunc_node){ .node = i, .st = st, .was = was, .why = why });
+        ret = st != RFUNC_OK ? -1 : ret;
+    }
+    return ret;
 }
 
 void rfunc_missing_text(const struct rfunc *f, char *buf, size_t len)
@@ -220,7 +248,7 @@ const char *rfunc_error_text(const struct rfunc *f, const redisContext *rc, cons
 {
     if (!r)
         snprintf(buf, len, "%s", rc->errstr);
-    else if (rfunc_is_missing(r))
+    else if (rp_classify(r) == RP_REPLY_NO_FUNCTION)
         rfunc_missing_text(f, buf, len);
     else
         snprintf(buf, len, "%s: %s", f->name, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");

@@ -87,7 +87,8 @@ static int open_rp(const struct cfg *c, int role, const char *user, struct secre
                    char *err, size_t errlen)
 {
     struct rp *p = calloc(1, sizeof(*p));
-    if (p == NULL || (user && !(p->user = strdup(user))) || (password && !(p->password = secret_dup(password)))) {
+    if (p == NULL || (user && !(p->user = strdup(user))) ||
+        (password && !(p->password = secret_dup(password)))) {
         snprintf(err, errlen, "redis: out of memory");
         goto fail;
     }
@@ -237,7 +238,7 @@ int rp_addf(struct rp_batch *b, const char *key, const char *format, ...)
     return push(b, key, key ? strlen(key) : 0, fmt, len);
 }
 
-int rp_fcall(struct rp_batch *b, const struct rfunc *f, int nkeys, int nargs, const char **argv,
+int rp_fcall(struct rp_batch *b, const char *function, int nkeys, int nargs, const char **argv,
              const size_t *argvlen)
 {
     int argc = 3 + nkeys + nargs;
@@ -248,7 +249,7 @@ int rp_fcall(struct rp_batch *b, const struct rfunc *f, int nkeys, int nargs, co
     if (av == NULL || al == NULL)
         goto out;
     snprintf(nk, sizeof(nk), "%d", nkeys);
-    av[0] = "FCALL", av[1] = f->name, av[2] = nk;
+    av[0] = "FCALL", av[1] = function, av[2] = nk;
     for (int i = 0; i < 3; i++)
         al[i] = strlen(av[i]);
     for (int i = 0; i < nkeys + nargs; i++) {
@@ -282,15 +283,29 @@ redisReply *rp_take(struct rp_batch *b, int i)
 
 /* --- running ------------------------------------------------------------- */
 
+enum rp_reply_kind rp_classify(const redisReply *r)
+{
+    if (r == NULL)
+        return RP_REPLY_NONE;
+    if (r->type != REDIS_REPLY_ERROR)
+        return RP_REPLY_ANSWER;
+    if (strncmp(r->str, "READONLY", 8) == 0)
+        return RP_REPLY_READONLY;
+    /* Redis 7's words for an FCALL of an unknown name, whole: a script's
+     * own error that merely starts alike is the script's answer. */
+    if (strcmp(r->str, "ERR Function not found") == 0)
+        return RP_REPLY_NO_FUNCTION;
+    return RP_REPLY_ERROR;
+}
+
 /* What every answer is checked for, whichever node gave it. */
 static void note_reply(struct rp *p, struct rp_batch *b, const redisReply *r)
 {
-    if (r == NULL || r->type != REDIS_REPLY_ERROR)
-        return;
-    if (strncmp(r->str, "READONLY", 8) == 0)
-        b->readonly++, p->stats.readonly++;
-    else if (rfunc_is_missing(r))
-        b->missing++, p->stats.missing++;
+    switch (rp_classify(r)) {
+    case RP_REPLY_READONLY: b->readonly++, p->stats.readonly++; break;
+    case RP_REPLY_NO_FUNCTION: b->missing++, p->stats.missing++; break;
+    default: break;
+    }
 }
 
 static void count(struct rp *p, const struct rp_batch *b)
@@ -304,7 +319,8 @@ static void count(struct rp *p, const struct rp_batch *b)
 /* WAIT's answer: the replicas that confirmed, or -1 when it is no count. */
 static int wait_count(const redisReply *r)
 {
-    return r && r->type == REDIS_REPLY_INTEGER && r->integer >= 0 && r->integer <= INT_MAX ? (int)r->integer : -1;
+    return r && r->type == REDIS_REPLY_INTEGER && r->integer >= 0 && r->integer <= INT_MAX ? (int)r->integer
+                                                                                           : -1;
 }
 
 /* One node: the commands then WAIT in one pipeline; a lost reply makes it
@@ -314,7 +330,8 @@ static int run_single(struct rp *p, struct rp_batch *b, char *err, size_t errlen
     if (connect_one(p, err, errlen) != 0)
         return -1;
     int sent = 0;
-    while (sent < b->n && redisAppendFormattedCommand(p->rc, b->cmd[sent].fmt, b->cmd[sent].fmtlen) == REDIS_OK)
+    while (sent < b->n &&
+           redisAppendFormattedCommand(p->rc, b->cmd[sent].fmt, b->cmd[sent].fmtlen) == REDIS_OK)
         sent++;
     bool wait = b->wait_replicas > 0 && sent > 0 &&
                 redisAppendCommand(p->rc, "WAIT %d %d", b->wait_replicas, b->wait_timeout_ms) == REDIS_OK;
@@ -400,8 +417,11 @@ static int run_cluster(struct rp *p, struct rp_batch *b, int node, char *err, si
         cc[k].fmt = b->cmd[k].fmt, cc[k].fmtlen = b->cmd[k].fmtlen;
     }
     unsigned long trips = rcl_stats(p->cl)->refreshes;
-    int ret = node < 0 ? rcl_run(p->cl, cc, b->n, err, errlen) : rcl_run_on(p->cl, node, cc, b->n, err, errlen);
-    static const enum rp_status st[] = { [RCL_OK] = RP_OK, [RCL_UNKNOWN] = RP_UNKNOWN, [RCL_NOT_SENT] = RP_NOT_SENT };
+    int ret = node < 0 ? rcl_run(p->cl, cc, b->n, err, errlen)
+                       : rcl_run_on(p->cl, node, cc, b->n, err, errlen);
+    static const enum rp_status st[] = {
+        [RCL_OK] = RP_OK, [RCL_UNKNOWN] = RP_UNKNOWN, [RCL_NOT_SENT] = RP_NOT_SENT
+    };
     for (int k = 0; k < b->n; k++) {
         b->cmd[k].status = st[cc[k].status];
         b->cmd[k].reply = cc[k].reply;
@@ -444,7 +464,8 @@ int rp_run_on(struct rp *p, int node, struct rp_batch *b, char *err, size_t errl
     return run(p, b, node, err, errlen);
 }
 
-static redisReply *call_one(struct rp *p, struct rp_batch *b, int i, enum rp_status *st, char *err, size_t errlen)
+static redisReply *call_one(struct rp *p, struct rp_batch *b, int i, enum rp_status *st, char *err,
+                            size_t errlen)
 {
     redisReply *r = NULL;
     if (i < 0) {

@@ -24,11 +24,14 @@
  *   its answer is the error (the next run reconnects to the new primary); on
  *   a Cluster the map is read again and the command sent to the slot's new
  *   primary.
- * - A function Redis does not hold (rfunc_is_missing) is counted per batch
- *   (rp_missing), for the caller to say once which and how to load it: the
- *   daemons may not load code (rfunc.h).
+ * - What a reply says, as far as every caller handles it alike
+ *   (rp_classify): READONLY, and "ERR Function not found", Redis's answer
+ *   to an FCALL of a function it does not hold. Both are counted per batch
+ *   (the batch's readonly and missing), the latter for the caller to say
+ *   once which function and how to load it (rfunc.h, a layer above: the
+ *   daemons may not load code).
  * - WAIT (rp_wait): after the batch's commands, every node the batch reached
- *   is asked for that many replicas; rp_acked() is the smallest count.
+ *   is asked for that many replicas; the batch's acked is the smallest count.
  * - Commands that must visit every primary (SCAN, INFO) go to one primary
  *   at a time: rp_nodes() and rp_run_on().
  *
@@ -36,7 +39,8 @@
  * CLUSTER SLOTS and ASKING too. Every key of one command shares one slot
  * (the project's keys carry hash tags: keys.h).
  *
- * Threads: an rp and the batches run on it belong to one thread. */
+ * Threads: an rp and the batches run on it belong to one thread;
+ * rp_classify keeps no state (any thread). */
 #ifndef SECKILL_RPIPE_H
 #define SECKILL_RPIPE_H
 
@@ -44,7 +48,6 @@
 #include <stddef.h>
 
 #include "cfg.h"
-#include "rfunc.h"
 #include "secret.h"
 
 enum rp_status { RP_OK, RP_UNKNOWN, RP_NOT_SENT };
@@ -57,8 +60,8 @@ struct rp_batch {
     int wait_replicas, wait_timeout_ms; /* rp_wait */
     /* after rp_run */
     int acked;    /* WAIT: the fewest replicas any node confirmed; -1: no WAIT answered */
-    int missing;  /* replies saying a function is missing */
-    int readonly; /* replies saying READONLY (the server is a replica now) */
+    int missing;  /* replies RP_REPLY_NO_FUNCTION (rp_classify) */
+    int readonly; /* replies RP_REPLY_READONLY */
 };
 
 /* A thread's Redis, connected at once (one node, or the Cluster's map read):
@@ -86,7 +89,8 @@ const char *rp_node_name(const struct rp *p, int node, char *buf, size_t len);
  * does (the map has a hole there). */
 int rp_node_of_key(const struct rp *p, const char *key, size_t keylen);
 /* The connection to primary node (opened if need be), for a command that
- * needs the context itself (rfunc_check); still the rp's. NULL with err. */
+ * needs the context itself (a layer above: rfunc_check); still the rp's.
+ * NULL with err. */
 redisContext *rp_node_conn(struct rp *p, int node, char *err, size_t errlen);
 
 /* Batches: zero-initialised, or rp_batch_init. rp_batch_reset drops the
@@ -102,8 +106,10 @@ int rp_add(struct rp_batch *b, const char *key, int argc, const char **argv, con
 /* The same with hiredis's format ("HGET %s %s", "%b"): each placeholder is
  * one argument, never text spliced into the command. */
 int rp_addf(struct rp_batch *b, const char *key, const char *format, ...);
-/* FCALL f with nkeys keys then nargs arguments; the first key routes it. */
-int rp_fcall(struct rp_batch *b, const struct rfunc *f, int nkeys, int nargs, const char **argv,
+/* FCALL function (its name in Redis) with nkeys keys then nargs arguments;
+ * the first key routes it (none: any primary). The caller's struct rfunc
+ * (rfunc.h) holds the name, and what to say when Redis lacks it. */
+int rp_fcall(struct rp_batch *b, const char *function, int nkeys, int nargs, const char **argv,
              const size_t *argvlen);
 /* After the commands, WAIT for replicas on every node they reached, up to
  * timeout_ms (0 replicas: none). */
@@ -122,6 +128,18 @@ int rp_run_on(struct rp *p, int node, struct rp_batch *b, char *err, size_t errl
 enum rp_status rp_status(const struct rp_batch *b, int i);
 const redisReply *rp_reply(const struct rp_batch *b, int i);
 redisReply *rp_take(struct rp_batch *b, int i);
+
+/* What a reply is, for the cases every caller treats alike. The transport
+ * knows them because they are Redis's own words, whatever was called. */
+enum rp_reply_kind {
+    RP_REPLY_NONE,        /* r NULL: no reply */
+    RP_REPLY_ANSWER,      /* not an error reply */
+    RP_REPLY_ERROR,       /* an error reply none of the kinds below */
+    RP_REPLY_READONLY,    /* "READONLY ...": the server is a replica now; the command did not run */
+    RP_REPLY_NO_FUNCTION, /* "ERR Function not found": an FCALL of a function the server does not
+                           * hold (never loaded, flushed, lost with the dataset); nothing ran */
+};
+enum rp_reply_kind rp_classify(const redisReply *r);
 
 /* One command in its own round trip: its reply (the caller frees), or NULL
  * with *st (RP_UNKNOWN or RP_NOT_SENT) and err. */

@@ -1,13 +1,13 @@
 #include "sentinel.h"
 
+#include <errno.h>
 #include <hiredis/hiredis.h>
 #include <poll.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bgthread.h"
 #include "log.h"
 #include "util.h"
 
@@ -23,9 +23,12 @@ static redisContext *connect_one(const struct cfg *c, const char *addr, char *er
     const char *colon = strrchr(addr, ':');
     char host[256];
     snprintf(host, sizeof(host), "%.*s", (int)(colon - addr), addr);
-    redisContext *rc = redisConnectWithTimeout(host, atoi(colon + 1), util_timeval_ms(c->redis.connect_timeout_ms));
-    if (rc == NULL || rc->err || redisSetTimeout(rc, util_timeval_ms(c->redis.command_timeout_ms)) != REDIS_OK) {
-        snprintf(err, errlen, "sentinel %s: %s", addr, rc ? (rc->err ? rc->errstr : "cannot set timeout") : "out of memory");
+    redisContext *rc = redisConnectWithTimeout(host, atoi(colon + 1),
+                                               util_timeval_ms(c->redis.connect_timeout_ms));
+    if (rc == NULL || rc->err ||
+        redisSetTimeout(rc, util_timeval_ms(c->redis.command_timeout_ms)) != REDIS_OK) {
+        snprintf(err, errlen, "sentinel %s: %s", addr,
+                 rc ? (rc->err ? rc->errstr : "cannot set timeout") : "out of memory");
         redisFree(rc);
         return NULL;
     }
@@ -37,12 +40,13 @@ static int read_addr(const redisReply *r, const char *addr, const char *name, ch
                      int *port, char *err, size_t errlen)
 {
     int64_t p;
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
-        r->element[1]->type != REDIS_REPLY_STRING) {
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING) {
         if (r && r->type == REDIS_REPLY_NIL)
             snprintf(err, errlen, "sentinel %s: does not monitor a primary named '%s'", addr, name);
         else
-            snprintf(err, errlen, "sentinel %s: %s", addr, r && r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+            snprintf(err, errlen, "sentinel %s: %s", addr,
+                     r && r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
         return -1;
     }
     if (util_parse_i64(r->element[1]->str, 1, 65535, &p) != 0 || r->element[0]->len >= hostlen) {
@@ -86,9 +90,7 @@ int sentinel_ask(const struct cfg *c, char *host, size_t hostlen, int *port, cha
 static struct {
     const struct cfg *cfg;
     void (*on_switch)(const char *from, const char *to);
-    pthread_t thread;
-    atomic_int stop;
-    int running;
+    struct bgthread t;
     char primary[300]; /* "host:port" last known; watcher thread only */
 } w;
 
@@ -122,7 +124,7 @@ static void on_message(const redisReply *r)
  * context never waits past WATCH_POLL_MS. */
 static void listen_switches(redisContext *rc)
 {
-    while (!atomic_load(&w.stop)) {
+    while (!bgt_stopping(&w.t)) {
         void *reply = NULL;
         if (redisReaderGetReply(rc->reader, &reply) != REDIS_OK)
             return;
@@ -138,20 +140,13 @@ static void listen_switches(redisContext *rc)
     }
 }
 
-/* Sleep ms, waking early when told to stop. */
-static void nap(int ms)
-{
-    for (int slept = 0; slept < ms && !atomic_load(&w.stop); slept += WATCH_POLL_MS)
-        util_sleep_ms(ms - slept < WATCH_POLL_MS ? ms - slept : WATCH_POLL_MS);
-}
-
 static void *watch_main(void *arg)
 {
     (void)arg;
     const struct cfg *c = w.cfg;
     size_t next = 0;
     int attempt = 0, logged_down = 0;
-    while (!atomic_load(&w.stop)) {
+    while (!bgt_stopping(&w.t)) {
         char err[256], host[256];
         int port;
         const char *addr = c->redis.sentinels.v[next];
@@ -172,19 +167,20 @@ static void *watch_main(void *arg)
                 logged_down = 0;
                 attempt = 0;
                 listen_switches(rc);
-                if (!atomic_load(&w.stop))
-                    snprintf(err, sizeof(err), "sentinel %s: %s", addr, rc->err ? rc->errstr : "connection lost");
+                if (!bgt_stopping(&w.t))
+                    snprintf(err, sizeof(err), "sentinel %s: %s", addr,
+                             rc->err ? rc->errstr : "connection lost");
             }
         } else if (rc) {
             snprintf(err, sizeof(err), "sentinel %s: %s", addr, rc->errstr);
         }
         redisFree(rc);
-        if (atomic_load(&w.stop))
+        if (bgt_stopping(&w.t))
             break;
         if (!logged_down)
             log_warn("sentinel watch: %s; trying the next Sentinel", err);
         logged_down = 1;
-        nap((int)util_backoff_ms(attempt++, WATCH_RETRY_BASE_MS, WATCH_RETRY_CAP_MS));
+        bgt_sleep_ms(&w.t, util_backoff_ms(attempt++, WATCH_RETRY_BASE_MS, WATCH_RETRY_CAP_MS));
     }
     return NULL;
 }
@@ -192,26 +188,19 @@ static void *watch_main(void *arg)
 int sentinel_watch_start(const struct cfg *c, void (*on_switch)(const char *from, const char *to), char *err,
                          size_t errlen)
 {
-    if (c->redis.sentinels.n == 0 || w.running)
+    if (c->redis.sentinels.n == 0 || w.t.running)
         return 0;
     w.cfg = c;
     w.on_switch = on_switch;
     w.primary[0] = '\0';
-    atomic_store(&w.stop, 0);
-    int rv = pthread_create(&w.thread, NULL, watch_main, NULL);
-    if (rv != 0) {
-        snprintf(err, errlen, "sentinel watch: cannot start a thread: %s", strerror(rv));
+    if (bgt_start(&w.t, watch_main, NULL) != 0) {
+        snprintf(err, errlen, "sentinel watch: cannot start a thread: %s", strerror(errno));
         return -1;
     }
-    w.running = 1;
     return 0;
 }
 
 void sentinel_watch_stop(void)
 {
-    if (!w.running)
-        return;
-    atomic_store(&w.stop, 1);
-    pthread_join(w.thread, NULL);
-    w.running = 0;
+    bgt_stop(&w.t);
 }

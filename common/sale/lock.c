@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bgthread.h"
 #include "keys.h"
 #include "log.h"
 #include "rconn.h"
@@ -46,7 +46,7 @@ enum lock_step {
 };
 
 struct lock {
-    struct lock *next, *prev; /* in lc->held, under lc->mu */
+    struct lock *next, *prev; /* in lc->held, under lc->wd.mu */
     struct lock *hnext;      /* in lc->by_name's bucket: owner thread only */
     uint64_t seq;            /* tells a new lock from a freed one at the same address */
     char name[KEYS_MAX];
@@ -74,9 +74,8 @@ struct lock_client {
      * journal (1.1 MB of READONLY in three minutes). */
     struct log_repeat say_acquire, say_release, say_conn;
 
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool stop;
+    /* The watchdog thread; its mutex (wd.mu, "mu" here) guards what says so. */
+    struct bgthread wd;
     /* When the watchdog looks next (monotonic), under mu: 0 while it is
      * awake (it looks at every lease before sleeping again), INT64_MAX while
      * nothing is held. A new lease wakes it only if due before this: waking
@@ -89,7 +88,6 @@ struct lock_client {
     struct lock **by_name;
     size_t nbuckets, nheld;
     uint64_t next_seq;
-    pthread_t watchdog;
     struct rp *wrp; /* watchdog thread: a Redis of its own */
     struct rp_batch wbatch;
     struct rfunc w_extend;
@@ -180,8 +178,8 @@ static void plan_calls(struct plan *p, size_t n)
  * batch b, routed by their group's hash: on a Cluster the groups live on
  * several primaries, and rpipe sends each call to its own. 0, or -1 out of
  * memory. */
-static int plan_add(struct lock_client *lc, struct rp_batch *b, const struct rfunc *f, struct plan *p, size_t n,
-                    const char *const *head, int nhead, int ncol)
+static int plan_add(struct lock_client *lc, struct rp_batch *b, const struct rfunc *f, struct plan *p,
+                    size_t n, const char *const *head, int nhead, int ncol)
 {
     const char *argv[1 + 3 + 2 * LOCK_CALL_MAX];
     plan_calls(p, n);
@@ -193,7 +191,7 @@ static int plan_add(struct lock_client *lc, struct rp_batch *b, const struct rfu
         for (int col = 0; col < ncol; col++)
             for (size_t j = 0; j < p->cnt[c]; j++)
                 argv[a++] = p->col[col][p->idx[k + j]];
-        if (rp_fcall(b, f, 1, a - 1, argv, NULL) < 0)
+        if (rp_fcall(b, f->name, 1, a - 1, argv, NULL) < 0)
             return -1;
         lc->calls++;
     }
@@ -202,8 +200,9 @@ static int plan_add(struct lock_client *lc, struct rp_batch *b, const struct rfu
 
 /* One round: the calls of f planned into the emptied batch b, then run on
  * rp. rp_run's answer (0, or -1 with err), or -1 out of memory. */
-static int plan_run(struct lock_client *lc, struct rp *rp, struct rp_batch *b, const struct rfunc *f, struct plan *p,
-                    size_t n, const char *const *head, int nhead, int ncol, char *err, size_t errlen)
+static int plan_run(struct lock_client *lc, struct rp *rp, struct rp_batch *b, const struct rfunc *f,
+                    struct plan *p, size_t n, const char *const *head, int nhead, int ncol, char *err,
+                    size_t errlen)
 {
     rp_batch_reset(b);
     if (plan_add(lc, b, f, p, n, head, nhead, ncol) != 0) {
@@ -249,16 +248,16 @@ static enum call_end call_end(const struct rp_batch *b, size_t c, size_t want, c
                 goto refused;
         return CALL_ANSWERED;
     }
-    if (rfunc_is_missing(r)) {
+    if (rp_classify(r) == RP_REPLY_NO_FUNCTION) {
         char why[512];
         rfunc_missing_text(f, why, sizeof(why));
-        log_repeat(say, LOG_LVL_ERROR, "lock: function missing", "lock: redis: %s (logged once while it lasts)",
-                   why);
+        log_repeat(say, LOG_LVL_ERROR, "lock: function missing",
+                   "lock: redis: %s (logged once while it lasts)", why);
         return CALL_NOT_RUN;
     }
 refused:
-    log_repeat(say, LOG_LVL_ERROR, reply_text(r), "lock: unexpected reply to %s: %s (logged once while it lasts)",
-               what, reply_text(r));
+    log_repeat(say, LOG_LVL_ERROR, reply_text(r),
+               "lock: unexpected reply to %s: %s (logged once while it lasts)", what, reply_text(r));
     return CALL_REFUSED;
 }
 
@@ -280,12 +279,6 @@ static void round_end(struct lock_client *lc, int ran, const char *err, bool ans
 }
 
 /* --- watchdog ------------------------------------------------------------ */
-
-static void cond_deadline(struct timespec *ts, int64_t at_mono_ms)
-{
-    ts->tv_sec = at_mono_ms / 1000;
-    ts->tv_nsec = (at_mono_ms % 1000) * 1000000;
-}
 
 static void mark_lost(struct lock_client *lc, struct lock *l, const char *why)
 {
@@ -408,17 +401,17 @@ static void renew_due(struct lock_client *lc, int64_t now)
     rn.p = lc->wplan;
     if (collect_due(lc, now, &rn) == 0)
         return;
-    pthread_mutex_unlock(&lc->mu);
+    pthread_mutex_unlock(&lc->wd.mu);
     extend_leases(lc, &rn);
-    pthread_mutex_lock(&lc->mu);
+    pthread_mutex_lock(&lc->wd.mu);
     apply_renewals(lc, &rn);
 }
 
 static void *watchdog_main(void *arg)
 {
     struct lock_client *lc = arg;
-    pthread_mutex_lock(&lc->mu);
-    while (!lc->stop) {
+    pthread_mutex_lock(&lc->wd.mu);
+    while (!bgt_stopping(&lc->wd)) {
         lc->wake_at_ms = 0; /* awake: a new lease is seen in the scan below */
         int64_t now = util_mono_ms();
         int64_t next = INT64_MAX;
@@ -435,15 +428,9 @@ static void *watchdog_main(void *arg)
             continue;
         }
         lc->wake_at_ms = next;
-        if (next == INT64_MAX) {
-            pthread_cond_wait(&lc->cv, &lc->mu);
-        } else {
-            struct timespec ts;
-            cond_deadline(&ts, next);
-            pthread_cond_timedwait(&lc->cv, &lc->mu, &ts);
-        }
+        bgt_wait_until(&lc->wd, next); /* INT64_MAX: until a lease or the stop wakes it */
     }
-    pthread_mutex_unlock(&lc->mu);
+    pthread_mutex_unlock(&lc->wd.mu);
     return NULL;
 }
 
@@ -466,29 +453,24 @@ int lock_client_open(const struct cfg *cfg, struct lock_client **out, char *err,
         free(lc->wplan);
         lc->wplan = NULL;
         snprintf(err, errlen, "out of memory");
-        goto fail_free;
+        goto fail;
     }
     if (util_random_hex(lc->token, 16) != 0) {
         snprintf(err, errlen, "no randomness for the lock token: %s", strerror(errno));
-        goto fail_free;
+        goto fail;
     }
     /* Both at once: a Redis that cannot be reached now is the caller's to
      * wait for (the consumer's start retries). */
     if (rp_open(cfg, cfg_role_self(), &lc->rp, err, errlen) != 0 ||
         rp_open(cfg, cfg_role_self(), &lc->wrp, err, errlen) != 0)
-        goto fail_free;
-    pthread_mutex_init(&lc->mu, NULL);
-    util_cond_init_mono(&lc->cv);
-    if (pthread_create(&lc->watchdog, NULL, watchdog_main, lc) != 0) {
+        goto fail;
+    if (bgt_start(&lc->wd, watchdog_main, lc) != 0) {
         snprintf(err, errlen, "cannot start the lock watchdog");
         goto fail;
     }
     *out = lc;
     return 0;
 fail:
-    pthread_cond_destroy(&lc->cv);
-    pthread_mutex_destroy(&lc->mu);
-fail_free:
     rp_close(lc->rp);
     rp_close(lc->wrp);
     plan_free(lc->wplan);
@@ -502,19 +484,13 @@ void lock_client_close(struct lock_client *lc)
 {
     if (lc == NULL)
         return;
-    pthread_mutex_lock(&lc->mu);
-    lc->stop = true;
-    pthread_cond_signal(&lc->cv);
-    pthread_mutex_unlock(&lc->mu);
-    pthread_join(lc->watchdog, NULL);
+    bgt_stop(&lc->wd);
     while (lc->held) {
         struct lock *l = lc->held;
         lc->held = l->next;
         free(l);
     }
     free(lc->by_name);
-    pthread_cond_destroy(&lc->cv);
-    pthread_mutex_destroy(&lc->mu);
     rp_batch_free(&lc->batch);
     rp_batch_free(&lc->wbatch);
     rp_close(lc->rp);
@@ -716,7 +692,7 @@ static struct lock *lock_adopt(struct lock_client *lc, struct attempt *a, int tt
             free(l);
             return NULL;
         }
-        pthread_mutex_lock(&lc->mu);
+        pthread_mutex_lock(&lc->wd.mu);
         l->seq = ++lc->next_seq;
         l->next = lc->held;
         if (lc->held)
@@ -726,13 +702,13 @@ static struct lock *lock_adopt(struct lock_client *lc, struct attempt *a, int tt
          * before that needs it awake (a shorter lease than those held, or
          * the first one). Otherwise it finds this one when it next looks. */
         if (l->renew_at_ms < lc->wake_at_ms)
-            pthread_cond_signal(&lc->cv);
-        pthread_mutex_unlock(&lc->mu);
+            bgt_wake(&lc->wd);
+        pthread_mutex_unlock(&lc->wd.mu);
     } else {
-        pthread_mutex_lock(&lc->mu);
+        pthread_mutex_lock(&lc->wd.mu);
         l->holds = a->holds;
         l->valid_until_ms = a->sent_ms + l->ttl_ms;
-        pthread_mutex_unlock(&lc->mu);
+        pthread_mutex_unlock(&lc->wd.mu);
     }
     return l;
 }
@@ -797,8 +773,8 @@ static size_t settle(struct lock_client *lc, struct attempt *at, size_t n, int t
     return got;
 }
 
-static size_t acquire_many(struct lock_client *lc, const char *const *names, size_t n, int ttl_ms, int wait_ms,
-                           struct lock **out, int *status)
+static size_t acquire_many(struct lock_client *lc, const char *const *names, size_t n, int ttl_ms,
+                           int wait_ms, struct lock **out, int *status)
 {
     struct attempt *at = calloc(n ? n : 1, sizeof(*at));
     struct plan p;
@@ -864,14 +840,14 @@ int lock_acquire(struct lock_client *lc, const char *name, int ttl_ms, int wait_
 static void lock_forget(struct lock_client *lc, struct lock *l)
 {
     held_unindex(lc, l);
-    pthread_mutex_lock(&lc->mu);
+    pthread_mutex_lock(&lc->wd.mu);
     if (l->prev)
         l->prev->next = l->next;
     else
         lc->held = l->next;
     if (l->next)
         l->next->prev = l->prev;
-    pthread_mutex_unlock(&lc->mu);
+    pthread_mutex_unlock(&lc->wd.mu);
     lc->hold_ms += (uint64_t)(util_mono_ms() - l->acquired_ms);
     free(l);
 }
@@ -923,14 +899,14 @@ void lock_release_many(struct lock_client *lc, struct lock **locks, size_t n, in
     /* Stop renewing what is about to be freed before telling Redis: the
      * extend script never recreates a key, so a renewal already in flight
      * cannot resurrect it either. */
-    pthread_mutex_lock(&lc->mu);
+    pthread_mutex_lock(&lc->wd.mu);
     for (size_t i = 0; i < n; i++) {
         status[i] = LOCK_ERROR;
         final_hold[i] = locks[i]->holds <= 1;
         if (final_hold[i])
             locks[i]->renew_at_ms = INT64_MAX;
     }
-    pthread_mutex_unlock(&lc->mu);
+    pthread_mutex_unlock(&lc->wd.mu);
 
     if (release_round(lc, locks, n, status, &p) != 0) {
         /* The connection was stale (Redis restarted) or broke mid-way. A
@@ -1011,7 +987,8 @@ int lock_inspect(const struct cfg *cfg, const char *name, struct lock_info *out,
      * whose lease has run out is a free lock, not yet overwritten. */
     long long holds = 0, fence = 0, expires = 0;
     if (v->type == REDIS_REPLY_STRING &&
-        sscanf(v->str, "%63s %*s %lld %lld %lld", out->owner, &holds, &fence, &expires) == 4 && expires > now_ms) {
+        sscanf(v->str, "%63s %*s %lld %lld %lld", out->owner, &holds, &fence, &expires) == 4 &&
+        expires > now_ms) {
         out->held = true;
         out->holds = holds;
         out->fence = fence;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "jsonint.h"
 #include "util.h"
 
 int order_encode(const struct order *o, char *buf, size_t len)
@@ -23,22 +24,13 @@ int order_encode(const struct order *o, char *buf, size_t len)
 static int get_int(json_t *root, const char *name, int64_t min, int64_t max, int64_t *out,
                    char *err, size_t errlen)
 {
-    json_t *v = json_object_get(root, name);
-    if (!v) {
-        snprintf(err, errlen, "missing \"%s\"", name);
-        return -1;
+    switch (jsonint_get(root, name, min, max, out)) {
+    case JSONINT_OK: return 0;
+    case JSONINT_MISSING: snprintf(err, errlen, "missing \"%s\"", name); break;
+    case JSONINT_NOT_INTEGER: snprintf(err, errlen, "\"%s\" is not an integer", name); break;
+    case JSONINT_OUT_OF_RANGE: snprintf(err, errlen, "\"%s\" out of range", name); break;
     }
-    if (!json_is_integer(v)) {
-        snprintf(err, errlen, "\"%s\" is not an integer", name);
-        return -1;
-    }
-    json_int_t i = json_integer_value(v);
-    if (i < min || i > max) {
-        snprintf(err, errlen, "\"%s\" out of range", name);
-        return -1;
-    }
-    *out = (int64_t)i;
-    return 0;
+    return -1;
 }
 
 int order_decode(const char *buf, size_t len, struct order *out, char *err, size_t errlen)

@@ -65,7 +65,7 @@ static int claim_stale(struct rp *rp, const struct rfunc *claim, int64_t age_ms,
     argv[2] = cutoff, argv[3] = now, argv[4] = limit;
     rp_addf(&b, keys[KEYS_ITEM_PENDING], "HLEN %s", keys[KEYS_ITEM_PENDING]);
     rp_addf(&b, keys[KEYS_ITEM_UNPUB], "ZCARD %s", keys[KEYS_ITEM_UNPUB]);
-    int i = rp_fcall(&b, claim, 2, 3, argv, NULL);
+    int i = rp_fcall(&b, claim->name, 2, 3, argv, NULL);
     char why[512];
     if (i < 0 || rp_run(rp, &b, why, sizeof(why)) != 0 || rp_reply(&b, i)->type != REDIS_REPLY_ARRAY) {
         const redisReply *r = i < 0 ? NULL : rp_reply(&b, i);

@@ -1488,7 +1488,7 @@ static redisReply *fcall(const struct cfg *c, const struct rfunc *f, int nkeys, 
     if (harness_rp_open(c, &p, err, sizeof(err)) != 0)
         return NULL;
     rp_batch_init(&b);
-    int i = rp_fcall(&b, f, nkeys, nargs, argv, NULL);
+    int i = rp_fcall(&b, f->name, nkeys, nargs, argv, NULL);
     if (i >= 0 && rp_run(p, &b, err, sizeof(err)) == 0)
         r = rp_take(&b, i);
     rp_batch_free(&b);

@@ -35,6 +35,7 @@
 #include "keys.h"
 #include "order.h"
 #include "rconn.h"
+#include "rfunc.h"
 #include "rpipe.h"
 #include "sale.h"
 #include "secret.h"
@@ -239,7 +240,7 @@ static void load_items(const struct item *it, const char *stock)
         assert_int_equal(keys_item_all(k, harness_conf.redis.key_prefix, it[i].id), 0);
         const char *argv[] = { k[KEYS_ITEM_STOCK], k[KEYS_ITEM_BUYERS], k[KEYS_ITEM_PENDING], k[KEYS_ITEM_WINDOW],
                                k[KEYS_ITEM_ORDERS], stock, "", "" };
-        assert_true(rp_fcall(&b, &load, 5, 3, argv, NULL) >= 0);
+        assert_true(rp_fcall(&b, load.name, 5, 3, argv, NULL) >= 0);
         snprintf(sid, sizeof(sid), "%" PRId64, it[i].id);
         assert_true(rp_addf(&b, reg, "SADD %s %s", reg, sid) >= 0);
     }
@@ -383,7 +384,7 @@ static void orphan_items(const struct item *it, int64_t *oids)
         for (int p = 0; p < KEYS_ITEM_PARTS + 4; p++)
             argl[p] = strlen(argv[p]);
         argl[KEYS_ITEM_PARTS + 2] = (size_t)len;
-        assert_true(rp_fcall(&b, &reserve, KEYS_ITEM_PARTS, 4, argv, argl) >= 0);
+        assert_true(rp_fcall(&b, reserve.name, KEYS_ITEM_PARTS, 4, argv, argl) >= 0);
     }
     if (rp_run(rp, &b, err, sizeof(err)) != 0)
         fail_msg("reserving: %s", err);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "rconn.h"
+#include "rfunc.h"
 #include "rpipe.h"
 #include "secret.h"
 #include "slot.h"
@@ -135,12 +136,12 @@ static void test_single_functions(void **state)
     const struct rfunc have = RFUNC_INIT("seckill_producer_version", RFUNC_LIB_PRODUCER);
     const struct rfunc lack = RFUNC_INIT("seckill_no_such_function", RFUNC_LIB_PRODUCER);
     rp_batch_init(&b);
-    rp_fcall(&b, &have, 0, 0, NULL, NULL);
-    rp_fcall(&b, &lack, 0, 0, NULL, NULL);
+    rp_fcall(&b, have.name, 0, 0, NULL, NULL);
+    rp_fcall(&b, lack.name, 0, 0, NULL, NULL);
     assert_int_equal(rp_run(p, &b, err, sizeof(err)), 0); /* both answered: an error reply is an answer */
     assert_int_equal(rp_reply(&b, 0)->type, REDIS_REPLY_INTEGER);
     assert_int_equal(rp_reply(&b, 0)->integer, rfunc_lib_version(RFUNC_LIB_PRODUCER));
-    assert_true(rfunc_is_missing(rp_reply(&b, 1)));
+    assert_int_equal(rp_classify(rp_reply(&b, 1)), RP_REPLY_NO_FUNCTION);
     assert_int_equal(b.missing, 1);
     rp_batch_free(&b);
     rp_close(p);
@@ -281,7 +282,7 @@ static void test_cluster_program_user(void **state)
     for (int node = 0; node < rp_nodes(p); node++) {
         struct rp_batch b;
         rp_batch_init(&b);
-        rp_fcall(&b, &v, 0, 0, NULL, NULL);
+        rp_fcall(&b, v.name, 0, 0, NULL, NULL);
         assert_int_equal(rp_run_on(p, node, &b, err, sizeof(err)), 0);
         assert_int_equal(rp_reply(&b, 0)->integer, rfunc_lib_version(RFUNC_LIB_PRODUCER));
         rp_batch_free(&b);

@@ -1,5 +1,6 @@
 #include "harness.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "keys.h"
@@ -189,6 +190,28 @@ static void test_format_time_round_trip(void **state)
     }
 }
 
+static void test_sort_unique(void **state)
+{
+    (void)state;
+    int64_t v[] = { 5, -2, 5, INT64_MAX, 0, -2, INT64_MIN, 5, 3 };
+    const int64_t want[] = { INT64_MIN, -2, 0, 3, 5, INT64_MAX };
+    size_t n = util_sort_unique_i64(v, ARRAY_SIZE(v));
+    assert_int_equal(n, ARRAY_SIZE(want));
+    for (size_t i = 0; i < n; i++)
+        assert_true(v[i] == want[i]);
+    assert_int_equal(util_sort_unique_i64(NULL, 0), 0);
+    int64_t one = 9;
+    assert_int_equal(util_sort_unique_i64(&one, 1), 1);
+    /* the comparison bsearch finds them with; no overflow at the extremes */
+    int64_t key = 3, lo = INT64_MIN, hi = INT64_MAX;
+    assert_ptr_equal(bsearch(&key, v, n, sizeof(*v), util_cmp_i64), &v[3]);
+    key = 4;
+    assert_null(bsearch(&key, v, n, sizeof(*v), util_cmp_i64));
+    assert_true(util_cmp_i64(&lo, &hi) < 0);
+    assert_true(util_cmp_i64(&hi, &lo) > 0);
+    assert_int_equal(util_cmp_i64(&hi, &hi), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -199,6 +222,7 @@ int main(void)
         cmocka_unit_test(test_parse_time_valid),
         cmocka_unit_test(test_parse_time_invalid),
         cmocka_unit_test(test_format_time_round_trip),
+        cmocka_unit_test(test_sort_unique),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
