@@ -54,8 +54,8 @@ fuzz-toolchain:
 
 # Each harness is compiled together with just the sources it exercises, all
 # instrumented, so coverage reaches into them (jansson and OpenSSL are not).
-$(FUZZ_DIR)/fuzz_request: tests/fuzz/fuzz_request.c producer/request.c common/base/util.c
-$(FUZZ_DIR)/fuzz_order: tests/fuzz/fuzz_order.c common/sale/order.c common/base/util.c
+$(FUZZ_DIR)/fuzz_request: tests/fuzz/fuzz_request.c producer/request.c common/base/util.c common/base/jsonint.c
+$(FUZZ_DIR)/fuzz_order: tests/fuzz/fuzz_order.c common/sale/order.c common/base/util.c common/base/jsonint.c
 $(FUZZ_DIR)/fuzz_jwt: tests/fuzz/fuzz_jwt.c common/base/jwt.c common/base/secret.c common/base/util.c
 $(FUZZ_BINS): $(wildcard common/*/*.h producer/*.h) mk/fuzz.mk | fuzz-toolchain
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^) $(FUZZ_LIBS)
