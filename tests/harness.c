@@ -761,3 +761,15 @@ void harness_token(const struct cfg *c, int64_t user, char *out, size_t len)
     memcpy(out, tok, n + 1);
     free(tok);
 }
+
+redisReply *harness_resp(const char *text)
+{
+    redisReader *rd = redisReaderCreate();
+    assert_non_null(rd);
+    assert_int_equal(redisReaderFeed(rd, text, strlen(text)), REDIS_OK);
+    void *r = NULL;
+    assert_int_equal(redisReaderGetReply(rd, &r), REDIS_OK);
+    assert_non_null(r);
+    redisReaderFree(rd);
+    return r;
+}

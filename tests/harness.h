@@ -183,4 +183,8 @@ const struct jwt_keyset *harness_keys(const struct cfg *c);
  * hour. Fails the test when it does not fit in out. */
 void harness_token(const struct cfg *c, int64_t user, char *out, size_t len);
 
+/* A Redis reply parsed from its RESP text ("-ERR Function not found\r\n"),
+ * for tests of reply handling without a server (caller frees). */
+redisReply *harness_resp(const char *text);
+
 #endif

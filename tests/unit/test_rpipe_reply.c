@@ -13,22 +13,9 @@
 #include "rfunc.h"
 #include "rpipe.h"
 
-/* A reply from its RESP text (caller frees). */
-static redisReply *resp(const char *text)
-{
-    redisReader *rd = redisReaderCreate();
-    assert_non_null(rd);
-    assert_int_equal(redisReaderFeed(rd, text, strlen(text)), REDIS_OK);
-    void *r = NULL;
-    assert_int_equal(redisReaderGetReply(rd, &r), REDIS_OK);
-    assert_non_null(r);
-    redisReaderFree(rd);
-    return r;
-}
-
 static void expect(const char *text, enum rp_reply_kind kind)
 {
-    redisReply *r = resp(text);
+    redisReply *r = harness_resp(text);
     if (rp_classify(r) != kind)
         fail_msg("%s: kind %d, want %d", text, (int)rp_classify(r), (int)kind);
     freeReplyObject(r);
@@ -66,7 +53,7 @@ static void test_rfunc_says_missing(void **state)
     (void)state;
     const struct rfunc f = RFUNC_INIT("seckill_reserve", RFUNC_LIB_PRODUCER);
     char buf[512], want[128];
-    redisReply *r = resp("-ERR Function not found\r\n");
+    redisReply *r = harness_resp("-ERR Function not found\r\n");
     rfunc_error_text(&f, NULL, r, buf, sizeof(buf));
     freeReplyObject(r);
     snprintf(want, sizeof(want),
@@ -76,7 +63,7 @@ static void test_rfunc_says_missing(void **state)
     assert_non_null(strstr(buf, want));
     assert_non_null(strstr(buf, "seckillctl functions load"));
     /* any other error reply is said as it came */
-    r = resp("-ERR unknown command\r\n");
+    r = harness_resp("-ERR unknown command\r\n");
     assert_string_equal(rfunc_error_text(&f, NULL, r, buf, sizeof(buf)),
                         "seckill_reserve: ERR unknown command");
     freeReplyObject(r);

@@ -9,19 +9,6 @@
 
 #include "slot.h"
 
-/* A reply from its RESP text (caller frees). */
-static redisReply *resp(const char *text)
-{
-    redisReader *rd = redisReaderCreate();
-    assert_non_null(rd);
-    assert_int_equal(redisReaderFeed(rd, text, strlen(text)), REDIS_OK);
-    void *r = NULL;
-    assert_int_equal(redisReaderGetReply(rd, &r), REDIS_OK);
-    assert_non_null(r);
-    redisReaderFree(rd);
-    return r;
-}
-
 static unsigned slot_str(const char *key) { return slot_of(key, strlen(key)); }
 
 static void test_slot_of(void **state)
@@ -55,7 +42,7 @@ static void test_map_read(void **state)
     (void)state;
     static struct slot_map m;
     char err[256];
-    redisReply *r = resp("*3\r\n"
+    redisReply *r = harness_resp("*3\r\n"
                          "*4\r\n:0\r\n:5460\r\n*3\r\n$9\r\n127.0.0.1\r\n:7000\r\n" NODE_ID
                          "*3\r\n$9\r\n127.0.0.1\r\n:7004\r\n" NODE_ID
                          "*3\r\n:5461\r\n:10922\r\n*3\r\n$9\r\n127.0.0.1\r\n:7001\r\n" NODE_ID
@@ -94,7 +81,7 @@ static void test_map_read_refuses(void **state)
         "*1\r\n*3\r\n:0\r\n:1\r\n*2\r\n:1\r\n:7000\r\n",                  /* host not a string */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        redisReply *r = resp(bad[i]);
+        redisReply *r = harness_resp(bad[i]);
         err[0] = '\0';
         assert_int_equal(slot_map_read(r, &m, err, sizeof(err)), -1);
         assert_true(strncmp(err, "CLUSTER SLOTS: ", 15) == 0);
@@ -109,13 +96,13 @@ static void test_redirect(void **state)
     char host[64];
     unsigned slot = 0;
     int port = 0;
-    redisReply *r = resp("-MOVED 3999 127.0.0.1:6381\r\n");
+    redisReply *r = harness_resp("-MOVED 3999 127.0.0.1:6381\r\n");
     assert_int_equal(slot_redirect_of(r, &slot, host, sizeof(host), &port), SLOT_MOVED);
     assert_int_equal(slot, 3999);
     assert_string_equal(host, "127.0.0.1");
     assert_int_equal(port, 6381);
     freeReplyObject(r);
-    r = resp("-ASK 16383 ::1:7000\r\n"); /* IPv6: the port is after the last colon */
+    r = harness_resp("-ASK 16383 ::1:7000\r\n"); /* IPv6: the port is after the last colon */
     assert_int_equal(slot_redirect_of(r, &slot, host, sizeof(host), &port), SLOT_ASK);
     assert_int_equal(slot, 16383);
     assert_string_equal(host, "::1");
@@ -128,12 +115,12 @@ static void test_redirect(void **state)
         "-MOVED 1 h:65536\r\n",     "-MOVED x h:1\r\n",  "-ASK 1 h:1x\r\n",
     };
     for (size_t i = 0; i < sizeof(not_one) / sizeof(not_one[0]); i++) {
-        r = resp(not_one[i]);
+        r = harness_resp(not_one[i]);
         assert_int_equal(slot_redirect_of(r, &slot, host, sizeof(host), &port), SLOT_NO_REDIRECT);
         freeReplyObject(r);
     }
     /* a host longer than the caller's buffer is not followed */
-    r = resp("-MOVED 1 a-very-long-host-name.example:1\r\n");
+    r = harness_resp("-MOVED 1 a-very-long-host-name.example:1\r\n");
     assert_int_equal(slot_redirect_of(r, &slot, host, 8, &port), SLOT_NO_REDIRECT);
     freeReplyObject(r);
 }
