@@ -19,6 +19,8 @@
       "Redelivered orders that were already persisted")                                            \
     X(dead_lettered, "seckill_consumer_dead_lettered_total", "", "counter",                        \
       "Invalid messages written to the dead-letter topic")                                         \
+    X(unsigned_orders, "seckill_consumer_orders_unsigned_total", "", "counter",                    \
+      "Orders no producer key signed (forged, or a key the consumer lacks), dead-lettered")         \
     X(rej_no_item, "seckill_consumer_rejected_total", "reason=\"no_item\"", "counter",             \
       "Orders refused and recorded in order_rejections (alert on any)")                            \
     X(rej_no_stock, "seckill_consumer_rejected_total", "reason=\"no_stock\"", "counter", "")       \

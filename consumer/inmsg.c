@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmetrics.h"
 #include "order.h"
+#include "ordersig.h"
 
 static int check_key(const rd_kafka_message_t *km, const struct order *o, char *err, size_t errlen)
 {
@@ -28,6 +30,12 @@ int inmsg_decode(const rd_kafka_message_t *km, struct cmsg *m, char *err, size_t
 {
     if (order_decode(km->payload, km->len, &m->o, err, errlen) != 0)
         return -1;
+    /* Only an order a producer signed may take stock or an order id: a
+     * stolen topic password must not void a real buyer's 202. */
+    if (osig_verify(&m->o, err, errlen) != OSIG_OK) {
+        CM_ADD(unsigned_orders, 1);
+        return -1;
+    }
     return check_key(km, &m->o, err, errlen);
 }
 

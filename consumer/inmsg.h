@@ -1,7 +1,8 @@
 /* inmsg: turning a fetched Kafka message into work for the consumer.
  *
  * The live pipeline and the replay read the same topic and must judge every
- * message the same way: decode it, check that its key is its user, and for a
+ * message the same way: decode it, check its producer's MAC and that its key
+ * is its user, and for a
  * message that fails, keep its raw bytes and the reason for the dead-letter
  * topic. */
 #ifndef SECKILL_INMSG_H
@@ -15,7 +16,9 @@
 /* Beyond year 9999 PostgreSQL cannot store the timestamp. */
 #define INMSG_RESERVED_AT_MAX_MS INT64_C(253402300799999)
 
-/* Decode km into m->o. 0, or -1 with the reason in err. */
+/* Decode km into m->o and check that a producer signed it (the process's
+ * order keys, ordersig.h; a failure is counted as unsigned_orders).
+ * 0, or -1 with the reason in err. */
 int inmsg_decode(const rd_kafka_message_t *km, struct cmsg *m, char *err, size_t errlen);
 
 /* Keep km's payload, key and the reason in m for the dead-letter producer.

@@ -10,6 +10,7 @@
 #include "httpd.h"
 #include "kconf.h"
 #include "log.h"
+#include "ordersig.h"
 #include "pipeline.h"
 #include "rconn.h"
 #include "replay.h"
@@ -89,7 +90,13 @@ static int check_replay_args(const struct replay_args *ra, int instance)
 
 static int run_replay(struct cfg *c, struct replay_args *ra)
 {
+    char err[1024];
     cm_init();
+    /* A replay judges every message as the live consumer does. */
+    if (osig_load(c, err, sizeof(err)) != 0) {
+        log_error("%s", err);
+        return 1;
+    }
     if (daemon_signals_install() != 0) {
         log_error("cannot install signal handlers");
         return 1;
@@ -173,7 +180,8 @@ static int run(const struct cli *cli, struct cfg *c, struct pipe *p)
     while (daemon_stop_signals == 0) {
         if (daemon_reload_signal) {
             daemon_reload_signal = 0;
-            daemon_reload(cli, c, NULL);
+            struct daemon_reload_hook hook = osig_reload_hook();
+            daemon_reload(cli, c, &hook);
         }
         if (pipe_poll(p, 100) != 0)
             return 1;
@@ -201,6 +209,7 @@ int main(int argc, char **argv)
     struct replay_args ra = { .o = { .from_ms = -1, .to_ms = -1, .progress_ms = 2000 } };
     struct cli cli = {
         .prog = "seckill-consumer",
+        .check = osig_check,
         .usage = "[-i N] | --replay (--from-beginning | --from-time T) [--to-time T]",
         .allow_instance = 1,
         .extra = replay_opts,
@@ -243,6 +252,14 @@ int main(int argc, char **argv)
         goto out;
     }
     cm_init();
+    {
+        char err[1024];
+        if (osig_load(&c, err, sizeof(err)) != 0) {
+            log_error("%s", err);
+            ret = 1;
+            goto out;
+        }
+    }
     ret = start(&c, &p, &h);
     if (ret != 0) {
         /* Stopped before start is a clean stop. */
@@ -254,6 +271,7 @@ int main(int argc, char **argv)
     log_notice("stopped");
 out:
     rconn_watch_stop();
+    osig_unload();
     cfg_free(&c);
     return ret;
 }

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "ops.h"
 #include "orderid.h"
+#include "ordersig.h"
 #include "pmetrics.h"
 #include "publish.h"
 #include "rconn.h"
@@ -37,15 +38,43 @@
 #define PURGE_REPORT_MS 5000
 
 
+/* The reload hooks of the buyers' token keys and of the order keys, as one:
+ * both prepare (either may refuse the whole reload), then both commit. A
+ * refusal by the second leaves the first's prepared state uncommitted; its
+ * next prepare (or close) frees it. */
+struct two_hooks {
+    struct daemon_reload_hook a, b;
+};
+
+static int two_prepare(void *arg, const struct cfg *next, char *err, size_t errlen)
+{
+    struct two_hooks *h = arg;
+    return h->a.prepare(h->a.arg, next, err, errlen) == 0 && h->b.prepare(h->b.arg, next, err, errlen) == 0
+               ? 0
+               : -1;
+}
+
+static void two_commit(void *arg)
+{
+    struct two_hooks *h = arg;
+    h->a.commit(h->a.arg);
+    h->b.commit(h->b.arg);
+}
+
+static void reload(const struct cli *cli, struct cfg *c, struct auth *a)
+{
+    struct two_hooks two = { auth_reload_hook(a), osig_reload_hook() };
+    struct daemon_reload_hook hook = { .prepare = two_prepare, .commit = two_commit, .arg = &two };
+    daemon_reload(cli, c, &hook);
+}
+
 /* The startup steps that wait for a service (daemon_retry). A SIGHUP while
  * a service refused us (a wrong password, the file since put right) is
  * taken before the next attempt, so that attempt uses the new password. */
 static void reload_if_asked(const struct cli *cli, struct cfg *c, struct auth *a)
 {
-    if (daemon_reload_take()) {
-        struct daemon_reload_hook hook = auth_reload_hook(a);
-        daemon_reload(cli, c, &hook);
-    }
+    if (daemon_reload_take())
+        reload(cli, c, a);
 }
 
 struct take_block_arg {
@@ -146,7 +175,8 @@ static int start(const struct cli *cli, struct producer *d)
     char err[1024];
     daemon_notify("STATUS=starting");
     /* Keys first: a broken key file is a configuration error, not a wait. */
-    if (auth_open(c, &d->a, err, sizeof(err)) != 0 || rconn_watch_start(c, err, sizeof(err)) != 0)
+    if (auth_open(c, &d->a, err, sizeof(err)) != 0 || osig_load(c, err, sizeof(err)) != 0 ||
+        rconn_watch_start(c, err, sizeof(err)) != 0)
         goto fail;
     /* cfg_load refused this unless producer.allow_insecure_auth allowed it:
      * said at every start (before any wait for a service), so that nobody
@@ -196,8 +226,7 @@ static void run(const struct cli *cli, struct producer *d)
     while (!daemon_stop_signals && !pub_fatal(d->p)) {
         if (daemon_reload_signal) {
             daemon_reload_signal = 0;
-            struct daemon_reload_hook hook = auth_reload_hook(d->a);
-            daemon_reload(cli, &d->c, &hook);
+            reload(cli, &d->c, d->a);
         }
         daemon_watchdog();
         util_sleep_ms(TICK_MS);
@@ -220,12 +249,19 @@ static void stop(struct producer *d)
     win_free(d->w);
     pub_close(d->p, CFG_GET(d->c.producer.drain_timeout_ms));
     auth_close(d->a);
+    osig_unload();
     rconn_watch_stop();
+}
+
+/* What -t checks beyond the file: the token keys and the order keys load. */
+static int check(const struct cfg *c, char *err, size_t errlen)
+{
+    return auth_check(c, err, errlen) == 0 && osig_check(c, err, errlen) == 0 ? 0 : -1;
 }
 
 int main(int argc, char **argv)
 {
-    struct cli cli = { .prog = "seckill-producer", .usage = "", .check = auth_check };
+    struct cli cli = { .prog = "seckill-producer", .usage = "", .check = check };
     /* static: the order id generator in it is shared with the threads */
     static struct producer d;
     /* Its own database role: cfg_load reads that role's password file only. */

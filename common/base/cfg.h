@@ -71,6 +71,8 @@ struct cfg {
          * clients' lifetime). Not settings: never printed. */
         struct secret *password[CFG_ROLES];
         char *ssl_ca_file; /* absolute, or "" for librdkafka's default */
+        char *order_key_dir;        /* absolute: resolved against the file's folder */
+        struct cfg_list order_keys; /* "KID:FILE", FILE under order_key_dir */
     } kafka;
     struct {
         char *host;  /* one host, or "a,b,..." (libpq multi-host) */
@@ -250,6 +252,11 @@ enum cfg_auth {
       "file holding the admin user's Kafka password (mode 0600); required with sasl_*")                     \
     X("kafka.ssl_ca_file", CFG_PATH, kafka.ssl_ca_file, 0, 0, 0, "", 0,                                     \
       "CA certificate(s) the brokers' certificates must chain to (ssl, sasl_ssl); empty: the system's")     \
+    X("kafka.order_key_dir", CFG_PATH, kafka.order_key_dir, 0, 0, 0, ".", CFG_SWAP,                        \
+      "folder of the order key files; relative: to the configuration file's folder")                        \
+    X("kafka.order_keys", CFG_LIST, kafka.order_keys, 0, 0, 0, NULL, CFG_SWAP,                              \
+      "order MAC keys, \"KID:FILE\" (FILE under kafka.order_key_dir; a bare name: a systemd credential): "  \
+      "the first signs, all verify; required by the producer and the consumer")                            \
     X("postgres.host", CFG_STR, postgres.host, 0, 0, 0, "127.0.0.1", 0,                                     \
       "PostgreSQL host name, address or socket folder; \"a,b\": tried in turn (libpq multi-host)")          \
     X("postgres.port", CFG_PORTS, postgres.port, 1, 65535, 0, "5432", 0,                                    \

@@ -9,15 +9,40 @@
 
 int order_encode(const struct order *o, char *buf, size_t len)
 {
-    /* Only integers go in, so printf is an exact JSON encoder here. */
+    /* Only integers and the sig's [A-Za-z0-9_:-] go in (order_decode lets
+     * no other character into sig), so printf is an exact JSON encoder here.
+     * sig comes last: seckill_reserve re-stamps reserved_at_ms in place. */
     int n = snprintf(buf, len,
                      "{\"v\":%d,\"order_id\":\"%lld\",\"user_id\":%lld,\"item_id\":%lld,"
-                     "\"qty\":%lld,\"reserved_at_ms\":%lld}",
+                     "\"qty\":%lld,\"reserved_at_ms\":%lld%s%s%s}",
                      ORDER_VERSION, (long long)o->order_id, (long long)o->user_id,
-                     (long long)o->item_id, (long long)o->qty, (long long)o->reserved_at_ms);
+                     (long long)o->item_id, (long long)o->qty, (long long)o->reserved_at_ms,
+                     o->sig[0] ? ",\"sig\":\"" : "", o->sig, o->sig[0] ? "\"" : "");
     if (n < 0 || (size_t)n >= len)
         return -1;
     return n;
+}
+
+/* The optional "sig" member into out->sig; 0, or -1 with err set. */
+static int get_sig(json_t *root, struct order *out, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(root, "sig");
+    const char *s;
+    size_t n;
+    out->sig[0] = '\0';
+    if (!v)
+        return 0;
+    if (!json_is_string(v) || (n = json_string_length(v)) == 0 || n >= sizeof(out->sig)) {
+        snprintf(err, errlen, "\"sig\" is not a string of 1 to %d characters", ORDER_SIG_MAX - 1);
+        return -1;
+    }
+    s = json_string_value(v);
+    if (strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_:-") != n) {
+        snprintf(err, errlen, "\"sig\" has a character other than [A-Za-z0-9_:-]");
+        return -1;
+    }
+    memcpy(out->sig, s, n + 1);
+    return 0;
 }
 
 /* A JSON integer member in [min, max]; 0, or -1 with err set. */
@@ -65,7 +90,8 @@ int order_decode(const char *buf, size_t len, struct order *out, char *err, size
     if (get_int(root, "user_id", 1, INT64_MAX, &out->user_id, err, errlen) != 0 ||
         get_int(root, "item_id", 1, INT64_MAX, &out->item_id, err, errlen) != 0 ||
         get_int(root, "qty", 1, 1, &out->qty, err, errlen) != 0 ||
-        get_int(root, "reserved_at_ms", 1, INT64_MAX, &out->reserved_at_ms, err, errlen) != 0)
+        get_int(root, "reserved_at_ms", 1, INT64_MAX, &out->reserved_at_ms, err, errlen) != 0 ||
+        get_sig(root, out, err, errlen) != 0)
         goto fail;
     json_decref(root);
     return 0;

@@ -2,9 +2,13 @@
  *
  * The message is JSON with a version field, so a consumer can refuse what it
  * does not understand instead of guessing:
- *   {"v":1,"order_id":"…","user_id":…,"item_id":…,"qty":1,"reserved_at_ms":…}
+ *   {"v":1,"order_id":"…","user_id":…,"item_id":…,"qty":1,"reserved_at_ms":…,"sig":"KID:HEX"}
  * order_id travels as a decimal string because JSON numbers above 2^53 lose
- * precision in most parsers; the ids are 63-bit.
+ * precision in most parsers; the ids are 63-bit. "sig" is the producer's
+ * MAC over the order (common/sale/ordersig.h): it travels inside the
+ * message, so the bytes the producer stores in Redis, and that the sweeper,
+ * a replay and the dead-letter topic carry on, stay verifiable by a
+ * consumer without any of them holding the key.
  *
  * Order ids are (block << ORDER_ID_SEQ_BITS) | seq. A block is taken from a
  * PostgreSQL identity in a committed transaction (see order_id_block.sql), so
@@ -18,8 +22,10 @@
 
 #define ORDER_VERSION 1
 #define ORDER_ID_SEQ_BITS 20
+/* "KID:HEX": a key id of up to 32 characters, ':', 64 hex digits, NUL. */
+#define ORDER_SIG_MAX 98
 /* Enough for the longest message order_encode() writes. */
-#define ORDER_MSG_MAX 192
+#define ORDER_MSG_MAX 320
 /* Decimal digits of an int64 plus NUL. */
 #define ORDER_ID_STR_MAX 21
 
@@ -29,6 +35,7 @@ struct order {
     int64_t item_id;
     int64_t qty;
     int64_t reserved_at_ms;
+    char sig[ORDER_SIG_MAX]; /* "" when the message had none */
 };
 
 /* Write the message into buf; returns its length, or -1 if it does not fit. */
@@ -36,7 +43,8 @@ int order_encode(const struct order *o, char *buf, size_t len);
 
 /* Decode and validate a message: a JSON object, "v" == ORDER_VERSION,
  * positive order_id (decimal string), user_id, item_id and reserved_at_ms,
- * qty == 1. Unknown members are ignored (a later version may add some).
+ * qty == 1; "sig", when present, a string of [A-Za-z0-9_:-] shorter than
+ * ORDER_SIG_MAX (its check is ordersig's). Unknown members are ignored (a later version may add some).
  * 0, or -1 with the reason in err. */
 int order_decode(const char *buf, size_t len, struct order *out, char *err, size_t errlen);
 

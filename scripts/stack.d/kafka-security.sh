@@ -30,7 +30,22 @@ KAFKA_ACL_VERSION=3
 
 kafka_password() { cat "$SECRETS_DIR/kafka-$1"; }
 
-kafka_secrets() { stack_secrets kafka kafka user "${KAFKA_USERS[@]}"; }
+kafka_secrets() { stack_secrets kafka kafka user "${KAFKA_USERS[@]}"; order_key; }
+
+# order_key: the key producers sign each order with and consumers check
+# (kafka.order_keys, docs/security.md), not a Kafka password: a stolen topic
+# password must not be able to forge orders. 32 random bytes as 64 hex
+# digits (a text file: no trailing byte that looks like a newline), made once.
+order_key() {
+    local f=$SECRETS_DIR/order-key-1
+    (umask 077; mkdir -p "$SECRETS_DIR")
+    if [ ! -s "$f" ]; then
+        (umask 077; openssl rand -hex 32 >"$f.new")
+        mv "$f.new" "$f"
+        say "orders: a signing key in $f"
+    fi
+    chmod 600 "$f"
+}
 
 # kafka_tls: the brokers' certificate (made again when missing, not signed by
 # the CA or expiring within a day): for 127.0.0.1 and localhost as a server,
