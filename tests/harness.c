@@ -18,6 +18,7 @@
 
 #include "keys.h"
 #include "log.h"
+#include "ordersig.h"
 #include "pgconn.h"
 #include "rconn.h"
 #include "rpipe.h"
@@ -53,6 +54,10 @@ void harness_cfg(struct cfg *c)
     cfg_role_set(CFG_ROLE_CONSUMER, CFG_ROLE_BIT(CFG_ROLE_PRODUCER) | CFG_ROLE_BIT(CFG_ROLE_CONSUMER) |
                                         CFG_ROLE_BIT(CFG_ROLE_ADMIN));
     if (cfg_load(p, c, err, sizeof(err)) != 0)
+        fail_msg("test config: %s", err);
+    /* The tests that publish orders sign them as a producer does
+     * (osig_sign), or the consumer dead-letters them. */
+    if (osig_load(c, err, sizeof(err)) != 0)
         fail_msg("test config: %s", err);
     log_setup("test", getenv("SECKILL_TEST_DEBUG") ? LOG_LVL_DEBUG : LOG_LVL_NOTICE, LOG_FMT_PLAIN);
     assert_int_equal(util_random_hex(rnd, 4), 0);

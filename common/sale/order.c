@@ -29,7 +29,7 @@ static int get_sig(json_t *root, struct order *out, char *err, size_t errlen)
     json_t *v = json_object_get(root, "sig");
     const char *s;
     size_t n;
-    out->sig[0] = '\0';
+    memset(out->sig, 0, sizeof(out->sig)); /* all of it: a decoded order compares whole */
     if (!v)
         return 0;
     if (!json_is_string(v) || (n = json_string_length(v)) == 0 || n >= sizeof(out->sig)) {

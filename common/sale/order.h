@@ -22,8 +22,10 @@
 
 #define ORDER_VERSION 1
 #define ORDER_ID_SEQ_BITS 20
-/* "KID:HEX": a key id of up to 32 characters, ':', 64 hex digits, NUL. */
-#define ORDER_SIG_MAX 98
+/* "KID:HEX": a key id of up to 32 characters, ':', 64 hex digits, NUL (98),
+ * rounded up to 104 so struct order has no padding: a decoded order then
+ * compares whole (memcmp) with the one encoded. */
+#define ORDER_SIG_MAX 104
 /* Enough for the longest message order_encode() writes. */
 #define ORDER_MSG_MAX 320
 /* Decimal digits of an int64 plus NUL. */

@@ -29,6 +29,7 @@
 #include "keys.h"
 #include "orderidx.h"
 #include "order.h"
+#include "ordersig.h"
 #include "rconn.h"
 #include "rfunc.h"
 #include "sale.h"
@@ -1512,6 +1513,7 @@ static void test_restamp_at_opening(void **state)
     assert_int_equal(keys_item_all(k, R.c.redis.key_prefix, item), 0);
     freeReplyObject(harness_cmd(rc, "SET %s 5", k[KEYS_ITEM_STOCK]));
     freeReplyObject(harness_cmd(rc, "HSET %s starts_ms %lld", k[KEYS_ITEM_WINDOW], (long long)starts));
+    assert_int_equal(osig_sign(&o), 0);
     int n = order_encode(&o, msg, sizeof(msg));
     assert_true(n > 0);
     snprintf(user, sizeof(user), "%lld", (long long)u);
@@ -1536,6 +1538,10 @@ static void test_restamp_at_opening(void **state)
     assert_int_equal(order_decode(r->str, r->len, &got, err, sizeof(err)), 0);
     freeReplyObject(r);
     assert_true(got.reserved_at_ms == at && got.order_id == order && got.user_id == u);
+    /* The re-stamp kept the producer's MAC, and it still verifies: it does
+     * not cover reserved_at_ms, and Redis holds no key to sign again. */
+    assert_string_equal(got.sig, o.sig);
+    assert_int_equal(osig_verify(&got, err, sizeof(err)), OSIG_OK);
     assert_int_equal(harness_int(rc, "ZSCORE %s %s", k[KEYS_ITEM_UNPUB], oid), at);
     snprintf(field, sizeof(field), "o:%s", oid);
     r = harness_cmd(rc, "HGET %s %s", k[KEYS_ITEM_ORDERS], field);

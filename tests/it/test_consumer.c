@@ -21,6 +21,7 @@
 #include "keys.h"
 #include "lock.h"
 #include "order.h"
+#include "ordersig.h"
 #include "queue.h"
 #include "settle.h"
 #include "sink.h"
@@ -84,6 +85,7 @@ static void produce_order(const char *topic, int64_t order_id, int64_t user, int
 {
     struct order o = { order_id, user, item, 1, util_wall_ms() };
     char buf[ORDER_MSG_MAX], key[ORDER_ID_STR_MAX];
+    assert_int_equal(osig_sign(&o), 0);
     int n = order_encode(&o, buf, sizeof(buf));
     assert_true(n > 0);
     snprintf(key, sizeof(key), "%" PRId64, user);
@@ -935,6 +937,7 @@ static void test_frozen_worker_fenced(void **state)
     item_create(t.item, 5);
     harness_conf.lock.ttl_ms = 300;
     struct order o = { t.order_base, t.user_base, t.item, 1, util_wall_ms() };
+    assert_int_equal(osig_sign(&o), 0);
     char name[64];
     snprintf(name, sizeof(name), "user:%" PRId64, o.user_id);
     int pfd[2];

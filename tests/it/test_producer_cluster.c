@@ -34,6 +34,7 @@
 
 #include "keys.h"
 #include "order.h"
+#include "ordersig.h"
 #include "rconn.h"
 #include "rfunc.h"
 #include "rpipe.h"
@@ -369,6 +370,7 @@ static void orphan_items(const struct item *it, int64_t *oids)
         int64_t at = util_wall_ms() - 60000;
         oids[i] = ((int64_t)1 << 50) + (int64_t)util_rand_below(1u << 30) * ITEMS + i;
         struct order o = { oids[i], 5000 + i, it[i].id, 1, at };
+        assert_int_equal(osig_sign(&o), 0);
         int len = order_encode(&o, msg[i], sizeof(msg[i]));
         assert_true(len > 0);
         assert_int_equal(keys_item_all(k, harness_conf.redis.key_prefix, it[i].id), 0);

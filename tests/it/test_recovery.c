@@ -15,6 +15,7 @@
 
 #include "keys.h"
 #include "order.h"
+#include "ordersig.h"
 #include "sale.h"
 
 #define PARTS 4
@@ -203,6 +204,7 @@ static void produce_order(struct rt *t, int64_t oid, int64_t user, int64_t item,
 {
     struct order o = { oid, user, item, 1, ts };
     char buf[ORDER_MSG_MAX], key[ORDER_ID_STR_MAX];
+    assert_int_equal(osig_sign(&o), 0);
     int n = order_encode(&o, buf, sizeof(buf));
     assert_true(n > 0);
     snprintf(key, sizeof(key), "%" PRId64, user);
@@ -453,6 +455,7 @@ static void test_reconcile_detects_and_fixes(void **state)
     char lost_buyer[24];
     snprintf(lost_buyer, sizeof(lost_buyer), "%s", PQgetvalue(r, 1, 1));
     PQclear(r);
+    assert_int_equal(osig_sign(&o), 0);
     int n = order_encode(&o, msg, sizeof(msg));
     assert_true(n > 0);
     freeReplyObject(harness_cmd(rc, "HSET %s %lld %b", k[KEYS_ITEM_PENDING], (long long)o.order_id, msg, (size_t)n));
