@@ -585,6 +585,151 @@ static void test_poison_to_dlq(void **state)
     ctx_done(&t);
 }
 
+/* Publish o with the given sig (a forger's: none, altered, an unknown key
+ * id) as the admin's Kafka credentials can. */
+static void produce_forged(const char *topic, struct order o, const char *sig)
+{
+    char buf[ORDER_MSG_MAX], key[ORDER_ID_STR_MAX];
+    snprintf(o.sig, sizeof(o.sig), "%s", sig);
+    int n = order_encode(&o, buf, sizeof(buf));
+    assert_true(n > 0);
+    snprintf(key, sizeof(key), "%" PRId64, o.user_id);
+    produce_raw(topic, key, buf, (size_t)n);
+}
+
+/* #45 §1: orders no producer signed, published by whoever holds a topic
+ * password, take neither stock nor an order id. A forged order with the id
+ * and the only unit a real one will have comes first; it is dead-lettered
+ * with its reason and counted, and the real order is persisted. */
+static void test_forged_orders_dead_lettered(void **state)
+{
+    (void)state;
+    struct tctx t;
+    bool ok;
+    ctx_init(&t, "forged", 1);
+    topic_create(t.dlq, 1);
+    harness_set_str(&harness_conf.kafka.dlq_topic, t.dlq);
+    item_create(t.item, 1);
+    harness_conf.consumer.metrics_port = free_port();
+    int port = harness_conf.consumer.metrics_port;
+    int64_t real_id = t.order_base + 3, real_user = t.user_base + 3;
+
+    /* offset 0: no sig, the real order's id, the only unit */
+    produce_forged(t.topic, (struct order){ real_id, t.user_base + 1, t.item, 1, util_wall_ms() }, "");
+    /* 1: a real signature with one digit changed, or moved to another order */
+    struct order o = { t.order_base + 4, t.user_base + 2, t.item, 1, util_wall_ms() };
+    assert_int_equal(osig_sign(&o), 0);
+    char sig[ORDER_SIG_MAX];
+    snprintf(sig, sizeof(sig), "%s", o.sig);
+    sig[strlen(sig) - 1] = sig[strlen(sig) - 1] == '0' ? '1' : '0';
+    produce_forged(t.topic, o, sig);
+    /* 2: a key id no consumer holds */
+    produce_forged(t.topic, (struct order){ t.order_base + 5, t.user_base + 4, t.item, 1, util_wall_ms() },
+                   "zz:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
+    /* 3: the real one */
+    produce_order(t.topic, real_id, real_user, t.item);
+    produce_flush();
+
+    start(&t, 0);
+    WAIT_UNTIL(all_committed(t.group, t.topic, 1), 60000, ok);
+    assert_true(ok);
+    assert_int_equal(rows_of(t.item), 1);
+    assert_int_equal(pg_int("SELECT user_id FROM orders WHERE order_id = $1", real_id), real_user);
+    assert_int_equal(stock_left(t.item), 0);
+    assert_int_equal(pg_int("SELECT count(*) FROM order_rejections WHERE item_id = $1", t.item), 0);
+    assert_int_equal(metric(port, "seckill_consumer_orders_unsigned_total"), 3);
+    assert_int_equal(metric(port, "seckill_consumer_dead_lettered_total"), 3);
+    stop(&t, 0);
+
+    struct dlq_seen s;
+    read_dlq(t.dlq, t.group, &s);
+    assert_int_equal(s.n, 3);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(s.src_offset[i], i);
+    assert_string_equal(s.err[0], "not signed by a producer key: no signature");
+    assert_non_null(strstr(s.err[1], "not signed by a producer key: bad signature"));
+    assert_string_equal(s.err[2], "not signed by a producer key: unknown key id zz");
+    topic_delete(t.dlq);
+    ctx_done(&t);
+}
+
+/* Set harness_conf's kafka.order_keys to entries (heap copies). */
+static void set_order_keys(const char *const *entries, size_t n)
+{
+    struct cfg_list *l = &harness_conf.kafka.order_keys;
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    l->v = calloc(n, sizeof(*l->v));
+    l->n = n;
+    for (size_t i = 0; i < n; i++)
+        assert_non_null(l->v[i] = strdup(entries[i]));
+}
+
+/* A key rotation on SIGHUP: a consumer reloaded with a new key first and
+ * the old one second takes orders signed by either; a key file it cannot
+ * use refuses the reload and the keys it had stay. */
+static void test_order_key_rotation(void **state)
+{
+    (void)state;
+    struct tctx t;
+    bool ok;
+    char k2[128], cfgnew[256], err[512], entry[160];
+    struct osig_keys *signer = NULL;
+    ctx_init(&t, "keyrot", 1);
+    item_create(t.item, 10);
+    snprintf(k2, sizeof(k2), "/tmp/sktest-k2-%d", (int)getpid());
+    harness_write_secret(k2, "a second order key, 32 bytes or more, for the rotation test");
+    start(&t, 0);
+    wait_assigned(&t, 0);
+    /* The old key signs this one, before and after the reload. */
+    produce_order(t.topic, t.order_base + 1, t.user_base + 1, t.item);
+    produce_flush();
+    WAIT_UNTIL(rows_of(t.item) == 1, 30000, ok);
+    assert_true(ok);
+
+    /* A bad key file first: refused, the old key still verifies. */
+    const char *bad[] = { "k2:/nonexistent/order-key" };
+    char *saved = strdup(harness_conf.kafka.order_keys.v[0]);
+    set_order_keys(bad, 1);
+    harness_cfg_file(&harness_conf, cfgnew, sizeof(cfgnew));
+    assert_int_equal(rename(cfgnew, t.cfgs[0]), 0);
+    kill(t.pids[0], SIGHUP);
+    WAIT_UNTIL(harness_file_has(t.logs[0], "/nonexistent/order-key"), 20000, ok);
+    assert_true(ok);
+    produce_order(t.topic, t.order_base + 2, t.user_base + 2, t.item);
+    produce_flush();
+    WAIT_UNTIL(rows_of(t.item) == 2, 30000, ok);
+    assert_true(ok);
+
+    snprintf(entry, sizeof(entry), "k2:%s", k2);
+    const char *both[] = { entry, saved };
+    set_order_keys(both, 2);
+    harness_cfg_file(&harness_conf, cfgnew, sizeof(cfgnew));
+    assert_int_equal(rename(cfgnew, t.cfgs[0]), 0);
+    kill(t.pids[0], SIGHUP);
+    WAIT_UNTIL(harness_file_has(t.logs[0], "order keys: 2 loaded"), 20000, ok);
+    assert_true(ok);
+    /* A producer reloaded with k2 first signs with it. */
+    if (osig_keys_load(&harness_conf, &signer, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    struct order o = { t.order_base + 3, t.user_base + 3, t.item, 1, util_wall_ms() };
+    assert_int_equal(osig_keys_sign(signer, &o), 0);
+    assert_int_equal(strncmp(o.sig, "k2:", 3), 0);
+    produce_forged(t.topic, o, o.sig);
+    produce_order(t.topic, t.order_base + 4, t.user_base + 4, t.item); /* the old key */
+    produce_flush();
+    WAIT_UNTIL(rows_of(t.item) == 4, 30000, ok);
+    assert_true(ok);
+    stop(&t, 0);
+    osig_keys_free(signer);
+    const char *old[] = { saved };
+    set_order_keys(old, 1);
+    free(saved);
+    unlink(k2);
+    ctx_done(&t);
+}
+
 /* PostgreSQL stopped mid-drain: the consumer pauses, stores no offset past
  * what is persisted, and resumes when it is back; nothing is lost. */
 static void pg_ctl_stop(void)
@@ -1492,6 +1637,8 @@ int main(void)
         cmocka_unit_test(test_duplicate_delivery_one_row),
         cmocka_unit_test(test_max_pending_fetches_once),
         cmocka_unit_test(test_poison_to_dlq),
+        cmocka_unit_test(test_forged_orders_dead_lettered),
+        cmocka_unit_test(test_order_key_rotation),
         cmocka_unit_test(test_three_instances_rebalance),
         cmocka_unit_test(test_sigkill_restart_exactly_once),
         cmocka_unit_test_teardown(test_uncleared_offset_waits, replicas_ack_off),
