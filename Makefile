@@ -214,6 +214,8 @@ install: all install-man
 	    sed -e 's#"\.\./\.stack/secrets/\(\(pg\|redis\|kafka\)-\(producer\|consumer\)\)"#"\1"#' \
 	        -e 's@"\.\./\.stack/secrets/\(\(pg\|redis\|kafka\)-admin\)"@"$(SYSCONFDIR)/seckill/secrets/\1"@' \
 	        -e 's@"\.\./\.stack/tls/ca\.crt"@"$(SYSCONFDIR)/seckill/tls/ca.crt"@' \
+	        -e 's@order_key_dir = "\.\./\.stack/secrets"@order_key_dir = "$(SYSCONFDIR)/seckill/secrets"@' \
+	        -e 's@"k1:order-key-1"@"k1:order-key"@' \
 	        config/seckill.cfg >$(DESTDIR)$(SYSCONFDIR)/seckill/seckill.cfg && \
 	    chmod 640 $(DESTDIR)$(SYSCONFDIR)/seckill/seckill.cfg; }
 

@@ -239,8 +239,10 @@ for b in producer consumer; do
     is "$u runs as seckill-$b, with group seckill beside" \
         "$(grep -E '^(User|Group|SupplementaryGroups)=' "$UNITDIR/$u" | tr '\n' ' ')" \
         "User=seckill-$b Group=seckill-$b SupplementaryGroups=seckill "
-    is "$u loads only seckill-$b's own credentials" \
-        "$(grep '^LoadCredential=' "$UNITDIR/$u" | grep -v ":/etc/seckill/secrets/[a-z]*-$b\$")" ""
+    is "$u loads only seckill-$b's own credentials and the order key" \
+        "$(grep '^LoadCredential=' "$UNITDIR/$u" | grep -v ":/etc/seckill/secrets/[a-z]*-$b\$" |
+            grep -v '^LoadCredential=order-key:/etc/seckill/secrets/order-key$')" ""
+    is "$u loads the order key" "$(grep -c '^LoadCredential=order-key:' "$UNITDIR/$u")" 1
 done
 
 conffiles=$(dpkg-query -W -f='${Conffiles}\n' "$PKG" | awk 'NF {print $1}' | sort | tr '\n' ' ')
@@ -280,6 +282,8 @@ for e in pg redis kafka; do
     printf 'not-a-real-password\n' >"$CREDS_P/$e-producer"
     printf 'not-a-real-password\n' >"$CREDS_C/$e-consumer"
 done
+# The order key both daemons hold (kafka.order_keys), at least 32 bytes.
+openssl rand -hex 32 | tee "$CREDS_P/order-key" >"$CREDS_C/order-key"
 chmod 400 "$CREDS_P"/* "$CREDS_C"/*
 chmod 500 "$CREDS_P" "$CREDS_C"
 chown -R seckill-producer: "$CREDS_P"
