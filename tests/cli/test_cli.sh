@@ -138,11 +138,13 @@ done
 # A minimal valid configuration, with a placeholder line for one defect.
 # mkcfg FILE [DEFECT]: write it; DEFECT (may be empty) goes on line $DEFECT_LINE.
 DEFECT_LINE=5
+# The order key the producer and the consumer require (kafka.order_keys).
+(umask 077; openssl rand -hex 32 >"$T/order-key")
 mkcfg() {
     {
         echo '# minimal configuration for test_cli.sh'
         echo 'kafka = {'
-        echo '  brokers = "127.0.0.1:19092";'
+        echo "  brokers = \"127.0.0.1:19092\"; order_keys = [ \"k1:$T/order-key\" ];"
         echo '};'
         echo "${2:-}"
         echo 'postgres = {'
@@ -155,6 +157,22 @@ mkcfg() {
 mkcfg "$T/valid.cfg"
 expect "the minimal configuration is valid (base of the broken ones)" 0 out "is valid" -- \
     "$CTL" -t -c "$T/valid.cfg"
+
+# #45 §1: the producer signs each order and the consumer checks it; neither
+# starts without a key, seckillctl needs none.
+sed 's/ order_keys = .*/ order_keys = [ ];/' "$T/valid.cfg" >"$T/nokey.cfg"
+for b in seckill-producer seckill-consumer; do
+    expect "$b -t refuses an empty kafka.order_keys" 1 err "kafka.order_keys is empty" -- \
+        "$BUILD/$b" -t -c "$T/nokey.cfg"
+    expect "$b -t takes the minimal configuration with its order key" 0 out "is valid" -- \
+        "$BUILD/$b" -t -c "$T/valid.cfg"
+done
+expect "seckillctl needs no order key" 0 out "is valid" -- "$CTL" -t -c "$T/nokey.cfg"
+(umask 077; printf 'short\n' >"$T/short-key")
+sed "s| order_keys = .*| order_keys = [ \"k1:$T/order-key\", \"k0:$T/short-key\" ];|" "$T/valid.cfg" >"$T/shortkey.cfg"
+expect "seckill-consumer -t refuses a short order key, naming the entry" 1 err \
+    "$T/shortkey.cfg:3: kafka.order_keys entry 'k0:$T/short-key'" "at least 32 wanted" -- \
+    "$BUILD/seckill-consumer" -t -c "$T/shortkey.cfg"
 
 mkcfg "$T/syntax.cfg" 'redis = { port = ; };'
 expect "syntax error: exit 1, error at syntax.cfg:$DEFECT_LINE:" 1 err "$T/syntax.cfg:$DEFECT_LINE:" -- \
@@ -199,7 +217,7 @@ expect "producer -t, jwt secret too short: exit 1" 1 err "k1.secret" -- "$BUILD/
 head -c 48 /dev/urandom | base64 >"$T/keys/k1.secret"
 expect "producer -t, jwt key file fine (key_dir relative to the file): exit 0" 0 out "is valid" -- \
     "$BUILD/seckill-producer" -t -c "$T/jwt.cfg"
-kline=$(grep -n 'keys = ' "$T/jwt.cfg" | cut -d: -f1)
+kline=$(grep -nE '(^|[ {;])keys = ' "$T/jwt.cfg" | cut -d: -f1)
 chmod 644 "$T/keys/k1.secret"
 expect "producer -t, HS256 secret others may read (0644): exit 1, file:line of jwt.keys, the mode" 1 err \
     "$T/jwt.cfg:$kline: " "key id 'k1'" "mode 0644" -- "$BUILD/seckill-producer" -t -c "$T/jwt.cfg"
@@ -248,7 +266,8 @@ kill "$open_pid" 2>/dev/null; wait "$open_pid" 2>/dev/null
 # The package's configuration is a production one: -t fails, at the line
 # of the setting, until the CA file and the login service's key it names are
 # there (test_deb.sh checks the same on the installed package).
-sed -e 's|"/etc/seckill/tls/ca.crt"|"tls/ca.crt"|' debian/seckill.cfg >"$T/pkg.cfg"
+sed -e 's|"/etc/seckill/tls/ca.crt"|"tls/ca.crt"|' -e 's|order_key_dir = "/etc/seckill/secrets"|order_key_dir = "."|' \
+    debian/seckill.cfg >"$T/pkg.cfg"
 mkdir -p "$T/tls" "$T/jwt"
 for pw in pg-producer redis-producer kafka-producer; do (umask 077 && echo not-a-real-password >"$T/$pw"); done
 cline=$(grep -n 'sslrootcert = ' "$T/pkg.cfg" | cut -d: -f1)
@@ -256,7 +275,7 @@ expect "the package's config, no CA file: producer -t exit 1 at file:line of pos
     "$T/pkg.cfg:$cline: 'postgres.sslrootcert': $T/tls/ca.crt: cannot read" -- \
     "$BUILD/seckill-producer" -t -c "$T/pkg.cfg"
 cp "$STACK_DIR/tls/ca.crt" "$T/tls/ca.crt"
-kline=$(grep -n 'keys = ' "$T/pkg.cfg" | cut -d: -f1)
+kline=$(grep -nE '(^|[ {;])keys = ' "$T/pkg.cfg" | cut -d: -f1)
 expect "the package's config, no key: producer -t exit 1 at file:line of jwt.keys" 1 err \
     "$T/pkg.cfg:$kline: " "$T/jwt/login.pub.pem: cannot read" -- "$BUILD/seckill-producer" -t -c "$T/pkg.cfg"
 openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$T/login.pem" 2>/dev/null
