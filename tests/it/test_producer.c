@@ -17,6 +17,7 @@
 
 #include "keys.h"
 #include "order.h"
+#include "ordersig.h"
 #include "sale.h"
 
 #define PARTS_MAX 64
@@ -141,8 +142,13 @@ static void topic_mark(struct topic_mark *m)
     rd_kafka_destroy(rk);
 }
 
+/* The key id of the last order topic_orders read. */
+static char last_kid[OSIG_KID_MAX + 1];
+
 /* Read every message after the mark up to the current end; collect the
- * order ids of item's orders into ids (up to max). Returns how many. */
+ * order ids of item's orders into ids (up to max), each of which a
+ * producer key must have signed (the test's own keys, osig_verify).
+ * Returns how many. */
 static int topic_orders(const struct topic_mark *m, int64_t item, int64_t *ids, int max)
 {
     rd_kafka_t *rk = topic_consumer();
@@ -172,6 +178,10 @@ static int topic_orders(const struct topic_mark *m, int64_t item, int64_t *ids, 
                 snprintf(key, sizeof(key), "%lld", (long long)o.user_id);
                 assert_int_equal((int)msg->key_len, (int)strlen(key));
                 assert_memory_equal(msg->key, key, msg->key_len);
+                /* #45 §1: signed, the sweeper's re-published ones too. */
+                if (osig_verify(&o, err, sizeof(err)) != OSIG_OK)
+                    fail_msg("order %lld: %s", (long long)o.order_id, err);
+                snprintf(last_kid, sizeof(last_kid), "%.*s", (int)strcspn(o.sig, ":"), o.sig);
                 ids[found++] = o.order_id;
             }
             if (msg->offset + 1 >= end[msg->partition])
@@ -420,6 +430,52 @@ static void test_slow_client_cannot_stall(void **state)
     assert_true(r <= 0 || util_mono_ms() - t0 < 10000);
     assert_true(util_mono_ms() - t0 < 9000);
     close(fd);
+}
+
+/* #45 §1: the producer signs with the first key of kafka.order_keys; a
+ * SIGHUP with a new key put first moves it to that key, without a restart. */
+static void test_order_key_reload(void **state)
+{
+    (void)state;
+    struct prod p;
+    struct topic_mark mark;
+    char k2[128], entry[160], fresh[256], err[512], resp[256];
+    int64_t ids[2], item = new_item(10);
+    bool ok;
+    memset(&p, 0, sizeof(p));
+    prod_start(&p, 1000, true);
+    topic_mark(&mark);
+    assert_int_equal(harness_order(p.port, 880001, item, resp, sizeof(resp)), 202);
+    assert_int_equal(topic_orders(&mark, item, ids, 2), 1);
+    assert_string_equal(last_kid, "k1");
+
+    snprintf(k2, sizeof(k2), "/tmp/sktest-producer-k2-%d", (int)getpid());
+    harness_write_secret(k2, "the producer test's second order key, 32 bytes or more");
+    snprintf(entry, sizeof(entry), "k2:%s", k2);
+    struct cfg_list *l = &p.c.kafka.order_keys;
+    char **v = calloc(l->n + 1, sizeof(*v));
+    assert_non_null(v);
+    assert_non_null(v[0] = strdup(entry));
+    memcpy(v + 1, l->v, l->n * sizeof(*v));
+    free(l->v);
+    l->v = v;
+    l->n++;
+    harness_cfg_file(&p.c, fresh, sizeof(fresh));
+    assert_int_equal(rename(fresh, p.cfgpath), 0);
+    assert_int_equal(kill(p.pid, SIGHUP), 0);
+    WAIT_UNTIL(harness_file_has(p.log, "orders are signed with key id k2"), 20000, ok);
+    assert_true(ok);
+    /* The test verifies with both keys from here on, as a consumer would. */
+    if (osig_load(&p.c, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    topic_mark(&mark);
+    assert_int_equal(harness_order(p.port, 880002, item, resp, sizeof(resp)), 202);
+    assert_int_equal(topic_orders(&mark, item, ids, 2), 1);
+    assert_string_equal(last_kid, "k2");
+    prod_stop(&p);
+    if (osig_load(&harness_conf, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    unlink(k2);
 }
 
 /* Kafka stopped: an order that never reached it is refused and its unit
@@ -871,6 +927,7 @@ int main(void)
         cmocka_unit_test(test_winner_answered_locally),
         cmocka_unit_test(test_winner_given_back),
         cmocka_unit_test(test_one_check_per_item),
+        cmocka_unit_test(test_order_key_reload),
         cmocka_unit_test_teardown(test_readonly_redis_logs_once, redis_primary_again),
         cmocka_unit_test_teardown(test_kafka_down_and_orphans, restart_stack),
     };
