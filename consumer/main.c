@@ -88,15 +88,23 @@ static int check_replay_args(const struct replay_args *ra, int instance)
     return 2;
 }
 
-static int run_replay(struct cfg *c, struct replay_args *ra)
+/* The order keys every message is checked with (ordersig.h): before any
+ * message is read, the live consumer's and a replay's alike, so both judge
+ * a message the same way. 0, or -1 (logged). */
+static int load_order_keys(const struct cfg *c)
 {
     char err[1024];
+    if (osig_load(c, err, sizeof(err)) == 0)
+        return 0;
+    log_error("%s", err);
+    return -1;
+}
+
+static int run_replay(struct cfg *c, struct replay_args *ra)
+{
     cm_init();
-    /* A replay judges every message as the live consumer does. */
-    if (osig_load(c, err, sizeof(err)) != 0) {
-        log_error("%s", err);
+    if (load_order_keys(c) != 0)
         return 1;
-    }
     if (daemon_signals_install() != 0) {
         log_error("cannot install signal handlers");
         return 1;
@@ -252,13 +260,9 @@ int main(int argc, char **argv)
         goto out;
     }
     cm_init();
-    {
-        char err[1024];
-        if (osig_load(&c, err, sizeof(err)) != 0) {
-            log_error("%s", err);
-            ret = 1;
-            goto out;
-        }
+    if (load_order_keys(&c) != 0) {
+        ret = 1;
+        goto out;
     }
     ret = start(&c, &p, &h);
     if (ret != 0) {
