@@ -33,6 +33,8 @@
 #include "pgconn.h"
 #include "rconn.h"
 #include "keys.h"
+#include "order.h"
+#include "ordersig.h"
 #include "rpipe.h"
 #include "sentinel.h"
 #include "slot.h"
@@ -721,7 +723,7 @@ static void test_poison_messages(void **state)
 {
     (void)state;
     enum { NPOISON = 4 };
-    char key[4][24], val[4][256];
+    char key[4][24], val[4][ORDER_MSG_MAX];
     bool ok;
     int with_error = 0;
     struct scen *s = &scen;
@@ -743,11 +745,10 @@ static void test_poison_messages(void **state)
              "{\"v\":2,\"order_id\":\"%" PRId64 "\",\"user_id\":%" PRId64 ",\"item_id\":%" PRId64
              ",\"qty\":1,\"reserved_at_ms\":%" PRId64 "}",
              oid + 2, pu + 2, s->item, now);
-    /* A valid order keyed by someone else. */
-    snprintf(val[3], sizeof(val[3]),
-             "{\"v\":1,\"order_id\":\"%" PRId64 "\",\"user_id\":%" PRId64 ",\"item_id\":%" PRId64
-             ",\"qty\":1,\"reserved_at_ms\":%" PRId64 "}",
-             oid + 3, pu + 3, s->item, now);
+    /* A valid order, signed as a producer signs it, keyed by someone else. */
+    struct order valid = { oid + 3, pu + 3, s->item, 1, now };
+    assert_int_equal(osig_sign(&valid), 0);
+    assert_true(order_encode(&valid, val[3], sizeof(val[3])) > 0);
     snprintf(key[3], sizeof(key[3]), "%" PRId64, pu + 3 + 1);
     for (int i = 0; i < NPOISON; i++)
         kcat_produce(s, key[i], val[i]);
