@@ -484,6 +484,7 @@ static void prod_start(struct prod *p, const char *user, const char *password)
     p->mport = p->c.producer.metrics_port;
     harness_cfg_file(&p->c, p->cfgpath, sizeof(p->cfgpath));
     snprintf(p->log, sizeof(p->log), "/tmp/seckill-test-kafkaacl-%d.log", p->port);
+    unlink(p->log); /* a fresh port's log: an earlier run on that port left its lines */
     unlink(p->log);
     harness_bin("seckill-producer", bin, sizeof(bin));
     char *argv[] = { bin, "-c", p->cfgpath, NULL };

@@ -61,6 +61,7 @@ static void prod_start(struct prod *p, int max_inflight, bool want_healthy)
     harness_props_set(&p->c.kafka.producer_properties, "message.timeout.ms", "2000");
     harness_cfg_file(&p->c, p->cfgpath, sizeof(p->cfgpath));
     snprintf(p->log, sizeof(p->log), "/tmp/seckill-test-producer-%d.log", p->port);
+    unlink(p->log); /* a fresh port's log: an earlier run on that port left its lines */
     harness_bin("seckill-producer", bin, sizeof(bin));
     char *argv[] = { bin, "-c", p->cfgpath, NULL };
     p->pid = harness_spawn(argv, p->log);

@@ -166,6 +166,7 @@ static void prod_start(void)
     harness_props_set(&prod.c.kafka.producer_properties, "message.timeout.ms", "2000");
     harness_cfg_file(&prod.c, prod.cfgpath, sizeof(prod.cfgpath));
     snprintf(prod.log, sizeof(prod.log), "/tmp/seckill-test-producer-cluster-%d.log", prod.port);
+    unlink(prod.log); /* a fresh port's log: an earlier run on that port left its lines */
     harness_bin("seckill-producer", bin, sizeof(bin));
     char *argv[] = { bin, "-c", prod.cfgpath, NULL };
     prod.pid = harness_spawn(argv, prod.log);
@@ -522,6 +523,7 @@ static void test_functions_on_every_primary(void **state)
     harness_cfg_file(&prod.c, prod.cfgpath, sizeof(prod.cfgpath));
     harness_bin("seckill-producer", bin, sizeof(bin));
     snprintf(prod.log, sizeof(prod.log), "/tmp/seckill-test-producer-cluster-%d-nostart.log", prod.c.producer.port);
+    unlink(prod.log); /* a fresh port's log: an earlier run on that port left its lines */
     char *argv[] = { bin, "-c", prod.cfgpath, NULL };
     int st = harness_wait_exit(harness_spawn(argv, prod.log), 30000);
     functions_on(victim, true);
