@@ -117,17 +117,22 @@ int util_random_bytes(void *buf, size_t len)
     return 0;
 }
 
+void util_hex(char *out, const unsigned char *bytes, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = hex[bytes[i] >> 4];
+        out[2 * i + 1] = hex[bytes[i] & 0xf];
+    }
+    out[2 * n] = '\0';
+}
+
 int util_random_hex(char *out, size_t nbytes)
 {
     unsigned char raw[64];
-    static const char hex[] = "0123456789abcdef";
     if (nbytes > sizeof(raw) || util_random_bytes(raw, nbytes) != 0)
         return -1;
-    for (size_t i = 0; i < nbytes; i++) {
-        out[2 * i] = hex[raw[i] >> 4];
-        out[2 * i + 1] = hex[raw[i] & 0xf];
-    }
-    out[2 * nbytes] = '\0';
+    util_hex(out, raw, nbytes);
     return 0;
 }
 

@@ -54,6 +54,8 @@ size_t util_sort_unique_i64(int64_t *v, size_t n);
 
 /* Fill buf with len bytes from the kernel's CSPRNG. 0 or -1. */
 int util_random_bytes(void *buf, size_t len);
+/* The n bytes as 2*n lowercase hex characters plus NUL into out. */
+void util_hex(char *out, const unsigned char *bytes, size_t n);
 /* 2*nbytes lowercase hex characters of randomness plus NUL into out. */
 int util_random_hex(char *out, size_t nbytes);
 /* Uniform in [0, n) from a cheap per-thread generator seeded from the CSPRNG:

@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "secret.h"
+#include "util.h"
 
 #define MAC_LEN 32 /* SHA-256 */
 
@@ -158,18 +159,13 @@ static int mac_of(const struct okey *k, const struct order *o, unsigned char mac
 
 int osig_keys_sign(const struct osig_keys *ks, struct order *o)
 {
-    static const char hex[] = "0123456789abcdef";
     unsigned char mac[MAC_LEN];
     if (!ks || ks->n == 0 || mac_of(&ks->v[0], o, mac) != 0)
         return -1;
     size_t kl = strlen(ks->v[0].kid);
     memcpy(o->sig, ks->v[0].kid, kl);
     o->sig[kl] = ':';
-    for (size_t i = 0; i < MAC_LEN; i++) {
-        o->sig[kl + 1 + 2 * i] = hex[mac[i] >> 4];
-        o->sig[kl + 2 + 2 * i] = hex[mac[i] & 15];
-    }
-    o->sig[kl + 1 + 2 * MAC_LEN] = '\0';
+    util_hex(o->sig + kl + 1, mac, MAC_LEN);
     return 0;
 }
 
