@@ -107,3 +107,18 @@ redis_per_op() {
             }
         }' "$a" "$b" | sort
 }
+
+# tree_cpu_us PID: the CPU of a process and of every child it has had so far,
+# in us: its own utime+stime, the cutime+cstime of the children it reaped
+# (the kernel adds a child's time there when it is waited for), and each live
+# child's utime+stime. For PostgreSQL's postmaster this is every backend,
+# including those whose connection closed in between.
+tree_cpu_us() {
+    local kids
+    kids=$(cat "/proc/$1/task/"*/children 2>/dev/null | tr ' ' '\n' | grep . || true)
+    { awk '{sub(/^.*\) /, ""); print $12 + $13 + $14 + $15}' "/proc/$1/stat" 2>/dev/null
+      for k in $kids; do awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$k/stat" 2>/dev/null; done; } |
+        awk -v t="$CPU_TCK" '{s += $1} END {printf "%.0f", s * 1e6 / t}'
+}
+# pg_cpu_us: the stack's PostgreSQL (every process of its cluster), in us.
+pg_cpu_us() { tree_cpu_us "$(head -1 "${SECKILL_STACK_DIR:-$ROOT/.stack}/pg/data/postmaster.pid")"; }

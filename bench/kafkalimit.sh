@@ -20,4 +20,13 @@ cleanup() { scripts/stack topic delete "$TOPIC" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 scripts/stack topic create "$TOPIC" "$PARTS" >/dev/null
 echo "kafka_limit_partitions $PARTS"
-build/bench/kafkalimit config/seckill.cfg "$TOPIC" "$SECS" "$@"
+# The broker's CPU per message at the limit: the floor the whole sale's
+# broker is measured against (bench/wholesale).
+CPU_T=$(mktemp -d)
+. bench/cpu.sh
+broker=$(cat "${SECKILL_STACK_DIR:-$ROOT/.stack}/kafka/kafka.pid")
+cpu0=$(proc_cpu_us "$broker")
+build/bench/kafkalimit config/seckill.cfg "$TOPIC" "$SECS" "$@" | tee "$CPU_T/out"
+cpu1=$(proc_cpu_us "$broker")
+awk -v u=$((cpu1 - cpu0)) '$1 ~ /_sent$/ {n += $2} END {printf "kafka_limit_broker_cpu_us_per_msg %.2f\n", n ? u / n : 0}' "$CPU_T/out"
+rm -rf "$CPU_T"
