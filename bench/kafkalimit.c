@@ -1,7 +1,7 @@
 /* bench/kafkalimit: Kafka's own produce limit for our orders on this broker,
  * the ceiling under the accepted path (issue 15, part 2). It produces through
  * the producer's own publish module (common/kafka/publish.c: the configured
- * kafka.properties and kafka.producer_properties, so linger.ms=1 and lz4 as
+ * kafka.properties and kafka.producer_properties, so linger.ms=5 and lz4 as
  * in config/seckill.cfg, enable.idempotence=true hence acks=all) messages
  * that order_encode() writes, shaped like the real ones (a 63-bit order id,
  * a random user id as the key, a 9-digit item id, the wall clock), to TOPIC,

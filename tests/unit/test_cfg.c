@@ -62,7 +62,7 @@ static void test_dev_config_loads(void **state)
     assert_string_equal(c.kafka.topic, "seckill.orders");
     assert_int_equal(c.kafka.producer_properties.n, 2);
     assert_string_equal(c.kafka.producer_properties.keys[0], "linger.ms");
-    assert_string_equal(c.kafka.producer_properties.values[0], "1");
+    assert_string_equal(c.kafka.producer_properties.values[0], "5");
     assert_int_equal(c.logging.level, LOG_LVL_INFO);
     cfg_free(&c);
 }
