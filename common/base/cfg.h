@@ -350,7 +350,7 @@ enum cfg_auth {
       "worker threads; each persists its own users' orders")                                                \
     X("consumer.batch_size", CFG_INT, consumer.batch_size, 1, 10000, 500, NULL, CFG_RELOAD,                 \
       "most orders a worker persists in one transaction")                                                   \
-    X("consumer.batch_linger_ms", CFG_INT, consumer.batch_linger_ms, 0, 10000, 20, NULL, CFG_RELOAD,         \
+    X("consumer.batch_linger_ms", CFG_INT, consumer.batch_linger_ms, 0, 10000, 50, NULL, CFG_RELOAD,         \
       "how long a worker waits to fill a batch")                                                            \
     X("consumer.max_pending", CFG_INT, consumer.max_pending, 1, 10000000, 20000, NULL, CFG_RELOAD,          \
       "unsettled messages in the workers at most; beyond, no more are taken from Kafka's queue")            \
