@@ -85,9 +85,11 @@ pg_timeline() {
 # (these two also in postgresql.auto.conf, see pg_start_primary)
 PG_FILE_SETTINGS=(wal_log_hints=on wal_keep_size=256MB)
 # TLS (both servers share the certificate: same address) and SCRAM.
+# pg_stat_statements: each statement's calls and time, which bench/wholesale
+# counts per sold order (it ships with the server package).
 pg_opts_common() {
     echo "-c ssl=on -c ssl_cert_file=$1/tls/server.crt -c ssl_key_file=$1/tls/server.key" \
-         "-c password_encryption=scram-sha-256"
+         "-c password_encryption=scram-sha-256 -c shared_preload_libraries=pg_stat_statements"
 }
 pg_opts_primary() {
     echo "-p $PG_PORT -c listen_addresses=127.0.0.1 -k $1 -c max_connections=200 -c fsync=on" \
@@ -309,8 +311,9 @@ pg_start_primary() {
         grep -Fxq "${kv%%=*} = '${kv#*=}'" "$data/postgresql.auto.conf" \
             || psql_su -d postgres -c "ALTER SYSTEM SET ${kv%%=*} = '${kv#*=}'" >/dev/null
     done
-    if [ "$(pg_q $PG_PORT 'SHOW wal_log_hints')" != on ] || [ "$(pg_q $PG_PORT 'SHOW ssl')" != on ]; then
-        say "postgres runs without wal_log_hints=on (pg_rewind needs it for a failback) or TLS: restarting it"
+    if [ "$(pg_q $PG_PORT 'SHOW wal_log_hints')" != on ] || [ "$(pg_q $PG_PORT 'SHOW ssl')" != on ] ||
+       [ "$(pg_q $PG_PORT 'SHOW shared_preload_libraries')" != pg_stat_statements ]; then
+        say "postgres runs without wal_log_hints=on (pg_rewind needs it for a failback), TLS or pg_stat_statements: restarting it"
         as_pg_in postgres "$(pg_bin pg_ctl)" -D "$data" -l "$home/postgres.log" -w -t "$DEADLINE_S" -m fast -o "$opts" \
             restart >/dev/null || fail_with_log "postgres failed to restart" "$home/postgres.log"
         wait_for "postgres" "$home/postgres.log" "$data/postmaster.pid" pg_ready
@@ -324,6 +327,7 @@ pg_up() {
     # Roles and database for the application, then the schema (as admin,
     # by password over TCP like any client).
     pg_roles
+    psql_su -d seckill -q -c 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements' >/dev/null
     PGPASSFILE=$PGPASS "$ROOT/scripts/migrate" -h 127.0.0.1 -p $PG_PORT -U admin -d seckill
     say "postgres up on 127.0.0.1:$PG_PORT (database seckill; roles producer, consumer, admin; passwords in $SECRETS_DIR, PGPASSFILE=$PGPASS)"
 }
