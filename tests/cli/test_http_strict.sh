@@ -245,6 +245,13 @@ once "Content-Length: 3 and Content-Length: 3x: one 400, closed" \
 # unknown_item or 503): two status lines, the second the 400.
 once "a status call, then Content-Length: 3x on the same connection: its answer, then one 400" \
     "$STATUS\r\n${POST}Content-Length: 3x\r\n\r\n$SMUGGLED" "$NAN" "2 (200|404|503),400 closed 0"
+# The connection answered is the one refused, not the newest request line:
+# a's head is finished after b's request line came, and b's later buy is
+# answered as ever (404 unknown_item or 503), kept open.
+out=$($HTTP interleave "$PORT" 'POST /api/v1/seckill HTTP/1.1\r\n' "${POST}" \
+    "Host: x\r\nContent-Length: 3x\r\n\r\n$SMUGGLED" "Content-Length: $BUY_LEN\r\n\r\n$BUY")
+desc="a head finished after another's request line: it gets the 400, the other its own answer"
+if [[ $out =~ ^1\ 400\ closed\ 0$'\n'1\ (404|503)\ open\ 0$ ]]; then pass "$desc"; else fail "$desc" "$out"; fi
 
 # The library's messages are said once while they repeat, then once more
 # with the count: 200 bad requests are not 200 warnings.
