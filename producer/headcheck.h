@@ -19,7 +19,9 @@
  * or any byte the library dropped breaks the chain. A library that parses
  * elsewhere (another version) breaks it for every request: every request is
  * refused, never one let through unchecked (tests/cli/test_http_strict.sh
- * shows which).
+ * shows which). A first Content-Length the library cannot read never gets
+ * here: the library refuses it before the access handler, and clrefuse.h
+ * answers it in the producer's words.
  *
  * Called on the HTTP thread from the access handler's first call of a
  * request (the head is whole); keeps no state. */

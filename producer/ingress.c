@@ -14,6 +14,7 @@
 
 #include "auth.h"
 #include "bgthread.h"
+#include "clrefuse.h"
 #include "headcheck.h"
 #include "headwatch.h"
 #include "httpd.h"
@@ -66,6 +67,7 @@ struct mhd_say {
  * close. */
 struct ing_conn {
     struct hw_slot slot; /* armed while a request head is awaited */
+    struct clr_slot clr; /* from its request line to the access handler */
     struct na_addr peer;
     int counted;        /* in the per-address connection count */
     size_t raw_uri_len; /* of the request being read, for hc_check() */
@@ -87,6 +89,7 @@ struct ingress {
     struct ing_req *pool; /* HTTP thread only */
     size_t body_limit;
     struct hw hw; /* the connections awaiting a request head */
+    struct clr_list clr; /* HTTP thread only: the heads being read */
     struct bgthread timer; /* shuts the late ones, ends quiet log states */
     pthread_mutex_t say_mu; /* say's: the library logs on its thread, the timer ends quiet kinds */
     struct mhd_say say[MHD_SAY_KINDS];
@@ -153,11 +156,8 @@ static enum MHD_Result answer_unknown(struct ingress *g, struct ing_req *q)
 }
 
 /* {"status":word,"error":why} with why made safe for a JSON string. */
-static enum MHD_Result refuse(struct ingress *g, struct MHD_Connection *conn, unsigned status,
-                              const char *word, const char *why, int64_t t0_us, const char *hdr,
-                              const char *value)
+static void error_body(char *body, size_t len, const char *word, const char *why)
 {
-    char body[256];
     /* why never contains a quote or a backslash: our own messages and
      * jansson's, which quote nothing from the input. Be sure anyway. */
     char safe[160];
@@ -165,7 +165,15 @@ static enum MHD_Result refuse(struct ingress *g, struct MHD_Connection *conn, un
     for (size_t i = 0; why[i] && j < sizeof(safe) - 1; i++)
         safe[j++] = (why[i] == '"' || why[i] == '\\' || (unsigned char)why[i] < 0x20) ? '\'' : why[i];
     safe[j] = 0;
-    snprintf(body, sizeof(body), "{\"status\":\"%s\",\"error\":\"%s\"}", word, safe);
+    snprintf(body, len, "{\"status\":\"%s\",\"error\":\"%s\"}", word, safe);
+}
+
+static enum MHD_Result refuse(struct ingress *g, struct MHD_Connection *conn, unsigned status,
+                              const char *word, const char *why, int64_t t0_us, const char *hdr,
+                              const char *value)
+{
+    char body[256];
+    error_body(body, sizeof(body), word, why);
     return respond_hdr(g, conn, status, body, t0_us, hdr, value);
 }
 
@@ -539,6 +547,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && cx) {
         /* Before libmicrohttpd closes the descriptor: never shut once reused. */
         hw_disarm(&g->hw, &cx->slot);
+        clr_leave(&cx->clr);
         if (cx->counted)
             rl_conn_closed(g->rl, &cx->peer);
         free(cx);
@@ -547,14 +556,16 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 }
 
 /* The request target as sent, before libmicrohttpd cuts it at '?', '&' and
- * '=' and before any NUL in it ends it: its length, for hc_check(). */
+ * '=' and before any NUL in it ends it: its length, for hc_check(). And its
+ * head is being read from now on (clrefuse.h). */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
+    struct ingress *g = cls;
     struct ing_conn *cx = conn_of(conn);
-    (void)cls;
     if (cx) {
         cx->raw_uri_len = strlen(uri);
         cx->target_ok = hc_target_ok(uri);
+        clr_enter(&g->clr, &cx->clr, conn);
     }
     /* NULL: the access handler's first call still sees *con_cls NULL. */
     return NULL;
@@ -602,8 +613,10 @@ static enum MHD_Result on_headers(struct ingress *g, struct MHD_Connection *conn
     struct ing_req *q;
     struct ing_conn *cx = conn_of(conn);
 
-    if (cx)
+    if (cx) {
         hw_disarm(&g->hw, &cx->slot); /* the head is whole */
+        clr_leave(&cx->clr);
+    }
     if (refuse_head(g, conn, url, method, version, t0, &ret))
         return ret;
     clen = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -761,11 +774,33 @@ take:
     return s;
 }
 
+/* libmicrohttpd is about to refuse a Content-Length it cannot read, and to
+ * write its answer's head twice (clrefuse.h): ours goes first, and the
+ * connection is shut before theirs. */
+static void refuse_length(struct ingress *g)
+{
+    const char *why;
+    char body[256];
+    struct ing_conn *cx;
+    struct MHD_Connection *conn = clr_find(&g->clr, &why);
+    if (!conn)
+        return;
+    if ((cx = conn_of(conn)) != NULL)
+        hw_disarm(&g->hw, &cx->slot); /* the head is whole, and the socket about to be shut */
+    error_body(body, sizeof(body), "bad_request", why);
+    clr_answer(conn, body);
+    PM_INC(head_refused);
+    PM_INC(req_bad_request);
+}
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     struct ingress *g = cls;
     struct mhd_say *s;
     char buf[512], key[LOG_REPEAT_KEY_MAX];
+    /* Only the connection's thread says these: the list is its own. */
+    if (clr_is_refusal(fmt))
+        refuse_length(g);
     vsnprintf(buf, sizeof(buf), fmt, ap);
     buf[strcspn(buf, "\n")] = 0;
     PM_INC(http_library_messages);
@@ -855,6 +890,7 @@ int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct so *so, 
         snprintf(err, errlen, "bad producer.listen address '%s'", c->producer.listen);
         goto fail;
     }
+    clr_init(&g->clr);
     if (!(hw_ok = hw_init(&g->hw) == 0) || !(say_ok = pthread_mutex_init(&g->say_mu, NULL) == 0)) {
         snprintf(err, errlen, "out of memory");
         goto fail;

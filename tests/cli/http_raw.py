@@ -9,6 +9,19 @@ that would fix up what the tests send on purpose.
       "STATUSES STATE" (STATUSES: the status of each whole response, comma
       separated, "-" for none; STATE: "closed" or "open"), then the first
       response's Retry-After ("-" when absent), then its body.
+  http_raw.py once PORT REQUEST [WAIT_S]
+      As ask, but counts what is on the wire rather than what parses. Prints
+      one line: "LINES STATUSES STATE REST" (LINES: how many status lines,
+      "HTTP/1.x NNN ...", start anywhere in the bytes read, a body's end
+      included, as a response follows a body with no line break; REST: how
+      many bytes follow the whole responses), then the last response's body.
+      An answer written once is "1 400 closed 0"; a status line and headers
+      written twice are "2 400 closed N", the second copy taken for the body.
+  http_raw.py interleave PORT A1 B1 A2 B2
+      Two connections, a and b: A1 on a, B1 on b, A2 on a (0.2 s apart, for the
+      server to read them in that order), a read until closed or 1 s, then B2
+      on b and b read the same way. Prints a's and b's "LINES STATUSES STATE
+      REST" (as once), one line each.
   http_raw.py trickle PORT PATH DEADLINE_S
       GET PATH answered on a kept-alive connection, then a next head sent a
       byte every 0.25 s: prints "closed MS" (ms from the answer to the
@@ -29,6 +42,7 @@ that would fix up what the tests send on purpose.
       ADDRS x PER_ADDR connections send GET PATH at once, ROUNDS times or until
       some answers are 429 overloaded; prints "overloaded=N retry_after=M".
 """
+import re
 import socket
 import sys
 import time
@@ -95,6 +109,38 @@ def ask(port, req, wait_s=1.0):
     print("%s %s" % (",".join(str(r[0]) for r in resps) or "-", "closed" if closed else "open"))
     print(resps[0][1].get("retry-after", ["-"])[0] if resps else "-")
     print(resps[0][2].decode("latin1") if resps else "")
+
+
+STATUS_LINE = re.compile(rb"HTTP/1\.[0-9] [0-9]{3}[ \r]")
+
+
+def once(port, req, wait_s=1.0):
+    s = connect(port)
+    s.sendall(unescape(req))
+    buf, closed = read_until_close(s, time.monotonic() + wait_s)
+    s.close()
+    resps, _ = parse(buf)
+    print(wire(buf, closed))
+    print(resps[-1][2].decode("latin1") if resps else "")
+
+
+def wire(buf, closed):
+    """once's first line for the bytes read."""
+    resps, rest = parse(buf)
+    return "%d %s %s %d" % (len(STATUS_LINE.findall(buf)), ",".join(str(r[0]) for r in resps) or "-",
+                            "closed" if closed else "open", len(rest))
+
+
+def interleave(port, a1, b1, a2, b2):
+    a, b = connect(port), connect(port)
+    for s, req in ((a, a1), (b, b1), (a, a2)):
+        s.sendall(unescape(req))
+        time.sleep(0.2)
+    print(wire(*read_until_close(a, time.monotonic() + 1.0)))
+    b.sendall(unescape(b2))
+    print(wire(*read_until_close(b, time.monotonic() + 1.0)))
+    a.close()
+    b.close()
 
 
 def trickle(port, path, deadline_s):
@@ -259,6 +305,10 @@ def main():
     cmd, port = sys.argv[1], int(sys.argv[2])
     if cmd == "ask":
         ask(port, sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else 1.0)
+    elif cmd == "once":
+        once(port, sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else 1.0)
+    elif cmd == "interleave":
+        interleave(port, *sys.argv[3:7])
     elif cmd == "trickle":
         trickle(port, sys.argv[3], float(sys.argv[4]))
     elif cmd == "crowd":

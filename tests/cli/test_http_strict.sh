@@ -210,11 +210,48 @@ else
     fail "every 429 overloaded carries Retry-After" "$out"
 fi
 
-# An unparseable Content-Length is libmicrohttpd's to answer: refused and
-# closed, the body never run (its status line comes twice: see the report
-# of issue 45; 0.9.75 answers before any hook of ours runs).
-ask "Content-Length: 3x: 400, closed, the body not run" "400 closed" \
-    "POST /api/v1/seckill HTTP/1.1\r\nHost: x\r\nContent-Length: 3x\r\n\r\n$SMUGGLED"
+# A Content-Length libmicrohttpd 0.9.75 cannot parse it refuses itself,
+# before the access handler, and writes its status line and headers twice
+# (its 400, or 413 past 64 bits). The producer answers first, from the
+# library's message (producer/clrefuse.h): one 400 of the usual shape, the
+# connection closed, the body never run. http_raw.py once counts the status
+# lines on the wire, where ask parses the doubled answer as one response.
+# once DESC REQUEST WHY [WANT]: the first line of http_raw.py once matches
+# WANT (an extended regex; by default "1 400 closed 0": one status line on
+# the wire, a 400, closed, no byte after it), and the last response's body
+# is the usual JSON with WHY.
+once() {
+    local out json='{"status":"bad_request","error":"'$3'"}' want=${4:-1 400 closed 0}
+    out=$($HTTP once "$PORT" "$2")
+    if [[ ${out%%$'\n'*} =~ ^$want$ ]] && [ "$(sed -n '2,$p' <<<"$out")" = "$json" ]; then pass "$1"
+    else fail "$1" "got:  $out" "want: $want, then $json"; fi
+}
+NAN="a Content-Length that is not a number"
+for cl in 3x -1 +3 0x3 '3, 3' ''; do
+    once "Content-Length: '$cl': one 400, closed, the body not run" \
+        "${POST}Content-Length: $cl\r\n\r\n$SMUGGLED" "$NAN"
+done
+for cl in 18446744073709551616 99999999999999999999999; do
+    once "Content-Length: $cl (past 64 bits): one 400, closed, the body not run" \
+        "${POST}Content-Length: $cl\r\n\r\n$SMUGGLED" "body too large"
+done
+# Two fields: the library parses the first one only, and hc_check() the rest.
+once "Content-Length: 3 and Content-Length: 4: one 400, closed" \
+    "${POST}Content-Length: 3\r\nContent-Length: 4\r\n\r\n$SMUGGLED" \
+    "Content-Length given twice with different values"
+once "Content-Length: 3 and Content-Length: 3x: one 400, closed" \
+    "${POST}Content-Length: 3\r\nContent-Length: 3x\r\n\r\n$SMUGGLED" "$NAN"
+# On a kept-alive connection, after a status call's answer (200, 404
+# unknown_item or 503): two status lines, the second the 400.
+once "a status call, then Content-Length: 3x on the same connection: its answer, then one 400" \
+    "$STATUS\r\n${POST}Content-Length: 3x\r\n\r\n$SMUGGLED" "$NAN" "2 (200|404|503),400 closed 0"
+# The connection answered is the one refused, not the newest request line:
+# a's head is finished after b's request line came, and b's later buy is
+# answered as ever (404 unknown_item or 503), kept open.
+out=$($HTTP interleave "$PORT" 'POST /api/v1/seckill HTTP/1.1\r\n' "${POST}" \
+    "Host: x\r\nContent-Length: 3x\r\n\r\n$SMUGGLED" "Content-Length: $BUY_LEN\r\n\r\n$BUY")
+desc="a head finished after another's request line: it gets the 400, the other its own answer"
+if [[ $out =~ ^1\ 400\ closed\ 0$'\n'1\ (404|503)\ open\ 0$ ]]; then pass "$desc"; else fail "$desc" "$out"; fi
 
 # The library's messages are said once while they repeat, then once more
 # with the count: 200 bad requests are not 200 warnings.
