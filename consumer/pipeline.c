@@ -349,21 +349,23 @@ oom:
 
 /* --- lifecycle ------------------------------------------------------------- */
 
+/* The consumer's librdkafka settings unless kafka.consumer_properties says otherwise. */
+static const char *const pipe_defaults[] = {
+    "auto.offset.reset", "earliest", /* a new group must not skip orders */
+    "enable.auto.commit", "true",    /* commits what we stored, nothing more */
+    "auto.commit.interval.ms", "1000",
+    "statistics.interval.ms", "5000", /* consumer_lag for /metrics */
+    /* Let the broker gather up to 10 ms of orders per fetch instead of
+     * answering each as soon as one order is there: in the whole sale
+     * (bench/wholesale) a fetch per few orders cost the broker more CPU
+     * than the consumer itself. 10 ms is small beside the batch linger. */
+    "fetch.min.bytes", "100000",
+    "fetch.wait.max.ms", "10",
+    NULL,
+};
+
 int pipe_open(struct cfg *c, struct pipe **out, char *err, size_t errlen)
 {
-    static const char *const defaults[] = {
-        "auto.offset.reset", "earliest", /* a new group must not skip orders */
-        "enable.auto.commit", "true",    /* commits what we stored, nothing more */
-        "auto.commit.interval.ms", "1000",
-        "statistics.interval.ms", "5000", /* consumer_lag for /metrics */
-        /* Let the broker gather up to 10 ms of orders per fetch instead of
-         * answering each as soon as one order is there: in the whole sale
-         * (bench/wholesale) a fetch per few orders cost the broker more CPU
-         * than the consumer itself. 10 ms is small beside the batch linger. */
-        "fetch.min.bytes", "100000",
-        "fetch.wait.max.ms", "10",
-        NULL,
-    };
     char kerr[512];
     rd_kafka_conf_t *conf = NULL;
     rd_kafka_topic_partition_list_t *sub = NULL;
@@ -389,7 +391,7 @@ int pipe_open(struct cfg *c, struct pipe **out, char *err, size_t errlen)
     if (wk_pool_open(c, &p->done, p->dlq, &p->pool, err, errlen) != 0)
         goto fail;
 
-    if (!(conf = kconf_new(c, &c->kafka.consumer_properties, defaults, err, errlen)))
+    if (!(conf = kconf_new(c, &c->kafka.consumer_properties, pipe_defaults, err, errlen)))
         goto fail;
     if (kconf_set(conf, "group.id", c->consumer.group_id, err, errlen) != 0 ||
         kconf_set(conf, "partition.assignment.strategy", "cooperative-sticky", err, errlen) != 0 ||
