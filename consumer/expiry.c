@@ -58,9 +58,13 @@ static int pg_ready(struct expiry *e)
     PQfinish(e->pg);
     e->pg = NULL;
     if (pgconn_open(e->cfg, "seckill-consumer-expiry", &e->pg, err, sizeof(err)) != 0) {
+        /* Why (a password, a certificate) is the workers' to say, once: their
+         * connections fail the same way, and one reason said twice would
+         * read as two problems. */
+        log_debug("expiry: postgres: %s", err);
         log_repeat(&e->say_pg, LOG_LVL_WARNING, "expiry: postgres",
-                   "expiry: postgres: %s; orders past their payment window wait (logged once while it lasts)",
-                   err);
+                   "expiry: postgres unreachable (the workers' log says why); orders past their payment "
+                   "window wait (logged once while it lasts)");
         return -1;
     }
     log_repeat_end(&e->say_pg, "connected");
@@ -108,7 +112,7 @@ static int expire_due(struct expiry *e, int limit, int *n)
     PQclear(res);
     if (*n > 0) {
         CM_ADD(expired, *n);
-        log_info("expiry: %d orders not paid in time expired; their units go back on sale", *n);
+        log_debug("expiry: %d orders not paid in time expired; their units go back on sale", *n);
     }
     return 0;
 }
