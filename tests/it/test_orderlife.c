@@ -361,6 +361,18 @@ static long long return_again(int64_t item, int n)
     return v;
 }
 
+/* seckillctl item show's payment line holds want. */
+static void item_show_says(const struct life *l, const char *want)
+{
+    char sid[24], *out = NULL;
+    snprintf(sid, sizeof(sid), "%" PRId64, l->item);
+    const char *args[] = { "-c", l->cfgpath[0], "item", "show", sid, NULL };
+    int st = harness_run(&out, "seckillctl", args, 30000);
+    if (st != 0 || !strstr(out, want))
+        fail_msg("seckillctl item show: exit %d, no \"%s\" in: %s", st, want, out);
+    free(out);
+}
+
 /* --- the tests ---------------------------------------------------------------------- */
 
 /* Orders of an item with a one-second window, bought through a producer and
@@ -413,6 +425,8 @@ static void test_expired_units_sell_again(void **state)
                  (long long)cons_metric(&l, "seckill_consumer_units_returned_total"),
                  (long long)sale_metric(l.cport[0], "seckill_consumer_returns_pending"));
 
+    item_show_says(&l, "payment    within 1 s: pending 0, expired 3, returns not yet in Redis 0");
+
     /* A retry or a replay of the returns gives nothing twice: Redis by order
      * id, and the consumers sending every return again (done_at lost, as
      * after a crash between Redis and the mark). */
@@ -428,6 +442,19 @@ static void test_expired_units_sell_again(void **state)
     assert_int_equal(redis_of(l.item, KEYS_ITEM_ORDERS), STOCK);
     assert_int_equal(stock_left(l.item), STOCK);
     assert_int_equal(cons_metric(&l, "seckill_consumer_units_returned_total"), STOCK);
+
+    /* A replay of the topic: the expired orders are found by id (duplicates),
+     * never persisted again as new ones now that their buyers hold nothing. */
+    char *out = NULL;
+    const char *rargs[] = { "-c", l.cfgpath[0], "--replay", "--from-beginning", NULL };
+    int st = harness_run(&out, "seckill-consumer", rargs, 60000);
+    if (st != 0)
+        fail_msg("replay exit %d: %s", st, out);
+    free(out);
+    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE item_id = $1", l.item), STOCK);
+    assert_int_equal(orders_in(l.item, "expired"), STOCK);
+    assert_int_equal(stock_left(l.item), STOCK);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_STOCK), STOCK);
 
     /* The buyer told "sold out" gets a unit within the producer's refresh
      * period; a buyer whose order expired may buy again. */
@@ -473,6 +500,7 @@ static void test_return_waits_for_redis(void **state)
     assert_int_equal(redis_of(l.item, KEYS_ITEM_STOCK), STOCK - SOLD);
     assert_int_equal(redis_of(l.item, KEYS_ITEM_BUYERS), SOLD);
     assert_int_equal(harness_file_lines(l.clog[0], "units of expired orders wait in order_returns"), 1);
+    item_show_says(&l, "payment    within 2 s: pending 0, expired 3, returns not yet in Redis 3");
 
     /* A restart while Redis is away: nothing is lost. */
     stop_consumer(&l, 0);
