@@ -25,6 +25,10 @@
 #include "sale.h"
 
 static char user[64], password[40];
+/* The items this run made, dropped by the group's teardown too: a test that
+ * fails leaves before its own cleanup. */
+static int64_t made[8];
+static int nmade;
 static char last_resp[512];
 
 static int order(int port, int64_t u, int64_t item)
@@ -103,6 +107,14 @@ static int setup(void **state)
     return 0;
 }
 
+static void pg_drop(int64_t item)
+{
+    harness_pg_try(&harness_conf, "DELETE FROM order_returns WHERE item_id = $1", item, 0);
+    harness_pg_try(&harness_conf, "DELETE FROM orders WHERE item_id = $1", item, 0);
+    harness_pg_try(&harness_conf, "DELETE FROM order_rejections WHERE item_id = $1", item, 0);
+    harness_pg_try(&harness_conf, "DELETE FROM items WHERE item_id = $1", item, 0);
+}
+
 static int teardown(void **state)
 {
     redisContext *rc = NULL;
@@ -112,6 +124,8 @@ static int teardown(void **state)
         freeReplyObject(r);
         redisFree(rc);
     }
+    for (int i = 0; i < nmade; i++)
+        pg_drop(made[i]);
     return harness_teardown(state);
 }
 
@@ -152,6 +166,8 @@ static void item_create(struct life *l, int64_t stock, int pay_s)
     snprintf(sid, sizeof(sid), "%" PRId64, l->item);
     snprintf(sstock, sizeof(sstock), "%" PRId64, stock);
     snprintf(spay, sizeof(spay), "%d", pay_s);
+    if (nmade < (int)ARRAY_SIZE(made))
+        made[nmade++] = l->item;
     const char *args[] = { "-c",      l->cfgpath[0], "item",         "create", "--id", sid,
                            "--stock", sstock,        "--pay-within", spay,     NULL };
     int st = harness_run(&out, "seckillctl", args, 30000);
@@ -217,14 +233,6 @@ static void stop_consumer(struct life *l, int i)
     l->cons[i] = 0;
     if (st != 0)
         fail_msg("consumer %d exited %d; see %s", i, st, l->clog[i]);
-}
-
-static void pg_drop(int64_t item)
-{
-    harness_pg_try(&harness_conf, "DELETE FROM order_returns WHERE item_id = $1", item, 0);
-    harness_pg_try(&harness_conf, "DELETE FROM orders WHERE item_id = $1", item, 0);
-    harness_pg_try(&harness_conf, "DELETE FROM order_rejections WHERE item_id = $1", item, 0);
-    harness_pg_try(&harness_conf, "DELETE FROM items WHERE item_id = $1", item, 0);
 }
 
 static void life_stop(struct life *l)
