@@ -49,6 +49,13 @@
     X(fetched, "seckill_consumer_fetched_total", "", "counter",                                    \
       "Messages fetched from the brokers (librdkafka statistics): above consumed_total when "     \
       "fetched messages were thrown away and fetched again")                                      \
+    X(expired, "seckill_consumer_orders_expired_total", "", "counter",                             \
+      "Orders expired unpaid by this consumer, their units given back to stock_left")             \
+    X(returned, "seckill_consumer_units_returned_total", "", "counter",                            \
+      "Units of expired orders given back to Redis by this consumer (each order once)")            \
+    X(returns_pending, "seckill_consumer_returns_pending", "", "gauge",                            \
+      "Units expired in PostgreSQL that Redis does not have back yet (order_returns not done; "    \
+      "retried); the same for every consumer of the database")                                     \
     X(pending, "seckill_consumer_pending_messages", "", "gauge",                                   \
       "Messages received and not yet settled")                                                     \
     X(uncleared, "seckill_consumer_uncleared_reservations", "", "gauge",                          \

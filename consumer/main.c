@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "cmetrics.h"
 #include "daemon.h"
+#include "expiry.h"
 #include "httpd.h"
 #include "kconf.h"
 #include "log.h"
@@ -149,7 +150,7 @@ static int start(struct cfg *c, struct pipe **p, struct httpd **h)
     /* Its functions before anything else: without them it could take
      * orders off Kafka and never settle them. Missing or older ones are not
      * waited for (an operator must load them): no start. */
-    static const enum rfunc_lib libs[] = { RFUNC_LIB_CONSUMER, RFUNC_LIB_LOCK };
+    static const enum rfunc_lib libs[] = { RFUNC_LIB_CONSUMER, RFUNC_LIB_LOCK, RFUNC_LIB_RETURN };
     struct rfunc_need need = { .cfg = c, .libs = libs, .n = ARRAY_SIZE(libs) };
     if (daemon_retry("redis functions", rfunc_need_attempt, &need) != 0) {
         daemon_signals_unblock();
@@ -198,10 +199,12 @@ static int run(const struct cli *cli, struct cfg *c, struct pipe *p)
     return 0;
 }
 
-/* Finish what is in flight, then stop. */
-static void stop(const struct cfg *c, struct pipe *p, struct httpd *h)
+/* Finish what is in flight, then stop. The expiry first: what it has not
+ * returned to Redis stays in order_returns for the next consumer. */
+static void stop(const struct cfg *c, struct pipe *p, struct httpd *h, struct expiry *e)
 {
     daemon_notify("STOPPING=1\nSTATUS=finishing in-flight orders");
+    expiry_stop(e);
     if (pipe_drain(p, CFG_GET(c->consumer.drain_timeout_ms), &daemon_stop_signals) < 0) {
         /* A second signal: the operator wants out now. Nothing unsettled
          * was stored, so what is lost here is only time. */
@@ -233,6 +236,8 @@ int main(int argc, char **argv)
     struct cfg c;
     struct pipe *p = NULL;
     struct httpd *h = NULL;
+    struct expiry *e = NULL;
+    char err[256];
     /* Its own database role: cfg_load reads that role's password file only. */
     cfg_role_set(CFG_ROLE_CONSUMER, 0);
     int ret = cli_parse(&cli, argc, argv);
@@ -270,8 +275,17 @@ int main(int argc, char **argv)
         ret = ret > 0 ? 0 : 1;
         goto out;
     }
-    ret = run(&cli, &c, p);
-    stop(&c, p, h);
+    /* Started with the signals blocked, as the pipeline's threads are. */
+    daemon_signals_block();
+    ret = expiry_start(&c, &e, err, sizeof(err));
+    daemon_signals_unblock();
+    if (ret != 0) {
+        log_error("%s", err);
+        ret = 1;
+    } else {
+        ret = run(&cli, &c, p);
+    }
+    stop(&c, p, h, e);
     log_notice("stopped");
 out:
     rconn_watch_stop();

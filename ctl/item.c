@@ -17,6 +17,9 @@
 #include "rfunc.h"
 #include "util.h"
 
+/* The longest payment window item create takes: a week. */
+#define ITEM_PAY_WITHIN_MAX_S 604800
+
 static int pg_ok(PGconn *pg, PGresult *res, ExecStatusType want, const char *what)
 {
     if (PQresultStatus(res) == want)
@@ -82,15 +85,16 @@ fail:
 }
 
 int item_create(const struct cfg *c, int64_t item_id, int64_t stock, const char *name,
-                const struct item_window *w)
+                const struct item_window *w, int64_t pay_within_s)
 {
-    char err[512], sid[24], sstock[24], starts[24], ends[24];
+    char err[512], sid[24], sstock[24], starts[24], ends[24], spay[24];
     PGconn *pg = NULL;
     PGresult *res = NULL;
     int ret = -1;
 
     snprintf(sid, sizeof(sid), "%" PRId64, item_id);
     snprintf(sstock, sizeof(sstock), "%" PRId64, stock);
+    snprintf(spay, sizeof(spay), "%" PRId64, pay_within_s);
     if (pgconn_open(c, "seckillctl", &pg, err, sizeof(err)) != 0) {
         fprintf(stderr, "seckillctl: %s\n", err);
         return -1;
@@ -114,8 +118,8 @@ int item_create(const struct cfg *c, int64_t item_id, int64_t stock, const char 
 
     ms_arg(starts, sizeof(starts), w->starts_ms);
     ms_arg(ends, sizeof(ends), w->ends_ms);
-    const char *p5[] = { sid, name, sstock, starts[0] ? starts : NULL, ends[0] ? ends : NULL };
-    res = PQexecParams(pg, embed_item_upsert, 5, NULL, p5, NULL, NULL, 0);
+    const char *p6[] = { sid, name, sstock, starts[0] ? starts : NULL, ends[0] ? ends : NULL, spay };
+    res = PQexecParams(pg, embed_item_upsert, 6, NULL, p6, NULL, NULL, 0);
     if (pg_ok(pg, res, PGRES_COMMAND_OK, "insert item") != 0)
         goto fail;
     PQclear(res);
@@ -142,9 +146,13 @@ static void item_usage(FILE *f)
 {
     fputs("usage: seckillctl [-c FILE] item create --id ID --stock N [--name NAME] [--starts-at T] "
           "[--ends-at T]\n"
+          "                                   [--pay-within SECONDS]\n"
           "       seckillctl [-c FILE] item load (--id ID | --all) [--wait-ms N]\n"
           "       seckillctl [-c FILE] item show ID\n"
-          "T: epoch milliseconds or ISO 8601 (2026-11-21T10:00:00Z, +01:00; UTC when no zone)\n", f);
+          "T: epoch milliseconds or ISO 8601 (2026-11-21T10:00:00Z, +01:00; UTC when no zone)\n"
+          "--pay-within: seconds a buyer has to pay; an order not paid by then expires and its unit\n"
+          "goes back on sale (absent or 0: no payment step, an order is final once persisted)\n",
+          f);
 }
 
 static int parse_time_opt(const char *opt, const char *v, int64_t *out)
@@ -163,7 +171,7 @@ static int item_show(const struct cfg *c, int64_t item_id);
 
 /* What the item create and item load command lines say. */
 struct item_args {
-    int64_t id, stock, wait_ms;
+    int64_t id, stock, wait_ms, pay_within_s;
     const char *name;
     struct item_window w;
     int all;
@@ -181,6 +189,7 @@ static int item_parse(int argc, char **argv, struct item_args *a)
         { "wait-ms", required_argument, NULL, 'w' },
         { "starts-at", required_argument, NULL, 'S' },
         { "ends-at", required_argument, NULL, 'E' },
+        { "pay-within", required_argument, NULL, 'P' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -215,6 +224,14 @@ static int item_parse(int argc, char **argv, struct item_args *a)
             if (parse_time_opt("--ends-at", optarg, &a->w.ends_ms) != 0)
                 return 2;
             break;
+        case 'P':
+            /* A week at most: the window is an int of seconds in the items row. */
+            if (util_parse_i64(optarg, 0, ITEM_PAY_WITHIN_MAX_S, &a->pay_within_s) != 0) {
+                fprintf(stderr, "seckillctl: --pay-within must be seconds in [0, %d], got '%s'\n",
+                        ITEM_PAY_WITHIN_MAX_S, optarg);
+                return 2;
+            }
+            break;
         case 'w':
             if (util_parse_i64(optarg, 0, 3600000, &a->wait_ms) != 0) {
                 fprintf(stderr, "seckillctl: --wait-ms must be an integer in [0, 3600000], got '%s'\n",
@@ -247,7 +264,7 @@ static int item_create_cmd(const struct cfg *c, const struct item_args *a)
         fprintf(stderr, "seckillctl: --ends-at must be after --starts-at\n");
         return 2;
     }
-    if (item_create(c, a->id, a->stock, a->name, &a->w) != 0)
+    if (item_create(c, a->id, a->stock, a->name, &a->w, a->pay_within_s) != 0)
         return 1;
     printf("item %" PRId64 " created: %" PRId64 " units", a->id, a->stock);
     if (a->w.starts_ms || a->w.ends_ms) {
@@ -258,6 +275,8 @@ static int item_create_cmd(const struct cfg *c, const struct item_args *a)
             util_format_time_ms(a->w.ends_ms, until, sizeof(until));
         printf(", on sale from %s until %s", from, until);
     }
+    if (a->pay_within_s)
+        printf(", to be paid within %" PRId64 " s", a->pay_within_s);
     printf("\n");
     return 0;
 }
@@ -283,7 +302,10 @@ int item_cmd(const struct cfg *c, int argc, char **argv)
         return ret;
     if (strcmp(argv[1], "create") == 0)
         return item_create_cmd(c, &a);
-    if ((a.id == 0) == !a.all || a.stock >= 0 || a.name[0] || a.w.starts_ms || a.w.ends_ms) {
+    /* item load rebuilds Redis from the database and changes nothing there:
+     * the window and the payment window stay as item create set them. */
+    if ((a.id == 0) == !a.all || a.stock >= 0 || a.name[0] || a.w.starts_ms || a.w.ends_ms ||
+        a.pay_within_s) {
         item_usage(stderr);
         return 2;
     }
@@ -367,6 +389,17 @@ fail:
     return ret;
 }
 
+/* The payment window and the orders by status (item_show.sql's columns 7-10). */
+static void show_payment(const PGresult *res)
+{
+    if (strcmp(PQgetvalue(res, 0, 7), "0") == 0) {
+        printf("  payment    none: an order is final once persisted\n");
+        return;
+    }
+    printf("  payment    within %s s: pending %s, expired %s, returns not yet in Redis %s\n",
+           PQgetvalue(res, 0, 7), PQgetvalue(res, 0, 8), PQgetvalue(res, 0, 9), PQgetvalue(res, 0, 10));
+}
+
 static int item_show(const struct cfg *c, int64_t item_id)
 {
     char sid[24], a[40], b[40];
@@ -390,6 +423,7 @@ static int item_show(const struct cfg *c, int64_t item_id)
            window_end(ends, b, sizeof(b), "(until sold out)"));
     printf("  database   stock_total %s, stock_left %s, sold %s, refused %s\n", PQgetvalue(res, 0, 1),
            PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 5), PQgetvalue(res, 0, 6));
+    show_payment(res);
     ret = show_redis(c, item_id, starts, ends);
 fail:
     if (res)

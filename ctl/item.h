@@ -12,11 +12,14 @@ struct item_window {
     int64_t starts_ms, ends_ms;
 };
 
-/* Create or reset item_id with `stock` units on sale within w. Refuses
- * (returns -1 with the reason printed) when the item already has orders, or
- * when Redis holds buyers or pending reservations for it. 0 on success. */
+/* Create or reset item_id with `stock` units on sale within w, its buyers
+ * given pay_within_s seconds to pay (0: no payment step; the window lives in
+ * PostgreSQL alone, where the consumer reads it as it persists an order).
+ * Refuses (returns -1 with the reason printed) when the item already has
+ * orders, or when Redis holds buyers or pending reservations for it. 0 on
+ * success. */
 int item_create(const struct cfg *c, int64_t item_id, int64_t stock, const char *name,
-                const struct item_window *w);
+                const struct item_window *w, int64_t pay_within_s);
 
 
 int item_cmd(const struct cfg *c, int argc, char **argv);

@@ -126,7 +126,13 @@ struct cfg {
         char *metrics_listen;
         int metrics_port;
         int drain_timeout_ms;
+        int expire_interval_ms;
+        int expire_batch;
+        int return_backoff_cap_ms;
     } consumer;
+    struct {
+        int rebuy_after_cancel; /* boolean */
+    } sale;
     struct {
         int ttl_ms;
         int wait_ms;
@@ -360,6 +366,13 @@ enum cfg_auth {
       "port of the consumer's /metrics and /healthz (+ N with -i N); 0: off")                               \
     X("consumer.drain_timeout_ms", CFG_INT, consumer.drain_timeout_ms, 0, 600000, 30000, NULL, CFG_RELOAD,  \
       "on SIGTERM or revoke, how long in-flight batches may take to finish")                                \
+    X("consumer.expire_interval_ms", CFG_INT, consumer.expire_interval_ms, 50, 600000, 1000, NULL,          \
+      CFG_RELOAD, "how often a consumer expires orders past their payment window and retries the units "    \
+      "Redis does not have back yet (a full batch goes on at once)")                                       \
+    X("consumer.expire_batch", CFG_INT, consumer.expire_batch, 1, 10000, 1000, NULL, CFG_RELOAD,            \
+      "most orders expired in one transaction, and most returns sent to Redis in one round trip")          \
+    X("consumer.return_backoff_cap_ms", CFG_INT, consumer.return_backoff_cap_ms, 100, 3600000, 30000, NULL, \
+      CFG_RELOAD, "longest wait between two tries of a unit's return to Redis (doubling from 100 ms)")      \
     X("lock.ttl_ms", CFG_INT, lock.ttl_ms, 100, 600000, 10000, NULL, 0,                                     \
       "lease of a distributed lock, renewed every ttl/3 while held (lock run's default --ttl-ms)")          \
     X("lock.wait_ms", CFG_INT, lock.wait_ms, 0, 600000, 5000, NULL, CFG_RELOAD,                             \
@@ -368,6 +381,9 @@ enum cfg_auth {
       "first backoff between lock attempts (full-jitter exponential)")                                      \
     X("lock.backoff_cap_ms", CFG_INT, lock.backoff_cap_ms, 1, 60000, 200, NULL, CFG_RELOAD,                 \
       "longest backoff between lock attempts")                                                              \
+    X("sale.rebuy_after_cancel", CFG_BOOL, sale.rebuy_after_cancel, 0, 1, 1, NULL, CFG_RELOAD,              \
+      "a buyer whose order expired (or was cancelled) may buy the item again: the unit's return "          \
+      "takes their one-per-user mark away in Redis")                                                       \
     X("jwt.key_dir", CFG_PATH, jwt.key_dir, 0, 0, 0, ".", CFG_SWAP,                                         \
       "folder of the key files; relative: to the configuration file's folder")                              \
     X("jwt.keys", CFG_LIST, jwt.keys, 0, 0, 0, NULL, CFG_SWAP,                                              \

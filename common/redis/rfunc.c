@@ -16,6 +16,7 @@ static const struct {
     [RFUNC_LIB_CONSUMER] = { "seckill_consumer", embed_seckill_consumer },
     [RFUNC_LIB_LOCK] = { "seckill_lock", embed_seckill_lock },
     [RFUNC_LIB_CTL] = { "seckill_ctl", embed_seckill_ctl },
+    [RFUNC_LIB_RETURN] = { "seckill_return", embed_seckill_return },
 };
 
 /* What every message about a missing or older library ends with. */

@@ -1,9 +1,10 @@
 /* rfunc: the programs' Redis functions (issue #34), called by name.
  *
- * The Lua lives in four libraries, one file each, compiled into every binary
+ * The Lua lives in five libraries, one file each, compiled into every binary
  * (scripts/embed): seckill_producer (producer/lua), seckill_consumer
  * (consumer/lua), seckill_lock (common/sale/lua: the consumer's and seckillctl's
- * locks) and seckill_ctl (ctl/lua). The daemons never load code: their ACL
+ * locks), seckill_ctl (ctl/lua) and seckill_return (consumer/lua: units of
+ * expired orders back on sale, issue #44). The daemons never load code: their ACL
  * users may FCALL and FUNCTION LIST, not FUNCTION LOAD, SCRIPT LOAD or EVAL,
  * so a stolen daemon password runs the functions an operator loaded, never
  * its own Lua. The admin user loads them (rfunc_load: `seckillctl functions
@@ -39,7 +40,14 @@
 #include "cfg.h"
 #include "rpipe.h"
 
-enum rfunc_lib { RFUNC_LIB_PRODUCER, RFUNC_LIB_CONSUMER, RFUNC_LIB_LOCK, RFUNC_LIB_CTL, RFUNC_LIBS };
+enum rfunc_lib {
+    RFUNC_LIB_PRODUCER,
+    RFUNC_LIB_CONSUMER,
+    RFUNC_LIB_LOCK,
+    RFUNC_LIB_CTL,
+    RFUNC_LIB_RETURN,
+    RFUNC_LIBS
+};
 
 /* One function of a library: its name in Redis ("seckill_reserve"). */
 struct rfunc {

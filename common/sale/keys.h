@@ -21,14 +21,18 @@ enum keys_item_part {
     KEYS_ITEM_ORDERS,  /* hash: what became of each order, for the buyers' status
                         * calls: "o:ORDER" -> state (see order_state.h), "u:USER" -> ORDER;
                         * "given_back" -> units given back (producer/soldout.h) */
+    /* Beyond KEYS_ITEM_PARTS, the keys every reservation passes (the
+     * producer's ACL user knows none of these): */
+    KEYS_ITEM_RETURNED, /* set: ids of expired or cancelled orders whose unit went back
+                         * to stock (seckill_return: each once) */
 };
 #define KEYS_ITEM_PARTS 6
 
-/* <prefix>:{item:ID}:stock|buyers|pending|unpub|window|orders. Returns the
+/* <prefix>:{item:ID}:stock|buyers|pending|unpub|window|orders|returned. Returns the
  * length, or -1 if it does not fit. */
 int keys_item(char *buf, size_t len, const char *prefix, int64_t item_id, enum keys_item_part part);
 
-/* All of an item's keys, indexed by enum keys_item_part. 0 or -1. */
+/* The item's first KEYS_ITEM_PARTS keys, indexed by enum keys_item_part. 0 or -1. */
 int keys_item_all(char k[KEYS_ITEM_PARTS][KEYS_MAX], const char *prefix, int64_t item_id);
 
 /* <prefix>:items: the set of item ids with a sale loaded, for the sweeper

@@ -1,6 +1,11 @@
 -- $1 order ids, $2 user ids, $3 item ids, $4 reserved_at (ms since the epoch),
 -- $5 fences. Inserts the orders that fit and takes one unit of stock for each,
 -- in one statement. Returns how many rows it inserted.
+-- An order of an item with a payment window (items.pay_within_s > 0) starts
+-- 'pending_payment', to be paid by its persisted_at (now(), the transaction's
+-- time, which is also persisted_at's default) plus the window; any other is
+-- 'final' (sql/migrations/008_order_life.sql). The window is read here, in
+-- the statement, so no order is ever persisted without it.
 -- No ON CONFLICT: the statement inserts every row or fails. An order already
 -- there (a redelivery the batch did not look up first, or a concurrent
 -- writer of the same id) fails it with unique_violation and the consumer
@@ -16,9 +21,12 @@
 -- (items_stock_left_range) fails this statement and the consumer redoes the
 -- batch under cons_items.sql's lock.
 WITH ins AS (
-    INSERT INTO orders (order_id, user_id, item_id, qty, reserved_at, fence)
-    SELECT o, u, i, 1, timestamptz 'epoch' + r * interval '1 millisecond', fc
+    INSERT INTO orders (order_id, user_id, item_id, qty, reserved_at, fence, status, pay_by)
+    SELECT o, u, i, 1, timestamptz 'epoch' + r * interval '1 millisecond', fc,
+           CASE WHEN w.pay_within_s > 0 THEN 'pending_payment' ELSE 'final' END,
+           CASE WHEN w.pay_within_s > 0 THEN now() + w.pay_within_s * interval '1 second' END
       FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) AS t(o, u, i, r, fc)
+      LEFT JOIN items AS w ON w.item_id = t.i
     RETURNING item_id
 ), d AS (
     SELECT item_id, count(*)::integer AS n FROM ins GROUP BY item_id

@@ -1,8 +1,12 @@
 -- $1 item id: its stock, what is sold, the users holding two orders, and its
--- sale window in ms since the epoch (0 for an open end).
+-- sale window in ms since the epoch (0 for an open end). Sold counts the live
+-- orders: an expired or cancelled one gave its unit back to stock_left
+-- (sql/migrations/008_order_life.sql).
 SELECT i.stock_total, i.stock_left,
-       (SELECT count(*) FROM orders o WHERE o.item_id = i.item_id) AS sold,
-       (SELECT count(*) FROM (SELECT 1 FROM orders o WHERE o.item_id = i.item_id
+       (SELECT count(*) FROM orders o
+         WHERE o.item_id = i.item_id AND o.status NOT IN ('expired', 'cancelled')) AS sold,
+       (SELECT count(*) FROM (SELECT 1 FROM orders o
+                               WHERE o.item_id = i.item_id AND o.status NOT IN ('expired', 'cancelled')
                                GROUP BY o.user_id HAVING count(*) > 1) d) AS dup_users,
        coalesce((extract(epoch FROM i.starts_at) * 1000)::bigint, 0) AS starts_ms,
        coalesce((extract(epoch FROM i.ends_at) * 1000)::bigint, 0) AS ends_ms

@@ -160,13 +160,20 @@ redis_acl_rules() {
             printf ' %s' '+time +wait'
             for p in "$@"; do
                 printf ' %s' "~$p:{item:*}:pending" "~$p:{item:*}:unpub" "~$p:{item:*}:orders" \
-                    "~$p:{item:*}:stock" "~$p:lock:*"
+                    "~$p:{item:*}:stock" "~$p:{item:*}:buyers" "~$p:{item:*}:returned" "~$p:lock:*"
             done
             redis_acl_sel '~PFX:{item:*}:pending' '+hdel' "$@"
             redis_acl_sel '~PFX:{item:*}:unpub' '+zrem' "$@"
-            redis_acl_sel '~PFX:{item:*}:orders' '+hmget +hset' "$@"
-            # settle only asks whether the item's stock is there
-            redis_acl_sel '%R~PFX:{item:*}:stock' '+exists' "$@"
+            # HINCRBY: seckill_return counts the units it gives back (given_back)
+            redis_acl_sel '~PFX:{item:*}:orders' '+hmget +hset +hincrby' "$@"
+            # settle asks whether the item's stock is there; seckill_return
+            # gives a unit of an expired order back (INCR; never DECR, SET or DEL)
+            redis_acl_sel '~PFX:{item:*}:stock' '+exists +incr' "$@"
+            # seckill_return takes a returned order's buyer out (sale.rebuy_after_cancel);
+            # it never adds one nor reads the set
+            redis_acl_sel '~PFX:{item:*}:buyers' '+srem' "$@"
+            # the orders given back, each once (seckill_return's SADD)
+            redis_acl_sel '~PFX:{item:*}:returned' '+sadd' "$@"
             redis_acl_sel '~PFX:lock:*' '+hmget +hset +hdel +pexpire' "$@" ;;
         admin)
             # seckillctl: every key of its prefixes, and it loads the
@@ -303,7 +310,7 @@ redis_up() { redis_start redis; }
 # another checkout loaded. Functions are replicated and kept in the AOF: a
 # replica has them, and a restart keeps them.
 REDIS_FUNCTION_LIBS=(common/sale/lua/seckill_lock.lua producer/lua/seckill_producer.lua
-                     consumer/lua/seckill_consumer.lua ctl/lua/seckill_ctl.lua)
+                     consumer/lua/seckill_consumer.lua ctl/lua/seckill_ctl.lua consumer/lua/seckill_return.lua)
 redis_functions_load() {
     local f name got port
     port=$(redis_primary)

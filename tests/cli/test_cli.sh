@@ -426,6 +426,28 @@ check_out "item show prints the window, not started by Redis's clock" "not start
 ok_if "item show prints the database and Redis stock" "$(cat "$T/out")" \
     grep -q "stock_total 7, stock_left 7, sold 0, refused 0" "$T/out"
 ok_if "item show prints Redis's stock" "$(cat "$T/out")" grep -q "redis      stock 7, pending 0" "$T/out"
+ok_if "item show says an item without --pay-within has no payment step" "$(cat "$T/out")" \
+    grep -q "payment    none: an order is final once persisted" "$T/out"
+is "item $ITEM4: no --pay-within stores 0 (no payment step)" \
+    "$(sql "SELECT pay_within_s FROM items WHERE item_id=$ITEM4")" "0"
+
+# A payment window (issue #44): kept in the items row, where the consumer reads
+# it as it persists an order; item show prints it. (item load changes nothing in
+# the database: test_orderlife runs a sale on such an item.)
+for bad in "--pay-within -1" "--pay-within 604801" "--pay-within 1.5" "--pay-within x"; do
+    # shellcheck disable=SC2086
+    expect "item create $bad exits 2 and names --pay-within" 2 err "--pay-within" -- \
+        "$CTL" -c "$CFG" item create --id "$ITEM4" --stock 7 $bad
+done
+is "item $ITEM4: the refused --pay-within wrote nothing" "$(sql "SELECT pay_within_s FROM items WHERE item_id=$ITEM4")" "0"
+check_out "item create --pay-within 90 succeeds and says so" "7 units, to be paid within 90 s" \
+    "$CTL" -c "$CFG" item create --id "$ITEM4" --stock 7 --pay-within 90
+is "item $ITEM4: PostgreSQL pay_within_s" "$(sql "SELECT pay_within_s FROM items WHERE item_id=$ITEM4")" "90"
+check_out "item show prints the payment window and the orders by status" \
+    "payment    within 90 s: pending 0, expired 0, returns not yet in Redis 0" \
+    "$CTL" -c "$CFG" item show "$ITEM4"
+expect "item load takes no --pay-within (it changes nothing in the database)" 2 err "usage:" -- \
+    "$CTL" -c "$CFG" item load --id "$ITEM4" --pay-within 5
 expect "item show of an unknown item exits 1" 1 out "not in the database" -- "$CTL" -c "$CFG" item show 999999999999
 expect "item show with a bad id exits 2" 2 err "ID must be" -- "$CTL" -c "$CFG" item show 0x10
 

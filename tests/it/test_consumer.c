@@ -832,6 +832,16 @@ static int auth_failures(const char *role)
  * rotation: ALTER ROLE, the file, SIGHUP; its session stays until it is
  * ended, and the new one logs in with the new password. A role of its own
  * (a member of consumer) keeps the stack's consumer password untouched. */
+/* Sessions of PostgreSQL role `role` open now. */
+static int sessions_of(const char *role)
+{
+    PGresult *r = PQexecParams(pg, "SELECT count(*) FROM pg_stat_activity WHERE usename = $1", 1, NULL,
+                               (const char *[]){ role }, NULL, NULL, 0);
+    int n = PQresultStatus(r) == PGRES_TUPLES_OK ? atoi(PQgetvalue(r, 0, 0)) : -1;
+    PQclear(r);
+    return n;
+}
+
 static void test_password_wrong_then_rotated(void **state)
 {
     (void)state;
@@ -891,10 +901,14 @@ static void test_password_wrong_then_rotated(void **state)
     WAIT_UNTIL(harness_file_lines(t.logs[0], "configuration reloaded") == 2, 10000, ok);
     assert_true(ok);
     int fails1 = auth_failures(role);
+    /* the worker's session, and the expiry's (consumer/expiry.h), which
+     * comes back on its own backoff */
+    WAIT_UNTIL(sessions_of(role) == 2, 15000, ok);
+    assert_true(ok);
     PGresult *r = PQexecParams(pg, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = $1",
                                1, NULL, (const char *[]){ role }, NULL, NULL, 0);
     assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
-    assert_int_equal(atoi(PQgetvalue(r, 0, 0)), 1);
+    assert_int_equal(atoi(PQgetvalue(r, 0, 0)), 2);
     PQclear(r);
     for (int i = 3; i < 6; i++)
         produce_order(t.topic, t.order_base + i, t.user_base + i, t.item);

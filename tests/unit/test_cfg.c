@@ -64,6 +64,7 @@ static void test_dev_config_loads(void **state)
     assert_string_equal(c.kafka.producer_properties.keys[0], "linger.ms");
     assert_string_equal(c.kafka.producer_properties.values[0], "5");
     assert_int_equal(c.logging.level, LOG_LVL_INFO);
+    assert_int_equal(c.sale.rebuy_after_cancel, 1);
     cfg_free(&c);
 }
 
@@ -98,7 +99,42 @@ static void test_defaults(void **state)
     assert_string_equal(c.redis.key_prefix, "seckill");
     assert_int_equal(c.lock.ttl_ms, 10000);
     assert_int_equal(c.kafka.properties.n, 0);
+    /* Issue #44: a buyer whose order expired may buy again unless said
+     * otherwise; expiry runs every second, a batch of 1,000 at most. */
+    assert_int_equal(c.sale.rebuy_after_cancel, 1);
+    assert_int_equal(c.consumer.expire_interval_ms, 1000);
+    assert_int_equal(c.consumer.expire_batch, 1000);
+    assert_int_equal(c.consumer.return_backoff_cap_ms, 30000);
     cfg_free(&c);
+}
+
+/* The order life's settings (issue #44): a boolean that says no, ranges,
+ * and reloadable (a running consumer takes them on SIGHUP). */
+static void test_order_life_settings(void **state)
+{
+    (void)state;
+    struct cfg c, n;
+    char err[1024];
+    write_cfg(MINIMAL
+              "sale = { rebuy_after_cancel = false; };\n"
+              "consumer = { expire_interval_ms = 250; expire_batch = 10; return_backoff_cap_ms = 1000; };\n");
+    if (cfg_load(path, &c, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(c.sale.rebuy_after_cancel, 0);
+    assert_int_equal(c.consumer.expire_interval_ms, 250);
+    assert_int_equal(c.consumer.expire_batch, 10);
+    assert_int_equal(c.consumer.return_backoff_cap_ms, 1000);
+    write_cfg(MINIMAL);
+    assert_int_equal(cfg_load(path, &n, err, sizeof(err)), 0);
+    assert_int_equal(cfg_reload_check(&c, &n, err, sizeof(err)), 0);
+    cfg_free(&n);
+    cfg_free(&c);
+    expect_error(MINIMAL "sale = { rebuy_after_cancel = 1; };\n",
+                 "'sale.rebuy_after_cancel' must be true or false");
+    expect_error(MINIMAL "consumer = { expire_batch = 0; };\n",
+                 "'consumer.expire_batch' = 0 is out of range");
+    expect_error(MINIMAL "consumer = { expire_interval_ms = 10; };\n", "'consumer.expire_interval_ms' = 10");
+    expect_error(MINIMAL "sale = { rebuy = true; };\n", "unknown setting 'sale.rebuy'");
 }
 
 static void test_errors_point_at_file_and_line(void **state)
@@ -484,6 +520,7 @@ int main(void)
         cmocka_unit_test(test_dev_config_loads),
         cmocka_unit_test(test_ha_config_loads),
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_order_life_settings),
         cmocka_unit_test(test_errors_point_at_file_and_line),
         cmocka_unit_test(test_what_start_refuses),
         cmocka_unit_test(test_missing_required_is_named),

@@ -1,0 +1,405 @@
+#include "expiry.h"
+
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bgthread.h"
+#include "cmetrics.h"
+#include "embed.h"
+#include "keys.h"
+#include "log.h"
+#include "pgconn.h"
+#include "rfunc.h"
+#include "rpipe.h"
+#include "util.h"
+
+/* seckill_return's keys; its arguments are the rebuy flag, then two per order. */
+#define EXP_KEYS 4
+/* After a failed pass (a service down) the thread waits this long, doubling
+ * to the cap: the connections are remade on the next pass. */
+#define EXP_BACKOFF_BASE_MS 100
+#define EXP_BACKOFF_CAP_MS 5000
+/* Room per order id in an array parameter ("{1,2,...}"): 19 digits, a sign, a comma. */
+#define EXP_ID_CHARS 21
+
+struct ret_row {
+    int64_t order_id, item_id, user_id;
+    bool ok; /* Redis has its unit back (or holds no item to give it to) */
+};
+
+struct expiry {
+    const struct cfg *cfg;
+    struct bgthread t;
+    PGconn *pg;
+    struct rp *rp;
+    struct rp_batch batch;
+    struct rfunc fn; /* seckill_return */
+    struct log_repeat say_pg, say_redis, say_missing;
+    int fails;            /* failed passes in a row: the backoff's exponent */
+    struct ret_row *rows; /* the pass's due returns, sorted by item */
+    size_t nrows, cap;
+    const char **argv; /* room for every call of a pass: keys, flag, two per order */
+    char (*vals)[24];  /* the orders' ids and users as text */
+    char *ids;         /* an array parameter's text */
+};
+
+/* --- PostgreSQL ------------------------------------------------------------ */
+
+static int pg_ready(struct expiry *e)
+{
+    char err[512];
+    if (e->pg && PQstatus(e->pg) == CONNECTION_OK)
+        return 0;
+    PQfinish(e->pg);
+    e->pg = NULL;
+    if (pgconn_open(e->cfg, "seckill-consumer-expiry", &e->pg, err, sizeof(err)) != 0) {
+        /* Why (a password, a certificate) is the workers' to say, once: their
+         * connections fail the same way, and one reason said twice would
+         * read as two problems. */
+        log_debug("expiry: postgres: %s", err);
+        log_repeat(&e->say_pg, LOG_LVL_WARNING, "expiry: postgres",
+                   "expiry: postgres unreachable (the workers' log says why); orders past their payment "
+                   "window wait (logged once while it lasts)");
+        return -1;
+    }
+    log_repeat_end(&e->say_pg, "connected");
+    return 0;
+}
+
+/* res did not go as want: say so once while it lasts, and drop a broken
+ * connection for the next pass to remake. Frees res. -1. */
+static int pg_failed(struct expiry *e, PGresult *res, const char *what)
+{
+    log_repeat(&e->say_pg, LOG_LVL_WARNING, "expiry: postgres",
+               "expiry: postgres: %s: %s; retried (logged once while it lasts)", what, PQerrorMessage(e->pg));
+    PQclear(res);
+    if (PQstatus(e->pg) != CONNECTION_OK) {
+        PQfinish(e->pg);
+        e->pg = NULL;
+    }
+    return -1;
+}
+
+/* Run sql with n text parameters; the result, or NULL after pg_failed. */
+static PGresult *pg_run(struct expiry *e, const char *sql, int n, const char *const *p, ExecStatusType want,
+                        const char *what)
+{
+    PGresult *res = PQexecParams(e->pg, sql, n, NULL, p, NULL, NULL, 0);
+    if (PQresultStatus(res) != want) {
+        pg_failed(e, res, what);
+        return NULL;
+    }
+    return res;
+}
+
+/* Expire up to limit orders past their pay_by (cons_expire.sql): one
+ * statement, so their status, stock_left and return rows commit together.
+ * 0 and *n, or -1. */
+static int expire_due(struct expiry *e, int limit, int *n)
+{
+    char lim[16];
+    snprintf(lim, sizeof(lim), "%d", limit);
+    const char *p[] = { lim };
+    PGresult *res = pg_run(e, embed_cons_expire, 1, p, PGRES_TUPLES_OK, "expiring orders");
+    if (!res)
+        return -1;
+    *n = PQntuples(res);
+    PQclear(res);
+    if (*n > 0) {
+        CM_ADD(expired, *n);
+        log_debug("expiry: %d orders not paid in time expired; their units go back on sale", *n);
+    }
+    return 0;
+}
+
+static int cmp_item(const void *a, const void *b)
+{
+    const struct ret_row *x = a, *y = b;
+    return x->item_id < y->item_id ? -1 : x->item_id > y->item_id;
+}
+
+/* Room for limit returns. 0, or -1 out of memory. */
+static int reserve(struct expiry *e, size_t limit)
+{
+    if (limit <= e->cap)
+        return 0;
+    struct ret_row *rows = realloc(e->rows, limit * sizeof(*rows));
+    if (rows)
+        e->rows = rows;
+    const char **argv = realloc(e->argv, limit * (EXP_KEYS + 3) * sizeof(*argv));
+    if (argv)
+        e->argv = argv;
+    char(*vals)[24] = realloc(e->vals, limit * 2 * sizeof(*vals));
+    if (vals)
+        e->vals = vals;
+    char *ids = realloc(e->ids, limit * EXP_ID_CHARS + 3);
+    if (ids)
+        e->ids = ids;
+    if (!rows || !argv || !vals || !ids)
+        return -1;
+    e->cap = limit;
+    return 0;
+}
+
+/* The returns Redis does not have yet whose try is due (cons_returns_due.sql),
+ * sorted by item. 0, or -1. */
+static int load_due(struct expiry *e, int limit)
+{
+    char lim[16];
+    snprintf(lim, sizeof(lim), "%d", limit);
+    const char *p[] = { lim };
+    e->nrows = 0;
+    if (reserve(e, (size_t)limit) != 0) {
+        log_error("expiry: out of memory for %d returns", limit);
+        return -1;
+    }
+    PGresult *res = pg_run(e, embed_cons_returns_due, 1, p, PGRES_TUPLES_OK, "reading the returns due");
+    if (!res)
+        return -1;
+    for (int i = 0; i < PQntuples(res) && (size_t)i < e->cap; i++) {
+        struct ret_row *r = &e->rows[e->nrows++];
+        r->ok = false;
+        if (util_parse_i64(PQgetvalue(res, i, 0), 1, INT64_MAX, &r->order_id) != 0 ||
+            util_parse_i64(PQgetvalue(res, i, 1), 1, INT64_MAX, &r->item_id) != 0 ||
+            util_parse_i64(PQgetvalue(res, i, 2), 1, INT64_MAX, &r->user_id) != 0)
+            e->nrows--; /* the table's checks make this impossible; never guess */
+    }
+    PQclear(res);
+    qsort(e->rows, e->nrows, sizeof(*e->rows), cmp_item);
+    return 0;
+}
+
+/* "{id,id,...}" of the rows whose ok is want, into e->ids; how many. */
+static size_t ids_text(struct expiry *e, bool want)
+{
+    size_t n = 0, at = 0;
+    e->ids[at++] = '{';
+    for (size_t i = 0; i < e->nrows; i++)
+        if (e->rows[i].ok == want)
+            at += (size_t)snprintf(e->ids + at, EXP_ID_CHARS + 1, "%s%" PRId64, n++ ? "," : "",
+                                   e->rows[i].order_id);
+    e->ids[at++] = '}';
+    e->ids[at] = '\0';
+    return n;
+}
+
+/* Mark the rows Redis took done, and the others for a later try. 0, or -1. */
+static int mark(struct expiry *e)
+{
+    char cap[16];
+    snprintf(cap, sizeof(cap), "%d", CFG_GET(e->cfg->consumer.return_backoff_cap_ms));
+    if (ids_text(e, true) > 0) {
+        const char *p[] = { e->ids };
+        PGresult *res = pg_run(e, embed_cons_return_done, 1, p, PGRES_COMMAND_OK, "marking returns done");
+        if (!res)
+            return -1;
+        PQclear(res);
+    }
+    if (ids_text(e, false) > 0) {
+        const char *p[] = { e->ids, cap };
+        PGresult *res = pg_run(e, embed_cons_return_later, 2, p, PGRES_COMMAND_OK, "deferring returns");
+        if (!res)
+            return -1;
+        PQclear(res);
+    }
+    return 0;
+}
+
+/* The gauge of returns not done (cons_returns_pending.sql). 0, or -1. */
+static int count_pending(struct expiry *e)
+{
+    int64_t n = 0;
+    PGresult *res = pg_run(e, embed_cons_returns_pending, 0, NULL, PGRES_TUPLES_OK, "counting returns");
+    if (!res)
+        return -1;
+    if (util_parse_i64(PQgetvalue(res, 0, 0), 0, INT64_MAX, &n) == 0)
+        CM_SET(returns_pending, n);
+    PQclear(res);
+    return 0;
+}
+
+/* --- Redis ------------------------------------------------------------------ */
+
+/* The end of the run of rows of one item from i on. */
+static size_t item_end(const struct expiry *e, size_t i)
+{
+    size_t j = i;
+    while (j < e->nrows && e->rows[j].item_id == e->rows[i].item_id)
+        j++;
+    return j;
+}
+
+/* One seckill_return call per item of the due rows, routed by the item's
+ * keys. 0, or -1 out of memory. */
+static int add_calls(struct expiry *e)
+{
+    char k[KEYS_ITEM_PARTS][KEYS_MAX], returned[KEYS_MAX];
+    const char *rebuy = CFG_GET(e->cfg->sale.rebuy_after_cancel) ? "1" : "0";
+    rp_batch_reset(&e->batch);
+    for (size_t i = 0, j; i < e->nrows; i = j) {
+        size_t a = 0;
+        j = item_end(e, i);
+        if (keys_item_all(k, e->cfg->redis.key_prefix, e->rows[i].item_id) != 0 ||
+            keys_item(returned, sizeof(returned), e->cfg->redis.key_prefix, e->rows[i].item_id,
+                      KEYS_ITEM_RETURNED) < 0)
+            return -1;
+        e->argv[a++] = k[KEYS_ITEM_STOCK];
+        e->argv[a++] = k[KEYS_ITEM_BUYERS];
+        e->argv[a++] = k[KEYS_ITEM_ORDERS];
+        e->argv[a++] = returned;
+        e->argv[a++] = rebuy;
+        for (size_t m = i; m < j; m++) {
+            snprintf(e->vals[2 * m], sizeof(e->vals[0]), "%" PRId64, e->rows[m].order_id);
+            snprintf(e->vals[2 * m + 1], sizeof(e->vals[0]), "%" PRId64, e->rows[m].user_id);
+            e->argv[a++] = e->vals[2 * m];
+            e->argv[a++] = e->vals[2 * m + 1];
+        }
+        if (rp_fcall(&e->batch, e->fn.name, EXP_KEYS, (int)(a - EXP_KEYS), e->argv, NULL) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Which calls Redis answered: their rows are ok. The first failure's text
+ * goes into why. How many rows are not ok. */
+static size_t take_replies(struct expiry *e, char *why, size_t whylen)
+{
+    size_t failed = 0;
+    int c = 0;
+    for (size_t i = 0, j; i < e->nrows; i = j, c++) {
+        j = item_end(e, i);
+        const redisReply *r = rp_reply(&e->batch, c);
+        bool ok = rp_status(&e->batch, c) == RP_OK && r != NULL && r->type == REDIS_REPLY_INTEGER;
+        if (ok && r->integer > 0)
+            CM_ADD(returned, r->integer);
+        if (ok && r->integer < 0)
+            log_notice("expiry: item %" PRId64 " is not in Redis: its %zu returned units are in stock_left, "
+                       "which 'seckillctl item load' rebuilds it from",
+                       e->rows[i].item_id, j - i);
+        if (!ok && why[0] == '\0')
+            snprintf(why, whylen, "%s", r && r->type == REDIS_REPLY_ERROR ? r->str : "no answer");
+        for (size_t m = i; m < j; m++)
+            e->rows[m].ok = ok;
+        failed += ok ? 0 : j - i;
+    }
+    return failed;
+}
+
+/* Give the due rows' units back in one pipelined round trip (one per
+ * primary on a Cluster); each row's ok says whether Redis took it. */
+static void send_returns(struct expiry *e)
+{
+    char err[256] = "", why[256] = "";
+    size_t failed = e->nrows;
+    if (!e->rp && rp_open(e->cfg, cfg_role_self(), &e->rp, err, sizeof(err)) != 0)
+        goto out;
+    if (add_calls(e) != 0) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto out;
+    }
+    if (rp_run(e->rp, &e->batch, err, sizeof(err)) != 0)
+        log_debug("expiry: redis: %s", err);
+    if (e->batch.missing > 0) {
+        rfunc_missing_text(&e->fn, why, sizeof(why));
+        log_repeat(&e->say_missing, LOG_LVL_ERROR, "expiry: function missing",
+                   "expiry: redis: %s; units wait in order_returns (logged once while it lasts)", why);
+    }
+    why[0] = '\0';
+    failed = take_replies(e, why, sizeof(why));
+    if (failed < e->nrows && e->batch.missing == 0)
+        log_repeat_end(&e->say_missing, "the return function answered");
+    snprintf(err, sizeof(err), "%s", why[0] ? why : err);
+out:
+    rp_batch_reset(&e->batch);
+    if (failed == 0) {
+        log_repeat_end(&e->say_redis, "units returned");
+        return;
+    }
+    CM_ADD(redis_errors, 1);
+    log_repeat(&e->say_redis, LOG_LVL_WARNING, "expiry: redis",
+               "expiry: redis: %s; units of expired orders wait in order_returns and are retried "
+               "(logged once while it lasts)",
+               err[0] ? err : "not answered");
+}
+
+/* --- the thread ------------------------------------------------------------- */
+
+/* Expire what is due, then return what Redis does not have yet. 0 and
+ * *more (a full batch: go on at once), or -1 (PostgreSQL failed). */
+static int pass(struct expiry *e, bool *more)
+{
+    int limit = CFG_GET(e->cfg->consumer.expire_batch), n = 0;
+    *more = false;
+    if (pg_ready(e) != 0 || expire_due(e, limit, &n) != 0 || load_due(e, limit) != 0)
+        return -1;
+    if (e->nrows > 0) {
+        send_returns(e);
+        if (mark(e) != 0)
+            return -1;
+    }
+    if (count_pending(e) != 0)
+        return -1;
+    log_repeat_end(&e->say_pg, "a pass done");
+    *more = n == limit || e->nrows == (size_t)limit;
+    return 0;
+}
+
+static void *run(void *arg)
+{
+    struct expiry *e = arg;
+    while (!bgt_stopping(&e->t)) {
+        bool more = false;
+        int64_t wait_ms = CFG_GET(e->cfg->consumer.expire_interval_ms);
+        if (pass(e, &more) != 0) {
+            int shift = e->fails < 6 ? e->fails : 6;
+            e->fails++;
+            wait_ms = EXP_BACKOFF_BASE_MS << shift;
+            wait_ms = wait_ms < EXP_BACKOFF_CAP_MS ? wait_ms : EXP_BACKOFF_CAP_MS;
+        } else {
+            e->fails = 0;
+            if (more)
+                continue;
+        }
+        bgt_sleep_ms(&e->t, wait_ms);
+    }
+    return NULL;
+}
+
+int expiry_start(const struct cfg *c, struct expiry **out, char *err, size_t errlen)
+{
+    struct expiry *e = calloc(1, sizeof(*e));
+    if (!e) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    e->cfg = c;
+    e->fn = (struct rfunc)RFUNC_INIT("seckill_return", RFUNC_LIB_RETURN);
+    rp_batch_init(&e->batch);
+    if (bgt_start(&e->t, run, e) != 0) {
+        snprintf(err, errlen, "expiry: cannot start its thread");
+        free(e);
+        return -1;
+    }
+    *out = e;
+    return 0;
+}
+
+void expiry_stop(struct expiry *e)
+{
+    if (!e)
+        return;
+    bgt_stop(&e->t);
+    PQfinish(e->pg);
+    rp_close(e->rp);
+    rp_batch_free(&e->batch);
+    free(e->rows);
+    free(e->argv);
+    free(e->vals);
+    free(e->ids);
+    free(e);
+}

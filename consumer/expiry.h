@@ -1,0 +1,47 @@
+/* expiry: orders not paid in time expire, and their units go back on sale,
+ * each exactly once (issue #44).
+ *
+ * A thread of the consumer's own, with its own PostgreSQL and Redis
+ * connections, made and remade here with backoff (a service down is a state
+ * to wait out, not a failure). Every consumer.expire_interval_ms, and at once
+ * again after a full batch:
+ *
+ * 1. Expire: one statement (consumer/sql/cons_expire.sql), so one
+ *    transaction, takes up to consumer.expire_batch orders past their pay_by,
+ *    marks them expired, gives their units back to items.stock_left and
+ *    records a return per order in order_returns. Any number of consumers
+ *    run it side by side: each locks what it takes and skips what another
+ *    holds, and the status is checked again as it changes, so each order
+ *    expires once.
+ * 2. Return: the returns Redis does not have yet (of this pass, of an
+ *    earlier one, of another consumer or of one that crashed) go to
+ *    seckill_return (consumer/lua/seckill_return.lua), one call per item in
+ *    one pipelined round trip; Redis gives each order id's unit back once,
+ *    so a retry, a replay or two consumers sending one return give it once.
+ *    A return Redis took is marked done; one that failed waits longer each
+ *    time (from 100 ms, doubling, up to consumer.return_backoff_cap_ms) and
+ *    stays in the table across restarts until it is done.
+ *
+ * So the delay between a pay_by and the unit back on sale is bounded by the
+ * interval, the time to expire and return what is due before it, and the
+ * producers' sold-out refresh (producer.soldout_refresh_ms).
+ *
+ * expiry_start and expiry_stop belong to the consumer's main thread. */
+#ifndef SECKILL_EXPIRY_H
+#define SECKILL_EXPIRY_H
+
+#include <stddef.h>
+
+#include "cfg.h"
+
+struct expiry;
+
+/* Start the thread (it connects itself, on its first pass). c must outlive
+ * expiry_stop. 0, or -1 with err (out of memory, no thread). */
+int expiry_start(const struct cfg *c, struct expiry **out, char *err, size_t errlen);
+/* Stop the thread, wait for it (a pass under way finishes; what it did not
+ * return is returned by the next consumer to run) and free everything. NULL
+ * is fine. */
+void expiry_stop(struct expiry *e);
+
+#endif

@@ -1,0 +1,38 @@
+-- $1 most orders to expire. Expires the orders whose payment window is past,
+-- gives their units back to the items' stock_left and records each return for
+-- Redis (order_returns), all in one statement of one transaction: the three
+-- can never be seen apart, and a crash leaves all or none.
+-- Any number of consumers run this at once: due takes the rows it locks and
+-- skips those another one holds (SKIP LOCKED), so two passes never wait for
+-- each other nor take the same order; the UPDATE checks the status again
+-- (READ COMMITTED re-reads a row changed since the snapshot), so an order a
+-- payment or a cancel decided first is left alone: of two racing outcomes
+-- exactly one wins. The partial index orders_pay_by_pending_idx holds only
+-- orders still pending, by pay_by: a pass reads the due ones from its front.
+-- Item rows are locked in id order (lk), as cons_insert.sql locks them, so
+-- an expiry and a batch of inserts cannot deadlock. Returns the orders
+-- expired: order id, item id, user id.
+WITH due AS (
+    SELECT order_id FROM orders
+     WHERE status = 'pending_payment' AND pay_by < now()
+     ORDER BY pay_by LIMIT $1
+       FOR UPDATE SKIP LOCKED
+), exp AS (
+    UPDATE orders AS o
+       SET status = 'expired', status_changed_at = now(), status_reason = 'not paid within the window'
+     WHERE o.order_id IN (SELECT order_id FROM due) AND o.status = 'pending_payment'
+    RETURNING o.order_id, o.item_id, o.user_id
+), d AS (
+    SELECT item_id, count(*)::integer AS n FROM exp GROUP BY item_id
+), lk AS (
+    SELECT it.item_id FROM items AS it WHERE it.item_id IN (SELECT item_id FROM d)
+     ORDER BY it.item_id FOR NO KEY UPDATE
+), upd AS (
+    UPDATE items AS it SET stock_left = it.stock_left + d.n
+      FROM d JOIN lk USING (item_id)
+     WHERE it.item_id = d.item_id
+), ret AS (
+    INSERT INTO order_returns (order_id, item_id, user_id, reason)
+    SELECT order_id, item_id, user_id, 'expired' FROM exp
+)
+SELECT order_id, item_id, user_id FROM exp

@@ -1,0 +1,540 @@
+/* An order's life after the sale (issue #44), end to end against the stack:
+ * an item with a payment window (seckillctl item create --pay-within), its
+ * orders bought through a producer and persisted by consumers as
+ * pending_payment, expired once past pay_by, their units given back to
+ * stock_left and then to Redis exactly once, the buyers free to buy again,
+ * and a producer that answered 410 selling the units again.
+ *
+ * The consumers run as an ACL user of this run with the rules
+ * scripts/stack.d/redis.sh gives the consumer (redis_acl_rules), so the test
+ * also shows those rules let it return units and nothing beyond them is
+ * needed; this run's function library seckill_return is loaded first (a
+ * library of its own: loading it changes no other library). Each test has its
+ * own item, users, topic and group. */
+#include "harness.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "keys.h"
+#include "rfunc.h"
+#include "sale.h"
+
+static char user[64], password[40];
+/* The items this run made, dropped by the group's teardown too: a test that
+ * fails leaves before its own cleanup. */
+static int64_t made[8];
+static int nmade;
+static char last_resp[512];
+
+static int order(int port, int64_t u, int64_t item)
+{
+    return harness_order(port, u, item, last_resp, sizeof(last_resp));
+}
+
+/* --- fixtures ------------------------------------------------------------------ */
+
+/* The consumer's ACL rules for this run's key prefix, as the stack writes them. */
+static void consumer_rules(char *out, size_t len)
+{
+    char cmd[1024];
+    snprintf(
+        cmd, sizeof(cmd),
+        "bash -c 'STATE=/nonexistent; . \"$0/scripts/stack.d/redis.sh\" && redis_acl_rules consumer \"$1\"' "
+        "'%s' '%s'",
+        harness_root(), harness_conf.redis.key_prefix);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, len - 1, f);
+    out[n] = '\0';
+    assert_int_equal(pclose(f), 0);
+    assert_non_null(strstr(out, ":returned"));
+}
+
+/* An ACL user with the consumer's rules (ACL SETUSER puts the selectors that
+ * come apart at their spaces back together). */
+static void user_create(void)
+{
+    char rules[8192], pw[48], rnd[17], *save = NULL;
+    const char *argv[512];
+    int n = 0;
+    consumer_rules(rules, sizeof(rules));
+    assert_int_equal(util_random_hex(rnd, 8), 0);
+    snprintf(user, sizeof(user), "sktest-orderlife-%d", (int)getpid());
+    snprintf(password, sizeof(password), "c-%s", rnd);
+    snprintf(pw, sizeof(pw), ">%s", password);
+    argv[n++] = "ACL", argv[n++] = "SETUSER", argv[n++] = user, argv[n++] = "reset", argv[n++] = "on";
+    argv[n++] = pw;
+    for (char *t = strtok_r(rules, " \n", &save); t && n < 510; t = strtok_r(NULL, " \n", &save))
+        argv[n++] = t;
+    redisContext *rc = harness_redis(&harness_conf);
+    redisReply *r = redisCommandArgv(rc, n, argv, NULL);
+    assert_non_null(r);
+    if (r->type == REDIS_REPLY_ERROR)
+        fail_msg("ACL SETUSER %s: %s", user, r->str);
+    freeReplyObject(r);
+    redisFree(rc);
+}
+
+/* Turn the user on or off; off also drops its connections: the consumer's
+ * Redis is gone for it until it is on again. */
+static void user_switch(bool on)
+{
+    redisContext *rc = harness_redis(&harness_conf);
+    freeReplyObject(harness_cmd(rc, "ACL SETUSER %s %s", user, on ? "on" : "off"));
+    if (!on)
+        freeReplyObject(harness_cmd(rc, "CLIENT KILL USER %s", user));
+    redisFree(rc);
+}
+
+static int setup(void **state)
+{
+    char err[512];
+    int was = -1;
+    harness_setup(state);
+    redisContext *rc = harness_redis(&harness_conf);
+    enum rfunc_status st = rfunc_load(rc, RFUNC_LIB_RETURN, &was, err, sizeof(err));
+    redisFree(rc);
+    if (st != RFUNC_OK && st != RFUNC_NEWER) {
+        fprintf(stderr, "# loading seckill_return: %s\n", err);
+        return -1;
+    }
+    user_create();
+    return 0;
+}
+
+static void pg_drop(int64_t item)
+{
+    harness_pg_try(&harness_conf, "DELETE FROM order_returns WHERE item_id = $1", item, 0);
+    harness_pg_try(&harness_conf, "DELETE FROM orders WHERE item_id = $1", item, 0);
+    harness_pg_try(&harness_conf, "DELETE FROM order_rejections WHERE item_id = $1", item, 0);
+    harness_pg_try(&harness_conf, "DELETE FROM items WHERE item_id = $1", item, 0);
+}
+
+static int teardown(void **state)
+{
+    redisContext *rc = NULL;
+    char err[256];
+    if (harness_redis_open(&harness_conf, &rc, err, sizeof(err)) == 0) {
+        redisReply *r = redisCommand(rc, "ACL DELUSER %s", user);
+        freeReplyObject(r);
+        redisFree(rc);
+    }
+    for (int i = 0; i < nmade; i++)
+        pg_drop(made[i]);
+    return harness_teardown(state);
+}
+
+/* --- a producer and consumers ---------------------------------------------------- */
+
+#define MAX_CONS 2
+
+struct life {
+    struct cfg c;
+    char cfgpath[MAX_CONS][128], clog[MAX_CONS][192], plog[192], pwfile[128];
+    int port, cport[MAX_CONS];
+    pid_t prod, cons[MAX_CONS];
+    int ncons;
+    int64_t item, user_base;
+};
+
+static void start_consumer(struct life *l, int i)
+{
+    char bin[512];
+    harness_bin("seckill-consumer", bin, sizeof(bin));
+    char *argv[] = { bin, "-c", l->cfgpath[i], NULL };
+    l->cons[i] = harness_spawn(argv, l->clog[i]);
+}
+
+static void wait_assigned(struct life *l, int i)
+{
+    bool ok;
+    WAIT_UNTIL(sale_metric(l->cport[i], "seckill_consumer_assigned_partitions") > 0, 60000, ok);
+    if (!ok)
+        fail_msg("consumer %d did not come up; see %s", i, l->clog[i]);
+}
+
+/* An item of stock units, its buyers given pay_s seconds to pay. */
+static void item_create(struct life *l, int64_t stock, int pay_s)
+{
+    char sid[24], sstock[24], spay[24], *out = NULL;
+    l->item = 970000000 + (int64_t)util_rand_below(9999999);
+    snprintf(sid, sizeof(sid), "%" PRId64, l->item);
+    snprintf(sstock, sizeof(sstock), "%" PRId64, stock);
+    snprintf(spay, sizeof(spay), "%d", pay_s);
+    if (nmade < (int)ARRAY_SIZE(made))
+        made[nmade++] = l->item;
+    const char *args[] = { "-c",      l->cfgpath[0], "item",         "create", "--id", sid,
+                           "--stock", sstock,        "--pay-within", spay,     NULL };
+    int st = harness_run(&out, "seckillctl", args, 30000);
+    if (st != 0 || !strstr(out, "to be paid within"))
+        fail_msg("seckillctl item create --pay-within %d: exit %d: %s", pay_s, st, out);
+    free(out);
+}
+
+/* A producer and ncons consumers (as this run's user), on a topic and
+ * group of their own, and an item; returns once all are up. */
+static void life_start(struct life *l, int ncons, int64_t stock, int pay_s)
+{
+    char bin[512], rnd[9];
+    bool ok;
+    memset(l, 0, sizeof(*l));
+    l->ncons = ncons;
+    l->user_base = 5000000 + (int64_t)util_rand_below(1000000) * 16;
+    assert_int_equal(util_random_hex(rnd, 4), 0);
+    snprintf(l->pwfile, sizeof(l->pwfile), "/tmp/sktest-orderlife-pw-%d-%s", (int)getpid(), rnd);
+    harness_write_secret(l->pwfile, password);
+    harness_cfg(&l->c);
+    harness_set_str(&l->c.redis.key_prefix, harness_conf.redis.key_prefix);
+    harness_set_str(&l->c.redis.user[CFG_ROLE_CONSUMER], user);
+    harness_set_str(&l->c.redis.password_file[CFG_ROLE_CONSUMER], l->pwfile);
+    free(l->c.kafka.topic);
+    assert_true(asprintf(&l->c.kafka.topic, "sktest.orderlife.%d.%s", (int)getpid(), rnd) > 0);
+    free(l->c.kafka.dlq_topic);
+    assert_true(asprintf(&l->c.kafka.dlq_topic, "%s.dlq", l->c.kafka.topic) > 0);
+    free(l->c.consumer.group_id);
+    assert_true(asprintf(&l->c.consumer.group_id, "sktest-orderlife-%d-%s", (int)getpid(), rnd) > 0);
+    l->c.consumer.workers = 2;
+    l->c.consumer.expire_interval_ms = 100;
+    l->c.consumer.return_backoff_cap_ms = 300;
+    harness_producer_ports(&l->c);
+    l->port = l->c.producer.port;
+    for (int i = 0; i < ncons; i++) {
+        l->c.consumer.metrics_port = l->cport[i] = harness_free_port();
+        harness_cfg_file(&l->c, l->cfgpath[i], sizeof(l->cfgpath[i]));
+        snprintf(l->clog[i], sizeof(l->clog[i]), "%s.consumer.log", l->cfgpath[i]);
+    }
+    assert_int_equal(harness_topic_create(&l->c, l->c.kafka.topic, 4), 0);
+    assert_int_equal(harness_topic_create(&l->c, l->c.kafka.dlq_topic, 1), 0);
+    item_create(l, stock, pay_s);
+    snprintf(l->plog, sizeof(l->plog), "%s.producer.log", l->cfgpath[0]);
+    harness_bin("seckill-producer", bin, sizeof(bin));
+    char *pargv[] = { bin, "-c", l->cfgpath[0], NULL };
+    l->prod = harness_spawn(pargv, l->plog);
+    for (int i = 0; i < ncons; i++)
+        start_consumer(l, i);
+    WAIT_UNTIL(harness_http(l->port, "GET", "/healthz", NULL, NULL, NULL, 0) == 200, 60000, ok);
+    if (!ok)
+        fail_msg("the producer did not come up; see %s", l->plog);
+    for (int i = 0; i < ncons; i++)
+        wait_assigned(l, i);
+}
+
+static void stop_consumer(struct life *l, int i)
+{
+    if (l->cons[i] <= 0)
+        return;
+    assert_int_equal(kill(l->cons[i], SIGTERM), 0);
+    int st = harness_wait_exit(l->cons[i], 30000);
+    l->cons[i] = 0;
+    if (st != 0)
+        fail_msg("consumer %d exited %d; see %s", i, st, l->clog[i]);
+}
+
+static void life_stop(struct life *l)
+{
+    if (l->prod > 0) {
+        kill(l->prod, SIGTERM);
+        assert_int_equal(harness_wait_exit(l->prod, 30000), 0);
+    }
+    for (int i = 0; i < l->ncons; i++)
+        stop_consumer(l, i);
+    harness_topic_delete(&l->c, l->c.kafka.topic);
+    harness_topic_delete(&l->c, l->c.kafka.dlq_topic);
+    pg_drop(l->item);
+    unlink(l->pwfile);
+    for (int i = 0; i < l->ncons && !getenv("SECKILL_TEST_KEEP_LOGS"); i++) {
+        unlink(l->cfgpath[i]);
+        unlink(l->clog[i]);
+    }
+    if (!getenv("SECKILL_TEST_KEEP_LOGS"))
+        unlink(l->plog);
+    cfg_free(&l->c);
+}
+
+/* --- what the stores hold --------------------------------------------------------- */
+
+static int64_t pg_int(const char *sql, int64_t item)
+{
+    char a[24];
+    snprintf(a, sizeof(a), "%" PRId64, item);
+    const char *p[] = { a };
+    PGconn *pg = harness_pg(&harness_conf);
+    PGresult *r = PQexecParams(pg, sql, 1, NULL, p, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        fail_msg("%s: %s", sql, PQerrorMessage(pg));
+    int64_t v = PQgetisnull(r, 0, 0) ? -1 : strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    PQfinish(pg);
+    return v;
+}
+
+static int64_t orders_in(int64_t item, const char *status)
+{
+    char sql[160];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM orders WHERE item_id = $1 AND status = '%s'", status);
+    return pg_int(sql, item);
+}
+
+static int64_t stock_left(int64_t item)
+{
+    return pg_int("SELECT stock_left FROM items WHERE item_id = $1", item);
+}
+static int64_t returns_done(int64_t item)
+{
+    return pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1 AND done_at IS NOT NULL", item);
+}
+static int64_t returns_open(int64_t item)
+{
+    return pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1 AND done_at IS NULL", item);
+}
+
+/* A Redis value of the item: GET of its stock, SCARD of a set, HGET of given_back. */
+static long long redis_of(int64_t item, enum keys_item_part part)
+{
+    char k[KEYS_MAX];
+    assert_true(keys_item(k, sizeof(k), harness_conf.redis.key_prefix, item, part) > 0);
+    redisContext *rc = harness_redis(&harness_conf);
+    long long v = part == KEYS_ITEM_STOCK    ? harness_int(rc, "GET %s", k)
+                  : part == KEYS_ITEM_ORDERS ? harness_int(rc, "HGET %s given_back", k)
+                                             : harness_int(rc, "SCARD %s", k);
+    redisFree(rc);
+    return v;
+}
+
+static bool is_buyer(int64_t item, int64_t u)
+{
+    char k[KEYS_MAX], su[24];
+    assert_true(keys_item(k, sizeof(k), harness_conf.redis.key_prefix, item, KEYS_ITEM_BUYERS) > 0);
+    snprintf(su, sizeof(su), "%" PRId64, u);
+    redisContext *rc = harness_redis(&harness_conf);
+    long long v = harness_int(rc, "SISMEMBER %s %s", k, su);
+    redisFree(rc);
+    return v == 1;
+}
+
+/* The consumers' sum of a metric (each its own counter). */
+static int64_t cons_metric(const struct life *l, const char *name)
+{
+    int64_t sum = 0;
+    for (int i = 0; i < l->ncons; i++)
+        if (l->cons[i] > 0)
+            sum += sale_metric(l->cport[i], name);
+    return sum;
+}
+
+/* seckill_return called again for the item's returned orders, as a retry or
+ * a replay would: the units it gave back this time. */
+static long long return_again(int64_t item, int n)
+{
+    char k[4][KEYS_MAX], ids[8][24], us[8][24];
+    const char *argv[3 + 4 + 1 + 16];
+    int a = 0;
+    const enum keys_item_part parts[] = { KEYS_ITEM_STOCK, KEYS_ITEM_BUYERS, KEYS_ITEM_ORDERS,
+                                          KEYS_ITEM_RETURNED };
+    argv[a++] = "FCALL", argv[a++] = "seckill_return", argv[a++] = "4";
+    for (int i = 0; i < 4; i++) {
+        assert_true(keys_item(k[i], sizeof(k[i]), harness_conf.redis.key_prefix, item, parts[i]) > 0);
+        argv[a++] = k[i];
+    }
+    argv[a++] = "1";
+    PGconn *pg = harness_pg(&harness_conf);
+    char sitem[24];
+    snprintf(sitem, sizeof(sitem), "%" PRId64, item);
+    const char *p[] = { sitem };
+    PGresult *r = PQexecParams(pg, "SELECT order_id, user_id FROM order_returns WHERE item_id = $1", 1, NULL,
+                               p, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    assert_int_equal(PQntuples(r), n);
+    for (int i = 0; i < n && i < 8; i++) {
+        snprintf(ids[i], sizeof(ids[i]), "%s", PQgetvalue(r, i, 0));
+        snprintf(us[i], sizeof(us[i]), "%s", PQgetvalue(r, i, 1));
+        argv[a++] = ids[i];
+        argv[a++] = us[i];
+    }
+    PQclear(r);
+    PQfinish(pg);
+    redisContext *rc = harness_redis(&harness_conf);
+    redisReply *rep = redisCommandArgv(rc, a, argv, NULL);
+    assert_non_null(rep);
+    if (rep->type != REDIS_REPLY_INTEGER)
+        fail_msg("FCALL seckill_return: %s", rep->type == REDIS_REPLY_ERROR ? rep->str : "not an integer");
+    long long v = rep->integer;
+    freeReplyObject(rep);
+    redisFree(rc);
+    return v;
+}
+
+/* seckillctl item show's payment line holds want. */
+static void item_show_says(const struct life *l, const char *want)
+{
+    char sid[24], *out = NULL;
+    snprintf(sid, sizeof(sid), "%" PRId64, l->item);
+    const char *args[] = { "-c", l->cfgpath[0], "item", "show", sid, NULL };
+    int st = harness_run(&out, "seckillctl", args, 30000);
+    if (st != 0 || !strstr(out, want))
+        fail_msg("seckillctl item show: exit %d, no \"%s\" in: %s", st, want, out);
+    free(out);
+}
+
+/* --- the tests ---------------------------------------------------------------------- */
+
+/* Orders of an item with a one-second window, bought through a producer and
+ * persisted pending by two consumers, expire; each unit goes back to
+ * stock_left and to Redis once (whichever consumer expires or returns it),
+ * the buyers are free again, a retry or replay of the returns gives nothing
+ * twice, and the buyer the producer had told "sold out" gets a unit. */
+static void test_expired_units_sell_again(void **state)
+{
+    (void)state;
+    enum { STOCK = 3 };
+    struct life l;
+    int64_t u[STOCK + 1];
+    bool ok;
+    life_start(&l, 2, STOCK, 1);
+    for (int i = 0; i <= STOCK; i++)
+        u[i] = l.user_base + i;
+    for (int i = 0; i < STOCK; i++)
+        if (order(l.port, u[i], l.item) != 202)
+            fail_msg("buyer %d: %s; see %s", i, last_resp, l.plog);
+    assert_int_equal(order(l.port, u[STOCK], l.item), 410); /* sold out: the producer remembers it */
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_STOCK), 0);
+
+    /* Persisted pending, to be paid a second after, then expired. */
+    WAIT_UNTIL(orders_in(l.item, "expired") == STOCK, 30000, ok);
+    if (!ok)
+        fail_msg("%lld of %d orders expired (%lld pending); see %s", (long long)orders_in(l.item, "expired"),
+                 STOCK, (long long)orders_in(l.item, "pending_payment"), l.clog[0]);
+    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE item_id = $1 AND pay_by = persisted_at + "
+                            "interval '1 second' AND status_changed_at >= pay_by",
+                            l.item),
+                     STOCK);
+    WAIT_UNTIL(returns_done(l.item) == STOCK, 30000, ok);
+    if (!ok)
+        fail_msg("%lld of %d returns done; see %s", (long long)returns_done(l.item), STOCK, l.clog[0]);
+
+    /* Each unit back once, in both stores; the buyers free again. */
+    assert_int_equal(stock_left(l.item), STOCK);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_STOCK), STOCK);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_RETURNED), STOCK);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_BUYERS), 0);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_ORDERS), STOCK); /* given_back: the producers' witness */
+    WAIT_UNTIL(cons_metric(&l, "seckill_consumer_orders_expired_total") == STOCK &&
+                   cons_metric(&l, "seckill_consumer_units_returned_total") == STOCK &&
+                   sale_metric(l.cport[0], "seckill_consumer_returns_pending") == 0,
+               10000, ok);
+    if (!ok)
+        fail_msg("metrics: expired %lld, returned %lld, pending %lld",
+                 (long long)cons_metric(&l, "seckill_consumer_orders_expired_total"),
+                 (long long)cons_metric(&l, "seckill_consumer_units_returned_total"),
+                 (long long)sale_metric(l.cport[0], "seckill_consumer_returns_pending"));
+
+    item_show_says(&l, "payment    within 1 s: pending 0, expired 3, returns not yet in Redis 0");
+
+    /* A retry or a replay of the returns gives nothing twice: Redis by order
+     * id, and the consumers sending every return again (done_at lost, as
+     * after a crash between Redis and the mark). */
+    assert_int_equal(return_again(l.item, STOCK), 0);
+    assert_int_equal(harness_pg_try(&harness_conf,
+                                    "UPDATE order_returns SET done_at = NULL, next_try_at = now() "
+                                    "WHERE item_id = $1",
+                                    l.item, 0),
+                     0);
+    WAIT_UNTIL(returns_done(l.item) == STOCK, 10000, ok);
+    assert_true(ok);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_STOCK), STOCK);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_ORDERS), STOCK);
+    assert_int_equal(stock_left(l.item), STOCK);
+    assert_int_equal(cons_metric(&l, "seckill_consumer_units_returned_total"), STOCK);
+
+    /* A replay of the topic: the expired orders are found by id (duplicates),
+     * never persisted again as new ones now that their buyers hold nothing. */
+    char *out = NULL;
+    const char *rargs[] = { "-c", l.cfgpath[0], "--replay", "--from-beginning", NULL };
+    int st = harness_run(&out, "seckill-consumer", rargs, 60000);
+    if (st != 0)
+        fail_msg("replay exit %d: %s", st, out);
+    free(out);
+    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE item_id = $1", l.item), STOCK);
+    assert_int_equal(orders_in(l.item, "expired"), STOCK);
+    assert_int_equal(stock_left(l.item), STOCK);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_STOCK), STOCK);
+
+    /* The buyer told "sold out" gets a unit within the producer's refresh
+     * period; a buyer whose order expired may buy again. */
+    int64_t t0 = util_mono_ms();
+    WAIT_UNTIL(order(l.port, u[STOCK], l.item) == 202, 10000, ok);
+    if (!ok)
+        fail_msg("the buyer told sold out still hears: %s; see %s", last_resp, l.plog);
+    printf("# a returned unit was sold again after %lld ms\n", (long long)(util_mono_ms() - t0));
+    if (order(l.port, u[0], l.item) != 202)
+        fail_msg("a buyer whose order expired may not buy again: %s", last_resp);
+    assert_false(is_buyer(l.item, u[1]));
+    life_stop(&l);
+}
+
+/* A return that cannot reach Redis (the consumer's user refused) stays in
+ * order_returns, counted, said once; the consumer stops and starts again
+ * meanwhile, and once Redis takes it back each unit is returned once. */
+static void test_return_waits_for_redis(void **state)
+{
+    (void)state;
+    enum { STOCK = 5, SOLD = 3 };
+    struct life l;
+    bool ok;
+    life_start(&l, 1, STOCK, 2);
+    for (int i = 0; i < SOLD; i++)
+        if (order(l.port, l.user_base + i, l.item) != 202)
+            fail_msg("buyer %d: %s; see %s", i, last_resp, l.plog);
+    WAIT_UNTIL(orders_in(l.item, "pending_payment") == SOLD, 15000, ok);
+    if (!ok)
+        fail_msg("%lld of %d orders pending payment; see %s", (long long)orders_in(l.item, "pending_payment"),
+                 SOLD, l.clog[0]);
+    user_switch(false);
+
+    WAIT_UNTIL(orders_in(l.item, "expired") == SOLD && returns_open(l.item) == SOLD &&
+                   pg_int("SELECT min(tries) FROM order_returns WHERE item_id = $1", l.item) >= 1 &&
+                   sale_metric(l.cport[0], "seckill_consumer_returns_pending") == SOLD,
+               30000, ok);
+    if (!ok)
+        fail_msg("expired %lld, returns open %lld, gauge %lld; see %s",
+                 (long long)orders_in(l.item, "expired"), (long long)returns_open(l.item),
+                 (long long)sale_metric(l.cport[0], "seckill_consumer_returns_pending"), l.clog[0]);
+    assert_int_equal(stock_left(l.item), STOCK);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_STOCK), STOCK - SOLD);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_BUYERS), SOLD);
+    assert_int_equal(harness_file_lines(l.clog[0], "units of expired orders wait in order_returns"), 1);
+    item_show_says(&l, "payment    within 2 s: pending 0, expired 3, returns not yet in Redis 3");
+
+    /* A restart while Redis is away: nothing is lost. */
+    stop_consumer(&l, 0);
+    assert_int_equal(returns_open(l.item), SOLD);
+    user_switch(true);
+    unlink(l.clog[0]);
+    start_consumer(&l, 0);
+    WAIT_UNTIL(returns_done(l.item) == SOLD && redis_of(l.item, KEYS_ITEM_STOCK) == STOCK, 30000, ok);
+    if (!ok)
+        fail_msg("after Redis came back: %lld returns done, Redis stock %lld; see %s",
+                 (long long)returns_done(l.item), redis_of(l.item, KEYS_ITEM_STOCK), l.clog[0]);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_RETURNED), SOLD);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_BUYERS), 0);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_ORDERS), SOLD);
+    assert_int_equal(stock_left(l.item), STOCK);
+    WAIT_UNTIL(sale_metric(l.cport[0], "seckill_consumer_units_returned_total") == SOLD, 10000, ok);
+    assert_true(ok);
+    life_stop(&l);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_expired_units_sell_again),
+        cmocka_unit_test(test_return_waits_for_redis),
+    };
+    harness_filter();
+    return cmocka_run_group_tests_name("orderlife", tests, setup, teardown);
+}
