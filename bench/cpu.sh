@@ -117,7 +117,9 @@ tree_cpu_us() {
     local kids
     kids=$(cat "/proc/$1/task/"*/children 2>/dev/null | tr ' ' '\n' | grep . || true)
     { awk '{sub(/^.*\) /, ""); print $12 + $13 + $14 + $15}' "/proc/$1/stat" 2>/dev/null
-      for k in $kids; do awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$k/stat" 2>/dev/null; done; } |
+      # (a backend may have gone since the list was read: it counts through the
+      # parent then, and its missing file must not fail a pipefail caller)
+      for k in $kids; do awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$k/stat" 2>/dev/null || true; done; } |
         awk -v t="$CPU_TCK" '{s += $1} END {printf "%.0f", s * 1e6 / t}'
 }
 # pg_cpu_us: the stack's PostgreSQL (every process of its cluster), in us.
