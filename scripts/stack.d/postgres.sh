@@ -327,7 +327,20 @@ pg_up() {
     # Roles and database for the application, then the schema (as admin,
     # by password over TCP like any client).
     pg_roles
-    psql_su -d seckill -q -c 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements' >/dev/null
+    # In a schema of its own: the migrations revoke every function in public
+    # from PUBLIC, which only an extension's owner may do for its functions.
+    psql_su -d seckill -q >/dev/null <<'SQL'
+CREATE SCHEMA IF NOT EXISTS pgss;
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements') THEN
+        CREATE EXTENSION pg_stat_statements SCHEMA pgss;
+    ELSIF (SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_stat_statements') <> 'pgss' THEN
+        ALTER EXTENSION pg_stat_statements SET SCHEMA pgss;
+    END IF;
+END $$;
+GRANT USAGE ON SCHEMA pgss TO admin;
+SQL
     PGPASSFILE=$PGPASS "$ROOT/scripts/migrate" -h 127.0.0.1 -p $PG_PORT -U admin -d seckill
     say "postgres up on 127.0.0.1:$PG_PORT (database seckill; roles producer, consumer, admin; passwords in $SECRETS_DIR, PGPASSFILE=$PGPASS)"
 }
