@@ -72,19 +72,19 @@ mapfile -t P < <(primaries)
 # --- the functions on every primary -------------------------------------------
 n_on() { grep -c "on 127.0.0.1:$2\$" "$1"; }
 run "${CTL[@]}" functions load
-is "functions load: exit 0, the 4 libraries on each of the 3 primaries" \
+is "functions load: exit 0, the 5 libraries on each of the 3 primaries" \
     "$rc $(grep -c ': loaded version' "$T/out") $(n_on "$T/out" "${P[0]}") $(n_on "$T/out" "${P[1]}") $(n_on "$T/out" "${P[2]}")" \
-    "0 12 4 4 4"
+    "0 15 5 5 5"
 run "${CTL[@]}" functions check
-is "functions check: exit 0, ok on each primary" "$rc $(grep -c ': ok (version' "$T/out")" "0 12"
+is "functions check: exit 0, ok on each primary" "$rc $(grep -c ': ok (version' "$T/out")" "0 15"
 
 # A shard loses a library (FUNCTION DELETE, replicated to its replica): named.
 VICTIM=${P[1]}
 rc "$VICTIM" FUNCTION DELETE seckill_ctl >/dev/null
 run "${CTL[@]}" functions check
 if [ "$rc" = 1 ] && grep -q "^seckillctl on 127.0.0.1:$VICTIM: the function library seckill_ctl is not loaded" "$T/err" &&
-   [ "$(grep -c ': ok (version' "$T/out")" = 11 ] && ! grep -q "seckill_ctl: ok .* on 127.0.0.1:$VICTIM" "$T/out"; then
-    pass "functions check: exit 1, the primary without seckill_ctl named by its address, the 11 others ok"
+   [ "$(grep -c ': ok (version' "$T/out")" = 14 ] && ! grep -q "seckill_ctl: ok .* on 127.0.0.1:$VICTIM" "$T/out"; then
+    pass "functions check: exit 1, the primary without seckill_ctl named by its address, the 14 others ok"
 else fail "functions check names the primary without seckill_ctl ($VICTIM)" "$(run_diag)"; fi
 
 # The consumer's start check visits every primary too: it refuses to start.
@@ -100,7 +100,7 @@ is "functions load puts them back: 2 libraries loaded where none were" \
     "$rc $(grep -c '(none before)' "$T/out") $(grep -c "seckill_ctl: loaded version [0-9]* (none before) on 127.0.0.1:$VICTIM" "$T/out")" \
     "0 2 1"
 run "${CTL[@]}" functions check
-is "functions check: all ok again" "$rc $(grep -c ': ok (version' "$T/out")" "0 12"
+is "functions check: all ok again" "$rc $(grep -c ': ok (version' "$T/out")" "0 15"
 
 # --- items on all three primaries ------------------------------------------------
 declare -A seen=()
@@ -182,6 +182,6 @@ is "item load of an item Redis holds: refused, nothing done" "$rc $(grep -c 'Red
 sed -e '/cluster_nodes = /d' -e 's/min_replicas_ack = 1;/min_replicas_ack = 0;/' \
     -e 's/^  db = 0;/  host = "127.0.0.1"; port = 16379; db = 0;/' "$T/seckill.cfg" >"$T/single.cfg"
 run "$BUILD/seckillctl" -c "$T/single.cfg" functions check
-is "functions check on one Redis: 4 lines, no address" "$rc $(grep -c ': ok (version [0-9]* or newer)$' "$T/out")" "0 4"
+is "functions check on one Redis: 5 lines, no address" "$rc $(grep -c ': ok (version [0-9]* or newer)$' "$T/out")" "0 5"
 
 [ "$failed" -eq 0 ]
