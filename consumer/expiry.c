@@ -313,7 +313,8 @@ static void send_returns(struct expiry *e)
     failed = take_replies(e, why, sizeof(why));
     if (failed < e->nrows && e->batch.missing == 0)
         log_repeat_end(&e->say_missing, "the return function answered");
-    snprintf(err, sizeof(err), "%s", why[0] ? why : err);
+    if (why[0]) /* the replies' reason, else the round trip's (err as it is) */
+        snprintf(err, sizeof(err), "%s", why);
 out:
     rp_batch_reset(&e->batch);
     if (failed == 0) {
