@@ -237,8 +237,12 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
     rd_kafka_error_t *kerr = NULL;
     rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
 
-    /* Known only once the group has formed. */
-    p->cooperative = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+    /* Known only once the group has formed, and NULL again while the
+     * consumer closes (a revoke from rd_kafka_consumer_close): keep what the
+     * assignment saw. */
+    const char *proto = rd_kafka_rebalance_protocol(rk);
+    if (proto)
+        p->cooperative = strcmp(proto, "COOPERATIVE") == 0;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         for (int i = 0; i < parts->cnt; i++) {
             uint32_t epoch;
