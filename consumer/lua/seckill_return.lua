@@ -11,7 +11,7 @@
 --
 -- VERSION grows with every change of a function here, of its body or its
 -- contract (read back with seckill_return_version).
-local VERSION = 1
+local VERSION = 2
 
 -- Give the units of returned orders back to the sale, each order once.
 -- KEYS[1] stock, KEYS[2] buyers, KEYS[3] orders, KEYS[4] returned (all tagged {item:ID})
@@ -47,6 +47,46 @@ local function give_back(KEYS, ARGV)
   return n
 end
 
+-- What became of orders after the sale, for the buyers' status calls
+-- (issue #44): PostgreSQL decided it (it is the only authority); this copies
+-- the decision into the item's orders hash, whose field o:ID is
+-- "user|state|reserved_at_ms|settled_at_ms|detail" (seckill_consumer's
+-- settle writes it with state 'q', 'c' or 'r').
+-- KEYS[1] orders (tagged {item:ID})
+-- ARGV: triples of order id, state, detail:
+--   'w' waiting for its payment, detail the end of the window (pay_by, ms)
+--   'p' paid, detail when (ms)
+--   'x' expired, 'k' cancelled by its buyer, detail when (ms)
+-- Returns the number of orders whose state changed.
+-- Only forward: 'w' replaces 'q' or 'c' (a settlement that came first);
+-- 'p', 'x' and 'k' replace 'q', 'c' or 'w' and are never replaced. An order
+-- the hash does not hold (its status expired, or Redis lost it) is left
+-- alone: the status call then answers as for any unknown order, and the
+-- rebuild restores the states from the database. Safe to repeat.
+local function mark(KEYS, ARGV)
+  local changed = 0
+  for i = 1, #ARGV - 2, 3 do
+    local f = 'o:' .. ARGV[i]
+    local st, detail = ARGV[i + 1], ARGV[i + 2]
+    local cur = redis.call('HGET', KEYS[1], f)
+    if cur then
+      local user, was, rsv, settled = string.match(cur, '^([^|]*)|(%a)|([^|]*)|([^|]*)|')
+      local ok = false
+      if st == 'w' then
+        ok = was == 'q' or was == 'c'
+      elseif st == 'p' or st == 'x' or st == 'k' then
+        ok = was == 'q' or was == 'c' or was == 'w'
+      end
+      if ok then
+        redis.call('HSET', KEYS[1], f, user .. '|' .. st .. '|' .. rsv .. '|' .. settled .. '|' .. detail)
+        changed = changed + 1
+      end
+    end
+  end
+  return changed
+end
+
 redis.register_function{ function_name = 'seckill_return', callback = give_back }
+redis.register_function{ function_name = 'seckill_mark', callback = mark }
 redis.register_function{ function_name = 'seckill_return_version', callback = function() return VERSION end,
                           flags = { 'no-writes' } }
