@@ -13,9 +13,10 @@ int order_encode(const struct order *o, char *buf, size_t len)
      * no other character into sig), so printf is an exact JSON encoder here.
      * sig comes last: seckill_reserve re-stamps reserved_at_ms in place. */
     int n = snprintf(buf, len,
-                     "{\"v\":%d,\"order_id\":\"%lld\",\"user_id\":%lld,\"item_id\":%lld,"
+                     "{\"v\":%d,%s\"order_id\":\"%lld\",\"user_id\":%lld,\"item_id\":%lld,"
                      "\"qty\":%lld,\"reserved_at_ms\":%lld%s%s%s}",
-                     ORDER_VERSION, (long long)o->order_id, (long long)o->user_id,
+                     ORDER_VERSION, o->kind == ORDER_CANCEL ? "\"type\":\"cancel\"," : "",
+                     (long long)o->order_id, (long long)o->user_id,
                      (long long)o->item_id, (long long)o->qty, (long long)o->reserved_at_ms,
                      o->sig[0] ? ",\"sig\":\"" : "", o->sig, o->sig[0] ? "\"" : "");
     if (n < 0 || (size_t)n >= len)
@@ -42,6 +43,22 @@ static int get_sig(json_t *root, struct order *out, char *err, size_t errlen)
         return -1;
     }
     memcpy(out->sig, s, n + 1);
+    return 0;
+}
+
+/* The optional "type" member into out->kind; 0, or -1 with err set. */
+static int get_kind(json_t *root, struct order *out, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(root, "type");
+    out->kind = ORDER_BUY;
+    if (!v)
+        return 0;
+    if (!json_is_string(v) || strcmp(json_string_value(v), "cancel") != 0 ||
+        json_string_length(v) != strlen("cancel")) {
+        snprintf(err, errlen, "\"type\" is not \"cancel\"");
+        return -1;
+    }
+    out->kind = ORDER_CANCEL;
     return 0;
 }
 
@@ -78,6 +95,8 @@ int order_decode(const char *buf, size_t len, struct order *out, char *err, size
         snprintf(err, errlen, "unknown version %lld", (long long)v);
         goto fail;
     }
+    if (get_kind(root, out, err, errlen) != 0)
+        goto fail;
     id = json_object_get(root, "order_id");
     if (!id || !json_is_string(id)) {
         snprintf(err, errlen, "missing \"order_id\" string");

@@ -10,6 +10,12 @@
  * a replay and the dead-letter topic carry on, stay verifiable by a
  * consumer without any of them holding the key.
  *
+ * A buyer's cancel of an unpaid order (issue #44) travels on the same topic,
+ * keyed by the same user, so it reaches the consumer after the order it
+ * cancels: the same message with "type":"cancel" (absent: an order), the
+ * order's own ids, qty 1, reserved_at_ms the time of the request, and a sig
+ * over a text of its own (ordersig.h), so no order's MAC makes it a cancel.
+ *
  * Order ids are (block << ORDER_ID_SEQ_BITS) | seq. A block is taken from a
  * PostgreSQL identity in a committed transaction (see order_id_block.sql), so
  * no two producers, on any host, across any restart, share one, and taking one
@@ -31,12 +37,18 @@
 /* Decimal digits of an int64 plus NUL. */
 #define ORDER_ID_STR_MAX 21
 
+enum order_kind {
+    ORDER_BUY = 0,    /* an order: the unit reserved for its buyer */
+    ORDER_CANCEL = 1, /* its buyer cancels order_id (unpaid only) */
+};
+
 struct order {
     int64_t order_id;
     int64_t user_id;
     int64_t item_id;
     int64_t qty;
     int64_t reserved_at_ms;
+    int64_t kind; /* enum order_kind; int64_t: no padding (see ORDER_SIG_MAX) */
     char sig[ORDER_SIG_MAX]; /* "" when the message had none */
 };
 
@@ -44,6 +56,7 @@ struct order {
 int order_encode(const struct order *o, char *buf, size_t len);
 
 /* Decode and validate a message: a JSON object, "v" == ORDER_VERSION,
+ * "type" absent (ORDER_BUY) or "cancel" (ORDER_CANCEL),
  * positive order_id (decimal string), user_id, item_id and reserved_at_ms,
  * qty == 1; "sig", when present, a string of [A-Za-z0-9_:-] shorter than
  * ORDER_SIG_MAX (its check is ordersig's). Unknown members are ignored (a later version may add some).

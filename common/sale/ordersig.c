@@ -145,9 +145,12 @@ static int mac_of(const struct okey *k, const struct order *o, unsigned char mac
 {
     char text[128];
     unsigned int len = 0;
-    int n = snprintf(text, sizeof(text), "seckill-order-v1\n%" PRId64 "\n%" PRId64 "\n%" PRId64 "\n%" PRId64
+    /* A cancel's text differs from its order's in its first line: the
+     * order's MAC never verifies a cancel of it. */
+    int n = snprintf(text, sizeof(text), "%s\n%" PRId64 "\n%" PRId64 "\n%" PRId64 "\n%" PRId64
                                          "\n",
-                     o->order_id, o->user_id, o->item_id, o->qty);
+                     o->kind == ORDER_CANCEL ? "seckill-cancel-v1" : "seckill-order-v1", o->order_id,
+                     o->user_id, o->item_id, o->qty);
     if (n < 0 || (size_t)n >= sizeof(text))
         return -1;
     if (!HMAC(EVP_sha256(), secret_str(k->key), (int)secret_len(k->key), (const unsigned char *)text,

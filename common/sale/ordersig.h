@@ -7,6 +7,7 @@
  * order therefore carries "sig": "KID:HEX", HMAC-SHA256 (OpenSSL) under a
  * key that producers and consumers hold and Kafka never sees, over the text
  *   "seckill-order-v1\n<order_id>\n<user_id>\n<item_id>\n<qty>\n"
+ * (a buyer's cancel, order.h: "seckill-cancel-v1" on the first line)
  * reserved_at_ms is deliberately not covered: seckill_reserve re-stamps it
  * inside the stored message (Redis holds no key); it decides no outcome.
  *

@@ -24,6 +24,37 @@ static void test_roundtrip(void **state)
     assert_int_equal(order_encode(&max, buf, 32), -1);
 }
 
+/* A buyer's cancel (issue #44): the same message with "type":"cancel"; an
+ * order has no "type"; any other type is refused, not taken for an order. */
+static void test_cancel_kind(void **state)
+{
+    (void)state;
+    struct order in = { 77, 5, 1001, 1, 1795254835830LL, ORDER_CANCEL }, out;
+    char buf[ORDER_MSG_MAX], err[128];
+    int n = order_encode(&in, buf, sizeof(buf));
+    assert_true(n > 0);
+    assert_non_null(strstr(buf, "\"type\":\"cancel\""));
+    assert_int_equal(order_decode(buf, (size_t)n, &out, err, sizeof(err)), 0);
+    assert_int_equal(out.kind, ORDER_CANCEL);
+    assert_memory_equal(&in, &out, sizeof(in));
+    in.kind = ORDER_BUY;
+    n = order_encode(&in, buf, sizeof(buf));
+    assert_null(strstr(buf, "type"));
+    assert_int_equal(order_decode(buf, (size_t)n, &out, err, sizeof(err)), 0);
+    assert_int_equal(out.kind, ORDER_BUY);
+    static const char *const bad[] = {
+        "{\"v\":1,\"type\":\"buy\",\"order_id\":\"1\",\"user_id\":1,\"item_id\":1,\"qty\":1,\"reserved_at_ms\":1}",
+        "{\"v\":1,\"type\":1,\"order_id\":\"1\",\"user_id\":1,\"item_id\":1,\"qty\":1,\"reserved_at_ms\":1}",
+        "{\"v\":1,\"type\":\"cancel\\u0000x\",\"order_id\":\"1\",\"user_id\":1,\"item_id\":1,\"qty\":1,"
+        "\"reserved_at_ms\":1}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(order_decode(bad[i], strlen(bad[i]), &out, err, sizeof(err)), -1);
+        /* jansson itself refuses a NUL inside a string */
+        assert_non_null(strstr(err, i < 2 ? "\"type\" is not \"cancel\"" : "bad JSON"));
+    }
+}
+
 static void test_decode_rejects(void **state)
 {
     (void)state;
@@ -96,6 +127,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_decode_rejects),
+        cmocka_unit_test(test_cancel_kind),
         cmocka_unit_test(test_order_id_make),
         cmocka_unit_test(test_generator_switches_blocks),
     };

@@ -117,6 +117,25 @@ static void test_refused(void **state)
     osig_keys_free(k2);
 }
 
+/* A cancel is signed over a text of its own: the MAC of an order (which a
+ * thief of the topic can read off it) never verifies a cancel of it. */
+static void test_cancel_needs_its_own_mac(void **state)
+{
+    (void)state;
+    static const char *const one[] = { "k1:one" };
+    struct osig_keys *ks = load(one, 1);
+    struct order o = { 5, 6, 7, 1, 8 }, c;
+    char err[256];
+    assert_int_equal(osig_keys_sign(ks, &o), 0);
+    c = o;
+    c.kind = ORDER_CANCEL;
+    assert_int_equal(osig_keys_verify(ks, &c, err, sizeof(err)), OSIG_BAD);
+    assert_int_equal(osig_keys_sign(ks, &c), 0);
+    assert_int_equal(osig_keys_verify(ks, &c, err, sizeof(err)), OSIG_OK);
+    assert_string_not_equal(c.sig, o.sig);
+    osig_keys_free(ks);
+}
+
 static void test_rotation(void **state)
 {
     (void)state;
@@ -205,6 +224,7 @@ int main(void)
         cmocka_unit_test(test_sign_verify),     cmocka_unit_test(test_refused),
         cmocka_unit_test(test_rotation),        cmocka_unit_test(test_load_refuses),
         cmocka_unit_test(test_message_carries_sig),
+        cmocka_unit_test(test_cancel_needs_its_own_mac),
     };
     return cmocka_run_group_tests_name("ordersig", tests, setup, teardown);
 }
