@@ -271,6 +271,33 @@ static void json_time(char *buf, size_t len, int64_t ms)
     snprintf(buf, len, "\"%s\"", t);
 }
 
+/* What a status answer says beyond the order's ids and times: a refusal's
+ * reason and time, the end of the payment window, when it was paid,
+ * expired or cancelled (docs/api.md). */
+static void after_fields(const struct st_req *r, char *buf, size_t len)
+{
+    char t[48];
+    buf[0] = 0;
+    switch (r->state) {
+    case ST_REFUSED:
+        json_time(t, sizeof(t), r->settled_at_ms);
+        snprintf(buf, len, ",\"reason\":\"%s\",\"refused_at\":%s", r->reason, t);
+        break;
+    case ST_PENDING_PAYMENT:
+        json_time(t, sizeof(t), r->pay_by_ms);
+        snprintf(buf, len, ",\"pay_by\":%s", t);
+        break;
+    case ST_PAID:
+    case ST_EXPIRED:
+    case ST_CANCELLED:
+        json_time(t, sizeof(t), r->changed_at_ms);
+        snprintf(buf, len, ",\"%s_at\":%s", st_state_name(r->state), t);
+        break;
+    default:
+        break;
+    }
+}
+
 static enum MHD_Result answer_status(struct ingress *g, struct ing_req *q)
 {
     const struct st_req *r = &q->sr;
@@ -287,12 +314,8 @@ static enum MHD_Result answer_status(struct ingress *g, struct ing_req *q)
         break;
     }
     json_time(reserved, sizeof(reserved), r->reserved_at_ms);
-    json_time(persisted, sizeof(persisted), r->state == ST_CONFIRMED ? r->settled_at_ms : 0);
-    if (r->state == ST_REFUSED) {
-        char t[48];
-        json_time(t, sizeof(t), r->settled_at_ms);
-        snprintf(reason, sizeof(reason), ",\"reason\":\"%s\",\"refused_at\":%s", r->reason, t);
-    }
+    json_time(persisted, sizeof(persisted), r->state == ST_REFUSED ? 0 : r->settled_at_ms);
+    after_fields(r, reason, sizeof(reason));
     snprintf(body, sizeof(body),
              "{\"status\":\"%s\",\"order_id\":\"%" PRId64 "\",\"item_id\":%" PRId64
              ",\"reserved_at\":%s,\"persisted_at\":%s%s}",

@@ -37,7 +37,8 @@ struct st {
 const char *st_state_name(enum st_state s)
 {
     static const char *const names[] = {
-        "none", "queued", "confirmed", "refused", "not_found", "unavailable"
+        "none", "queued", "confirmed", "refused", "pending_payment", "paid", "expired", "cancelled",
+        "not_found", "unavailable"
     };
     return names[s];
 }
@@ -55,9 +56,36 @@ static int field(const char **p, const char *end, char *out, size_t outlen)
     return bar ? 1 : 0;
 }
 
+/* The state after the sale (seckill_mark, consumer/lua/seckill_return.lua):
+ * S is w (DETAIL the end of the payment window), p, x or k (DETAIL when it
+ * was paid, expired or cancelled), DETAIL milliseconds. 0, or -1 when it is
+ * not one of those. */
+static int st_parse_after(char s, const char *detail, struct st_req *q)
+{
+    static const struct {
+        char letter;
+        enum st_state state;
+    } after[] = { { 'w', ST_PENDING_PAYMENT }, { 'p', ST_PAID }, { 'x', ST_EXPIRED }, { 'k', ST_CANCELLED } };
+    int64_t ms;
+    for (size_t i = 0; i < ARRAY_SIZE(after); i++) {
+        if (after[i].letter != s)
+            continue;
+        if (util_parse_i64(detail, 1, INT64_MAX, &ms) != 0)
+            return -1;
+        q->state = after[i].state;
+        if (q->state == ST_PENDING_PAYMENT)
+            q->pay_by_ms = ms;
+        else
+            q->changed_at_ms = ms;
+        return 0;
+    }
+    return -1;
+}
+
 /* Parse an orders-hash state "USER|S|RESERVED_MS|SETTLED_MS|REASON" (S is
- * q, c or r; SETTLED_MS and REASON may be empty) into q's out fields and
- * *user. 0, or -1 when it is not one. */
+ * q, c or r, or a state after the sale with its DETAIL in REASON's place;
+ * SETTLED_MS and REASON may be empty) into q's out fields and *user. 0, or
+ * -1 when it is not one. */
 static int st_parse_state(const char *v, size_t len, struct st_req *q, int64_t *user)
 {
     const char *p = v, *end = v + len;
@@ -89,7 +117,10 @@ static int st_parse_state(const char *v, size_t len, struct st_req *q, int64_t *
         q->state = ST_REFUSED;
         break;
     default:
-        return -1;
+        if (st_parse_after(f[1][0], f[4], q) != 0)
+            return -1;
+        f[4][0] = 0; /* a time, not a reason */
+        break;
     }
     snprintf(q->reason, sizeof(q->reason), "%s", f[4]);
     q->reserved_at_ms = reserved;

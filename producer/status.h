@@ -32,6 +32,12 @@ enum st_state {
     ST_QUEUED,      /* reserved, not yet in the database */
     ST_CONFIRMED,   /* persisted in PostgreSQL */
     ST_REFUSED,     /* the consumer recorded a refusal (reason says why) */
+    /* After the sale (issue #44), for an item with a payment window; the
+     * consumer copies each change PostgreSQL made (seckill_mark). */
+    ST_PENDING_PAYMENT, /* persisted, to be paid by pay_by_ms */
+    ST_PAID,            /* paid at changed_at_ms */
+    ST_EXPIRED,         /* not paid in time; its unit went back on sale */
+    ST_CANCELLED,       /* cancelled by its buyer; its unit went back on sale */
     ST_NOT_FOUND,   /* by order: no such order, or not the caller's */
     ST_UNAVAILABLE, /* Redis could not answer */
 };
@@ -48,6 +54,8 @@ struct st_req {
     /* out */
     enum st_state state;
     int64_t order_id, item_id, reserved_at_ms, settled_at_ms;
+    int64_t pay_by_ms;     /* ST_PENDING_PAYMENT: the end of the payment window */
+    int64_t changed_at_ms; /* ST_PAID, ST_EXPIRED, ST_CANCELLED: when */
     char reason[24];
 };
 
@@ -60,7 +68,7 @@ void st_submit(struct st *s, struct st_req *q);
 /* Stop the thread once every submitted request has completed. */
 void st_stop(struct st *s);
 
-/* The JSON word of a state ("queued" ...). */
+/* The JSON word of a state ("queued", "pending_payment" ...). */
 const char *st_state_name(enum st_state s);
 
 
