@@ -400,7 +400,9 @@ static void test_producer_wrong_password_then_reload_then_rotation(void **state)
     WAIT_UNTIL(harness_http(port, "GET", "/healthz", NULL, NULL, NULL, 0) == 200, 30000, ok);
     if (!ok)
         fail_msg("the producer did not come up after SIGHUP; see %s", log);
-    assert_int_equal(sale_metric(mport, "seckill_producer_redis_up"), 1);
+    /* The metrics listener opens a moment after the buyers' one. */
+    WAIT_UNTIL(sale_metric(mport, "seckill_producer_redis_up") == 1, 10000, ok);
+    assert_true(ok);
     if (order(port, u++, item) != 202)
         fail_msg("the first order: %s; see %s", last_resp, log);
 
@@ -577,7 +579,9 @@ static void test_functions_missing_then_loaded(void **state)
     WAIT_UNTIL(order(port, u, item) == 202, 30000, ok);
     if (!ok)
         fail_msg("the producer did not take an order: %s; see %s", last_resp, plog);
-    assert_int_equal(sale_metric(mport, "seckill_producer_redis_functions_missing"), 0);
+    /* The metrics listener opens a moment after the buyers' one: -1 until then. */
+    WAIT_UNTIL(sale_metric(mport, "seckill_producer_redis_functions_missing") == 0, 10000, ok);
+    assert_true(ok);
 
     /* 5. The functions flushed under it (by the stack's user: no program's
      * may): 503, one line that says what is missing, the gauge. */
