@@ -397,7 +397,10 @@ static void test_cancel_pending_payment(void **state)
     (void)state;
     int64_t item = item_new(), user = user_new(), oid = buy(user, item);
     struct resp r;
-    order_mark(item, oid, 'w', "1764300000000", "1764300900000");
+    char now[24], pay_by[24];
+    snprintf(now, sizeof(now), "%" PRId64, util_wall_ms());
+    snprintf(pay_by, sizeof(pay_by), "%" PRId64, util_wall_ms() + 900000);
+    order_mark(item, oid, 'w', now, pay_by);
     assert_int_equal(cancel_as("POST", oid, user, "Transfer-Encoding: chunked\r\n", "0\r\n\r\n", &r), 202);
     expect(&r, 202, "cancelling");
     expect_cancel_published(oid, user, item);
@@ -432,23 +435,31 @@ static void test_cancel_states(void **state)
     int64_t item = item_new(), user = user_new();
     struct resp r;
     char v[48];
-    static const struct {
+    /* times as the consumer would write them (set per order below):
+     * persisted now, then paid, expired or cancelled within the window */
+    char now[24], paid_at[24], pay_by[24], cancelled_at[24];
+    const struct {
         char st;
         const char *settled, *detail;
         int http;
         const char *word, *field;
     } cases[] = {
-        { 'p', "1764300000000", "1764300100000", 409, "paid", "paid_at" },
-        { 'x', "1764300000000", "1764300900000", 409, "expired", "expired_at" },
-        { 'r', "1764300000000", "no_stock", 409, "refused", "refused_at" },
-        { 'c', "1764300000000", "", 409, "final", "persisted_at" },
-        { 'k', "1764300000000", "1764300200000", 202, "cancelled", "cancelled_at" },
+        { 'p', now, paid_at, 409, "paid", "paid_at" },
+        { 'x', now, pay_by, 409, "expired", "expired_at" },
+        { 'r', now, "no_stock", 409, "refused", "refused_at" },
+        { 'c', now, "", 409, "final", "persisted_at" },
+        { 'k', now, cancelled_at, 202, "cancelled", "cancelled_at" },
     };
     int64_t oids[5], repeated = metric("seckill_producer_cancels_repeated_total");
     int64_t paid = metric("seckill_producer_cancels_refused_total{reason=\"paid\"}");
     int64_t accepted = metric("seckill_producer_cancels_accepted_total");
     for (size_t i = 0; i < 5; i++) {
         oids[i] = buy(user + (int64_t)i, item);
+        int64_t t = util_wall_ms();
+        snprintf(now, sizeof(now), "%" PRId64, t);
+        snprintf(paid_at, sizeof(paid_at), "%" PRId64, t + 60000);
+        snprintf(pay_by, sizeof(pay_by), "%" PRId64, t + 900000);
+        snprintf(cancelled_at, sizeof(cancelled_at), "%" PRId64, t + 120000);
         order_mark(item, oids[i], cases[i].st, cases[i].settled, cases[i].detail);
         assert_int_equal(cancel(oids[i], user + (int64_t)i, &r), cases[i].http);
         expect(&r, cases[i].http, cases[i].word);
