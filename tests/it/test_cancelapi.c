@@ -524,12 +524,63 @@ static void test_cancel_http(void **state)
     expect(&r, 202, "cancelling");
 }
 
+/* A producer of the same Redis whose Kafka never takes a cancel (its topic
+ * does not exist): the cancel is answered 503 once Kafka said it was not
+ * persisted, and nothing is sent again; the order stays cancellable. */
+static void test_cancel_publish_fails(void **state)
+{
+    (void)state;
+    struct cfg c;
+    char cfgpath[128], log[192], bin[512];
+    struct resp r;
+    bool ok;
+    int64_t item = item_new(), user = user_new(), oid = buy(user, item);
+    harness_cfg(&c);
+    harness_set_str(&c.redis.key_prefix, R.c.redis.key_prefix);
+    harness_set_str(&c.kafka.topic, "sktest.cancelapi.no-such-topic");
+    harness_producer_ports(&c);
+    c.producer.auth = CFG_AUTH_JWT;
+    harness_props_set(&c.kafka.producer_properties, "message.timeout.ms", "1000");
+    harness_cfg_file(&c, cfgpath, sizeof(cfgpath));
+    snprintf(log, sizeof(log), "%s.producer.log", cfgpath);
+    harness_bin("seckill-producer", bin, sizeof(bin));
+    char *argv[] = { bin, "-c", cfgpath, NULL };
+    pid_t pid = harness_spawn(argv, log);
+    /* up, though Kafka is "down" for it: /healthz answers at all */
+    WAIT_UNTIL(harness_http(c.producer.port, "GET", "/healthz", NULL, NULL, NULL, 0) > 0, 30000, ok);
+    if (!ok)
+        fail_msg("producer did not come up; see %s", log);
+    int main_port = R.port;
+    R.port = c.producer.port;
+    cancel(oid, user, &r);
+    R.port = main_port;
+    int64_t errs = sale_metric(c.producer.metrics_port,
+                               "seckill_producer_cancel_publish_errors_total{kind=\"not_persisted\"}");
+    int64_t refused = sale_metric(c.producer.metrics_port,
+                                  "seckill_producer_cancels_refused_total{reason=\"unavailable\"}");
+    kill(pid, SIGTERM);
+    harness_wait_exit(pid, 30000);
+    if (!getenv("SECKILL_TEST_KEEP_LOGS")) {
+        unlink(log);
+        unlink(cfgpath);
+    }
+    cfg_free(&c);
+    assert_int_equal(r.status, 503);
+    assert_string_equal(r.body, "{\"status\":\"unavailable\"}");
+    assert_int_equal(errs, 1);
+    assert_int_equal(refused, 1);
+    /* Kafka never had it; the order is still there to cancel, once. */
+    assert_int_equal(cancel(oid, user, &r), 202);
+    expect(&r, 202, "cancelling");
+    expect_cancel_published(oid, user, item);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cancel_queued),  cmocka_unit_test(test_cancel_pending_payment),
         cmocka_unit_test(test_cancel_not_owner), cmocka_unit_test(test_cancel_states),
-        cmocka_unit_test(test_cancel_http),
+        cmocka_unit_test(test_cancel_http),    cmocka_unit_test(test_cancel_publish_fails),
     };
     harness_filter();
     return cmocka_run_group_tests(tests, setup, teardown);
