@@ -14,6 +14,7 @@
 
 #include "auth.h"
 #include "bgthread.h"
+#include "cancel.h"
 #include "clrefuse.h"
 #include "headcheck.h"
 #include "headwatch.h"
@@ -30,21 +31,23 @@
 #define ORDER_PATH "/api/v1/seckill"
 #define ITEM_STATUS_PREFIX "/api/v1/seckill/"
 #define ORDER_STATUS_PREFIX "/api/v1/orders/"
+#define CANCEL_SUFFIX "/cancel" /* after ORDER_STATUS_PREFIX and the order id */
 
 enum { REQ_READING, REQ_QUEUED, REQ_DONE };
-enum { KIND_BUY, KIND_STATUS };
+enum { KIND_BUY, KIND_STATUS, KIND_CANCEL };
 
-/* One buy or status request. Pooled: allocated and freed only on the HTTP
- * thread. */
+/* One buy, status or cancel request. Pooled: allocated and freed only on
+ * the HTTP thread. */
 struct ing_req {
     struct rsv_req rr; /* first: the reserving thread hands it back as this */
     struct st_req sr;  /* the status thread hands it back as this */
+    struct cx_req xr;  /* the canceller hands it back as this */
     struct ingress *g;
     struct MHD_Connection *conn;
     int64_t t0_us;
     _Atomic int state;
     int kind;
-    int too_large;
+    int too_large; /* a buy's body beyond the limit; a cancel's body at all */
     int64_t buyer; /* the verified token's buyer; 0 with producer.auth = "none" */
     size_t len;
     struct ing_req *free_next;
@@ -78,6 +81,7 @@ struct ingress {
     const struct cfg *cfg;
     struct rsv *rsv;
     struct st *st;
+    struct cx *cx;
     struct so *so;
     struct auth *auth;
     struct win *win;
@@ -227,6 +231,14 @@ static void on_status_complete(struct st_req *sr)
     request_done(q);
 }
 
+/* The canceller (status or poll thread): the same hand-back. */
+static void on_cancel_complete(struct cx_req *xr)
+{
+    struct ing_req *q = (struct ing_req *)((char *)xr - offsetof(struct ing_req, xr));
+    PM_INC(req_cancel);
+    request_done(q);
+}
+
 static void request_done(struct ing_req *q)
 {
     struct ingress *g = q->g;
@@ -298,10 +310,24 @@ static void after_fields(const struct st_req *r, char *buf, size_t len)
     }
 }
 
+/* An order as the status calls describe it, its status word word: its
+ * ids, times, and what after_fields() adds. */
+static void status_body(const struct st_req *r, const char *word, char *body, size_t len)
+{
+    char reserved[48], persisted[48], reason[112];
+    json_time(reserved, sizeof(reserved), r->reserved_at_ms);
+    json_time(persisted, sizeof(persisted), r->state == ST_REFUSED ? 0 : r->settled_at_ms);
+    after_fields(r, reason, sizeof(reason));
+    snprintf(body, len,
+             "{\"status\":\"%s\",\"order_id\":\"%" PRId64 "\",\"item_id\":%" PRId64
+             ",\"reserved_at\":%s,\"persisted_at\":%s%s}",
+             word, r->order_id, r->item_id, reserved, persisted, reason);
+}
+
 static enum MHD_Result answer_status(struct ingress *g, struct ing_req *q)
 {
     const struct st_req *r = &q->sr;
-    char body[400], reserved[48], persisted[48], reason[112] = "";
+    char body[400];
     switch (r->state) {
     case ST_NOT_FOUND:
         return respond(g, q->conn, MHD_HTTP_NOT_FOUND, "{\"status\":\"not_found\"}", 0);
@@ -313,14 +339,40 @@ static enum MHD_Result answer_status(struct ingress *g, struct ing_req *q)
     default:
         break;
     }
-    json_time(reserved, sizeof(reserved), r->reserved_at_ms);
-    json_time(persisted, sizeof(persisted), r->state == ST_REFUSED ? 0 : r->settled_at_ms);
-    after_fields(r, reason, sizeof(reason));
-    snprintf(body, sizeof(body),
-             "{\"status\":\"%s\",\"order_id\":\"%" PRId64 "\",\"item_id\":%" PRId64
-             ",\"reserved_at\":%s,\"persisted_at\":%s%s}",
-             st_state_name(r->state), r->order_id, r->item_id, reserved, persisted, reason);
+    status_body(r, st_state_name(r->state), body, sizeof(body));
     return respond(g, q->conn, MHD_HTTP_OK, body, 0);
+}
+
+/* A cancel's answer (cancel.h). A missing order, or another buyer's, is
+ * the status call's 404 to the byte; an order that cannot be cancelled is
+ * described as the status call would, under the word that says why. */
+static enum MHD_Result answer_cancel(struct ingress *g, struct ing_req *q)
+{
+    const struct cx_req *x = &q->xr;
+    enum cx_outcome o = x->outcome;
+    char body[400], where[64];
+    switch (o) {
+    case CX_CANCELLING:
+        snprintf(body, sizeof(body), "{\"status\":\"cancelling\",\"order_id\":\"%" PRId64 "\"}", x->order_id);
+        break;
+    case CX_NOT_FOUND:
+        return respond(g, q->conn, MHD_HTTP_NOT_FOUND, "{\"status\":\"not_found\"}", 0);
+    case CX_UNAVAILABLE:
+        return respond(g, q->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "{\"status\":\"unavailable\"}", 0);
+    case CX_UNKNOWN: {
+        /* Kafka may hold the cancel: the order's status says once it is
+         * applied, and a second cancel is harmless. */
+        snprintf(body, sizeof(body), "{\"status\":\"unknown\",\"order_id\":\"%" PRId64 "\"}", x->order_id);
+        snprintf(where, sizeof(where), ORDER_STATUS_PREFIX "%" PRId64, x->order_id);
+        const char *hdrs[] = { MHD_HTTP_HEADER_RETRY_AFTER, UNKNOWN_RETRY_AFTER_S, MHD_HTTP_HEADER_LOCATION,
+                               where, NULL };
+        return respond_hdrs(g, q->conn, cx_http_status(o), body, 0, hdrs);
+    }
+    default:
+        status_body(&x->sr, cx_json_status(o), body, sizeof(body));
+        break;
+    }
+    return respond(g, q->conn, cx_http_status(o), body, 0);
 }
 
 static struct ing_req *req_get(struct ingress *g, struct MHD_Connection *conn)
@@ -429,8 +481,18 @@ static void queue_request(struct ingress *g, struct ing_req *q)
     MHD_suspend_connection(q->conn);
     if (q->kind == KIND_BUY)
         rsv_submit(g->rsv, &q->rr);
+    else if (q->kind == KIND_CANCEL)
+        cx_submit(g->cx, &q->xr);
     else
         st_submit(g->st, &q->sr);
+}
+
+/* producer.auth = "none" (development): the caller names itself with
+ * ?user_id=U. 0, or -1 when it does not. */
+static int named_caller(struct MHD_Connection *conn, int64_t *buyer)
+{
+    const char *u = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "user_id");
+    return u && util_parse_i64(u, 1, INT64_MAX, buyer) == 0 ? 0 : -1;
 }
 
 /* GET /api/v1/orders/ID or /api/v1/seckill/ID, with the buyer known. */
@@ -439,12 +501,8 @@ static enum MHD_Result status_call(struct ingress *g, struct MHD_Connection *con
 {
     enum MHD_Result ret = MHD_NO;
     struct ing_req *q;
-    if (kind == ST_BY_ITEM && !buyer) {
-        /* producer.auth = "none" (development): the caller names itself. */
-        const char *u = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "user_id");
-        if (!u || util_parse_i64(u, 1, INT64_MAX, &buyer) != 0)
-            return bad_request(g, conn, "user_id query parameter must be a positive integer", t0);
-    }
+    if (kind == ST_BY_ITEM && !buyer && named_caller(conn, &buyer) != 0)
+        return bad_request(g, conn, "user_id query parameter must be a positive integer", t0);
     if (!(q = admit(g, conn, KIND_STATUS, t0, &ret)))
         return ret;
     q->sr.kind = kind;
@@ -453,6 +511,31 @@ static enum MHD_Result status_call(struct ingress *g, struct MHD_Connection *con
     q->sr.complete = on_status_complete;
     /* MHD calls again once the (empty) body is read: the request goes to its
      * thread then. */
+    *con_cls = q;
+    return MHD_YES;
+}
+
+/* POST /api/v1/orders/ID/cancel, with the buyer known. Only an order's
+ * owner may cancel it, so a caller is always named: with producer.auth =
+ * "none" by ?user_id=U as for the status by item (never "anyone", which the
+ * status by order allows for reading: a cancel changes the order). */
+static enum MHD_Result cancel_call(struct ingress *g, struct MHD_Connection *conn, int64_t id, int64_t buyer,
+                                   const char *clen, int64_t t0, void **con_cls)
+{
+    enum MHD_Result ret = MHD_NO;
+    struct ing_req *q;
+    int64_t n = 0;
+    if (!buyer && named_caller(conn, &buyer) != 0)
+        return bad_request(g, conn, "user_id query parameter must be a positive integer", t0);
+    /* The order is the path's; a body would be a second, unread say. */
+    if (clen && (util_parse_i64(clen, 0, INT64_MAX, &n) != 0 || n != 0))
+        return bad_request(g, conn, "a cancel takes no body", t0);
+    if (!(q = admit(g, conn, KIND_CANCEL, t0, &ret)))
+        return ret;
+    q->xr.order_id = id;
+    q->xr.user_id = buyer;
+    q->xr.complete = on_cancel_complete;
+    /* Queued once the (empty) body is read, as a status call. */
     *con_cls = q;
     return MHD_YES;
 }
@@ -624,14 +707,73 @@ static int refuse_head(struct ingress *g, struct MHD_Connection *conn, const cha
     return 1;
 }
 
+/* What a request's path names. */
+enum route { ROUTE_NONE, ROUTE_BAD_ID, ROUTE_BUY, ROUTE_HEALTH, ROUTE_ORDER, ROUTE_ITEM, ROUTE_CANCEL };
+
+/* ORDER_STATUS_PREFIX ID CANCEL_SUFFIX: 1 with the id in *id; 0 when url
+ * does not start with the prefix and end with the suffix; -1 when it does
+ * but what is between is not an id as req_path_id() takes one (so
+ * "/api/v1/orders/1/cancel/", "/api/v1/orders/%31/cancel" or
+ * "/api/v1/orders/1/2/cancel" name no order: one order, one name). */
+static int cancel_path_id(const char *url, int64_t *id)
+{
+    size_t n = strlen(url), pl = strlen(ORDER_STATUS_PREFIX), sl = strlen(CANCEL_SUFFIX);
+    char path[sizeof(ORDER_STATUS_PREFIX) + 24];
+    if (n <= pl + sl || strncmp(url, ORDER_STATUS_PREFIX, pl) != 0 ||
+        strcmp(url + n - sl, CANCEL_SUFFIX) != 0)
+        return 0;
+    if (n - sl >= sizeof(path))
+        return -1; /* longer than any int64 */
+    memcpy(path, url, n - sl);
+    path[n - sl] = 0;
+    return req_path_id(path, ORDER_STATUS_PREFIX, id) == 1 ? 1 : -1;
+}
+
+/* The resource url names, matched as sent (never decoded), and its id. */
+static enum route route_of(const char *url, int64_t *id)
+{
+    int r;
+    if (strcmp(url, ORDER_PATH) == 0)
+        return ROUTE_BUY;
+    if (strcmp(url, "/healthz") == 0)
+        return ROUTE_HEALTH;
+    /* Before the status by order: its prefix is the cancel's too. */
+    if ((r = cancel_path_id(url, id)) != 0)
+        return r > 0 ? ROUTE_CANCEL : ROUTE_BAD_ID;
+    if ((r = req_path_id(url, ORDER_STATUS_PREFIX, id)) != 0)
+        return r > 0 ? ROUTE_ORDER : ROUTE_BAD_ID;
+    if ((r = req_path_id(url, ITEM_STATUS_PREFIX, id)) != 0)
+        return r > 0 ? ROUTE_ITEM : ROUTE_BAD_ID;
+    return ROUTE_NONE;
+}
+
+/* A known path asked with a method it does not take: 405 with Allow (RFC
+ * 9110 says a 405 lists what the resource takes). 1 answered (*ret), 0 the
+ * method is right. */
+static int wrong_method(struct ingress *g, struct MHD_Connection *conn, enum route rt, const char *method,
+                        int64_t t0, enum MHD_Result *ret)
+{
+    int post = strcmp(method, "POST") == 0;
+    int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    if (((rt == ROUTE_BUY || rt == ROUTE_CANCEL) && post) || ((rt == ROUTE_ORDER || rt == ROUTE_ITEM) && get))
+        return 0;
+    int reads = rt == ROUTE_ORDER || rt == ROUTE_ITEM;
+    PM_INC(req_bad_request);
+    *ret = respond_hdr(g, conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+                       reads ? "{\"status\":\"bad_request\",\"error\":\"use GET\"}"
+                             : "{\"status\":\"bad_request\",\"error\":\"use POST\"}",
+                       t0, MHD_HTTP_HEADER_ALLOW, reads ? "GET, HEAD" : "POST");
+    return 1;
+}
+
 /* First call for a request: only the headers are in. */
 static enum MHD_Result on_headers(struct ingress *g, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, void **con_cls)
 {
     const char *ctype, *clen;
-    int64_t t0 = util_mono_us(), n, id, buyer = 0;
+    int64_t t0 = util_mono_us(), n, id = 0, buyer = 0;
     int is_get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
-    int by_order = 0, by_item = 0;
+    enum route rt;
     enum MHD_Result ret = MHD_NO;
     struct ing_req *q;
     struct ing_conn *cx = conn_of(conn);
@@ -643,27 +785,17 @@ static enum MHD_Result on_headers(struct ingress *g, struct MHD_Connection *conn
     if (refuse_head(g, conn, url, method, version, t0, &ret))
         return ret;
     clen = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (strcmp(url, ORDER_PATH) != 0) {
-        if (is_get && strcmp(url, "/healthz") == 0)
-            return get_health(g, conn);
-        if ((by_order = req_path_id(url, ORDER_STATUS_PREFIX, &id)) == 0)
-            by_item = req_path_id(url, ITEM_STATUS_PREFIX, &id);
-        if (by_order == 0 && by_item == 0) {
-            PM_INC(req_not_found);
-            return respond(g, conn, MHD_HTTP_NOT_FOUND, "{\"status\":\"not_found\"}", 0);
-        }
-        if (by_order < 0 || by_item < 0)
-            return bad_request(g, conn, "the id in the path must be a positive integer", t0);
-        if (!is_get) {
-            PM_INC(req_bad_request);
-            return respond(g, conn, MHD_HTTP_METHOD_NOT_ALLOWED,
-                           "{\"status\":\"bad_request\",\"error\":\"use GET\"}", t0);
-        }
-    } else if (strcmp(method, "POST") != 0) {
-        PM_INC(req_bad_request);
-        return respond(g, conn, MHD_HTTP_METHOD_NOT_ALLOWED,
-                       "{\"status\":\"bad_request\",\"error\":\"use POST\"}", t0);
+    rt = route_of(url, &id);
+    if (rt == ROUTE_HEALTH && is_get)
+        return get_health(g, conn);
+    if (rt == ROUTE_NONE || rt == ROUTE_HEALTH) {
+        PM_INC(req_not_found);
+        return respond(g, conn, MHD_HTTP_NOT_FOUND, "{\"status\":\"not_found\"}", 0);
     }
+    if (rt == ROUTE_BAD_ID)
+        return bad_request(g, conn, "the id in the path must be a positive integer", t0);
+    if (wrong_method(g, conn, rt, method, t0, &ret))
+        return ret;
     if (!front_door_address(g, conn, t0, &ret))
         return ret;
     if (auth_enabled(g->auth)) {
@@ -674,8 +806,10 @@ static enum MHD_Result on_headers(struct ingress *g, struct MHD_Connection *conn
         if (!front_door_buyer(g, conn, buyer, t0, &ret))
             return ret;
     }
-    if (by_order || by_item)
-        return status_call(g, conn, by_order ? ST_BY_ORDER : ST_BY_ITEM, id, buyer, t0, con_cls);
+    if (rt == ROUTE_ORDER || rt == ROUTE_ITEM)
+        return status_call(g, conn, rt == ROUTE_ORDER ? ST_BY_ORDER : ST_BY_ITEM, id, buyer, t0, con_cls);
+    if (rt == ROUTE_CANCEL)
+        return cancel_call(g, conn, id, buyer, clen, t0, con_cls);
 
     ctype = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (!req_content_type_ok(ctype))
@@ -742,8 +876,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (*upload_data_size) {
             /* Chunked bodies have no length up front: keep reading, keep
              * nothing beyond the limit, refuse at the end. A status call
-             * ignores a body. */
-            if (q->kind != KIND_BUY)
+             * ignores a body; a cancel refuses one at the end. */
+            if (q->kind == KIND_CANCEL)
+                q->too_large = 1;
+            else if (q->kind != KIND_BUY)
                 ;
             else if (q->len + *upload_data_size > g->body_limit)
                 q->too_large = 1;
@@ -756,9 +892,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         if (q->kind == KIND_BUY)
             return on_body(g, conn, q);
+        if (q->kind == KIND_CANCEL && q->too_large)
+            return bad_request(g, conn, "a cancel takes no body", q->t0_us);
         queue_request(g, q);
         return MHD_YES;
     case REQ_DONE:
+        if (q->kind == KIND_CANCEL)
+            return answer_cancel(g, q);
         return q->kind == KIND_BUY ? answer_buy(g, q) : answer_status(g, q);
     default:
         /* Resumed without an answer cannot happen; refuse rather than hang. */
@@ -889,8 +1029,8 @@ static struct MHD_Daemon *start_mhd(struct ingress *g, const struct cfg *c, stru
         on_completed, g, MHD_OPTION_END);
 }
 
-int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct so *so, struct win *w, struct auth *a,
-              struct ing_health *h, struct ingress **out, char *err, size_t errlen)
+int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct cx *x, struct so *so, struct win *w,
+              struct auth *a, struct ing_health *h, struct ingress **out, char *err, size_t errlen)
 {
     struct sockaddr_in sa;
     int hw_ok = 0, say_ok = 0;
@@ -902,6 +1042,7 @@ int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct so *so, 
     g->cfg = c;
     g->rsv = r;
     g->st = st;
+    g->cx = x;
     g->so = so;
     g->auth = a;
     g->win = w;

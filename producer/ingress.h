@@ -4,6 +4,9 @@
  *                                   -> 202/409/410/404/403/401/400/503/429
  *   GET  /api/v1/orders/{order_id}  an order's status (status.h)
  *   GET  /api/v1/seckill/{item_id}  the caller's order for an item
+ *   POST /api/v1/orders/{order_id}/cancel
+ *                                   the caller cancels an unpaid order
+ *                                   (cancel.h) -> 202/409/404/401/400/503/429
  *   GET  /healthz                   Redis and Kafka reachable
  *   (HEAD wherever GET is; /metrics is on the operators' listener, ops.h)
  *
@@ -11,8 +14,12 @@
  * checked on the HTTP thread from the headers alone. A buy request for an
  * item known sold out (soldout.h) is answered 410 there too. Any other is parsed
  * on the HTTP thread, then its connection is suspended while the reserving
- * thread works on it (a status call: the status thread), and resumed with
- * the answer: the HTTP thread never waits for Redis or Kafka.
+ * thread works on it (a status call: the status thread; a cancel: the
+ * status thread, then Kafka's acknowledgement), and resumed with the
+ * answer: the HTTP thread never waits for Redis or Kafka. A cancel names
+ * its caller always: the token's buyer, or with producer.auth = "none" a
+ * ?user_id=U (never anyone, as a read by order id may be). A known path
+ * with a method it does not take answers 405 with Allow.
  *
  * Before any of that, the front door (ratelimit.h): connections beyond
  * producer.max_connections_per_address are closed as they are accepted; an
@@ -26,6 +33,7 @@
 #include <stddef.h>
 
 #include "auth.h"
+#include "cancel.h"
 #include "cfg.h"
 #include "reserve.h"
 #include "soldout.h"
@@ -41,8 +49,8 @@ struct ing_health {
 };
 
 /* Listen on producer.listen:port. 0, or -1 with err set. */
-int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct so *so, struct win *w, struct auth *a,
-              struct ing_health *h, struct ingress **out, char *err, size_t errlen);
+int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct cx *x, struct so *so, struct win *w,
+              struct auth *a, struct ing_health *h, struct ingress **out, char *err, size_t errlen);
 /* The health of /healthz into b (JSON); its HTTP status: 200, or 503
  * while Redis or Kafka is down or the daemon is stopping. Any thread. */
 struct mbuf;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "cancel.h"
 #include "cfg.h"
 #include "cli.h"
 #include "daemon.h"
@@ -156,6 +157,7 @@ struct producer {
     struct rsv *r;
     struct hk *k;
     struct st *st;
+    struct cx *x;
     struct so *so;
     struct win *w;
     struct auth *a;
@@ -199,9 +201,9 @@ static int start(const struct cli *cli, struct producer *d)
         goto fail;
     }
     if (hk_start(c, d->p, &d->gen, &d->health, &d->k, err, sizeof(err)) != 0 ||
-        st_start(c, &d->st, err, sizeof(err)) != 0 || win_new(c, &d->w, err, sizeof(err)) != 0 ||
-        so_start(c, d->w, &d->so, err, sizeof(err)) != 0 ||
-        ing_start(c, d->r, d->st, d->so, d->w, d->a, &d->health, &d->g, err, sizeof(err)) != 0 ||
+        st_start(c, &d->st, err, sizeof(err)) != 0 || cx_new(d->st, d->p, &d->x, err, sizeof(err)) != 0 ||
+        win_new(c, &d->w, err, sizeof(err)) != 0 || so_start(c, d->w, &d->so, err, sizeof(err)) != 0 ||
+        ing_start(c, d->r, d->st, d->x, d->so, d->w, d->a, &d->health, &d->g, err, sizeof(err)) != 0 ||
         ops_start(c, d->g, &d->o, err, sizeof(err)) != 0)
         goto fail;
     log_notice("taking orders on http://%s:%d/api/v1/seckill (order id block %lld, auth %s)",
@@ -241,6 +243,9 @@ static void stop(struct producer *d)
     hk_stop(d->k);
     ops_stop(d->o);
     ing_stop(d->g);
+    /* After the HTTP side, which drained its cancels; before the status
+     * thread and the Kafka producer it uses. */
+    cx_free(d->x);
     st_stop(d->st);
     rsv_stop(d->r);
     /* After the reserving thread, which marks items sold out and records

@@ -20,6 +20,13 @@
 #define PM_LIMITED_HELP \
     "Requests answered 429 rate_limited (address, buyer) and connections closed at accept "                \
     "(connections), by limit"
+#define PM_CANCEL_REFUSED "seckill_producer_cancels_refused_total"
+#define PM_CANCEL_REFUSED_HELP \
+    "Buyers' cancels not published, by reason: the order's state (paid, expired, refused, final: 409), "  \
+    "not_found (404: missing or another buyer's), unavailable (503: Redis or Kafka refused, nothing "     \
+    "published), unknown (503: Kafka may hold it)"
+#define PM_CANCEL_PUB "seckill_producer_cancel_publish_errors_total"
+#define PM_CANCEL_PUB_HELP "Cancels Kafka did not take, by kind (also in cancels_refused_total)"
 
 #define PM_METRICS(X)                                                                            \
     X(req_accepted, PM_REQ, "counter", "outcome=\"accepted\"", PM_REQ_HELP)                       \
@@ -36,6 +43,7 @@
     X(req_unknown, PM_REQ, "counter", "outcome=\"unknown\"", PM_REQ_HELP)                         \
     X(req_overloaded, PM_REQ, "counter", "outcome=\"overloaded\"", PM_REQ_HELP)                   \
     X(req_not_found, PM_REQ, "counter", "outcome=\"not_found\"", PM_REQ_HELP)                     \
+    X(req_cancel, PM_REQ, "counter", "outcome=\"cancel\"", PM_REQ_HELP)                           \
     X(auth_verified, PM_AUTH, "counter", "result=\"verified\"", PM_AUTH_HELP)                   \
     X(auth_cached, PM_AUTH, "counter", "result=\"cached\"", PM_AUTH_HELP)                       \
     X(auth_denied, PM_AUTH, "counter", "result=\"denied\"", PM_AUTH_HELP)                       \
@@ -68,7 +76,7 @@
       "Items checked in Redis (seckill_soldout) by those passes: one per item per pass, for the "  \
       "sold-out view and the winners together")                                                    \
     X(inflight, "seckill_producer_inflight", "gauge", "",                                        \
-      "Buy and status requests between parsing and their answer")                                        \
+      "Buy, status and cancel requests between parsing and their answer")                             \
     X(script_unknown_code, "seckill_producer_script_unknown_codes_total", "counter", "",         \
       "Reservation script replies the outcome table does not know (answered 503)")              \
     X(redis_errors, "seckill_producer_redis_errors_total", "counter", "",                        \
@@ -90,6 +98,24 @@
     X(kafka_not_persisted, PM_KAFKA, "counter", "kind=\"not_persisted\"", PM_KAFKA_HELP)          \
     X(kafka_possibly_persisted, PM_KAFKA, "counter", "kind=\"possibly_persisted\"", PM_KAFKA_HELP) \
     X(kafka_up, "seckill_producer_kafka_up", "gauge", "", "1 when broker metadata answers")     \
+    X(cancel_accepted, "seckill_producer_cancels_accepted_total", "counter", "",                   \
+      "Buyers' cancels published and acknowledged by Kafka (202 cancelling)")                    \
+    X(cancel_again, "seckill_producer_cancels_repeated_total", "counter", "",                      \
+      "Buyers' cancels of an order already cancelled (202 cancelled, nothing published)")        \
+    X(cancel_refused_paid, PM_CANCEL_REFUSED, "counter", "reason=\"paid\"", PM_CANCEL_REFUSED_HELP) \
+    X(cancel_refused_expired, PM_CANCEL_REFUSED, "counter", "reason=\"expired\"", PM_CANCEL_REFUSED_HELP) \
+    X(cancel_refused_refused, PM_CANCEL_REFUSED, "counter", "reason=\"refused\"", PM_CANCEL_REFUSED_HELP) \
+    X(cancel_refused_final, PM_CANCEL_REFUSED, "counter", "reason=\"final\"", PM_CANCEL_REFUSED_HELP) \
+    X(cancel_refused_not_found, PM_CANCEL_REFUSED, "counter", "reason=\"not_found\"",            \
+      PM_CANCEL_REFUSED_HELP)                                                                    \
+    X(cancel_refused_unavailable, PM_CANCEL_REFUSED, "counter", "reason=\"unavailable\"",        \
+      PM_CANCEL_REFUSED_HELP)                                                                    \
+    X(cancel_refused_unknown, PM_CANCEL_REFUSED, "counter", "reason=\"unknown\"", PM_CANCEL_REFUSED_HELP) \
+    X(cancel_publish_queue_full, PM_CANCEL_PUB, "counter", "kind=\"queue_full\"", PM_CANCEL_PUB_HELP) \
+    X(cancel_publish_not_persisted, PM_CANCEL_PUB, "counter", "kind=\"not_persisted\"",         \
+      PM_CANCEL_PUB_HELP)                                                                        \
+    X(cancel_publish_possibly_persisted, PM_CANCEL_PUB, "counter", "kind=\"possibly_persisted\"", \
+      PM_CANCEL_PUB_HELP)                                                                        \
     X(restored, "seckill_producer_restored_total", "counter", "",                               \
       "Reservations given back because Kafka certainly did not persist them")                   \
     X(restore_kept, "seckill_producer_restore_kept_total", "counter", "",                       \

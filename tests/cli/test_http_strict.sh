@@ -196,6 +196,31 @@ esac
 reaches "the same id spelt plainly is a status call" \
     "GET /api/v1/seckill/7?user_id=7 HTTP/1.1\r\nHost: x\r\n\r\n"
 
+# The buyer's cancel (issue #44): its path is the status path's and as
+# strict, POST only. (producer.auth = "none" here: the caller names itself
+# with ?user_id=U, or is refused.)
+CANCEL_HEAD='Host: x\r\nContent-Length: 0\r\n\r\n'
+for p in '/api/v1/orders/%37/cancel' '/api/v1/orders/7/cance%6C' '/api/v1/orders/7/cancel%2F' \
+    '/api/v1/orders/7/cancel/' '/api/v1/orders/7//cancel' '/api/v1/orders/07/cancel' '/api/v1/orders//cancel'; do
+    answered "POST $p names no order: 400" 400 "POST $p?user_id=7 HTTP/1.1\r\n$CANCEL_HEAD"
+done
+ask "a NUL byte in the cancel path (/api/v1/orders/7 NUL /cancel): 400, closed" "400 closed" \
+    "POST /api/v1/orders/7\\x00/cancel?user_id=7 HTTP/1.1\r\n$CANCEL_HEAD"
+for m in GET PUT DELETE; do  # (HEAD: test_cancelapi; http_raw.py reads a body after any head)
+    answered "$m of the cancel path: 405" 405 "$m /api/v1/orders/7/cancel?user_id=7 HTTP/1.1\r\n$CANCEL_HEAD"
+done
+answered "a cancel whose caller is not named (auth none, no ?user_id): 400" 400 \
+    "POST /api/v1/orders/7/cancel HTTP/1.1\r\n$CANCEL_HEAD"
+answered "a cancel with a body: 400" 400 \
+    "POST /api/v1/orders/7/cancel?user_id=7 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+out=$($HTTP ask "$PORT" "POST /api/v1/orders/7/cancel?user_id=7 HTTP/1.1\r\n$CANCEL_HEAD")
+desc="the cancel path spelt plainly reaches the order: none, 404 not_found (or 503, the stack busy)"
+case ${out%%$'\n'*} in
+"404 "*) is "$desc" "$(sed -n '3,$p' <<<"$out")" '{"status":"not_found"}' ;;
+"503 "*) pass "$desc" ;;
+*) fail "$desc" "got: $out" ;;
+esac
+
 ask "two Authorization fields: 400, closed" "400 closed" \
     'GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b\r\n\r\n'
 ask "HTTP/1.1 without Host: 400, closed" "400 closed" 'GET /healthz HTTP/1.1\r\n\r\n'
