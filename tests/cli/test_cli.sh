@@ -455,15 +455,18 @@ expect "item load takes no --pay-within (it changes nothing in the database)" 2 
 # consumer leaves them (2 waiting for their payment, 1 paid, 2 expired, one of
 # whose units Redis does not have back yet, 1 cancelled), stock_left counting
 # the 3 that hold a unit, and a payment that came after its order expired.
+# The open return's next try is an hour away: a consumer of the shared
+# database (whatever its key prefix) would send it, and mark it done, at once.
 o=$((ID_BASE + 100))
 sql "INSERT INTO orders (order_id, user_id, item_id, reserved_at, fence, status, pay_by, status_changed_at)
      SELECT $o + g, 7000 + g, $ITEM4, now(), 1, s, now() + interval '90 seconds',
             CASE WHEN s = 'pending_payment' THEN NULL ELSE now() END
        FROM unnest(ARRAY['pending_payment', 'pending_payment', 'paid', 'expired', 'expired', 'cancelled'])
             WITH ORDINALITY AS t (s, g);
-     INSERT INTO order_returns (order_id, item_id, user_id, reason, done_at)
-     VALUES ($o + 4, $ITEM4, 7004, 'expired', now()), ($o + 5, $ITEM4, 7005, 'expired', NULL),
-            ($o + 6, $ITEM4, 7006, 'cancelled', now());
+     INSERT INTO order_returns (order_id, item_id, user_id, reason, done_at, next_try_at)
+     VALUES ($o + 4, $ITEM4, 7004, 'expired', now(), now()),
+            ($o + 5, $ITEM4, 7005, 'expired', NULL, now() + interval '1 hour'),
+            ($o + 6, $ITEM4, 7006, 'cancelled', now(), now());
      UPDATE items SET stock_left = 4 WHERE item_id = $ITEM4" >/dev/null
 late=$(sql "SELECT to_regclass('late_payments') IS NOT NULL")
 [ "$late" = t ] && sql "INSERT INTO late_payments (order_id, user_id, paid_at, ref, status_then)

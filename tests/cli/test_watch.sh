@@ -162,9 +162,10 @@ is "total lag = the unconsumed orders" "$(field "$line" lag)" "$accepted2"
             CASE WHEN s = 'pending_payment' THEN NULL ELSE now() END
        FROM unnest(ARRAY['pending_payment', 'pending_payment', 'paid', 'expired', 'expired', 'cancelled'])
             WITH ORDINALITY AS t (s, g);
-     INSERT INTO order_returns (order_id, item_id, user_id, reason, done_at)
-     VALUES ($ITEM3 * 10 + 4, $ITEM3, 9004, 'expired', now()), ($ITEM3 * 10 + 5, $ITEM3, 9005, 'expired', NULL),
-            ($ITEM3 * 10 + 6, $ITEM3, 9006, 'cancelled', now())" >/dev/null
+     INSERT INTO order_returns (order_id, item_id, user_id, reason, done_at, next_try_at)
+     VALUES ($ITEM3 * 10 + 4, $ITEM3, 9004, 'expired', now(), now()),
+            ($ITEM3 * 10 + 5, $ITEM3, 9005, 'expired', NULL, now() + interval '1 hour'),
+            ($ITEM3 * 10 + 6, $ITEM3, 9006, 'cancelled', now(), now())" >/dev/null
 late=0
 if [ "$("${PSQL[@]}" -c "SELECT to_regclass('late_payments') IS NOT NULL")" = t ]; then
     "${PSQL[@]}" -c "INSERT INTO late_payments (order_id, user_id, paid_at, ref, status_then)
