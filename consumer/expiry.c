@@ -33,7 +33,7 @@ struct ret_row {
     int64_t order_id, item_id, user_id;
     int64_t changed_ms; /* when it expired or was cancelled (order_returns.created_at) */
     const char *state;  /* seckill_mark's letter: "x" expired, "k" cancelled */
-    bool ok; /* Redis has its unit back and its state (or holds no item to give them to) */
+    bool ok;            /* Redis has its unit back and its state (or holds no item to give them to) */
 };
 
 struct expiry {
@@ -164,8 +164,8 @@ static int parse_due(const PGresult *res, int i, struct ret_row *r)
         util_parse_i64(PQgetvalue(res, i, 2), 1, INT64_MAX, &r->user_id) != 0 ||
         util_parse_i64(PQgetvalue(res, i, 4), 1, INT64_MAX, &r->changed_ms) != 0) {
         log_warn("expiry: order_returns row of order %s (reason '%s') is not one this build knows; "
-                    "left as it is",
-                    PQgetvalue(res, i, 0), why);
+                 "left as it is",
+                 PQgetvalue(res, i, 0), why);
         return -1;
     }
     return 0;

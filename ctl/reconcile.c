@@ -54,11 +54,11 @@ struct recon {
 
 /* What the database says of an item's orders, for the checks against Redis. */
 struct dbview {
-    struct ids orders;      /* every persisted order (sorted) */
-    struct ids expect;      /* users Redis' buyers set must hold */
-    struct ids allow;       /* users it may hold: a buyer whose unit is on its way back */
-    struct ids back_done;   /* expired or cancelled orders whose return is done (sorted) */
-    struct ids back_open;   /* and those whose return is not (sorted) */
+    struct ids orders;    /* every persisted order (sorted) */
+    struct ids expect;    /* users Redis' buyers set must hold */
+    struct ids allow;     /* users it may hold: a buyer whose unit is on its way back */
+    struct ids back_done; /* expired or cancelled orders whose return is done (sorted) */
+    struct ids back_open; /* and those whose return is not (sorted) */
 };
 
 struct rctx {
@@ -118,10 +118,9 @@ static int64_t accounted(const struct recon *r)
 static bool recon_clean(const struct recon *r)
 {
     return r->in_db && r->in_redis && r->stock >= 0 && r->total == accounted(r) && r->ret_unknown == 0 &&
-           r->ret_lost == 0 && r->ret_twice == 0 &&
-           r->missing_buyers.n == 0 && r->extra_buyers == 0 && r->left == r->total - r->sold &&
-           r->dup_users == 0 && r->bad_pending == 0 && r->starts == r->rstarts && r->ends == r->rends &&
-           r->stale_states == 0;
+           r->ret_lost == 0 && r->ret_twice == 0 && r->missing_buyers.n == 0 && r->extra_buyers == 0 &&
+           r->left == r->total - r->sold && r->dup_users == 0 && r->bad_pending == 0 &&
+           r->starts == r->rstarts && r->ends == r->rends && r->stale_states == 0;
 }
 
 /* --- looking ---------------------------------------------------------------- */
@@ -346,8 +345,13 @@ static int look(struct rctx *x, int64_t item, struct recon *r)
     char returned[KEYS_MAX];
     if (keys_item(returned, sizeof(returned), x->c->redis.key_prefix, item, KEYS_ITEM_RETURNED) < 0)
         return -1;
-    const char *kv[] = { k[KEYS_ITEM_STOCK],  k[KEYS_ITEM_BUYERS], k[KEYS_ITEM_PENDING], k[KEYS_ITEM_UNPUB],
-                         k[KEYS_ITEM_WINDOW], k[KEYS_ITEM_ORDERS], returned };
+    const char *kv[] = { k[KEYS_ITEM_STOCK],
+                         k[KEYS_ITEM_BUYERS],
+                         k[KEYS_ITEM_PENDING],
+                         k[KEYS_ITEM_UNPUB],
+                         k[KEYS_ITEM_WINDOW],
+                         k[KEYS_ITEM_ORDERS],
+                         returned };
     if (!(rep = eval_want(x, &x->snap, 7, 0, kv, REDIS_REPLY_ARRAY)))
         goto fail;
     if (rep->elements != 7 || rep->element[4]->type != REDIS_REPLY_ARRAY || rep->element[4]->elements != 2 ||

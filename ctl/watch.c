@@ -38,12 +38,12 @@ struct witem {
 };
 
 /* An item nothing is known of yet. */
-#define WITEM_UNKNOWN(i)                                                                              \
-    (struct witem)                                                                                    \
-    {                                                                                                 \
-        .id = (i), .total = -1, .stock = -1, .accepted = -1, .pending = -1, .persisted = -1,          \
-        .refused = -1, .to_pay = -1, .paid = -1, .expired = -1, .cancelled = -1, .returned = -1,      \
-        .ret_waiting = -1, .late = -1                                                                 \
+#define WITEM_UNKNOWN(i)                                                                                     \
+    (struct witem)                                                                                           \
+    {                                                                                                        \
+        .id = (i), .total = -1, .stock = -1, .accepted = -1, .pending = -1, .persisted = -1, .refused = -1,  \
+        .to_pay = -1, .paid = -1, .expired = -1, .cancelled = -1, .returned = -1, .ret_waiting = -1,         \
+        .late = -1                                                                                           \
     }
 
 struct wep {
@@ -482,13 +482,12 @@ static const struct witem *find(const struct wsample *s, int64_t id)
 static struct witem total(const struct wsample *s)
 {
     struct witem t = { .id = 0 };
-    int64_t *dst[] = { &t.total,   &t.stock,   &t.accepted,  &t.pending,  &t.persisted,
-                       &t.refused, &t.to_pay,  &t.paid,      &t.expired,  &t.cancelled,
-                       &t.returned, &t.ret_waiting, &t.late };
+    int64_t *dst[] = { &t.total, &t.stock,   &t.accepted,  &t.pending,  &t.persisted,   &t.refused, &t.to_pay,
+                       &t.paid,  &t.expired, &t.cancelled, &t.returned, &t.ret_waiting, &t.late };
     for (size_t i = 0; i < s->n; i++) {
         const struct witem *it = &s->items[i];
-        const int64_t src[] = { it->total,   it->stock,    it->accepted,    it->pending, it->persisted,
-                                it->refused, it->to_pay,   it->paid,        it->expired, it->cancelled,
+        const int64_t src[] = { it->total,    it->stock,       it->accepted, it->pending, it->persisted,
+                                it->refused,  it->to_pay,      it->paid,     it->expired, it->cancelled,
                                 it->returned, it->ret_waiting, it->late };
         for (size_t k = 0; k < ARRAY_SIZE(src); k++)
             *dst[k] = (*dst[k] < 0 || src[k] < 0) ? -1 : *dst[k] + src[k];

@@ -618,27 +618,29 @@ static void pg_run3(struct rt *t, const char *sql, int64_t a, int64_t b, int64_t
 static void after_sale_fixture(struct rt *t, int64_t item, int64_t base, int64_t ubase)
 {
     char *out, sid[24], k[KEYS_ITEM_PARTS][KEYS_MAX], ret[KEYS_MAX];
-    const char *args[] = { "-c", t->cfgpath, "item", "create", "--id", I64S(sid, item), "--stock", "10",
-                           "--pay-within", "60", NULL };
+    const char *args[] = { "-c",      t->cfgpath, "item",         "create", "--id", I64S(sid, item),
+                           "--stock", "10",       "--pay-within", "60",     NULL };
     expect(run(&out, "seckillctl", args), 0, &out, "created");
-    pg_run3(t, "INSERT INTO orders (order_id, user_id, item_id, reserved_at, fence, status, pay_by, "
-               "status_changed_at) "
-               "SELECT $2::bigint + g, $3::bigint + g, $1::bigint, now() - interval '1 minute', 1, s, "
-               "now() + interval '60 seconds', CASE WHEN s = 'pending_payment' THEN NULL ELSE now() END "
-               "FROM unnest(ARRAY['pending_payment', 'paid', 'expired', 'expired', 'cancelled']) "
-               "WITH ORDINALITY AS x (s, g)",
+    pg_run3(t,
+            "INSERT INTO orders (order_id, user_id, item_id, reserved_at, fence, status, pay_by, "
+            "status_changed_at) "
+            "SELECT $2::bigint + g, $3::bigint + g, $1::bigint, now() - interval '1 minute', 1, s, "
+            "now() + interval '60 seconds', CASE WHEN s = 'pending_payment' THEN NULL ELSE now() END "
+            "FROM unnest(ARRAY['pending_payment', 'paid', 'expired', 'expired', 'cancelled']) "
+            "WITH ORDINALITY AS x (s, g)",
             item, base, ubase);
     /* base+4's return waits an hour for its next try: a consumer of the
      * shared database (any key prefix) would send it at once otherwise. */
-    pg_run3(t, "INSERT INTO order_returns (order_id, item_id, user_id, reason, created_at, done_at, "
-               "next_try_at) "
-               "SELECT $2::bigint + g, $1::bigint, $3::bigint + g, r, o.status_changed_at, "
-               "CASE WHEN g = 4 THEN NULL ELSE now() END, now() + interval '1 hour' "
-               "FROM unnest(ARRAY[3, 4, 5], ARRAY['expired', 'expired', 'cancelled']) AS x (g, r) "
-               "JOIN orders o ON o.order_id = $2::bigint + g",
+    pg_run3(t,
+            "INSERT INTO order_returns (order_id, item_id, user_id, reason, created_at, done_at, "
+            "next_try_at) "
+            "SELECT $2::bigint + g, $1::bigint, $3::bigint + g, r, o.status_changed_at, "
+            "CASE WHEN g = 4 THEN NULL ELSE now() END, now() + interval '1 hour' "
+            "FROM unnest(ARRAY[3, 4, 5], ARRAY['expired', 'expired', 'cancelled']) AS x (g, r) "
+            "JOIN orders o ON o.order_id = $2::bigint + g",
             item, base, ubase);
-    pg_run3(t, "UPDATE items SET stock_left = 8 WHERE item_id = $1 AND $2::bigint > 0 AND $3::bigint > 0", item,
-            base, ubase);
+    pg_run3(t, "UPDATE items SET stock_left = 8 WHERE item_id = $1 AND $2::bigint > 0 AND $3::bigint > 0",
+            item, base, ubase);
     for (int i = 0; i < KEYS_ITEM_PARTS; i++)
         item_key(t, item, (enum keys_item_part)i, k[i]);
     item_key(t, item, KEYS_ITEM_RETURNED, ret);
@@ -651,7 +653,8 @@ static void after_sale_fixture(struct rt *t, int64_t item, int64_t base, int64_t
     redisFree(rc);
     /* Each order's state as the consumer copies it: reconcile sets them all
      * from the database (o:ID, u:USER), as it would after a lost write. */
-    expect(ctl(t, &out, "reconcile", "--item", sid, "--fix", NULL, NULL), 0, &out, "settled orders to the database's");
+    expect(ctl(t, &out, "reconcile", "--item", sid, "--fix", NULL, NULL), 0, &out,
+           "settled orders to the database's");
 }
 
 /* The state Redis shows the buyer of order oid ("user|S|...|detail"). */
@@ -684,7 +687,8 @@ static void test_reconcile_after_the_sale(void **state)
     (void)state;
     struct rt t;
     char *out, sid[24], k[KEYS_MAX], ret[KEYS_MAX];
-    int64_t item = new_item_id(), base = item * 10, ubase = 830000000000LL + (int64_t)util_rand_below(99999999);
+    int64_t item = new_item_id(), base = item * 10,
+            ubase = 830000000000LL + (int64_t)util_rand_below(99999999);
     rt_init(&t, "reconsale");
     I64S(sid, item);
     after_sale_fixture(&t, item, base, ubase);
@@ -712,11 +716,13 @@ static void test_reconcile_after_the_sale(void **state)
 
     /* The paid order in the returned set: given back while it holds its unit. */
     freeReplyObject(harness_cmd(rc, "SADD %s %lld", ret, (long long)base + 2));
-    expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 1, &out, "that the database never returned");
+    expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 1, &out,
+           "that the database never returned");
     freeReplyObject(harness_cmd(rc, "SREM %s %lld", ret, (long long)base + 2));
     /* A return done that the set lost: sent again, it would give its unit twice. */
     freeReplyObject(harness_cmd(rc, "SREM %s %lld", ret, (long long)base + 3));
-    expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 1, &out, "missing from Redis' returned set");
+    expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 1, &out,
+           "missing from Redis' returned set");
     freeReplyObject(harness_cmd(rc, "SADD %s %lld", ret, (long long)base + 3));
 
     /* The consumer gives base+4's unit back (and takes its buyer out): still ok. */
@@ -762,7 +768,8 @@ static void test_item_load_restores_states(void **state)
     (void)state;
     struct rt t;
     char *out, sid[24], cfg2[128];
-    int64_t item = new_item_id(), base = item * 10, ubase = 840000000000LL + (int64_t)util_rand_below(99999999);
+    int64_t item = new_item_id(), base = item * 10,
+            ubase = 840000000000LL + (int64_t)util_rand_below(99999999);
     rt_init(&t, "loadsale");
     I64S(sid, item);
     after_sale_fixture(&t, item, base, ubase);
