@@ -484,6 +484,11 @@ else
     ok_if "inspect: no late_payments table (before migration 009) is said, not an error" "$(cat "$T/out")" \
         grep -q "no late_payments table" "$T/out"
 fi
+check_out "item show: sold counts the orders holding a unit; the payment line the states" \
+    "payment    within 90 s: pending 2, expired 2, returns not yet in Redis 1, paid 1, cancelled 1" \
+    "$CTL" -c "$CFG" item show "$ITEM4"
+ok_if "item show: sold 3 (2 pending and 1 paid; the expired and cancelled gave theirs back)" "$(cat "$T/out")" \
+    grep -q "stock_total 7, stock_left 4, sold 3, refused 0" "$T/out"
 is "inspect_order_states: an expired order, its return not yet in Redis" \
     "$(sql "SELECT status, return_reason, in_redis_at IS NULL FROM inspect_order_states WHERE order_id = $o + 5")" \
     "expired|expired|t"
