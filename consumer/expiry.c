@@ -20,6 +20,8 @@
 
 /* seckill_return's keys; its arguments are the rebuy flag, then two per order. */
 #define EXP_KEYS 4
+/* seckill_mark's one key (the orders hash); its arguments are three per order. */
+#define EXP_MARK_ARGS 3
 /* After a failed pass (a service down) the thread waits this long, doubling
  * to the cap: the connections are remade on the next pass. */
 #define EXP_BACKOFF_BASE_MS 100
@@ -29,7 +31,9 @@
 
 struct ret_row {
     int64_t order_id, item_id, user_id;
-    bool ok; /* Redis has its unit back (or holds no item to give it to) */
+    int64_t changed_ms; /* when it expired or was cancelled (order_returns.created_at) */
+    const char *state;  /* seckill_mark's letter: "x" expired, "k" cancelled */
+    bool ok;            /* Redis has its unit back and its state (or holds no item to give them to) */
 };
 
 struct expiry {
@@ -38,13 +42,14 @@ struct expiry {
     PGconn *pg;
     struct rp *rp;
     struct rp_batch batch;
-    struct rfunc fn; /* seckill_return */
+    struct rfunc fn;   /* seckill_return */
+    struct rfunc mark; /* seckill_mark, of the same library */
     struct log_repeat say_pg, say_redis, say_missing;
     int fails;            /* failed passes in a row: the backoff's exponent */
     struct ret_row *rows; /* the pass's due returns, sorted by item */
     size_t nrows, cap;
-    const char **argv; /* room for every call of a pass: keys, flag, two per order */
-    char (*vals)[24];  /* the orders' ids and users as text */
+    const char **argv; /* room for one call: keys, flag, two (or three) per order */
+    char (*vals)[24];  /* the orders' ids, users and times as text */
     char *ids;         /* an array parameter's text */
 };
 
@@ -131,10 +136,10 @@ static int reserve(struct expiry *e, size_t limit)
     struct ret_row *rows = realloc(e->rows, limit * sizeof(*rows));
     if (rows)
         e->rows = rows;
-    const char **argv = realloc(e->argv, limit * (EXP_KEYS + 3) * sizeof(*argv));
+    const char **argv = realloc(e->argv, (limit * EXP_MARK_ARGS + EXP_KEYS + 1) * sizeof(*argv));
     if (argv)
         e->argv = argv;
-    char(*vals)[24] = realloc(e->vals, limit * 2 * sizeof(*vals));
+    char(*vals)[24] = realloc(e->vals, limit * 3 * sizeof(*vals));
     if (vals)
         e->vals = vals;
     char *ids = realloc(e->ids, limit * EXP_ID_CHARS + 3);
@@ -143,6 +148,26 @@ static int reserve(struct expiry *e, size_t limit)
     if (!rows || !argv || !vals || !ids)
         return -1;
     e->cap = limit;
+    return 0;
+}
+
+/* Row i of cons_returns_due.sql into r. 0, or -1 when a value is not what
+ * the table's checks allow (never guessed: the row is left for a later
+ * pass, and said). */
+static int parse_due(const PGresult *res, int i, struct ret_row *r)
+{
+    const char *why = PQgetvalue(res, i, 3);
+    r->ok = false;
+    r->state = strcmp(why, "expired") == 0 ? "x" : strcmp(why, "cancelled") == 0 ? "k" : NULL;
+    if (!r->state || util_parse_i64(PQgetvalue(res, i, 0), 1, INT64_MAX, &r->order_id) != 0 ||
+        util_parse_i64(PQgetvalue(res, i, 1), 1, INT64_MAX, &r->item_id) != 0 ||
+        util_parse_i64(PQgetvalue(res, i, 2), 1, INT64_MAX, &r->user_id) != 0 ||
+        util_parse_i64(PQgetvalue(res, i, 4), 1, INT64_MAX, &r->changed_ms) != 0) {
+        log_warn("expiry: order_returns row of order %s (reason '%s') is not one this build knows; "
+                 "left as it is",
+                 PQgetvalue(res, i, 0), why);
+        return -1;
+    }
     return 0;
 }
 
@@ -161,14 +186,9 @@ static int load_due(struct expiry *e, int limit)
     PGresult *res = pg_run(e, embed_cons_returns_due, 1, p, PGRES_TUPLES_OK, "reading the returns due");
     if (!res)
         return -1;
-    for (int i = 0; i < PQntuples(res) && (size_t)i < e->cap; i++) {
-        struct ret_row *r = &e->rows[e->nrows++];
-        r->ok = false;
-        if (util_parse_i64(PQgetvalue(res, i, 0), 1, INT64_MAX, &r->order_id) != 0 ||
-            util_parse_i64(PQgetvalue(res, i, 1), 1, INT64_MAX, &r->item_id) != 0 ||
-            util_parse_i64(PQgetvalue(res, i, 2), 1, INT64_MAX, &r->user_id) != 0)
-            e->nrows--; /* the table's checks make this impossible; never guess */
-    }
+    for (int i = 0; i < PQntuples(res) && (size_t)i < e->cap; i++)
+        if (parse_due(res, i, &e->rows[e->nrows]) == 0)
+            e->nrows++;
     PQclear(res);
     qsort(e->rows, e->nrows, sizeof(*e->rows), cmp_item);
     return 0;
@@ -234,55 +254,88 @@ static size_t item_end(const struct expiry *e, size_t i)
     return j;
 }
 
-/* One seckill_return call per item of the due rows, routed by the item's
- * keys. 0, or -1 out of memory. */
+/* The seckill_return call of rows i..j (one item): its units back. 0, or -1. */
+static int add_return(struct expiry *e, size_t i, size_t j, char k[][KEYS_MAX], const char *returned)
+{
+    size_t a = 0;
+    e->argv[a++] = k[KEYS_ITEM_STOCK];
+    e->argv[a++] = k[KEYS_ITEM_BUYERS];
+    e->argv[a++] = k[KEYS_ITEM_ORDERS];
+    e->argv[a++] = returned;
+    e->argv[a++] = CFG_GET(e->cfg->sale.rebuy_after_cancel) ? "1" : "0";
+    for (size_t m = i; m < j; m++) {
+        e->argv[a++] = e->vals[3 * m];
+        e->argv[a++] = e->vals[3 * m + 1];
+    }
+    return rp_fcall(&e->batch, e->fn.name, EXP_KEYS, (int)(a - EXP_KEYS), e->argv, NULL) < 0 ? -1 : 0;
+}
+
+/* The seckill_mark call of rows i..j (one item): their states, expired or
+ * cancelled with the time, for the buyers' status calls. 0, or -1. */
+static int add_mark(struct expiry *e, size_t i, size_t j, char k[][KEYS_MAX])
+{
+    size_t a = 0;
+    e->argv[a++] = k[KEYS_ITEM_ORDERS];
+    for (size_t m = i; m < j; m++) {
+        e->argv[a++] = e->vals[3 * m];
+        e->argv[a++] = e->rows[m].state;
+        e->argv[a++] = e->vals[3 * m + 2];
+    }
+    return rp_fcall(&e->batch, e->mark.name, 1, (int)(a - 1), e->argv, NULL) < 0 ? -1 : 0;
+}
+
+/* Two calls per item of the due rows, routed by the item's keys (one slot):
+ * seckill_return, then seckill_mark. Both go in the one round trip and both
+ * must succeed before the return is marked done, so a crash or a failure
+ * between them sends both again; each is idempotent. 0, or -1 out of memory. */
 static int add_calls(struct expiry *e)
 {
     char k[KEYS_ITEM_PARTS][KEYS_MAX], returned[KEYS_MAX];
-    const char *rebuy = CFG_GET(e->cfg->sale.rebuy_after_cancel) ? "1" : "0";
     rp_batch_reset(&e->batch);
     for (size_t i = 0, j; i < e->nrows; i = j) {
-        size_t a = 0;
         j = item_end(e, i);
         if (keys_item_all(k, e->cfg->redis.key_prefix, e->rows[i].item_id) != 0 ||
             keys_item(returned, sizeof(returned), e->cfg->redis.key_prefix, e->rows[i].item_id,
                       KEYS_ITEM_RETURNED) < 0)
             return -1;
-        e->argv[a++] = k[KEYS_ITEM_STOCK];
-        e->argv[a++] = k[KEYS_ITEM_BUYERS];
-        e->argv[a++] = k[KEYS_ITEM_ORDERS];
-        e->argv[a++] = returned;
-        e->argv[a++] = rebuy;
         for (size_t m = i; m < j; m++) {
-            snprintf(e->vals[2 * m], sizeof(e->vals[0]), "%" PRId64, e->rows[m].order_id);
-            snprintf(e->vals[2 * m + 1], sizeof(e->vals[0]), "%" PRId64, e->rows[m].user_id);
-            e->argv[a++] = e->vals[2 * m];
-            e->argv[a++] = e->vals[2 * m + 1];
+            snprintf(e->vals[3 * m], sizeof(e->vals[0]), "%" PRId64, e->rows[m].order_id);
+            snprintf(e->vals[3 * m + 1], sizeof(e->vals[0]), "%" PRId64, e->rows[m].user_id);
+            snprintf(e->vals[3 * m + 2], sizeof(e->vals[0]), "%" PRId64, e->rows[m].changed_ms);
         }
-        if (rp_fcall(&e->batch, e->fn.name, EXP_KEYS, (int)(a - EXP_KEYS), e->argv, NULL) < 0)
+        if (add_return(e, i, j, k, returned) != 0 || add_mark(e, i, j, k) != 0)
             return -1;
     }
     return 0;
 }
 
-/* Which calls Redis answered: their rows are ok. The first failure's text
- * goes into why. How many rows are not ok. */
+/* Call c answered an integer; if not, its text goes into why (the first one). */
+static bool call_ok(struct expiry *e, int c, char *why, size_t whylen)
+{
+    const redisReply *r = rp_reply(&e->batch, c);
+    bool ok = rp_status(&e->batch, c) == RP_OK && r != NULL && r->type == REDIS_REPLY_INTEGER;
+    if (!ok && why[0] == '\0')
+        snprintf(why, whylen, "%s", r && r->type == REDIS_REPLY_ERROR ? r->str : "no answer");
+    return ok;
+}
+
+/* Which items Redis answered both calls of: their rows are ok. The first
+ * failure's text goes into why. How many rows are not ok. */
 static size_t take_replies(struct expiry *e, char *why, size_t whylen)
 {
     size_t failed = 0;
     int c = 0;
-    for (size_t i = 0, j; i < e->nrows; i = j, c++) {
+    for (size_t i = 0, j; i < e->nrows; i = j, c += 2) {
         j = item_end(e, i);
         const redisReply *r = rp_reply(&e->batch, c);
-        bool ok = rp_status(&e->batch, c) == RP_OK && r != NULL && r->type == REDIS_REPLY_INTEGER;
+        bool ok = call_ok(e, c, why, whylen);
+        ok = call_ok(e, c + 1, why, whylen) && ok;
         if (ok && r->integer > 0)
             CM_ADD(returned, r->integer);
         if (ok && r->integer < 0)
             log_notice("expiry: item %" PRId64 " is not in Redis: its %zu returned units are in stock_left, "
                        "which 'seckillctl item load' rebuilds it from",
                        e->rows[i].item_id, j - i);
-        if (!ok && why[0] == '\0')
-            snprintf(why, whylen, "%s", r && r->type == REDIS_REPLY_ERROR ? r->str : "no answer");
         for (size_t m = i; m < j; m++)
             e->rows[m].ok = ok;
         failed += ok ? 0 : j - i;
@@ -380,6 +433,7 @@ int expiry_start(const struct cfg *c, struct expiry **out, char *err, size_t err
     }
     e->cfg = c;
     e->fn = (struct rfunc)RFUNC_INIT("seckill_return", RFUNC_LIB_RETURN);
+    e->mark = (struct rfunc)RFUNC_INIT("seckill_mark", RFUNC_LIB_RETURN);
     rp_batch_init(&e->batch);
     if (bgt_start(&e->t, run, e) != 0) {
         snprintf(err, errlen, "expiry: cannot start its thread");

@@ -14,11 +14,16 @@
  *    holds, and the status is checked again as it changes, so each order
  *    expires once.
  * 2. Return: the returns Redis does not have yet (of this pass, of an
- *    earlier one, of another consumer or of one that crashed) go to
- *    seckill_return (consumer/lua/seckill_return.lua), one call per item in
- *    one pipelined round trip; Redis gives each order id's unit back once,
- *    so a retry, a replay or two consumers sending one return give it once.
- *    A return Redis took is marked done; one that failed waits longer each
+ *    earlier one, of another consumer or of one that crashed, expired or
+ *    cancelled) go to seckill_return (consumer/lua/seckill_return.lua), one
+ *    call per item in one pipelined round trip; Redis gives each order id's
+ *    unit back once, so a retry, a replay or two consumers sending one
+ *    return give it once. In the same round trip seckill_mark writes each
+ *    order's state ('x' expired, 'k' cancelled, with the time of the change)
+ *    into the item's orders hash, which the buyers' status calls read; it
+ *    only moves a state forward, so sending it again changes nothing.
+ *    A return whose two calls Redis took is marked done (so a crash between
+ *    them sends both again); one that failed waits longer each
  *    time (from 100 ms, doubling, up to consumer.return_backoff_cap_ms) and
  *    stays in the table across restarts until it is done.
  *

@@ -86,6 +86,29 @@ fail:
     return ret;
 }
 
+/* Late payments per item (insp_late.sql), when the table exists: a
+ * database migrated before 009 has none to show, and says so. 0, or -1 when
+ * a query failed. */
+static int late_payments(PGconn *pg, const char *const *params)
+{
+    const char *title = "late payments: the order no longer waited for one (each a refund)";
+    PGresult *res = ctlpg_exec(pg, embed_late_exists, 0, NULL, PGRES_TUPLES_OK, title);
+    printf("== %s\n", title);
+    if (!res)
+        return -1;
+    bool exists = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    if (!exists) {
+        printf("  (none: the database has no late_payments table, migration 009)\n");
+        return 0;
+    }
+    if (!(res = ctlpg_exec(pg, embed_insp_late, 1, params, PGRES_TUPLES_OK, title)))
+        return -1;
+    print_table(res);
+    PQclear(res);
+    return 0;
+}
+
 int inspect_cmd(const struct cfg *c, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -95,6 +118,8 @@ int inspect_cmd(const struct cfg *c, int argc, char **argv)
     };
     const struct section sections[] = {
         { "sold vs stock per item", embed_insp_sold, false },
+        { "orders after the sale per item (pending payment, paid, expired, cancelled; units returned)",
+          embed_insp_states, false },
         { "items whose stock_left disagrees with their orders (must be none)", embed_insp_mismatch, true },
         { "users with more than one order for an item (must be none)", embed_insp_multi, true },
         { "orders per minute (latest 20)", embed_insp_rate, false },
@@ -136,6 +161,8 @@ int inspect_cmd(const struct cfg *c, int argc, char **argv)
             ret = 1;
         PQclear(res);
     }
+    if (late_payments(pg, params) != 0)
+        ret = 1;
     PQfinish(pg);
     printf("== dead letters on %s (all items)\n", c->kafka.dlq_topic);
     if (dead_letters(c, &dead, err, sizeof(err)) == 0) {

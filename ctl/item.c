@@ -389,15 +389,17 @@ fail:
     return ret;
 }
 
-/* The payment window and the orders by status (item_show.sql's columns 7-10). */
+/* The payment window and the orders by status (item_show.sql's columns 7-12). */
 static void show_payment(const PGresult *res)
 {
     if (strcmp(PQgetvalue(res, 0, 7), "0") == 0) {
         printf("  payment    none: an order is final once persisted\n");
         return;
     }
-    printf("  payment    within %s s: pending %s, expired %s, returns not yet in Redis %s\n",
-           PQgetvalue(res, 0, 7), PQgetvalue(res, 0, 8), PQgetvalue(res, 0, 9), PQgetvalue(res, 0, 10));
+    printf("  payment    within %s s: pending %s, expired %s, returns not yet in Redis %s, paid %s, "
+           "cancelled %s\n",
+           PQgetvalue(res, 0, 7), PQgetvalue(res, 0, 8), PQgetvalue(res, 0, 9), PQgetvalue(res, 0, 10),
+           PQgetvalue(res, 0, 11), PQgetvalue(res, 0, 12));
 }
 
 static int item_show(const struct cfg *c, int64_t item_id)

@@ -134,8 +134,10 @@ static int redis_holds(struct rp *p, const struct cfg *c, int64_t item)
 
 /* --- rebuilding ------------------------------------------------------------- */
 
-/* Values per order passed to seckill_item_rebuild. */
+/* Values per order passed to seckill_item_rebuild2, and its keys: the
+ * item's six and its returned set. */
 #define RB_STATE_ARGS 6
+#define RB_KEYS (KEYS_ITEM_PARTS + 1)
 
 /* The order index (orderidx.h) of every settled order, pipelined: a buyer
  * who kept an order id finds it again. Best effort, like the producer's. */
@@ -167,7 +169,8 @@ static int state_args(const PGresult *res, const char **argv, char (*vals)[24])
             snprintf(v[f], sizeof(v[f]), "%s", PQgetvalue(res, i, f));
             argv[(size_t)i * RB_STATE_ARGS + (size_t)f] = v[f];
         }
-        persisted += v[2][0] == 'c';
+        /* the states holding a unit (seckill_ctl.lua's holds_unit) */
+        persisted += strchr("cwp", v[2][0]) != NULL;
     }
     return persisted;
 }
@@ -186,9 +189,30 @@ static bool returns_pending(const PGresult *win, int64_t item)
     return n > 0;
 }
 
+/* seckill_item_rebuild2's keys and arguments: k, then head (stock,
+ * starts_ms, ends_ms, the rebuy flag), then every settled order of res
+ * (item_states.sql); their text in *vals. *buyers: the orders holding a
+ * unit. 0, or -1 out of memory (said). */
+static int rebuild_args(const PGresult *res, char k[][KEYS_MAX], const char *const head[4],
+                        const char ***argv, char (**vals)[24], int *buyers)
+{
+    int n = PQntuples(res);
+    if (!(*argv = calloc(RB_KEYS + 4 + (size_t)n * RB_STATE_ARGS, sizeof(**argv))) ||
+        !(*vals = calloc((size_t)n * RB_STATE_ARGS + 1, sizeof(**vals)))) {
+        fprintf(stderr, "seckillctl: out of memory\n");
+        return -1;
+    }
+    for (int i = 0; i < RB_KEYS; i++)
+        (*argv)[i] = k[i];
+    for (int i = 0; i < 4; i++)
+        (*argv)[RB_KEYS + i] = head[i];
+    *buyers = state_args(res, *argv + RB_KEYS + 4, *vals);
+    return 0;
+}
+
 static int rebuild_one(const struct cfg *c, PGconn *pg, struct rp *p, const struct rfunc *s, int64_t item)
 {
-    char sid[24], stock[24], starts[24] = "", ends[24] = "", k[KEYS_ITEM_PARTS][KEYS_MAX], err[256];
+    char sid[24], stock[24], starts[24] = "", ends[24] = "", k[KEYS_ITEM_PARTS + 1][KEYS_MAX], err[256];
     const char *params[] = { sid };
     enum rp_status st;
     const char **argv = NULL;
@@ -199,6 +223,7 @@ static int rebuild_one(const struct cfg *c, PGconn *pg, struct rp *p, const stru
 
     snprintf(sid, sizeof(sid), "%" PRId64, item);
     if (keys_item_all(k, c->redis.key_prefix, item) != 0 ||
+        keys_item(k[KEYS_ITEM_PARTS], KEYS_MAX, c->redis.key_prefix, item, KEYS_ITEM_RETURNED) < 0 ||
         !(res = ctlpg_exec(pg, embed_recon_item, 1, params, PGRES_TUPLES_OK, "read item")) ||
         !(win = ctlpg_exec(pg, embed_item_show, 1, params, PGRES_TUPLES_OK, "read item window")))
         goto fail;
@@ -223,20 +248,12 @@ static int rebuild_one(const struct cfg *c, PGconn *pg, struct rp *p, const stru
     if (!(res = ctlpg_exec(pg, embed_item_states, 1, params, PGRES_TUPLES_OK, "read orders")))
         goto fail;
     int n = PQntuples(res), buyers = 0;
-    size_t nargs = 3 + (size_t)n * RB_STATE_ARGS;
-    if (!(argv = calloc(KEYS_ITEM_PARTS + nargs, sizeof(*argv))) ||
-        !(vals = calloc((size_t)n * RB_STATE_ARGS + 1, sizeof(*vals)))) {
-        fprintf(stderr, "seckillctl: out of memory\n");
-        goto fail;
-    }
+    size_t nargs = 4 + (size_t)n * RB_STATE_ARGS;
     snprintf(stock, sizeof(stock), "%" PRId64, left);
-    for (int i = 0; i < KEYS_ITEM_PARTS; i++)
-        argv[i] = k[i];
-    argv[KEYS_ITEM_PARTS] = stock;
-    argv[KEYS_ITEM_PARTS + 1] = starts;
-    argv[KEYS_ITEM_PARTS + 2] = ends;
-    buyers = state_args(res, argv + KEYS_ITEM_PARTS + 3, vals);
-    if (!(r = ctlrp_fcall(p, s, KEYS_ITEM_PARTS, (int)nargs, argv, REDIS_REPLY_INTEGER)))
+    const char *head[] = { stock, starts, ends, CFG_GET(c->sale.rebuy_after_cancel) ? "1" : "0" };
+    if (rebuild_args(res, k, head, &argv, &vals, &buyers) != 0)
+        goto fail;
+    if (!(r = ctlrp_fcall(p, s, RB_KEYS, (int)nargs, argv, REDIS_REPLY_INTEGER)))
         goto fail;
     if (r->integer != 1) {
         printf("item %" PRId64 ": refusing: Redis holds keys of it again (rebuilt meanwhile?)\n", item);
@@ -251,7 +268,7 @@ static int rebuild_one(const struct cfg *c, PGconn *pg, struct rp *p, const stru
         goto fail;
     }
     printf("item %" PRId64 ": rebuilt: stock %" PRId64 ", %d buyers (%" PRId64 " of %" PRId64
-           " sold), %d refused%s\n",
+           " sold), %d refused, expired or cancelled%s\n",
            item, left, buyers, sold, total, n - buyers, starts[0] || ends[0] ? ", sale window restored" : "");
     ret = 0;
 fail:
@@ -268,7 +285,7 @@ fail:
 
 int rebuild_items(const struct cfg *c, const int64_t *ids, size_t n, int all, int64_t wait_ms)
 {
-    const struct rfunc s = RFUNC_INIT("seckill_item_rebuild", RFUNC_LIB_CTL);
+    const struct rfunc s = RFUNC_INIT("seckill_item_rebuild2", RFUNC_LIB_CTL);
     struct rp *p = NULL;
     PGconn *pg = NULL;
     int64_t *todo = NULL, *list = NULL;

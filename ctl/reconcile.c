@@ -44,6 +44,21 @@ struct recon {
     int64_t stale_states;                 /* settled orders whose status in Redis disagrees */
     int64_t starts, ends;                 /* the window in PostgreSQL (0: open end) */
     int64_t rstarts, rends;               /* and in Redis, which the script obeys */
+    /* After the sale (issue #44): an expired or cancelled order's unit is
+     * in stock_left at once, in Redis once its return is done. */
+    int64_t ret_inflight; /* returns not done whose order Redis has not taken back: units on their way */
+    int64_t ret_unknown;  /* orders in Redis' returned set the database never returned */
+    int64_t ret_lost;     /* returns done whose order the returned set lacks */
+    int64_t ret_twice;    /* units given back beyond the returned orders (given_back > the set) */
+};
+
+/* What the database says of an item's orders, for the checks against Redis. */
+struct dbview {
+    struct ids orders;    /* every persisted order (sorted) */
+    struct ids expect;    /* users Redis' buyers set must hold */
+    struct ids allow;     /* users it may hold: a buyer whose unit is on its way back */
+    struct ids back_done; /* expired or cancelled orders whose return is done (sorted) */
+    struct ids back_open; /* and those whose return is not (sorted) */
 };
 
 struct rctx {
@@ -93,12 +108,19 @@ static void recon_free(struct recon *r)
     memset(r, 0, sizeof(*r));
 }
 
+/* Units the item accounts for: in Redis' stock, reserved, held by orders,
+ * and on their way back from expired or cancelled orders. */
+static int64_t accounted(const struct recon *r)
+{
+    return r->stock + r->pending_live + r->sold + r->ret_inflight;
+}
+
 static bool recon_clean(const struct recon *r)
 {
-    return r->in_db && r->in_redis && r->stock >= 0 && r->total == r->stock + r->pending_live + r->sold &&
-           r->missing_buyers.n == 0 && r->extra_buyers == 0 && r->left == r->total - r->sold &&
-           r->dup_users == 0 && r->bad_pending == 0 && r->starts == r->rstarts && r->ends == r->rends &&
-           r->stale_states == 0;
+    return r->in_db && r->in_redis && r->stock >= 0 && r->total == accounted(r) && r->ret_unknown == 0 &&
+           r->ret_lost == 0 && r->ret_twice == 0 && r->missing_buyers.n == 0 && r->extra_buyers == 0 &&
+           r->left == r->total - r->sold && r->dup_users == 0 && r->bad_pending == 0 &&
+           r->starts == r->rstarts && r->ends == r->rends && r->stale_states == 0;
 }
 
 /* --- looking ---------------------------------------------------------------- */
@@ -119,6 +141,10 @@ static int64_t stale_states(const PGresult *res, const redisReply *h)
     for (int i = 0; i < PQntuples(res); i++) {
         char field[32], want[48];
         const redisReply *v = NULL;
+        /* An order expired or cancelled whose return is not done: Redis
+         * learns its state with the return; until then either is right. */
+        if (strcmp(PQgetvalue(res, i, 6), "f") == 0)
+            continue;
         snprintf(field, sizeof(field), "o:%s", PQgetvalue(res, i, 0));
         snprintf(want, sizeof(want), "%s|%s|", PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
         for (size_t j = 0; h->type == REDIS_REPLY_ARRAY && j + 1 < h->elements && !v; j += 2)
@@ -148,22 +174,70 @@ static int read_item(struct rctx *x, const char *const *params, struct recon *r)
     return 0;
 }
 
-/* The persisted orders' ids (sorted) into orders, their users into expect.
- * 0 or -1 (printed). */
-static int read_orders(struct rctx *x, const char *const *params, struct ids *orders, struct ids *expect)
+/* Row i of recon_orders.sql into d: its id, and its user as a buyer Redis
+ * must hold (an order holding a unit; an expired or cancelled one when its
+ * buyer may not buy again) or may hold (its unit not back in Redis yet).
+ * 0 or -1 (out of memory). */
+static int take_order(const PGresult *res, int i, bool rebuy, struct dbview *d)
+{
+    int64_t oid = ctlpg_i64(res, i, 0), user = ctlpg_i64(res, i, 1);
+    bool live = strcmp(PQgetvalue(res, i, 2), "t") == 0, done = strcmp(PQgetvalue(res, i, 3), "t") == 0;
+    if (ids_add(&d->orders, oid) != 0 || (!live && ids_add(done ? &d->back_done : &d->back_open, oid) != 0))
+        return -1;
+    if (live || !rebuy)
+        return ids_add(&d->expect, user);
+    return done ? 0 : ids_add(&d->allow, user);
+}
+
+/* The persisted orders into d (read_orders' lists). 0 or -1 (printed). */
+static int read_orders(struct rctx *x, const char *const *params, struct dbview *d)
 {
     PGresult *res = ctlpg_exec(x->pg, embed_recon_orders, 1, params, PGRES_TUPLES_OK, "read orders");
+    bool rebuy = CFG_GET(x->c->sale.rebuy_after_cancel);
     int ret = 0;
     if (!res)
         return -1;
     for (int i = 0; i < PQntuples(res) && ret == 0; i++)
-        if (ids_add(orders, ctlpg_i64(res, i, 0)) != 0 || ids_add(expect, ctlpg_i64(res, i, 1)) != 0)
-            ret = -1;
+        ret = take_order(res, i, rebuy, d);
     PQclear(res);
     if (ret != 0)
         fprintf(stderr, "seckillctl: out of memory\n");
-    ids_sort(orders);
+    ids_sort(&d->orders);
+    ids_sort(&d->back_done);
+    ids_sort(&d->back_open);
+    ids_sort(&d->allow);
     return ret;
+}
+
+/* The returned set (SMEMBERS) and given_back (in the orders hash, HGETALL)
+ * against the database's returns: units on their way, orders given back
+ * that the database never returned, returns done the set lost, and units
+ * given back beyond the set (one order's unit twice). 0 or -1 (OOM). */
+static int read_returned(const redisReply *set, const redisReply *h, const struct dbview *d, struct recon *r)
+{
+    struct ids in = { 0 };
+    int64_t given = 0;
+    for (size_t i = 0; i < set->elements; i++) {
+        int64_t oid;
+        if (parse_reply_i64(set->element[i], &oid) != 0 || ids_add(&in, oid) != 0) {
+            r->ret_unknown++;
+            continue;
+        }
+        if (!ids_has(&d->back_done, oid) && !ids_has(&d->back_open, oid))
+            r->ret_unknown++;
+    }
+    ids_sort(&in);
+    for (size_t i = 0; i < d->back_open.n; i++)
+        r->ret_inflight += !ids_has(&in, d->back_open.v[i]);
+    for (size_t i = 0; i < d->back_done.n; i++)
+        r->ret_lost += !ids_has(&in, d->back_done.v[i]);
+    for (size_t j = 0; h->type == REDIS_REPLY_ARRAY && j + 1 < h->elements; j += 2)
+        if (h->element[j]->type == REDIS_REPLY_STRING && strcmp(h->element[j]->str, "given_back") == 0 &&
+            parse_reply_i64(h->element[j + 1], &given) != 0)
+            given = 0;
+    r->ret_twice = given > (int64_t)set->elements ? given - (int64_t)set->elements : 0;
+    free(in.v);
+    return 0;
 }
 
 /* Stock, presence and window from the snapshot. */
@@ -207,8 +281,9 @@ static int read_pending(const redisReply *pend, const struct ids *orders, struct
     return 0;
 }
 
-/* The buyers set against the users expected in it (sorted here). 0 or -1. */
-static int read_buyers(const redisReply *set, struct ids *expect, struct recon *r)
+/* The buyers set against the users expected in it (sorted here) and those
+ * it may hold (allow, sorted). 0 or -1. */
+static int read_buyers(const redisReply *set, struct ids *expect, const struct ids *allow, struct recon *r)
 {
     struct ids buyers = { 0 };
     int ret = -1;
@@ -225,7 +300,7 @@ static int read_buyers(const redisReply *set, struct ids *expect, struct recon *
         if (!ids_has(&buyers, expect->v[i]) && ids_add(&r->missing_buyers, expect->v[i]) != 0)
             goto out;
     for (size_t i = 0; i < buyers.n; i++)
-        if (!ids_has(expect, buyers.v[i]))
+        if (!ids_has(expect, buyers.v[i]) && !ids_has(allow, buyers.v[i]))
             r->extra_buyers++;
     ret = 0;
 out:
@@ -254,7 +329,7 @@ static int look(struct rctx *x, int64_t item, struct recon *r)
 {
     char k[KEYS_ITEM_PARTS][KEYS_MAX], sid[24];
     const char *params[] = { sid };
-    struct ids orders = { 0 }, expect = { 0 };
+    struct dbview d = { 0 };
     redisReply *rep = NULL;
     PGresult *res = NULL;
     int ret = -1;
@@ -267,30 +342,43 @@ static int look(struct rctx *x, int64_t item, struct recon *r)
         fprintf(stderr, "seckillctl: redis key prefix too long\n");
         return -1;
     }
-    const char *kv[] = { k[KEYS_ITEM_STOCK], k[KEYS_ITEM_BUYERS], k[KEYS_ITEM_PENDING], k[KEYS_ITEM_UNPUB],
-                         k[KEYS_ITEM_WINDOW], k[KEYS_ITEM_ORDERS] };
-    if (!(rep = eval_want(x, &x->snap, 6, 0, kv, REDIS_REPLY_ARRAY)))
+    char returned[KEYS_MAX];
+    if (keys_item(returned, sizeof(returned), x->c->redis.key_prefix, item, KEYS_ITEM_RETURNED) < 0)
+        return -1;
+    const char *kv[] = { k[KEYS_ITEM_STOCK],
+                         k[KEYS_ITEM_BUYERS],
+                         k[KEYS_ITEM_PENDING],
+                         k[KEYS_ITEM_UNPUB],
+                         k[KEYS_ITEM_WINDOW],
+                         k[KEYS_ITEM_ORDERS],
+                         returned };
+    if (!(rep = eval_want(x, &x->snap, 7, 0, kv, REDIS_REPLY_ARRAY)))
         goto fail;
-    if (rep->elements != 6 || rep->element[4]->type != REDIS_REPLY_ARRAY || rep->element[4]->elements != 2) {
+    if (rep->elements != 7 || rep->element[4]->type != REDIS_REPLY_ARRAY || rep->element[4]->elements != 2 ||
+        rep->element[6]->type != REDIS_REPLY_ARRAY) {
         fprintf(stderr, "seckillctl: redis: unexpected snapshot\n");
         goto fail;
     }
-    if (read_item(x, params, r) != 0 || read_orders(x, params, &orders, &expect) != 0)
+    if (read_item(x, params, r) != 0 || read_orders(x, params, &d) != 0)
         goto fail;
     read_scalars(rep, r);
-    if (read_pending(rep->element[1], &orders, &expect, r) != 0 ||
-        read_buyers(rep->element[2], &expect, r) != 0) {
+    if (read_pending(rep->element[1], &d.orders, &d.expect, r) != 0 ||
+        read_buyers(rep->element[2], &d.expect, &d.allow, r) != 0 ||
+        read_returned(rep->element[6], rep->element[5], &d, r) != 0) {
         fprintf(stderr, "seckillctl: out of memory\n");
         goto fail;
     }
-    r->stale_unpub = stale_unpublished(rep->element[3], &orders, util_wall_ms() - sweep_age_ms(x->c));
+    r->stale_unpub = stale_unpublished(rep->element[3], &d.orders, util_wall_ms() - sweep_age_ms(x->c));
     if (!(res = ctlpg_exec(x->pg, embed_item_states, 1, params, PGRES_TUPLES_OK, "read settled orders")))
         goto fail;
     r->stale_states = stale_states(res, rep->element[5]);
     ret = 0;
 fail:
-    free(orders.v);
-    free(expect.v);
+    free(d.orders.v);
+    free(d.expect.v);
+    free(d.allow.v);
+    free(d.back_done.v);
+    free(d.back_open.v);
     if (res)
         PQclear(res);
     if (rep)
@@ -316,8 +404,8 @@ static int look_settled(struct rctx *x, int64_t item, struct recon *r)
 
 static void header(void)
 {
-    printf("%14s %8s %8s %8s %8s %10s %8s %8s  %s\n", "item", "total", "redis", "pending", "sold",
-           "stock_left", "buyers", "dupusers", "state");
+    printf("%14s %8s %8s %8s %8s %10s %8s %8s %9s  %s\n", "item", "total", "redis", "pending", "sold",
+           "stock_left", "buyers", "dupusers", "returning", "state");
 }
 
 static void row(const struct recon *r)
@@ -327,15 +415,33 @@ static void row(const struct recon *r)
         snprintf(redis, sizeof(redis), "%" PRId64, r->stock);
     else
         snprintf(redis, sizeof(redis), "-");
-    printf("%14" PRId64 " %8" PRId64 " %8s %8" PRId64 " %8" PRId64 " %10" PRId64 " %8s %8" PRId64 "  %s\n",
+    printf("%14" PRId64 " %8" PRId64 " %8s %8" PRId64 " %8" PRId64 " %10" PRId64 " %8s %8" PRId64 " %9" PRId64
+           "  %s\n",
            r->item, r->total, redis, r->pending_live, r->sold, r->left,
-           r->missing_buyers.n || r->extra_buyers ? "differ" : "match", r->dup_users,
+           r->missing_buyers.n || r->extra_buyers ? "differ" : "match", r->dup_users, r->ret_inflight,
            recon_clean(r) ? "ok" : "MISMATCH");
+}
+
+/* What a look found of the returns of expired or cancelled orders. */
+static void problems_returns(const struct recon *r)
+{
+    if (r->ret_unknown)
+        printf("  item %" PRId64 ": %" PRId64 " orders are in Redis' returned set that the database never "
+               "returned: their units were given back while their orders hold them\n",
+               r->item, r->ret_unknown);
+    if (r->ret_lost)
+        printf("  item %" PRId64 ": %" PRId64 " returns are done in the database but missing from Redis' "
+               "returned set (Redis lost it?): a return sent again would give their units twice\n",
+               r->item, r->ret_lost);
+    if (r->ret_twice)
+        printf("  item %" PRId64 ": Redis gave back %" PRId64 " units more than the orders it returned "
+               "(given_back exceeds the returned set): a unit was returned twice\n",
+               r->item, r->ret_twice);
 }
 
 static void problems(const struct recon *r)
 {
-    int64_t sum = r->stock + r->pending_live + r->sold;
+    int64_t sum = accounted(r);
     if (!r->in_db) {
         printf("  item %" PRId64 ": not in the database\n", r->item);
         return;
@@ -345,9 +451,10 @@ static void problems(const struct recon *r)
                "run 'seckillctl item load --id %" PRId64 "'\n", r->item, r->item);
     } else if (r->total != sum) {
         printf("  item %" PRId64 ": stock_total %" PRId64 " != Redis stock %" PRId64 " + reserved %" PRId64
-               " + sold %" PRId64 " (%+" PRId64 " units)\n",
-               r->item, r->total, r->stock, r->pending_live, r->sold, sum - r->total);
+               " + sold %" PRId64 " + returning %" PRId64 " (%+" PRId64 " units)\n",
+               r->item, r->total, r->stock, r->pending_live, r->sold, r->ret_inflight, sum - r->total);
     }
+    problems_returns(r);
     if (r->missing_buyers.n)
         printf("  item %" PRId64
                ": %zu users with an order or reservation are missing from the Redis buyers set\n",
@@ -485,7 +592,7 @@ fail:
 
 static int fix_stock(struct rctx *x, const struct recon *r, char k[KEYS_ITEM_PARTS][KEYS_MAX])
 {
-    int64_t excess = r->stock + r->pending_live + r->sold - r->total;
+    int64_t excess = accounted(r) - r->total;
     int64_t to = r->stock - excess < 0 ? 0 : r->stock - excess;
     char seen[24], want[24];
     const char *argv[] = { k[KEYS_ITEM_STOCK], seen, want };
@@ -549,7 +656,7 @@ static int fix(struct rctx *x, const struct recon *r)
     }
     if (r->left != r->total - r->sold && fix_left(x, r) != 0)
         return -1;
-    if (r->stock >= 0 && r->stock + r->pending_live + r->sold > r->total && fix_stock(x, r, k) != 0)
+    if (r->stock >= 0 && accounted(r) > r->total && fix_stock(x, r, k) != 0)
         return -1;
     if (r->stale_unpub && sweep_stale(x) != 0)
         return -1;
@@ -560,12 +667,12 @@ static int fix(struct rctx *x, const struct recon *r)
     if (r->stock < 0)
         printf("  not fixed: item %" PRId64 ": rebuild it with 'seckillctl item load --id %" PRId64 "'\n",
                r->item, r->item);
-    else if (r->stock + r->pending_live + r->sold < r->total)
+    else if (accounted(r) < r->total)
         printf("  not fixed: item %" PRId64 ": %" PRId64
                " units are unaccounted for and stay out of the sale: "
                "one may be an order still on its way (replay the topic and look again); give units back "
                "only once sure, with 'redis-cli%s INCRBY %s N'\n",
-               r->item, r->total - r->stock - r->pending_live - r->sold, rp_cluster(x->rp) ? " -c" : "",
+               r->item, r->total - accounted(r), rp_cluster(x->rp) ? " -c" : "",
                k[KEYS_ITEM_STOCK]); /* -c: to the key's shard */
     if (r->extra_buyers)
         printf("  not fixed: item %" PRId64 ": users in the buyers set without an order stay (a rejected or "
@@ -573,6 +680,11 @@ static int fix(struct rctx *x, const struct recon *r)
     if (r->dup_users)
         printf("  not fixed: item %" PRId64 ": users with two orders need a person: the orders_one_per_user "
                "constraint should have made this impossible\n", r->item);
+    if (r->ret_unknown || r->ret_lost || r->ret_twice)
+        printf("  not fixed: item %" PRId64 ": the returns need a person: a unit given back twice is on sale "
+               "twice (the stock check lowers an excess it sees), and a lost returned set is rebuilt with "
+               "the item ('seckillctl item load --id %" PRId64 "' once Redis lost the item)\n",
+               r->item, r->item);
     return 0;
 }
 
@@ -593,7 +705,7 @@ int reconcile_cmd(const struct cfg *c, int argc, char **argv)
     };
     struct rctx x = {
         .c = c,
-        .snap = RFUNC_INIT("seckill_recon_snapshot", RFUNC_LIB_CTL),
+        .snap = RFUNC_INIT("seckill_recon_snapshot2", RFUNC_LIB_CTL),
         .drop = RFUNC_INIT("seckill_recon_drop", RFUNC_LIB_CTL),
         .buyers = RFUNC_INIT("seckill_recon_buyers", RFUNC_LIB_CTL),
         .lower = RFUNC_INIT("seckill_recon_lower", RFUNC_LIB_CTL),

@@ -1,10 +1,21 @@
 /* reconcile: prove, per item, that Redis and PostgreSQL account for every
  * unit, and repair what can be repaired without risk.
  *
- *   stock_total = Redis stock + reservations not yet persisted + orders
- *   Redis buyers = users with a reservation or an order
- *   stock_left  = stock_total - orders
- *   no user holds two orders
+ *   stock_total = Redis stock + reservations not yet persisted
+ *                 + orders holding a unit (final, pending_payment, paid)
+ *                 + units returned in PostgreSQL that Redis has not taken back
+ *                   (order_returns not done, the order not in the returned set)
+ *   Redis buyers = users with a reservation or an order holding a unit, and
+ *                  the buyers of expired or cancelled orders when
+ *                  sale.rebuy_after_cancel is false (true: they may be there
+ *                  only while their unit is on its way back)
+ *   stock_left  = stock_total - orders holding a unit
+ *   no user holds two live orders
+ *   no order returned twice: Redis' returned set holds exactly the returns
+ *   done (and perhaps some on their way), no order the database never
+ *   returned, and given_back does not exceed it
+ *   the buyers' status of every order is the database's (after the sale
+ *   too: w, p, x, k; an expired or cancelled order's once its return is done)
  *
  * A sale in flight moves units between the terms while they are read, so a
  * failing check is read again a few times before it is reported. */

@@ -31,7 +31,20 @@
 struct witem {
     int64_t id;
     int64_t total, stock, accepted, pending, persisted, refused;
+    /* After the sale (PostgreSQL): orders waiting for their payment, paid,
+     * expired, cancelled; units given back to Redis and still waiting for it;
+     * payments that came too late (0 before the table of late payments). */
+    int64_t to_pay, paid, expired, cancelled, returned, ret_waiting, late;
 };
+
+/* An item nothing is known of yet. */
+#define WITEM_UNKNOWN(i)                                                                                     \
+    (struct witem)                                                                                           \
+    {                                                                                                        \
+        .id = (i), .total = -1, .stock = -1, .accepted = -1, .pending = -1, .persisted = -1, .refused = -1,  \
+        .to_pay = -1, .paid = -1, .expired = -1, .cancelled = -1, .returned = -1, .ret_waiting = -1,         \
+        .late = -1                                                                                           \
+    }
 
 struct wep {
     const char *kind; /* "producer" or "consumer" */
@@ -86,8 +99,7 @@ static struct witem *item_add(struct wsample *s, int64_t id)
         s->cap = cap;
     }
     struct witem *it = &s->items[s->n++];
-    *it = (struct witem){ .id = id, .total = -1, .stock = -1, .accepted = -1, .pending = -1, .persisted = -1,
-                          .refused = -1 };
+    *it = WITEM_UNKNOWN(id);
     return it;
 }
 
@@ -191,29 +203,97 @@ static void redis_sample(struct watch *w, struct wsample *s)
 
 /* --- PostgreSQL -------------------------------------------------------------- */
 
-static void pg_sample(struct watch *w, struct wsample *s)
+/* The session's last error into s->pg_err; the session is closed, so the
+ * next refresh starts from a new one whatever went wrong. Frees res. */
+static void pg_fail(struct watch *w, struct wsample *s, PGresult *res)
+{
+    const char *m = PQerrorMessage(w->pg);
+    size_t n = strlen(m);
+    snprintf(s->pg_err, sizeof(s->pg_err), "%.*s", (int)(n && m[n - 1] == '\n' ? n - 1 : n), m);
+    PQclear(res);
+    PQfinish(w->pg);
+    w->pg = NULL;
+}
+
+/* A read-only session, kept between refreshes. 0, or -1 with s->pg_err. */
+static int pg_session(struct watch *w, struct wsample *s)
 {
     char err[WATCH_ERR];
-    PGresult *res = NULL;
-    char *arr = NULL;
-    if (s->n == 0)
-        return;
     if (w->pg && PQstatus(w->pg) != CONNECTION_OK) {
         PQfinish(w->pg);
         w->pg = NULL;
     }
-    if (!w->pg) {
-        if (pgconn_open(w->c, "seckillctl watch", &w->pg, err, sizeof(err)) != 0) {
-            snprintf(s->pg_err, sizeof(s->pg_err), "%s", err);
-            return;
-        }
-        /* Every statement of this session refuses to write. */
-        res = PQexec(w->pg, "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY");
-        if (PQresultStatus(res) != PGRES_COMMAND_OK)
-            goto pgfail;
-        PQclear(res);
-        res = NULL;
+    if (w->pg)
+        return 0;
+    if (pgconn_open(w->c, "seckillctl watch", &w->pg, err, sizeof(err)) != 0) {
+        snprintf(s->pg_err, sizeof(s->pg_err), "%s", err);
+        return -1;
     }
+    /* Every statement of this session refuses to write. */
+    PGresult *res = PQexec(w->pg, "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY");
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        pg_fail(w, s, res);
+        return -1;
+    }
+    PQclear(res);
+    return 0;
+}
+
+/* The item of s with this id (both lists ascend by id: *j only moves on),
+ * or NULL. */
+static struct witem *merge_find(struct wsample *s, size_t *j, const char *idtext)
+{
+    int64_t id;
+    if (util_parse_i64(idtext, 1, INT64_MAX, &id) != 0)
+        return NULL;
+    while (*j < s->n && s->items[*j].id < id)
+        (*j)++;
+    return *j < s->n && s->items[*j].id == id ? &s->items[*j] : NULL;
+}
+
+/* Row r of watch_items.sql into its item. */
+static void take_item_row(const PGresult *res, int r, struct witem *it)
+{
+    int64_t *dst[] = { &it->total,   &it->persisted, &it->refused,  &it->to_pay,     &it->paid,
+                       &it->expired, &it->cancelled, &it->returned, &it->ret_waiting };
+    for (size_t k = 0; k < ARRAY_SIZE(dst); k++)
+        if (util_parse_i64(PQgetvalue(res, r, (int)k + 1), 0, INT64_MAX, dst[k]) != 0)
+            *dst[k] = -1;
+    it->late = 0; /* unless watch_late.sql finds some */
+}
+
+/* Late payments per item, when the table exists (before migration 009 it
+ * does not: then there are none). 0, or -1 after pg_fail. */
+static int pg_late(struct watch *w, struct wsample *s, const char *const *params)
+{
+    PGresult *res = PQexec(w->pg, embed_late_exists);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK)
+        goto fail;
+    bool exists = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    if (!exists)
+        return 0;
+    res = PQexecParams(w->pg, embed_watch_late, 1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK)
+        goto fail;
+    size_t j = 0;
+    for (int r = 0; r < PQntuples(res); r++) {
+        struct witem *it = merge_find(s, &j, PQgetvalue(res, r, 0));
+        if (it && util_parse_i64(PQgetvalue(res, r, 1), 0, INT64_MAX, &it->late) != 0)
+            it->late = -1;
+    }
+    PQclear(res);
+    return 0;
+fail:
+    pg_fail(w, s, res);
+    return -1;
+}
+
+static void pg_sample(struct watch *w, struct wsample *s)
+{
+    char *arr = NULL;
+    if (s->n == 0 || pg_session(w, s) != 0)
+        return;
     /* The ids as one array parameter, "{1,2,3}": 20 characters per id at most. */
     size_t len = s->n * 21 + 3, used = 0;
     if (!(arr = malloc(len))) {
@@ -225,41 +305,21 @@ static void pg_sample(struct watch *w, struct wsample *s)
         used += (size_t)snprintf(arr + used, len - used, "%s%" PRId64, i ? "," : "", s->items[i].id);
     snprintf(arr + used, len - used, "}");
     const char *params[] = { arr };
-    res = PQexecParams(w->pg, embed_watch_items, 1, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK)
-        goto pgfail;
-    /* Both lists ascend by id: one merge. */
+    PGresult *res = PQexecParams(w->pg, embed_watch_items, 1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        pg_fail(w, s, res);
+        free(arr);
+        return;
+    }
     size_t j = 0;
     for (int r = 0; r < PQntuples(res); r++) {
-        int64_t id, v[3];
-        if (util_parse_i64(PQgetvalue(res, r, 0), 1, INT64_MAX, &id) != 0)
-            continue;
-        while (j < s->n && s->items[j].id < id)
-            j++;
-        if (j == s->n)
-            break;
-        if (s->items[j].id != id)
-            continue;
-        for (int k = 0; k < 3; k++)
-            if (util_parse_i64(PQgetvalue(res, r, k + 1), 0, INT64_MAX, &v[k]) != 0)
-                v[k] = -1;
-        s->items[j].total = v[0];
-        s->items[j].persisted = v[1];
-        s->items[j].refused = v[2];
+        struct witem *it = merge_find(s, &j, PQgetvalue(res, r, 0));
+        if (it)
+            take_item_row(res, r, it);
     }
     PQclear(res);
+    pg_late(w, s, params);
     free(arr);
-    return;
-pgfail: {
-    const char *m = PQerrorMessage(w->pg);
-    size_t n = strlen(m);
-    snprintf(s->pg_err, sizeof(s->pg_err), "%.*s", (int)(n && m[n - 1] == '\n' ? n - 1 : n), m);
-    PQclear(res);
-    free(arr);
-    /* Whatever went wrong, the next refresh starts from a new session. */
-    PQfinish(w->pg);
-    w->pg = NULL;
-}
 }
 
 /* --- Kafka ------------------------------------------------------------------- */
@@ -422,11 +482,14 @@ static const struct witem *find(const struct wsample *s, int64_t id)
 static struct witem total(const struct wsample *s)
 {
     struct witem t = { .id = 0 };
-    int64_t *dst[] = { &t.total, &t.stock, &t.accepted, &t.pending, &t.persisted, &t.refused };
+    int64_t *dst[] = { &t.total, &t.stock,   &t.accepted,  &t.pending,  &t.persisted,   &t.refused, &t.to_pay,
+                       &t.paid,  &t.expired, &t.cancelled, &t.returned, &t.ret_waiting, &t.late };
     for (size_t i = 0; i < s->n; i++) {
-        const int64_t src[] = { s->items[i].total, s->items[i].stock, s->items[i].accepted,
-                                s->items[i].pending, s->items[i].persisted, s->items[i].refused };
-        for (int k = 0; k < 6; k++)
+        const struct witem *it = &s->items[i];
+        const int64_t src[] = { it->total,    it->stock,       it->accepted, it->pending, it->persisted,
+                                it->refused,  it->to_pay,      it->paid,     it->expired, it->cancelled,
+                                it->returned, it->ret_waiting, it->late };
+        for (size_t k = 0; k < ARRAY_SIZE(src); k++)
             *dst[k] = (*dst[k] < 0 || src[k] < 0) ? -1 : *dst[k] + src[k];
     }
     return t;
@@ -435,8 +498,7 @@ static struct witem total(const struct wsample *s)
 static void row(const struct witem *it, const struct witem *prev, int64_t dt, const char *label)
 {
     char b[8][32], id[24];
-    const struct witem none = { .total = -1, .stock = -1, .accepted = -1, .pending = -1, .persisted = -1,
-                                .refused = -1 };
+    const struct witem none = WITEM_UNKNOWN(0);
     if (!prev)
         prev = &none;
     printf("%-14s %9s %9s %9s %9s %9s %9s %9s %9s\n", label ? label : num(it->id, id, sizeof(id)),
@@ -445,6 +507,29 @@ static void row(const struct witem *it, const struct witem *prev, int64_t dt, co
            rate(it->accepted, prev->accepted, dt, b[5], 32),
            rate(it->persisted, prev->persisted, dt, b[6], 32),
            rate(it->refused, prev->refused, dt, b[7], 32));
+}
+
+/* The states after the sale of one item: a row of the screen's second table. */
+static void row_after(const struct witem *it, const char *label)
+{
+    char b[7][32], id[24];
+    printf("%-14s %9s %9s %9s %9s %9s %9s %9s\n", label ? label : num(it->id, id, sizeof(id)),
+           num(it->to_pay, b[0], 32), num(it->paid, b[1], 32), num(it->expired, b[2], 32),
+           num(it->cancelled, b[3], 32), num(it->returned, b[4], 32), num(it->ret_waiting, b[5], 32),
+           num(it->late, b[6], 32));
+}
+
+/* The second table: what became of the orders after the sale, per item. */
+static void render_after(const struct wsample *s)
+{
+    printf("\n%-14s %9s %9s %9s %9s %9s %9s %9s\n", "AFTER SALE", "TO PAY", "PAID", "EXPIRED", "CANCELLED",
+           "RETURNED", "RET-WAIT", "LATE-PAID");
+    for (size_t i = 0; i < s->n && i < WATCH_MAX_SHOWN; i++)
+        row_after(&s->items[i], NULL);
+    if (s->n > 1) {
+        struct witem t = total(s);
+        row_after(&t, "all items");
+    }
 }
 
 static void render_screen(const struct watch *w, const struct wsample *s, const struct wsample *prev,
@@ -472,6 +557,8 @@ static void render_screen(const struct watch *w, const struct wsample *s, const 
         printf("redis:    %s\n", s->redis_err);
     if (s->pg_err[0])
         printf("postgres: %s\n", s->pg_err);
+    if (s->n > 0)
+        render_after(s);
 
     printf("\nKAFKA %s, group %s", w->c->kafka.topic, w->c->consumer.group_id);
     if (s->kafka_err[0]) {
@@ -490,6 +577,17 @@ static void render_screen(const struct watch *w, const struct wsample *s, const 
         printf("%-9s %-24s %s%s%s%s\n", w->eps[i].kind, w->eps[i].addr, health_word(&w->eps[i]),
                w->eps[i].detail[0] ? " (" : "", w->eps[i].detail, w->eps[i].detail[0] ? ")" : "");
     fflush(stdout);
+}
+
+/* The states after the sale of one item, as the line's key=value pairs. */
+static void line_after(const struct witem *it)
+{
+    char b[7][32];
+    printf(" pending_payment=%s paid=%s expired=%s cancelled=%s returned=%s returns_waiting=%s"
+           " late_payments=%s",
+           num(it->to_pay, b[0], 32), num(it->paid, b[1], 32), num(it->expired, b[2], 32),
+           num(it->cancelled, b[3], 32), num(it->returned, b[4], 32), num(it->ret_waiting, b[5], 32),
+           num(it->late, b[6], 32));
 }
 
 /* One line per refresh, key=value pairs (logfmt), the items last, each
@@ -520,7 +618,7 @@ static void render_line(const struct watch *w, const struct wsample *s, const st
            s->pg_err[0] ? "down" : "up", s->kafka_err[0] ? "down" : "up", s->n);
     for (size_t i = 0; i < s->n && i < WATCH_MAX_SHOWN; i++) {
         const struct witem *it = &s->items[i], *pv = find(prev, it->id);
-        const struct witem none = { .accepted = -1, .persisted = -1, .refused = -1 };
+        const struct witem none = WITEM_UNKNOWN(0);
         if (!pv)
             pv = &none;
         printf(" item=%" PRId64 " stock=%s accepted=%s pending=%s persisted=%s refused=%s"
@@ -530,6 +628,7 @@ static void render_line(const struct watch *w, const struct wsample *s, const st
                rate(it->accepted, pv->accepted, dt, b[5], 32),
                rate(it->persisted, pv->persisted, dt, b[6], 32),
                rate(it->refused, pv->refused, dt, b[7], 32));
+        line_after(it);
     }
     printf("\n");
     fflush(stdout);

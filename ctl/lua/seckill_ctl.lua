@@ -15,7 +15,7 @@
 -- and arguments never change under its name (a new contract is a new name),
 -- so that the programs of the last release keep working on a newer library
 -- while they are upgraded one by one.
-local VERSION = 2
+local VERSION = 3
 
 -- Load an item's stock and sale window for a new sale, atomically.
 -- KEYS[1] stock, KEYS[2] buyers, KEYS[3] pending, KEYS[4] window, KEYS[5] orders
@@ -87,6 +87,76 @@ local function item_rebuild(KEYS, ARGV)
   end
   redis.call('SET', KEYS[1], ARGV[1])
   return 1
+end
+
+-- An order state of the orders hash that holds a unit (issue #44): 'c'
+-- persisted (no payment step), 'w' waiting for its payment, 'p' paid. 'x'
+-- expired and 'k' cancelled gave theirs back; 'r' never had one.
+local function holds_unit(st)
+  return st == 'c' or st == 'w' or st == 'p'
+end
+
+-- Rebuild an item's Redis state from the database after Redis lost it, with
+-- the states after the sale (issue #44). seckill_item_rebuild's contract,
+-- plus:
+-- KEYS[7] returned (the ids of the orders whose unit went back)
+-- ARGV[4] '1' when a buyer whose order expired or was cancelled may buy
+-- again (sale.rebuy_after_cancel): then such a buyer is not put back in the
+-- buyers set; '0': they are, as seckill_return leaves them. Then 6 values
+-- per settled order, whose state may also be 'w', 'p', 'x' or 'k' (as
+-- seckill_mark writes them: the detail is pay_by, or when it changed).
+-- The returned set becomes the expired and cancelled orders: the caller
+-- rebuilds only once every return is done (order_returns), so stock_left,
+-- which becomes the stock, counts each of their units, and the set makes a
+-- return sent again give nothing. It is replaced, not checked: it may have
+-- outlived the other keys, and the database says what it must hold.
+-- Returns 1 rebuilt, or -1 when any of the first six keys exists.
+local function item_rebuild2(KEYS, ARGV)
+  for i = 1, 6 do
+    if redis.call('EXISTS', KEYS[i]) == 1 then
+      return -1
+    end
+  end
+  redis.call('DEL', KEYS[7])
+  redis.call('HSET', KEYS[6], 'given_back', 0)
+  for i = 5, #ARGV, 6 do
+    local oid, user, st = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+    redis.call('HSET', KEYS[6], 'o:' .. oid,
+               user .. '|' .. st .. '|' .. ARGV[i + 3] .. '|' .. ARGV[i + 4] .. '|' .. ARGV[i + 5])
+    local back = st == 'x' or st == 'k'
+    if back then
+      redis.call('SADD', KEYS[7], oid)
+    end
+    if holds_unit(st) or (back and ARGV[4] == '0') then
+      redis.call('SADD', KEYS[2], user)
+    end
+    -- u:USER leads to the order the buyer holds; to another only when
+    -- they hold none.
+    if holds_unit(st) or redis.call('HEXISTS', KEYS[6], 'u:' .. user) == 0 then
+      redis.call('HSET', KEYS[6], 'u:' .. user, oid)
+    end
+  end
+  if ARGV[2] ~= '' then
+    redis.call('HSET', KEYS[5], 'starts_ms', ARGV[2])
+  end
+  if ARGV[3] ~= '' then
+    redis.call('HSET', KEYS[5], 'ends_ms', ARGV[3])
+  end
+  redis.call('SET', KEYS[1], ARGV[1])
+  return 1
+end
+
+-- seckill_recon_snapshot with KEYS[7] returned: its members come last.
+local function recon_snapshot2(KEYS, ARGV)
+  return {
+    redis.call('GET', KEYS[1]),
+    redis.call('HGETALL', KEYS[3]),
+    redis.call('SMEMBERS', KEYS[2]),
+    redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES'),
+    redis.call('HMGET', KEYS[5], 'starts_ms', 'ends_ms'),
+    redis.call('HGETALL', KEYS[6]),
+    redis.call('SMEMBERS', KEYS[7]),
+  }
 end
 
 -- An item's Redis state at one instant, for reconciliation.
@@ -161,7 +231,8 @@ end
 -- consumer persisted or refused them and died before recording it, or Redis
 -- lost it. KEYS[1] orders (tagged {item:ID}); ARGV: 6 values per order, as
 -- seckill_item_rebuild takes them (order id, user id, 'c' or 'r', reserved_ms,
--- settled_ms, reason). Returns how many entries changed.
+-- settled_ms, reason), or seckill_item_rebuild2 (a state after the sale, 'w',
+-- 'p', 'x' or 'k', with its detail). Returns how many entries changed.
 local function recon_states(KEYS, ARGV)
   local n = 0
   for i = 1, #ARGV, 6 do
@@ -173,7 +244,7 @@ local function recon_states(KEYS, ARGV)
       redis.call('HSET', KEYS[1], 'o:' .. oid, want)
       n = n + 1
     end
-    if st == 'c' or redis.call('HEXISTS', KEYS[1], 'u:' .. user) == 0 then
+    if holds_unit(st) or redis.call('HEXISTS', KEYS[1], 'u:' .. user) == 0 then
       redis.call('HSET', KEYS[1], 'u:' .. user, oid)
     end
   end
@@ -182,7 +253,10 @@ end
 
 redis.register_function{ function_name = 'seckill_item_load', callback = item_load }
 redis.register_function{ function_name = 'seckill_item_rebuild', callback = item_rebuild }
+redis.register_function{ function_name = 'seckill_item_rebuild2', callback = item_rebuild2 }
 redis.register_function{ function_name = 'seckill_recon_snapshot', callback = recon_snapshot,
+                         flags = { 'no-writes' } }
+redis.register_function{ function_name = 'seckill_recon_snapshot2', callback = recon_snapshot2,
                          flags = { 'no-writes' } }
 redis.register_function{ function_name = 'seckill_recon_drop', callback = recon_drop }
 redis.register_function{ function_name = 'seckill_recon_buyers', callback = recon_buyers }

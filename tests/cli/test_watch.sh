@@ -19,6 +19,7 @@ TOPIC=sktest.watch.$$
 GROUP=sktest-$TAG
 ITEM=$((940000000000 + $$ * 2))
 ITEM2=$((ITEM + 1))
+ITEM3=$((ITEM + 2))   # its orders after the sale written straight into PostgreSQL
 STOCK=10
 STOCK2=6
 BUYERS=30
@@ -35,9 +36,11 @@ cleanup() {
     stop "$prod_pid"; stop "$cons_pid"
     [ -n "$mon_pid" ] && kill "$mon_pid" 2>/dev/null
     "${REDIS[@]}" --scan --pattern "$PREFIX:*" | xargs -r "${REDIS[@]}" del >/dev/null
-    "${PSQL[@]}" -c "DELETE FROM orders WHERE item_id IN ($ITEM, $ITEM2);
-                     DELETE FROM order_rejections WHERE item_id IN ($ITEM, $ITEM2);
-                     DELETE FROM items WHERE item_id IN ($ITEM, $ITEM2)" >/dev/null 2>&1
+    "${PSQL[@]}" -c "DELETE FROM late_payments WHERE ref = '$TAG'" >/dev/null 2>&1
+    "${PSQL[@]}" -c "DELETE FROM order_returns WHERE item_id IN ($ITEM, $ITEM2, $ITEM3);
+                     DELETE FROM orders WHERE item_id IN ($ITEM, $ITEM2, $ITEM3);
+                     DELETE FROM order_rejections WHERE item_id IN ($ITEM, $ITEM2, $ITEM3);
+                     DELETE FROM items WHERE item_id IN ($ITEM, $ITEM2, $ITEM3)" >/dev/null 2>&1
     scripts/stack topic delete "$TOPIC" >/dev/null 2>&1
     rm -rf "$T"
 }
@@ -59,7 +62,7 @@ buy() { # buy ITEM USER: the HTTP status
 persisted_is() { [ "$("${PSQL[@]}" -c "SELECT count(*) FROM orders WHERE item_id = $1")" = "$2" ]; }
 WATCH=("$BUILD/seckillctl" -c "$T/seckill.cfg" watch)
 
-echo "1..20"
+echo "1..23"
 
 scripts/stack up >"$T/stack.log" 2>&1 || { echo "Bail out! scripts/stack up failed: $(tail -n 3 "$T/stack.log")"; exit 1; }
 scripts/stack topic create "$TOPIC" >/dev/null 2>&1 || { echo "Bail out! cannot create topic $TOPIC"; exit 1; }
@@ -150,6 +153,35 @@ fi
 is "lag per partition = Kafka's ConsumerGroupCommand" "$(field "$line" lag_partitions)" "$want"
 is "total lag = the unconsumed orders" "$(field "$line" lag)" "$accepted2"
 
+# --- after the sale: ITEM3's orders in every state -------------------------------
+# 2 waiting for their payment, 1 paid, 2 expired (one unit back in Redis, one
+# waiting), 1 cancelled (back), and a payment that came after an expiry.
+"$BUILD/seckillctl" -c "$T/seckill.cfg" item create --id "$ITEM3" --stock 8 --pay-within 60 --name watch >/dev/null 2>&1
+"${PSQL[@]}" -c "INSERT INTO orders (order_id, user_id, item_id, reserved_at, fence, status, pay_by, status_changed_at)
+     SELECT $ITEM3 * 10 + g, 9000 + g, $ITEM3, now(), 1, s, now() + interval '60 seconds',
+            CASE WHEN s = 'pending_payment' THEN NULL ELSE now() END
+       FROM unnest(ARRAY['pending_payment', 'pending_payment', 'paid', 'expired', 'expired', 'cancelled'])
+            WITH ORDINALITY AS t (s, g);
+     INSERT INTO order_returns (order_id, item_id, user_id, reason, done_at, next_try_at)
+     VALUES ($ITEM3 * 10 + 4, $ITEM3, 9004, 'expired', now(), now()),
+            ($ITEM3 * 10 + 5, $ITEM3, 9005, 'expired', NULL, now() + interval '1 hour'),
+            ($ITEM3 * 10 + 6, $ITEM3, 9006, 'cancelled', now(), now())" >/dev/null
+late=0
+if [ "$("${PSQL[@]}" -c "SELECT to_regclass('late_payments') IS NOT NULL")" = t ]; then
+    "${PSQL[@]}" -c "INSERT INTO late_payments (order_id, user_id, paid_at, ref, status_then)
+                     VALUES ($ITEM3 * 10 + 4, 9004, now(), '$TAG', 'expired')" >/dev/null && late=1
+fi
+run "${WATCH[@]}" --count 1 --item "$ITEM3"
+line=$(tail -n 1 "$T/out")
+got=""
+for k in pending_payment paid expired cancelled returned returns_waiting late_payments; do
+    got="$got $k=$(item_field "$line" "$ITEM3" "$k")"
+done
+is "after the sale: pending payment, paid, expired, cancelled, returned, waiting, late payments = PostgreSQL" \
+    "$got" " pending_payment=2 paid=1 expired=2 cancelled=1 returned=2 returns_waiting=1 late_payments=$late"
+is "after the sale: the pairs come after the item's earlier ones (persisted counts every order)" \
+    "$(item_field "$line" "$ITEM3" persisted)" 6
+
 # --- reads only: every command watch sends Redis, seen by MONITOR -------------
 stop "$prod_pid"; prod_pid=
 "${REDIS[@]}" monitor >"$T/monitor" 2>&1 & mon_pid=$!
@@ -166,7 +198,7 @@ is "watch sends Redis only reads" "$writes" ""
 is "no daemon up, and said so" "$(field "$(tail -n 1 "$T/out")" producers_up) $(field "$(tail -n 1 "$T/out")" consumers_up)" "0/1 0/1"
 
 # --- on a terminal: a table redrawn in place -------------------------------------
-script -qec "$(printf '%q ' "${WATCH[@]}" --count 2 --interval 200 --item "$ITEM" --item "$ITEM2")" /dev/null >"$T/tty" 2>&1
+script -qec "$(printf '%q ' "${WATCH[@]}" --count 2 --interval 200 --item "$ITEM" --item "$ITEM2" --item "$ITEM3")" /dev/null >"$T/tty" 2>&1
 clears=$(grep -o $'\033\[H\033\[2J' "$T/tty" | wc -l)
 is "on a terminal: the screen is redrawn once per refresh" "$clears" 2
 if grep -q 'ITEM .*STOCK .*ACCEPTED .*PENDING .*PERSISTED .*REFUSED' "$T/tty" &&
@@ -174,4 +206,8 @@ if grep -q 'ITEM .*STOCK .*ACCEPTED .*PENDING .*PERSISTED .*REFUSED' "$T/tty" &&
    grep -q "PARTITION .*END .*COMMITTED .*LAG" "$T/tty"; then
     pass "on a terminal: the item table and the partition table"
 else fail "on a terminal: the tables" "$(tr -d '\r' <"$T/tty" | sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g' | tail -n 20)"; fi
+if grep -q 'AFTER SALE .*TO PAY .*PAID .*EXPIRED .*CANCELLED .*RETURNED .*RET-WAIT .*LATE-PAID' "$T/tty" &&
+   grep -qE "^$ITEM3 +2 +1 +2 +1 +2 +1 +$late\$" <(tr -d '\r' <"$T/tty"); then
+    pass "on a terminal: the table after the sale"
+else fail "on a terminal: the table after the sale" "$(tr -d '\r' <"$T/tty" | sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g' | tail -n 20)"; fi
 exit $((failed > 0))

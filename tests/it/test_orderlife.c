@@ -531,11 +531,91 @@ static void test_return_waits_for_redis(void **state)
     life_stop(&l);
 }
 
+/* --- the states after the sale (issue #44, item 6) ----------------------------------- */
+
+/* The order id a 202 answer holds ("order_id":"ID"), or 0. */
+static int64_t order_id_of(const char *resp)
+{
+    const char *p = strstr(resp, "\"order_id\":\"");
+    return p ? strtoll(p + strlen("\"order_id\":\""), NULL, 10) : 0;
+}
+
+/* The orders hash's field o:ID of the item (NULL when it has none; the
+ * caller frees it). */
+static char *orders_field(int64_t item, int64_t oid)
+{
+    char k[KEYS_MAX], f[32];
+    assert_true(keys_item(k, sizeof(k), harness_conf.redis.key_prefix, item, KEYS_ITEM_ORDERS) > 0);
+    snprintf(f, sizeof(f), "o:%" PRId64, oid);
+    redisContext *rc = harness_redis(&harness_conf);
+    redisReply *r = redisCommand(rc, "HGET %s %s", k, f);
+    char *v = r && r->type == REDIS_REPLY_STRING ? strdup(r->str) : NULL;
+    freeReplyObject(r);
+    redisFree(rc);
+    return v;
+}
+
+/* The field's state letter (its second part), or 0. */
+static char field_state(const char *v)
+{
+    const char *bar = v ? strchr(v, '|') : NULL;
+    return bar ? bar[1] : 0;
+}
+
+/* An order that expired is 'x' in the item's orders hash, with the time it
+ * expired (its status_changed_at, ms), once its return is done; the status
+ * call says "expired". A return sent again (done_at lost) leaves it so. */
+static void test_expired_state_in_redis(void **state)
+{
+    (void)state;
+    struct life l;
+    char resp[2048], path[64], *v;
+    bool ok;
+    life_start(&l, 1, 2, 1);
+    if (order(l.port, l.user_base, l.item) != 202)
+        fail_msg("buyer: %s; see %s", last_resp, l.plog);
+    int64_t oid = order_id_of(last_resp);
+    assert_true(oid > 0);
+    WAIT_UNTIL(orders_in(l.item, "expired") == 1 && returns_done(l.item) == 1, 30000, ok);
+    if (!ok)
+        fail_msg("expired %lld, returns done %lld; see %s", (long long)orders_in(l.item, "expired"),
+                 (long long)returns_done(l.item), l.clog[0]);
+    v = orders_field(l.item, oid);
+    if (field_state(v) != 'x')
+        fail_msg("o:%" PRId64 " is \"%s\", not expired ('x'); see %s", oid, v ? v : "(none)", l.clog[0]);
+    int64_t changed = pg_int("SELECT (extract(epoch FROM status_changed_at) * 1000)::bigint FROM orders "
+                             "WHERE item_id = $1",
+                             l.item);
+    const char *detail = strrchr(v, '|');
+    assert_non_null(detail);
+    assert_int_equal(strtoll(detail + 1, NULL, 10), changed);
+    free(v);
+    snprintf(path, sizeof(path), "/api/v1/orders/%" PRId64, oid);
+    assert_int_equal(harness_http(l.port, "GET", path, NULL, NULL, resp, sizeof(resp)), 200);
+    if (!strstr(resp, "\"status\":\"expired\""))
+        fail_msg("GET %s: %s", path, resp);
+
+    /* Sent again: the same state, the unit not given twice. */
+    assert_int_equal(harness_pg_try(&harness_conf,
+                                    "UPDATE order_returns SET done_at = NULL, next_try_at = now() "
+                                    "WHERE item_id = $1",
+                                    l.item, 0),
+                     0);
+    WAIT_UNTIL(returns_done(l.item) == 1, 10000, ok);
+    assert_true(ok);
+    v = orders_field(l.item, oid);
+    assert_int_equal(field_state(v), 'x');
+    free(v);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_STOCK), 2);
+    life_stop(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expired_units_sell_again),
         cmocka_unit_test(test_return_waits_for_redis),
+        cmocka_unit_test(test_expired_state_in_redis),
     };
     harness_filter();
     return cmocka_run_group_tests_name("orderlife", tests, setup, teardown);

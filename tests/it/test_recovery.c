@@ -593,6 +593,216 @@ static void test_item_load_after_loss_mid_sale(void **state)
     rt_done(&t);
 }
 
+/* --- after the sale (issue #44): reconcile and item load ----------------------- */
+
+/* Text of v, for a parameter or a command. */
+#define I64S(buf, v) (snprintf((buf), sizeof(buf), "%" PRId64, (int64_t)(v)), (buf))
+
+static void pg_run3(struct rt *t, const char *sql, int64_t a, int64_t b, int64_t c)
+{
+    char sa[24], sb[24], sc[24];
+    const char *p[] = { I64S(sa, a), I64S(sb, b), I64S(sc, c) };
+    PGresult *r = PQexecParams(t->pg, sql, 3, NULL, p, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+        fail_msg("%s: %s", sql, PQerrorMessage(t->pg));
+    PQclear(r);
+}
+
+/* An item of 10 units, to be paid within 60 s, after its sale: orders
+ * base+1 waiting for its payment, base+2 paid, base+3 expired (its unit back
+ * in Redis), base+4 expired (its unit not back yet: the consumer has still to
+ * send it), base+5 cancelled (back); users ubase+1.. The database and Redis
+ * as the consumer leaves them with sale.rebuy_after_cancel = true: Redis
+ * stock 10 - 5 + 2 = 7, buyers those of base+1, +2 and +4, the returned set
+ * base+3 and +5, each order's state for its buyer. */
+static void after_sale_fixture(struct rt *t, int64_t item, int64_t base, int64_t ubase)
+{
+    char *out, sid[24], k[KEYS_ITEM_PARTS][KEYS_MAX], ret[KEYS_MAX];
+    const char *args[] = { "-c",      t->cfgpath, "item",         "create", "--id", I64S(sid, item),
+                           "--stock", "10",       "--pay-within", "60",     NULL };
+    expect(run(&out, "seckillctl", args), 0, &out, "created");
+    pg_run3(t,
+            "INSERT INTO orders (order_id, user_id, item_id, reserved_at, fence, status, pay_by, "
+            "status_changed_at) "
+            "SELECT $2::bigint + g, $3::bigint + g, $1::bigint, now() - interval '1 minute', 1, s, "
+            "now() + interval '60 seconds', CASE WHEN s = 'pending_payment' THEN NULL ELSE now() END "
+            "FROM unnest(ARRAY['pending_payment', 'paid', 'expired', 'expired', 'cancelled']) "
+            "WITH ORDINALITY AS x (s, g)",
+            item, base, ubase);
+    /* base+4's return waits an hour for its next try: a consumer of the
+     * shared database (any key prefix) would send it at once otherwise. */
+    pg_run3(t,
+            "INSERT INTO order_returns (order_id, item_id, user_id, reason, created_at, done_at, "
+            "next_try_at) "
+            "SELECT $2::bigint + g, $1::bigint, $3::bigint + g, r, o.status_changed_at, "
+            "CASE WHEN g = 4 THEN NULL ELSE now() END, now() + interval '1 hour' "
+            "FROM unnest(ARRAY[3, 4, 5], ARRAY['expired', 'expired', 'cancelled']) AS x (g, r) "
+            "JOIN orders o ON o.order_id = $2::bigint + g",
+            item, base, ubase);
+    pg_run3(t, "UPDATE items SET stock_left = 8 WHERE item_id = $1 AND $2::bigint > 0 AND $3::bigint > 0",
+            item, base, ubase);
+    for (int i = 0; i < KEYS_ITEM_PARTS; i++)
+        item_key(t, item, (enum keys_item_part)i, k[i]);
+    item_key(t, item, KEYS_ITEM_RETURNED, ret);
+    redisContext *rc = redis(t);
+    freeReplyObject(harness_cmd(rc, "SET %s 7", k[KEYS_ITEM_STOCK]));
+    freeReplyObject(harness_cmd(rc, "SADD %s %lld %lld %lld", k[KEYS_ITEM_BUYERS], (long long)ubase + 1,
+                                (long long)ubase + 2, (long long)ubase + 4));
+    freeReplyObject(harness_cmd(rc, "SADD %s %lld %lld", ret, (long long)base + 3, (long long)base + 5));
+    freeReplyObject(harness_cmd(rc, "HSET %s given_back 2", k[KEYS_ITEM_ORDERS]));
+    redisFree(rc);
+    /* Each order's state as the consumer copies it: reconcile sets them all
+     * from the database (o:ID, u:USER), as it would after a lost write. */
+    expect(ctl(t, &out, "reconcile", "--item", sid, "--fix", NULL, NULL), 0, &out,
+           "settled orders to the database's");
+}
+
+/* The state Redis shows the buyer of order oid ("user|S|...|detail"). */
+static char redis_state(struct rt *t, int64_t item, int64_t oid)
+{
+    char k[KEYS_MAX];
+    item_key(t, item, KEYS_ITEM_ORDERS, k);
+    redisContext *rc = redis(t);
+    redisReply *r = harness_cmd(rc, "HGET %s o:%lld", k, (long long)oid);
+    const char *bar = r->type == REDIS_REPLY_STRING ? strchr(r->str, '|') : NULL;
+    char st = bar ? bar[1] : 0;
+    freeReplyObject(r);
+    redisFree(rc);
+    return st;
+}
+
+static void after_sale_drop(struct rt *t, int64_t item)
+{
+    pg_i64(t, "DELETE FROM order_returns WHERE item_id = $1", item);
+    pg_i64(t, "DELETE FROM orders WHERE item_id = $1", item);
+    pg_i64(t, "DELETE FROM items WHERE item_id = $1", item);
+}
+
+/* reconcile counts a unit on its way back (an expired order's return not
+ * done) and lets its buyer stay in the set meanwhile; a unit given back
+ * twice, an order given back that the database never returned, and a
+ * return done that Redis' returned set lost are each reported. */
+static void test_reconcile_after_the_sale(void **state)
+{
+    (void)state;
+    struct rt t;
+    char *out, sid[24], k[KEYS_MAX], ret[KEYS_MAX];
+    int64_t item = new_item_id(), base = item * 10,
+            ubase = 830000000000LL + (int64_t)util_rand_below(99999999);
+    rt_init(&t, "reconsale");
+    I64S(sid, item);
+    after_sale_fixture(&t, item, base, ubase);
+    expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 0, &out, " ok");
+    assert_int_equal(redis_state(&t, item, base + 1), 'w');
+    assert_int_equal(redis_state(&t, item, base + 2), 'p');
+    assert_int_equal(redis_state(&t, item, base + 3), 'x');
+    assert_int_equal(redis_state(&t, item, base + 5), 'k');
+
+    /* A unit given back twice: one more in the stock and in given_back. */
+    item_key(&t, item, KEYS_ITEM_ORDERS, k);
+    item_key(&t, item, KEYS_ITEM_RETURNED, ret);
+    redisContext *rc = redis(&t);
+    char ks[KEYS_MAX];
+    item_key(&t, item, KEYS_ITEM_STOCK, ks);
+    freeReplyObject(harness_cmd(rc, "INCR %s", ks));
+    freeReplyObject(harness_cmd(rc, "HINCRBY %s given_back 1", k));
+    expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 1, &out, "a unit was returned twice");
+    ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL);
+    assert_non_null(strstr(out, "+ returning 1 (+1 units)"));
+    free(out);
+    freeReplyObject(harness_cmd(rc, "DECR %s", ks));
+    freeReplyObject(harness_cmd(rc, "HINCRBY %s given_back -1", k));
+    expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 0, &out, " ok");
+
+    /* The paid order in the returned set: given back while it holds its unit. */
+    freeReplyObject(harness_cmd(rc, "SADD %s %lld", ret, (long long)base + 2));
+    expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 1, &out,
+           "that the database never returned");
+    freeReplyObject(harness_cmd(rc, "SREM %s %lld", ret, (long long)base + 2));
+    /* A return done that the set lost: sent again, it would give its unit twice. */
+    freeReplyObject(harness_cmd(rc, "SREM %s %lld", ret, (long long)base + 3));
+    expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 1, &out,
+           "missing from Redis' returned set");
+    freeReplyObject(harness_cmd(rc, "SADD %s %lld", ret, (long long)base + 3));
+
+    /* The consumer gives base+4's unit back (and takes its buyer out): still ok. */
+    char kb[KEYS_MAX];
+    item_key(&t, item, KEYS_ITEM_BUYERS, kb);
+    freeReplyObject(harness_cmd(rc, "FCALL seckill_return 4 %s %s %s %s 1 %lld %lld", ks, kb, k, ret,
+                                (long long)base + 4, (long long)ubase + 4));
+    redisFree(rc);
+    expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 0, &out, " ok");
+    after_sale_drop(&t, item);
+    rt_done(&t);
+}
+
+/* Redis lost the item: DEL its keys, the returned set too. */
+static void lose_item(struct rt *t, int64_t item)
+{
+    char k[KEYS_ITEM_PARTS + 1][KEYS_MAX];
+    for (int i = 0; i < KEYS_ITEM_PARTS; i++)
+        item_key(t, item, (enum keys_item_part)i, k[i]);
+    item_key(t, item, KEYS_ITEM_RETURNED, k[KEYS_ITEM_PARTS]);
+    redisContext *rc = redis(t);
+    freeReplyObject(harness_cmd(rc, "DEL %s %s %s %s %s %s %s", k[0], k[1], k[2], k[3], k[4], k[5], k[6]));
+    redisFree(rc);
+}
+
+static long long redis_card(struct rt *t, int64_t item, enum keys_item_part part)
+{
+    char k[KEYS_MAX];
+    item_key(t, item, part, k);
+    redisContext *rc = redis(t);
+    long long v = part == KEYS_ITEM_STOCK ? harness_int(rc, "GET %s", k) : harness_int(rc, "SCARD %s", k);
+    redisFree(rc);
+    return v;
+}
+
+/* item load after Redis lost an item after its sale: refused while a return
+ * is on its way (the rebuilt stock would count it twice), then the stock
+ * from stock_left, every order's state (w, p, x, k), the returned set, and
+ * the buyers per sale.rebuy_after_cancel: those of expired and cancelled
+ * orders left out (true) or kept (false). */
+static void test_item_load_restores_states(void **state)
+{
+    (void)state;
+    struct rt t;
+    char *out, sid[24], cfg2[128];
+    int64_t item = new_item_id(), base = item * 10,
+            ubase = 840000000000LL + (int64_t)util_rand_below(99999999);
+    rt_init(&t, "loadsale");
+    I64S(sid, item);
+    after_sale_fixture(&t, item, base, ubase);
+    lose_item(&t, item);
+    expect(ctl(&t, &out, "item", "load", "--id", sid, NULL, NULL), 1, &out, "on their way back");
+    pg_i64(&t, "UPDATE order_returns SET done_at = now() WHERE order_id = $1", base + 4);
+
+    expect(ctl(&t, &out, "item", "load", "--id", sid, NULL, NULL), 0, &out, "rebuilt: stock 8, 2 buyers");
+    assert_int_equal(redis_card(&t, item, KEYS_ITEM_STOCK), 8);
+    assert_int_equal(redis_card(&t, item, KEYS_ITEM_BUYERS), 2);
+    assert_int_equal(redis_card(&t, item, KEYS_ITEM_RETURNED), 3);
+    const char want[] = { 'w', 'p', 'x', 'x', 'k' };
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(redis_state(&t, item, base + 1 + i), want[i]);
+    expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 0, &out, " ok");
+
+    /* sale.rebuy_after_cancel = false: the buyers of the returned orders stay. */
+    t.c.sale.rebuy_after_cancel = 0;
+    harness_cfg_file(&t.c, cfg2, sizeof(cfg2));
+    lose_item(&t, item);
+    const char *load[] = { "-c", cfg2, "item", "load", "--id", sid, NULL };
+    expect(run(&out, "seckillctl", load), 0, &out, "rebuilt: stock 8, 2 buyers");
+    assert_int_equal(redis_card(&t, item, KEYS_ITEM_BUYERS), 5);
+    assert_int_equal(redis_card(&t, item, KEYS_ITEM_RETURNED), 3);
+    const char *recon[] = { "-c", cfg2, "reconcile", "--item", sid, NULL };
+    expect(run(&out, "seckillctl", recon), 0, &out, " ok");
+    /* and with true, those buyers in the set are ones that should not be */
+    expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 1, &out, "hold neither");
+    unlink(cfg2);
+    after_sale_drop(&t, item);
+    rt_done(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -600,6 +810,9 @@ int main(void)
         cmocka_unit_test(test_replay_rebuilds_orders),
         cmocka_unit_test(test_reconcile_detects_and_fixes),
         cmocka_unit_test(test_item_load_after_loss_mid_sale),
+        cmocka_unit_test(test_reconcile_after_the_sale),
+        cmocka_unit_test(test_item_load_restores_states),
     };
+    harness_filter();
     return cmocka_run_group_tests(tests, harness_setup, harness_teardown);
 }
