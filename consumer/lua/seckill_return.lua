@@ -11,7 +11,7 @@
 --
 -- VERSION grows with every change of a function here, of its body or its
 -- contract (read back with seckill_return_version).
-local VERSION = 2
+local VERSION = 3
 
 -- Give the units of returned orders back to the sale, each order once.
 -- KEYS[1] stock, KEYS[2] buyers, KEYS[3] orders, KEYS[4] returned (all tagged {item:ID})
@@ -68,7 +68,9 @@ local function mark(KEYS, ARGV)
   for i = 1, #ARGV - 2, 3 do
     local f = 'o:' .. ARGV[i]
     local st, detail = ARGV[i + 1], ARGV[i + 2]
-    local cur = redis.call('HGET', KEYS[1], f)
+    -- HMGET of one field, not HGET: the consumer's ACL allows the former on
+    -- the orders hash (settle reads many at once), and a function runs under it.
+    local cur = redis.call('HMGET', KEYS[1], f)[1]
     if cur then
       local user, was, rsv, settled = string.match(cur, '^([^|]*)|(%a)|([^|]*)|([^|]*)|')
       local ok = false
