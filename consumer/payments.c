@@ -296,6 +296,18 @@ static void serve_letters(struct payments *p)
 
 /* --- PostgreSQL ------------------------------------------------------------------ */
 
+/* libpq's message on one line (it spans lines; a log line must not). */
+static void one_line(char *out, size_t len, const char *m)
+{
+    size_t n = strlen(m);
+    while (n && (m[n - 1] == '\n' || m[n - 1] == ' '))
+        n--;
+    snprintf(out, len, "%.*s", (int)n, m);
+    for (char *c = out; *c; c++)
+        if (*c == '\n' || *c == '\t')
+            *c = ' ';
+}
+
 static int pg_ready(struct payments *p)
 {
     char err[512], idle[24];
@@ -314,11 +326,11 @@ static int pg_ready(struct payments *p)
     const char *v[] = { idle };
     PGresult *r = PQexecParams(p->pg, embed_cons_session, 1, NULL, v, NULL, NULL, 0);
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+    one_line(err, sizeof(err), PQresultErrorMessage(r));
     PQclear(r);
     if (!ok) {
         log_repeat(&p->say_pg, LOG_LVL_WARNING, "payments: postgres",
-                   "payments: postgres: session settings: %s; retried (logged once while it lasts)",
-                   PQerrorMessage(p->pg));
+                   "payments: postgres: session settings: %s; retried (logged once while it lasts)", err);
         PQfinish(p->pg);
         p->pg = NULL;
         return -1;
@@ -346,12 +358,13 @@ static void pg_abort(struct payments *p)
 static PGresult *pg_run(struct payments *p, const char *sql, int n, const char *const *v, ExecStatusType want,
                         const char *what)
 {
+    char why[512];
     PGresult *r = PQexecParams(p->pg, sql, n, NULL, v, NULL, NULL, 0);
     if (PQresultStatus(r) == want)
         return r;
+    one_line(why, sizeof(why), PQresultErrorMessage(r)[0] ? PQresultErrorMessage(r) : PQerrorMessage(p->pg));
     log_repeat(&p->say_pg, LOG_LVL_WARNING, "payments: postgres",
-               "payments: postgres: %s: %s; retried (logged once while it lasts)", what,
-               PQresultErrorMessage(r)[0] ? PQresultErrorMessage(r) : PQerrorMessage(p->pg));
+               "payments: postgres: %s: %s; retried (logged once while it lasts)", what, why);
     PQclear(r);
     pg_abort(p);
     return NULL;
@@ -613,8 +626,8 @@ static enum pay_result attempt(struct payments *p, const struct pay *y, char *wh
     if (st != LOCK_OK) {
         CM_ADD(redis_errors, 1);
         log_repeat(&p->say_redis, LOG_LVL_WARNING, "payments: redis",
-                   "payments: redis: the user's lock cannot be taken; payments wait (logged once while "
-                   "it lasts)");
+                   "payments: redis: no user's lock (the lock's call failed); payments wait (logged once "
+                   "while it lasts)");
         return PAY_DOWN;
     }
     log_repeat_end(&p->say_redis, "a user's lock taken");

@@ -342,18 +342,29 @@ static int64_t order_id(int64_t item, int i)
     return INT64_C(7000000000000000000) + (item % 1000000000) * 1000 + i;
 }
 
-/* n orders of item for users first..first+n-1, published and persisted
+/* n orders of item for users first..first+n-1, published (in groups of
+ * spread, gap_ms apart: their pay_by apart too) and persisted
  * pending_payment. */
-static void orders_pending(int64_t item, int64_t first, int n)
+static void orders_spread(int64_t item, int64_t first, int n, int spread, int gap_ms)
 {
     bool ok;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         publish_order(order_id(item, i), first + i, item);
+        if ((i + 1) % spread == 0 && i + 1 < n) {
+            flush(S.orders);
+            util_sleep_ms(gap_ms);
+        }
+    }
     flush(S.orders);
     WAIT_UNTIL(orders_in(item, "pending_payment") == n, 20000, ok);
     if (!ok)
         fail_msg("%lld of %d orders pending payment; see %s", (long long)orders_in(item, "pending_payment"), n,
                  S.clog);
+}
+
+static void orders_pending(int64_t item, int64_t first, int n)
+{
+    orders_spread(item, first, n, n, 0);
 }
 
 /* --- the tests ---------------------------------------------------------------------- */
@@ -542,6 +553,23 @@ static void test_late_payment_of_expired_order(void **state)
     assert_true(ok);
     assert_int_equal(pg_int("SELECT count(*) FROM late_payments WHERE order_id = $1", o), 1);
     assert_int_equal(stock_left(item), left);
+
+    /* An order the consumer refused (order_rejections, which the consumer
+     * may not read: order_refused() answers for it) is late too. */
+    char sql[256];
+    int64_t refused = order_id(item, 1);
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO order_rejections (order_id, user_id, item_id, reason, reserved_at) "
+             "VALUES ($1, $2, %" PRId64 ", 'no_stock', now())",
+             item);
+    assert_int_equal(harness_pg_try(&harness_conf, sql, refused, u + 1), 0);
+    publish_payment(refused, u + 1, util_wall_ms(), "late-2");
+    flush(S.pay);
+    WAIT_UNTIL(late_rows(refused, "refused") == 1, 15000, ok);
+    if (!ok)
+        fail_msg("no late payment recorded for a refused order; see %s", S.clog);
+    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE order_id = $1", refused), 0);
+    assert_int_equal(stock_left(item), left);
 }
 
 /* Each of N orders paid right at its pay_by while the expiry runs: every
@@ -556,7 +584,9 @@ static void test_payments_race_the_expiry(void **state)
     int64_t late = metric("seckill_consumer_late_payments_total");
     int64_t ids[N], users[N], pay_by[N];
     bool ok;
-    orders_pending(item, first, N);
+    /* Their windows end over a second, so the expiry's passes (every
+     * 100 ms) fall between the payments as much as before them. */
+    orders_spread(item, first, N, 10, 50);
     char sitem[24];
     snprintf(sitem, sizeof(sitem), "%" PRId64, item);
     const char *p[] = { sitem };
@@ -724,6 +754,66 @@ static void test_dead_letters_and_early_payments(void **state)
     assert_int_equal(pg_int("SELECT count(*) FROM late_payments WHERE order_id = $1", never), 0);
 }
 
+/* Turn the consumer's Redis user on or off; off also drops its
+ * connections: the consumer's Redis is gone until it is on again. */
+static void user_switch(bool on)
+{
+    redisContext *rc = harness_redis(&harness_conf);
+    freeReplyObject(harness_cmd(rc, "ACL SETUSER %s %s", S.user, on ? "on" : "off"));
+    if (!on)
+        freeReplyObject(harness_cmd(rc, "CLIENT KILL USER %s", S.user));
+    redisFree(rc);
+}
+
+/* Redis away (no user's lock): a payment waits, said once, and pays its
+ * order once Redis is back. PostgreSQL's session gone (the server ended
+ * it): the next payment connects again and pays its order. */
+static void test_payment_waits_out_redis_and_postgres(void **state)
+{
+    (void)state;
+    int64_t item = item_create(2, 60), u = S.user_lo + 30, o;
+    int64_t applied = metric("seckill_consumer_payments_applied_total");
+    const char *said = "no user's lock";
+    int before = harness_file_lines(S.clog, said);
+    bool ok;
+    orders_pending(item, u, 2);
+    o = order_id(item, 0);
+    user_switch(false);
+    publish_payment(o, u, util_wall_ms(), "away-1");
+    flush(S.pay);
+    WAIT_UNTIL(harness_file_lines(S.clog, said) > before, 15000, ok);
+    if (!ok) {
+        user_switch(true);
+        fail_msg("no line says the user's lock cannot be had; see %s", S.clog);
+    }
+    util_sleep_ms(1000); /* retried meanwhile, and not said again */
+    int64_t paid_meanwhile = orders_in(item, "paid");
+    user_switch(true);
+    assert_int_equal(paid_meanwhile, 0);
+    WAIT_UNTIL(orders_in(item, "paid") == 1, 20000, ok);
+    if (!ok)
+        fail_msg("the payment did not pay its order once Redis was back; see %s", S.clog);
+    assert_int_equal(harness_file_lines(S.clog, said), before + 1);
+    WAIT_UNTIL(metric("seckill_consumer_payments_applied_total") == applied + 1, 5000, ok);
+    assert_true(ok);
+    assert_true(harness_over_count(S.clog, "payments: redis") >= 1);
+
+    /* Every payments session ended by the server (as a restart or a
+     * failover would): the next payment is paid all the same. */
+    assert_int_equal(harness_sh("cd '%s' && scripts/stack psql -d seckill -qAt -c \"SELECT count(pg_terminate_backend("
+                                "pid)) FROM pg_stat_activity WHERE application_name = "
+                                "'seckill-consumer-payments'\" >/dev/null",
+                                harness_root()),
+                     0);
+    publish_payment(order_id(item, 1), u + 1, util_wall_ms(), "away-2");
+    flush(S.pay);
+    WAIT_UNTIL(orders_in(item, "paid") == 2, 20000, ok);
+    if (!ok)
+        fail_msg("no payment paid after PostgreSQL ended the session; see %s", S.clog);
+    assert_true(harness_file_lines(S.clog, "payments: postgres") >= 1);
+    assert_int_equal(metric("seckill_consumer_payments_applied_total"), applied + 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -733,6 +823,7 @@ int main(void)
         cmocka_unit_test(test_late_payment_of_expired_order),
         cmocka_unit_test(test_payments_race_the_expiry),
         cmocka_unit_test(test_dead_letters_and_early_payments),
+        cmocka_unit_test(test_payment_waits_out_redis_and_postgres),
     };
     harness_filter();
     return cmocka_run_group_tests_name("payments", tests, setup, teardown);
