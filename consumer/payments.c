@@ -703,6 +703,7 @@ static void work(struct payments *p)
                 y->due_ms = now + PAY_BUSY_MS;
             else if (res == PAY_DOWN)
                 hold(p, now);
+            p->next_due = y->due_ms < p->next_due ? y->due_ms : p->next_due;
             pp = &y->next;
         }
     }
