@@ -69,7 +69,19 @@
     X(redis_down, "seckill_consumer_redis_down_workers", "", "gauge",                              \
       "Workers that cannot reach Redis")                                                           \
     X(kafka_up, "seckill_consumer_kafka_up", "", "gauge",                                          \
-      "1 while a broker connection is up (librdkafka statistics); 0 when refused or all down")
+      "1 while a broker connection is up (librdkafka statistics); 0 when refused or all down")      \
+    X(payments_applied, "seckill_consumer_payments_applied_total", "", "counter",                  \
+      "Payments that moved an order from pending_payment to paid")                                 \
+    X(payments_replayed, "seckill_consumer_payments_replayed_total", "", "counter",                \
+      "Payments seen again (a redelivery or a replay) that changed nothing")                       \
+    X(late_payments, "seckill_consumer_late_payments_total", "", "counter",                        \
+      "Payments for orders no longer waiting for one (expired, cancelled, final, refused or paid "  \
+      "by another payment), recorded in late_payments for the shop to refund")                     \
+    X(payments_dead_letter, "seckill_consumer_payments_dead_lettered_total", "", "counter",        \
+      "Payments written to the dead-letter topic: malformed, or their order unknown after "        \
+      "consumer.payment_wait_ms")                                                                  \
+    X(payments_waiting, "seckill_consumer_payments_waiting", "", "gauge",                          \
+      "Payments whose order is not in PostgreSQL yet (retried; their offsets wait)")
 
 /* X(member, name, help): struct lock_counters, summed over the workers. */
 #define CM_LOCK_COUNTERS(X)                                                                        \

@@ -12,6 +12,7 @@
 #include "kconf.h"
 #include "log.h"
 #include "ordersig.h"
+#include "payments.h"
 #include "pipeline.h"
 #include "rconn.h"
 #include "replay.h"
@@ -179,9 +180,25 @@ static int start(struct cfg *c, struct pipe **p, struct httpd **h)
     return 0;
 }
 
-/* Consume until a stop signal or a fatal pipeline error (1), reloading on
- * SIGHUP. */
-static int run(const struct cli *cli, struct cfg *c, struct pipe *p)
+/* The expiry and the payments, started after the pipeline with the signals
+ * blocked, as the pipeline's threads are (the payments' librdkafka threads
+ * too). 0, or -1 (logged). */
+static int start_threads(const struct cfg *c, struct expiry **e, struct payments **pay)
+{
+    char err[256];
+    daemon_signals_block();
+    int ret = expiry_start(c, e, err, sizeof(err));
+    if (ret == 0)
+        ret = payments_start(c, pay, err, sizeof(err));
+    daemon_signals_unblock();
+    if (ret != 0)
+        log_error("%s", err);
+    return ret;
+}
+
+/* Consume until a stop signal or a fatal pipeline (or payments) error (1),
+ * reloading on SIGHUP. */
+static int run(const struct cli *cli, struct cfg *c, struct pipe *p, const struct payments *pay)
 {
     log_notice("consuming %s as group %s with %d workers", c->kafka.topic, c->consumer.group_id,
                c->consumer.workers);
@@ -194,16 +211,23 @@ static int run(const struct cli *cli, struct cfg *c, struct pipe *p)
         }
         if (pipe_poll(p, 100) != 0)
             return 1;
+        if (payments_fatal(pay)) {
+            log_error("payments: a fatal Kafka error (logged above): stopping for a fresh start");
+            return 1;
+        }
         daemon_watchdog();
     }
     return 0;
 }
 
-/* Finish what is in flight, then stop. The expiry first: what it has not
- * returned to Redis stays in order_returns for the next consumer. */
-static void stop(const struct cfg *c, struct pipe *p, struct httpd *h, struct expiry *e)
+/* Finish what is in flight, then stop. The payments and the expiry first:
+ * a payment waiting for its order is read again by the next consumer (its
+ * offset never moved), and what the expiry has not returned to Redis stays
+ * in order_returns for the next consumer. */
+static void stop(const struct cfg *c, struct pipe *p, struct httpd *h, struct expiry *e, struct payments *pay)
 {
     daemon_notify("STOPPING=1\nSTATUS=finishing in-flight orders");
+    payments_stop(pay);
     expiry_stop(e);
     if (pipe_drain(p, CFG_GET(c->consumer.drain_timeout_ms), &daemon_stop_signals) < 0) {
         /* A second signal: the operator wants out now. Nothing unsettled
@@ -237,7 +261,7 @@ int main(int argc, char **argv)
     struct pipe *p = NULL;
     struct httpd *h = NULL;
     struct expiry *e = NULL;
-    char err[256];
+    struct payments *pay = NULL;
     /* Its own database role: cfg_load reads that role's password file only. */
     cfg_role_set(CFG_ROLE_CONSUMER, 0);
     int ret = cli_parse(&cli, argc, argv);
@@ -275,17 +299,8 @@ int main(int argc, char **argv)
         ret = ret > 0 ? 0 : 1;
         goto out;
     }
-    /* Started with the signals blocked, as the pipeline's threads are. */
-    daemon_signals_block();
-    ret = expiry_start(&c, &e, err, sizeof(err));
-    daemon_signals_unblock();
-    if (ret != 0) {
-        log_error("%s", err);
-        ret = 1;
-    } else {
-        ret = run(&cli, &c, p);
-    }
-    stop(&c, p, h, e);
+    ret = start_threads(&c, &e, &pay) != 0 ? 1 : run(&cli, &c, p, pay);
+    stop(&c, p, h, e, pay);
     log_notice("stopped");
 out:
     rconn_watch_stop();

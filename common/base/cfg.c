@@ -578,6 +578,27 @@ static int check_listen(const struct cfg *c, char *err, size_t errlen)
     return 0;
 }
 
+/* The topics are three: a message dead-lettered onto the topic it came from
+ * would come back to the consumer for ever, and an order read as a payment
+ * (or the reverse) would only ever be dead-lettered. 0, or -1 with err. */
+static int check_topics(const struct cfg *c, char *err, size_t errlen)
+{
+    if (strcmp(c->kafka.dlq_topic, c->kafka.topic) == 0) {
+        seterr(err, errlen, "%s: 'kafka.dlq_topic' is 'kafka.topic' (\"%s\"): a message dead-lettered there "
+               "would come back to the consumer for ever", cfg_where(c, "kafka.dlq_topic"), c->kafka.topic);
+        return -1;
+    }
+    if (strcmp(c->kafka.payments_topic, c->kafka.topic) == 0 ||
+        strcmp(c->kafka.payments_topic, c->kafka.dlq_topic) == 0) {
+        bool orders = strcmp(c->kafka.payments_topic, c->kafka.topic) == 0;
+        seterr(err, errlen, "%s: 'kafka.payments_topic' is '%s' (\"%s\"): payments need a topic of their own",
+               cfg_where(c, "kafka.payments_topic"), orders ? "kafka.topic" : "kafka.dlq_topic",
+               c->kafka.payments_topic);
+        return -1;
+    }
+    return 0;
+}
+
 /* Rules that span settings. */
 static int check_cross(const struct cfg *c, const char *path, char *err, size_t errlen)
 {
@@ -641,11 +662,8 @@ static int check_cross(const struct cfg *c, const char *path, char *err, size_t 
                path);
         return -1;
     }
-    if (strcmp(c->kafka.dlq_topic, c->kafka.topic) == 0) {
-        seterr(err, errlen, "%s: 'kafka.dlq_topic' is 'kafka.topic' (\"%s\"): a message dead-lettered there "
-               "would come back to the consumer for ever", cfg_where(c, "kafka.dlq_topic"), c->kafka.topic);
+    if (check_topics(c, err, errlen) != 0)
         return -1;
-    }
     if (c->lock.backoff_base_ms > c->lock.backoff_cap_ms) {
         seterr(err, errlen, "%s: 'lock.backoff_base_ms' (%d) must not exceed 'lock.backoff_cap_ms' (%d)",
                path, c->lock.backoff_base_ms, c->lock.backoff_cap_ms);

@@ -60,6 +60,7 @@ struct cfg {
         char *brokers;
         char *topic;
         char *dlq_topic;
+        char *payments_topic;
         struct cfg_props properties;          /* both clients */
         struct cfg_props producer_properties; /* producer only */
         struct cfg_props consumer_properties; /* consumer only */
@@ -129,6 +130,7 @@ struct cfg {
         int expire_interval_ms;
         int expire_batch;
         int return_backoff_cap_ms;
+        int payment_wait_ms;
     } consumer;
     struct {
         int rebuy_after_cancel; /* boolean */
@@ -234,6 +236,9 @@ enum cfg_auth {
       "the orders topic: producers write it, consumers read it")                                            \
     X("kafka.dlq_topic", CFG_STR, kafka.dlq_topic, 0, 0, 0, "seckill.orders.dlq", 0,                        \
       "dead-letter topic for messages the consumer cannot decode or validate")                              \
+    X("kafka.payments_topic", CFG_STR, kafka.payments_topic, 0, 0, 0, "seckill.payments", 0,                \
+      "the payments topic: the shop's payment service writes it (key: the user id), consumers read it "     \
+      "in the group <consumer.group_id>.payments")                                                          \
     X("kafka.properties", CFG_PROPS, kafka.properties, 0, 0, 0, NULL, 0,                                    \
       "raw librdkafka properties, \"name=value\", for both clients; checked at load")                       \
     X("kafka.producer_properties", CFG_PROPS, kafka.producer_properties, 0, 0, 0, NULL, 0,                  \
@@ -373,6 +378,9 @@ enum cfg_auth {
       "most orders expired in one transaction, and most returns sent to Redis in one round trip")          \
     X("consumer.return_backoff_cap_ms", CFG_INT, consumer.return_backoff_cap_ms, 100, 3600000, 30000, NULL, \
       CFG_RELOAD, "longest wait between two tries of a unit's return to Redis (doubling from 100 ms)")      \
+    X("consumer.payment_wait_ms", CFG_INT, consumer.payment_wait_ms, 1000, 86400000, 300000, NULL,          \
+      CFG_RELOAD, "how long a payment for an order not yet in PostgreSQL is retried (its offset held) "     \
+      "before it is dead-lettered as \"order unknown\"")                                                   \
     X("lock.ttl_ms", CFG_INT, lock.ttl_ms, 100, 600000, 10000, NULL, 0,                                     \
       "lease of a distributed lock, renewed every ttl/3 while held (lock run's default --ttl-ms)")          \
     X("lock.wait_ms", CFG_INT, lock.wait_ms, 0, 600000, 5000, NULL, CFG_RELOAD,                             \

@@ -121,10 +121,11 @@ kafka3_up() {
         wait_for "kafka3-$n" "$(kafka3_dir "$n")/kafka.log" "$(kafka3_dir "$n")/kafka.pid" kafka3_meta "$n"
     done
     wait_for "kafka3 (3 brokers)" "$(kafka3_dir 1)/kafka.log" "" kafka3_all_meta
+    kafka_scram_users
     kafka_acls
     kafka_topics
     for n in "${KAFKA3_NODES[@]}"; do kafka3_wait "$n"; done
-    say "kafka3 up: bootstrap $KAFKA3_BOOTSTRAP (topics $ORDERS_TOPIC, $DLQ_TOPIC; RF 3, min ISR 2)"
+    say "kafka3 up: bootstrap $KAFKA3_BOOTSTRAP (topics $ORDERS_TOPIC, $DLQ_TOPIC, $PAYMENTS_TOPIC; RF 3, min ISR 2)"
 }
 
 # start kafka3-N: one node, e.g. after `stop` or `kill` in a fault test.

@@ -18,15 +18,21 @@
 # live in the metadata the controllers serve), so the broker is
 # User:CN=kafka-broker to them. The StandardAuthorizer allows what the ACLs
 # below grant and nothing else; broker, stack and the certificate's name are
-# super users. docs/security.md has the table.
-KAFKA_USERS=(broker stack producer consumer admin)
+# super users. docs/security.md has the table. payment is not a program of
+# ours: it stands for the shop's payment service, which publishes payments
+# (kafka.payments_topic) and may do nothing else (issue #44).
+KAFKA_USERS=(broker stack producer consumer admin payment)
+# The users every storage formatted before kafka_scram_users existed has
+# (their credentials came with the format, or with kafka_scram_upgrade).
+KAFKA_USERS_FIRST=(broker stack producer consumer admin)
 KAFKA_SCRAM=SCRAM-SHA-512
 KAFKA_CERT_CN=kafka-broker
 # Client settings for the stack's own tools, one pair per user (mode 0600):
 # USER.properties for the Java tools (--command-config), USER.kcat for kcat -F.
 KAFKA_CLIENTS=$STATE/kafka-clients
 # Bump when kafka_acls grants something new: `up` applies the ACLs again.
-KAFKA_ACL_VERSION=3
+# v4: the payment user, and the consumer's read of the payments topic.
+KAFKA_ACL_VERSION=4
 
 kafka_password() { cat "$SECRETS_DIR/kafka-$1"; }
 
@@ -150,6 +156,32 @@ kafka_scram_format() {
     kafka_java_args "$f" kafka.tools.StorageTool format -t "$2" -c "$1/server.properties" \
         >"$1/format.log" 2>&1 || fail_with_log "kafka storage format failed" "$1/format.log"
     touch "$1/scram.done"
+    printf '%s\n' "${KAFKA_USERS[@]}" >"$K_DIR/scram.users"
+}
+
+# kafka_scram_user NAME: NAME's SCRAM credential (its password file's), set
+# on the running Kafka chosen by use_kafka/use_kafka3, as user stack.
+kafka_scram_user() {
+    local f=$K_DIR/user.secret
+    (umask 077; printf -- "--add-config\n'%s=[password=%s]'\n" "$KAFKA_SCRAM" "$(kafka_password "$1")" >"$f")
+    kafka_java_args "$f" kafka.admin.ConfigCommand --bootstrap-server "$K_BOOTSTRAP" \
+        --command-config "$KAFKA_CLIENTS/stack.properties" --alter --entity-type users \
+        --entity-name "$1" >>"$K_DIR/users.log" 2>&1 \
+        || fail_with_log "kafka: adding user $1 failed" "$K_DIR/users.log"
+}
+
+# kafka_scram_users: a user of KAFKA_USERS that a storage formatted before it
+# lacks (payment came after the others) gets its credential on the running
+# Kafka; $K_DIR/scram.users lists those that have one.
+kafka_scram_users() {
+    local u list=$K_DIR/scram.users
+    [ -s "$list" ] || printf '%s\n' "${KAFKA_USERS_FIRST[@]}" >"$list"
+    for u in "${KAFKA_USERS[@]}"; do
+        grep -qx "$u" "$list" && continue
+        kafka_scram_user "$u"
+        echo "$u" >>"$list"
+        say "kafka: user $u added (SCRAM credential from $SECRETS_DIR/kafka-$u)"
+    done
 }
 
 # kafka_scram_upgrade: the single node's storage was formatted before the
@@ -195,10 +227,12 @@ kafka_acl() {
 
 # kafka_role_acls ROLE PRINCIPAL: grant PRINCIPAL what program ROLE may do
 # (docs/security.md). The production names (seckill.orders,
-# seckill.orders.dlq, group seckill-consumer and its .replay) are literal; the
-# prefixes sktest, bench. and bench are the tests' and benchmarks' scratch
-# topics and groups, seckill.demo. and seckill-demo- make demo's (a topic and
-# a group per run), granted in the dev stack only.
+# seckill.orders.dlq, seckill.payments, group seckill-consumer and its
+# .replay and .payments) are literal; the prefixes sktest, bench. and bench are
+# the tests' and benchmarks' scratch topics and groups, seckill.demo. and
+# seckill-demo- make demo's (a topic and a group per run), and
+# sktest.payments. the payment tests' payments topics, granted in the dev
+# stack only.
 kafka_role_acls() {
     local p=User:$2
     case $1 in
@@ -206,8 +240,9 @@ kafka_role_acls() {
             kafka_acl --allow-principal "$p" --operation Write --operation Describe --topic "$ORDERS_TOPIC"
             kafka_acl --allow-principal "$p" --operation Write --operation Describe \
                 --resource-pattern-type prefixed --topic sktest --topic bench. --topic seckill.demo. ;;
-        consumer) # read orders in its groups, write dead letters
+        consumer) # read orders and payments in its groups, write dead letters
             kafka_acl --allow-principal "$p" --operation Read --operation Describe --topic "$ORDERS_TOPIC"
+            kafka_acl --allow-principal "$p" --operation Read --operation Describe --topic "$PAYMENTS_TOPIC"
             kafka_acl --allow-principal "$p" --operation Write --operation Describe --topic "$DLQ_TOPIC"
             kafka_acl --allow-principal "$p" --operation Read --operation Describe \
                 --resource-pattern-type prefixed --group seckill-consumer --group sktest --group bench \
@@ -230,7 +265,12 @@ kafka_role_acls() {
                 --resource-pattern-type prefixed --group seckill- --group sktest --group bench
             kafka_acl --allow-principal "$p" --operation Describe --operation DescribeConfigs \
                 --operation IdempotentWrite --cluster ;;
-        *) die "no Kafka role $1 (producer, consumer, admin)" ;;
+        payment) # the shop's payment service: publish payments (idempotently:
+                 # Write implies it), on the payments topic only
+            kafka_acl --allow-principal "$p" --operation Write --operation Describe --topic "$PAYMENTS_TOPIC"
+            kafka_acl --allow-principal "$p" --operation Write --operation Describe \
+                --resource-pattern-type prefixed --topic sktest.payments. ;;
+        *) die "no Kafka role $1 (producer, consumer, admin, payment)" ;;
     esac
 }
 
@@ -244,9 +284,9 @@ kafka_acls() {
     : >"$K_DIR/acls.log"
     ACL_OP=--remove kafka_acl --allow-principal User:admin --operation All --topic '*' --group '*'
     ACL_OP=--remove kafka_acl --allow-principal User:admin --operation Create --cluster
-    for r in producer consumer admin; do kafka_role_acls "$r" "$r"; done
+    for r in producer consumer admin payment; do kafka_role_acls "$r" "$r"; done
     touch "$mark"
-    say "kafka: ACLs v$KAFKA_ACL_VERSION for producer, consumer and admin"
+    say "kafka: ACLs v$KAFKA_ACL_VERSION for producer, consumer, admin and payment"
 }
 
 # kafka_user_cmd set NAME FILE [ROLE] | delete NAME [ROLE]: a SCRAM user of
@@ -281,7 +321,7 @@ kafka_user_cmd() {
 kcat_as() { local u=$1; shift; kcat -F "$KAFKA_CLIENTS/$u.kcat" "$@"; }
 
 # kcat [USER] [KCAT ARGS]: kcat as Kafka user USER (producer, consumer,
-# admin, stack; default admin) over TLS and SCRAM, its settings (password
+# admin, payment, stack; default admin) over TLS and SCRAM, its settings (password
 # included) from a file of mode 0600, never the command line; -b defaults to
 # the single node (a later -b wins).
 kcat_cmd() {

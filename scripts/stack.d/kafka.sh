@@ -13,6 +13,10 @@
 
 KAFKA_DIR=$STATE/kafka
 KAFKA3_DIR=$STATE/kafka3
+# The payments topic (kafka.payments_topic, issue #44): the shop's payment
+# service publishes there as Kafka user payment, keyed by the user id, so it
+# has the orders topic's partitions.
+PAYMENTS_TOPIC=seckill.payments
 
 # The Kafka the topic code and the tools talk to: the single node (default) or
 # the three-node cluster (--brokers 3). Set by use_kafka / use_kafka3.
@@ -123,9 +127,10 @@ kafka_up() {
         kafka_launch "$KAFKA_DIR" "$KAFKA_HEAP" kafka
     fi
     wait_for "kafka" "$KAFKA_DIR/kafka.log" "$KAFKA_DIR/kafka.pid" kafka_meta
+    kafka_scram_users
     kafka_acls
     kafka_topics
-    say "kafka up on 127.0.0.1:$KAFKA_PORT, TLS and SCRAM (topics $ORDERS_TOPIC, $DLQ_TOPIC)"
+    say "kafka up on 127.0.0.1:$KAFKA_PORT, TLS and SCRAM (topics $ORDERS_TOPIC, $DLQ_TOPIC, $PAYMENTS_TOPIC)"
 }
 
 # (the topic code below works on the Kafka chosen by use_kafka / use_kafka3)
@@ -156,7 +161,7 @@ kafka_topic_create() {
 
 kafka_topics() {
     local t parts
-    for t in "$ORDERS_TOPIC" "$DLQ_TOPIC"; do
+    for t in "$ORDERS_TOPIC" "$DLQ_TOPIC" "$PAYMENTS_TOPIC"; do
         kafka_has_topic "$t" && continue
         parts=$ORDERS_PARTITIONS; [ "$t" = "$DLQ_TOPIC" ] && parts=1
         kafka_topic_create "$t" "$parts"

@@ -105,6 +105,10 @@ static void test_defaults(void **state)
     assert_int_equal(c.consumer.expire_interval_ms, 1000);
     assert_int_equal(c.consumer.expire_batch, 1000);
     assert_int_equal(c.consumer.return_backoff_cap_ms, 30000);
+    /* Payments (issue #44): their own topic; an order not persisted yet is
+     * waited for five minutes. */
+    assert_string_equal(c.kafka.payments_topic, "seckill.payments");
+    assert_int_equal(c.consumer.payment_wait_ms, 300000);
     cfg_free(&c);
 }
 
@@ -135,6 +139,39 @@ static void test_order_life_settings(void **state)
                  "'consumer.expire_batch' = 0 is out of range");
     expect_error(MINIMAL "consumer = { expire_interval_ms = 10; };\n", "'consumer.expire_interval_ms' = 10");
     expect_error(MINIMAL "sale = { rebuy = true; };\n", "unknown setting 'sale.rebuy'");
+}
+
+/* Payments (issue #44): the topic is a restart's, the wait a reload's; the
+ * topic must be neither the orders' nor the dead letters'. */
+static void test_payment_settings(void **state)
+{
+    (void)state;
+    struct cfg c, n;
+    char err[1024];
+    write_cfg(MINIMAL "consumer = { payment_wait_ms = 5000; };\n");
+    if (cfg_load(path, &c, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(c.consumer.payment_wait_ms, 5000);
+    write_cfg(MINIMAL "consumer = { payment_wait_ms = 60000; };\n");
+    assert_int_equal(cfg_load(path, &n, err, sizeof(err)), 0);
+    assert_int_equal(cfg_reload_check(&c, &n, err, sizeof(err)), 0);
+    cfg_free(&n);
+    write_cfg("kafka = { brokers = \"127.0.0.1:19092\"; payments_topic = \"shop.payments\"; };\n"
+              "postgres = { dbname = \"d\"; admin_user = \"u\"; };\n");
+    assert_int_equal(cfg_load(path, &n, err, sizeof(err)), 0);
+    assert_string_equal(n.kafka.payments_topic, "shop.payments");
+    assert_int_equal(cfg_reload_check(&c, &n, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "kafka.payments_topic"));
+    cfg_free(&n);
+    cfg_free(&c);
+    expect_error(MINIMAL "consumer = { payment_wait_ms = 999; };\n",
+                 "'consumer.payment_wait_ms' = 999 is out of range");
+    expect_error("kafka = { brokers = \"127.0.0.1:19092\"; payments_topic = \"seckill.orders\"; };\n"
+                 "postgres = { dbname = \"d\"; admin_user = \"u\"; };\n",
+                 "'kafka.payments_topic' is 'kafka.topic'");
+    expect_error("kafka = { brokers = \"127.0.0.1:19092\"; payments_topic = \"seckill.orders.dlq\"; };\n"
+                 "postgres = { dbname = \"d\"; admin_user = \"u\"; };\n",
+                 "'kafka.payments_topic' is 'kafka.dlq_topic'");
 }
 
 static void test_errors_point_at_file_and_line(void **state)
@@ -521,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_ha_config_loads),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_order_life_settings),
+        cmocka_unit_test(test_payment_settings),
         cmocka_unit_test(test_errors_point_at_file_and_line),
         cmocka_unit_test(test_what_start_refuses),
         cmocka_unit_test(test_missing_required_is_named),

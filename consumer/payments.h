@@ -1,0 +1,73 @@
+/* payments: the shop's payments move orders from pending_payment to paid,
+ * each exactly once (issue #44).
+ *
+ * A thread of the consumer's own, with a Kafka consumer of its own on
+ * kafka.payments_topic (group <consumer.group_id>.payments), its own lock
+ * client, PostgreSQL and Redis connections, made and remade here with
+ * backoff. A payment message is
+ *   {"v":1,"order_id":"<decimal>","user_id":N,"paid_at_ms":N,"ref":"<1..64 of [A-Za-z0-9_.:-]>"}
+ * keyed by the user id. Per payment:
+ *
+ * 1. Under the user's lock (the workers' own, "user:ID", lock.h), one
+ *    transaction: advance the user's fence (a stale one retries under a
+ *    fresh lock), then pay the order if it is still pending_payment
+ *    (consumer/sql/pay_apply.sql). If it is not: already paid by this
+ *    payment is a replay (nothing changes); expired, cancelled, final, paid
+ *    by another payment or refused records a late payment
+ *    (late_payments, once per order and reference) and leaves the order and
+ *    the stock alone; found nowhere, the order is not persisted yet: the
+ *    payment waits (retried with backoff, its offset held) up to
+ *    consumer.payment_wait_ms, then goes to the dead-letter topic ("order
+ *    unknown").
+ * 2. After the commit, the order's state in the item's orders hash becomes
+ *    'p' (seckill_mark, the buyers' status calls), best effort: PostgreSQL
+ *    decides, a failure is logged once per state change and counted.
+ * 3. Only then is the message's offset stored (never past a payment not
+ *    done), so a crash loses none, and its replay changes nothing.
+ *
+ * A malformed message (bad JSON, another version, a key that is not its
+ * user) goes to the dead-letter topic with its reason, its offset stored
+ * once the broker has the letter. PostgreSQL or Redis down: retried with
+ * backoff, said once per state change.
+ *
+ * payments_start and payments_stop belong to the consumer's main thread. */
+#ifndef SECKILL_PAYMENTS_H
+#define SECKILL_PAYMENTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cfg.h"
+
+/* The longest payment reference. */
+#define PAY_REF_MAX 64
+/* The latest paid_at_ms taken: 9999-12-31T23:59:59.999Z. */
+#define PAY_AT_MAX_MS INT64_C(253402300799999)
+
+struct pay_msg {
+    int64_t order_id, user_id, paid_at_ms;
+    char ref[PAY_REF_MAX + 1];
+};
+
+/* Decode a payment message and check its key (the user id, in decimal).
+ * 0, or -1 with the reason in err. Any thread. */
+int pay_decode(const void *payload, size_t len, const void *key, size_t key_len, struct pay_msg *out,
+               char *err, size_t errlen);
+
+struct payments;
+
+/* Make the Kafka clients (the consumer and its dead-letter producer) and
+ * start the thread, which connects to the rest itself. c must outlive
+ * payments_stop. 0, or -1 with err. */
+int payments_start(const struct cfg *c, struct payments **out, char *err, size_t errlen);
+/* True once a Kafka client hit a fatal error (kconf_fatal): the consumer
+ * must stop, and a fresh process take over. */
+bool payments_fatal(const struct payments *p);
+/* Stop the thread: the payment under way finishes, dead letters sent are
+ * waited for a moment, the offsets of what is done are committed; what
+ * waits for its order is read again by the next consumer. Frees everything;
+ * NULL is fine. */
+void payments_stop(struct payments *p);
+
+#endif

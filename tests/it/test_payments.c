@@ -1,0 +1,830 @@
+/* Payments (issue #44), end to end against the stack: the shop's payment
+ * service publishes payments on the payments topic as its own Kafka user
+ * ("payment", which may write that topic and nothing else), and a running
+ * consumer moves each order from pending_payment to paid, exactly once,
+ * under the user's lock and fence:
+ *  - a payment pays its order in PostgreSQL and marks it 'p' in Redis; the
+ *    same payment again changes nothing (a replay), another payment of a
+ *    paid order is recorded late (paid_other);
+ *  - a payment for an expired order is recorded late, and the order and the
+ *    stock are left alone;
+ *  - payments published right at their orders' pay_by while the expiry runs:
+ *    each order ends either paid or expired with a late payment, and no unit
+ *    of a paid order ever goes back;
+ *  - malformed payments, and one whose order never comes, are dead-lettered
+ *    with their reasons; a payment published before its order waits for it.
+ *
+ * Orders are published signed on the orders topic (as a producer does) and
+ * persisted by one consumer started for the suite, running as a Redis ACL
+ * user of this run with the rules scripts/stack.d/redis.sh gives the
+ * consumer. The suite has its own orders, dead-letter and payments topics
+ * (sktest.payments.*: the payment user's scratch topics on the dev stack),
+ * group, key prefix and items; each test its own item and users, and reads
+ * the consumer's counters as differences. */
+#include "harness.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "keys.h"
+#include "order.h"
+#include "ordersig.h"
+#include "payments.h"
+#include "rfunc.h"
+#include "sale.h"
+
+#define KAFKA_WAIT_MS 20000
+
+/* The suite's consumer and its topics. */
+static struct {
+    struct cfg c;
+    char cfgpath[128], clog[192], pwfile[128], user[64], password[40];
+    char topic[96], dlq[112], payments[96];
+    int cport;
+    pid_t cons;
+    rd_kafka_t *orders, *pay; /* producers: as admin (orders), as payment */
+    int64_t items[8];
+    int nitems;
+    int64_t user_lo, user_hi; /* every user of the run */
+} S;
+
+/* --- fixtures ------------------------------------------------------------------ */
+
+/* An ACL user with the consumer's rules as the stack writes them (ACL
+ * SETUSER puts the selectors that come apart at their spaces together). */
+static void acl_user_create(void)
+{
+    char cmd[1024], rules[8192], pw[48], rnd[17], *save = NULL;
+    const char *argv[512];
+    int n = 0;
+    snprintf(cmd, sizeof(cmd),
+             "bash -c 'STATE=/nonexistent; . \"$0/scripts/stack.d/redis.sh\" && redis_acl_rules consumer \"$1\"' "
+             "'%s' '%s'",
+             harness_root(), harness_conf.redis.key_prefix);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t len = fread(rules, 1, sizeof(rules) - 1, f);
+    rules[len] = '\0';
+    assert_int_equal(pclose(f), 0);
+    assert_int_equal(util_random_hex(rnd, 8), 0);
+    snprintf(S.user, sizeof(S.user), "sktest-payments-%d", (int)getpid());
+    snprintf(S.password, sizeof(S.password), "c-%s", rnd);
+    snprintf(pw, sizeof(pw), ">%s", S.password);
+    argv[n++] = "ACL", argv[n++] = "SETUSER", argv[n++] = S.user, argv[n++] = "reset", argv[n++] = "on";
+    argv[n++] = pw;
+    for (char *t = strtok_r(rules, " \n", &save); t && n < 510; t = strtok_r(NULL, " \n", &save))
+        argv[n++] = t;
+    redisContext *rc = harness_redis(&harness_conf);
+    redisReply *r = redisCommandArgv(rc, n, argv, NULL);
+    assert_non_null(r);
+    if (r->type == REDIS_REPLY_ERROR)
+        fail_msg("ACL SETUSER %s: %s", S.user, r->str);
+    freeReplyObject(r);
+    redisFree(rc);
+}
+
+static rd_kafka_t *producer_as(const char *user)
+{
+    char err[512];
+    rd_kafka_conf_t *conf = harness_kafka_conf(&harness_conf, user);
+    assert_int_equal(rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)), RD_KAFKA_CONF_OK);
+    assert_int_equal(rd_kafka_conf_set(conf, "linger.ms", "0", err, sizeof(err)), RD_KAFKA_CONF_OK);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    if (!rk)
+        fail_msg("rd_kafka_new: %s", err);
+    return rk;
+}
+
+/* The consumer's configuration for this run, written to S.cfgpath. */
+static void consumer_cfg(void)
+{
+    char rnd[9];
+    assert_int_equal(util_random_hex(rnd, 4), 0);
+    snprintf(S.pwfile, sizeof(S.pwfile), "/tmp/sktest-payments-pw-%d-%s", (int)getpid(), rnd);
+    harness_write_secret(S.pwfile, S.password);
+    harness_cfg(&S.c);
+    harness_set_str(&S.c.redis.key_prefix, harness_conf.redis.key_prefix);
+    harness_set_str(&S.c.redis.user[CFG_ROLE_CONSUMER], S.user);
+    harness_set_str(&S.c.redis.password_file[CFG_ROLE_CONSUMER], S.pwfile);
+    snprintf(S.topic, sizeof(S.topic), "sktest.paylife.%d.%s", (int)getpid(), rnd);
+    snprintf(S.dlq, sizeof(S.dlq), "%s.dlq", S.topic);
+    snprintf(S.payments, sizeof(S.payments), "sktest.payments.%d.%s", (int)getpid(), rnd);
+    harness_set_str(&S.c.kafka.topic, S.topic);
+    harness_set_str(&S.c.kafka.dlq_topic, S.dlq);
+    harness_set_str(&S.c.kafka.payments_topic, S.payments);
+    free(S.c.consumer.group_id);
+    assert_true(asprintf(&S.c.consumer.group_id, "sktest-payments-%d-%s", (int)getpid(), rnd) > 0);
+    S.c.consumer.workers = 2;
+    S.c.consumer.expire_interval_ms = 100;
+    S.c.consumer.return_backoff_cap_ms = 300;
+    S.c.consumer.payment_wait_ms = 4000;
+    S.c.consumer.metrics_port = S.cport = harness_free_port();
+    harness_cfg_file(&S.c, S.cfgpath, sizeof(S.cfgpath));
+    snprintf(S.clog, sizeof(S.clog), "%s.consumer.log", S.cfgpath);
+}
+
+static int setup(void **state)
+{
+    char err[512], bin[512];
+    int was = -1;
+    bool ok;
+    harness_setup(state);
+    redisContext *rc = harness_redis(&harness_conf);
+    enum rfunc_status st = rfunc_load(rc, RFUNC_LIB_RETURN, &was, err, sizeof(err));
+    redisFree(rc);
+    if (st != RFUNC_OK && st != RFUNC_NEWER) {
+        fprintf(stderr, "# loading seckill_return: %s\n", err);
+        return -1;
+    }
+    S.user_lo = 7000000 + (int64_t)util_rand_below(1000000) * 1024;
+    S.user_hi = S.user_lo + 1023;
+    acl_user_create();
+    consumer_cfg();
+    if (harness_topic_create(&S.c, S.topic, 4) != 0 || harness_topic_create(&S.c, S.dlq, 1) != 0 ||
+        harness_topic_create(&S.c, S.payments, 4) != 0)
+        return -1;
+    S.orders = producer_as("admin");
+    S.pay = producer_as("payment");
+    harness_bin("seckill-consumer", bin, sizeof(bin));
+    char *argv[] = { bin, "-c", S.cfgpath, NULL };
+    S.cons = harness_spawn(argv, S.clog);
+    WAIT_UNTIL(sale_metric(S.cport, "seckill_consumer_assigned_partitions") > 0, 60000, ok);
+    if (!ok) {
+        fprintf(stderr, "# the consumer did not come up; see %s\n", S.clog);
+        return -1;
+    }
+    return 0;
+}
+
+static void pg_drop(int64_t item)
+{
+    harness_pg_try(&harness_conf, "DELETE FROM order_returns WHERE item_id = $1", item, 0);
+    harness_pg_try(&harness_conf, "DELETE FROM orders WHERE item_id = $1", item, 0);
+    harness_pg_try(&harness_conf, "DELETE FROM order_rejections WHERE item_id = $1", item, 0);
+    harness_pg_try(&harness_conf, "DELETE FROM items WHERE item_id = $1", item, 0);
+}
+
+static int teardown(void **state)
+{
+    redisContext *rc = NULL;
+    char err[256];
+    int st = 0;
+    if (S.cons > 0) {
+        kill(S.cons, SIGTERM);
+        st = harness_wait_exit(S.cons, 30000);
+        if (st != 0)
+            fprintf(stderr, "# the consumer exited %d; see %s\n", st, S.clog);
+    }
+    if (S.orders)
+        rd_kafka_destroy(S.orders);
+    if (S.pay)
+        rd_kafka_destroy(S.pay);
+    if (harness_redis_open(&harness_conf, &rc, err, sizeof(err)) == 0) {
+        freeReplyObject(redisCommand(rc, "ACL DELUSER %s", S.user));
+        redisFree(rc);
+    }
+    harness_pg_try(&harness_conf, "DELETE FROM late_payments WHERE user_id BETWEEN $1 AND $2", S.user_lo,
+                   S.user_hi);
+    for (int i = 0; i < S.nitems; i++)
+        pg_drop(S.items[i]);
+    harness_topic_delete(&S.c, S.topic);
+    harness_topic_delete(&S.c, S.dlq);
+    harness_topic_delete(&S.c, S.payments);
+    unlink(S.pwfile);
+    if (st == 0 && !getenv("SECKILL_TEST_KEEP_LOGS")) {
+        unlink(S.cfgpath);
+        unlink(S.clog);
+    }
+    cfg_free(&S.c);
+    harness_teardown(state);
+    return st == 0 ? 0 : -1;
+}
+
+/* --- publishing ---------------------------------------------------------------- */
+
+static void produce(rd_kafka_t *rk, const char *topic, const char *key, const char *val, size_t len)
+{
+    rd_kafka_resp_err_t e;
+    do {
+        e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
+                              RD_KAFKA_V_VALUE((void *)val, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                              RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            rd_kafka_poll(rk, 10);
+    } while (e == RD_KAFKA_RESP_ERR__QUEUE_FULL);
+    assert_int_equal(e, RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
+static void flush(rd_kafka_t *rk)
+{
+    assert_int_equal(rd_kafka_flush(rk, KAFKA_WAIT_MS), RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
+/* An order, signed as a producer signs it, on the orders topic. */
+static void publish_order(int64_t order, int64_t user, int64_t item)
+{
+    struct order o = { order, user, item, 1, util_wall_ms() };
+    char buf[ORDER_MSG_MAX], key[ORDER_ID_STR_MAX];
+    assert_int_equal(osig_sign(&o), 0);
+    int n = order_encode(&o, buf, sizeof(buf));
+    assert_true(n > 0);
+    snprintf(key, sizeof(key), "%" PRId64, user);
+    produce(S.orders, S.topic, key, buf, (size_t)n);
+}
+
+/* A payment on the payments topic as the payment service, keyed by its user. */
+static void publish_payment(int64_t order, int64_t user, int64_t paid_at_ms, const char *ref)
+{
+    char buf[256], key[24];
+    int n = snprintf(buf, sizeof(buf), "{\"v\":1,\"order_id\":\"%" PRId64 "\",\"user_id\":%" PRId64
+                     ",\"paid_at_ms\":%" PRId64 ",\"ref\":\"%s\"}", order, user, paid_at_ms, ref);
+    snprintf(key, sizeof(key), "%" PRId64, user);
+    produce(S.pay, S.payments, key, buf, (size_t)n);
+}
+
+/* --- what the stores and the consumer say ----------------------------------------- */
+
+static int64_t pg_int2(const char *sql, int64_t a1, int64_t a2)
+{
+    char s1[24], s2[24];
+    snprintf(s1, sizeof(s1), "%" PRId64, a1);
+    snprintf(s2, sizeof(s2), "%" PRId64, a2);
+    const char *p[] = { s1, s2 };
+    PGconn *pg = harness_pg(&harness_conf);
+    PGresult *r = PQexecParams(pg, sql, strstr(sql, "$2") ? 2 : 1, NULL, p, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        fail_msg("%s: %s", sql, PQerrorMessage(pg));
+    int64_t v = PQntuples(r) == 0 || PQgetisnull(r, 0, 0) ? -1 : strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    PQfinish(pg);
+    return v;
+}
+
+static int64_t pg_int(const char *sql, int64_t a1)
+{
+    return pg_int2(sql, a1, 0);
+}
+
+static int64_t orders_in(int64_t item, const char *status)
+{
+    char sql[160];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM orders WHERE item_id = $1 AND status = '%s'", status);
+    return pg_int(sql, item);
+}
+
+static int64_t stock_left(int64_t item)
+{
+    return pg_int("SELECT stock_left FROM items WHERE item_id = $1", item);
+}
+
+static int64_t late_rows(int64_t order, const char *then)
+{
+    char sql[160];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM late_payments WHERE order_id = $1 AND status_then = '%s'",
+             then);
+    return pg_int(sql, order);
+}
+
+static int64_t metric(const char *name)
+{
+    return sale_metric(S.cport, name);
+}
+
+/* The order's state in the item's orders hash ("user|state|rsv|settled|detail"). */
+static void redis_state(int64_t item, int64_t order, char *out, size_t len)
+{
+    char k[KEYS_MAX], f[32];
+    assert_true(keys_item(k, sizeof(k), harness_conf.redis.key_prefix, item, KEYS_ITEM_ORDERS) > 0);
+    snprintf(f, sizeof(f), "o:%" PRId64, order);
+    redisContext *rc = harness_redis(&harness_conf);
+    redisReply *r = harness_cmd(rc, "HGET %s %s", k, f);
+    snprintf(out, len, "%s", r->type == REDIS_REPLY_STRING ? r->str : "(none)");
+    freeReplyObject(r);
+    redisFree(rc);
+}
+
+static long long redis_stock(int64_t item)
+{
+    char k[KEYS_MAX];
+    assert_true(keys_item(k, sizeof(k), harness_conf.redis.key_prefix, item, KEYS_ITEM_STOCK) > 0);
+    redisContext *rc = harness_redis(&harness_conf);
+    long long v = harness_int(rc, "GET %s", k);
+    redisFree(rc);
+    return v;
+}
+
+/* An item of stock units, its buyers given pay_s seconds to pay. */
+static int64_t item_create(int64_t stock, int pay_s)
+{
+    char sid[24], sstock[24], spay[24], *out = NULL;
+    int64_t item = 960000000 + (int64_t)util_rand_below(9999999);
+    snprintf(sid, sizeof(sid), "%" PRId64, item);
+    snprintf(sstock, sizeof(sstock), "%" PRId64, stock);
+    snprintf(spay, sizeof(spay), "%d", pay_s);
+    if (S.nitems < (int)ARRAY_SIZE(S.items))
+        S.items[S.nitems++] = item;
+    const char *args[] = { "-c", S.cfgpath, "item", "create", "--id", sid, "--stock", sstock, "--pay-within", spay,
+                           NULL };
+    int st = harness_run(&out, "seckillctl", args, 30000);
+    if (st != 0 || !strstr(out, "to be paid within"))
+        fail_msg("seckillctl item create --pay-within %d: exit %d: %s", pay_s, st, out);
+    free(out);
+    return item;
+}
+
+/* Ids of this run's orders: far above any a producer hands out here. */
+static int64_t order_id(int64_t item, int i)
+{
+    return INT64_C(7000000000000000000) + (item % 1000000000) * 1000 + i;
+}
+
+/* n orders of item for users first..first+n-1, published (in groups of
+ * spread, gap_ms apart: their pay_by apart too) and persisted
+ * pending_payment. */
+static void orders_spread(int64_t item, int64_t first, int n, int spread, int gap_ms)
+{
+    bool ok;
+    for (int i = 0; i < n; i++) {
+        publish_order(order_id(item, i), first + i, item);
+        if ((i + 1) % spread == 0 && i + 1 < n) {
+            flush(S.orders);
+            util_sleep_ms(gap_ms);
+        }
+    }
+    flush(S.orders);
+    WAIT_UNTIL(orders_in(item, "pending_payment") == n, 20000, ok);
+    if (!ok)
+        fail_msg("%lld of %d orders pending payment; see %s", (long long)orders_in(item, "pending_payment"), n,
+                 S.clog);
+}
+
+static void orders_pending(int64_t item, int64_t first, int n)
+{
+    orders_spread(item, first, n, n, 0);
+}
+
+/* --- the tests ---------------------------------------------------------------------- */
+
+/* The message's rules, without the stack: what is taken and what is not. */
+static void test_decode(void **state)
+{
+    (void)state;
+    struct pay_msg m;
+    char err[256];
+    const char *good = "{\"v\":1,\"order_id\":\"42\",\"user_id\":7,\"paid_at_ms\":1700000000000,\"ref\":\"tx-1.a:B_9\"}";
+    assert_int_equal(pay_decode(good, strlen(good), "7", 1, &m, err, sizeof(err)), 0);
+    assert_int_equal(m.order_id, 42);
+    assert_int_equal(m.user_id, 7);
+    assert_int_equal(m.paid_at_ms, INT64_C(1700000000000));
+    assert_string_equal(m.ref, "tx-1.a:B_9");
+    static const struct {
+        const char *json, *key, *why;
+    } bad[] = {
+        { "{\"v\":1,", "7", "bad JSON" },
+        { "[1]", "7", "not a JSON object" },
+        { "{\"v\":2,\"order_id\":\"42\",\"user_id\":7,\"paid_at_ms\":1,\"ref\":\"r\"}", "7", "unknown version 2" },
+        { "{\"v\":1,\"order_id\":42,\"user_id\":7,\"paid_at_ms\":1,\"ref\":\"r\"}", "7", "\"order_id\" string" },
+        { "{\"v\":1,\"order_id\":\"-4\",\"user_id\":7,\"paid_at_ms\":1,\"ref\":\"r\"}", "7", "\"order_id\" is not" },
+        { "{\"v\":1,\"order_id\":\"42\",\"user_id\":0,\"paid_at_ms\":1,\"ref\":\"r\"}", "0", "\"user_id\" out of" },
+        { "{\"v\":1,\"order_id\":\"42\",\"user_id\":7,\"ref\":\"r\"}", "7", "missing \"paid_at_ms\"" },
+        { "{\"v\":1,\"order_id\":\"42\",\"user_id\":7,\"paid_at_ms\":1,\"ref\":\"\"}", "7", "\"ref\" is not" },
+        { "{\"v\":1,\"order_id\":\"42\",\"user_id\":7,\"paid_at_ms\":1,\"ref\":\"a b\"}", "7", "\"ref\" is not" },
+        { "{\"v\":1,\"order_id\":\"42\",\"user_id\":7,\"paid_at_ms\":1,\"ref\":\"r\",\"ref\":\"s\"}", "7", "bad JSON" },
+        { "{\"v\":1,\"order_id\":\"42\",\"user_id\":7,\"paid_at_ms\":1,\"ref\":\"r\"}", "8", "key is not the user" },
+        { "{\"v\":1,\"order_id\":\"42\",\"user_id\":7,\"paid_at_ms\":1,\"ref\":\"r\"}", NULL, "key is not the user" },
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        err[0] = '\0';
+        int rc = pay_decode(bad[i].json, strlen(bad[i].json), bad[i].key, bad[i].key ? strlen(bad[i].key) : 0,
+                            &m, err, sizeof(err));
+        if (rc != -1 || !strstr(err, bad[i].why))
+            fail_msg("case %zu (%s): %d, \"%s\", wanted \"%s\"", i, bad[i].json, rc, err, bad[i].why);
+    }
+    char ref65[80];
+    memset(ref65, 'r', 65);
+    ref65[65] = '\0';
+    char json[200];
+    int n = snprintf(json, sizeof(json), "{\"v\":1,\"order_id\":\"1\",\"user_id\":7,\"paid_at_ms\":1,\"ref\":\"%s\"}",
+                     ref65);
+    assert_int_equal(pay_decode(json, (size_t)n, "7", 1, &m, err, sizeof(err)), -1);
+    ref65[64] = '\0';
+    n = snprintf(json, sizeof(json), "{\"v\":1,\"order_id\":\"1\",\"user_id\":7,\"paid_at_ms\":1,\"ref\":\"%s\"}",
+                 ref65);
+    assert_int_equal(pay_decode(json, (size_t)n, "7", 1, &m, err, sizeof(err)), 0);
+}
+
+/* The payment service's user writes the payments topic and nothing else:
+ * the broker refuses its orders and its dead letters. */
+static rd_kafka_resp_err_t delivered;
+static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk;
+    (void)opaque;
+    delivered = m->err;
+}
+
+static rd_kafka_resp_err_t produce_as_payment(const char *topic)
+{
+    char err[512];
+    rd_kafka_conf_t *conf = harness_kafka_conf(&harness_conf, "payment");
+    assert_int_equal(rd_kafka_conf_set(conf, "message.timeout.ms", "15000", err, sizeof(err)), RD_KAFKA_CONF_OK);
+    assert_int_equal(rd_kafka_conf_set(conf, "log_level", "0", err, sizeof(err)), RD_KAFKA_CONF_OK);
+    rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    assert_non_null(rk);
+    delivered = RD_KAFKA_RESP_ERR__IN_PROGRESS;
+    assert_int_equal(rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY("1", 1),
+                                       RD_KAFKA_V_VALUE("acl-test", 8), RD_KAFKA_V_END),
+                     RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_flush(rk, KAFKA_WAIT_MS);
+    rd_kafka_destroy(rk);
+    return delivered;
+}
+
+static void test_payment_user_writes_payments_only(void **state)
+{
+    (void)state;
+    assert_int_equal(produce_as_payment("seckill.orders"), RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+    assert_int_equal(produce_as_payment("seckill.orders.dlq"), RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+    assert_int_equal(produce_as_payment(S.topic), RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+    assert_int_equal(produce_as_payment(S.dlq), RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+}
+
+/* A payment pays its order (PostgreSQL, then 'p' in Redis); the same payment
+ * again changes nothing; another payment of the paid order is late. */
+static void test_pay_then_replay(void **state)
+{
+    (void)state;
+    int64_t item = item_create(3, 60), u = S.user_lo, paid_at = util_wall_ms();
+    int64_t o = order_id(item, 0);
+    int64_t applied = metric("seckill_consumer_payments_applied_total");
+    int64_t replayed = metric("seckill_consumer_payments_replayed_total");
+    int64_t late = metric("seckill_consumer_late_payments_total");
+    char st[256], want[64];
+    bool ok;
+    orders_pending(item, u, 2);
+    publish_payment(o, u, paid_at, "pay-1");
+    flush(S.pay);
+    WAIT_UNTIL(orders_in(item, "paid") == 1, 15000, ok);
+    if (!ok)
+        fail_msg("the order was not paid; see %s", S.clog);
+    assert_int_equal(pg_int2("SELECT count(*) FROM orders WHERE order_id = $1 AND status = 'paid' AND "
+                             "status_reason = 'paid pay-1' AND status_changed_at = timestamptz 'epoch' + "
+                             "$2::bigint * interval '1 millisecond'",
+                             o, paid_at),
+                     1);
+    assert_int_equal(orders_in(item, "pending_payment"), 1); /* the other order waits still */
+    snprintf(want, sizeof(want), "|p|");
+    WAIT_UNTIL((redis_state(item, o, st, sizeof(st)), strstr(st, want) != NULL), 5000, ok);
+    if (!ok)
+        fail_msg("Redis holds \"%s\" for the paid order; see %s", st, S.clog);
+    snprintf(want, sizeof(want), "|%" PRId64, paid_at);
+    assert_non_null(strstr(st, want)); /* its detail: when it was paid */
+    WAIT_UNTIL(metric("seckill_consumer_payments_applied_total") == applied + 1, 5000, ok);
+    assert_true(ok);
+
+    /* The same payment again: a replay, nothing changes. */
+    publish_payment(o, u, paid_at + 5000, "pay-1");
+    flush(S.pay);
+    WAIT_UNTIL(metric("seckill_consumer_payments_replayed_total") == replayed + 1, 15000, ok);
+    if (!ok)
+        fail_msg("the replay was not counted; see %s", S.clog);
+    assert_int_equal(pg_int2("SELECT count(*) FROM orders WHERE order_id = $1 AND status_changed_at = "
+                             "timestamptz 'epoch' + $2::bigint * interval '1 millisecond'",
+                             o, paid_at),
+                     1);
+    assert_int_equal(metric("seckill_consumer_payments_applied_total"), applied + 1);
+    assert_int_equal(late_rows(o, "paid_other"), 0);
+
+    /* Another payment of a paid order: paid twice, recorded for a refund. */
+    publish_payment(o, u, paid_at + 9000, "pay-2");
+    flush(S.pay);
+    WAIT_UNTIL(late_rows(o, "paid_other") == 1, 15000, ok);
+    if (!ok)
+        fail_msg("no late payment recorded for the second payment; see %s", S.clog);
+    WAIT_UNTIL(metric("seckill_consumer_late_payments_total") == late + 1, 5000, ok);
+    assert_true(ok);
+    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE order_id = $1 AND status_reason = 'paid pay-1'", o),
+                     1);
+    assert_int_equal(stock_left(item), 1);
+}
+
+/* A payment of an expired order is late: recorded (once), the order stays
+ * expired and its unit where the expiry put it. */
+static void test_late_payment_of_expired_order(void **state)
+{
+    (void)state;
+    int64_t item = item_create(2, 1), u = S.user_lo + 10;
+    int64_t o = order_id(item, 0);
+    int64_t late = metric("seckill_consumer_late_payments_total");
+    int64_t replayed = metric("seckill_consumer_payments_replayed_total");
+    bool ok;
+    orders_pending(item, u, 1);
+    WAIT_UNTIL(orders_in(item, "expired") == 1 &&
+                   pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1 AND done_at IS NOT NULL", item) == 1,
+               15000, ok);
+    if (!ok)
+        fail_msg("the order did not expire and come back; see %s", S.clog);
+    int64_t left = stock_left(item);
+    long long rstock = redis_stock(item);
+    assert_int_equal(left, 2);
+
+    publish_payment(o, u, util_wall_ms(), "late-1");
+    flush(S.pay);
+    WAIT_UNTIL(late_rows(o, "expired") == 1, 15000, ok);
+    if (!ok)
+        fail_msg("no late payment recorded; see %s", S.clog);
+    WAIT_UNTIL(metric("seckill_consumer_late_payments_total") == late + 1, 5000, ok);
+    assert_true(ok);
+    assert_int_equal(orders_in(item, "expired"), 1);
+    assert_int_equal(orders_in(item, "paid"), 0);
+    assert_int_equal(stock_left(item), left);
+    assert_int_equal(redis_stock(item), rstock);
+    assert_int_equal(pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1", item), 1);
+
+    /* Again: recorded once. */
+    publish_payment(o, u, util_wall_ms(), "late-1");
+    flush(S.pay);
+    WAIT_UNTIL(metric("seckill_consumer_payments_replayed_total") == replayed + 1, 15000, ok);
+    assert_true(ok);
+    assert_int_equal(pg_int("SELECT count(*) FROM late_payments WHERE order_id = $1", o), 1);
+    assert_int_equal(stock_left(item), left);
+
+    /* An order the consumer refused (order_rejections, which the consumer
+     * may not read: order_refused() answers for it) is late too. */
+    char sql[256];
+    int64_t refused = order_id(item, 1);
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO order_rejections (order_id, user_id, item_id, reason, reserved_at) "
+             "VALUES ($1, $2, %" PRId64 ", 'no_stock', now())",
+             item);
+    assert_int_equal(harness_pg_try(&harness_conf, sql, refused, u + 1), 0);
+    publish_payment(refused, u + 1, util_wall_ms(), "late-2");
+    flush(S.pay);
+    WAIT_UNTIL(late_rows(refused, "refused") == 1, 15000, ok);
+    if (!ok)
+        fail_msg("no late payment recorded for a refused order; see %s", S.clog);
+    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE order_id = $1", refused), 0);
+    assert_int_equal(stock_left(item), left);
+}
+
+/* Each of N orders paid right at its pay_by while the expiry runs: every
+ * order ends either paid or expired with its payment recorded late, and
+ * only the expired ones give their unit back. */
+static void test_payments_race_the_expiry(void **state)
+{
+    (void)state;
+    enum { N = 200 };
+    int64_t item = item_create(N, 3), first = S.user_lo + 100;
+    int64_t applied = metric("seckill_consumer_payments_applied_total");
+    int64_t late = metric("seckill_consumer_late_payments_total");
+    int64_t ids[N], users[N], pay_by[N];
+    bool ok;
+    /* Their windows end over a second, so the expiry's passes (every
+     * 100 ms) fall between the payments as much as before them. */
+    orders_spread(item, first, N, 10, 50);
+    char sitem[24];
+    snprintf(sitem, sizeof(sitem), "%" PRId64, item);
+    const char *p[] = { sitem };
+    PGconn *pg = harness_pg(&harness_conf);
+    PGresult *r = PQexecParams(pg,
+                               "SELECT order_id, user_id, (extract(epoch FROM pay_by) * 1000)::bigint FROM orders "
+                               "WHERE item_id = $1 ORDER BY pay_by, order_id",
+                               1, NULL, p, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    assert_int_equal(PQntuples(r), N);
+    for (int i = 0; i < N; i++) {
+        ids[i] = strtoll(PQgetvalue(r, i, 0), NULL, 10);
+        users[i] = strtoll(PQgetvalue(r, i, 1), NULL, 10);
+        pay_by[i] = strtoll(PQgetvalue(r, i, 2), NULL, 10);
+    }
+    PQclear(r);
+    PQfinish(pg);
+
+    /* Each payment published at its order's pay_by, paid then. */
+    for (int i = 0; i < N; i++) {
+        int64_t wait = pay_by[i] - util_wall_ms();
+        if (wait > 0) {
+            rd_kafka_poll(S.pay, 0);
+            util_sleep_ms(wait);
+        }
+        char ref[32];
+        snprintf(ref, sizeof(ref), "race-%d", i);
+        publish_payment(ids[i], users[i], pay_by[i], ref);
+    }
+    flush(S.pay);
+    WAIT_UNTIL(orders_in(item, "paid") + pg_int("SELECT count(*) FROM late_payments l JOIN orders o USING "
+                                                "(order_id) WHERE o.item_id = $1",
+                                                item) ==
+                   N,
+               30000, ok);
+    int64_t paid = orders_in(item, "paid"), expired = orders_in(item, "expired");
+    printf("# %lld paid, %lld expired and paid late\n", (long long)paid, (long long)expired);
+    if (!ok)
+        fail_msg("%lld paid, %lld expired, %lld late payments; see %s", (long long)paid, (long long)expired,
+                 (long long)pg_int("SELECT count(*) FROM late_payments l JOIN orders o USING (order_id) "
+                                   "WHERE o.item_id = $1",
+                                   item),
+                 S.clog);
+    assert_int_equal(paid + expired, N);
+    /* The expired ones, each with its payment recorded late; no paid one. */
+    assert_int_equal(pg_int("SELECT count(*) FROM late_payments l JOIN orders o USING (order_id) WHERE "
+                            "o.item_id = $1 AND o.status = 'expired' AND l.status_then = 'expired'",
+                            item),
+                     expired);
+    assert_int_equal(pg_int("SELECT count(*) FROM late_payments l JOIN orders o USING (order_id) WHERE "
+                            "o.item_id = $1 AND o.status <> 'expired'",
+                            item),
+                     0);
+    /* A unit back for each expired order, none for a paid one. */
+    assert_int_equal(pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1", item), expired);
+    assert_int_equal(pg_int("SELECT count(*) FROM order_returns r JOIN orders o USING (order_id) WHERE "
+                            "r.item_id = $1 AND o.status = 'paid'",
+                            item),
+                     0);
+    assert_int_equal(stock_left(item), expired);
+    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE item_id = $1 AND status = 'paid' AND "
+                            "status_reason LIKE 'paid race-%' AND (extract(epoch FROM status_changed_at) * 1000)::bigint = "
+                            "(extract(epoch FROM pay_by) * 1000)::bigint",
+                            item),
+                     paid);
+    WAIT_UNTIL(metric("seckill_consumer_payments_applied_total") == applied + paid &&
+                   metric("seckill_consumer_late_payments_total") == late + expired,
+               5000, ok);
+    if (!ok)
+        fail_msg("metrics: applied %lld (want %lld), late %lld (want %lld)",
+                 (long long)(metric("seckill_consumer_payments_applied_total") - applied), (long long)paid,
+                 (long long)(metric("seckill_consumer_late_payments_total") - late), (long long)expired);
+}
+
+/* The dead letters on the suite's dead-letter topic: each one's error
+ * header into why[i] (at most n); checks their source topic. How many. */
+static int read_letters(char why[][128], int n)
+{
+    char err[512];
+    int got = 0;
+    rd_kafka_conf_t *conf = harness_kafka_conf(&harness_conf, "admin");
+    assert_int_equal(rd_kafka_conf_set(conf, "enable.partition.eof", "true", err, sizeof(err)), RD_KAFKA_CONF_OK);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+    assert_non_null(rk);
+    rd_kafka_topic_t *t = rd_kafka_topic_new(rk, S.dlq, NULL);
+    assert_int_equal(rd_kafka_consume_start(t, 0, RD_KAFKA_OFFSET_BEGINNING), 0);
+    for (int64_t end = util_mono_ms() + KAFKA_WAIT_MS; got < n && util_mono_ms() < end;) {
+        rd_kafka_message_t *m = rd_kafka_consume(t, 0, 200);
+        if (!m)
+            continue;
+        rd_kafka_headers_t *h = NULL;
+        const void *v;
+        size_t len;
+        if (!m->err && rd_kafka_message_headers(m, &h) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            if (rd_kafka_header_get_last(h, "source_topic", &v, &len) == RD_KAFKA_RESP_ERR_NO_ERROR)
+                assert_memory_equal(v, S.payments, strlen(S.payments));
+            if (rd_kafka_header_get_last(h, "error", &v, &len) == RD_KAFKA_RESP_ERR_NO_ERROR)
+                snprintf(why[got++], 128, "%.*s", (int)len, (const char *)v);
+        }
+        rd_kafka_message_destroy(m);
+    }
+    rd_kafka_consume_stop(t, 0);
+    rd_kafka_topic_destroy(t);
+    rd_kafka_destroy(rk);
+    return got;
+}
+
+/* Malformed payments are dead-lettered with their reasons; a payment whose
+ * order never comes too, once consumer.payment_wait_ms is over; and one
+ * published before its order waits for it and pays it. */
+static void test_dead_letters_and_early_payments(void **state)
+{
+    (void)state;
+    int64_t item = item_create(2, 60), u = S.user_lo + 20, now = util_wall_ms();
+    int64_t early = order_id(item, 0), never = order_id(item, 1);
+    int64_t letters = metric("seckill_consumer_payments_dead_lettered_total");
+    int64_t applied = metric("seckill_consumer_payments_applied_total");
+    char key[24], why[8][128], st[256];
+    bool ok;
+    snprintf(key, sizeof(key), "%" PRId64, u);
+    produce(S.pay, S.payments, key, "{\"v\":1,", 6);
+    const char *v2 = "{\"v\":2,\"order_id\":\"1\",\"user_id\":1,\"paid_at_ms\":1,\"ref\":\"r\"}";
+    produce(S.pay, S.payments, "1", v2, strlen(v2));
+    char other[200];
+    int n = snprintf(other, sizeof(other),
+                     "{\"v\":1,\"order_id\":\"%" PRId64 "\",\"user_id\":%" PRId64 ",\"paid_at_ms\":1,\"ref\":\"r\"}",
+                     early, u);
+    produce(S.pay, S.payments, "1", other, (size_t)n); /* keyed by another user */
+    publish_payment(never, u + 1, now, "never-1");
+    publish_payment(early, u, now, "early-1");
+    flush(S.pay);
+
+    /* The early one waits (so does the one whose order never comes). */
+    WAIT_UNTIL(metric("seckill_consumer_payments_waiting") >= 1, 10000, ok);
+    if (!ok)
+        fail_msg("no payment waits for its order; see %s", S.clog);
+    assert_int_equal(orders_in(item, "paid"), 0);
+    publish_order(early, u, item);
+    flush(S.orders);
+    WAIT_UNTIL(orders_in(item, "paid") == 1, 15000, ok);
+    if (!ok)
+        fail_msg("the early payment did not pay its order once persisted; see %s", S.clog);
+    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE order_id = $1 AND status = 'paid'", early), 1);
+    WAIT_UNTIL((redis_state(item, early, st, sizeof(st)), strstr(st, "|p|") != NULL), 5000, ok);
+    if (!ok)
+        fail_msg("Redis holds \"%s\" for the early-paid order", st);
+
+    /* Three malformed at once, the unknown order after the wait. */
+    WAIT_UNTIL(metric("seckill_consumer_payments_dead_lettered_total") == letters + 4, 15000, ok);
+    if (!ok)
+        fail_msg("%lld dead letters of 4; see %s",
+                 (long long)(metric("seckill_consumer_payments_dead_lettered_total") - letters), S.clog);
+    assert_int_equal(metric("seckill_consumer_payments_waiting"), 0);
+    assert_int_equal(metric("seckill_consumer_payments_applied_total"), applied + 1);
+    assert_int_equal(read_letters(why, 4), 4);
+    const char *want[] = { "bad JSON", "unknown version 2", "key is not the user id", "order unknown" };
+    for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
+        bool found = false;
+        for (int k = 0; k < 4 && !found; k++)
+            found = strstr(why[k], want[i]) != NULL;
+        if (!found)
+            fail_msg("no dead letter says \"%s\" (%s | %s | %s | %s)", want[i], why[0], why[1], why[2], why[3]);
+    }
+    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE order_id = $1", never), 0);
+    assert_int_equal(pg_int("SELECT count(*) FROM late_payments WHERE order_id = $1", never), 0);
+}
+
+/* Turn the consumer's Redis user on or off; off also drops its
+ * connections: the consumer's Redis is gone until it is on again. */
+static void user_switch(bool on)
+{
+    redisContext *rc = harness_redis(&harness_conf);
+    freeReplyObject(harness_cmd(rc, "ACL SETUSER %s %s", S.user, on ? "on" : "off"));
+    if (!on)
+        freeReplyObject(harness_cmd(rc, "CLIENT KILL USER %s", S.user));
+    redisFree(rc);
+}
+
+/* Redis away (no user's lock): a payment waits, said once, and pays its
+ * order once Redis is back. PostgreSQL's session gone (the server ended
+ * it): the next payment connects again and pays its order. */
+static void test_payment_waits_out_redis_and_postgres(void **state)
+{
+    (void)state;
+    int64_t item = item_create(2, 60), u = S.user_lo + 30, o;
+    int64_t applied = metric("seckill_consumer_payments_applied_total");
+    const char *said = "no user's lock";
+    int before = harness_file_lines(S.clog, said);
+    bool ok;
+    orders_pending(item, u, 2);
+    o = order_id(item, 0);
+    user_switch(false);
+    publish_payment(o, u, util_wall_ms(), "away-1");
+    flush(S.pay);
+    WAIT_UNTIL(harness_file_lines(S.clog, said) > before, 15000, ok);
+    if (!ok) {
+        user_switch(true);
+        fail_msg("no line says the user's lock cannot be had; see %s", S.clog);
+    }
+    util_sleep_ms(1000); /* retried meanwhile, and not said again */
+    int64_t paid_meanwhile = orders_in(item, "paid");
+    user_switch(true);
+    assert_int_equal(paid_meanwhile, 0);
+    WAIT_UNTIL(orders_in(item, "paid") == 1, 20000, ok);
+    if (!ok)
+        fail_msg("the payment did not pay its order once Redis was back; see %s", S.clog);
+    assert_int_equal(harness_file_lines(S.clog, said), before + 1);
+    WAIT_UNTIL(metric("seckill_consumer_payments_applied_total") == applied + 1, 5000, ok);
+    assert_true(ok);
+    assert_true(harness_over_count(S.clog, "payments: redis") >= 1);
+
+    /* Every payments session ended by the server (as a restart or a
+     * failover would): the next payment is paid all the same. */
+    assert_int_equal(harness_sh("cd '%s' && scripts/stack psql -d seckill -qAt -c \"SELECT count(pg_terminate_backend("
+                                "pid)) FROM pg_stat_activity WHERE application_name = "
+                                "'seckill-consumer-payments'\" >/dev/null",
+                                harness_root()),
+                     0);
+    publish_payment(order_id(item, 1), u + 1, util_wall_ms(), "away-2");
+    flush(S.pay);
+    WAIT_UNTIL(orders_in(item, "paid") == 2, 20000, ok);
+    if (!ok)
+        fail_msg("no payment paid after PostgreSQL ended the session; see %s", S.clog);
+    assert_true(harness_file_lines(S.clog, "payments: postgres") >= 1);
+    assert_int_equal(metric("seckill_consumer_payments_applied_total"), applied + 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_decode),
+        cmocka_unit_test(test_payment_user_writes_payments_only),
+        cmocka_unit_test(test_pay_then_replay),
+        cmocka_unit_test(test_late_payment_of_expired_order),
+        cmocka_unit_test(test_payments_race_the_expiry),
+        cmocka_unit_test(test_dead_letters_and_early_payments),
+        cmocka_unit_test(test_payment_waits_out_redis_and_postgres),
+    };
+    harness_filter();
+    return cmocka_run_group_tests_name("payments", tests, setup, teardown);
+}
