@@ -165,8 +165,8 @@ redis_acl_rules() {
             redis_acl_sel '~PFX:{item:*}:pending' '+hdel' "$@"
             redis_acl_sel '~PFX:{item:*}:unpub' '+zrem' "$@"
             # HINCRBY: seckill_return counts the units it gives back (given_back);
-            # HGET: seckill_mark reads an order's state before it moves it on
-            redis_acl_sel '~PFX:{item:*}:orders' '+hget +hmget +hset +hincrby' "$@"
+            # seckill_mark reads an order's state with HMGET before it moves it on
+            redis_acl_sel '~PFX:{item:*}:orders' '+hmget +hset +hincrby' "$@"
             # settle asks whether the item's stock is there; seckill_return
             # gives a unit of an expired order back (INCR; never DECR, SET or DEL)
             redis_acl_sel '~PFX:{item:*}:stock' '+exists +incr' "$@"
