@@ -32,7 +32,8 @@ KAFKA_CERT_CN=kafka-broker
 KAFKA_CLIENTS=$STATE/kafka-clients
 # Bump when kafka_acls grants something new: `up` applies the ACLs again.
 # v4: the payment user, and the consumer's read of the payments topic.
-KAFKA_ACL_VERSION=4
+# v5: make demo's payments topics (seckill.demopay.), for payment and consumer.
+KAFKA_ACL_VERSION=5
 
 kafka_password() { cat "$SECRETS_DIR/kafka-$1"; }
 
@@ -231,8 +232,8 @@ kafka_acl() {
 # .replay and .payments) are literal; the prefixes sktest, bench. and bench are
 # the tests' and benchmarks' scratch topics and groups, seckill.demo. and
 # seckill-demo- make demo's (a topic and a group per run), and
-# sktest.payments. the payment tests' payments topics, granted in the dev
-# stack only.
+# sktest.payments. and seckill.demopay. the payment tests' and make demo's
+# payments topics, granted in the dev stack only.
 kafka_role_acls() {
     local p=User:$2
     case $1 in
@@ -250,7 +251,7 @@ kafka_role_acls() {
             kafka_acl --allow-principal "$p" --operation Read --operation Write --operation Describe \
                 --resource-pattern-type prefixed --topic sktest --topic bench.
             kafka_acl --allow-principal "$p" --operation Read --operation Describe \
-                --resource-pattern-type prefixed --topic seckill.demo. ;;
+                --resource-pattern-type prefixed --topic seckill.demo. --topic seckill.demopay. ;;
         admin) # seckillctl (inspect, rebuild, watch), the tools, the tests' and
                # benchmarks' own clients, on the project's names only: topics
                # seckill. (the orders, their dead letters, make demo's), groups
@@ -269,7 +270,7 @@ kafka_role_acls() {
                  # Write implies it), on the payments topic only
             kafka_acl --allow-principal "$p" --operation Write --operation Describe --topic "$PAYMENTS_TOPIC"
             kafka_acl --allow-principal "$p" --operation Write --operation Describe \
-                --resource-pattern-type prefixed --topic sktest.payments. ;;
+                --resource-pattern-type prefixed --topic sktest.payments. --topic seckill.demopay. ;;
         *) die "no Kafka role $1 (producer, consumer, admin, payment)" ;;
     esac
 }
