@@ -291,8 +291,9 @@ static void summary(const struct replay *r, FILE *out, int64_t elapsed_ms, bool 
         t.cancelled += p->cancelled;
         t.cancel_noop += p->cancel_noop;
     }
-    fprintf(out, "%9s %12s %12s %10" PRId64 " %10" PRId64 " %10" PRId64 " %10" PRId64 " %13" PRId64 " %10" PRId64
-                 " %12" PRId64 "\n",
+    fprintf(out,
+            "%9s %12s %12s %10" PRId64 " %10" PRId64 " %10" PRId64 " %10" PRId64 " %13" PRId64 " %10" PRId64
+            " %12" PRId64 "\n",
             "total", "", "", t.read, t.inserted, t.present, t.rejected, t.dead, t.cancelled, t.cancel_noop);
     fprintf(out, "%" PRId64 " messages in %.1f s (%.0f/s)\n", t.read, (double)elapsed_ms / 1000.0,
             elapsed_ms > 0 ? (double)t.read * 1000.0 / (double)elapsed_ms : 0.0);

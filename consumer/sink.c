@@ -67,7 +67,7 @@ struct work {
     int64_t *users, *fences, *ids, *uids, *iids, *items, *rat, *fc;
     int64_t *ex; /* the orders already there: EX_WORDS words each */
     size_t nex, capex;
-    size_t ncancel; /* cancels in the batch (send_first) */
+    size_t ncancel; /* cancels in the batch (counted by attempt, for send_first) */
     struct fence_params fence;
     struct existing_params existing;
     struct bytes stock_items; /* peek, items: the batch's items, its cancels' too */

@@ -569,10 +569,13 @@ static int64_t buy_pending(struct life *l, int64_t u)
     return id;
 }
 
-/* The status hash says 'w' with the pay_by PostgreSQL holds, to the ms. */
+/* The status hash says 'w' with the pay_by PostgreSQL holds, to the ms, and
+ * so does the producer's status call (pending_payment, pay_by). */
 static void expect_waiting(struct life *l, int64_t order_id)
 {
     bool ok;
+    int st = 0;
+    char path[64], t[40], want_text[64];
     int64_t detail = 0, want = pay_by_ms(order_id);
     assert_true(want > util_wall_ms());
     WAIT_UNTIL(hash_state(l->item, order_id, &detail) == 'w', 10000, ok);
@@ -580,6 +583,24 @@ static void expect_waiting(struct life *l, int64_t order_id)
         fail_msg("order %" PRId64 ": the orders hash says '%c', not 'w'; see %s", order_id,
                  hash_state(l->item, order_id, &detail), l->clog[0]);
     assert_int_equal(detail, want);
+    snprintf(path, sizeof(path), "/api/v1/orders/%" PRId64, order_id);
+    util_format_time_ms(want, t, sizeof(t));
+    snprintf(want_text, sizeof(want_text), "\"pay_by\":\"%s\"", t);
+    char *body = sale_http_get(l->port, path, &st);
+    if (st != 200 || !body || !strstr(body, "\"status\":\"pending_payment\"") || !strstr(body, want_text))
+        fail_msg("GET %s: %d %s, want pending_payment and %s", path, st, body ? body : "", want_text);
+    free(body);
+}
+
+/* The buyer's cancel through the producer's call (auth none: the caller
+ * names itself): 202 once Kafka holds it. */
+static void cancel_call(struct life *l, int64_t order_id, int64_t u)
+{
+    char path[96];
+    snprintf(path, sizeof(path), "/api/v1/orders/%" PRId64 "/cancel?user_id=%" PRId64, order_id, u);
+    int st = harness_http(l->port, "POST", path, NULL, NULL, last_resp, sizeof(last_resp));
+    if (st != 202 || !strstr(last_resp, "cancelling"))
+        fail_msg("POST %s: %d %s; see %s", path, st, last_resp, l->plog);
 }
 
 /* The "total" row of a replay summary: read inserted present rejected dead
@@ -597,10 +618,11 @@ static void replay_totals(const char *out, int64_t v[7])
 /* A buyer's order of an item with a payment window is persisted pending and
  * shown 'w' with its pay_by; the buyer's signed cancel cancels it: its unit
  * back in stock_left once, recorded in order_returns, back in Redis, and the
- * buyer may buy again. The same cancel again changes nothing; a cancel of a
- * paid order changes nothing; a cancel no producer signed, or carrying its
- * order's MAC, goes to the dead-letter topic and changes nothing; a replay of
- * the topic changes nothing. */
+ * buyer may buy again, and cancel again through the producer's call. The
+ * same cancel again changes nothing; a cancel of a paid order changes
+ * nothing; a cancel no producer signed, or carrying its order's MAC, goes to
+ * the dead-letter topic and changes nothing; a replay of the topic changes
+ * nothing. */
 static void test_cancel_pending_order(void **state)
 {
     (void)state;
@@ -652,10 +674,19 @@ static void test_cancel_pending_order(void **state)
     assert_int_equal(returns_of(l.item), 1);
     assert_int_equal(redis_of(l.item, KEYS_ITEM_STOCK), STOCK);
 
-    /* The buyer buys again (sale.rebuy_after_cancel), a new order. */
+    /* The buyer buys again (sale.rebuy_after_cancel), a new order, and
+     * cancels it through the producer's call. */
     int64_t a2 = buy_pending(&l, u0);
     assert_true(a2 != a);
     expect_waiting(&l, a2);
+    cancel_call(&l, a2, u0);
+    WAIT_UNTIL(status_is(a2, "cancelled") && cons_metric(&l, CANCELS_APPLIED) == 2, 15000, ok);
+    if (!ok)
+        fail_msg("order %" PRId64 " not cancelled through the call; see %s", a2, l.clog[0]);
+    assert_int_equal(stock_left(l.item), STOCK);
+    assert_int_equal(returns_of(l.item), 2);
+    WAIT_UNTIL(redis_of(l.item, KEYS_ITEM_STOCK) == STOCK, 15000, ok);
+    assert_true(ok);
 
     /* A paid order is not cancelled. */
     int64_t b = buy_pending(&l, u1);
@@ -664,8 +695,8 @@ static void test_cancel_pending_order(void **state)
     WAIT_UNTIL(cons_metric(&l, CANCELS_NOOP) == 3, 15000, ok);
     assert_true(ok);
     assert_true(status_is(b, "paid"));
-    assert_int_equal(stock_left(l.item), STOCK - 2);
-    assert_int_equal(returns_of(l.item), 1);
+    assert_int_equal(stock_left(l.item), STOCK - 1);
+    assert_int_equal(returns_of(l.item), 2);
 
     /* A cancel no producer signed, and one with its order's MAC: dead
      * letters, counted as unsigned; the order stays pending. */
@@ -678,11 +709,11 @@ static void test_cancel_pending_order(void **state)
                  l.clog[0]);
     assert_int_equal(cons_metric(&l, "seckill_consumer_orders_unsigned_total"), 2);
     assert_true(status_is(c, "pending_payment"));
-    if (cons_metric(&l, CANCELS_APPLIED) != 1 || cons_metric(&l, CANCELS_NOOP) != 3)
+    if (cons_metric(&l, CANCELS_APPLIED) != 2 || cons_metric(&l, CANCELS_NOOP) != 3)
         fail_msg("cancels: applied %lld, noop %lld", (long long)cons_metric(&l, CANCELS_APPLIED),
                  (long long)cons_metric(&l, CANCELS_NOOP));
-    assert_int_equal(stock_left(l.item), 0);
-    assert_int_equal(returns_of(l.item), 1);
+    assert_int_equal(stock_left(l.item), STOCK - 2);
+    assert_int_equal(returns_of(l.item), 2);
 
     /* A replay of the topic: every order present, every cancel a noop, the
      * dead letters again dead letters; nothing changes. */
@@ -694,19 +725,19 @@ static void test_cancel_pending_order(void **state)
         fail_msg("replay exit %d: %s", rst, out);
     replay_totals(out, v);
     free(out);
-    assert_int_equal(v[0], 4 + 4 + 2); /* read: 4 orders, 4 signed cancels, 2 dead letters */
+    assert_int_equal(v[0], 4 + 5 + 2); /* read: 4 orders, 5 signed cancels, 2 dead letters */
     assert_int_equal(v[1], 0);         /* inserted */
     assert_int_equal(v[2], 4);         /* present */
     assert_int_equal(v[3], 0);         /* rejected */
     assert_int_equal(v[4], 2);         /* dead-lettered */
     assert_int_equal(v[5], 0);         /* cancelled */
-    assert_int_equal(v[6], 4);         /* cancel-noop: a's three, b's */
+    assert_int_equal(v[6], 5);         /* cancel-noop: a's three, a2's, b's */
     assert_true(status_is(a, "cancelled"));
-    assert_true(status_is(a2, "pending_payment"));
+    assert_true(status_is(a2, "cancelled"));
     assert_true(status_is(b, "paid"));
     assert_true(status_is(c, "pending_payment"));
-    assert_int_equal(stock_left(l.item), 0);
-    assert_int_equal(returns_of(l.item), 1);
+    assert_int_equal(stock_left(l.item), STOCK - 2);
+    assert_int_equal(returns_of(l.item), 2);
     life_stop(&l);
 }
 
