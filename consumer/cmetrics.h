@@ -81,7 +81,13 @@
       "Payments written to the dead-letter topic: malformed, or their order unknown after "        \
       "consumer.payment_wait_ms")                                                                  \
     X(payments_waiting, "seckill_consumer_payments_waiting", "", "gauge",                          \
-      "Payments whose order is not in PostgreSQL yet (retried; their offsets wait)")
+      "Payments whose order is not in PostgreSQL yet (retried; their offsets wait)")               \
+    /* buyers' cancels (issue #44), the outcomes CANCELLED and CANCEL_NOOP of queue.h */           \
+    X(cancels_applied, "seckill_consumer_cancels_total", "result=\"applied\"", "counter",          \
+      "Buyers' cancels taken from the orders topic: applied (the order was pending payment: "      \
+      "cancelled, its unit given back), noop (not pending: paid, expired, cancelled already, "     \
+      "final or unknown; nothing changed)")                                                        \
+    X(cancels_noop, "seckill_consumer_cancels_total", "result=\"noop\"", "counter", "")
 
 /* X(member, name, help): struct lock_counters, summed over the workers. */
 #define CM_LOCK_COUNTERS(X)                                                                        \

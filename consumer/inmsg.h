@@ -17,7 +17,10 @@
 #define INMSG_RESERVED_AT_MAX_MS INT64_C(253402300799999)
 
 /* Decode km into m->o and check that a producer signed it (the process's
- * order keys, ordersig.h; a failure is counted as unsigned_orders).
+ * order keys, ordersig.h; a failure is counted as unsigned_orders). A
+ * buyer's cancel (m->o.kind ORDER_CANCEL) is judged the same way, its MAC
+ * over a cancel's own text, so an order's MAC never passes for a cancel;
+ * what fails goes to the dead-letter topic like a forged order.
  * 0, or -1 with the reason in err. */
 int inmsg_decode(const rd_kafka_message_t *km, struct cmsg *m, char *err, size_t errlen);
 

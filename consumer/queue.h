@@ -30,7 +30,11 @@
  *            order_rejections
  *   status   the letter seckill_settle stores as the buyer's status: 'c'
  *            (confirmed), 'r' (refused), 0 for an outcome that never reaches
- *            Redis (not settled, or dead-lettered) */
+ *            Redis through it (not settled, dead-lettered, or a cancel: its
+ *            unit goes back to Redis from order_returns, consumer/expiry.c)
+ *
+ * A cancel's outcome is CANCELLED or CANCEL_NOOP (or DEAD_LETTER, RETRY);
+ * an order's is never one of those two. */
 #define CMSG_OUTCOMES(X)                                                                         \
     X(PENDING, NULL, CMSG_NO_METRIC, 0, 0)                    /* not decided yet */               \
     X(INSERTED, NULL, CMSG_METRIC(persisted), 0, 'c')         /* a new row in orders */           \
@@ -44,7 +48,13 @@
     /* written to the dead-letter topic and acknowledged */                                      \
     X(DEAD_LETTER, NULL, CMSG_NO_METRIC, 0, 0)                                                   \
     /* not settled yet: stale fence or lost race, try again */                                   \
-    X(RETRY, NULL, CMSG_NO_METRIC, 0, 0)
+    X(RETRY, NULL, CMSG_NO_METRIC, 0, 0)                                                         \
+    /* a buyer's cancel (kind ORDER_CANCEL): the order was pending payment and is cancelled now, \
+     * its unit given back to stock_left and recorded in order_returns for Redis */              \
+    X(CANCELLED, NULL, CMSG_METRIC(cancels_applied), 0, 0)                                       \
+    /* a buyer's cancel that changes nothing: the order is not pending payment (paid, expired,   \
+     * cancelled already, final, or unknown); a replay of the topic lands here */                \
+    X(CANCEL_NOOP, NULL, CMSG_METRIC(cancels_noop), 0, 0)
 
 /* The metric column names a counter of cmetrics.h; it expands only where
  * that header is included (cmetrics.c), so queue.h stays free of it. */
@@ -65,6 +75,10 @@ struct cmsg {
     uint32_t epoch;        /* the partition's assignment generation */
     struct order o;
     int outcome;           /* enum cmsg_outcome */
+    /* INSERTED or DUPLICATE: the end of the order's payment window in ms
+     * since the epoch while it is pending payment (sink_write), for the
+     * buyers' status ('w', settle.h); 0 for any other order. */
+    int64_t pay_by_ms;
     /* Only for dead letters: the raw message and why it was refused. */
     void *payload;
     size_t payload_len;

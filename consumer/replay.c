@@ -21,6 +21,7 @@
 struct rpart {
     int64_t from, to;
     int64_t read, inserted, present, rejected, dead;
+    int64_t cancelled, cancel_noop; /* buyers' cancels: applied, changed nothing */
     int64_t inflight;
     bool reading; /* still messages below `to` to fetch */
 };
@@ -194,6 +195,8 @@ static void settle(struct replay *r)
         case CMSG_INSERTED: p->inserted++; break;
         case CMSG_DUPLICATE: p->present++; break;
         case CMSG_DEAD_LETTER: p->dead++; break;
+        case CMSG_CANCELLED: p->cancelled++; break;
+        case CMSG_CANCEL_NOOP: p->cancel_noop++; break;
         default: p->rejected++; break;
         }
         p->inflight--;
@@ -271,21 +274,27 @@ static void summary(const struct replay *r, FILE *out, int64_t elapsed_ms, bool 
     describe_range(r, range, sizeof(range));
     fprintf(out, "replay of %s %s: %s\n", r->cfg->kafka.topic, range,
             complete ? "complete" : "INTERRUPTED (settled orders stay; run it again to finish)");
-    fprintf(out, "%9s %12s %12s %10s %10s %10s %10s %13s\n", "partition", "from", "to", "read", "inserted",
-            "present", "rejected", "dead-lettered");
+    /* The cancels' columns come last: readers of the first five stay right. */
+    fprintf(out, "%9s %12s %12s %10s %10s %10s %10s %13s %10s %12s\n", "partition", "from", "to", "read",
+            "inserted", "present", "rejected", "dead-lettered", "cancelled", "cancel-noop");
     for (int32_t i = 0; i < r->nparts; i++) {
         const struct rpart *p = &r->parts[i];
         fprintf(out, "%9" PRId32 " %12" PRId64 " %12" PRId64 " %10" PRId64 " %10" PRId64 " %10" PRId64
-                     " %10" PRId64 " %13" PRId64 "\n",
-                i, p->from, p->to, p->read, p->inserted, p->present, p->rejected, p->dead);
+                     " %10" PRId64 " %13" PRId64 " %10" PRId64 " %12" PRId64 "\n",
+                i, p->from, p->to, p->read, p->inserted, p->present, p->rejected, p->dead, p->cancelled,
+                p->cancel_noop);
         t.read += p->read;
         t.inserted += p->inserted;
         t.present += p->present;
         t.rejected += p->rejected;
         t.dead += p->dead;
+        t.cancelled += p->cancelled;
+        t.cancel_noop += p->cancel_noop;
     }
-    fprintf(out, "%9s %12s %12s %10" PRId64 " %10" PRId64 " %10" PRId64 " %10" PRId64 " %13" PRId64 "\n",
-            "total", "", "", t.read, t.inserted, t.present, t.rejected, t.dead);
+    fprintf(out,
+            "%9s %12s %12s %10" PRId64 " %10" PRId64 " %10" PRId64 " %10" PRId64 " %13" PRId64 " %10" PRId64
+            " %12" PRId64 "\n",
+            "total", "", "", t.read, t.inserted, t.present, t.rejected, t.dead, t.cancelled, t.cancel_noop);
     fprintf(out, "%" PRId64 " messages in %.1f s (%.0f/s)\n", t.read, (double)elapsed_ms / 1000.0,
             elapsed_ms > 0 ? (double)t.read * 1000.0 / (double)elapsed_ms : 0.0);
 }

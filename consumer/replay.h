@@ -1,6 +1,10 @@
 /* replay: read the orders topic again, from a point in time or from the
  * beginning, and apply every order through the same worker pool as the live
- * consumer (per-user lock, fence, one transaction, ON CONFLICT DO NOTHING).
+ * consumer (per-user lock, fence, one transaction, ON CONFLICT DO NOTHING),
+ * and every buyer's cancel as the live consumer does too (worker.h, sink.h):
+ * a cancel applied before changes nothing now (its order is no longer
+ * pending). The summary counts the cancels in columns of their own, after
+ * the orders' (cancelled, cancel-noop).
  *
  * It assigns itself every partition instead of joining the consumer group,
  * so the live consumers are never rebalanced, and it never commits an

@@ -17,6 +17,9 @@
 
 /* Values per order after seckill_settle's first argument. */
 #define SETTLE_ARGS 5
+/* Strings kept per order: seckill_settle's values, then its pay_by (ms) for
+ * seckill_mark. */
+#define SETTLE_VALS (SETTLE_ARGS + 1)
 /* Keys per seckill_settle call, and its one leading argument (now). */
 #define SETTLE_KEYS 4
 /* How often an idle worker retries its backlog. */
@@ -28,7 +31,9 @@ struct settle {
     struct rp *rp;        /* its Redis: one node or a Cluster (rpipe.h) */
     struct rp_batch batch;
     struct rfunc fn;      /* seckill_settle */
+    struct rfunc mark_fn; /* seckill_mark: 'w', pending payment (consumer/lua/seckill_return.lua) */
     struct log_repeat say_missing; /* the function missing, once while it lasts */
+    struct log_repeat say_mark;    /* seckill_mark refused (an error reply), once while it lasts */
     struct log_repeat say_short;   /* the replicas short of min_replicas_ack, once while it lasts */
     struct cmsg **unclear; /* the backlog: settled messages held until their
                             * reservations are cleared, oldest first */
@@ -39,7 +44,7 @@ struct settle {
     struct fifo out;      /* cleared (or given up): back to the worker */
     int64_t retry_ms;     /* monotonic: the next idle retry */
     const char **argv; /* room for every order's values and a call's keys */
-    char (*vals)[24];  /* SETTLE_ARGS strings per order of the backlog */
+    char (*vals)[24];  /* SETTLE_VALS strings per order of the backlog */
     size_t capargs;    /* orders argv and vals have room for */
 };
 
@@ -53,6 +58,7 @@ int settle_open(const struct cfg *c, int id, struct settle **out, char *err, siz
     s->cfg = c;
     s->id = id;
     s->fn = (struct rfunc)RFUNC_INIT("seckill_settle", RFUNC_LIB_CONSUMER);
+    s->mark_fn = (struct rfunc)RFUNC_INIT("seckill_mark", RFUNC_LIB_RETURN);
     fifo_init(&s->out, FIFO_LINK(struct cmsg, next));
     if (rp_open(c, cfg_role_self(), &s->rp, err, errlen) != 0)
         goto fail;
@@ -98,19 +104,30 @@ static int cmp_item(const void *a, const void *b)
 }
 
 /* seckill_settle's values of each order: id, user, status letter, reserved at,
- * reason ('' when confirmed). */
+ * reason ('' when confirmed); then its pay_by for seckill_mark. */
 static void format_vals(struct cmsg *const *m, size_t n, char (*vals)[24])
 {
     for (size_t i = 0; i < n; i++) {
         const struct order *r = &m[i]->o;
         const char *why = cmsg_reason(m[i]->outcome);
-        char(*o)[24] = &vals[i * SETTLE_ARGS];
+        char(*o)[24] = &vals[i * SETTLE_VALS];
         snprintf(o[0], sizeof(o[0]), "%" PRId64, r->order_id);
         snprintf(o[1], sizeof(o[1]), "%" PRId64, r->user_id);
         snprintf(o[2], sizeof(o[2]), "%c", cmsg_status(m[i]->outcome));
         snprintf(o[3], sizeof(o[3]), "%" PRId64, r->reserved_at_ms);
         snprintf(o[4], sizeof(o[4]), "%s", why ? why : "");
+        snprintf(o[5], sizeof(o[5]), "%" PRId64, m[i]->pay_by_ms);
     }
+}
+
+/* Whether one of the orders [i, j) of the backlog is pending payment: its
+ * item's seckill_settle call is followed by a seckill_mark call. */
+static bool item_waits_payment(const struct settle *s, size_t i, size_t j)
+{
+    for (size_t m = i; m < j; m++)
+        if (s->unclear[m]->pay_by_ms > 0)
+            return true;
+    return false;
 }
 
 /* The end of the run of s->unclear's orders of one item from i on. */
@@ -124,7 +141,11 @@ static size_t item_end(const struct settle *s, size_t i)
 
 /* Add one seckill_settle call per item of s->unclear (sorted by item) to
  * the empty batch, routed by the item's keys: on a Cluster each goes to its
- * item's primary. 0, or -1 out of memory. */
+ * item's primary. An item with orders pending payment gets a seckill_mark
+ * call right after, on the same key's connection, so in the same round trip
+ * and after the settlement it builds on: 'w' and pay_by for each of those
+ * orders (the function moves a state only forward: 'w' replaces 'q' or 'c',
+ * never 'p', 'x' or 'k'). 0, or -1 out of memory. */
 static int clear_add(struct settle *s)
 {
     char k[KEYS_ITEM_PARTS][KEYS_MAX], now[24];
@@ -141,11 +162,46 @@ static int clear_add(struct settle *s)
         s->argv[a++] = now;
         for (size_t m = i; m < j; m++)
             for (int v = 0; v < SETTLE_ARGS; v++)
-                s->argv[a++] = s->vals[m * SETTLE_ARGS + (size_t)v];
+                s->argv[a++] = s->vals[m * SETTLE_VALS + (size_t)v];
         if (rp_fcall(&s->batch, s->fn.name, SETTLE_KEYS, (int)(a - SETTLE_KEYS), s->argv, NULL) < 0)
+            return -1;
+        if (!item_waits_payment(s, i, j))
+            continue;
+        a = 0;
+        s->argv[a++] = k[KEYS_ITEM_ORDERS];
+        for (size_t m = i; m < j; m++) {
+            if (s->unclear[m]->pay_by_ms <= 0)
+                continue;
+            s->argv[a++] = s->vals[m * SETTLE_VALS];
+            s->argv[a++] = "w";
+            s->argv[a++] = s->vals[m * SETTLE_VALS + 5];
+        }
+        if (rp_fcall(&s->batch, s->mark_fn.name, 1, (int)(a - 1), s->argv, NULL) < 0)
             return -1;
     }
     return 0;
+}
+
+/* Whether call c of the batch answered (an error reply is no answer). A
+ * function missing is counted in *missing, and the first other error
+ * reply's text goes into refused_why, when they are not NULL. */
+static bool call_ok(const struct settle *s, int c, int *missing, char *refused_why, size_t whylen)
+{
+    const redisReply *r = rp_reply(&s->batch, c);
+    if (rp_status(&s->batch, c) != RP_OK || r == NULL)
+        return false;
+    switch (rp_classify(r)) {
+    case RP_REPLY_ANSWER: return true;
+    case RP_REPLY_NO_FUNCTION:
+        if (missing)
+            (*missing)++;
+        return false;
+    case RP_REPLY_ERROR:
+        if (refused_why && !refused_why[0])
+            snprintf(refused_why, whylen, "%s", r->str);
+        return false;
+    default: return false;
+    }
 }
 
 /* Keep in the backlog only the orders of the items whose call did not
@@ -169,10 +225,23 @@ static void clear_keep_failed(struct settle *s)
         return;
     }
     log_repeat_end(&s->say_short, "the replicas hold the clears");
+    int mark_missing = 0, marks = 0, marks_ok = 0;
+    char refused[256] = "";
     for (size_t i = 0, j; i < s->nunclear; i = j, c++) {
         j = item_end(s, i);
-        const redisReply *r = rp_reply(&s->batch, c);
-        if (rp_status(&s->batch, c) == RP_OK && r != NULL && r->type != REDIS_REPLY_ERROR) {
+        bool ok = call_ok(s, c, NULL, NULL, 0);
+        /* An item's orders stay until Redis has both: the settlement and,
+         * for an order pending payment, its 'w' (both calls are safe to
+         * repeat). A message is reported done only then, so a consumer
+         * that dies before has Kafka deliver it again, and the duplicate
+         * brings its pay_by back (cons_existing.sql). */
+        if (item_waits_payment(s, i, j)) {
+            bool m = call_ok(s, ++c, &mark_missing, refused, sizeof(refused));
+            marks++;
+            marks_ok += m;
+            ok = ok && m;
+        }
+        if (ok) {
             for (size_t m = i; m < j; m++)
                 hand_back(s, s->unclear[m]);
             continue;
@@ -181,6 +250,33 @@ static void clear_keep_failed(struct settle *s)
         kept += j - i;
     }
     s->nunclear = kept;
+    if (mark_missing > 0 || refused[0]) {
+        char why[512];
+        if (mark_missing > 0)
+            rfunc_missing_text(&s->mark_fn, why, sizeof(why));
+        else
+            snprintf(why, sizeof(why), "%s", refused);
+        log_repeat(&s->say_mark, LOG_LVL_ERROR, "settle: seckill_mark",
+                   "worker %d: redis: seckill_mark (orders pending payment): %s; their reservations wait "
+                   "in the backlog (logged once while it lasts)",
+                   s->id, why);
+    } else if (marks > 0 && marks_ok == marks) {
+        log_repeat_end(&s->say_mark, "seckill_mark answered");
+    }
+}
+
+/* Whether a seckill_settle call of the batch was answered "function not
+ * found" (a missing seckill_mark is another library's, said apart). */
+static bool settle_missing(const struct settle *s)
+{
+    int c = 0;
+    for (size_t i = 0, j; i < s->nunclear; i = j, c++) {
+        j = item_end(s, i);
+        if (rp_classify(rp_reply(&s->batch, c)) == RP_REPLY_NO_FUNCTION)
+            return true;
+        c += item_waits_payment(s, i, j);
+    }
+    return false;
 }
 
 /* One try at clearing the backlog: every item's call in one pipelined round
@@ -198,8 +294,9 @@ static int clear_try(struct settle *s)
     if (rp_run(s->rp, &s->batch, err, sizeof(err)) != 0)
         log_debug("worker %d: settle: %s", s->id, err);
     /* The consumer never loads code: it says what is missing, keeps the
-     * backlog and retries, until an operator loads the library. */
-    if (s->batch.missing > 0) {
+     * backlog and retries, until an operator loads the library. (A missing
+     * seckill_mark is said by clear_keep_failed, which knows which call.) */
+    if (s->batch.missing > 0 && settle_missing(s)) {
         char why[512];
         rfunc_missing_text(&s->fn, why, sizeof(why));
         log_repeat(&s->say_missing, LOG_LVL_ERROR, "settle: function missing",
@@ -214,25 +311,36 @@ static int clear_try(struct settle *s)
     return s->nunclear == 0 ? 0 : -1;
 }
 
-/* Append the orders of v[0..n) to the backlog. Out of memory, they are held
- * nowhere: handed back uncleared, as given up. */
+/* Append the orders of v[0..n) to the backlog; a message that has nothing
+ * to settle in Redis (a cancel: cmsg_status 0) goes back at once. Out of
+ * memory, they are held nowhere: handed back uncleared, as given up. */
 static void backlog_add(struct settle *s, struct cmsg *const *v, size_t n)
 {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (cmsg_status(v[i]->outcome) == 0)
+            hand_back(s, v[i]);
+        else
+            k++;
+    if (k == 0)
+        return;
     if (s->nunclear + n > s->capunclear) {
         size_t cap = (s->nunclear + n) * 2;
         struct cmsg **nr = realloc(s->unclear, cap * sizeof(*nr));
         if (!nr) {
             log_error("worker %d: out of memory: %zu reservations of persisted orders left for "
-                      "'seckillctl reconcile --fix'", s->id, n);
+                      "'seckillctl reconcile --fix'", s->id, k);
             for (size_t i = 0; i < n; i++)
-                hand_back(s, v[i]);
+                if (cmsg_status(v[i]->outcome) != 0)
+                    hand_back(s, v[i]);
             return;
         }
         s->unclear = nr;
         s->capunclear = cap;
     }
     for (size_t i = 0; i < n; i++)
-        s->unclear[s->nunclear++] = v[i];
+        if (cmsg_status(v[i]->outcome) != 0)
+            s->unclear[s->nunclear++] = v[i];
 }
 
 /* Room in argv and vals for the whole backlog. 0, or -1 out of memory. */
@@ -244,7 +352,7 @@ static int reserve_args(struct settle *s)
     const char **argv = realloc(s->argv, (n * SETTLE_ARGS + SETTLE_KEYS + 1) * sizeof(*argv));
     if (argv)
         s->argv = argv;
-    char(*vals)[24] = realloc(s->vals, n * SETTLE_ARGS * sizeof(*vals));
+    char(*vals)[24] = realloc(s->vals, n * SETTLE_VALS * sizeof(*vals));
     if (vals)
         s->vals = vals;
     if (!argv || !vals)

@@ -40,6 +40,10 @@ struct insert_params {
 struct reject_params {
     struct bytes ids, users, items, reserved_at; /* and the reasons: work.why */
 };
+struct cancel_params {
+    struct bytes lock_ids;         /* cons_cancel_lock.sql */
+    struct bytes ids, users, items; /* cons_cancel.sql */
+};
 
 /* A user of the batch: the fence its orders carry, and whether the fence
  * statement let it pass. */
@@ -48,26 +52,34 @@ struct user_fence {
     bool passed;
 };
 
-/* Who holds an order: its buyer and item. */
+/* Who holds an order: its buyer and item; and the end of its payment
+ * window (ms) while it is pending payment, else 0. */
 struct order_holder {
-    int64_t user, item;
+    int64_t user, item, pay_by_ms;
 };
+
+/* Words per row of the orders already there (work.ex): order, user, item,
+ * pay_by_ms. */
+#define EX_WORDS 4
 
 struct work {
     size_t cap; /* orders the arrays below hold */
     int64_t *users, *fences, *ids, *uids, *iids, *items, *rat, *fc;
-    int64_t *ex; /* the orders already there: (order, user, item) triples */
+    int64_t *ex; /* the orders already there: EX_WORDS words each */
     size_t nex, capex;
+    size_t ncancel; /* cancels in the batch (counted by attempt, for send_first) */
     struct fence_params fence;
     struct existing_params existing;
-    struct bytes stock_items; /* peek, items: the batch's items */
+    struct bytes stock_items; /* peek, items: the batch's items, its cancels' too */
     struct insert_params insert;
     struct reject_params reject;
+    struct cancel_params cancel;
     struct mbuf why; /* the reasons of the refusals, a text[] literal */
     struct i64map fence_ok; /* user -> struct user_fence */
     struct i64map by_id;    /* order -> struct order_holder: there, or inserted by the batch */
     struct i64map by_pair;  /* (user, item) of those orders, a set */
     struct i64map stock;    /* item -> units left (int64_t) */
+    struct i64map cancelled; /* order -> bool: cancelled by the batch; true once a cancel took it */
 };
 
 struct sink {
@@ -113,6 +125,8 @@ static const struct {
     { "existing", embed_cons_existing, 3 },
     { "insert", embed_cons_insert, 5 },
     { "reject", embed_cons_reject, 5 },
+    { "cancel_lock", embed_cons_cancel_lock, 1 },
+    { "cancel", embed_cons_cancel, 3 },
 };
 
 static void set_err(char *err, size_t errlen, const char *what, PGconn *pg, const PGresult *res)
@@ -183,6 +197,7 @@ static void work_free(struct work *w)
         &w->stock_items,
         &w->insert.ids,   &w->insert.users,   &w->insert.items, &w->insert.reserved_at, &w->insert.fences,
         &w->reject.ids,   &w->reject.users,   &w->reject.items, &w->reject.reserved_at,
+        &w->cancel.lock_ids, &w->cancel.ids,  &w->cancel.users, &w->cancel.items,
     };
     free(w->users);
     free(w->fences);
@@ -200,6 +215,7 @@ static void work_free(struct work *w)
     i64map_free(&w->by_id);
     i64map_free(&w->by_pair);
     i64map_free(&w->stock);
+    i64map_free(&w->cancelled);
 }
 
 int sink_open(const struct cfg *c, const char *appname, struct sink **out, char *err, size_t errlen)
@@ -215,6 +231,7 @@ int sink_open(const struct cfg *c, const char *appname, struct sink **out, char 
     i64map_init(&s->w.by_id, 1, sizeof(struct order_holder));
     i64map_init(&s->w.by_pair, 2, 0);
     i64map_init(&s->w.stock, 1, sizeof(int64_t));
+    i64map_init(&s->w.cancelled, 1, sizeof(bool));
     *out = s;
     return 0;
 }
@@ -313,7 +330,8 @@ static int work_reserve(struct work *w, size_t n)
         w->cap = n;
     }
     if (i64map_reset(&w->fence_ok, n) != 0 || i64map_reset(&w->by_id, 3 * n) != 0 ||
-        i64map_reset(&w->by_pair, 3 * n) != 0 || i64map_reset(&w->stock, n) != 0)
+        i64map_reset(&w->by_pair, 3 * n) != 0 || i64map_reset(&w->stock, n) != 0 ||
+        i64map_reset(&w->cancelled, n) != 0)
         return -1;
     return 0;
 }
@@ -357,8 +375,9 @@ static enum step insert_redo(const PGresult *r, bool lock_items, enum step faile
 /* --- pipelined round trips ----------------------------------------------- */
 
 /* The statements of one round trip: sent one after the other without
- * waiting, then a sync, then all the results are read. */
-#define TRIP_MAX 4
+ * waiting, then a sync, then all the results are read. The most: BEGIN,
+ * fence, existing, cancel_lock, stock. */
+#define TRIP_MAX 5
 
 struct trip {
     int n;
@@ -486,7 +505,13 @@ static const int bin5[5] = { 1, 1, 1, 1, 1 };
 
 /* --- the first trip: fences, what is there, the stock -------------------- */
 
-/* Queue the lookup of the orders already there for any of the batch's keys. */
+static bool is_cancel(const struct sink_order *so)
+{
+    return so->o->kind == ORDER_CANCEL;
+}
+
+/* Queue the lookup of the orders already there for any of the batch's
+ * orders' keys (not its cancels': a cancel takes no id nor place). */
 static enum step add_existing(struct sink *s, struct trip *t, const struct sink_order *v, size_t n)
 {
     struct work *w = &s->w;
@@ -494,14 +519,18 @@ static enum step add_existing(struct sink *s, struct trip *t, const struct sink_
     const struct bytes *const b[] = { &e->ids, &e->users, &e->items };
     const char *vals[3];
     int lens[3];
+    size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        w->ids[i] = v[i].o->order_id;
-        w->uids[i] = v[i].o->user_id;
-        w->iids[i] = v[i].o->item_id;
+        if (is_cancel(&v[i]))
+            continue;
+        w->ids[k] = v[i].o->order_id;
+        w->uids[k] = v[i].o->user_id;
+        w->iids[k] = v[i].o->item_id;
+        k++;
     }
-    arr_i64(&e->ids, w->ids, n);
-    arr_i64(&e->users, w->uids, n);
-    arr_i64(&e->items, w->iids, n);
+    arr_i64(&e->ids, w->ids, k);
+    arr_i64(&e->users, w->uids, k);
+    arr_i64(&e->items, w->iids, k);
     if (!params(b, 3, vals, lens))
         return STEP_NO_MEMORY;
     return trip_add(s, t, "existing", 3, vals, lens, bin5, PGRES_TUPLES_OK);
@@ -516,8 +545,28 @@ static enum step add_stock(struct sink *s, struct trip *t, bool lock_items)
     return trip_add(s, t, lock_items ? "items" : "peek", 1, vals, lens, bin5, PGRES_TUPLES_OK);
 }
 
+/* Queue the lock of the orders the batch's cancels name (w->ncancel > 0),
+ * before any item row is locked (cons_cancel_lock.sql says why). */
+static enum step add_cancel_lock(struct sink *s, struct trip *t, const struct sink_order *v, size_t n)
+{
+    struct work *w = &s->w;
+    const char *vals[1];
+    int lens[1];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (is_cancel(&v[i]))
+            w->ids[k++] = v[i].o->order_id;
+    arr_i64(&w->cancel.lock_ids, w->ids, k);
+    if (w->cancel.lock_ids.oom)
+        return STEP_NO_MEMORY;
+    vals[0] = (const char *)w->cancel.lock_ids.data;
+    lens[0] = (int)w->cancel.lock_ids.len;
+    return trip_add(s, t, "cancel_lock", 1, vals, lens, bin5, PGRES_TUPLES_OK);
+}
+
 /* Queue BEGIN; the fence of each user of the batch; when lookup, the orders
- * already there for any of the batch's keys; and the stock of its items,
+ * already there for any of the batch's orders' keys; with cancels, the lock
+ * of the orders they name; and the stock of its items (its cancels' too),
  * locked or not. What is there is looked up for every order, even those of
  * users whose fence turns out stale: the statements go out before that is
  * known. */
@@ -554,6 +603,8 @@ static enum step send_first(struct sink *s, struct trip *t, const struct sink_or
         return q;
     if (lookup && (q = add_existing(s, t, v, n)) != STEP_OK)
         return q;
+    if (w->ncancel > 0 && (q = add_cancel_lock(s, t, v, n)) != STEP_OK)
+        return q;
     for (size_t i = 0; i < n; i++)
         w->items[i] = v[i].o->item_id;
     ni = util_sort_unique_i64(w->items, n);
@@ -575,22 +626,34 @@ static void take_fences(struct work *w, const PGresult *r)
     }
 }
 
+/* A column that is a bigint or NULL: its value, or 0 for NULL (or, never
+ * seen, for a value out of [1, INT64_MAX]). */
+static int64_t opt_i64(const PGresult *r, int row, int col)
+{
+    int64_t v;
+    if (PQgetisnull(r, row, col) || util_parse_i64(PQgetvalue(r, row, col), 1, INT64_MAX, &v) != 0)
+        return 0;
+    return v;
+}
+
 /* The rows of the existing lookup into w->ex. 0, or -1 out of memory. */
 static int take_existing(struct work *w, const PGresult *r)
 {
     size_t rows = (size_t)PQntuples(r);
     w->nex = 0;
-    if (3 * rows > w->capex) {
-        if (grow_i64(&w->ex, 3 * rows) != 0)
+    if (EX_WORDS * rows > w->capex) {
+        if (grow_i64(&w->ex, EX_WORDS * rows) != 0)
             return -1;
-        w->capex = 3 * rows;
+        w->capex = EX_WORDS * rows;
     }
     for (size_t i = 0; i < rows; i++) {
-        int64_t *e = &w->ex[3 * w->nex];
+        int64_t *e = &w->ex[EX_WORDS * w->nex];
         if (util_parse_i64(PQgetvalue(r, (int)i, 0), 1, INT64_MAX, &e[0]) == 0 &&
             util_parse_i64(PQgetvalue(r, (int)i, 1), 1, INT64_MAX, &e[1]) == 0 &&
-            util_parse_i64(PQgetvalue(r, (int)i, 2), 1, INT64_MAX, &e[2]) == 0)
+            util_parse_i64(PQgetvalue(r, (int)i, 2), 1, INT64_MAX, &e[2]) == 0) {
+            e[3] = opt_i64(r, (int)i, 3);
             w->nex++;
+        }
     }
     return 0;
 }
@@ -611,11 +674,11 @@ static void take_stock(struct work *w, const PGresult *r)
 }
 
 /* Note an order as there: by id, and by buyer and item. */
-static void note_order(struct work *w, int64_t order, int64_t user, int64_t item)
+static void note_order(struct work *w, int64_t order, int64_t user, int64_t item, int64_t pay_by_ms)
 {
     const int64_t pair[2] = { user, item };
     struct order_holder *h = i64map_put(&w->by_id, &order);
-    *h = (struct order_holder){ user, item };
+    *h = (struct order_holder){ user, item, pay_by_ms };
     i64map_put(&w->by_pair, pair);
 }
 
@@ -637,29 +700,37 @@ static int decide_one(struct work *w, const struct order *o)
     if (*left <= 0)
         return CMSG_NO_STOCK;
     (*left)--;
-    note_order(w, o->order_id, o->user_id, o->item_id);
-    return CMSG_INSERTED; /* tentative: confirmed by RETURNING */
+    note_order(w, o->order_id, o->user_id, o->item_id, 0); /* its window: the insert's answer */
+    return CMSG_INSERTED; /* tentative: confirmed by the commit */
 }
 
 /* Each order's outcome, in arrival order (earlier orders of the batch count
  * as existing for later ones): CMSG_RETRY for a stale fence, else from what
  * is there and w->stock (consumed). *ninsert and *nreject: how many to insert
- * and to record refused. Returns true when an order was refused for want of
- * stock or of its item: a refusal that only the locked read may decide. */
-static bool decide(struct work *w, struct sink_order *v, size_t n, size_t *ninsert, size_t *nreject)
+ * and to record refused. A cancel whose fence passed is CMSG_CANCEL_NOOP
+ * until cons_cancel.sql says it applied; *ncancel counts them. Returns true
+ * when an order was refused for want of stock or of its item: a refusal that
+ * only the locked read may decide. */
+static bool decide(struct work *w, struct sink_order *v, size_t n, size_t *ninsert, size_t *nreject,
+                   size_t *ncancel)
 {
     bool short_of_stock = false;
     i64map_clear(&w->by_id);
     i64map_clear(&w->by_pair);
     for (size_t i = 0; i < w->nex; i++) {
-        const int64_t *e = &w->ex[3 * i];
-        note_order(w, e[0], e[1], e[2]);
+        const int64_t *e = &w->ex[EX_WORDS * i];
+        note_order(w, e[0], e[1], e[2], e[3]);
     }
-    *ninsert = *nreject = 0;
+    *ninsert = *nreject = *ncancel = 0;
     for (size_t i = 0; i < n; i++) {
         const struct user_fence *f = i64map_get(&w->fence_ok, &v[i].o->user_id);
         if (!f->passed) {
             v[i].outcome = CMSG_RETRY;
+            continue;
+        }
+        if (is_cancel(&v[i])) {
+            v[i].outcome = CMSG_CANCEL_NOOP;
+            (*ncancel)++;
             continue;
         }
         v[i].outcome = decide_one(w, v[i].o);
@@ -735,6 +806,77 @@ static enum step send_reject(struct sink *s, struct trip *t, const struct sink_o
     return trip_add(s, t, "reject", 5, vals, lens, fmts, PGRES_COMMAND_OK);
 }
 
+/* The cancels whose fence passed (decide made them CMSG_CANCEL_NOOP). */
+static enum step send_cancel(struct sink *s, struct trip *t, const struct sink_order *v, size_t n)
+{
+    struct work *w = &s->w;
+    struct cancel_params *p = &w->cancel;
+    const struct bytes *const b[] = { &p->ids, &p->users, &p->items };
+    const char *vals[3];
+    int lens[3];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].outcome != CMSG_CANCEL_NOOP)
+            continue;
+        w->ids[k] = v[i].o->order_id;
+        w->uids[k] = v[i].o->user_id;
+        w->iids[k] = v[i].o->item_id;
+        k++;
+    }
+    arr_i64(&p->ids, w->ids, k);
+    arr_i64(&p->users, w->uids, k);
+    arr_i64(&p->items, w->iids, k);
+    if (!params(b, 3, vals, lens))
+        return STEP_NO_MEMORY;
+    return trip_add(s, t, "cancel", 3, vals, lens, bin5, PGRES_TUPLES_OK);
+}
+
+/* --- what the last trip answered ----------------------------------------- */
+
+/* The insert's rows (order id, pay_by in ms: the orders pending payment)
+ * into their holders in by_id. */
+static void take_inserted(struct work *w, const PGresult *r)
+{
+    for (int i = 0; i < PQntuples(r); i++) {
+        int64_t id;
+        struct order_holder *h;
+        if (util_parse_i64(PQgetvalue(r, i, 0), 1, INT64_MAX, &id) == 0 && (h = i64map_get(&w->by_id, &id)))
+            h->pay_by_ms = opt_i64(r, i, 1);
+    }
+}
+
+/* The cancel's rows (the orders it cancelled) into w->cancelled. */
+static void take_cancelled(struct work *w, const PGresult *r)
+{
+    for (int i = 0; i < PQntuples(r); i++) {
+        int64_t id;
+        /* (a row per cancel of the batch at most: the room work_reserve made) */
+        if (util_parse_i64(PQgetvalue(r, i, 0), 1, INT64_MAX, &id) == 0)
+            i64map_put(&w->cancelled, &id);
+    }
+}
+
+/* The committed batch's last word on each message: the window of each
+ * order inserted or already there (none for one a cancel of the batch
+ * ended: it is no longer pending), and which cancels applied (of two of
+ * one order, the first). */
+static void finish_outcomes(struct work *w, struct sink_order *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct order_holder *h;
+        bool *taken;
+        if (v[i].outcome == CMSG_INSERTED || v[i].outcome == CMSG_DUPLICATE) {
+            h = i64map_get(&w->by_id, &v[i].o->order_id);
+            if (h && !i64map_has(&w->cancelled, &v[i].o->order_id))
+                v[i].pay_by_ms = h->pay_by_ms;
+        } else if (v[i].outcome == CMSG_CANCEL_NOOP &&
+                   (taken = i64map_get(&w->cancelled, &v[i].o->order_id)) != NULL && !*taken) {
+            *taken = true;
+            v[i].outcome = CMSG_CANCELLED;
+        }
+    }
+}
+
 /* --- the batch ----------------------------------------------------------- */
 
 /* The first trip: BEGIN, fences, what is there (when lookup), the stock
@@ -778,14 +920,24 @@ static enum step locked_trip(struct sink *s, struct trip *t, const struct sink_o
     return STEP_OK;
 }
 
-/* The last trip: the insert, the refusals, COMMIT. An insert refused for a
- * reason a redo cures (insert_redo) says so instead of its failure. */
+/* The last trip: the insert, the cancels, the refusals, COMMIT. An insert
+ * refused for a reason a redo cures (insert_redo) says so instead of its
+ * failure. The cancels go after the insert: a cancel sees the order its
+ * batch inserted. */
 static enum step last_trip(struct sink *s, struct trip *t, const struct sink_order *v, size_t n,
-                           size_t ninsert, size_t nreject, bool lock_items, char *err, size_t errlen)
+                           size_t ninsert, size_t nreject, size_t ncancel, bool lock_items, char *err,
+                           size_t errlen)
 {
     enum step st = STEP_OK;
-    if (ninsert > 0)
+    int at_insert = -1, at_cancel = -1;
+    if (ninsert > 0) {
+        at_insert = t->n;
         st = send_insert(s, t, v, n);
+    }
+    if (st == STEP_OK && ncancel > 0) {
+        at_cancel = t->n;
+        st = send_cancel(s, t, v, n);
+    }
     if (st == STEP_OK && nreject > 0)
         st = send_reject(s, t, v, n);
     if (st == STEP_OK)
@@ -803,16 +955,21 @@ static enum step last_trip(struct sink *s, struct trip *t, const struct sink_ord
         snprintf(err, errlen, "COMMIT: the server rolled back");
         return STEP_TRANSIENT;
     }
+    if (at_insert >= 0)
+        take_inserted(&s->w, t->r[at_insert]);
+    if (at_cancel >= 0)
+        take_cancelled(&s->w, t->r[at_cancel]);
     return STEP_OK;
 }
 
 /* One attempt at the batch, in one transaction and two round trips (three
  * when the stock is short):
- *   1. BEGIN, fences, what is there (when lookup), the stock: unlocked
- *      (peek), or locked (items) when lock_items;
+ *   1. BEGIN, fences, what is there (when lookup), the orders the cancels
+ *      name (locked), the stock: unlocked (peek), or locked (items) when
+ *      lock_items (always with cancels);
  *   (short of stock: the locked read, and what is there if not looked up
  *   yet, then decide again: a refusal needs both;)
- *   2. insert, refusals, COMMIT.
+ *   2. insert, cancels, refusals, COMMIT.
  * Without the lookup every order is taken for new; the insert, which fails
  * on any order already there, proves it before anything commits. Decisions
  * within the batch (a second copy of an order, a second order of one buyer
@@ -825,20 +982,23 @@ static enum step attempt(struct sink *s, struct sink_order *v, size_t n, bool lo
 {
     struct work *w = &s->w;
     struct trip t = { 0 };
-    size_t ninsert, nreject;
+    size_t ninsert, nreject, ncancel;
     enum step st;
 
     if (work_reserve(w, n) != 0) {
         st = fail_oom(err, errlen);
         goto fail;
     }
+    w->ncancel = 0;
+    for (size_t i = 0; i < n; i++)
+        w->ncancel += is_cancel(&v[i]);
     if ((st = first_trip(s, &t, v, n, lookup, lock_items, err, errlen)) != STEP_OK)
         goto fail;
-    if (decide(w, v, n, &ninsert, &nreject) && !(lookup && lock_items)) {
+    if (decide(w, v, n, &ninsert, &nreject, &ncancel) && !(lookup && lock_items)) {
         if ((st = locked_trip(s, &t, v, n, lookup, err, errlen)) != STEP_OK)
             goto fail;
         lookup = lock_items = true;
-        decide(w, v, n, &ninsert, &nreject);
+        decide(w, v, n, &ninsert, &nreject, &ncancel);
     }
     /* The last look at the leases before the trip that commits. Losing one
      * during that trip is what the fences (whose rows this transaction holds
@@ -848,8 +1008,9 @@ static enum step attempt(struct sink *s, struct sink_order *v, size_t n, bool lo
         st = STEP_ABORTED;
         goto fail;
     }
-    if ((st = last_trip(s, &t, v, n, ninsert, nreject, lock_items, err, errlen)) != STEP_OK)
+    if ((st = last_trip(s, &t, v, n, ninsert, nreject, ncancel, lock_items, err, errlen)) != STEP_OK)
         goto fail;
+    finish_outcomes(w, v, n);
     if (lookup)
         s->lookup_first = w->nex > 0;
     tr->looked_up = lookup;
@@ -893,8 +1054,15 @@ enum sink_status sink_write(struct sink *s, struct sink_order *v, size_t n, sink
 
     if (trace)
         *trace = tr;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         v[i].outcome = CMSG_PENDING;
+        v[i].pay_by_ms = 0;
+        /* A batch with cancels locks every item row of the batch at once,
+         * in id order, after the cancels' orders (cons_cancel_lock.sql):
+         * its insert and its cancel would otherwise lock items in two
+         * passes, each in order but not together. */
+        lock_items |= is_cancel(&v[i]);
+    }
     if (n == 0)
         return SINK_OK;
     if (sink_ready(s, err, errlen) != 0)
@@ -913,8 +1081,10 @@ enum sink_status sink_write(struct sink *s, struct sink_order *v, size_t n, sink
         }
     }
     if (st != STEP_OK)
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
             v[i].outcome = CMSG_PENDING;
+            v[i].pay_by_ms = 0;
+        }
     if (trace)
         *trace = tr;
     return status_of(st);

@@ -43,6 +43,9 @@ struct worker {
     int *status;
     struct sink_order *so;
     struct cmsg **so_msg;
+    /* A batch with cancels (pick_locked): the users whose later messages
+     * wait for the next batch, and the items a cancel of the batch names. */
+    struct i64map held_users, cancel_items;
 };
 
 struct wk_pool {
@@ -210,15 +213,51 @@ static size_t lock_users(struct worker *w, struct cmsg **v, size_t n)
     return 0;
 }
 
-/* The orders of the locked users into w->so, in arrival order, each with
- * its user's fence; the others are carried. Returns how many. */
+/* Whether v[i] must wait for the next batch because of a cancel before it
+ * in this one (wk_must_wait, worker.h). held_users and cancel_items are
+ * this batch's; without room in them, everything after the first cancel
+ * waits. */
+static bool after_cancel(struct worker *w, const struct cmsg *m, bool *any_cancel, bool *no_room)
+{
+    const struct order *o = &m->o;
+    bool wait;
+    if (!*any_cancel && o->kind != ORDER_CANCEL)
+        return false;
+    if (*no_room)
+        return true;
+    if (!*any_cancel) {
+        *any_cancel = true;
+        if (i64map_reset(&w->held_users, 16) != 0 || i64map_reset(&w->cancel_items, 16) != 0) {
+            *no_room = true;
+            return false; /* the first cancel itself goes */
+        }
+    }
+    wait = wk_must_wait(o->kind == ORDER_CANCEL, i64map_has(&w->held_users, &o->user_id),
+                        i64map_has(&w->cancel_items, &o->item_id));
+    /* A user whose message waits, or who cancels, has every later message
+     * of the batch wait: one user's messages keep their order. */
+    if ((wait || o->kind == ORDER_CANCEL) && !i64map_put(&w->held_users, &o->user_id))
+        *no_room = true;
+    if (!wait && o->kind == ORDER_CANCEL && !i64map_put(&w->cancel_items, &o->item_id))
+        *no_room = true;
+    return wait;
+}
+
+/* The messages of the locked users into w->so, in arrival order, each with
+ * its user's fence; the others are carried, and so is what must wait for a
+ * cancel before it to commit first (after_cancel). Returns how many. */
 static size_t pick_locked(struct worker *w, struct cmsg **v, size_t n)
 {
     size_t ns = 0;
+    bool any_cancel = false, no_room = false;
     for (size_t i = 0; i < n; i++) {
         size_t u = user_index(w, v[i]->o.user_id);
         if (w->status[u] != LOCK_OK) {
             CM_ADD(lock_busy, 1);
+            carry(w, v[i]);
+            continue;
+        }
+        if (after_cancel(w, v[i], &any_cancel, &no_room)) {
             carry(w, v[i]);
             continue;
         }
@@ -325,6 +364,7 @@ static size_t take_outcomes(struct worker *w, int st, size_t ns, struct cmsg **v
     for (size_t i = 0; i < ns; i++) {
         struct cmsg *m = w->so_msg[i];
         m->outcome = w->so[i].outcome;
+        m->pay_by_ms = w->so[i].pay_by_ms;
         if (m->outcome == CMSG_RETRY) {
             CM_ADD(stale_fence, 1);
             carry(w, m);
@@ -445,6 +485,11 @@ static void *worker_main(void *arg)
 
 /* --- the pool ------------------------------------------------------------- */
 
+bool wk_must_wait(bool is_cancel, bool user_held, bool item_cancelled)
+{
+    return user_held || (!is_cancel && item_cancelled);
+}
+
 static int worker_init(struct wk_pool *p, struct worker *w, int id, char *err, size_t errlen)
 {
     char app[64];
@@ -465,6 +510,8 @@ static int worker_init(struct wk_pool *p, struct worker *w, int id, char *err, s
     w->status = calloc(w->cap, sizeof(*w->status));
     w->so = calloc(w->cap, sizeof(*w->so));
     w->so_msg = calloc(w->cap, sizeof(*w->so_msg));
+    i64map_init(&w->held_users, 1, 0);
+    i64map_init(&w->cancel_items, 1, 0);
     if (!w->batch || !w->carry || !w->users || !w->names || !w->namep || !w->locks || !w->status || !w->so ||
         !w->so_msg) {
         snprintf(err, errlen, "out of memory");
@@ -507,6 +554,8 @@ static void worker_free(struct worker *w)
     free(w->status);
     free(w->so);
     free(w->so_msg);
+    i64map_free(&w->held_users);
+    i64map_free(&w->cancel_items);
 }
 
 int wk_pool_open(const struct cfg *c, struct queue *done, struct dlq *dlq, struct wk_pool **out, char *err,

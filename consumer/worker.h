@@ -1,4 +1,4 @@
-/* worker: the pool that turns orders into rows.
+/* worker: the pool that turns orders (and buyers' cancels) into rows.
  *
  * Each worker is a thread with a FIFO inbox, its own lock client, Redis
  * connection and PostgreSQL connection. Dispatch hashes the user id, so one
@@ -21,6 +21,20 @@
 #include "queue.h"
 
 struct wk_pool;
+
+/* A buyer's cancel in a batch applies after every order of the batch
+ * (sink.h), so a message that must see a cancel before it commit first
+ * waits for the next batch, at the head of it, in order:
+ * - every later message of the cancel's user (user_held: that user cancelled
+ *   earlier in the batch, or a message of theirs already waits), so one
+ *   user's messages keep their order;
+ * - every later order of the cancelled order's item (item_cancelled): it may
+ *   stand on the unit the cancel gives back (a replay of the topic into a
+ *   database that lost those rows).
+ * Live, neither happens often: a unit or a buyer's place comes back to Redis
+ * only after the cancel commits, so what stands on it reaches Kafka after.
+ * True when the message waits; pure, for the unit tests. */
+bool wk_must_wait(bool is_cancel, bool user_held, bool item_cancelled);
 
 /* Start cfg->consumer.workers workers. Fails if any cannot connect. */
 int wk_pool_open(const struct cfg *c, struct queue *done, struct dlq *dlq, struct wk_pool **out, char *err,

@@ -1,6 +1,8 @@
 -- $1 order ids, $2 user ids, $3 item ids, $4 reserved_at (ms since the epoch),
 -- $5 fences. Inserts the orders that fit and takes one unit of stock for each,
--- in one statement. Returns how many rows it inserted.
+-- in one statement. Returns the inserted orders that are pending payment,
+-- each with the end of its window in ms since the epoch (the buyers' status
+-- shows it, consumer/settle.c); an order without a window returns no row.
 -- An order of an item with a payment window (items.pay_within_s > 0) starts
 -- 'pending_payment', to be paid by its persisted_at (now(), the transaction's
 -- time, which is also persisted_at's default) plus the window; any other is
@@ -27,7 +29,7 @@ WITH ins AS (
            CASE WHEN w.pay_within_s > 0 THEN now() + w.pay_within_s * interval '1 second' END
       FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) AS t(o, u, i, r, fc)
       LEFT JOIN items AS w ON w.item_id = t.i
-    RETURNING item_id
+    RETURNING order_id, item_id, pay_by
 ), d AS (
     SELECT item_id, count(*)::integer AS n FROM ins GROUP BY item_id
 ), lk AS (
@@ -38,4 +40,4 @@ WITH ins AS (
       FROM d JOIN lk USING (item_id)
      WHERE it.item_id = d.item_id
 )
-SELECT count(*) FROM ins
+SELECT order_id, (extract(epoch FROM pay_by) * 1000)::bigint FROM ins WHERE pay_by IS NOT NULL

@@ -1,7 +1,9 @@
 /* The consumer's settlement outcomes are declared once (CMSG_OUTCOMES in
  * consumer/queue.h); what cannot be derived from that table is checked
  * against it here: the CHECK list of order_rejections.reason, and the
- * rejection counters' reason labels. */
+ * rejection counters' reason labels; and the buyers' cancels' outcomes and
+ * counters, and which messages wait for the next batch after a cancel
+ * (wk_must_wait, consumer/worker.h). */
 #include "harness.h"
 
 #include <stdio.h>
@@ -10,6 +12,7 @@
 
 #include "cmetrics.h"
 #include "queue.h"
+#include "worker.h"
 
 #define MAX_WORDS 32
 
@@ -96,6 +99,13 @@ static void test_columns_agree(void **state)
     assert_int_equal(cmsg_status(CMSG_INSERTED), 'c');
     assert_int_equal(cmsg_status(CMSG_DUPLICATE), 'c');
     assert_int_equal(cmsg_status(CMSG_RETRY), 0);
+    /* A cancel never reaches seckill_settle, and refuses nothing. */
+    assert_int_equal(cmsg_status(CMSG_CANCELLED), 0);
+    assert_int_equal(cmsg_status(CMSG_CANCEL_NOOP), 0);
+    assert_false(cmsg_is_refusal(CMSG_CANCELLED));
+    assert_false(cmsg_is_refusal(CMSG_CANCEL_NOOP));
+    assert_null(cmsg_reason(CMSG_CANCELLED));
+    assert_null(cmsg_reason(CMSG_CANCEL_NOOP));
     assert_false(cmsg_is_refusal(CMSG_PENDING));
     /* Out of range: nothing, not a neighbour's row. */
     assert_null(cmsg_reason(-1));
@@ -149,7 +159,57 @@ static void test_count_outcome(void **state)
     assert_int_equal(CM_GET(persisted), 1);
     assert_int_equal(CM_GET(duplicates), 1);
     assert_int_equal(CM_GET(rej_no_stock), 1);
+    assert_int_equal(CM_GET(cancels_applied), 1);
+    assert_int_equal(CM_GET(cancels_noop), 1);
     assert_int_equal(CM_GET(dead_lettered), 0);
+}
+
+/* The cancels' counters: one family, seckill_consumer_cancels_total, by
+ * result; no other outcome bumps them. */
+static void test_cancel_counters(void **state)
+{
+    (void)state;
+    static const struct {
+        int outcome;
+        const char *labels;
+    } want[] = { { CMSG_CANCELLED, "result=\"applied\"" }, { CMSG_CANCEL_NOOP, "result=\"noop\"" } };
+    for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
+        _Atomic int64_t *c = cm_outcome_counter(want[i].outcome);
+        const char *name = NULL, *labels = NULL;
+        assert_non_null(c);
+#define FIND(m, n, l, type, help)                                                                  \
+    if (c == &cm.m) {                                                                              \
+        name = n;                                                                                  \
+        labels = l;                                                                                \
+    }
+        CM_METRICS(FIND)
+#undef FIND
+        assert_non_null(name);
+        assert_string_equal(name, "seckill_consumer_cancels_total");
+        assert_string_equal(labels, want[i].labels);
+    }
+    for (int o = 0; o < CMSG_NOUTCOMES; o++)
+        if (o != CMSG_CANCELLED && o != CMSG_CANCEL_NOOP) {
+            assert_ptr_not_equal(cm_outcome_counter(o), &cm.cancels_applied);
+            assert_ptr_not_equal(cm_outcome_counter(o), &cm.cancels_noop);
+        }
+}
+
+/* After a cancel in a batch: every later message of its user, and every
+ * later order (not cancel) of its item, waits for the next batch; the rest
+ * goes. */
+static void test_must_wait(void **state)
+{
+    (void)state;
+    /* is_cancel, user_held, item_cancelled */
+    assert_false(wk_must_wait(false, false, false)); /* an order of another user and item */
+    assert_false(wk_must_wait(true, false, false));  /* a cancel of another user and item */
+    assert_false(wk_must_wait(true, false, true));   /* another cancel of the item */
+    assert_true(wk_must_wait(false, false, true));   /* an order of the item: may need the unit */
+    assert_true(wk_must_wait(false, true, false));   /* the user's next order */
+    assert_true(wk_must_wait(true, true, false));    /* the user's next cancel */
+    assert_true(wk_must_wait(true, true, true));
+    assert_true(wk_must_wait(false, true, true));
 }
 
 int main(void)
@@ -159,6 +219,8 @@ int main(void)
         cmocka_unit_test(test_columns_agree),
         cmocka_unit_test(test_rejection_labels),
         cmocka_unit_test(test_count_outcome),
+        cmocka_unit_test(test_cancel_counters),
+        cmocka_unit_test(test_must_wait),
     };
     return cmocka_run_group_tests_name("outcomes", tests, NULL, NULL);
 }

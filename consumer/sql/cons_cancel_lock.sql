@@ -1,0 +1,11 @@
+-- $1 the order ids the batch's cancels name. Locks the rows of those orders
+-- that exist, in id order, early in the batch's transaction: before any item
+-- row (cons_items.sql, cons_insert.sql, cons_cancel.sql lock those), as the
+-- expiry takes an order row before its item's (cons_expire.sql). Taken the
+-- other way round, a batch holding an item and waiting for an order the
+-- expiry holds while the expiry waits for that item would deadlock. The
+-- expiry skips the rows locked here (SKIP LOCKED), so it never waits for
+-- them; of the two, the one that changes the status first wins, the other
+-- finds it no longer pending. FOR NO KEY UPDATE is the lock cons_cancel.sql's
+-- UPDATE takes itself (it changes no key). Nothing is read from the result.
+SELECT order_id FROM orders WHERE order_id = ANY ($1::bigint[]) ORDER BY order_id FOR NO KEY UPDATE

@@ -1,0 +1,865 @@
+/* A buyer's cancel in the consumer (issue #44), against the stack.
+ *
+ * A cancel travels on the orders topic as the order message with
+ * "type":"cancel", signed over a text of its own (common/sale/order.h,
+ * ordersig.h); the consumer applies it in a worker's batch, under the
+ * buyer's lock and fence, in the batch's transaction (consumer/sink.c,
+ * cons_cancel.sql): an order still pending payment is cancelled, its unit
+ * goes back to stock_left and to order_returns, and from there to Redis
+ * (consumer/expiry.c); anything else changes nothing. Also the other half
+ * of the consumer's share of an order's life: an order persisted pending
+ * payment is marked 'w' in the item's orders hash with the pay_by
+ * PostgreSQL holds (consumer/settle.c, seckill_mark), which the buyers'
+ * status calls read.
+ *
+ * The sink is also driven in-process (its batches, decided one message at a
+ * time), and the daemons run as an ACL user of this run with the rules
+ * scripts/stack.d/redis.sh gives the consumer, so the test shows those rules
+ * let it mark and return units (as tests/it/test_orderlife.c does). Each
+ * test has its own item, users, topic and group. */
+#include "harness.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "keys.h"
+#include "ordersig.h"
+#include "queue.h"
+#include "rfunc.h"
+#include "sale.h"
+#include "sink.h"
+
+static char user[64], password[40];
+/* The items this run made, dropped by the group's teardown too: a test that
+ * fails leaves before its own cleanup. */
+static int64_t made[8];
+static int nmade;
+static char last_resp[512];
+
+/* --- fixtures ------------------------------------------------------------------ */
+
+/* The consumer's ACL rules for this run's key prefix, as the stack writes them. */
+static void consumer_rules(char *out, size_t len)
+{
+    char cmd[1024];
+    snprintf(
+        cmd, sizeof(cmd),
+        "bash -c 'STATE=/nonexistent; . \"$0/scripts/stack.d/redis.sh\" && redis_acl_rules consumer \"$1\"' "
+        "'%s' '%s'",
+        harness_root(), harness_conf.redis.key_prefix);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, len - 1, f);
+    out[n] = '\0';
+    assert_int_equal(pclose(f), 0);
+    assert_non_null(strstr(out, ":returned"));
+}
+
+/* An ACL user with the consumer's rules (ACL SETUSER puts the selectors that
+ * come apart at their spaces back together). */
+static void user_create(void)
+{
+    char rules[8192], pw[48], rnd[17], *save = NULL;
+    const char *argv[512];
+    int n = 0;
+    consumer_rules(rules, sizeof(rules));
+    assert_int_equal(util_random_hex(rnd, 8), 0);
+    snprintf(user, sizeof(user), "sktest-cancel-%d", (int)getpid());
+    snprintf(password, sizeof(password), "c-%s", rnd);
+    snprintf(pw, sizeof(pw), ">%s", password);
+    argv[n++] = "ACL", argv[n++] = "SETUSER", argv[n++] = user, argv[n++] = "reset", argv[n++] = "on";
+    argv[n++] = pw;
+    for (char *t = strtok_r(rules, " \n", &save); t && n < 510; t = strtok_r(NULL, " \n", &save))
+        argv[n++] = t;
+    redisContext *rc = harness_redis(&harness_conf);
+    redisReply *r = redisCommandArgv(rc, n, argv, NULL);
+    assert_non_null(r);
+    if (r->type == REDIS_REPLY_ERROR)
+        fail_msg("ACL SETUSER %s: %s", user, r->str);
+    freeReplyObject(r);
+    redisFree(rc);
+}
+
+static int setup(void **state)
+{
+    char err[512];
+    int was = -1;
+    harness_setup(state);
+    redisContext *rc = harness_redis(&harness_conf);
+    enum rfunc_status st = rfunc_load(rc, RFUNC_LIB_RETURN, &was, err, sizeof(err));
+    redisFree(rc);
+    if (st != RFUNC_OK && st != RFUNC_NEWER) {
+        fprintf(stderr, "# loading seckill_return: %s\n", err);
+        return -1;
+    }
+    user_create();
+    return 0;
+}
+
+static void pg_drop(int64_t item)
+{
+    harness_pg_try(&harness_conf, "DELETE FROM order_returns WHERE item_id = $1", item, 0);
+    harness_pg_try(&harness_conf, "DELETE FROM orders WHERE item_id = $1", item, 0);
+    harness_pg_try(&harness_conf, "DELETE FROM order_rejections WHERE item_id = $1", item, 0);
+    harness_pg_try(&harness_conf, "DELETE FROM items WHERE item_id = $1", item, 0);
+}
+
+static int teardown(void **state)
+{
+    redisContext *rc = NULL;
+    char err[256];
+    if (harness_redis_open(&harness_conf, &rc, err, sizeof(err)) == 0) {
+        redisReply *r = redisCommand(rc, "ACL DELUSER %s", user);
+        freeReplyObject(r);
+        redisFree(rc);
+    }
+    for (int i = 0; i < nmade; i++)
+        pg_drop(made[i]);
+    return harness_teardown(state);
+}
+
+static int64_t new_item_id(void)
+{
+    int64_t item = 960000000 + (int64_t)util_rand_below(9999999);
+    if (nmade < (int)ARRAY_SIZE(made))
+        made[nmade++] = item;
+    return item;
+}
+
+/* --- what the stores hold --------------------------------------------------------- */
+
+/* The first column of the first row of sql with $1 = a1 and $2 = a2 (when
+ * the statement has a $2), or -1 for NULL or no row. */
+static int64_t pg_int2(const char *sql, int64_t a1, int64_t a2)
+{
+    char s1[24], s2[24];
+    snprintf(s1, sizeof(s1), "%" PRId64, a1);
+    snprintf(s2, sizeof(s2), "%" PRId64, a2);
+    const char *p[] = { s1, s2 };
+    PGconn *pg = harness_pg(&harness_conf);
+    PGresult *r = PQexecParams(pg, sql, strstr(sql, "$2") ? 2 : 1, NULL, p, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        fail_msg("%s: %s", sql, PQerrorMessage(pg));
+    int64_t v = PQntuples(r) == 0 || PQgetisnull(r, 0, 0) ? -1 : strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    PQfinish(pg);
+    return v;
+}
+
+static int64_t pg_int(const char *sql, int64_t a1)
+{
+    return pg_int2(sql, a1, 0);
+}
+
+static void pg_exec(const char *sql, int64_t a1, int64_t a2)
+{
+    if (harness_pg_try(&harness_conf, sql, a1, a2) != 0)
+        fail_msg("%s failed", sql);
+}
+
+static int64_t orders_in(int64_t item, const char *status)
+{
+    char sql[160];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM orders WHERE item_id = $1 AND status = '%s'", status);
+    return pg_int(sql, item);
+}
+
+static int64_t stock_left(int64_t item)
+{
+    return pg_int("SELECT stock_left FROM items WHERE item_id = $1", item);
+}
+
+static int64_t returns_of(int64_t item)
+{
+    return pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1", item);
+}
+
+static int64_t returns_done(int64_t item)
+{
+    return pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1 AND done_at IS NOT NULL", item);
+}
+
+static const char *status_of(int64_t order_id, char *buf, size_t len)
+{
+    char s[24];
+    snprintf(s, sizeof(s), "%" PRId64, order_id);
+    const char *p[] = { s };
+    PGconn *pg = harness_pg(&harness_conf);
+    PGresult *r = PQexecParams(pg, "SELECT status FROM orders WHERE order_id = $1", 1, NULL, p, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    snprintf(buf, len, "%s", PQntuples(r) ? PQgetvalue(r, 0, 0) : "(none)");
+    PQclear(r);
+    PQfinish(pg);
+    return buf;
+}
+
+static bool status_is(int64_t order_id, const char *want)
+{
+    char b[32];
+    return strcmp(status_of(order_id, b, sizeof(b)), want) == 0;
+}
+
+/* The pay_by PostgreSQL holds for an order, in ms as the consumer reports it. */
+static int64_t pay_by_ms(int64_t order_id)
+{
+    return pg_int("SELECT (extract(epoch FROM pay_by) * 1000)::bigint FROM orders WHERE order_id = $1", order_id);
+}
+
+/* A Redis value of the item: GET of its stock, SCARD of a set, HGET of given_back. */
+static long long redis_of(int64_t item, enum keys_item_part part)
+{
+    char k[KEYS_MAX];
+    assert_true(keys_item(k, sizeof(k), harness_conf.redis.key_prefix, item, part) > 0);
+    redisContext *rc = harness_redis(&harness_conf);
+    long long v = part == KEYS_ITEM_STOCK    ? harness_int(rc, "GET %s", k)
+                  : part == KEYS_ITEM_ORDERS ? harness_int(rc, "HGET %s given_back", k)
+                                             : harness_int(rc, "SCARD %s", k);
+    redisFree(rc);
+    return v;
+}
+
+/* The order's state in the item's orders hash ("USER|S|RESERVED|SETTLED|DETAIL"):
+ * its letter (0 when absent) and DETAIL as a number. */
+static char hash_state(int64_t item, int64_t order_id, int64_t *detail)
+{
+    char k[KEYS_MAX];
+    char st = 0;
+    assert_true(keys_item(k, sizeof(k), harness_conf.redis.key_prefix, item, KEYS_ITEM_ORDERS) > 0);
+    redisContext *rc = harness_redis(&harness_conf);
+    redisReply *r = harness_cmd(rc, "HGET %s o:%" PRId64, k, order_id);
+    *detail = 0;
+    if (r->type == REDIS_REPLY_STRING) {
+        const char *p = strchr(r->str, '|');
+        if (p && p[1] && p[2] == '|') {
+            st = p[1];
+            const char *last = strrchr(r->str, '|');
+            *detail = strtoll(last + 1, NULL, 10);
+        }
+    }
+    freeReplyObject(r);
+    redisFree(rc);
+    return st;
+}
+
+/* --- the sink in-process ------------------------------------------------------------ */
+
+/* An item of stock units whose buyers have pay_s seconds to pay (0: none). */
+static int64_t sink_item(int64_t stock, int pay_s)
+{
+    int64_t item = new_item_id();
+    pg_exec("INSERT INTO items (item_id, name, stock_total, stock_left) VALUES ($1, 'cancel test', $2, $2)", item,
+            stock);
+    pg_exec("UPDATE items SET pay_within_s = $2 WHERE item_id = $1", item, pay_s);
+    return item;
+}
+
+static int write_batch(struct sink *s, struct order *o, struct sink_order *so, int n, int64_t fence)
+{
+    char err[256];
+    for (int i = 0; i < n; i++)
+        so[i] = (struct sink_order){ &o[i], fence, 0, 0 };
+    int st = sink_write(s, so, (size_t)n, NULL, NULL, NULL, err, sizeof(err));
+    if (st != SINK_OK)
+        fail_msg("sink_write: %d: %s", st, err);
+    return st;
+}
+
+static struct order cancel_of(const struct order *o)
+{
+    struct order c = *o;
+    c.kind = ORDER_CANCEL;
+    return c;
+}
+
+/* One batch decides each message in arrival order: an order and its cancel
+ * (the cancel sees the order its batch inserted), an order of an item
+ * without a payment window and its cancel (final: nothing to cancel), a
+ * cancel of an order that does not exist, one naming another buyer; each
+ * order's pay_by is the one PostgreSQL holds; the unit of the cancelled
+ * order is back in stock_left and recorded once in order_returns. Then two
+ * cancels of one order in a batch apply once, a redelivered batch finds its
+ * orders with their windows, a cancel replayed changes nothing, and a
+ * cancel under a stale fence writes nothing. */
+static void test_sink_cancels(void **state)
+{
+    (void)state;
+    char err[256];
+    struct sink *s = NULL;
+    int64_t w = sink_item(5, 600), f = sink_item(5, 0);
+    int64_t ob = (1LL << 41) + ((int64_t)util_rand_below(1ULL << 20) << 20);
+    int64_t ub = 810000000000LL + (int64_t)util_rand_below(9999999999ULL);
+    int64_t fence = util_wall_ms() * 1000;
+    assert_int_equal(sink_open(&harness_conf, "test-cancel-sink", &s, err, sizeof(err)), 0);
+
+    struct order a = { ob + 1, ub + 1, w, 1, 1000, ORDER_BUY, "" };
+    struct order b = { ob + 2, ub + 2, w, 1, 1000, ORDER_BUY, "" };
+    struct order c = { ob + 3, ub + 3, f, 1, 1000, ORDER_BUY, "" };
+    struct order d = { ob + 4, ub + 4, w, 1, 1000, ORDER_BUY, "" };
+    struct order o[] = {
+        a, cancel_of(&a), b, c, cancel_of(&c),
+        { ob + 9, ub + 5, w, 1, 1000, ORDER_CANCEL, "" }, /* no such order */
+        { ob + 2, ub + 5, w, 1, 1000, ORDER_CANCEL, "" }, /* b's id, another buyer */
+        d,
+    };
+    enum { N = sizeof(o) / sizeof(o[0]) };
+    const int want[N] = { CMSG_INSERTED,    CMSG_CANCELLED,   CMSG_INSERTED,    CMSG_INSERTED,
+                          CMSG_CANCEL_NOOP, CMSG_CANCEL_NOOP, CMSG_CANCEL_NOOP, CMSG_INSERTED };
+    struct sink_order so[N];
+    write_batch(s, o, so, N, fence);
+    for (int i = 0; i < N; i++)
+        if (so[i].outcome != want[i])
+            fail_msg("message %d: outcome %d, want %d", i, so[i].outcome, want[i]);
+    assert_int_equal(so[0].pay_by_ms, 0); /* cancelled by its batch: no longer pending */
+    assert_true(so[2].pay_by_ms > util_wall_ms());
+    assert_int_equal(so[2].pay_by_ms, pay_by_ms(b.order_id));
+    assert_int_equal(so[7].pay_by_ms, pay_by_ms(d.order_id));
+    assert_int_equal(so[3].pay_by_ms, 0); /* final */
+    for (int i = 0; i < N; i++)
+        if (o[i].kind == ORDER_CANCEL)
+            assert_int_equal(so[i].pay_by_ms, 0);
+    assert_true(status_is(a.order_id, "cancelled"));
+    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE order_id = $1 AND status_reason = 'cancelled by "
+                            "its buyer' AND status_changed_at IS NOT NULL AND pay_by IS NOT NULL",
+                            a.order_id),
+                     1);
+    assert_true(status_is(b.order_id, "pending_payment"));
+    assert_true(status_is(c.order_id, "final"));
+    assert_int_equal(stock_left(w), 5 - 2); /* a, b, d took one each; a's came back */
+    assert_int_equal(stock_left(f), 4);
+    assert_int_equal(returns_of(w), 1);
+    assert_int_equal(returns_of(f), 0);
+    /* (whether a consumer sent it to Redis yet does not matter here) */
+    assert_int_equal(pg_int2("SELECT count(*) FROM order_returns WHERE order_id = $1 AND user_id = $2 AND "
+                             "reason = 'cancelled'",
+                             a.order_id, a.user_id),
+                     1);
+
+    /* Two cancels of b in one batch: the first applies, the second finds it
+     * cancelled. */
+    fence++;
+    struct order two[] = { cancel_of(&b), cancel_of(&b) };
+    struct sink_order so2[2];
+    write_batch(s, two, so2, 2, fence);
+    assert_int_equal(so2[0].outcome, CMSG_CANCELLED);
+    assert_int_equal(so2[1].outcome, CMSG_CANCEL_NOOP);
+    assert_int_equal(stock_left(w), 5 - 1);
+    assert_int_equal(returns_of(w), 2);
+
+    /* The first batch again (a redelivery): the orders are there, each with
+     * its window while it is still pending (d) and none once it is not (a,
+     * b cancelled); the cancels change nothing. */
+    fence++;
+    write_batch(s, o, so, N, fence);
+    for (int i = 0; i < N; i++) {
+        int expect = o[i].kind == ORDER_CANCEL ? CMSG_CANCEL_NOOP : CMSG_DUPLICATE;
+        if (so[i].outcome != expect)
+            fail_msg("redelivered message %d: outcome %d, want %d", i, so[i].outcome, expect);
+    }
+    assert_int_equal(so[7].pay_by_ms, pay_by_ms(d.order_id));
+    assert_int_equal(so[0].pay_by_ms, 0);
+    assert_int_equal(so[2].pay_by_ms, 0);
+    assert_int_equal(so[3].pay_by_ms, 0);
+    assert_int_equal(stock_left(w), 5 - 1);
+    assert_int_equal(stock_left(f), 4);
+    assert_int_equal(returns_of(w), 2);
+
+    /* A paid order is not cancelled; a stale fence writes nothing. */
+    pg_exec("UPDATE orders SET status = 'paid' WHERE order_id = $1", d.order_id, 0);
+    fence++;
+    struct order cd = cancel_of(&d);
+    write_batch(s, &cd, so, 1, fence);
+    assert_int_equal(so[0].outcome, CMSG_CANCEL_NOOP);
+    assert_true(status_is(d.order_id, "paid"));
+    pg_exec("UPDATE orders SET status = 'pending_payment' WHERE order_id = $1", d.order_id, 0);
+    write_batch(s, &cd, so, 1, fence - 10);
+    assert_int_equal(so[0].outcome, CMSG_RETRY);
+    assert_true(status_is(d.order_id, "pending_payment"));
+    assert_int_equal(stock_left(w), 5 - 1);
+    assert_int_equal(returns_of(w), 2);
+    sink_close(s);
+    for (int i = 1; i <= 5; i++)
+        pg_exec("DELETE FROM user_fences WHERE user_id = $1", ub + i, 0);
+    pg_drop(w);
+    pg_drop(f);
+}
+
+/* --- a producer and consumers ---------------------------------------------------- */
+
+#define MAX_CONS 2
+
+struct life {
+    struct cfg c;
+    char cfgpath[MAX_CONS][128], clog[MAX_CONS][192], plog[192], pwfile[128];
+    int port, cport[MAX_CONS];
+    pid_t prod, cons[MAX_CONS];
+    int ncons;
+    int64_t item, user_base;
+    rd_kafka_t *kp; /* publishes the cancels, as the producer's cancel call would */
+};
+
+static void start_consumer(struct life *l, int i)
+{
+    char bin[512];
+    harness_bin("seckill-consumer", bin, sizeof(bin));
+    char *argv[] = { bin, "-c", l->cfgpath[i], NULL };
+    l->cons[i] = harness_spawn(argv, l->clog[i]);
+}
+
+/* An item of stock units, its buyers given pay_s seconds to pay. */
+static void item_create(struct life *l, int64_t stock, int pay_s)
+{
+    char sid[24], sstock[24], spay[24], *out = NULL;
+    l->item = new_item_id();
+    snprintf(sid, sizeof(sid), "%" PRId64, l->item);
+    snprintf(sstock, sizeof(sstock), "%" PRId64, stock);
+    snprintf(spay, sizeof(spay), "%d", pay_s);
+    const char *args[] = { "-c",      l->cfgpath[0], "item",         "create", "--id", sid,
+                           "--stock", sstock,        "--pay-within", spay,     NULL };
+    int st = harness_run(&out, "seckillctl", args, 30000);
+    if (st != 0 || !strstr(out, "to be paid within"))
+        fail_msg("seckillctl item create --pay-within %d: exit %d: %s", pay_s, st, out);
+    free(out);
+}
+
+/* A producer and ncons consumers (as this run's user), on a topic and
+ * group of their own, and an item; returns once all are up. */
+static void life_start(struct life *l, int ncons, int64_t stock, int pay_s)
+{
+    char bin[512], rnd[9], err[512];
+    bool ok;
+    memset(l, 0, sizeof(*l));
+    l->ncons = ncons;
+    l->user_base = 6000000 + (int64_t)util_rand_below(1000000) * 256;
+    assert_int_equal(util_random_hex(rnd, 4), 0);
+    snprintf(l->pwfile, sizeof(l->pwfile), "/tmp/sktest-cancel-pw-%d-%s", (int)getpid(), rnd);
+    harness_write_secret(l->pwfile, password);
+    harness_cfg(&l->c);
+    harness_set_str(&l->c.redis.key_prefix, harness_conf.redis.key_prefix);
+    harness_set_str(&l->c.redis.user[CFG_ROLE_CONSUMER], user);
+    harness_set_str(&l->c.redis.password_file[CFG_ROLE_CONSUMER], l->pwfile);
+    free(l->c.kafka.topic);
+    assert_true(asprintf(&l->c.kafka.topic, "sktest.cancel.%d.%s", (int)getpid(), rnd) > 0);
+    free(l->c.kafka.dlq_topic);
+    assert_true(asprintf(&l->c.kafka.dlq_topic, "%s.dlq", l->c.kafka.topic) > 0);
+    free(l->c.consumer.group_id);
+    assert_true(asprintf(&l->c.consumer.group_id, "sktest-cancel-%d-%s", (int)getpid(), rnd) > 0);
+    l->c.consumer.workers = 2;
+    l->c.consumer.expire_interval_ms = 100;
+    l->c.consumer.return_backoff_cap_ms = 300;
+    harness_producer_ports(&l->c);
+    l->port = l->c.producer.port;
+    for (int i = 0; i < ncons; i++) {
+        l->c.consumer.metrics_port = l->cport[i] = harness_free_port();
+        char path[sizeof(l->cfgpath[i])]; /* a copy: GCC's -Wrestrict sees one object in l */
+        harness_cfg_file(&l->c, path, sizeof(path));
+        memcpy(l->cfgpath[i], path, sizeof(path));
+        snprintf(l->clog[i], sizeof(l->clog[i]), "%s.consumer.log", path);
+    }
+    assert_int_equal(harness_topic_create(&l->c, l->c.kafka.topic, 4), 0);
+    assert_int_equal(harness_topic_create(&l->c, l->c.kafka.dlq_topic, 1), 0);
+    item_create(l, stock, pay_s);
+    rd_kafka_conf_t *conf = harness_kafka_conf(&l->c, "admin");
+    assert_int_equal(rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)), RD_KAFKA_CONF_OK);
+    assert_int_equal(rd_kafka_conf_set(conf, "linger.ms", "0", err, sizeof(err)), RD_KAFKA_CONF_OK);
+    if (!(l->kp = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err))))
+        fail_msg("rd_kafka_new: %s", err);
+    snprintf(l->plog, sizeof(l->plog), "%s.producer.log", l->cfgpath[0]);
+    harness_bin("seckill-producer", bin, sizeof(bin));
+    char *pargv[] = { bin, "-c", l->cfgpath[0], NULL };
+    l->prod = harness_spawn(pargv, l->plog);
+    for (int i = 0; i < ncons; i++)
+        start_consumer(l, i);
+    WAIT_UNTIL(harness_http(l->port, "GET", "/healthz", NULL, NULL, NULL, 0) == 200, 60000, ok);
+    if (!ok)
+        fail_msg("the producer did not come up; see %s", l->plog);
+    for (int i = 0; i < ncons; i++) {
+        WAIT_UNTIL(sale_metric(l->cport[i], "seckill_consumer_assigned_partitions") > 0, 60000, ok);
+        if (!ok)
+            fail_msg("consumer %d did not come up; see %s", i, l->clog[i]);
+    }
+}
+
+static void life_stop(struct life *l)
+{
+    if (l->prod > 0) {
+        kill(l->prod, SIGTERM);
+        assert_int_equal(harness_wait_exit(l->prod, 30000), 0);
+    }
+    for (int i = 0; i < l->ncons; i++) {
+        if (l->cons[i] <= 0)
+            continue;
+        assert_int_equal(kill(l->cons[i], SIGTERM), 0);
+        int st = harness_wait_exit(l->cons[i], 30000);
+        if (st != 0)
+            fail_msg("consumer %d exited %d; see %s", i, st, l->clog[i]);
+    }
+    rd_kafka_flush(l->kp, 10000);
+    rd_kafka_destroy(l->kp);
+    harness_topic_delete(&l->c, l->c.kafka.topic);
+    harness_topic_delete(&l->c, l->c.kafka.dlq_topic);
+    pg_drop(l->item);
+    unlink(l->pwfile);
+    for (int i = 0; i < l->ncons && !getenv("SECKILL_TEST_KEEP_LOGS"); i++) {
+        unlink(l->cfgpath[i]);
+        unlink(l->clog[i]);
+    }
+    if (!getenv("SECKILL_TEST_KEEP_LOGS"))
+        unlink(l->plog);
+    cfg_free(&l->c);
+}
+
+/* The consumers' sum of a metric (each its own counter). */
+static int64_t cons_metric(const struct life *l, const char *name)
+{
+    int64_t sum = 0;
+    for (int i = 0; i < l->ncons; i++)
+        if (l->cons[i] > 0)
+            sum += sale_metric(l->cport[i], name);
+    return sum;
+}
+
+#define CANCELS_APPLIED "seckill_consumer_cancels_total{result=\"applied\"}"
+#define CANCELS_NOOP "seckill_consumer_cancels_total{result=\"noop\"}"
+
+/* How a cancel is signed: by a producer key, not at all, or with the MAC of
+ * the order it names (a forger's reuse: the texts differ, ordersig.h). */
+enum how_signed { SIGNED, UNSIGNED, ORDER_MAC };
+
+/* Publish the buyer's cancel of order_id on the orders topic, keyed by its
+ * user, as the producer's cancel call does. */
+static void cancel_publish(struct life *l, int64_t order_id, int64_t u, enum how_signed how)
+{
+    struct order o = { order_id, u, l->item, 1, util_wall_ms(), ORDER_CANCEL, "" };
+    char buf[ORDER_MSG_MAX], key[ORDER_ID_STR_MAX];
+    if (how == SIGNED) {
+        assert_int_equal(osig_sign(&o), 0);
+    } else if (how == ORDER_MAC) {
+        o.kind = ORDER_BUY;
+        assert_int_equal(osig_sign(&o), 0);
+        o.kind = ORDER_CANCEL;
+    }
+    int n = order_encode(&o, buf, sizeof(buf));
+    assert_true(n > 0);
+    snprintf(key, sizeof(key), "%" PRId64, u);
+    rd_kafka_resp_err_t e = rd_kafka_producev(l->kp, RD_KAFKA_V_TOPIC(l->c.kafka.topic),
+                                              RD_KAFKA_V_KEY(key, strlen(key)), RD_KAFKA_V_VALUE(buf, (size_t)n),
+                                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+    assert_int_equal(e, RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_poll(l->kp, 0);
+}
+
+/* A buyer's order through the producer, persisted pending payment: its id. */
+static int64_t buy_pending(struct life *l, int64_t u)
+{
+    bool ok;
+    int64_t id = -1;
+    int st = harness_order(l->port, u, l->item, last_resp, sizeof(last_resp));
+    if (st != 202)
+        fail_msg("buyer %" PRId64 ": %d %s; see %s", u, st, last_resp, l->plog);
+    WAIT_UNTIL((id = pg_int2("SELECT order_id FROM orders WHERE item_id = $1 AND user_id = $2 AND status = "
+                             "'pending_payment'",
+                             l->item, u)) > 0,
+               15000, ok);
+    if (!ok)
+        fail_msg("the order of buyer %" PRId64 " was not persisted pending payment; see %s", u, l->clog[0]);
+    return id;
+}
+
+/* The status hash says 'w' with the pay_by PostgreSQL holds, to the ms, and
+ * so does the producer's status call (pending_payment, pay_by). */
+static void expect_waiting(struct life *l, int64_t order_id)
+{
+    bool ok;
+    int st = 0;
+    char path[64], t[40], want_text[64];
+    int64_t detail = 0, want = pay_by_ms(order_id);
+    assert_true(want > util_wall_ms());
+    WAIT_UNTIL(hash_state(l->item, order_id, &detail) == 'w', 10000, ok);
+    if (!ok)
+        fail_msg("order %" PRId64 ": the orders hash says '%c', not 'w'; see %s", order_id,
+                 hash_state(l->item, order_id, &detail), l->clog[0]);
+    assert_int_equal(detail, want);
+    snprintf(path, sizeof(path), "/api/v1/orders/%" PRId64, order_id);
+    util_format_time_ms(want, t, sizeof(t));
+    snprintf(want_text, sizeof(want_text), "\"pay_by\":\"%s\"", t);
+    char *body = sale_http_get(l->port, path, &st);
+    if (st != 200 || !body || !strstr(body, "\"status\":\"pending_payment\"") || !strstr(body, want_text))
+        fail_msg("GET %s: %d %s, want pending_payment and %s", path, st, body ? body : "", want_text);
+    free(body);
+}
+
+/* The buyer's cancel through the producer's call (auth none: the caller
+ * names itself): 202 once Kafka holds it. */
+static void cancel_call(struct life *l, int64_t order_id, int64_t u)
+{
+    char path[96];
+    snprintf(path, sizeof(path), "/api/v1/orders/%" PRId64 "/cancel?user_id=%" PRId64, order_id, u);
+    int st = harness_http(l->port, "POST", path, NULL, NULL, last_resp, sizeof(last_resp));
+    if (st != 202 || !strstr(last_resp, "cancelling"))
+        fail_msg("POST %s: %d %s; see %s", path, st, last_resp, l->plog);
+}
+
+/* The "total" row of a replay summary: read inserted present rejected dead
+ * cancelled cancel-noop. */
+static void replay_totals(const char *out, int64_t v[7])
+{
+    const char *p = strstr(out, "\n    total");
+    if (!p || sscanf(p + 10, "%" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64,
+                     &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]) != 7)
+        fail_msg("no totals in the replay output:\n%s", out);
+}
+
+/* --- the tests ---------------------------------------------------------------------- */
+
+/* A buyer's order of an item with a payment window is persisted pending and
+ * shown 'w' with its pay_by; the buyer's signed cancel cancels it: its unit
+ * back in stock_left once, recorded in order_returns, back in Redis, and the
+ * buyer may buy again, and cancel again through the producer's call. The
+ * same cancel again changes nothing; a cancel of a paid order changes
+ * nothing; a cancel no producer signed, or carrying its order's MAC, goes to
+ * the dead-letter topic and changes nothing; a replay of the topic changes
+ * nothing. */
+static void test_cancel_pending_order(void **state)
+{
+    (void)state;
+    enum { STOCK = 3 };
+    struct life l;
+    bool ok;
+    int64_t detail;
+    life_start(&l, 1, STOCK, 600);
+    int64_t u0 = l.user_base, u1 = l.user_base + 1, u2 = l.user_base + 2;
+
+    int64_t a = buy_pending(&l, u0);
+    expect_waiting(&l, a);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_STOCK), STOCK - 1);
+    assert_int_equal(stock_left(l.item), STOCK - 1);
+
+    /* The cancel: cancelled in PostgreSQL, the unit back in both stores. */
+    cancel_publish(&l, a, u0, SIGNED);
+    WAIT_UNTIL(status_is(a, "cancelled"), 15000, ok);
+    if (!ok)
+        fail_msg("order %" PRId64 " not cancelled; see %s", a, l.clog[0]);
+    assert_int_equal(stock_left(l.item), STOCK);
+    assert_int_equal(pg_int2("SELECT count(*) FROM order_returns WHERE order_id = $1 AND user_id = $2 AND "
+                             "reason = 'cancelled'",
+                             a, u0),
+                     1);
+    WAIT_UNTIL(returns_done(l.item) == 1 && redis_of(l.item, KEYS_ITEM_STOCK) == STOCK, 15000, ok);
+    if (!ok)
+        fail_msg("returns done %lld, Redis stock %lld; see %s", (long long)returns_done(l.item),
+                 redis_of(l.item, KEYS_ITEM_STOCK), l.clog[0]);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_RETURNED), 1);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_BUYERS), 0);
+    WAIT_UNTIL(cons_metric(&l, CANCELS_APPLIED) == 1, 10000, ok);
+    assert_true(ok);
+    /* The expiry marks what it returned 'k' with the cancel's time
+     * (consumer/expiry.c), before the return is done. */
+    char st = hash_state(l.item, a, &detail);
+    if (st != 'k')
+        fail_msg("order %" PRId64 ": the orders hash says '%c' after its cancel, not 'k'", a, st);
+    assert_int_equal(detail, pg_int("SELECT (extract(epoch FROM status_changed_at) * 1000)::bigint FROM orders "
+                                    "WHERE order_id = $1",
+                                    a));
+
+    /* The same cancel twice more: nothing changes. */
+    cancel_publish(&l, a, u0, SIGNED);
+    cancel_publish(&l, a, u0, SIGNED);
+    WAIT_UNTIL(cons_metric(&l, CANCELS_NOOP) == 2, 15000, ok);
+    if (!ok)
+        fail_msg("cancels noop: %lld; see %s", (long long)cons_metric(&l, CANCELS_NOOP), l.clog[0]);
+    assert_int_equal(cons_metric(&l, CANCELS_APPLIED), 1);
+    assert_int_equal(stock_left(l.item), STOCK);
+    assert_int_equal(returns_of(l.item), 1);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_STOCK), STOCK);
+
+    /* The buyer buys again (sale.rebuy_after_cancel), a new order, and
+     * cancels it through the producer's call. */
+    int64_t a2 = buy_pending(&l, u0);
+    assert_true(a2 != a);
+    expect_waiting(&l, a2);
+    cancel_call(&l, a2, u0);
+    WAIT_UNTIL(status_is(a2, "cancelled") && cons_metric(&l, CANCELS_APPLIED) == 2, 15000, ok);
+    if (!ok)
+        fail_msg("order %" PRId64 " not cancelled through the call; see %s", a2, l.clog[0]);
+    assert_int_equal(stock_left(l.item), STOCK);
+    assert_int_equal(returns_of(l.item), 2);
+    WAIT_UNTIL(redis_of(l.item, KEYS_ITEM_STOCK) == STOCK, 15000, ok);
+    assert_true(ok);
+
+    /* A paid order is not cancelled. */
+    int64_t b = buy_pending(&l, u1);
+    pg_exec("UPDATE orders SET status = 'paid', status_changed_at = now() WHERE order_id = $1", b, 0);
+    cancel_publish(&l, b, u1, SIGNED);
+    WAIT_UNTIL(cons_metric(&l, CANCELS_NOOP) == 3, 15000, ok);
+    assert_true(ok);
+    assert_true(status_is(b, "paid"));
+    assert_int_equal(stock_left(l.item), STOCK - 1);
+    assert_int_equal(returns_of(l.item), 2);
+
+    /* A cancel no producer signed, and one with its order's MAC: dead
+     * letters, counted as unsigned; the order stays pending. */
+    int64_t c = buy_pending(&l, u2);
+    cancel_publish(&l, c, u2, UNSIGNED);
+    cancel_publish(&l, c, u2, ORDER_MAC);
+    WAIT_UNTIL(cons_metric(&l, "seckill_consumer_dead_lettered_total") == 2, 15000, ok);
+    if (!ok)
+        fail_msg("dead letters: %lld; see %s", (long long)cons_metric(&l, "seckill_consumer_dead_lettered_total"),
+                 l.clog[0]);
+    assert_int_equal(cons_metric(&l, "seckill_consumer_orders_unsigned_total"), 2);
+    assert_true(status_is(c, "pending_payment"));
+    if (cons_metric(&l, CANCELS_APPLIED) != 2 || cons_metric(&l, CANCELS_NOOP) != 3)
+        fail_msg("cancels: applied %lld, noop %lld", (long long)cons_metric(&l, CANCELS_APPLIED),
+                 (long long)cons_metric(&l, CANCELS_NOOP));
+    assert_int_equal(stock_left(l.item), STOCK - 2);
+    assert_int_equal(returns_of(l.item), 2);
+
+    /* A replay of the topic: every order present, every cancel a noop, the
+     * dead letters again dead letters; nothing changes. */
+    char *out = NULL;
+    int64_t v[7];
+    const char *rargs[] = { "-c", l.cfgpath[0], "--replay", "--from-beginning", NULL };
+    int rst = harness_run(&out, "seckill-consumer", rargs, 60000);
+    if (rst != 0)
+        fail_msg("replay exit %d: %s", rst, out);
+    replay_totals(out, v);
+    free(out);
+    assert_int_equal(v[0], 4 + 5 + 2); /* read: 4 orders, 5 signed cancels, 2 dead letters */
+    assert_int_equal(v[1], 0);         /* inserted */
+    assert_int_equal(v[2], 4);         /* present */
+    assert_int_equal(v[3], 0);         /* rejected */
+    assert_int_equal(v[4], 2);         /* dead-lettered */
+    assert_int_equal(v[5], 0);         /* cancelled */
+    assert_int_equal(v[6], 5);         /* cancel-noop: a's three, a2's, b's */
+    assert_true(status_is(a, "cancelled"));
+    assert_true(status_is(a2, "cancelled"));
+    assert_true(status_is(b, "paid"));
+    assert_true(status_is(c, "pending_payment"));
+    assert_int_equal(stock_left(l.item), STOCK - 2);
+    assert_int_equal(returns_of(l.item), 2);
+    life_stop(&l);
+}
+
+/* Cancels racing the expiry: N orders with a short window, each cancelled by
+ * its buyer a little before, at, or after its pay_by, while two consumers
+ * expire what is due. Each order ends cancelled or expired, and is returned
+ * exactly once: one order_returns row per order, whose reason is its status,
+ * every unit back in stock_left and in Redis. */
+static void test_cancel_races_expiry(void **state)
+{
+    (void)state;
+    enum { N = 200, PAY_S = 4 };
+    static const int offset_ms[] = { -150, 0, 40, 250 };
+    struct life l;
+    bool ok;
+    int64_t ids[N], users[N], due[N], at[N];
+    int ord[N];
+    life_start(&l, 2, N, PAY_S);
+    int64_t t0 = util_mono_ms();
+    for (int i = 0; i < N; i++) {
+        int st = harness_order(l.port, l.user_base + i, l.item, last_resp, sizeof(last_resp));
+        if (st != 202)
+            fail_msg("buyer %d: %d %s; see %s", i, st, last_resp, l.plog);
+    }
+    WAIT_UNTIL(pg_int("SELECT count(*) FROM orders WHERE item_id = $1", l.item) == N, 20000, ok);
+    if (!ok)
+        fail_msg("%lld of %d orders persisted; see %s",
+                 (long long)pg_int("SELECT count(*) FROM orders WHERE item_id = $1", l.item), N, l.clog[0]);
+
+    printf("# %d orders persisted in %lld ms\n", N, (long long)(util_mono_ms() - t0));
+    /* Each order's buyer and pay_by, earliest first. */
+    char sitem[24];
+    snprintf(sitem, sizeof(sitem), "%" PRId64, l.item);
+    const char *p[] = { sitem };
+    PGconn *pg = harness_pg(&harness_conf);
+    PGresult *r = PQexecParams(pg,
+                               "SELECT order_id, user_id, (extract(epoch FROM pay_by) * 1000)::bigint FROM orders "
+                               "WHERE item_id = $1 ORDER BY pay_by, order_id",
+                               1, NULL, p, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    assert_int_equal(PQntuples(r), N);
+    for (int i = 0; i < N; i++) {
+        ids[i] = strtoll(PQgetvalue(r, i, 0), NULL, 10);
+        users[i] = strtoll(PQgetvalue(r, i, 1), NULL, 10);
+        due[i] = strtoll(PQgetvalue(r, i, 2), NULL, 10);
+    }
+    PQclear(r);
+    PQfinish(pg);
+
+    /* Each cancel published near its order's pay_by, in the order of those
+     * times: some before the expiry can take the order, some as it does,
+     * some after. */
+    int64_t late = 0;
+    for (int i = 0; i < N; i++) {
+        ord[i] = i;
+        at[i] = due[i] + offset_ms[i % ARRAY_SIZE(offset_ms)];
+    }
+    for (int i = 1; i < N; i++) /* by at: insertion sort, the input is nearly sorted */
+        for (int j = i; j > 0 && at[ord[j - 1]] > at[ord[j]]; j--) {
+            int t = ord[j];
+            ord[j] = ord[j - 1];
+            ord[j - 1] = t;
+        }
+    for (int k = 0; k < N; k++) {
+        int i = ord[k];
+        int64_t now = util_wall_ms();
+        if (at[i] > now)
+            util_sleep_ms(at[i] - now);
+        else
+            late++;
+        cancel_publish(&l, ids[i], users[i], SIGNED);
+    }
+    rd_kafka_flush(l.kp, 10000);
+    WAIT_UNTIL(cons_metric(&l, CANCELS_APPLIED) + cons_metric(&l, CANCELS_NOOP) == N &&
+                   orders_in(l.item, "pending_payment") == 0,
+               30000, ok);
+    if (!ok)
+        fail_msg("cancels settled %lld of %d, %lld orders still pending; see %s",
+                 (long long)(cons_metric(&l, CANCELS_APPLIED) + cons_metric(&l, CANCELS_NOOP)), N,
+                 (long long)orders_in(l.item, "pending_payment"), l.clog[0]);
+    int64_t cancelled = orders_in(l.item, "cancelled"), expired = orders_in(l.item, "expired");
+    printf("# %d orders: %lld cancelled by their buyers, %lld expired first (%lld cancels published late)\n", N,
+           (long long)cancelled, (long long)expired, (long long)late);
+    assert_int_equal(cancelled + expired, N);
+    assert_int_equal(cons_metric(&l, CANCELS_APPLIED), cancelled);
+    assert_true(cancelled > 0);
+    assert_true(expired > 0);
+    /* Returned exactly once each, under the reason its status says. */
+    assert_int_equal(returns_of(l.item), N);
+    assert_int_equal(pg_int("SELECT count(*) FROM orders o JOIN order_returns r USING (order_id) WHERE o.item_id = "
+                            "$1 AND r.reason = o.status",
+                            l.item),
+                     N);
+    assert_int_equal(stock_left(l.item), N);
+    WAIT_UNTIL(returns_done(l.item) == N && redis_of(l.item, KEYS_ITEM_STOCK) == N, 20000, ok);
+    if (!ok)
+        fail_msg("returns done %lld of %d, Redis stock %lld; see %s", (long long)returns_done(l.item), N,
+                 redis_of(l.item, KEYS_ITEM_STOCK), l.clog[0]);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_RETURNED), N);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_ORDERS), N); /* given_back */
+    assert_int_equal(stock_left(l.item), N);
+    /* The buyers' status says what PostgreSQL decided: 'k' or 'x'. */
+    int agree = 0;
+    for (int i = 0; i < N; i++) {
+        int64_t detail;
+        char st = hash_state(l.item, ids[i], &detail), pgst[32];
+        status_of(ids[i], pgst, sizeof(pgst));
+        agree += (st == 'k' && strcmp(pgst, "cancelled") == 0) || (st == 'x' && strcmp(pgst, "expired") == 0);
+    }
+    assert_int_equal(agree, N);
+    life_stop(&l);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sink_cancels),
+        cmocka_unit_test(test_cancel_pending_order),
+        cmocka_unit_test(test_cancel_races_expiry),
+    };
+    harness_filter();
+    return cmocka_run_group_tests_name("cancel", tests, setup, teardown);
+}
