@@ -889,3 +889,55 @@ int64_t sale_metric(int port, const char *name)
     free(body);
     return status == 200 ? v : -1;
 }
+
+/* --- an ACL user with the consumer's rules ---------------------------------- */
+
+/* The consumer's rules for c's key prefix, as the stack writes them. */
+static void consumer_rules(const struct cfg *c, char *out, size_t len)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "bash -c 'STATE=/nonexistent; . \"$0/scripts/stack.d/redis.sh\" && redis_acl_rules consumer \"$1\"' "
+             "'%s' '%s'",
+             harness_root(), c->redis.key_prefix);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, len - 1, f);
+    out[n] = '\0';
+    assert_int_equal(pclose(f), 0);
+    assert_non_null(strstr(out, ":returned"));
+}
+
+void sale_consumer_acl_user(const char *tag, char *user, size_t ulen, char *password, size_t plen)
+{
+    char rules[8192], pw[80], rnd[17], *save = NULL;
+    const char *argv[512];
+    int n = 0;
+    consumer_rules(&harness_conf, rules, sizeof(rules));
+    assert_int_equal(util_random_hex(rnd, 8), 0);
+    snprintf(user, ulen, "sktest-%s-%d", tag, (int)getpid());
+    snprintf(password, plen, "c-%s", rnd);
+    snprintf(pw, sizeof(pw), ">%s", password);
+    argv[n++] = "ACL", argv[n++] = "SETUSER", argv[n++] = user, argv[n++] = "reset", argv[n++] = "on";
+    argv[n++] = pw;
+    /* ACL SETUSER puts the selectors that come apart at their spaces back
+     * together (Redis 7.0). */
+    for (char *t = strtok_r(rules, " \n", &save); t && n < 510; t = strtok_r(NULL, " \n", &save))
+        argv[n++] = t;
+    redisContext *rc = harness_redis(&harness_conf);
+    redisReply *r = redisCommandArgv(rc, n, argv, NULL);
+    assert_non_null(r);
+    if (r->type == REDIS_REPLY_ERROR)
+        fail_msg("ACL SETUSER %s: %s", user, r->str);
+    freeReplyObject(r);
+    redisFree(rc);
+}
+
+void sale_acl_user_switch(const char *user, bool on)
+{
+    redisContext *rc = harness_redis(&harness_conf);
+    freeReplyObject(harness_cmd(rc, "ACL SETUSER %s %s", user, on ? "on" : "off"));
+    if (!on)
+        freeReplyObject(harness_cmd(rc, "CLIENT KILL USER %s", user));
+    redisFree(rc);
+}

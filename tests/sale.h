@@ -118,6 +118,16 @@ void sale_report_print(FILE *f, const char *prefix, const struct sale_report *r)
  * its end. */
 bool sale_group_caught_up(const struct cfg *c, const char *group, const char *topic);
 
+/* Redis: an ACL user of its own, "sktest-TAG-PID" with a fresh password,
+ * holding the rules the stack gives the consumer's user for harness_conf's
+ * key prefix (scripts/stack.d/redis.sh, redis_acl_rules): a test's consumer
+ * then runs under exactly the production rules, and the test may turn that
+ * user off or change it without touching any other daemon. Fails the test
+ * on any error. */
+void sale_consumer_acl_user(const char *tag, char *user, size_t ulen, char *password, size_t plen);
+/* Turn that user on, or off (its connections killed). */
+void sale_acl_user_switch(const char *user, bool on);
+
 /* One GET over a fresh connection; the body (caller frees) or NULL. */
 char *sale_http_get(int port, const char *path, int *status);
 /* A sample's value from a /metrics page ("name" or "name{labels}"); -1 if

@@ -38,59 +38,8 @@ static int order(int port, int64_t u, int64_t item)
 
 /* --- fixtures ------------------------------------------------------------------ */
 
-/* The consumer's ACL rules for this run's key prefix, as the stack writes them. */
-static void consumer_rules(char *out, size_t len)
-{
-    char cmd[1024];
-    snprintf(
-        cmd, sizeof(cmd),
-        "bash -c 'STATE=/nonexistent; . \"$0/scripts/stack.d/redis.sh\" && redis_acl_rules consumer \"$1\"' "
-        "'%s' '%s'",
-        harness_root(), harness_conf.redis.key_prefix);
-    FILE *f = popen(cmd, "r");
-    assert_non_null(f);
-    size_t n = fread(out, 1, len - 1, f);
-    out[n] = '\0';
-    assert_int_equal(pclose(f), 0);
-    assert_non_null(strstr(out, ":returned"));
-}
-
-/* An ACL user with the consumer's rules (ACL SETUSER puts the selectors that
- * come apart at their spaces back together). */
-static void user_create(void)
-{
-    char rules[8192], pw[48], rnd[17], *save = NULL;
-    const char *argv[512];
-    int n = 0;
-    consumer_rules(rules, sizeof(rules));
-    assert_int_equal(util_random_hex(rnd, 8), 0);
-    snprintf(user, sizeof(user), "sktest-orderlife-%d", (int)getpid());
-    snprintf(password, sizeof(password), "c-%s", rnd);
-    snprintf(pw, sizeof(pw), ">%s", password);
-    argv[n++] = "ACL", argv[n++] = "SETUSER", argv[n++] = user, argv[n++] = "reset", argv[n++] = "on";
-    argv[n++] = pw;
-    for (char *t = strtok_r(rules, " \n", &save); t && n < 510; t = strtok_r(NULL, " \n", &save))
-        argv[n++] = t;
-    redisContext *rc = harness_redis(&harness_conf);
-    redisReply *r = redisCommandArgv(rc, n, argv, NULL);
-    assert_non_null(r);
-    if (r->type == REDIS_REPLY_ERROR)
-        fail_msg("ACL SETUSER %s: %s", user, r->str);
-    freeReplyObject(r);
-    redisFree(rc);
-}
-
 /* Turn the user on or off; off also drops its connections: the consumer's
  * Redis is gone for it until it is on again. */
-static void user_switch(bool on)
-{
-    redisContext *rc = harness_redis(&harness_conf);
-    freeReplyObject(harness_cmd(rc, "ACL SETUSER %s %s", user, on ? "on" : "off"));
-    if (!on)
-        freeReplyObject(harness_cmd(rc, "CLIENT KILL USER %s", user));
-    redisFree(rc);
-}
-
 static int setup(void **state)
 {
     char err[512];
@@ -103,7 +52,7 @@ static int setup(void **state)
         fprintf(stderr, "# loading seckill_return: %s\n", err);
         return -1;
     }
-    user_create();
+    sale_consumer_acl_user("orderlife", user, sizeof(user), password, sizeof(password));
     return 0;
 }
 
@@ -496,7 +445,7 @@ static void test_return_waits_for_redis(void **state)
     if (!ok)
         fail_msg("%lld of %d orders pending payment; see %s", (long long)orders_in(l.item, "pending_payment"),
                  SOLD, l.clog[0]);
-    user_switch(false);
+    sale_acl_user_switch(user, false);
 
     WAIT_UNTIL(orders_in(l.item, "expired") == SOLD && returns_open(l.item) == SOLD &&
                    pg_int("SELECT min(tries) FROM order_returns WHERE item_id = $1", l.item) >= 1 &&
@@ -515,7 +464,7 @@ static void test_return_waits_for_redis(void **state)
     /* A restart while Redis is away: nothing is lost. */
     stop_consumer(&l, 0);
     assert_int_equal(returns_open(l.item), SOLD);
-    user_switch(true);
+    sale_acl_user_switch(user, true);
     unlink(l.clog[0]);
     start_consumer(&l, 0);
     WAIT_UNTIL(returns_done(l.item) == SOLD && redis_of(l.item, KEYS_ITEM_STOCK) == STOCK, 30000, ok);
