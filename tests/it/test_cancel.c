@@ -60,6 +60,9 @@ static int setup(void **state)
 
 static void pg_drop(int64_t item)
 {
+    harness_pg_try(&harness_conf,
+                   "DELETE FROM late_payments WHERE order_id IN (SELECT order_id FROM orders WHERE item_id = $1)",
+                   item, 0);
     harness_pg_try(&harness_conf, "DELETE FROM order_returns WHERE item_id = $1", item, 0);
     harness_pg_try(&harness_conf, "DELETE FROM orders WHERE item_id = $1", item, 0);
     harness_pg_try(&harness_conf, "DELETE FROM order_rejections WHERE item_id = $1", item, 0);
@@ -357,6 +360,7 @@ struct life {
     int ncons;
     int64_t item, user_base;
     rd_kafka_t *kp; /* publishes the cancels, as the producer's cancel call would */
+    rd_kafka_t *pay; /* publishes payments as the shop's payment service (user payment) */
 };
 
 static void start_consumer(struct life *l, int i)
@@ -403,6 +407,9 @@ static void life_start(struct life *l, int ncons, int64_t stock, int pay_s)
     assert_true(asprintf(&l->c.kafka.topic, "sktest.cancel.%d.%s", (int)getpid(), rnd) > 0);
     free(l->c.kafka.dlq_topic);
     assert_true(asprintf(&l->c.kafka.dlq_topic, "%s.dlq", l->c.kafka.topic) > 0);
+    /* Payments on a topic of this run's own: none of another run's. */
+    free(l->c.kafka.payments_topic);
+    assert_true(asprintf(&l->c.kafka.payments_topic, "sktest.payments.cancel.%d.%s", (int)getpid(), rnd) > 0);
     free(l->c.consumer.group_id);
     assert_true(asprintf(&l->c.consumer.group_id, "sktest-cancel-%d-%s", (int)getpid(), rnd) > 0);
     l->c.consumer.workers = 2;
@@ -419,12 +426,18 @@ static void life_start(struct life *l, int ncons, int64_t stock, int pay_s)
     }
     assert_int_equal(harness_topic_create(&l->c, l->c.kafka.topic, 4), 0);
     assert_int_equal(harness_topic_create(&l->c, l->c.kafka.dlq_topic, 1), 0);
+    assert_int_equal(harness_topic_create(&l->c, l->c.kafka.payments_topic, 4), 0);
     item_create(l, stock, pay_s);
     rd_kafka_conf_t *conf = harness_kafka_conf(&l->c, "admin");
     assert_int_equal(rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)), RD_KAFKA_CONF_OK);
     assert_int_equal(rd_kafka_conf_set(conf, "linger.ms", "0", err, sizeof(err)), RD_KAFKA_CONF_OK);
     if (!(l->kp = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err))))
         fail_msg("rd_kafka_new: %s", err);
+    conf = harness_kafka_conf(&l->c, "payment");
+    assert_int_equal(rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)), RD_KAFKA_CONF_OK);
+    assert_int_equal(rd_kafka_conf_set(conf, "linger.ms", "0", err, sizeof(err)), RD_KAFKA_CONF_OK);
+    if (!(l->pay = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err))))
+        fail_msg("rd_kafka_new as payment: %s", err);
     snprintf(l->plog, sizeof(l->plog), "%s.producer.log", l->cfgpath[0]);
     harness_bin("seckill-producer", bin, sizeof(bin));
     char *pargv[] = { bin, "-c", l->cfgpath[0], NULL };
@@ -457,7 +470,10 @@ static void life_stop(struct life *l)
     }
     rd_kafka_flush(l->kp, 10000);
     rd_kafka_destroy(l->kp);
+    rd_kafka_flush(l->pay, 10000);
+    rd_kafka_destroy(l->pay);
     harness_topic_delete(&l->c, l->c.kafka.topic);
+    harness_topic_delete(&l->c, l->c.kafka.payments_topic);
     harness_topic_delete(&l->c, l->c.kafka.dlq_topic);
     pg_drop(l->item);
     unlink(l->pwfile);
@@ -508,6 +524,23 @@ static void cancel_publish(struct life *l, int64_t order_id, int64_t u, enum how
                                               RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
     assert_int_equal(e, RD_KAFKA_RESP_ERR_NO_ERROR);
     rd_kafka_poll(l->kp, 0);
+}
+
+/* The shop's payment of order_id on the payments topic, keyed by its user
+ * (consumer/payments.h). */
+static void payment_publish(struct life *l, int64_t order_id, int64_t u)
+{
+    char buf[256], key[24];
+    int n = snprintf(buf, sizeof(buf),
+                     "{\"v\":1,\"order_id\":\"%" PRId64 "\",\"user_id\":%" PRId64 ",\"paid_at_ms\":%" PRId64
+                     ",\"ref\":\"race-%" PRId64 "\"}",
+                     order_id, u, util_wall_ms(), order_id);
+    snprintf(key, sizeof(key), "%" PRId64, u);
+    rd_kafka_resp_err_t e = rd_kafka_producev(l->pay, RD_KAFKA_V_TOPIC(l->c.kafka.payments_topic),
+                                              RD_KAFKA_V_KEY(key, strlen(key)), RD_KAFKA_V_VALUE(buf, (size_t)n),
+                                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+    assert_int_equal(e, RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_poll(l->pay, 0);
 }
 
 /* A buyer's order through the producer, persisted pending payment: its id. */
@@ -811,12 +844,82 @@ static void test_cancel_races_expiry(void **state)
     life_stop(&l);
 }
 
+/* A cancel racing a payment: N orders waiting for their payment (a window
+ * no test outlasts), and for each, at the same moment, its buyer's cancel on
+ * the orders topic and the shop's payment on the payments topic, which go
+ * through two different paths of the consumer (the worker pool, the payments
+ * thread) under the same user lock and fence. Each order ends exactly one
+ * way: paid (its cancel changed nothing, no unit given back) or cancelled
+ * (its payment recorded late, for a refund, and its unit back once). */
+static void test_cancel_races_payment(void **state)
+{
+    (void)state;
+    enum { N = 200 };
+    struct life l;
+    bool ok;
+    int64_t ids[N];
+    life_start(&l, 1, N, 3600);
+    for (int i = 0; i < N; i++)
+        ids[i] = buy_pending(&l, l.user_base + i);
+    for (int i = 0; i < N; i++) {
+        /* which goes first alternates; both leave before either is applied */
+        if (i % 2) {
+            cancel_publish(&l, ids[i], l.user_base + i, SIGNED);
+            payment_publish(&l, ids[i], l.user_base + i);
+        } else {
+            payment_publish(&l, ids[i], l.user_base + i);
+            cancel_publish(&l, ids[i], l.user_base + i, SIGNED);
+        }
+    }
+    rd_kafka_flush(l.kp, 10000);
+    rd_kafka_flush(l.pay, 10000);
+    WAIT_UNTIL(orders_in(l.item, "pending_payment") == 0 &&
+                   cons_metric(&l, CANCELS_APPLIED) + cons_metric(&l, CANCELS_NOOP) == N &&
+                   cons_metric(&l, "seckill_consumer_payments_applied_total") +
+                           cons_metric(&l, "seckill_consumer_late_payments_total") ==
+                       N,
+               60000, ok);
+    if (!ok)
+        fail_msg("still pending %lld; cancels %lld; payments %lld applied, %lld late; see %s",
+                 (long long)orders_in(l.item, "pending_payment"),
+                 (long long)(cons_metric(&l, CANCELS_APPLIED) + cons_metric(&l, CANCELS_NOOP)),
+                 (long long)cons_metric(&l, "seckill_consumer_payments_applied_total"),
+                 (long long)cons_metric(&l, "seckill_consumer_late_payments_total"), l.clog[0]);
+    int64_t paid = orders_in(l.item, "paid"), cancelled = orders_in(l.item, "cancelled");
+    printf("# %d orders: %lld paid, %lld cancelled\n", N, (long long)paid, (long long)cancelled);
+    assert_int_equal(paid + cancelled, N);
+    assert_int_equal(cons_metric(&l, CANCELS_APPLIED), cancelled);
+    assert_int_equal(cons_metric(&l, "seckill_consumer_payments_applied_total"), paid);
+    /* every cancelled order's payment kept for a refund, none of a paid one */
+    assert_int_equal(pg_int("SELECT count(*) FROM late_payments p JOIN orders o USING (order_id) WHERE o.item_id = "
+                            "$1 AND o.status = 'cancelled' AND p.status_then = 'cancelled'",
+                            l.item),
+                     cancelled);
+    assert_int_equal(pg_int("SELECT count(*) FROM late_payments p JOIN orders o USING (order_id) WHERE o.item_id = $1",
+                            l.item),
+                     cancelled);
+    /* units back for the cancelled only, once each */
+    assert_int_equal(returns_of(l.item), cancelled);
+    assert_int_equal(pg_int("SELECT count(*) FROM order_returns r JOIN orders o USING (order_id) WHERE o.item_id = "
+                            "$1 AND o.status <> 'cancelled'",
+                            l.item),
+                     0);
+    assert_int_equal(stock_left(l.item), cancelled);
+    WAIT_UNTIL(returns_done(l.item) == cancelled && redis_of(l.item, KEYS_ITEM_STOCK) == cancelled, 20000, ok);
+    if (!ok)
+        fail_msg("returns done %lld of %lld, Redis stock %lld; see %s", (long long)returns_done(l.item),
+                 (long long)cancelled, redis_of(l.item, KEYS_ITEM_STOCK), l.clog[0]);
+    assert_int_equal(redis_of(l.item, KEYS_ITEM_RETURNED), cancelled);
+    life_stop(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sink_cancels),
         cmocka_unit_test(test_cancel_pending_order),
         cmocka_unit_test(test_cancel_races_expiry),
+        cmocka_unit_test(test_cancel_races_payment),
     };
     harness_filter();
     return cmocka_run_group_tests_name("cancel", tests, setup, teardown);
