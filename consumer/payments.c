@@ -14,6 +14,7 @@
 #include "cmetrics.h"
 #include "dlq.h"
 #include "embed.h"
+#include "i64map.h"
 #include "jsonint.h"
 #include "kconf.h"
 #include "keys.h"
@@ -43,22 +44,18 @@
 #define PAY_BUSY_MS 20
 /* At a stop, how long dead letters sent may take to be acknowledged. */
 #define PAY_STOP_LETTERS_MS 5000
+/* Payments applied in one transaction at most. The cost of a payment alone
+ * is its round trips and its commit's WAL flush; shared by a few hundred,
+ * they are a small part of it, while the users' locks are still held for
+ * a few milliseconds only. */
+#define PAY_BATCH 256
+/* Batches per turn of the thread before it fetches and stores offsets again. */
+#define PAY_TURN_BATCHES 8
+/* A PostgreSQL array literal of a batch: of ids, or of words of
+ * [A-Za-z0-9_.:-] (references, status_then), each quoted and one comma. */
+#define PAY_ARR_MAX (PAY_BATCH * (PAY_REF_MAX + 3) + 3)
 
 static const char PAY_REF_CHARS[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-";
-
-/* One payment message on its way: from the poll to done (its offset may
- * move) or to the dead-letter producer. */
-struct pay {
-    struct pay *next;
-    int32_t partition;
-    int64_t offset;
-    uint32_t epoch;
-    struct pay_msg m;
-    int64_t first_ms, due_ms; /* monotonic: seen first, next try */
-    int tries;                /* times its order was looked for and not found */
-    void *payload, *key;      /* raw, for a dead letter */
-    size_t payload_len, key_len;
-};
 
 /* How one try at a payment went. */
 enum pay_result {
@@ -77,6 +74,29 @@ struct paid {
     bool mark;             /* the order is paid: tell Redis */
     int64_t item_id, at_ms; /* its item, when it was paid */
     const char *then;      /* PK_LATE: late_payments.status_then */
+};
+
+/* One payment message on its way: from the poll to done (its offset may
+ * move) or to the dead-letter producer. */
+struct pay {
+    struct pay *next;
+    int32_t partition;
+    int64_t offset;
+    uint32_t epoch;
+    struct pay_msg m;
+    int64_t first_ms, due_ms; /* monotonic: seen first, next try */
+    int tries;                /* times its order was looked for and not found */
+    void *payload, *key;      /* raw, for a dead letter */
+    size_t payload_len, key_len;
+    bool picked;         /* in the batch under way */
+    enum pay_result res; /* how its try in the batch went */
+    struct paid d;       /* PAY_DONE: what it did */
+};
+
+/* A statement's parameter: a PostgreSQL array literal (text, never SQL). */
+struct arr {
+    size_t n;
+    char s[PAY_ARR_MAX];
 };
 
 struct payments {
@@ -102,6 +122,17 @@ struct payments {
     struct rp *rp;
     struct rp_batch batch;
     struct rfunc fn; /* seckill_mark */
+    /* The batch under way: one payment per user, its user's lock, and
+     * whether it is still to be decided in the transaction (go). */
+    struct pay *b[PAY_BATCH];
+    size_t nb;
+    char names[PAY_BATCH][32];
+    const char *namep[PAY_BATCH];
+    struct lock *locks[PAY_BATCH];
+    int lst[PAY_BATCH];
+    bool go[PAY_BATCH];
+    struct i64map users, orders; /* picking: whose payments wait */
+    struct arr arr[5];           /* a statement's parameters */
     _Atomic int fatal;
     _Atomic int kafka_err;
     struct log_repeat say_pg, say_redis, say_mark, say_kafka;
@@ -370,27 +401,141 @@ static PGresult *pg_run(struct payments *p, const char *sql, int n, const char *
     return NULL;
 }
 
-/* BEGIN and the user's fence. PAY_DONE when the payment may go on;
- * PAY_BUSY for a stale fence, PAY_DOWN (rolled back either way). */
-static enum pay_result begin(struct payments *p, const struct pay *y, int64_t fence)
+/* --- PostgreSQL: a batch's transaction ------------------------------------------ */
+
+static void arr_reset(struct arr *a)
 {
-    char su[24], sf[24];
-    snprintf(su, sizeof(su), "%" PRId64, y->m.user_id);
-    snprintf(sf, sizeof(sf), "%" PRId64, fence);
-    const char *v[] = { su, sf };
+    a->n = 0;
+    a->s[0] = '\0';
+}
+
+/* One more element: an id, or a word quoted (so that a reference spelled
+ * NULL stays a word). The limit fits a batch of the longest words. */
+static void arr_add(struct arr *a, const char *word, bool quote)
+{
+    const char *q = quote ? "\"" : "";
+    int n = snprintf(a->s + a->n, sizeof(a->s) - a->n, "%s%s%s%s", a->n ? "," : "{", q, word, q);
+    if (n > 0 && (size_t)n < sizeof(a->s) - a->n)
+        a->n += (size_t)n;
+}
+
+static void arr_i64(struct arr *a, int64_t v)
+{
+    char b[24];
+    snprintf(b, sizeof(b), "%" PRId64, v);
+    arr_add(a, b, false);
+}
+
+/* The literal, closed; "{}" when empty. */
+static const char *arr_end(struct arr *a)
+{
+    snprintf(a->s + a->n, sizeof(a->s) - a->n, "%s", a->n ? "}" : "{}");
+    return a->s;
+}
+
+/* The batch's payment whose order (or, by_user, user) is the id in text,
+ * or -1. A batch holds one payment per order and per user. */
+static int slot_of(const struct payments *p, const char *text, bool by_user)
+{
+    int64_t id;
+    if (util_parse_i64(text, 1, INT64_MAX, &id) != 0)
+        return -1;
+    for (size_t i = 0; i < p->nb; i++)
+        if ((by_user ? p->b[i]->m.user_id : p->b[i]->m.order_id) == id)
+            return (int)i;
+    return -1;
+}
+
+/* Every payment whose user is locked gets res: the transaction failed or
+ * was rolled back, so none of them is done. */
+static void set_locked(struct payments *p, enum pay_result res)
+{
+    for (size_t i = 0; i < p->nb; i++)
+        if (p->lst[i] == LOCK_OK)
+            p->b[i]->res = res;
+}
+
+/* BEGIN and the fences of the users locked: the payment of a user whose
+ * fence is stale leaves the transaction (PAY_BUSY: again under a fresh
+ * lock); the others go on. 0, or -1 (rolled back). */
+static int fences(struct payments *p)
+{
+    const char *v[2];
+    arr_reset(&p->arr[0]);
+    arr_reset(&p->arr[1]);
+    for (size_t i = 0; i < p->nb; i++) {
+        if (!p->go[i])
+            continue;
+        arr_i64(&p->arr[0], p->b[i]->m.user_id);
+        arr_i64(&p->arr[1], lock_fence(p->locks[i]));
+        p->go[i] = false; /* until its fence is seen to pass */
+    }
+    v[0] = arr_end(&p->arr[0]);
+    v[1] = arr_end(&p->arr[1]);
     PGresult *r = pg_run(p, "BEGIN", 0, NULL, PGRES_COMMAND_OK, "BEGIN");
     if (!r)
-        return PAY_DOWN;
+        return -1;
     PQclear(r);
-    if (!(r = pg_run(p, embed_pay_fence, 2, v, PGRES_TUPLES_OK, "advancing the user's fence")))
-        return PAY_DOWN;
-    bool passed = PQntuples(r) == 1;
+    if (!(r = pg_run(p, embed_pay_fence, 2, v, PGRES_TUPLES_OK, "advancing the users' fences")))
+        return -1;
+    for (int k = 0; k < PQntuples(r); k++) {
+        int i = slot_of(p, PQgetvalue(r, k, 0), true);
+        if (i >= 0)
+            p->go[i] = true;
+    }
     PQclear(r);
-    if (passed)
-        return PAY_DONE;
-    CM_ADD(stale_fence, 1);
-    pg_abort(p);
-    return PAY_BUSY;
+    for (size_t i = 0; i < p->nb; i++)
+        if (p->lst[i] == LOCK_OK && !p->go[i])
+            CM_ADD(stale_fence, 1);
+    return 0;
+}
+
+/* The parameters of the payments still to decide (go), or of payment only
+ * (>= 0): order, user, paid_at, reference, and what the order was. */
+static size_t fill(struct payments *p, int only, const char **v)
+{
+    size_t n = 0;
+    for (int k = 0; k < 5; k++)
+        arr_reset(&p->arr[k]);
+    for (size_t i = 0; i < p->nb; i++) {
+        const struct pay *y = p->b[i];
+        if (only >= 0 ? (int)i != only : !p->go[i])
+            continue;
+        arr_i64(&p->arr[0], y->m.order_id);
+        arr_i64(&p->arr[1], y->m.user_id);
+        arr_i64(&p->arr[2], y->m.paid_at_ms);
+        arr_add(&p->arr[3], y->m.ref, true);
+        arr_add(&p->arr[4], y->d.then ? y->d.then : "", true);
+        n++;
+    }
+    for (int k = 0; k < 5; k++)
+        v[k] = arr_end(&p->arr[k]);
+    return n;
+}
+
+/* Pay the orders of the payments to decide (pay_apply.sql): those paid now
+ * are done. 0, or -1 (rolled back). */
+static int apply(struct payments *p)
+{
+    const char *v[5];
+    if (fill(p, -1, v) == 0)
+        return 0;
+    PGresult *r = pg_run(p, embed_pay_apply, 4, v, PGRES_TUPLES_OK, "paying the orders");
+    if (!r)
+        return -1;
+    for (int k = 0; k < PQntuples(r); k++) {
+        int i = slot_of(p, PQgetvalue(r, k, 0), false);
+        if (i < 0)
+            continue;
+        struct pay *y = p->b[i];
+        y->res = PAY_DONE;
+        y->d.kind = PK_APPLIED;
+        y->d.at_ms = y->m.paid_at_ms;
+        y->d.mark = util_parse_i64(PQgetvalue(r, k, 1), 1, INT64_MAX, &y->d.item_id) == 0;
+        p->go[i] = false;
+    }
+    PQclear(r);
+    return 0;
 }
 
 /* The order, found paid by this payment before: a replay (told again to
@@ -410,16 +555,21 @@ static void found_paid(const struct pay *y, PGresult *r, int i, struct paid *out
                 util_parse_i64(PQgetvalue(r, i, 5), 0, INT64_MAX, &out->at_ms) == 0;
 }
 
-/* Why the payment paid nothing, from pay_order.sql's rows: into *out, or
- * PAY_UNKNOWN (nowhere yet), PAY_REFUSE (why), PAY_BUSY (still pending:
- * never, as the update would have paid it; tried again). */
-static enum pay_result classify(const struct pay *y, PGresult *r, struct paid *out, char *why, size_t whylen)
+/* Why the payment paid nothing, from pay_order.sql's rows of its order: into
+ * *out (PAY_DONE), or PAY_UNKNOWN (nowhere yet), PAY_REFUSE (the order is
+ * another user's), PAY_BUSY (pending: it came after pay_apply.sql looked;
+ * tried again). */
+static enum pay_result classify(const struct pay *y, PGresult *r, struct paid *out)
 {
     static const char *const late[] = { "expired", "cancelled", "final" };
     bool refused = false, other_user = false;
+    char so[24];
+    snprintf(so, sizeof(so), "%" PRId64, y->m.order_id);
     for (int i = 0; i < PQntuples(r); i++) {
         const char *status = PQgetvalue(r, i, 1);
         int64_t u = 0;
+        if (strcmp(PQgetvalue(r, i, 6), so) != 0)
+            continue;
         if (strcmp(PQgetvalue(r, i, 0), "refused") == 0) {
             refused = true;
             continue;
@@ -445,74 +595,87 @@ static enum pay_result classify(const struct pay *y, PGresult *r, struct paid *o
         out->then = "refused";
         return PAY_DONE;
     }
-    if (other_user) {
-        snprintf(why, whylen, "order %" PRId64 " is not user %" PRId64 "'s", y->m.order_id, y->m.user_id);
-        return PAY_REFUSE;
-    }
-    return PAY_UNKNOWN;
+    return other_user ? PAY_REFUSE : PAY_UNKNOWN;
 }
 
-/* In the transaction begun: pay the order, or find out why not and record
- * a late payment. PAY_DONE with *out (to commit), or another result (rolled
- * back). */
-static enum pay_result decide(struct payments *p, const struct pay *y, struct paid *out, char *why,
-                              size_t whylen)
+/* Why the payments still to decide paid nothing (pay_order.sql, one
+ * statement): each one classified. 0, or -1 (rolled back). */
+static int look_up(struct payments *p)
 {
-    char so[24], su[24], sa[24];
-    snprintf(so, sizeof(so), "%" PRId64, y->m.order_id);
-    snprintf(su, sizeof(su), "%" PRId64, y->m.user_id);
-    snprintf(sa, sizeof(sa), "%" PRId64, y->m.paid_at_ms);
-    const char *v[] = { so, su, sa, y->m.ref, NULL };
-    PGresult *r = pg_run(p, embed_pay_apply, 4, v, PGRES_TUPLES_OK, "paying the order");
+    const char *v[5];
+    if (fill(p, -1, v) == 0)
+        return 0;
+    PGresult *r = pg_run(p, embed_pay_order, 2, v, PGRES_TUPLES_OK, "reading the orders");
     if (!r)
-        return PAY_DOWN;
-    if (PQntuples(r) == 1) {
-        out->kind = PK_APPLIED;
-        out->at_ms = y->m.paid_at_ms;
-        out->mark = util_parse_i64(PQgetvalue(r, 0, 0), 1, INT64_MAX, &out->item_id) == 0;
-        PQclear(r);
-        return PAY_DONE;
+        return -1;
+    for (size_t i = 0; i < p->nb; i++) {
+        if (!p->go[i])
+            continue;
+        p->b[i]->res = classify(p->b[i], r, &p->b[i]->d);
+        /* Late: recorded next (record_late); anything else is decided. */
+        p->go[i] = p->b[i]->res == PAY_DONE && p->b[i]->d.kind == PK_LATE;
     }
     PQclear(r);
-    if (!(r = pg_run(p, embed_pay_order, 2, v, PGRES_TUPLES_OK, "reading the order")))
-        return PAY_DOWN;
-    enum pay_result res = classify(y, r, out, why, whylen);
-    PQclear(r);
-    if (res != PAY_DONE || out->kind != PK_LATE) {
-        if (res != PAY_DONE)
-            pg_abort(p);
-        return res;
-    }
-    v[4] = out->then;
-    if (!(r = pg_run(p, embed_pay_late, 5, v, PGRES_COMMAND_OK, "recording a late payment")))
-        return PAY_DOWN;
-    /* Recorded before (a replay): the command tag says 0 rows. */
-    if (strcmp(PQcmdTuples(r), "1") != 0)
-        out->kind = PK_REPLAYED;
-    PQclear(r);
-    return PAY_DONE;
+    return 0;
 }
 
-/* One transaction under the user's lock l: fence, payment, commit. */
-static enum pay_result pay_txn(struct payments *p, const struct pay *y, struct lock *l, struct paid *out,
-                               char *why, size_t whylen)
+/* pay_late.sql for the late payments still to decide (go), or for payment
+ * only: how many rows are new into *rows. 0, or -1 (rolled back). */
+static int insert_late(struct payments *p, int only, long *rows)
 {
-    enum pay_result res;
-    if (pg_ready(p) != 0)
-        return PAY_DOWN;
-    if ((res = begin(p, y, lock_fence(l))) != PAY_DONE)
-        return res;
-    if ((res = decide(p, y, out, why, whylen)) != PAY_DONE)
-        return res;
-    /* The last look at the lease; losing it during the commit is what the
-     * fence (whose row this transaction holds) is for. */
-    if (lock_lost(l)) {
-        pg_abort(p);
-        return PAY_BUSY;
+    const char *v[5];
+    fill(p, only, v);
+    PGresult *r = pg_run(p, embed_pay_late, 5, v, PGRES_COMMAND_OK, "recording late payments");
+    if (!r)
+        return -1;
+    *rows = strtol(PQcmdTuples(r), NULL, 10);
+    PQclear(r);
+    return 0;
+}
+
+/* Record the batch's late payments in one statement; one recorded before is
+ * a replay. The consumer may not read late_payments back: the command tag
+ * says how many rows are new, so all or none tells each one's kind, and a
+ * mix (a replay of a batch cut short, or some second payments replayed) is
+ * rolled back to the savepoint and recorded one at a time to tell which.
+ * 0, or -1 (rolled back). */
+static int record_late(struct payments *p)
+{
+    long n = 0, rows;
+    PGresult *r;
+    for (size_t i = 0; i < p->nb; i++)
+        n += p->go[i];
+    if (n == 0)
+        return 0;
+    if (!(r = pg_run(p, "SAVEPOINT late", 0, NULL, PGRES_COMMAND_OK, "SAVEPOINT")))
+        return -1;
+    PQclear(r);
+    if (insert_late(p, -1, &rows) != 0)
+        return -1;
+    bool mixed = rows != 0 && rows != n;
+    if (mixed) {
+        if (!(r = pg_run(p, "ROLLBACK TO SAVEPOINT late", 0, NULL, PGRES_COMMAND_OK, "ROLLBACK TO")))
+            return -1;
+        PQclear(r);
     }
+    for (size_t i = 0; i < p->nb; i++) {
+        if (!p->go[i])
+            continue;
+        if (mixed && insert_late(p, (int)i, &rows) != 0)
+            return -1;
+        if (rows == 0)
+            p->b[i]->d.kind = PK_REPLAYED;
+        p->go[i] = false;
+    }
+    return 0;
+}
+
+/* COMMIT. 0, or -1 (the server rolled back, or the connection broke). */
+static int commit(struct payments *p)
+{
     PGresult *r = pg_run(p, "COMMIT", 0, NULL, PGRES_COMMAND_OK, "COMMIT");
     if (!r)
-        return PAY_DOWN;
+        return -1;
     /* COMMIT of a transaction the server had aborted answers ROLLBACK. */
     bool committed = strcmp(PQcmdStatus(r), "COMMIT") == 0;
     PQclear(r);
@@ -520,37 +683,93 @@ static enum pay_result pay_txn(struct payments *p, const struct pay *y, struct l
         log_repeat(&p->say_pg, LOG_LVL_WARNING, "payments: postgres",
                    "payments: postgres: COMMIT: the server rolled back; retried (logged once while it "
                    "lasts)");
-        return PAY_DOWN;
+        return -1;
     }
     log_repeat_end(&p->say_pg, "a payment committed");
-    return PAY_DONE;
+    return 0;
+}
+
+/* True when a lease of the batch can no longer be trusted. */
+static bool any_lease_lost(const struct payments *p)
+{
+    for (size_t i = 0; i < p->nb; i++)
+        if (p->lst[i] == LOCK_OK && lock_lost(p->locks[i]))
+            return true;
+    return false;
+}
+
+/* The batch's transaction, under its users' locks: fences, payments, why
+ * the rest paid nothing, late payments, one commit. Each payment's res says
+ * how it went. A failure leaves nothing done: every payment of the
+ * transaction is tried again, after the backoff (PAY_DOWN), or soon under
+ * fresh locks when a lease was lost (PAY_BUSY: the whole batch again is
+ * simpler than telling apart what the other users wrote). */
+static void batch_txn(struct payments *p)
+{
+    if (pg_ready(p) != 0 || fences(p) != 0 || apply(p) != 0 || look_up(p) != 0 || record_late(p) != 0)
+        goto down;
+    /* The last look at the leases; losing one during the commit is what
+     * the fences (whose rows this transaction holds) are for. */
+    if (any_lease_lost(p)) {
+        CM_ADD(lease_lost, 1);
+        pg_abort(p);
+        set_locked(p, PAY_BUSY);
+        return;
+    }
+    if (commit(p) == 0)
+        return;
+down:
+    set_locked(p, PAY_DOWN);
 }
 
 /* --- Redis ------------------------------------------------------------------------ */
 
-/* The order's state in the item's orders hash becomes 'p' (seckill_mark),
- * best effort: PostgreSQL has it paid whatever Redis says. */
-static void mark_paid(struct payments *p, int64_t item, int64_t order, int64_t at_ms)
+/* FCALL seckill_mark for each order of the batch paid (now, or before by
+ * the same payment) into p->batch. How many, or -1 with err. */
+static int add_marks(struct payments *p, char *err, size_t errlen)
 {
-    char key[KEYS_MAX], so[24], sa[24], err[256] = "", why[256] = "";
-    const redisReply *r;
-    if (!p->rp && rp_open(p->cfg, cfg_role_self(), &p->rp, err, sizeof(err)) != 0)
-        goto fail;
-    if (keys_item(key, sizeof(key), p->cfg->redis.key_prefix, item, KEYS_ITEM_ORDERS) < 0) {
-        snprintf(err, sizeof(err), "the item's key is too long");
-        goto fail;
-    }
-    snprintf(so, sizeof(so), "%" PRId64, order);
-    snprintf(sa, sizeof(sa), "%" PRId64, at_ms);
-    const char *argv[] = { key, so, "p", sa };
+    char key[KEYS_MAX], so[24], sa[24];
+    int n = 0;
     rp_batch_reset(&p->batch);
-    if (rp_fcall(&p->batch, p->fn.name, 1, 3, argv, NULL) < 0) {
-        snprintf(err, sizeof(err), "out of memory");
-        goto fail;
+    for (size_t i = 0; i < p->nb; i++) {
+        const struct pay *y = p->b[i];
+        if (y->res != PAY_DONE || !y->d.mark)
+            continue;
+        if (keys_item(key, sizeof(key), p->cfg->redis.key_prefix, y->d.item_id, KEYS_ITEM_ORDERS) < 0) {
+            snprintf(err, errlen, "the item's key is too long");
+            return -1;
+        }
+        snprintf(so, sizeof(so), "%" PRId64, y->m.order_id);
+        snprintf(sa, sizeof(sa), "%" PRId64, y->d.at_ms);
+        const char *argv[] = { key, so, "p", sa };
+        if (rp_fcall(&p->batch, p->fn.name, 1, 3, argv, NULL) < 0) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        n++;
     }
+    return n;
+}
+
+/* The orders paid become 'p' in their items' orders hashes, in one
+ * pipelined round trip (one per primary on a Redis Cluster), best effort:
+ * PostgreSQL has them paid whatever Redis says. */
+static void mark_paid(struct payments *p)
+{
+    char err[256] = "", why[256] = "";
+    const redisReply *r = NULL;
+    int n = add_marks(p, err, sizeof(err)), bad = -1;
+    if (n == 0)
+        return;
+    if (n < 0 || (!p->rp && rp_open(p->cfg, cfg_role_self(), &p->rp, err, sizeof(err)) != 0))
+        goto fail;
     rp_run(p->rp, &p->batch, err, sizeof(err));
-    r = rp_reply(&p->batch, 0);
-    if (rp_status(&p->batch, 0) == RP_OK && r && r->type == REDIS_REPLY_INTEGER) {
+    for (int i = 0; i < n && bad < 0; i++) {
+        r = rp_reply(&p->batch, i);
+        if (rp_status(&p->batch, i) != RP_OK || !r || r->type != REDIS_REPLY_INTEGER)
+            bad = i;
+    }
+    if (bad < 0) {
         log_repeat_end(&p->say_mark, "a paid order marked");
         return;
     }
@@ -593,7 +812,55 @@ static void publish_lock_counters(struct payments *p)
 #undef CM_X
 }
 
-/* --- one payment ---------------------------------------------------------------- */
+/* Lock the batch's users (one payment each) in one round trip. How many
+ * were locked; the payments of the others are tried again soon (PAY_BUSY),
+ * or after the backoff when Redis failed and none could be had (PAY_DOWN). */
+static size_t lock_batch(struct payments *p)
+{
+    size_t got;
+    bool any_error = false;
+    if (!p->lc && lock_open(p) != 0)
+        goto down;
+    for (size_t i = 0; i < p->nb; i++) {
+        snprintf(p->names[i], sizeof(p->names[i]), "user:%" PRId64, p->b[i]->m.user_id);
+        p->namep[i] = p->names[i];
+    }
+    got = lock_acquire_many(p->lc, p->namep, p->nb, CFG_GET(p->cfg->lock.wait_ms), p->locks, p->lst);
+    for (size_t i = 0; i < p->nb; i++) {
+        p->go[i] = p->lst[i] == LOCK_OK;
+        any_error |= p->lst[i] == LOCK_ERROR;
+        if (p->lst[i] == LOCK_BUSY)
+            CM_ADD(lock_busy, 1);
+    }
+    if (got > 0) {
+        log_repeat_end(&p->say_redis, "a user's lock taken");
+        return got;
+    }
+    if (!any_error)
+        return 0;
+    CM_ADD(redis_errors, 1);
+    log_repeat(&p->say_redis, LOG_LVL_WARNING, "payments: redis",
+               "payments: redis: no user's lock (the lock's call failed); payments wait (logged once "
+               "while it lasts)");
+down:
+    for (size_t i = 0; i < p->nb; i++)
+        p->b[i]->res = PAY_DOWN;
+    return 0;
+}
+
+/* Release the batch's locks in one round trip; the lease of a failed
+ * release runs out on its own. */
+static void release_batch(struct payments *p)
+{
+    size_t nh = 0;
+    for (size_t i = 0; i < p->nb; i++)
+        if (p->lst[i] == LOCK_OK)
+            p->locks[nh++] = p->locks[i];
+    if (nh > 0)
+        lock_release_many(p->lc, p->locks, nh, p->lst);
+}
+
+/* --- a batch of payments ---------------------------------------------------------- */
 
 static void count(const struct pay *y, const struct paid *d)
 {
@@ -609,36 +876,21 @@ static void count(const struct pay *y, const struct paid *d)
     }
 }
 
-/* Lock the user, write the payment, release, tell Redis. */
-static enum pay_result attempt(struct payments *p, const struct pay *y, char *why, size_t whylen)
+/* One batch: lock its users, write it in one transaction, mark the paid
+ * orders in Redis, release. The marks go before the release, so that the
+ * user's Redis state changes under the lock PostgreSQL's changed under.
+ * Each payment's res (and d) says how it went. */
+static void run_batch(struct payments *p)
 {
-    char name[48];
-    struct lock *l = NULL;
-    struct paid d = { 0 };
-    if (!p->lc && lock_open(p) != 0)
-        return PAY_DOWN;
-    snprintf(name, sizeof(name), "user:%" PRId64, y->m.user_id);
-    int st = lock_acquire(p->lc, name, 0, CFG_GET(p->cfg->lock.wait_ms), &l);
-    if (st == LOCK_BUSY) {
-        CM_ADD(lock_busy, 1);
-        return PAY_BUSY;
+    for (size_t i = 0; i < p->nb; i++) {
+        p->b[i]->res = PAY_BUSY;
+        memset(&p->b[i]->d, 0, sizeof(p->b[i]->d));
     }
-    if (st != LOCK_OK) {
-        CM_ADD(redis_errors, 1);
-        log_repeat(&p->say_redis, LOG_LVL_WARNING, "payments: redis",
-                   "payments: redis: no user's lock (the lock's call failed); payments wait (logged once "
-                   "while it lasts)");
-        return PAY_DOWN;
-    }
-    log_repeat_end(&p->say_redis, "a user's lock taken");
-    enum pay_result res = pay_txn(p, y, l, &d, why, whylen);
-    lock_release(p->lc, l);
-    if (res != PAY_DONE)
-        return res;
-    count(y, &d);
-    if (d.mark)
-        mark_paid(p, d.item_id, y->m.order_id, d.at_ms);
-    return PAY_DONE;
+    if (lock_batch(p) == 0)
+        return;
+    batch_txn(p);
+    mark_paid(p);
+    release_batch(p);
 }
 
 /* After a try that found the order nowhere: wait longer, or give up. */
@@ -668,44 +920,105 @@ static void hold(struct payments *p, int64_t now)
     p->hold_until = now + (ms < PAY_BACKOFF_CAP_MS ? ms : PAY_BACKOFF_CAP_MS);
 }
 
-/* Try every payment that is due, in arrival order; what is done leaves the
- * list. Stops at a service failure (hold). */
-static void work(struct payments *p)
+/* Gather due payments into the batch, in arrival order: at most PAY_BATCH,
+ * and one per user, so a user's payments apply in the order they came. A
+ * payment also waits behind any earlier one of its order (the first
+ * payment of an order pays it; a second is late), and behind an earlier
+ * one of its user that is not done, unless that one waits for its order:
+ * that may take seconds, and the user's other orders need not wait. */
+static size_t pick(struct payments *p, int64_t now)
 {
-    int64_t now = util_mono_ms();
-    char why[256];
-    p->next_due = INT64_MAX;
-    for (struct pay **pp = &p->head; *pp && !bgt_stopping(&p->t);) {
-        struct pay *y = *pp;
-        if (now < p->hold_until) {
-            p->next_due = p->hold_until;
-            break;
-        }
+    p->nb = 0;
+    i64map_clear(&p->users);
+    i64map_clear(&p->orders);
+    for (struct pay *y = p->head; y && p->nb < PAY_BATCH; y = y->next) {
         if (y->due_ms > now) {
             p->next_due = y->due_ms < p->next_due ? y->due_ms : p->next_due;
+        } else if (!i64map_has(&p->users, &y->m.user_id) && !i64map_has(&p->orders, &y->m.order_id)) {
+            y->picked = true;
+            p->b[p->nb++] = y;
+        }
+        /* Out of memory: the rest waits for a later batch. */
+        if (!i64map_put(&p->orders, &y->m.order_id) ||
+            ((y->picked || y->tries == 0) && !i64map_put(&p->users, &y->m.user_id)))
+            break;
+    }
+    return p->nb;
+}
+
+/* Act on how a payment of the batch went; true when it left the list
+ * (done: its offset may move; or dead-lettered). */
+static bool settle_one(struct payments *p, struct pay **pp, int64_t now)
+{
+    struct pay *y = *pp;
+    char why[128];
+    switch (y->res) {
+    case PAY_DONE:
+        count(y, &y->d);
+        finish(p, unlink_at(p, pp));
+        return true;
+    case PAY_REFUSE:
+        snprintf(why, sizeof(why), "order %" PRId64 " is not user %" PRId64 "'s", y->m.order_id,
+                 y->m.user_id);
+        dead_letter(p, unlink_at(p, pp), why);
+        return true;
+    case PAY_UNKNOWN:
+        if (wait_more(p, y, now))
+            break;
+        dead_letter(p, unlink_at(p, pp), "order unknown: not in PostgreSQL within consumer.payment_wait_ms");
+        return true;
+    case PAY_BUSY: y->due_ms = now + PAY_BUSY_MS; break;
+    case PAY_DOWN: return false; /* held back as a whole (hold) */
+    }
+    p->next_due = y->due_ms < p->next_due ? y->due_ms : p->next_due;
+    return false;
+}
+
+/* Act on how the batch went, in arrival order; a service failure holds
+ * everything back for the backoff. */
+static void settle(struct payments *p)
+{
+    int64_t now = util_mono_ms();
+    size_t left = p->nb;
+    bool down = false;
+    for (struct pay **pp = &p->head; *pp && left > 0;) {
+        struct pay *y = *pp;
+        if (!y->picked) {
             pp = &y->next;
             continue;
         }
-        why[0] = '\0';
-        enum pay_result res = attempt(p, y, why, sizeof(why));
-        now = util_mono_ms();
-        if (res != PAY_DOWN)
-            p->fails = 0;
-        if (res == PAY_DONE) {
-            finish(p, unlink_at(p, pp));
-        } else if (res == PAY_REFUSE) {
-            dead_letter(p, unlink_at(p, pp), why);
-        } else if (res == PAY_UNKNOWN && !wait_more(p, y, now)) {
-            dead_letter(p, unlink_at(p, pp),
-                        "order unknown: not in PostgreSQL within consumer.payment_wait_ms");
-        } else {
-            if (res == PAY_BUSY)
-                y->due_ms = now + PAY_BUSY_MS;
-            else if (res == PAY_DOWN)
-                hold(p, now);
-            p->next_due = y->due_ms < p->next_due ? y->due_ms : p->next_due;
+        y->picked = false;
+        left--;
+        down |= y->res == PAY_DOWN;
+        if (!settle_one(p, pp, now))
             pp = &y->next;
+    }
+    if (down)
+        hold(p, now);
+    else
+        p->fails = 0;
+}
+
+/* Apply the due payments a batch at a time, up to PAY_TURN_BATCHES before
+ * the thread fetches and stores offsets again; what is done leaves the
+ * list. Stops at a service failure (hold). */
+static void work(struct payments *p)
+{
+    p->next_due = INT64_MAX;
+    for (int n = 0; !bgt_stopping(&p->t); n++) {
+        int64_t now = util_mono_ms();
+        if (now < p->hold_until) {
+            p->next_due = p->hold_until < p->next_due ? p->hold_until : p->next_due;
+            break;
         }
+        if (n == PAY_TURN_BATCHES) {
+            p->next_due = now;
+            break;
+        }
+        if (pick(p, now) == 0)
+            break;
+        run_batch(p);
+        settle(p);
     }
     CM_SET(payments_waiting, (int64_t)p->waiting);
     publish_lock_counters(p);
@@ -957,6 +1270,8 @@ static void close_all(struct payments *p)
     PQfinish(p->pg);
     rp_close(p->rp);
     rp_batch_free(&p->batch);
+    i64map_free(&p->users);
+    i64map_free(&p->orders);
     free(p);
 }
 
@@ -976,6 +1291,8 @@ int payments_start(const struct cfg *c, struct payments **out, char *err, size_t
     p->refuse_log_ms = INT64_MIN / 2;
     p->fn = (struct rfunc)RFUNC_INIT("seckill_mark", RFUNC_LIB_RETURN);
     rp_batch_init(&p->batch);
+    i64map_init(&p->users, 1, 0);
+    i64map_init(&p->orders, 1, 0);
     if (off_open(&p->off) != 0) {
         snprintf(err, errlen, "out of memory");
         goto fail;

@@ -1,13 +1,16 @@
--- $1 order id, $2 user id, $3 paid_at (ms since the epoch), $4 the payment's
--- reference. The payment: the order waiting for it becomes paid, when and
--- why said. Only an order still 'pending_payment' changes: READ COMMITTED
--- reads the row again once an expiry or a cancel that holds it commits, so
--- of a payment and an expiry racing for an order exactly one wins. Returns
--- the order's item (for Redis) when it was paid now; no row otherwise
+-- $1 order ids, $2 user ids, $3 paid_at (ms since the epoch), $4 the
+-- payments' references: a batch of payments, at most one per order (and per
+-- user), whose users passed their fences. Each order waiting for its payment
+-- becomes paid, when and why said. Only an order still 'pending_payment'
+-- changes: READ COMMITTED reads the row again once an expiry or a cancel
+-- that holds it commits, so of a payment and an expiry racing for an order
+-- exactly one wins. Returns the orders paid now, with their items (for
+-- Redis); a payment whose order is not among them paid nothing
 -- (pay_order.sql says why).
-UPDATE orders
+UPDATE orders AS o
    SET status = 'paid',
-       status_changed_at = timestamptz 'epoch' + $3::bigint * interval '1 millisecond',
-       status_reason = 'paid ' || $4::text
- WHERE order_id = $1::bigint AND user_id = $2::bigint AND status = 'pending_payment'
-RETURNING item_id
+       status_changed_at = timestamptz 'epoch' + t.at * interval '1 millisecond',
+       status_reason = 'paid ' || t.ref
+  FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[]) AS t(o, u, at, ref)
+ WHERE o.order_id = t.o AND o.user_id = t.u AND o.status = 'pending_payment'
+RETURNING o.order_id, o.item_id

@@ -12,7 +12,10 @@
  *    each order ends either paid or expired with a late payment, and no unit
  *    of a paid order ever goes back;
  *  - malformed payments, and one whose order never comes, are dead-lettered
- *    with their reasons; a payment published before its order waits for it.
+ *    with their reasons; a payment published before its order waits for it;
+ *  - a burst of payments (applied in batches) pays each order once, by its
+ *    own payment; its replay, with second payments among it, changes no
+ *    order and records each second payment late once.
  *
  * Orders are published signed on the orders topic (as a producer does) and
  * persisted by one consumer started for the suite, running as a Redis ACL
@@ -87,16 +90,22 @@ static void acl_user_create(void)
     redisFree(rc);
 }
 
-static rd_kafka_t *producer_as(const char *user)
+/* A producer as user; linger_ms above 0 batches its messages (a burst). */
+static rd_kafka_t *producer_linger(const char *user, const char *linger_ms)
 {
     char err[512];
     rd_kafka_conf_t *conf = harness_kafka_conf(&harness_conf, user);
     assert_int_equal(rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)), RD_KAFKA_CONF_OK);
-    assert_int_equal(rd_kafka_conf_set(conf, "linger.ms", "0", err, sizeof(err)), RD_KAFKA_CONF_OK);
+    assert_int_equal(rd_kafka_conf_set(conf, "linger.ms", linger_ms, err, sizeof(err)), RD_KAFKA_CONF_OK);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
     if (!rk)
         fail_msg("rd_kafka_new: %s", err);
     return rk;
+}
+
+static rd_kafka_t *producer_as(const char *user)
+{
+    return producer_linger(user, "0");
 }
 
 /* The consumer's configuration for this run, written to S.cfgpath. */
@@ -140,8 +149,8 @@ static int setup(void **state)
         fprintf(stderr, "# loading seckill_return: %s\n", err);
         return -1;
     }
-    S.user_lo = 7000000 + (int64_t)util_rand_below(1000000) * 1024;
-    S.user_hi = S.user_lo + 1023;
+    S.user_lo = 7000000 + (int64_t)util_rand_below(1000000) * 4096;
+    S.user_hi = S.user_lo + 4095;
     acl_user_create();
     consumer_cfg();
     if (harness_topic_create(&S.c, S.topic, 4) != 0 || harness_topic_create(&S.c, S.dlq, 1) != 0 ||
@@ -236,14 +245,21 @@ static void publish_order(int64_t order, int64_t user, int64_t item)
     produce(S.orders, S.topic, key, buf, (size_t)n);
 }
 
-/* A payment on the payments topic as the payment service, keyed by its user. */
-static void publish_payment(int64_t order, int64_t user, int64_t paid_at_ms, const char *ref)
+/* A payment on the payments topic, by rk as the payment service, keyed by
+ * its user. */
+static void publish_payment_by(rd_kafka_t *rk, int64_t order, int64_t user, int64_t paid_at_ms,
+                               const char *ref)
 {
     char buf[256], key[24];
     int n = snprintf(buf, sizeof(buf), "{\"v\":1,\"order_id\":\"%" PRId64 "\",\"user_id\":%" PRId64
                      ",\"paid_at_ms\":%" PRId64 ",\"ref\":\"%s\"}", order, user, paid_at_ms, ref);
     snprintf(key, sizeof(key), "%" PRId64, user);
-    produce(S.pay, S.payments, key, buf, (size_t)n);
+    produce(rk, S.payments, key, buf, (size_t)n);
+}
+
+static void publish_payment(int64_t order, int64_t user, int64_t paid_at_ms, const char *ref)
+{
+    publish_payment_by(S.pay, order, user, paid_at_ms, ref);
 }
 
 /* --- what the stores and the consumer say ----------------------------------------- */
@@ -814,6 +830,138 @@ static void test_payment_waits_out_redis_and_postgres(void **state)
     assert_int_equal(metric("seckill_consumer_payments_applied_total"), applied + 2);
 }
 
+/* How many of item's orders Redis holds as paid ('p'), in one HGETALL. */
+static int64_t redis_paid(int64_t item)
+{
+    char k[KEYS_MAX];
+    int64_t n = 0;
+    assert_true(keys_item(k, sizeof(k), harness_conf.redis.key_prefix, item, KEYS_ITEM_ORDERS) > 0);
+    redisContext *rc = harness_redis(&harness_conf);
+    redisReply *r = harness_cmd(rc, "HGETALL %s", k);
+    for (size_t i = 1; r->type == REDIS_REPLY_ARRAY && i < r->elements; i += 2)
+        n += strncmp(r->element[i - 1]->str, "o:", 2) == 0 && strstr(r->element[i]->str, "|p|") != NULL;
+    freeReplyObject(r);
+    redisFree(rc);
+    return n;
+}
+
+/* Publish the burst's payment i with reference PREFIX-i, paid at paid_at,
+ * by rk. */
+static void publish_burst(rd_kafka_t *rk, int64_t item, int64_t first, int i, int64_t paid_at,
+                          const char *prefix)
+{
+    char ref[32];
+    snprintf(ref, sizeof(ref), "%s-%d", prefix, i);
+    publish_payment_by(rk, order_id(item, i), first + i, paid_at, ref);
+}
+
+/* Wait until the counter name is want (or fail, naming what). */
+static void wait_metric(const char *name, int64_t want, const char *what)
+{
+    bool ok;
+    WAIT_UNTIL(metric(name) == want, 30000, ok);
+    if (!ok)
+        fail_msg("%s: %s is %lld, want %lld; see %s", what, name, (long long)metric(name), (long long)want,
+                 S.clog);
+}
+
+/* A burst of payments at once, as a sale's end brings (SECKILL_PAY_BURST,
+ * default 400, at most 3000, sets its size): each order is paid once, by
+ * its own payment (applied in batches, one transaction each), and marked
+ * 'p' in Redis. The burst again, with a second payment for every tenth
+ * order among it: no order changes, each replay is counted as one, each
+ * second payment is recorded late once. Then the second payments again,
+ * half of them beside as many third ones: a batch that holds late payments
+ * recorded before and new ones tells them apart. Prints the rate and the
+ * number of transactions that paid the burst (fewer than its payments). */
+static void test_payment_burst(void **state)
+{
+    (void)state;
+    const char *env = getenv("SECKILL_PAY_BURST");
+    int n = env ? atoi(env) : 400, k;
+    n = n < 20 ? 20 : n > 3000 ? 3000 : n;
+    k = n / 10;
+    int64_t item = item_create(n, 600), first = S.user_lo + 1000, paid_at = util_wall_ms();
+    int64_t applied = metric("seckill_consumer_payments_applied_total");
+    int64_t replayed = metric("seckill_consumer_payments_replayed_total");
+    int64_t late = metric("seckill_consumer_late_payments_total");
+    bool ok;
+    /* Its messages batched, so the burst reaches the broker at once, as a
+     * payment service's would, and the time is the consumer's. */
+    rd_kafka_t *rk = producer_linger("payment", "50");
+    orders_pending(item, first, n);
+    int64_t t0 = util_mono_ms();
+    for (int i = 0; i < n; i++)
+        publish_burst(rk, item, first, i, paid_at, "burst");
+    flush(rk);
+    int64_t pub_ms = util_mono_ms() - t0;
+    WAIT_UNTIL(orders_in(item, "paid") == n, 120000, ok);
+    int64_t ms = util_mono_ms() - t0;
+    if (!ok)
+        fail_msg("%lld of %d orders paid; see %s", (long long)orders_in(item, "paid"), n, S.clog);
+    /* In batches: a row's xmin is the transaction that paid it; one
+     * payment per transaction would make as many as there are orders. */
+    int64_t txns = pg_int("SELECT count(DISTINCT xmin::text) FROM orders WHERE item_id = $1", item);
+    printf("# burst: %d payments paid in %lld ms (%.0f/s; published in %lld ms), in %lld transactions\n", n,
+           (long long)ms, n * 1000.0 / (ms ? ms : 1), (long long)pub_ms, (long long)txns);
+    assert_true(txns >= 1 && txns < n);
+    /* Each by its own payment, at its time. */
+    assert_int_equal(pg_int2("SELECT count(*) FROM orders WHERE item_id = $1 AND status = 'paid' AND "
+                             "status_reason = 'paid burst-' || (order_id - $2)",
+                             item, order_id(item, 0)),
+                     n);
+    assert_int_equal(pg_int2("SELECT count(*) FROM orders WHERE item_id = $1 AND status_changed_at = "
+                             "timestamptz 'epoch' + $2::bigint * interval '1 millisecond'",
+                             item, paid_at),
+                     n);
+    wait_metric("seckill_consumer_payments_applied_total", applied + n, "the burst");
+    WAIT_UNTIL(redis_paid(item) == n, 10000, ok);
+    if (!ok)
+        fail_msg("Redis holds %lld of %d orders as paid; see %s", (long long)redis_paid(item), n, S.clog);
+
+    /* The replay, with a second payment for every tenth order among it. */
+    for (int i = 0; i < n; i++) {
+        publish_burst(rk, item, first, i, paid_at + 1000, "burst");
+        if (i % 10 == 0)
+            publish_burst(rk, item, first, i, paid_at + 2000, "again");
+    }
+    flush(rk);
+    wait_metric("seckill_consumer_payments_replayed_total", replayed + n, "the replay");
+    wait_metric("seckill_consumer_late_payments_total", late + k, "the second payments");
+    assert_int_equal(pg_int("SELECT count(*) FROM late_payments l JOIN orders o USING (order_id) WHERE "
+                            "o.item_id = $1 AND l.status_then = 'paid_other' AND l.ref LIKE 'again-%'",
+                            item),
+                     k);
+
+    /* The second payments again (half of them), beside new third ones. */
+    for (int i = 0; i < n; i += 10)
+        publish_burst(rk, item, first, i, paid_at + 3000, i % 20 == 0 ? "again" : "third");
+    flush(rk);
+    rd_kafka_destroy(rk);
+    int again = (k + 1) / 2, third = k - again;
+    wait_metric("seckill_consumer_late_payments_total", late + k + third, "the third payments");
+    wait_metric("seckill_consumer_payments_replayed_total", replayed + n + again, "the second again");
+    assert_int_equal(pg_int("SELECT count(*) FROM late_payments l JOIN orders o USING (order_id) WHERE "
+                            "o.item_id = $1 AND l.status_then = 'paid_other'",
+                            item),
+                     k + third);
+
+    /* Nothing changed: every order still paid by its first payment, at its
+     * time, no unit back, counters exact. */
+    assert_int_equal(pg_int2("SELECT count(*) FROM orders WHERE item_id = $1 AND status = 'paid' AND "
+                             "status_reason = 'paid burst-' || (order_id - $2)",
+                             item, order_id(item, 0)),
+                     n);
+    assert_int_equal(pg_int2("SELECT count(*) FROM orders WHERE item_id = $1 AND status_changed_at = "
+                             "timestamptz 'epoch' + $2::bigint * interval '1 millisecond'",
+                             item, paid_at),
+                     n);
+    assert_int_equal(pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1", item), 0);
+    assert_int_equal(stock_left(item), 0);
+    assert_int_equal(metric("seckill_consumer_payments_applied_total"), applied + n);
+    assert_int_equal(redis_paid(item), n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -824,6 +972,7 @@ int main(void)
         cmocka_unit_test(test_payments_race_the_expiry),
         cmocka_unit_test(test_dead_letters_and_early_payments),
         cmocka_unit_test(test_payment_waits_out_redis_and_postgres),
+        cmocka_unit_test(test_payment_burst),
     };
     harness_filter();
     return cmocka_run_group_tests_name("payments", tests, setup, teardown);
