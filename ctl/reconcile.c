@@ -49,7 +49,6 @@ struct recon {
     int64_t ret_inflight; /* returns not done whose order Redis has not taken back: units on their way */
     int64_t ret_unknown;  /* orders in Redis' returned set the database never returned */
     int64_t ret_lost;     /* returns done whose order the returned set lacks */
-    int64_t ret_twice;    /* units given back beyond the returned orders (given_back > the set) */
 };
 
 /* What the database says of an item's orders, for the checks against Redis. */
@@ -118,7 +117,7 @@ static int64_t accounted(const struct recon *r)
 static bool recon_clean(const struct recon *r)
 {
     return r->in_db && r->in_redis && r->stock >= 0 && r->total == accounted(r) && r->ret_unknown == 0 &&
-           r->ret_lost == 0 && r->ret_twice == 0 && r->missing_buyers.n == 0 && r->extra_buyers == 0 &&
+           r->ret_lost == 0 && r->missing_buyers.n == 0 && r->extra_buyers == 0 &&
            r->left == r->total - r->sold && r->dup_users == 0 && r->bad_pending == 0 &&
            r->starts == r->rstarts && r->ends == r->rends && r->stale_states == 0;
 }
@@ -209,14 +208,14 @@ static int read_orders(struct rctx *x, const char *const *params, struct dbview 
     return ret;
 }
 
-/* The returned set (SMEMBERS) and given_back (in the orders hash, HGETALL)
- * against the database's returns: units on their way, orders given back
- * that the database never returned, returns done the set lost, and units
- * given back beyond the set (one order's unit twice). 0 or -1 (OOM). */
-static int read_returned(const redisReply *set, const redisReply *h, const struct dbview *d, struct recon *r)
+/* The returned set (SMEMBERS) against the database's returns: units on
+ * their way, orders given back that the database never returned, returns
+ * done the set lost. (given_back cannot tell a unit given back twice: a
+ * producer's give-back of an unpublished reservation counts there too; the
+ * stock check sees one.) 0 or -1 (OOM). */
+static int read_returned(const redisReply *set, const struct dbview *d, struct recon *r)
 {
     struct ids in = { 0 };
-    int64_t given = 0;
     for (size_t i = 0; i < set->elements; i++) {
         int64_t oid;
         if (parse_reply_i64(set->element[i], &oid) != 0 || ids_add(&in, oid) != 0) {
@@ -231,11 +230,6 @@ static int read_returned(const redisReply *set, const redisReply *h, const struc
         r->ret_inflight += !ids_has(&in, d->back_open.v[i]);
     for (size_t i = 0; i < d->back_done.n; i++)
         r->ret_lost += !ids_has(&in, d->back_done.v[i]);
-    for (size_t j = 0; h->type == REDIS_REPLY_ARRAY && j + 1 < h->elements; j += 2)
-        if (h->element[j]->type == REDIS_REPLY_STRING && strcmp(h->element[j]->str, "given_back") == 0 &&
-            parse_reply_i64(h->element[j + 1], &given) != 0)
-            given = 0;
-    r->ret_twice = given > (int64_t)set->elements ? given - (int64_t)set->elements : 0;
     free(in.v);
     return 0;
 }
@@ -364,7 +358,7 @@ static int look(struct rctx *x, int64_t item, struct recon *r)
     read_scalars(rep, r);
     if (read_pending(rep->element[1], &d.orders, &d.expect, r) != 0 ||
         read_buyers(rep->element[2], &d.expect, &d.allow, r) != 0 ||
-        read_returned(rep->element[6], rep->element[5], &d, r) != 0) {
+        read_returned(rep->element[6], &d, r) != 0) {
         fprintf(stderr, "seckillctl: out of memory\n");
         goto fail;
     }
@@ -433,10 +427,6 @@ static void problems_returns(const struct recon *r)
         printf("  item %" PRId64 ": %" PRId64 " returns are done in the database but missing from Redis' "
                "returned set (Redis lost it?): a return sent again would give their units twice\n",
                r->item, r->ret_lost);
-    if (r->ret_twice)
-        printf("  item %" PRId64 ": Redis gave back %" PRId64 " units more than the orders it returned "
-               "(given_back exceeds the returned set): a unit was returned twice\n",
-               r->item, r->ret_twice);
 }
 
 static void problems(const struct recon *r)
@@ -680,7 +670,7 @@ static int fix(struct rctx *x, const struct recon *r)
     if (r->dup_users)
         printf("  not fixed: item %" PRId64 ": users with two orders need a person: the orders_one_per_user "
                "constraint should have made this impossible\n", r->item);
-    if (r->ret_unknown || r->ret_lost || r->ret_twice)
+    if (r->ret_unknown || r->ret_lost)
         printf("  not fixed: item %" PRId64 ": the returns need a person: a unit given back twice is on sale "
                "twice (the stock check lowers an excess it sees), and a lost returned set is rebuilt with "
                "the item ('seckillctl item load --id %" PRId64 "' once Redis lost the item)\n",

@@ -13,7 +13,8 @@
  *   no user holds two live orders
  *   no order returned twice: Redis' returned set holds exactly the returns
  *   done (and perhaps some on their way), no order the database never
- *   returned, and given_back does not exceed it
+ *   returned (a unit given back twice is one too many in the stock above;
+ *   given_back cannot tell it, a producer's give-back counts there too)
  *   the buyers' status of every order is the database's (after the sale
  *   too: w, p, x, k; an expired or cancelled order's once its return is done)
  *

@@ -698,7 +698,9 @@ static void test_reconcile_after_the_sale(void **state)
     assert_int_equal(redis_state(&t, item, base + 3), 'x');
     assert_int_equal(redis_state(&t, item, base + 5), 'k');
 
-    /* A unit given back twice: one more in the stock and in given_back. */
+    /* A unit given back twice is one unit too many in the stock: the stock
+     * check sees it (given_back cannot: a producer's give-back of an
+     * unpublished reservation counts there too). */
     item_key(&t, item, KEYS_ITEM_ORDERS, k);
     item_key(&t, item, KEYS_ITEM_RETURNED, ret);
     redisContext *rc = redis(&t);
@@ -706,12 +708,8 @@ static void test_reconcile_after_the_sale(void **state)
     item_key(&t, item, KEYS_ITEM_STOCK, ks);
     freeReplyObject(harness_cmd(rc, "INCR %s", ks));
     freeReplyObject(harness_cmd(rc, "HINCRBY %s given_back 1", k));
-    expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 1, &out, "a unit was returned twice");
-    ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL);
-    assert_non_null(strstr(out, "+ returning 1 (+1 units)"));
-    free(out);
+    expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 1, &out, "+ returning 1 (+1 units)");
     freeReplyObject(harness_cmd(rc, "DECR %s", ks));
-    freeReplyObject(harness_cmd(rc, "HINCRBY %s given_back -1", k));
     expect(ctl(&t, &out, "reconcile", "--item", sid, NULL, NULL, NULL), 0, &out, " ok");
 
     /* The paid order in the returned set: given back while it holds its unit. */
