@@ -91,6 +91,11 @@ struct pay {
     bool picked;         /* in the batch under way */
     enum pay_result res; /* how its try in the batch went */
     struct paid d;       /* PAY_DONE: what it did */
+    /* Committed, but Redis was not told: tried again as a whole (its
+     * transaction then finds it paid by itself and changes nothing), and
+     * counted as what its first commit did. */
+    bool unmarked;
+    enum pay_kind first_kind;
 };
 
 /* A statement's parameter: a PostgreSQL array literal (text, never SQL). */
@@ -125,6 +130,7 @@ struct payments {
     /* The batch under way: one payment per user, its user's lock, and
      * whether it is still to be decided in the transaction (go). */
     struct pay *b[PAY_BATCH];
+    char mark_ids[PAY_BATCH][24], mark_ats[PAY_BATCH][24]; /* add_marks' arguments */
     size_t nb;
     char names[PAY_BATCH][32];
     const char *namep[PAY_BATCH];
@@ -724,67 +730,106 @@ down:
 
 /* --- Redis ------------------------------------------------------------------------ */
 
-/* FCALL seckill_mark for each order of the batch paid (now, or before by
- * the same payment) into p->batch. How many, or -1 with err. */
+/* Whether the batch's payment i is to be marked paid in Redis. */
+static bool to_mark(const struct payments *p, size_t i)
+{
+    return p->b[i]->res == PAY_DONE && p->b[i]->d.mark;
+}
+
+/* One FCALL seckill_mark per item for the orders of the batch paid (now, or
+ * before by the same payment) into p->batch: a sale's payments are mostly
+ * for one item, and one call marking them all costs Redis far less than
+ * one call each. How many calls, or -1 with err. */
 static int add_marks(struct payments *p, char *err, size_t errlen)
 {
-    char key[KEYS_MAX], so[24], sa[24];
-    int n = 0;
+    char(*ids)[24] = p->mark_ids, (*ats)[24] = p->mark_ats;
+    const char *argv[1 + 3 * PAY_BATCH];
+    char key[KEYS_MAX];
+    bool done[PAY_BATCH] = { false };
+    int calls = 0;
     rp_batch_reset(&p->batch);
     for (size_t i = 0; i < p->nb; i++) {
-        const struct pay *y = p->b[i];
-        if (y->res != PAY_DONE || !y->d.mark)
+        if (done[i] || !to_mark(p, i))
             continue;
-        if (keys_item(key, sizeof(key), p->cfg->redis.key_prefix, y->d.item_id, KEYS_ITEM_ORDERS) < 0) {
+        int64_t item = p->b[i]->d.item_id;
+        if (keys_item(key, sizeof(key), p->cfg->redis.key_prefix, item, KEYS_ITEM_ORDERS) < 0) {
             snprintf(err, errlen, "the item's key is too long");
             return -1;
         }
-        snprintf(so, sizeof(so), "%" PRId64, y->m.order_id);
-        snprintf(sa, sizeof(sa), "%" PRId64, y->d.at_ms);
-        const char *argv[] = { key, so, "p", sa };
-        if (rp_fcall(&p->batch, p->fn.name, 1, 3, argv, NULL) < 0) {
+        int argc = 0;
+        argv[argc++] = key;
+        for (size_t j = i; j < p->nb; j++) {
+            if (done[j] || !to_mark(p, j) || p->b[j]->d.item_id != item)
+                continue;
+            done[j] = true;
+            snprintf(ids[j], sizeof(*ids), "%" PRId64, p->b[j]->m.order_id);
+            snprintf(ats[j], sizeof(*ats), "%" PRId64, p->b[j]->d.at_ms);
+            argv[argc++] = ids[j], argv[argc++] = "p", argv[argc++] = ats[j];
+        }
+        if (rp_fcall(&p->batch, p->fn.name, 1, argc - 1, argv, NULL) < 0) {
             snprintf(err, errlen, "out of memory");
             return -1;
         }
-        n++;
+        calls++;
     }
-    return n;
+    return calls;
 }
 
-/* The orders paid become 'p' in their items' orders hashes, in one
- * pipelined round trip (one per primary on a Redis Cluster), best effort:
- * PostgreSQL has them paid whatever Redis says. */
-static void mark_paid(struct payments *p)
+/* One round trip of the batch's marks. 0, or -1 with err. */
+static int mark_once(struct payments *p, char *err, size_t errlen)
 {
-    char err[256] = "", why[256] = "";
+    char why[256] = "";
     const redisReply *r = NULL;
-    int n = add_marks(p, err, sizeof(err)), bad = -1;
-    if (n == 0)
-        return;
-    if (n < 0 || (!p->rp && rp_open(p->cfg, cfg_role_self(), &p->rp, err, sizeof(err)) != 0))
-        goto fail;
-    rp_run(p->rp, &p->batch, err, sizeof(err));
+    int n = add_marks(p, err, errlen), bad = -1;
+    if (n <= 0)
+        return n;
+    if (!p->rp && rp_open(p->cfg, cfg_role_self(), &p->rp, err, errlen) != 0)
+        return -1;
+    rp_run(p->rp, &p->batch, err, errlen);
     for (int i = 0; i < n && bad < 0; i++) {
         r = rp_reply(&p->batch, i);
         if (rp_status(&p->batch, i) != RP_OK || !r || r->type != REDIS_REPLY_INTEGER)
             bad = i;
     }
-    if (bad < 0) {
-        log_repeat_end(&p->say_mark, "a paid order marked");
-        return;
-    }
+    if (bad < 0)
+        return 0;
     if (p->batch.missing > 0)
         rfunc_missing_text(&p->fn, why, sizeof(why));
     else if (r && r->type == REDIS_REPLY_ERROR)
         snprintf(why, sizeof(why), "%s", r->str);
     if (why[0])
-        snprintf(err, sizeof(err), "%s", why);
-fail:
+        snprintf(err, errlen, "%s", why);
+    else if (!err[0])
+        snprintf(err, errlen, "not answered");
+    return -1;
+}
+
+/* The orders paid become 'p' in their items' orders hashes, in one
+ * pipelined round trip (one per primary on a Redis Cluster). A connection
+ * Redis closed (a restart, a failover) is opened again by the second try;
+ * marks are safe to repeat. When both fail, the batch's paid payments are
+ * tried again after the backoff (PAY_DOWN), so that the buyers' status
+ * calls never keep saying "waiting" for an order PostgreSQL has paid. */
+static void mark_paid(struct payments *p)
+{
+    char err[256] = "";
+    if (mark_once(p, err, sizeof(err)) == 0 || (err[0] = '\0', mark_once(p, err, sizeof(err)) == 0)) {
+        log_repeat_end(&p->say_mark, "a paid order marked");
+        return;
+    }
     CM_ADD(redis_errors, 1);
     log_repeat(&p->say_mark, LOG_LVL_WARNING, "payments: redis mark",
-               "payments: redis: %s; paid orders still show as waiting in the buyers' status calls "
-               "(PostgreSQL has them paid; logged once while it lasts)",
-               err[0] ? err : "not answered");
+               "payments: redis: %s; paid orders are tried again once Redis answers (PostgreSQL has them "
+               "paid; logged once while it lasts)",
+               err);
+    for (size_t i = 0; i < p->nb; i++) {
+        struct pay *y = p->b[i];
+        if (!to_mark(p, i))
+            continue;
+        if (!y->unmarked)
+            y->unmarked = true, y->first_kind = y->d.kind;
+        y->res = PAY_DOWN;
+    }
 }
 
 static int lock_open(struct payments *p)
@@ -864,7 +909,7 @@ static void release_batch(struct payments *p)
 
 static void count(const struct pay *y, const struct paid *d)
 {
-    switch (d->kind) {
+    switch (y->unmarked ? y->first_kind : d->kind) {
     case PK_APPLIED: CM_ADD(payments_applied, 1); break;
     case PK_REPLAYED: CM_ADD(payments_replayed, 1); break;
     case PK_LATE:
