@@ -233,11 +233,22 @@ static void flush(rd_kafka_t *rk)
     assert_int_equal(rd_kafka_flush(rk, KAFKA_WAIT_MS), RD_KAFKA_RESP_ERR_NO_ERROR);
 }
 
-/* An order, signed as a producer signs it, on the orders topic. */
+/* An order, signed as a producer signs it, on the orders topic; first its
+ * buyer's fields in the item's orders hash, as the producer's reservation
+ * writes them (the status calls' "queued"), so that the consumer's marks
+ * find the order as they would in a sale. */
 static void publish_order(int64_t order, int64_t user, int64_t item)
 {
     struct order o = { order, user, item, 1, util_wall_ms() };
-    char buf[ORDER_MSG_MAX], key[ORDER_ID_STR_MAX];
+    char buf[ORDER_MSG_MAX], key[ORDER_ID_STR_MAX], k[KEYS_MAX], of[32], uf[32], ov[64], ov2[24];
+    assert_true(keys_item(k, sizeof(k), harness_conf.redis.key_prefix, item, KEYS_ITEM_ORDERS) > 0);
+    snprintf(of, sizeof(of), "o:%" PRId64, order);
+    snprintf(uf, sizeof(uf), "u:%" PRId64, user);
+    snprintf(ov, sizeof(ov), "%" PRId64 "|q|%" PRId64 "||", user, o.reserved_at_ms);
+    snprintf(ov2, sizeof(ov2), "%" PRId64, order);
+    redisContext *rc = harness_redis(&harness_conf);
+    freeReplyObject(harness_cmd(rc, "HSET %s %s %s %s %s", k, of, ov, uf, ov2));
+    redisFree(rc);
     assert_int_equal(osig_sign(&o), 0);
     int n = order_encode(&o, buf, sizeof(buf));
     assert_true(n > 0);
@@ -594,15 +605,20 @@ static void test_late_payment_of_expired_order(void **state)
 static void test_payments_race_the_expiry(void **state)
 {
     (void)state;
-    enum { N = 200 };
-    int64_t item = item_create(N, 3), first = S.user_lo + 100;
+    enum { MAX = 1000 };
+    const char *env = getenv("SECKILL_PAY_RACE");
+    int N = env ? atoi(env) : MAX;
+    N = N < 20 ? 20 : N > MAX ? MAX : N;
+    /* Users of their own: the burst's are S.user_lo + 1000 on. */
+    int64_t item = item_create(N, 3), first = S.user_lo + 4096 - MAX;
     int64_t applied = metric("seckill_consumer_payments_applied_total");
     int64_t late = metric("seckill_consumer_late_payments_total");
-    int64_t ids[N], users[N], pay_by[N];
+    int64_t ids[MAX], users[MAX], pay_by[MAX];
     bool ok;
-    /* Their windows end over a second, so the expiry's passes (every
-     * 100 ms) fall between the payments as much as before them. */
-    orders_spread(item, first, N, 10, 50);
+    /* Their windows end over a second (20 groups 50 ms apart), so the
+     * expiry's passes (every 100 ms) fall between the payments as much as
+     * before them. */
+    orders_spread(item, first, N, N / 20, 50);
     char sitem[24];
     snprintf(sitem, sizeof(sitem), "%" PRId64, item);
     const char *p[] = { sitem };
@@ -790,6 +806,7 @@ static void test_payment_waits_out_redis_and_postgres(void **state)
     int64_t item = item_create(2, 60), u = S.user_lo + 30, o;
     int64_t applied = metric("seckill_consumer_payments_applied_total");
     const char *said = "no user's lock";
+    char st[256];
     int before = harness_file_lines(S.clog, said);
     bool ok;
     orders_pending(item, u, 2);
@@ -813,6 +830,10 @@ static void test_payment_waits_out_redis_and_postgres(void **state)
     WAIT_UNTIL(metric("seckill_consumer_payments_applied_total") == applied + 1, 5000, ok);
     assert_true(ok);
     assert_true(harness_over_count(S.clog, "payments: redis") >= 1);
+    /* The buyers' status calls say so too, once Redis is back. */
+    WAIT_UNTIL((redis_state(item, o, st, sizeof(st)), strstr(st, "|p|") != NULL), 10000, ok);
+    if (!ok)
+        fail_msg("Redis holds \"%s\" for the order paid once Redis was back; see %s", st, S.clog);
 
     /* Every payments session ended by the server (as a restart or a
      * failover would): the next payment is paid all the same. */
@@ -879,7 +900,7 @@ static void test_payment_burst(void **state)
     (void)state;
     const char *env = getenv("SECKILL_PAY_BURST");
     int n = env ? atoi(env) : 400, k;
-    n = n < 20 ? 20 : n > 3000 ? 3000 : n;
+    n = n < 20 ? 20 : n > 2000 ? 2000 : n; /* users up to S.user_lo + 2999 */
     k = n / 10;
     int64_t item = item_create(n, 600), first = S.user_lo + 1000, paid_at = util_wall_ms();
     int64_t applied = metric("seckill_consumer_payments_applied_total");
@@ -962,6 +983,159 @@ static void test_payment_burst(void **state)
     assert_int_equal(redis_paid(item), n);
 }
 
+/* A cancel of order, signed as the producer signs it, on the orders topic
+ * keyed by its buyer. */
+static void publish_cancel(int64_t order, int64_t user, int64_t item)
+{
+    struct order o = { order, user, item, 1, util_wall_ms(), ORDER_CANCEL, "" };
+    char buf[ORDER_MSG_MAX], key[ORDER_ID_STR_MAX];
+    assert_int_equal(osig_sign(&o), 0);
+    int n = order_encode(&o, buf, sizeof(buf));
+    assert_true(n > 0);
+    snprintf(key, sizeof(key), "%" PRId64, user);
+    produce(S.orders, S.topic, key, buf, (size_t)n);
+}
+
+/* Everything this run left in PostgreSQL and Redis, as one text: each
+ * order's state, reason and time, each item's stock, each return, each
+ * late payment; each item's Redis stock and orders hash. Caller frees. */
+static char *run_state(void)
+{
+    char lo[24], hi[24], items[8 * 24 + 2] = "{", *out = NULL;
+    size_t len = 0;
+    for (int i = 0; i < S.nitems; i++)
+        snprintf(items + strlen(items), sizeof(items) - strlen(items), "%s%" PRId64, i ? "," : "", S.items[i]);
+    strcat(items, "}");
+    snprintf(lo, sizeof(lo), "%" PRId64, S.user_lo);
+    snprintf(hi, sizeof(hi), "%" PRId64, S.user_hi);
+    const char *p[] = { items, lo, hi };
+    FILE *f = open_memstream(&out, &len);
+    PGconn *pg = harness_pg(&harness_conf);
+    PGresult *r = PQexecParams(
+        pg,
+        "SELECT (SELECT string_agg(concat_ws(' ', order_id, status, status_reason, status_changed_at, pay_by), "
+        "'\n' ORDER BY order_id) FROM orders WHERE item_id = ANY($1::bigint[])), "
+        "(SELECT string_agg(concat_ws(' ', item_id, stock_left), ',' ORDER BY item_id) FROM items "
+        " WHERE item_id = ANY($1::bigint[])), "
+        "(SELECT string_agg(concat_ws(' ', order_id, reason, created_at, tries, done_at), '\n' ORDER BY order_id) "
+        " FROM order_returns WHERE item_id = ANY($1::bigint[])), "
+        "(SELECT string_agg(concat_ws(' ', order_id, ref, status_then), '\n' ORDER BY order_id, ref) "
+        " FROM late_payments WHERE user_id BETWEEN $2 AND $3)",
+        3, NULL, p, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        fail_msg("the run's state: %s", PQerrorMessage(pg));
+    for (int c = 0; c < 4; c++)
+        fprintf(f, "%s\n--\n", PQgetvalue(r, 0, c));
+    PQclear(r);
+    PQfinish(pg);
+    redisContext *rc = harness_redis(&harness_conf);
+    for (int i = 0; i < S.nitems; i++) {
+        char k[KEYS_MAX];
+        fprintf(f, "item %" PRId64 ": stock %lld\n", S.items[i], redis_stock(S.items[i]));
+        assert_true(keys_item(k, sizeof(k), harness_conf.redis.key_prefix, S.items[i], KEYS_ITEM_ORDERS) > 0);
+        redisReply *h = harness_cmd(rc, "HGETALL %s", k);
+        for (size_t j = 1; h->type == REDIS_REPLY_ARRAY && j < h->elements; j += 2)
+            fprintf(f, "%s=%s\n", h->element[j - 1]->str, h->element[j]->str);
+        freeReplyObject(h);
+    }
+    redisFree(rc);
+    fclose(f);
+    return out;
+}
+
+/* The first line where a and b differ, for the failure message. */
+static void first_difference(const char *a, const char *b, char *out, size_t len)
+{
+    const char *la = a, *lb = b;
+    while (*a && *a == *b) {
+        if (*a == '\n')
+            la = a + 1, lb = b + 1;
+        a++, b++;
+    }
+    snprintf(out, len, "before: %.*s | after: %.*s", (int)strcspn(la, "\n"), la, (int)strcspn(lb, "\n"), lb);
+}
+
+/* An order's whole life, then a replay of both topics: a dozen orders, four
+ * paid, four cancelled by their buyers, four left to expire (one of them
+ * paid late). A second consumer in a group of its own then reads both
+ * topics from their beginning, every order, cancel and payment of the run:
+ * once it has committed both to their ends, nothing it or the stores hold
+ * has changed, and it applied, inserted, returned and recorded nothing. */
+static void test_replay_both_topics(void **state)
+{
+    (void)state;
+    enum { N = 12 };
+    int64_t item = item_create(N, 2), first = S.user_lo + 40;
+    char ref[32], group[160], cfgpath[160], clog[192], bin[512], diff[512];
+    bool ok;
+    orders_pending(item, first, N);
+    for (int i = 0; i < 4; i++) {
+        snprintf(ref, sizeof(ref), "life-%d", i);
+        publish_payment(order_id(item, i), first + i, util_wall_ms(), ref);
+        publish_cancel(order_id(item, 4 + i), first + 4 + i, item);
+    }
+    flush(S.pay);
+    flush(S.orders);
+    WAIT_UNTIL(orders_in(item, "expired") == 4 &&
+                   pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1 AND done_at IS NOT NULL", item) ==
+                       8,
+               20000, ok);
+    if (!ok)
+        fail_msg("paid %lld, cancelled %lld, expired %lld of 4 each; see %s", (long long)orders_in(item, "paid"),
+                 (long long)orders_in(item, "cancelled"), (long long)orders_in(item, "expired"), S.clog);
+    assert_int_equal(orders_in(item, "paid"), 4);
+    assert_int_equal(orders_in(item, "cancelled"), 4);
+    publish_payment(order_id(item, 8), first + 8, util_wall_ms(), "late-8");
+    flush(S.pay);
+    WAIT_UNTIL(late_rows(order_id(item, 8), "expired") == 1, 15000, ok);
+    assert_true(ok);
+    assert_int_equal(stock_left(item), 8);
+    /* (Its orders never took a unit from Redis: they were published here.) */
+    assert_int_equal(redis_stock(item), N + 8);
+    char *before = run_state();
+
+    /* The second consumer: the suite's configuration in a group of its own. */
+    struct cfg c2 = S.c;
+    snprintf(group, sizeof(group), "%s-replay", S.c.consumer.group_id);
+    c2.consumer.group_id = group;
+    int port = c2.consumer.metrics_port = harness_free_port();
+    harness_cfg_file(&c2, cfgpath, sizeof(cfgpath));
+    snprintf(clog, sizeof(clog), "%s.consumer.log", cfgpath);
+    harness_bin("seckill-consumer", bin, sizeof(bin));
+    char *argv[] = { bin, "-c", cfgpath, NULL };
+    pid_t pid = harness_spawn(argv, clog);
+    char pgroup[200];
+    snprintf(pgroup, sizeof(pgroup), "%s.payments", group);
+    WAIT_UNTIL(sale_group_caught_up(&c2, group, S.topic) && sale_group_caught_up(&c2, pgroup, S.payments), 60000,
+               ok);
+    int64_t fetched = sale_metric(port, "seckill_consumer_consumed_total");
+    int64_t changed = sale_metric(port, "seckill_consumer_persisted_total") +
+                      sale_metric(port, "seckill_consumer_payments_applied_total") +
+                      sale_metric(port, "seckill_consumer_late_payments_total") +
+                      sale_metric(port, "seckill_consumer_cancels_total{result=\"applied\"}") +
+                      sale_metric(port, "seckill_consumer_units_returned_total");
+    int64_t replayed = sale_metric(port, "seckill_consumer_payments_replayed_total");
+    kill(pid, SIGTERM);
+    int st = harness_wait_exit(pid, 30000);
+    if (!ok)
+        fail_msg("the replaying consumer did not catch up with both topics; see %s", clog);
+    assert_int_equal(st, 0);
+    char *after = run_state();
+    printf("# the replay read %lld orders and cancels, %lld payments again\n", (long long)fetched,
+           (long long)replayed);
+    if (strcmp(before, after) != 0) {
+        first_difference(before, after, diff, sizeof(diff));
+        fail_msg("the replay changed the stores: %s; see %s", diff, clog);
+    }
+    assert_true(fetched >= N + 4);
+    assert_true(replayed >= 4);
+    assert_int_equal(changed, 0);
+    free(before);
+    free(after);
+    unlink(cfgpath);
+    unlink(clog);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -973,6 +1147,7 @@ int main(void)
         cmocka_unit_test(test_dead_letters_and_early_payments),
         cmocka_unit_test(test_payment_waits_out_redis_and_postgres),
         cmocka_unit_test(test_payment_burst),
+        cmocka_unit_test(test_replay_both_topics),
     };
     harness_filter();
     return cmocka_run_group_tests_name("payments", tests, setup, teardown);
