@@ -103,7 +103,7 @@ class Cluster:
         return self.in_ctl(os.path.join(self.build, "seckillctl"), "-c", self.cfg, *a, **kw)
 
     # up: hosts, the stack in them, the configuration, the items
-    def up(self, items):
+    def up(self, items, pay_within=0):
         self.clean_leftovers()
         self.run("make", "-s", "--no-print-directory", f"BUILD={self.build}",
                  f"{self.build}/nemesis/cndskew.so")
@@ -120,7 +120,8 @@ class Cluster:
         self.stack("up", "--ha", "--brokers", "3", timeout=900)
         self.write_cfg()
         for item, stock in items:
-            self.ctl("item", "create", "--id", str(item), "--stock", str(stock), "--name", "nemesis")
+            self.ctl("item", "create", "--id", str(item), "--stock", str(stock), "--name", "nemesis",
+                     "--pay-within", str(pay_within))
         for d in DAEMONS:
             self.start(d)
         self.say("stack, producer and consumer up: " + ", ".join(

@@ -3,8 +3,10 @@
 # fixed schedule: seed 32, 60 s, every kind of fault at least once, against
 # the release build (build/, which make test builds too: the clock faults
 # preload libfaketime, which ASan refuses to follow). Checks that the run
-# completed with nothing broken, the summary line, build/nemesis.json, and
-# that nothing it made is left: no namespace, no rule file, no engine.
+# completed with nothing broken, the summary line, build/nemesis.json (every
+# kind of fault; payments, cancels and expiries all happened, with the
+# nemesis' default 4 s payment window), and that nothing it made is left:
+# no namespace, no rule file, no engine.
 # Speaks TAP. Needs root. About 4 to 6 minutes here, most of it the HA stack's start
 # in the hosts. (BUILD_DIR is unused.)
 set -u
@@ -27,7 +29,7 @@ trap 'rm -rf "$T"' EXIT
 # SECONDS=300 runs it again.
 SEED=32
 
-echo "1..6"
+echo "1..7"
 
 scripts/nemesis --seed $SEED --seconds 60 --build build --json "$T/nemesis.json" >"$T/out" 2>&1
 rc=$?
@@ -35,7 +37,7 @@ if [ $rc -eq 0 ]; then pass "seed $SEED, 60 s: exit 0, nothing broken"
 else fail "seed $SEED, 60 s: exit 0, nothing broken (exit $rc)" "$(tail -n 40 "$T/out")"; fi
 
 line=$(tail -n 1 "$T/out")
-re='^nemesis: seed [0-9]+, [0-9]+ faults \(partitions [0-9]+, netem [0-9]+, pauses [0-9]+, clocks [0-9]+, kills [0-9]+\), accepted [0-9]+, persisted [0-9]+, lost 0, duplicated 0, oversold 0, unexpected 0, info [0-9]+, recovered [0-9]+, reconcile clean$'
+re='^nemesis: seed [0-9]+, [0-9]+ faults \(partitions [0-9]+, netem [0-9]+, pauses [0-9]+, clocks [0-9]+, kills [0-9]+\), accepted [0-9]+, persisted [0-9]+, lost 0, duplicated 0, oversold 0, unexpected 0, info [0-9]+, recovered [0-9]+, payments [0-9]+, cancels [0-9]+, expired [0-9]+, returned twice 0, not returned 0, payments lost 0, paid resold 0, reconcile clean$'
 if [[ $line =~ $re ]]; then pass "the summary line: $line"
 else fail "the summary line" "got: $line"; fi
 
@@ -44,6 +46,16 @@ r = json.load(open(sys.argv[1]))
 print(" ".join(k for k, v in sorted(r["faults"].items()) if v >= 1), r["accepted"] > 0 and r["persisted"] >= r["accepted"])' \
     "$T/nemesis.json" 2>&1)
 is "every kind of fault ran, and buyers were accepted and persisted" "$kinds" "clocks kills netem partitions pauses True"
+
+# After the sale: each of its ways happened, so the zeros of the line were
+# counted over something, and a unit given back was bought again (an item
+# with more orders than stock).
+after=$(python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+print(r["payments"] > 0, r["paid"] > 0, r["cancels"] > 0, r["cancelled"] > 0, r["expired"] > 0,
+      any(v["orders"] > v["stock"] for v in r["per_item"].values()))' "$T/nemesis.json" 2>&1)
+is "payments paid, cancels applied, orders expired, and returned units sold again" "$after" \
+    "True True True True True True"
 
 is "the schedule was printed as it went (a line per fault, a heal after each)" \
     "$([ "$(grep -c '] heal (' "$T/out")" -ge 5 ] && grep -q '] partition ' "$T/out" && echo printed)" printed
