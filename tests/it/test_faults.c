@@ -16,7 +16,13 @@
  * The data-loss scenario runs a real FLUSHALL: make test runs one test at a
  * time, and every suite keeps its keys under a prefix of its own that it
  * recreates. SECKILL_FAULTS_FLUSH=prefix deletes only this run's keys, for
- * sharing the stack with other runs while developing. */
+ * sharing the stack with other runs while developing.
+ *
+ * Built a second time with FAULTS_LIFE (test_faults_life.c, make
+ * test-after), it runs the life variant instead (issue #44, "the order's
+ * life after the sale" below): an item with a payment window, payments,
+ * cancels and expiry beside the buyers, and a checker of units returned
+ * twice, payments lost and paid units sold again. */
 #include "harness.h"
 #include "sale.h"
 
