@@ -443,6 +443,37 @@ static void ctl_item_load(struct scen *s)
         fail_msg("%s: seckillctl item load --id %s exited %d", s->title, id, st);
 }
 
+/* Evidence when the sale did not drain: the 202s whose order PostgreSQL
+ * lacks (up to ten), with what Redis holds of them. */
+static void print_missing(struct scen *s)
+{
+    char key[KEYS_MAX], err[256];
+    int shown = 0;
+    struct rp *rc = NULL;
+    enum rp_status st;
+    if (harness_rp_open(&s->c, &rc, err, sizeof(err)) != 0)
+        rc = NULL;
+    keys_item(key, sizeof(key), s->c.redis.key_prefix, s->item, KEYS_ITEM_ORDERS);
+    for (int w = 0; w < s->nwaves && shown < 10; w++) {
+        size_t n;
+        const struct sale_rec *q = sale_recs(s->wave[w], &n);
+        for (size_t i = 0; i < n && shown < 10; i++) {
+            if (q[i].status != 202 ||
+                pg_count(&s->c, "SELECT count(*) FROM orders WHERE order_id = $1", q[i].order_id) != 0)
+                continue;
+            redisReply *r = rc ? rp_callf(rc, key, &st, err, sizeof(err), "HGET %s o:%" PRId64, key, q[i].order_id)
+                               : NULL;
+            printf("# %s: a 202 without its order: order %" PRId64 " of user %" PRId64 ", wave %d; Redis "
+                   "shows '%s'\n",
+                   s->title, q[i].order_id, q[i].user_id, w + 1,
+                   r && r->type == REDIS_REPLY_STRING ? r->str : "(nothing)");
+            freeReplyObject(r);
+            shown++;
+        }
+    }
+    rp_close(rc);
+}
+
 /* Wait until the sale drained through the pipeline (sale_settle); on the
  * deadline, what reconcile says, and the scenario fails. */
 static void scen_settle(struct scen *s)
@@ -456,6 +487,7 @@ static void scen_settle(struct scen *s)
         fprintf(stderr, "# seckillctl reconcile (exit %d) said:\n", st);
         print_commented(stderr, out);
         free(out);
+        print_missing(s);
         fail_msg("%s: %s", s->title, why);
     }
 }
