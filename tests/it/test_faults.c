@@ -16,25 +16,35 @@
  * The data-loss scenario runs a real FLUSHALL: make test runs one test at a
  * time, and every suite keeps its keys under a prefix of its own that it
  * recreates. SECKILL_FAULTS_FLUSH=prefix deletes only this run's keys, for
- * sharing the stack with other runs while developing. */
+ * sharing the stack with other runs while developing.
+ *
+ * Built a second time with FAULTS_LIFE (test_faults_life.c, make
+ * test-after), it runs the life variant instead (issue #44, "the order's
+ * life after the sale" below): an item with a payment window, payments,
+ * cancels and expiry beside the buyers, and a checker of units returned
+ * twice, payments lost and paid units sold again. */
 #include "harness.h"
 #include "sale.h"
 
 #include <inttypes.h>
 #include <librdkafka/rdkafka.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "pgconn.h"
-#include "rconn.h"
+#include "jwt.h"
 #include "keys.h"
 #include "order.h"
 #include "ordersig.h"
+#include "pgconn.h"
+#include "rconn.h"
 #include "rpipe.h"
 #include "sentinel.h"
 #include "slot.h"
@@ -98,6 +108,8 @@ struct scen {
     pid_t paused;     /* a Redis SIGSTOPped by the scenario: SIGCONT whatever happens */
     int migrating;    /* a slot the scenario set migrating (+1): made stable whatever happens */
     bool fix;      /* reconcile --fix before the checks (printing what it repaired) */
+    int pay_within;     /* the life variant: the item's payment window, seconds (0: none) */
+    bool writes_paused; /* Redis writes paused (CLIENT PAUSE WRITE): unpaused whatever happens */
     bool passed;
     int64_t t0;
 };
@@ -312,7 +324,7 @@ static void scen_init(struct scen *s, const char *title, const char *tag)
 
 static void scen_start(struct scen *s)
 {
-    char id[24], stock[24], *out = NULL;
+    char id[24], stock[24], pay[24], *out = NULL;
     topic_make(s->topic, 6);
     s->topic_made = true;
     if (s->own_dlq) {
@@ -326,7 +338,10 @@ static void scen_start(struct scen *s)
 
     snprintf(id, sizeof(id), "%" PRId64, s->item);
     snprintf(stock, sizeof(stock), "%d", STOCK);
-    const char *args[] = { "item", "create", "--id", id, "--stock", stock, NULL };
+    snprintf(pay, sizeof(pay), "%d", s->pay_within);
+    const char *args[] = { "item", "create", "--id", id, "--stock", stock, "--pay-within", pay, NULL };
+    if (s->pay_within == 0)
+        args[6] = NULL; /* no payment window: the plain sale, as before */
     int st = ctl(s, &out, args);
     if (st != 0)
         fail_msg("%s: item create exited %d: %s", s->title, st, out);
@@ -428,13 +443,42 @@ static void ctl_item_load(struct scen *s)
         fail_msg("%s: seckillctl item load --id %s exited %d", s->title, id, st);
 }
 
-/* Drain, compare, count, check; then a clean stop of every daemon. */
-static void scen_finish(struct scen *s, long dead_letters)
+/* Evidence when the sale did not drain: the 202s whose order PostgreSQL
+ * lacks (up to ten), with what Redis holds of them. */
+static void print_missing(struct scen *s)
+{
+    char key[KEYS_MAX], err[256];
+    int shown = 0;
+    struct rp *rc = NULL;
+    enum rp_status st;
+    if (harness_rp_open(&s->c, &rc, err, sizeof(err)) != 0)
+        rc = NULL;
+    keys_item(key, sizeof(key), s->c.redis.key_prefix, s->item, KEYS_ITEM_ORDERS);
+    for (int w = 0; w < s->nwaves && shown < 10; w++) {
+        size_t n;
+        const struct sale_rec *q = sale_recs(s->wave[w], &n);
+        for (size_t i = 0; i < n && shown < 10; i++) {
+            if (q[i].status != 202 ||
+                pg_count(&s->c, "SELECT count(*) FROM orders WHERE order_id = $1", q[i].order_id) != 0)
+                continue;
+            redisReply *r = rc ? rp_callf(rc, key, &st, err, sizeof(err), "HGET %s o:%" PRId64, key, q[i].order_id)
+                               : NULL;
+            printf("# %s: a 202 without its order: order %" PRId64 " of user %" PRId64 ", wave %d; Redis "
+                   "shows '%s'\n",
+                   s->title, q[i].order_id, q[i].user_id, w + 1,
+                   r && r->type == REDIS_REPLY_STRING ? r->str : "(nothing)");
+            freeReplyObject(r);
+            shown++;
+        }
+    }
+    rp_close(rc);
+}
+
+/* Wait until the sale drained through the pipeline (sale_settle); on the
+ * deadline, what reconcile says, and the scenario fails. */
+static void scen_settle(struct scen *s)
 {
     char why[512];
-    struct sale_report r;
-    struct sale_counts c1;
-
     if (sale_settle(&s->c, s->item, s->wave, s->nwaves, SETTLE_MS, why, sizeof(why)) != 0) {
         char id[24], *out;
         snprintf(id, sizeof(id), "%" PRId64, s->item);
@@ -443,58 +487,71 @@ static void scen_finish(struct scen *s, long dead_letters)
         fprintf(stderr, "# seckillctl reconcile (exit %d) said:\n", st);
         print_commented(stderr, out);
         free(out);
+        print_missing(s);
         fail_msg("%s: %s", s->title, why);
     }
+}
+
+/* Compare what the buyers were told with the stores (sale_verify), print
+ * and count it, and check what holds whether or not units came back: no
+ * 202 lost, no row unexplained, one order per buyer, nothing left on its
+ * way in Redis, the hammering user's one order. */
+static void scen_verify(struct scen *s, struct sale_report *r)
+{
+    char why[512];
+    struct sale_counts c1;
     if (s->fix)
         ctl_reconcile_fix(s);
-    if (sale_verify(&s->c, s->item, s->wave, s->nwaves, hammer_user(s), &r, why, sizeof(why)) != 0)
+    if (sale_verify(&s->c, s->item, s->wave, s->nwaves, hammer_user(s), r, why, sizeof(why)) != 0)
         fail_msg("%s: %s", s->title, why);
     sale_count(s->wave[0], &c1);
     printf("# %s: first wave: %ld accepted, %ld duplicate, %ld sold out, %ld unknown item, %ld unavailable, "
            "%ld unanswered, %ld not sent\n",
            s->title, c1.accepted, c1.duplicate, c1.sold_out, c1.unknown_item, c1.unavailable, c1.no_answer,
            c1.not_sent);
-    sale_report_print(stdout, "#   ", &r);
+    sale_report_print(stdout, "#   ", r);
 
-    tot.accepted += r.accepted;
-    tot.orders += r.orders;
-    tot.oversold += r.oversold;
-    tot.lost += r.lost;
-    tot.duplicates += r.duplicates;
-    tot.ambiguous += r.ambiguous;
-    tot.from_ambiguous += r.from_ambiguous;
+    tot.accepted += r->accepted;
+    tot.orders += r->orders;
+    /* Rows beyond the stock are no oversale when units came back (the
+     * life variant): its checker counts orders holding a unit instead. */
+    if (!s->pay_within)
+        tot.oversold += r->oversold;
+    tot.lost += r->lost;
+    tot.duplicates += r->duplicates;
+    tot.ambiguous += r->ambiguous;
+    tot.from_ambiguous += r->from_ambiguous;
     tot.hammer_checked++;
-    if (r.hammer_accepted == 1 && r.hammer_orders == 1)
+    if (r->hammer_accepted == 1 && r->hammer_orders == 1)
         tot.hammer_ok++;
 
-    assert_int_equal(r.lost, 0);
-    assert_int_equal(r.unexplained, 0);
-    assert_int_equal(r.duplicates, 0);
-    assert_int_equal(r.oversold, 0);
-    /* Demand after recovery exceeds what can be left: everything sells. */
-    assert_int_equal(r.stock_total, STOCK);
-    assert_int_equal(r.orders, STOCK);
-    assert_int_equal(r.stock_left, 0);
-    assert_int_equal(r.redis_stock, 0);
-    assert_int_equal(r.redis_pending_unpersisted, 0);
-    assert_int_equal(r.redis_unpub, 0);
+    assert_int_equal(r->lost, 0);
+    assert_int_equal(r->unexplained, 0);
+    assert_int_equal(r->duplicates, 0);
+    assert_int_equal(r->stock_total, STOCK);
+    assert_int_equal(r->redis_pending_unpersisted, 0);
+    assert_int_equal(r->redis_unpub, 0);
     /* The consumer clears a reservation once its order is persisted; one
      * left behind stays forever (the sweeper only re-sends unpublished
      * ones), keeps the item from being created again, and breaks the sum
      * stock + pending + orders = stock_total. */
-    if (r.redis_pending != 0)
-        fail_msg("%s: %ld reservations of persisted orders left in Redis's pending hash", s->title, r.redis_pending);
-    assert_int_equal(r.redis_buyers, STOCK);
-    assert_int_equal(r.rejections, 0);
-    assert_int_equal(r.other_status, 0);
+    if (r->redis_pending != 0)
+        fail_msg("%s: %ld reservations of persisted orders left in Redis's pending hash", s->title,
+                 r->redis_pending);
+    assert_int_equal(r->rejections, 0);
+    assert_int_equal(r->other_status, 0);
     if (!s->allow_404)
-        assert_int_equal(r.unknown_item, 0);
+        assert_int_equal(r->unknown_item, 0);
     /* The hammering user: at most one 202 over both waves, exactly one order. */
-    assert_int_equal(r.hammer_accepted, 1);
-    assert_int_equal(r.hammer_orders, 1);
+    assert_int_equal(r->hammer_accepted, 1);
+    assert_int_equal(r->hammer_orders, 1);
+}
 
-    /* Nothing valid went to the dead-letter topic (the consumers that ran
-     * from the start to here; a killed one took its count with it). */
+/* Nothing valid went to the dead-letter topic (the consumers that ran from
+ * the start to here; a killed one took its count with it), reconcile finds
+ * nothing; then a clean stop of every daemon. */
+static void scen_done(struct scen *s, long dead_letters)
+{
     long dl = 0;
     for (int i = 0; i < s->ncons; i++) {
         int64_t v = sale_metric(s->cons[i].port, "seckill_consumer_dead_lettered_total");
@@ -510,6 +567,24 @@ static void scen_finish(struct scen *s, long dead_letters)
     s->passed = true;
     printf("# %s: passed in %.1f s\n", s->title, secs_since(s->t0));
 }
+
+/* Drain, compare, count, check; then a clean stop of every daemon. */
+static void scen_finish(struct scen *s, long dead_letters)
+{
+    struct sale_report r;
+    scen_settle(s);
+    scen_verify(s, &r);
+    assert_int_equal(r.oversold, 0);
+    /* Demand after recovery exceeds what can be left: everything sells. */
+    assert_int_equal(r.orders, STOCK);
+    assert_int_equal(r.stock_left, 0);
+    assert_int_equal(r.redis_stock, 0);
+    assert_int_equal(r.redis_buyers, STOCK);
+    scen_done(s, dead_letters);
+}
+
+static void life_end(struct scen *s);
+static void redis_writes_pause(struct scen *s, bool pause);
 
 /* Whatever happened: daemons gone, stack up, the scenario's traces removed. */
 static int scen_teardown(void **state)
@@ -533,6 +608,9 @@ static int scen_teardown(void **state)
         }
     if (s->paused > 0)
         kill(s->paused, SIGCONT);
+    if (s->writes_paused)
+        redis_writes_pause(s, false);
+    life_end(s);
     if (s->migrating > 0) /* a half-migrated slot stays so for good (nodes.conf): no later up --cluster is ok */
         harness_sh("for p in 16401 16402 16403 16404 16405 16406; do '%s/scripts/stack' redis-cli -p $p "
                    "CLUSTER SETSLOT %d STABLE; done >/dev/null 2>&1", harness_root(), s->migrating - 1);
@@ -550,6 +628,9 @@ static int scen_teardown(void **state)
         harness_topic_delete(&harness_conf, s->topic);
     if (s->dlq_made)
         harness_topic_delete(&harness_conf, s->dlq);
+    harness_pg_try(&s->c, "DELETE FROM order_returns WHERE item_id = $1", s->item, 0);
+    harness_pg_try(&s->c, "DELETE FROM late_payments WHERE user_id >= $1 AND user_id < $2", s->user_base,
+                   s->user_base + USER_SPAN);
     harness_pg_try(&s->c, "DELETE FROM orders WHERE item_id = $1", s->item, 0);
     harness_pg_try(&s->c, "DELETE FROM order_rejections WHERE item_id = $1", s->item, 0);
     harness_pg_try(&s->c, "DELETE FROM items WHERE item_id = $1", s->item, 0);
@@ -1431,14 +1512,872 @@ static void test_cluster_slot_migrated(void **state)
     scen_finish(s, 0);
 }
 
+/* --- the order's life after the sale (issue #44): the life variant ---------------------- */
+
+/* The life variant's item gives its buyers LIFE_PAY_S seconds to pay. Beside
+ * the buyers a workload decides each order the consumer persisted, by its id:
+ * paid at once, paid near its pay_by (racing the expiry), cancelled by its
+ * buyer through the producer, or left to expire. The units of cancelled and
+ * expired orders go back on sale, and the rest of the sale buys them. */
+enum {
+    LIFE_PAY_S = 4,
+    LIFE_MAX = 4096, /* orders the workload decides, at most */
+    LIFE_POLL_MS = 50,
+    LIFE_PAY_TIMEOUT_MS = 120000, /* the payer's message.timeout.ms: a payment outlives a broker restart */
+    LIFE_DONE_MS = 90000,         /* every window passed and every return done, after the sale */
+    LIFE_RETURNS_MS = (LIFE_PAY_S + 30) * 1000, /* the first returns, after the first orders */
+    LIFE_PG_OUTAGE_MS = 8000,
+    LIFE_SHOW = 10, /* evidence: this many examples of a finding */
+};
+
+enum life_act { ACT_PAY, ACT_PAY_LATE, ACT_CANCEL, ACT_EXPIRE };
+/* What the workload did with an order: not yet; sent (a payment on its way);
+ * acknowledged (the broker acked the payment, or the producer answered the
+ * cancel 202); given up (not acked, or the window passed). */
+enum life_state { LS_TODO, LS_SENT, LS_ACKED, LS_GAVE_UP };
+
+struct life_order {
+    int64_t id, user, pay_by_ms, next_ms;
+    enum life_act act;
+    enum life_state state;
+};
+
+static struct life {
+    struct scen *s;
+    pthread_t th;
+    bool running;
+    atomic_int stop;
+    rd_kafka_t *pay;
+    char topic[128];
+    bool topic_made;
+    const struct jwt_keyset *keys;
+    pthread_mutex_t mu; /* o and n: the workload's thread and librdkafka's delivery reports */
+    struct life_order o[LIFE_MAX];
+    int n;
+    long pay_sent, pay_acked, pay_failed, cancel_sent, cancel_acked, cancel_refused;
+} life = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+/* Four in ten paid at once, two near their pay_by, two cancelled, two left
+ * to expire; by the order id's middle digits (the low ones are the
+ * producer's sequence within a block, alike for neighbours). */
+static enum life_act life_plan(int64_t order_id)
+{
+    static const enum life_act by[10] = { ACT_PAY,      ACT_PAY,    ACT_PAY,    ACT_PAY,    ACT_PAY_LATE,
+                                          ACT_PAY_LATE, ACT_CANCEL, ACT_CANCEL, ACT_EXPIRE, ACT_EXPIRE };
+    return by[(uint64_t)order_id / 7 % 10];
+}
+
+/* librdkafka's delivery report: the broker's answer to a payment. */
+static void life_delivered(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk, (void)opaque;
+    int i = (int)(intptr_t)m->_private;
+    pthread_mutex_lock(&life.mu);
+    life.o[i].state = m->err ? LS_GAVE_UP : LS_ACKED;
+    if (m->err)
+        life.pay_failed++;
+    else
+        life.pay_acked++;
+    pthread_mutex_unlock(&life.mu);
+}
+
+/* The payment service: a producer as the Kafka user payment, idempotent. */
+static rd_kafka_t *life_payer(const struct scen *s)
+{
+    char err[512], v[16];
+    rd_kafka_conf_t *conf = harness_kafka_conf(&s->c, "payment");
+    snprintf(v, sizeof(v), "%d", LIFE_PAY_TIMEOUT_MS);
+    if (rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)) != RD_KAFKA_CONF_OK ||
+        rd_kafka_conf_set(conf, "message.timeout.ms", v, err, sizeof(err)) != RD_KAFKA_CONF_OK ||
+        rd_kafka_conf_set(conf, "log_level", "2", err, sizeof(err)) != RD_KAFKA_CONF_OK)
+        fail_msg("payer: %s", err);
+    rd_kafka_conf_set_dr_msg_cb(conf, life_delivered);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    if (!rk)
+        fail_msg("payer: rd_kafka_new: %s", err);
+    return rk;
+}
+
+/* The payment of order i, keyed by its user: {"v":1,"order_id":..,"user_id":..,"paid_at_ms":..,"ref":..}. */
+static void life_pay(struct life *l, int i)
+{
+    char buf[256], key[24];
+    const struct life_order *o = &l->o[i];
+    int n = snprintf(buf, sizeof(buf),
+                     "{\"v\":1,\"order_id\":\"%" PRId64 "\",\"user_id\":%" PRId64 ",\"paid_at_ms\":%" PRId64
+                     ",\"ref\":\"flt-%" PRId64 "\"}",
+                     o->id, o->user, util_wall_ms(), o->id);
+    snprintf(key, sizeof(key), "%" PRId64, o->user);
+    rd_kafka_resp_err_t e = rd_kafka_producev(
+        l->pay, RD_KAFKA_V_TOPIC(l->topic), RD_KAFKA_V_KEY(key, strlen(key)),
+        RD_KAFKA_V_VALUE(buf, (size_t)n), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_OPAQUE((void *)(intptr_t)i), RD_KAFKA_V_END);
+    if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        l->o[i].state = LS_SENT;
+        l->pay_sent++;
+    } else {
+        l->o[i].next_ms = util_wall_ms() + 200; /* the local queue is full: again soon */
+    }
+}
+
+/* POST /api/v1/orders/{id}/cancel with the buyer's token: the status, or -1. */
+static int life_cancel_call(const struct life *l, const struct life_order *o)
+{
+    char req[2048], resp[512], err[256], *tok = NULL;
+    int64_t now = util_wall_ms() / 1000, status = -1;
+    if (jwt_sign(l->keys, NULL, o->user, now, now + 3600, &tok, err, sizeof(err)) != 0)
+        return -1;
+    int n = snprintf(req, sizeof(req),
+                     "POST /api/v1/orders/%" PRId64
+                     "/cancel HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+                     "%s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                     o->id, tok);
+    free(tok);
+    int fd = harness_connect(l->s->prod.port);
+    if (fd < 0)
+        return -1;
+    if (n > 0 && (size_t)n < sizeof(req) && send(fd, req, (size_t)n, MSG_NOSIGNAL) == n) {
+        ssize_t got = recv(fd, resp, sizeof(resp) - 1, MSG_WAITALL);
+        if (got > 0) {
+            resp[got] = 0;
+            if (sscanf(resp, "HTTP/1.%*d %" SCNd64, &status) != 1)
+                status = -1;
+        }
+    }
+    close(fd);
+    return (int)status;
+}
+
+/* The buyer cancels order i. 202 (cancelling, or cancelled before): done;
+ * 409 (it expired first, the race lost): given up; anything else (503
+ * while a service is down, 404 before the status call knows the order):
+ * again a little later, until its window passed. */
+static void life_cancel(struct life *l, int i)
+{
+    struct life_order o = l->o[i];
+    pthread_mutex_unlock(&l->mu); /* the call may take seconds: delivery reports go on meanwhile */
+    int st = life_cancel_call(l, &o);
+    pthread_mutex_lock(&l->mu);
+    l->cancel_sent++;
+    if (st == 202) {
+        l->o[i].state = LS_ACKED;
+        l->cancel_acked++;
+        return;
+    }
+    l->cancel_refused++;
+    if (st == 409 || util_wall_ms() > o.pay_by_ms)
+        l->o[i].state = LS_GAVE_UP;
+    else
+        l->o[i].next_ms = util_wall_ms() + 300;
+}
+
+static bool life_known(const struct life *l, int64_t id)
+{
+    for (int i = l->n - 1; i >= 0; i--)
+        if (l->o[i].id == id)
+            return true;
+    return false;
+}
+
+/* The item's orders waiting for their payment that the workload has not
+ * seen yet join its plan. false when PostgreSQL did not answer (the
+ * connection is then dropped, for the next round to make again). */
+static bool life_poll(struct life *l, PGconn *pg)
+{
+    char item[24];
+    snprintf(item, sizeof(item), "%" PRId64, l->s->item);
+    const char *p[] = { item };
+    PGresult *r = PQexecParams(
+        pg,
+        "SELECT order_id, user_id, (extract(epoch FROM pay_by) * 1000)::bigint FROM orders "
+        "WHERE item_id = $1 AND status = 'pending_payment'",
+        1, NULL, p, NULL, NULL, 0);
+    bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+    pthread_mutex_lock(&l->mu);
+    for (int i = 0; ok && i < PQntuples(r) && l->n < LIFE_MAX; i++) {
+        int64_t id = strtoll(PQgetvalue(r, i, 0), NULL, 10);
+        if (life_known(l, id))
+            continue;
+        struct life_order *o = &l->o[l->n++];
+        *o = (struct life_order){ .id = id, .act = life_plan(id), .state = LS_TODO };
+        o->user = strtoll(PQgetvalue(r, i, 1), NULL, 10);
+        o->pay_by_ms = strtoll(PQgetvalue(r, i, 2), NULL, 10);
+        /* near the window's end: from 400 ms before it to 100 ms after */
+        o->next_ms = o->act == ACT_PAY_LATE ? o->pay_by_ms - 400 + (int64_t)((uint64_t)id % 500) : 0;
+    }
+    pthread_mutex_unlock(&l->mu);
+    PQclear(r);
+    return ok;
+}
+
+/* What is due: payments and cancels whose time came. */
+static void life_act(struct life *l)
+{
+    pthread_mutex_lock(&l->mu);
+    for (int i = 0; i < l->n && !atomic_load(&l->stop); i++) {
+        struct life_order *o = &l->o[i];
+        if (o->state != LS_TODO || o->act == ACT_EXPIRE || util_wall_ms() < o->next_ms)
+            continue;
+        if (o->act == ACT_CANCEL)
+            life_cancel(l, i);
+        else
+            life_pay(l, i);
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void *life_run(void *arg)
+{
+    struct life *l = arg;
+    char err[256];
+    PGconn *pg = NULL;
+    while (!atomic_load(&l->stop)) {
+        /* A connection of its own, made again after a fault took it. */
+        if (!pg && pgconn_open_as(&l->s->c, CFG_ROLE_ADMIN, "seckill-tests-life", &pg, err, sizeof(err)) != 0)
+            pg = NULL;
+        if (pg && !life_poll(l, pg)) {
+            PQfinish(pg);
+            pg = NULL;
+        }
+        life_act(l);
+        rd_kafka_poll(l->pay, LIFE_POLL_MS);
+    }
+    PQfinish(pg);
+    return NULL;
+}
+
+/* The scenario's life configuration, before scen_start writes the daemons'
+ * files: a payments topic of its own (sktest.payments.: the payment user's
+ * scratch topics), a quick expiry, and no buying again after a unit went
+ * back (sale.rebuy_after_cancel 0: one order per user and item holds over
+ * the whole sale, as sale_verify checks it, the hammering user's too). */
+static void life_init(struct scen *s, const char *title, const char *tag)
+{
+    char rnd[9];
+    scen_init(s, title, tag);
+    s->pay_within = LIFE_PAY_S;
+    memset(life.o, 0, sizeof(life.o));
+    life.n = 0;
+    life.pay_sent = life.pay_acked = life.pay_failed = 0;
+    life.cancel_sent = life.cancel_acked = life.cancel_refused = 0;
+    life.s = s;
+    assert_int_equal(util_random_hex(rnd, 4), 0);
+    snprintf(life.topic, sizeof(life.topic), "sktest.payments.faults.%s.%d.%s", tag, (int)getpid(), rnd);
+    harness_set_str(&s->c.kafka.payments_topic, life.topic);
+    topic_make(life.topic, 4);
+    life.topic_made = true;
+    s->c.consumer.expire_interval_ms = 100;
+    s->c.consumer.return_backoff_cap_ms = 300;
+    s->c.sale.rebuy_after_cancel = 0;
+}
+
+/* The workload, once the daemons are up. */
+static void life_start(struct scen *s)
+{
+    life.keys = harness_keys(&s->c);
+    life.pay = life_payer(s);
+    atomic_store(&life.stop, 0);
+    assert_int_equal(pthread_create(&life.th, NULL, life_run, &life), 0);
+    life.running = true;
+}
+
+/* The workload stopped; the payments it handed to Kafka delivered (or
+ * given up) within flush_ms first. */
+static void life_halt(int flush_ms)
+{
+    if (life.running) {
+        atomic_store(&life.stop, 1);
+        pthread_join(life.th, NULL);
+        life.running = false;
+    }
+    if (life.pay) {
+        rd_kafka_flush(life.pay, flush_ms);
+        rd_kafka_destroy(life.pay);
+        life.pay = NULL;
+    }
+}
+
+/* After the scenario, whatever happened: a payment still queued is dropped. */
+static void life_end(struct scen *s)
+{
+    if (life.s != s)
+        return;
+    if (life.pay)
+        rd_kafka_purge(life.pay, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    life_halt(5000);
+    if (life.topic_made)
+        harness_topic_delete(&harness_conf, life.topic);
+    life.topic_made = false;
+    life.s = NULL;
+}
+
+/* "{id,...}" of the orders whose action is a or b and whose state is st
+ * (caller frees); *n how many. */
+static char *life_ids(enum life_act a, enum life_act b, enum life_state st, long *n)
+{
+    char *t = malloc((size_t)LIFE_MAX * 22 + 3);
+    size_t at = 0;
+    assert_non_null(t);
+    *n = 0;
+    t[at++] = '{';
+    pthread_mutex_lock(&life.mu);
+    for (int i = 0; i < life.n; i++)
+        if ((life.o[i].act == a || life.o[i].act == b) && life.o[i].state == st)
+            at += (size_t)sprintf(t + at, "%s%" PRId64, (*n)++ ? "," : "", life.o[i].id);
+    pthread_mutex_unlock(&life.mu);
+    t[at++] = '}';
+    t[at] = 0;
+    return t;
+}
+
+/* The ids in the item's returned set, Redis's record of every order it
+ * took a unit back from, as "{id,...}" (caller frees); *n how many. */
+static char *life_returned_set(struct scen *s, long *n)
+{
+    char key[KEYS_MAX], err[256];
+    enum rp_status st;
+    struct rp *rc = NULL;
+    if (harness_rp_open(&s->c, &rc, err, sizeof(err)) != 0)
+        fail_msg("%s: redis: %s", s->title, err);
+    keys_item(key, sizeof(key), s->c.redis.key_prefix, s->item, KEYS_ITEM_RETURNED);
+    redisReply *r = rp_callf(rc, key, &st, err, sizeof(err), "SMEMBERS %s", key);
+    if (!r || r->type != REDIS_REPLY_ARRAY)
+        fail_msg("%s: SMEMBERS %s: %s", s->title, key, r && r->type == REDIS_REPLY_ERROR ? r->str : err);
+    char *t = malloc(r->elements * 22 + 3);
+    size_t at = 0;
+    assert_non_null(t);
+    t[at++] = '{';
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        /* order ids are decimal: anything else would not be a return of ours */
+        if (e->type != REDIS_REPLY_STRING || e->len == 0 || e->len > 20 ||
+            strspn(e->str, "0123456789") != e->len)
+            fail_msg("%s: %s holds '%s', not an order id", s->title, key, e->str ? e->str : "?");
+        at += (size_t)sprintf(t + at, "%s%s", i ? "," : "", e->str);
+    }
+    t[at++] = '}';
+    t[at] = 0;
+    *n = (long)r->elements;
+    freeReplyObject(r);
+    rp_close(rc);
+    return t;
+}
+
+/* One query of the item ($1) and an array ($2, may be NULL): its result
+ * (caller clears); the scenario fails on an error. */
+static PGresult *life_q(struct scen *s, PGconn *pg, const char *sql, const char *arr)
+{
+    char item[24];
+    snprintf(item, sizeof(item), "%" PRId64, s->item);
+    const char *p[] = { item, arr };
+    PGresult *r = PQexecParams(pg, sql, arr ? 2 : 1, NULL, p, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        fail_msg("%s: %s: %s", s->title, sql, PQerrorMessage(pg));
+    return r;
+}
+
+/* The first column of a one-row query, as a number. */
+static long life_n(struct scen *s, PGconn *pg, const char *sql, const char *arr)
+{
+    PGresult *r = life_q(s, pg, sql, arr);
+    long v = PQntuples(r) == 1 && !PQgetisnull(r, 0, 0) ? strtol(PQgetvalue(r, 0, 0), NULL, 10) : -1;
+    PQclear(r);
+    return v;
+}
+
+/* The rows of a query that lists findings, as evidence: how many. */
+static long life_show(struct scen *s, PGconn *pg, const char *what, const char *sql, const char *arr)
+{
+    PGresult *r = life_q(s, pg, sql, arr);
+    long n = PQntuples(r);
+    for (int i = 0; i < n && i < LIFE_SHOW; i++) {
+        printf("#   %s:", what);
+        for (int c = 0; c < PQnfields(r); c++)
+            printf(" %s=%s", PQfname(r, c), PQgetisnull(r, i, c) ? "(null)" : PQgetvalue(r, i, c));
+        printf("\n");
+    }
+    PQclear(r);
+    return n;
+}
+
+#define LIFE_HOLDING "status IN ('pending_payment', 'paid', 'final')"
+
+/* Every window passed (no order of the item waits for its payment) and
+ * every return done, the workload stopped, and each payment the broker
+ * acked decided (its order paid by it, or recorded late). */
+static void life_wait_done(struct scen *s, PGconn *pg)
+{
+    bool ok;
+    long acked;
+    const char *open_sql =
+        "SELECT (SELECT count(*) FROM orders WHERE item_id = $1 AND status = 'pending_payment') "
+        "+ (SELECT count(*) FROM order_returns WHERE item_id = $1 AND done_at IS NULL)";
+    WAIT_UNTIL(life_n(s, pg, open_sql, NULL) == 0, LIFE_DONE_MS, ok);
+    if (!ok)
+        printf("# %s: after %d ms, orders still waiting for their payment or returns not done: %ld\n",
+               s->title, LIFE_DONE_MS, life_n(s, pg, open_sql, NULL));
+    life_halt(LIFE_PAY_TIMEOUT_MS);
+    char *paid = life_ids(ACT_PAY, ACT_PAY_LATE, LS_ACKED, &acked);
+    WAIT_UNTIL(
+        life_n(
+            s, pg,
+            "SELECT count(*) FROM unnest($2::bigint[]) AS p(o) LEFT JOIN orders o ON o.order_id = p.o "
+            "AND o.item_id = $1 WHERE NOT coalesce(o.status = 'paid' AND o.status_reason = 'paid flt-' || "
+            "p.o, false) "
+            "AND NOT EXISTS (SELECT 1 FROM late_payments l WHERE l.order_id = p.o AND l.ref = 'flt-' || p.o)",
+            paid) == 0,
+        30000, ok);
+    free(paid);
+}
+
+struct life_found {
+    long returned_twice, payments_lost, sold_again, units_missing, cancels_lost;
+};
+
+static struct {
+    long returned_twice, payments_lost, sold_again, units_missing, cancels_lost, paid, returned, late;
+} life_tot;
+
+/* Units given back more than once: a return of an order that still holds
+ * its unit (not paid: that is sold_again), a unit Redis took back without
+ * a return in PostgreSQL, and more units than the stock in PostgreSQL
+ * (stock_left + orders holding one) or in Redis (its stock above
+ * stock_left). Units missing, the other way: fewer, or a return PostgreSQL
+ * marked done that Redis never took. */
+static long life_redis_stock(struct scen *s)
+{
+    char key[KEYS_MAX], err[256];
+    enum rp_status st;
+    struct rp *rc = NULL;
+    if (harness_rp_open(&s->c, &rc, err, sizeof(err)) != 0)
+        fail_msg("%s: redis: %s", s->title, err);
+    keys_item(key, sizeof(key), s->c.redis.key_prefix, s->item, KEYS_ITEM_STOCK);
+    redisReply *r = rp_callf(rc, key, &st, err, sizeof(err), "GET %s", key);
+    long v = r && r->type == REDIS_REPLY_STRING ? strtol(r->str, NULL, 10) : -1;
+    freeReplyObject(r);
+    rp_close(rc);
+    return v;
+}
+
+static void life_units(struct scen *s, PGconn *pg, const char *set, struct life_found *f)
+{
+    long holding = life_n(s, pg, "SELECT count(*) FROM orders WHERE item_id = $1 AND " LIFE_HOLDING, NULL);
+    long left = life_n(s, pg, "SELECT stock_left FROM items WHERE item_id = $1", NULL);
+    long redis = life_redis_stock(s), in_pg = left + holding;
+    printf("#   units: stock %d = stock_left %ld + orders holding one %ld? Redis stock %ld\n", STOCK, left,
+           holding, redis);
+    f->returned_twice += (in_pg > STOCK ? in_pg - STOCK : 0) + (redis > left ? redis - left : 0);
+    f->units_missing += (in_pg < STOCK ? STOCK - in_pg : 0) + (redis < left ? left - redis : 0);
+    f->sold_again += holding > STOCK ? holding - STOCK : 0;
+    f->returned_twice += life_show(
+        s, pg, "a returned order that holds its unit",
+        "SELECT o.order_id, o.status, r.reason, r.done_at FROM order_returns r JOIN orders o "
+        "USING (order_id) WHERE r.item_id = $1 AND o.status IN ('pending_payment', 'final')",
+        NULL);
+    f->returned_twice += life_show(
+        s, pg, "given back in Redis without a return in PostgreSQL",
+        "SELECT m.id AS order_id, o.status FROM unnest($2::bigint[]) AS m(id) "
+        "LEFT JOIN orders o ON o.order_id = m.id WHERE NOT EXISTS "
+        "(SELECT 1 FROM order_returns r WHERE r.order_id = m.id AND r.item_id = $1)",
+        set);
+    f->units_missing += life_show(s, pg, "a return done that Redis never took",
+                                  "SELECT order_id, reason, done_at FROM order_returns WHERE item_id = $1 "
+                                  "AND done_at IS NOT NULL AND order_id <> ALL ($2::bigint[])",
+                                  set);
+    f->sold_again += life_show(
+        s, pg, "a paid order whose unit went back",
+        "SELECT o.order_id, o.status_reason FROM orders o WHERE o.item_id = $1 AND o.status = 'paid' "
+        "AND (o.order_id = ANY ($2::bigint[]) OR EXISTS "
+        "(SELECT 1 FROM order_returns r WHERE r.order_id = o.order_id))",
+        set);
+}
+
+/* The state Redis shows the buyers' status calls (the orders hash's
+ * "user|state|...", seckill_mark) against the order's status in
+ * PostgreSQL, as reconcile compares them: the orders whose state differs,
+ * each shown up to LIFE_SHOW. */
+static long life_states(struct scen *s, PGconn *pg)
+{
+    char key[KEYS_MAX], err[256];
+    enum rp_status st;
+    struct rp *rc = NULL;
+    long wrong = 0;
+    PGresult *q = life_q(
+        s, pg,
+        "SELECT o.order_id, CASE o.status WHEN 'pending_payment' THEN 'w' WHEN 'paid' THEN 'p' "
+        "WHEN 'expired' THEN 'x' WHEN 'cancelled' THEN 'k' ELSE 'c' END, o.status_reason, "
+        "o.status_changed_at, o.persisted_at FROM orders o WHERE o.item_id = $1",
+        NULL);
+    if (harness_rp_open(&s->c, &rc, err, sizeof(err)) != 0)
+        fail_msg("%s: redis: %s", s->title, err);
+    keys_item(key, sizeof(key), s->c.redis.key_prefix, s->item, KEYS_ITEM_ORDERS);
+    for (int i = 0; i < PQntuples(q); i++) {
+        redisReply *r = rp_callf(rc, key, &st, err, sizeof(err), "HGET %s o:%s", key, PQgetvalue(q, i, 0));
+        const char *v = r && r->type == REDIS_REPLY_STRING ? r->str : "(none)";
+        const char *bar = strchr(v, '|');
+        if (!bar || bar[1] != PQgetvalue(q, i, 1)[0]) {
+            if (wrong++ < LIFE_SHOW)
+                printf(
+                    "#   a state the buyer is shown wrong: order %s is '%s' (%s, changed %s, persisted %s) "
+                    "in PostgreSQL, Redis shows '%s'\n",
+                    PQgetvalue(q, i, 0), PQgetvalue(q, i, 1), PQgetvalue(q, i, 2), PQgetvalue(q, i, 3),
+                    PQgetvalue(q, i, 4), v);
+        }
+        freeReplyObject(r);
+    }
+    rp_close(rc);
+    PQclear(q);
+    return wrong;
+}
+
+/* Payments the broker acked whose order is neither paid by them nor has
+ * them recorded late; cancels the producer answered 202 whose order still
+ * holds its unit (one that expired first is not lost: its unit came back). */
+static void life_promises(struct scen *s, PGconn *pg, struct life_found *f)
+{
+    long npaid, ncancel;
+    char *paid = life_ids(ACT_PAY, ACT_PAY_LATE, LS_ACKED, &npaid);
+    char *cancelled = life_ids(ACT_CANCEL, ACT_CANCEL, LS_ACKED, &ncancel);
+    f->payments_lost = life_show(
+        s, pg, "a payment lost",
+        "SELECT p.o AS order_id, o.status, o.status_reason FROM unnest($2::bigint[]) AS p(o) "
+        "LEFT JOIN orders o ON o.order_id = p.o AND o.item_id = $1 "
+        "WHERE NOT coalesce(o.status = 'paid' AND o.status_reason = 'paid flt-' || p.o, false) "
+        "AND NOT EXISTS (SELECT 1 FROM late_payments l WHERE l.order_id = p.o "
+        "AND l.ref = 'flt-' || p.o)",
+        paid);
+    f->cancels_lost = life_show(
+        s, pg, "a cancel lost",
+        "SELECT p.o AS order_id, o.status FROM unnest($2::bigint[]) AS p(o) LEFT JOIN orders o "
+        "ON o.order_id = p.o AND o.item_id = $1 "
+        "WHERE coalesce(o.status NOT IN ('cancelled', 'expired'), true)",
+        cancelled);
+    long late = life_n(
+        s, pg, "SELECT count(*) FROM late_payments WHERE order_id = ANY ($2::bigint[]) AND $1::bigint > 0",
+        paid);
+    pthread_mutex_lock(&life.mu);
+    printf("#   workload: %d orders seen; payments sent %ld, acked %ld (%ld of them late), not acked %ld; "
+           "cancels "
+           "sent %ld, answered 202 %ld, refused %ld\n",
+           life.n, life.pay_sent, life.pay_acked, late, life.pay_failed, life.cancel_sent, life.cancel_acked,
+           life.cancel_refused);
+    pthread_mutex_unlock(&life.mu);
+    life_tot.late += late;
+    free(paid);
+    free(cancelled);
+}
+
+/* The item's orders by status, printed; *waiting: still waiting for their
+ * payment, *not_done: returns Redis has not taken. */
+static void life_statuses(struct scen *s, PGconn *pg, long *waiting, long *not_done)
+{
+    PGresult *st = life_q(
+        s, pg,
+        "SELECT count(*) FILTER (WHERE status = 'paid'), count(*) FILTER (WHERE status = 'expired'), "
+        "count(*) FILTER (WHERE status = 'cancelled'), "
+        "count(*) FILTER (WHERE status = 'pending_payment'), "
+        "(SELECT count(*) FROM order_returns WHERE item_id = $1 AND done_at IS NOT NULL), "
+        "(SELECT count(*) FROM order_returns WHERE item_id = $1 AND done_at IS NULL) "
+        "FROM orders WHERE item_id = $1",
+        NULL);
+    printf("# %s: life: paid %s, expired %s, cancelled %s, waiting %s; returns done %s, not done %s\n",
+           s->title, PQgetvalue(st, 0, 0), PQgetvalue(st, 0, 1), PQgetvalue(st, 0, 2), PQgetvalue(st, 0, 3),
+           PQgetvalue(st, 0, 4), PQgetvalue(st, 0, 5));
+    life_tot.paid += strtol(PQgetvalue(st, 0, 0), NULL, 10);
+    life_tot.returned += strtol(PQgetvalue(st, 0, 4), NULL, 10);
+    *waiting = strtol(PQgetvalue(st, 0, 3), NULL, 10);
+    *not_done = strtol(PQgetvalue(st, 0, 5), NULL, 10);
+    PQclear(st);
+}
+
+/* The life checker, before anything is repaired (reconcile --fix): each
+ * finding counted, and shown. */
+static void life_check(struct scen *s, struct life_found *f, long *waiting, long *not_done)
+{
+    long nset;
+    PGconn *pg = harness_pg(&s->c);
+    life_wait_done(s, pg);
+    life_statuses(s, pg, waiting, not_done);
+    char *set = life_returned_set(s, &nset);
+    life_units(s, pg, set, f);
+    life_promises(s, pg, f);
+    /* What the buyers' status calls show: shown here, with its rows;
+     * reconcile (after --fix on the HA stack) asserts it. A scripts/stack
+     * up drops every Redis client (ACL LOAD): a paid order's mark the
+     * consumer does not send again would show "waiting" here. */
+    long states = life_states(s, pg);
+    free(set);
+    PQfinish(pg);
+    if (f->units_missing) {
+        /* Any consumer of the database expires and returns every item's
+         * units under its own key prefix: on a shared stack another run's
+         * consumer may take a return of ours to a Redis item it does not
+         * hold, mark it done, and say so in its log. */
+        int64_t ours = 0;
+        for (int i = 0; i < s->ncons; i++)
+            ours += s->cons[i].pid > 0 ? sale_metric(s->cons[i].port, "seckill_consumer_units_returned_total")
+                                       : 0;
+        printf("# %s: units the scenario's running consumers gave back to Redis: %" PRId64 " (\"item %" PRId64
+               " is not in Redis\" in another consumer's log: it took our returns)\n",
+               s->title, ours, s->item);
+    }
+    printf("# %s: units returned twice: %ld, payments lost: %ld, paid units sold again: %ld, units missing: "
+           "%ld, "
+           "cancels lost: %ld (Redis took back %ld units); states shown wrong: %ld\n",
+           s->title, f->returned_twice, f->payments_lost, f->sold_again, f->units_missing, f->cancels_lost,
+           nset, states);
+    life_tot.returned_twice += f->returned_twice;
+    life_tot.payments_lost += f->payments_lost;
+    life_tot.sold_again += f->sold_again;
+    life_tot.units_missing += f->units_missing;
+    life_tot.cancels_lost += f->cancels_lost;
+}
+
+/* The life variant's finish: drained, every window passed and every return
+ * done; the life checker (units returned twice, payments lost, paid units
+ * sold again, and units missing, cancels lost: each printed and 0), then
+ * the suite's checks that hold when units come back. */
+static void scen_finish_life(struct scen *s)
+{
+    struct sale_report r;
+    struct life_found f = { 0 };
+    long waiting = -1, not_done = -1;
+    scen_settle(s);
+    life_check(s, &f, &waiting, &not_done);
+    scen_verify(s, &r);
+    assert_int_equal(f.returned_twice, 0);
+    assert_int_equal(f.payments_lost, 0);
+    assert_int_equal(f.sold_again, 0);
+    assert_int_equal(f.units_missing, 0);
+    assert_int_equal(f.cancels_lost, 0);
+    /* Every window passed, every return done. */
+    assert_int_equal(waiting, 0);
+    assert_int_equal(not_done, 0);
+    /* Units went back on sale and were sold again; the buyers' one-per-user
+     * mark stays (sale.rebuy_after_cancel 0): one buyer in Redis per order. */
+    assert_true(r.orders > STOCK);
+    assert_int_equal(r.redis_buyers, r.orders);
+    scen_done(s, 0);
+}
+
+/* Payments the broker acked so far. */
+static long life_acked(void)
+{
+    pthread_mutex_lock(&life.mu);
+    long n = life.pay_acked;
+    pthread_mutex_unlock(&life.mu);
+    return n;
+}
+
+/* The item's orders whose window ended between two wall-clock times. */
+static long pay_by_between(struct scen *s, int64_t from_ms, int64_t to_ms)
+{
+    char a[3][24];
+    snprintf(a[0], sizeof(a[0]), "%" PRId64, s->item);
+    snprintf(a[1], sizeof(a[1]), "%" PRId64, from_ms);
+    snprintf(a[2], sizeof(a[2]), "%" PRId64, to_ms);
+    const char *p[] = { a[0], a[1], a[2] };
+    PGconn *pg = harness_pg(&s->c);
+    PGresult *r = PQexecParams(pg,
+                               "SELECT count(*) FROM orders WHERE item_id = $1 AND pay_by BETWEEN "
+                               "timestamptz 'epoch' + $2::bigint * interval '1 millisecond' AND "
+                               "timestamptz 'epoch' + $3::bigint * interval '1 millisecond'",
+                               3, NULL, p, NULL, NULL, 0);
+    long n = PQresultStatus(r) == PGRES_TUPLES_OK ? strtol(PQgetvalue(r, 0, 0), NULL, 10) : -1;
+    PQclear(r);
+    PQfinish(pg);
+    return n;
+}
+
+/* Returns of the item: done (Redis took them) or not. */
+static long life_returns(struct scen *s, bool done)
+{
+    return pg_count(&s->c,
+                    done ? "SELECT count(*) FROM order_returns WHERE item_id = $1 AND done_at IS NOT NULL"
+                         : "SELECT count(*) FROM order_returns WHERE item_id = $1 AND done_at IS NULL",
+                    s->item);
+}
+
+/* Every client's writes held by Redis (CLIENT PAUSE WRITE, as the admin;
+ * reads go on), or let go. The pause ends by itself after a minute if the
+ * test dies meanwhile. */
+static void redis_writes_pause(struct scen *s, bool pause)
+{
+    char err[256];
+    redisContext *rc = NULL;
+    if (harness_redis_open(&s->c, &rc, err, sizeof(err)) != 0) {
+        fprintf(stderr, "# %s: redis: %s\n", s->title, err);
+        return;
+    }
+    redisReply *r = pause ? redisCommand(rc, "CLIENT PAUSE %d WRITE", 60000)
+                          : redisCommand(rc, "CLIENT UNPAUSE");
+    bool ok = r && r->type == REDIS_REPLY_STATUS;
+    if (!ok)
+        fprintf(stderr, "# %s: CLIENT %s: %s\n", s->title, pause ? "PAUSE" : "UNPAUSE",
+                r ? r->str : rc->errstr);
+    freeReplyObject(r);
+    redisFree(rc);
+    s->writes_paused = pause && ok;
+    if (pause && !ok)
+        fail_msg("%s: Redis writes could not be paused", s->title);
+}
+
+/* How many of the item's returns PostgreSQL has not marked done have their
+ * order in Redis's returned set: the unit already back. */
+static long open_returns_in_redis(struct scen *s)
+{
+    long nset, in = -1;
+    char *set = life_returned_set(s, &nset);
+    PGconn *pg = harness_pg(&s->c);
+    in = life_n(s, pg,
+                "SELECT count(*) FROM order_returns WHERE item_id = $1 AND done_at IS NULL "
+                "AND order_id = ANY ($2::bigint[])",
+                set);
+    PQfinish(pg);
+    free(set);
+    return in;
+}
+
+/* L1. The consumer SIGKILLed between the PostgreSQL commit of returns and
+ * their Redis return: Redis's writes are paused, so the expiry commits
+ * orders expired, stock_left and the return rows, and its seckill_return
+ * waits; the test sees returns not done whose units Redis does not have,
+ * kills the consumer, lets Redis go and starts the next one, which sends
+ * them again. Each unit comes back once. */
+static void test_life_consumer_killed_before_return(void **state)
+{
+    (void)state;
+    bool ok;
+    struct scen *s = &scen;
+    life_init(s, "life: consumer SIGKILL between the PostgreSQL commit and the Redis return", "lckill");
+    scen_start(s);
+    life_start(s);
+    wave1(s);
+    redis_writes_pause(s, true);
+    WAIT_UNTIL(life_returns(s, false) >= 5, LIFE_RETURNS_MS, ok);
+    if (!ok)
+        fail_msg("%s: no returns committed while Redis's writes were paused", s->title);
+    long open = life_returns(s, false), done = life_returns(s, true), in_redis = open_returns_in_redis(s);
+    printf(
+        "# %s: at the kill: %ld returns committed in PostgreSQL and not done (%ld of their units in Redis); "
+        "%ld done before the pause (cancels)\n",
+        s->title, open, in_redis, done);
+    assert_int_equal(in_redis, 0); /* the window is real: committed, not returned */
+    dmn_kill(&s->cons[0], SIGKILL);
+    redis_writes_pause(s, false);
+    dmn_spawn(&s->cons[0]);
+    cons_wait_assigned(s, 0, 1, START_MS);
+    prod_wait_healthy(s, START_MS);
+    wave2(s);
+    scen_finish_life(s);
+}
+
+/* L2. The Redis primary SIGKILLed on the HA stack while units go back:
+ * Sentinel promotes the replica; the returns on their way are sent again
+ * to it, each unit once. */
+static void test_life_ha_redis_killed_during_returns(void **state)
+{
+    (void)state;
+    bool ok;
+    struct scen *s = &scen;
+    life_init(s, "life HA: Redis primary SIGKILL during returns, min_replicas_ack 1", "lhakill");
+    s->fix = true;
+    scen_ha(s, 1);
+    scen_start(s);
+    life_start(s);
+    wave1(s);
+    WAIT_UNTIL(life_returns(s, true) >= 3, LIFE_RETURNS_MS, ok);
+    if (!ok)
+        fail_msg("%s: no unit went back before the fault", s->title);
+    long done = life_returns(s, true);
+    int64_t t0 = util_mono_ms();
+    stack_bg("kill redis");
+    WAIT_UNTIL(redis_moved(s), HA_FAILOVER_MS, ok);
+    if (!ok)
+        fail_msg("%s: the Sentinels named no new primary", s->title);
+    redis_old_primary_back(s);
+    printf("# %s: %ld returns done at the kill; the Sentinels named %d primary %.1f s after it\n", s->title,
+           done, sentinel_primary_port(s), secs_since(t0));
+    prod_wait_healthy(s, START_MS);
+    wave2(s);
+    expect_moves(s, 1, 1000);
+    scen_finish_life(s);
+}
+
+/* L3. The Kafka broker restarted while payments flow: the payer's
+ * payments wait in its queue and are delivered after; each acked one pays
+ * its order or is recorded late. */
+static void test_life_kafka_restart(void **state)
+{
+    (void)state;
+    bool ok;
+    struct scen *s = &scen;
+    life_init(s, "life: Kafka broker restart while payments flow", "lkafka");
+    scen_start(s);
+    life_start(s);
+    wave1(s);
+    WAIT_UNTIL(life_acked() >= 20, 30000, ok);
+    if (!ok)
+        fail_msg("%s: no payments flowed before the fault", s->title);
+    long before = life_acked();
+    int64_t t = util_mono_ms();
+    stack_ok("stop kafka");
+    stack_ok("up");
+    printf("# %s: %ld payments acked before the stop; broker back after %.1f s\n", s->title, before,
+           secs_since(t));
+    prod_wait_healthy(s, START_MS);
+    cons_wait_assigned(s, 0, 1, START_MS);
+    wave2(s);
+    scen_finish_life(s);
+}
+
+/* L4. PostgreSQL away while orders expire: nothing expires meanwhile;
+ * after, the orders past their pay_by expire, payments that came meanwhile
+ * are applied or recorded late, and every unit comes back once. */
+static void test_life_postgres_outage(void **state)
+{
+    (void)state;
+    bool ok;
+    struct scen *s = &scen;
+    life_init(s, "life: PostgreSQL down while orders expire", "lpgdown");
+    scen_start(s);
+    life_start(s);
+    wave1(s);
+    WAIT_UNTIL(life_returns(s, true) >= 1, LIFE_RETURNS_MS, ok);
+    if (!ok)
+        fail_msg("%s: no order expired before the fault", s->title);
+    stack_ok("stop postgres");
+    int64_t down = util_mono_ms(), down_wall = util_wall_ms();
+    util_sleep_ms(LIFE_PG_OUTAGE_MS); /* the fault itself */
+    int64_t up_wall = util_wall_ms();
+    stack_ok("up");
+    long due = pay_by_between(s, down_wall, up_wall);
+    printf("# %s: PostgreSQL stopped for %.1f s; orders whose window ended meanwhile: %ld\n", s->title,
+           secs_since(down), due);
+    assert_true(due > 0); /* the outage hit the expiry, not an idle one */
+    prod_wait_healthy(s, START_MS);
+    wave2(s);
+    scen_finish_life(s);
+}
+
+/* Scenarios the program runs (and the hammering user's summary). */
+static int nscen = NSCEN;
+
 static int setup(void **state) { return harness_setup(state); }
 
 static int teardown(void **state)
 {
-    printf("# faults survived: %d/%d, accepted: %ld, orders: %ld, oversold: %ld, lost: %ld, duplicates: %ld\n",
-           tot.survived, NSCEN, tot.accepted, tot.orders, tot.oversold, tot.lost, tot.duplicates);
+    printf(
+        "# faults survived: %d/%d, accepted: %ld, orders: %ld, oversold: %ld, lost: %ld, duplicates: %ld\n",
+        tot.survived, nscen, tot.accepted, tot.orders, tot.oversold, tot.lost, tot.duplicates);
     printf("# ambiguous answers (503 or lost): %ld, of which became orders: %ld\n", tot.ambiguous,
            tot.from_ambiguous);
+    if (life_tot.paid || life_tot.returned)
+        printf("# life: paid %ld, units returned %ld, payments late %ld; units returned twice: %ld, payments "
+               "lost: "
+               "%ld, paid units sold again: %ld, units missing: %ld, cancels lost: %ld\n",
+               life_tot.paid, life_tot.returned, life_tot.late, life_tot.returned_twice,
+               life_tot.payments_lost, life_tot.sold_again, life_tot.units_missing, life_tot.cancels_lost);
     /* The plain stack for whatever runs next (no synchronous standby, no Cluster). */
     if (stack("down --cluster") != 0)
         fprintf(stderr, "# scripts/stack down --cluster failed\n");
@@ -1468,10 +2407,28 @@ int main(void)
         cmocka_unit_test_teardown(test_cluster_slot_migrated, scen_teardown),
         cmocka_unit_test(test_one_user_hammering),
     };
+    /* The life variant (issue #44; test_faults_life, built from this file
+     * with FAULTS_LIFE defined, run by make test-after): the item has a
+     * payment window, and payments, cancels and expiry run beside the
+     * buyers. */
+    const struct CMUnitTest life_tests[] = {
+        cmocka_unit_test_teardown(test_life_consumer_killed_before_return, scen_teardown),
+        cmocka_unit_test_teardown(test_life_ha_redis_killed_during_returns, scen_teardown),
+        cmocka_unit_test_teardown(test_life_kafka_restart, scen_teardown),
+        cmocka_unit_test_teardown(test_life_postgres_outage, scen_teardown),
+        cmocka_unit_test(test_one_user_hammering),
+    };
     /* Our comments and the daemons' logs (stderr) in the order they happened. */
     setvbuf(stdout, NULL, _IOLBF, 0);
     /* SECKILL_FAULTS_ONLY=test_kafka_restart: one scenario, while working on it */
     if (getenv("SECKILL_FAULTS_ONLY"))
         cmocka_set_test_filter(getenv("SECKILL_FAULTS_ONLY"));
+#ifdef FAULTS_LIFE
+    (void)tests;
+    nscen = (int)ARRAY_SIZE(life_tests);
+    return cmocka_run_group_tests_name("faults-life", life_tests, setup, teardown);
+#else
+    (void)life_tests;
     return cmocka_run_group_tests_name("faults", tests, setup, teardown);
+#endif
 }
