@@ -44,7 +44,7 @@ struct expiry {
     struct rp_batch batch;
     struct rfunc fn;   /* seckill_return */
     struct rfunc mark; /* seckill_mark, of the same library */
-    struct log_repeat say_pg, say_redis, say_missing;
+    struct log_repeat say_pg, say_redis, say_missing, say_short;
     int fails;            /* failed passes in a row: the backoff's exponent */
     struct ret_row *rows; /* the pass's due returns, sorted by item */
     size_t nrows, cap;
@@ -343,6 +343,27 @@ static size_t take_replies(struct expiry *e, char *why, size_t whylen)
     return failed;
 }
 
+/* With redis.min_replicas_ack, returns fewer replicas hold than that are
+ * not done: a failover now would lose them while PostgreSQL said done, the
+ * units gone from the sale for good. They are sent again later (a return is
+ * safe to repeat: the returned set knows each order). How many rows are
+ * not done. */
+static size_t replicas_hold(struct expiry *e, int want, size_t failed)
+{
+    if (want <= 0 || failed == e->nrows || e->batch.acked >= want) {
+        if (want > 0 && failed < e->nrows)
+            log_repeat_end(&e->say_short, "the replicas hold the returns");
+        return failed;
+    }
+    log_repeat(&e->say_short, LOG_LVL_WARNING, "expiry: replicas short",
+               "expiry: redis: fewer than %d replicas hold the returned units; they are sent again later "
+               "(logged once while it lasts)",
+               want);
+    for (size_t m = 0; m < e->nrows; m++)
+        e->rows[m].ok = false;
+    return e->nrows;
+}
+
 /* Give the due rows' units back in one pipelined round trip (one per
  * primary on a Cluster); each row's ok says whether Redis took it. */
 static void send_returns(struct expiry *e)
@@ -355,6 +376,9 @@ static void send_returns(struct expiry *e)
         snprintf(err, sizeof(err), "out of memory");
         goto out;
     }
+    int want = CFG_GET(e->cfg->redis.min_replicas_ack);
+    if (want > 0)
+        rp_wait(&e->batch, want, CFG_GET(e->cfg->redis.wait_timeout_ms));
     if (rp_run(e->rp, &e->batch, err, sizeof(err)) != 0)
         log_debug("expiry: redis: %s", err);
     if (e->batch.missing > 0) {
@@ -364,6 +388,7 @@ static void send_returns(struct expiry *e)
     }
     why[0] = '\0';
     failed = take_replies(e, why, sizeof(why));
+    failed = replicas_hold(e, want, failed);
     if (failed < e->nrows && e->batch.missing == 0)
         log_repeat_end(&e->say_missing, "the return function answered");
     if (why[0]) /* the replies' reason, else the round trip's (err as it is) */
