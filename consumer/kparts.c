@@ -2,6 +2,7 @@
 
 #include <inttypes.h>
 
+#include "kconf.h"
 #include "log.h"
 
 void kp_store(rd_kafka_t *rk, struct off_table *t, const char *topic, const char *who)
@@ -83,4 +84,15 @@ rd_kafka_resp_err_t kp_pause(rd_kafka_t *rk, bool pause)
     e = pause ? rd_kafka_pause_partitions(rk, a) : rd_kafka_resume_partitions(rk, a);
     rd_kafka_topic_partition_list_destroy(a);
     return e;
+}
+
+void kp_close(rd_kafka_t *rk, const char *who)
+{
+    if (!rk)
+        return;
+    rd_kafka_resp_err_t e = rd_kafka_consumer_close(rk);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        log_warn("%skafka: consumer close: %s", who, rd_kafka_err2str(e));
+    kconf_untrack(rk);
+    rd_kafka_destroy(rk);
 }

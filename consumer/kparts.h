@@ -11,7 +11,8 @@
  * - kp_assign / kp_unassign: a rebalance's partitions tracked afresh (or
  *   forgotten) in the table and (un)assigned, incrementally under the
  *   cooperative protocol, whole under the eager one;
- * - kp_pause: fetching of the whole assignment paused or resumed.
+ * - kp_pause: fetching of the whole assignment paused or resumed;
+ * - kp_close: the consumer out of the group and gone.
  *
  * Poll thread only (like the table). `who` starts each line it logs, so
  * each consumer's lines say whose they are ("" or "payments: "). */
@@ -40,5 +41,9 @@ void kp_unassign(rd_kafka_t *rk, struct off_table *t, rd_kafka_topic_partition_l
 
 /* Pause (or resume) fetching every assigned partition; the error, if any. */
 rd_kafka_resp_err_t kp_pause(rd_kafka_t *rk, bool pause);
+
+/* Leave the group (the revoke callback commits what was stored) and destroy
+ * rk; NULL is nothing. A failed close is logged. */
+void kp_close(rd_kafka_t *rk, const char *who);
 
 #endif

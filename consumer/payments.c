@@ -1253,14 +1253,7 @@ static int kafka_open(struct payments *p, char *err, size_t errlen)
 
 static void close_all(struct payments *p)
 {
-    if (p->rk) {
-        /* Leaves the group; the revoke callback commits what was stored. */
-        rd_kafka_resp_err_t e = rd_kafka_consumer_close(p->rk);
-        if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
-            log_warn("payments: kafka: consumer close: %s", rd_kafka_err2str(e));
-        kconf_untrack(p->rk);
-        rd_kafka_destroy(p->rk);
-    }
+    kp_close(p->rk, "payments: ");
     if (p->dlq)
         dlq_close(p->dlq, 1000);
     cmsg_free_list(p->dlq_retry);

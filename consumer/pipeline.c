@@ -474,14 +474,7 @@ void pipe_close(struct pipe *p)
     if (p->msgq)
         rd_kafka_queue_destroy(p->msgq);
     p->msgq = NULL;
-    if (p->rk) {
-        /* Leaves the group; the revoke callback commits what was stored. */
-        rd_kafka_resp_err_t e = rd_kafka_consumer_close(p->rk);
-        if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
-            log_warn("kafka: consumer close: %s", rd_kafka_err2str(e));
-        kconf_untrack(p->rk);
-        rd_kafka_destroy(p->rk);
-    }
+    kp_close(p->rk, "");
     if (p->dlq)
         dlq_close(p->dlq, 10000);
     cmsg_free_list(p->dlq_retry);
