@@ -188,6 +188,15 @@ void life_stop_consumer(struct life *l, int i)
         fail_msg("consumer %d exited %d; see %s", i, st, l->clog[i]);
 }
 
+int64_t life_cons_metric(const struct life *l, const char *name)
+{
+    int64_t sum = 0;
+    for (int i = 0; i < l->ncons; i++)
+        if (l->cons[i] > 0)
+            sum += sale_metric(l->cport[i], name);
+    return sum;
+}
+
 /* An item of stock units, its buyers given pay_s seconds to pay. */
 static void item_create(struct life *l, const struct life_opts *o, int64_t stock, int pay_s)
 {

@@ -92,6 +92,8 @@ void life_stop(struct life *l);
 void life_start_consumer(struct life *l, int i);
 void life_wait_assigned(struct life *l, int i);
 void life_stop_consumer(struct life *l, int i);
+/* The running consumers' sum of a metric (each its own counter). */
+int64_t life_cons_metric(const struct life *l, const char *name);
 
 /* --- publishing ---------------------------------------------------------------- */
 

@@ -257,16 +257,6 @@ static void test_sink_cancels(void **state)
 
 /* --- a producer and consumers ---------------------------------------------------- */
 
-/* The consumers' sum of a metric (each its own counter). */
-static int64_t cons_metric(const struct life *l, const char *name)
-{
-    int64_t sum = 0;
-    for (int i = 0; i < l->ncons; i++)
-        if (l->cons[i] > 0)
-            sum += sale_metric(l->cport[i], name);
-    return sum;
-}
-
 #define CANCELS_APPLIED "seckill_consumer_cancels_total{result=\"applied\"}"
 #define CANCELS_NOOP "seckill_consumer_cancels_total{result=\"noop\"}"
 
@@ -408,7 +398,7 @@ static void test_cancel_pending_order(void **state)
                  life_redis_of(l.item, KEYS_ITEM_STOCK), l.clog[0]);
     assert_int_equal(life_redis_of(l.item, KEYS_ITEM_RETURNED), 1);
     assert_int_equal(life_redis_of(l.item, KEYS_ITEM_BUYERS), 0);
-    WAIT_UNTIL(cons_metric(&l, CANCELS_APPLIED) == 1, 10000, ok);
+    WAIT_UNTIL(life_cons_metric(&l, CANCELS_APPLIED) == 1, 10000, ok);
     assert_true(ok);
     /* The expiry marks what it returned 'k' with the cancel's time
      * (consumer/expiry.c), before the return is done. */
@@ -423,10 +413,10 @@ static void test_cancel_pending_order(void **state)
     /* The same cancel twice more: nothing changes. */
     cancel_publish(&l, a, u0, SIGNED);
     cancel_publish(&l, a, u0, SIGNED);
-    WAIT_UNTIL(cons_metric(&l, CANCELS_NOOP) == 2, 15000, ok);
+    WAIT_UNTIL(life_cons_metric(&l, CANCELS_NOOP) == 2, 15000, ok);
     if (!ok)
-        fail_msg("cancels noop: %lld; see %s", (long long)cons_metric(&l, CANCELS_NOOP), l.clog[0]);
-    assert_int_equal(cons_metric(&l, CANCELS_APPLIED), 1);
+        fail_msg("cancels noop: %lld; see %s", (long long)life_cons_metric(&l, CANCELS_NOOP), l.clog[0]);
+    assert_int_equal(life_cons_metric(&l, CANCELS_APPLIED), 1);
     assert_int_equal(life_stock_left(l.item), STOCK);
     assert_int_equal(returns_of(l.item), 1);
     assert_int_equal(life_redis_of(l.item, KEYS_ITEM_STOCK), STOCK);
@@ -437,7 +427,7 @@ static void test_cancel_pending_order(void **state)
     assert_true(a2 != a);
     expect_waiting(&l, a2);
     cancel_call(&l, a2, u0);
-    WAIT_UNTIL(status_is(a2, "cancelled") && cons_metric(&l, CANCELS_APPLIED) == 2, 15000, ok);
+    WAIT_UNTIL(status_is(a2, "cancelled") && life_cons_metric(&l, CANCELS_APPLIED) == 2, 15000, ok);
     if (!ok)
         fail_msg("order %" PRId64 " not cancelled through the call; see %s", a2, l.clog[0]);
     assert_int_equal(life_stock_left(l.item), STOCK);
@@ -449,7 +439,7 @@ static void test_cancel_pending_order(void **state)
     int64_t b = buy_pending(&l, u1);
     pg_exec("UPDATE orders SET status = 'paid', status_changed_at = now() WHERE order_id = $1", b, 0);
     cancel_publish(&l, b, u1, SIGNED);
-    WAIT_UNTIL(cons_metric(&l, CANCELS_NOOP) == 3, 15000, ok);
+    WAIT_UNTIL(life_cons_metric(&l, CANCELS_NOOP) == 3, 15000, ok);
     assert_true(ok);
     assert_true(status_is(b, "paid"));
     assert_int_equal(life_stock_left(l.item), STOCK - 1);
@@ -460,15 +450,15 @@ static void test_cancel_pending_order(void **state)
     int64_t c = buy_pending(&l, u2);
     cancel_publish(&l, c, u2, UNSIGNED);
     cancel_publish(&l, c, u2, ORDER_MAC);
-    WAIT_UNTIL(cons_metric(&l, "seckill_consumer_dead_lettered_total") == 2, 15000, ok);
+    WAIT_UNTIL(life_cons_metric(&l, "seckill_consumer_dead_lettered_total") == 2, 15000, ok);
     if (!ok)
-        fail_msg("dead letters: %lld; see %s", (long long)cons_metric(&l, "seckill_consumer_dead_lettered_total"),
-                 l.clog[0]);
-    assert_int_equal(cons_metric(&l, "seckill_consumer_orders_unsigned_total"), 2);
+        fail_msg("dead letters: %lld; see %s",
+                 (long long)life_cons_metric(&l, "seckill_consumer_dead_lettered_total"), l.clog[0]);
+    assert_int_equal(life_cons_metric(&l, "seckill_consumer_orders_unsigned_total"), 2);
     assert_true(status_is(c, "pending_payment"));
-    if (cons_metric(&l, CANCELS_APPLIED) != 2 || cons_metric(&l, CANCELS_NOOP) != 3)
-        fail_msg("cancels: applied %lld, noop %lld", (long long)cons_metric(&l, CANCELS_APPLIED),
-                 (long long)cons_metric(&l, CANCELS_NOOP));
+    if (life_cons_metric(&l, CANCELS_APPLIED) != 2 || life_cons_metric(&l, CANCELS_NOOP) != 3)
+        fail_msg("cancels: applied %lld, noop %lld", (long long)life_cons_metric(&l, CANCELS_APPLIED),
+                 (long long)life_cons_metric(&l, CANCELS_NOOP));
     assert_int_equal(life_stock_left(l.item), STOCK - 2);
     assert_int_equal(returns_of(l.item), 2);
 
@@ -553,18 +543,18 @@ static void test_cancel_races_expiry(void **state)
         cancel_publish(&l, ids[i], users[i], SIGNED);
     }
     rd_kafka_flush(l.kp, 10000);
-    WAIT_UNTIL(cons_metric(&l, CANCELS_APPLIED) + cons_metric(&l, CANCELS_NOOP) == N &&
+    WAIT_UNTIL(life_cons_metric(&l, CANCELS_APPLIED) + life_cons_metric(&l, CANCELS_NOOP) == N &&
                    life_orders_in(l.item, "pending_payment") == 0,
                30000, ok);
     if (!ok)
         fail_msg("cancels settled %lld of %d, %lld orders still pending; see %s",
-                 (long long)(cons_metric(&l, CANCELS_APPLIED) + cons_metric(&l, CANCELS_NOOP)), N,
+                 (long long)(life_cons_metric(&l, CANCELS_APPLIED) + life_cons_metric(&l, CANCELS_NOOP)), N,
                  (long long)life_orders_in(l.item, "pending_payment"), l.clog[0]);
     int64_t cancelled = life_orders_in(l.item, "cancelled"), expired = life_orders_in(l.item, "expired");
     printf("# %d orders: %lld cancelled by their buyers, %lld expired first (%lld cancels published late)\n", N,
            (long long)cancelled, (long long)expired, (long long)late);
     assert_int_equal(cancelled + expired, N);
-    assert_int_equal(cons_metric(&l, CANCELS_APPLIED), cancelled);
+    assert_int_equal(life_cons_metric(&l, CANCELS_APPLIED), cancelled);
     assert_true(cancelled > 0);
     assert_true(expired > 0);
     /* Returned exactly once each, under the reason its status says. */
@@ -624,22 +614,22 @@ static void test_cancel_races_payment(void **state)
     rd_kafka_flush(l.kp, 10000);
     rd_kafka_flush(l.pay, 10000);
     WAIT_UNTIL(life_orders_in(l.item, "pending_payment") == 0 &&
-                   cons_metric(&l, CANCELS_APPLIED) + cons_metric(&l, CANCELS_NOOP) == N &&
-                   cons_metric(&l, "seckill_consumer_payments_applied_total") +
-                           cons_metric(&l, "seckill_consumer_late_payments_total") ==
+                   life_cons_metric(&l, CANCELS_APPLIED) + life_cons_metric(&l, CANCELS_NOOP) == N &&
+                   life_cons_metric(&l, "seckill_consumer_payments_applied_total") +
+                           life_cons_metric(&l, "seckill_consumer_late_payments_total") ==
                        N,
                60000, ok);
     if (!ok)
         fail_msg("still pending %lld; cancels %lld; payments %lld applied, %lld late; see %s",
                  (long long)life_orders_in(l.item, "pending_payment"),
-                 (long long)(cons_metric(&l, CANCELS_APPLIED) + cons_metric(&l, CANCELS_NOOP)),
-                 (long long)cons_metric(&l, "seckill_consumer_payments_applied_total"),
-                 (long long)cons_metric(&l, "seckill_consumer_late_payments_total"), l.clog[0]);
+                 (long long)(life_cons_metric(&l, CANCELS_APPLIED) + life_cons_metric(&l, CANCELS_NOOP)),
+                 (long long)life_cons_metric(&l, "seckill_consumer_payments_applied_total"),
+                 (long long)life_cons_metric(&l, "seckill_consumer_late_payments_total"), l.clog[0]);
     int64_t paid = life_orders_in(l.item, "paid"), cancelled = life_orders_in(l.item, "cancelled");
     printf("# %d orders: %lld paid, %lld cancelled\n", N, (long long)paid, (long long)cancelled);
     assert_int_equal(paid + cancelled, N);
-    assert_int_equal(cons_metric(&l, CANCELS_APPLIED), cancelled);
-    assert_int_equal(cons_metric(&l, "seckill_consumer_payments_applied_total"), paid);
+    assert_int_equal(life_cons_metric(&l, CANCELS_APPLIED), cancelled);
+    assert_int_equal(life_cons_metric(&l, "seckill_consumer_payments_applied_total"), paid);
     /* every cancelled order's payment kept for a refund, none of a paid one */
     assert_int_equal(
         life_pg_int("SELECT count(*) FROM late_payments p JOIN orders o USING (order_id) WHERE o.item_id = "

@@ -63,16 +63,6 @@ static bool is_buyer(int64_t item, int64_t u)
     return v == 1;
 }
 
-/* The consumers' sum of a metric (each its own counter). */
-static int64_t cons_metric(const struct life *l, const char *name)
-{
-    int64_t sum = 0;
-    for (int i = 0; i < l->ncons; i++)
-        if (l->cons[i] > 0)
-            sum += sale_metric(l->cport[i], name);
-    return sum;
-}
-
 /* seckill_return called again for the item's returned orders, as a retry or
  * a replay would: the units it gave back this time. */
 static long long return_again(int64_t item, int n)
@@ -170,14 +160,14 @@ static void test_expired_units_sell_again(void **state)
     assert_int_equal(life_redis_of(l.item, KEYS_ITEM_RETURNED), STOCK);
     assert_int_equal(life_redis_of(l.item, KEYS_ITEM_BUYERS), 0);
     assert_int_equal(life_redis_of(l.item, KEYS_ITEM_ORDERS), STOCK); /* given_back: the producers' witness */
-    WAIT_UNTIL(cons_metric(&l, "seckill_consumer_orders_expired_total") == STOCK &&
-                   cons_metric(&l, "seckill_consumer_units_returned_total") == STOCK &&
+    WAIT_UNTIL(life_cons_metric(&l, "seckill_consumer_orders_expired_total") == STOCK &&
+                   life_cons_metric(&l, "seckill_consumer_units_returned_total") == STOCK &&
                    sale_metric(l.cport[0], "seckill_consumer_returns_pending") == 0,
                10000, ok);
     if (!ok)
         fail_msg("metrics: expired %lld, returned %lld, pending %lld",
-                 (long long)cons_metric(&l, "seckill_consumer_orders_expired_total"),
-                 (long long)cons_metric(&l, "seckill_consumer_units_returned_total"),
+                 (long long)life_cons_metric(&l, "seckill_consumer_orders_expired_total"),
+                 (long long)life_cons_metric(&l, "seckill_consumer_units_returned_total"),
                  (long long)sale_metric(l.cport[0], "seckill_consumer_returns_pending"));
 
     item_show_says(&l, "payment    within 1 s: pending 0, expired 3, returns not yet in Redis 0");
@@ -196,7 +186,7 @@ static void test_expired_units_sell_again(void **state)
     assert_int_equal(life_redis_of(l.item, KEYS_ITEM_STOCK), STOCK);
     assert_int_equal(life_redis_of(l.item, KEYS_ITEM_ORDERS), STOCK);
     assert_int_equal(life_stock_left(l.item), STOCK);
-    assert_int_equal(cons_metric(&l, "seckill_consumer_units_returned_total"), STOCK);
+    assert_int_equal(life_cons_metric(&l, "seckill_consumer_units_returned_total"), STOCK);
 
     /* A replay of the topic: the expired orders are found by id (duplicates),
      * never persisted again as new ones now that their buyers hold nothing. */
