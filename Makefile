@@ -87,7 +87,7 @@ BINS := $(BUILD)/seckill-producer $(BUILD)/seckill-consumer $(BUILD)/seckillctl
 
 TEST_SRC  := $(wildcard tests/unit/*.c tests/it/*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
-TEST_HELPER_OBJ := $(BUILD)/obj/tests/harness.o $(BUILD)/obj/tests/sale.o
+TEST_HELPER_OBJ := $(BUILD)/obj/tests/harness.o $(BUILD)/obj/tests/sale.o $(BUILD)/obj/tests/life.o
 
 .PHONY: all test tests demo bench nemesis test-scale test-after install clean stack-up stack-down stack-status
 # Keep the objects of pattern-built test programs (not intermediates to delete).

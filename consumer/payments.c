@@ -17,6 +17,7 @@
 #include "i64map.h"
 #include "jsonint.h"
 #include "kconf.h"
+#include "kparts.h"
 #include "keys.h"
 #include "lock.h"
 #include "log.h"
@@ -254,21 +255,7 @@ static struct pay *unlink_at(struct payments *p, struct pay **pp)
 
 static void store_offsets(struct payments *p)
 {
-    rd_kafka_topic_partition_list_t *l = NULL;
-    for (int32_t i = 0; i < off_partitions(p->off); i++) {
-        int64_t next;
-        if (!off_advance(p->off, i, &next))
-            continue;
-        if (!l && !(l = rd_kafka_topic_partition_list_new(8)))
-            return;
-        rd_kafka_topic_partition_list_add(l, p->cfg->kafka.payments_topic, i)->offset = next;
-    }
-    if (!l)
-        return;
-    rd_kafka_resp_err_t e = rd_kafka_offsets_store(p->rk, l);
-    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
-        log_debug("payments: offsets_store: %s", rd_kafka_err2str(e));
-    rd_kafka_topic_partition_list_destroy(l);
+    kp_store(p->rk, p->off, p->cfg->kafka.payments_topic, "payments: ");
 }
 
 /* A payment done: its offset may move once those before it are done too. */
@@ -1089,13 +1076,7 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 
 static void set_paused(struct payments *p, bool pause)
 {
-    rd_kafka_topic_partition_list_t *a = NULL;
-    if (pause == p->paused || rd_kafka_assignment(p->rk, &a) != RD_KAFKA_RESP_ERR_NO_ERROR)
-        return;
-    rd_kafka_resp_err_t e =
-        pause ? rd_kafka_pause_partitions(p->rk, a) : rd_kafka_resume_partitions(p->rk, a);
-    rd_kafka_topic_partition_list_destroy(a);
-    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+    if (pause == p->paused || kp_pause(p->rk, pause) != RD_KAFKA_RESP_ERR_NO_ERROR)
         return;
     p->paused = pause;
     if (pause)
@@ -1118,8 +1099,6 @@ static void drop_partitions(struct payments *p, const rd_kafka_topic_partition_l
         else
             pp = &(*pp)->next;
     }
-    for (int i = 0; i < parts->cnt; i++)
-        off_revoke(p->off, parts->elems[i].partition);
     CM_SET(payments_waiting, (int64_t)p->waiting);
 }
 
@@ -1127,42 +1106,22 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
                          void *opaque)
 {
     struct payments *p = opaque;
-    rd_kafka_error_t *kerr = NULL;
     const char *proto = rd_kafka_rebalance_protocol(rk);
     if (proto)
         p->cooperative = strcmp(proto, "COOPERATIVE") == 0;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-        for (int i = 0; i < parts->cnt; i++) {
-            uint32_t epoch;
-            if (off_assign(p->off, parts->elems[i].partition, &epoch) != 0)
-                log_error("payments: out of memory tracking partition %" PRId32, parts->elems[i].partition);
-        }
-        if (p->cooperative)
-            kerr = rd_kafka_incremental_assign(rk, parts);
-        else
-            rd_kafka_assign(rk, parts);
+        kp_assign(rk, p->off, parts, p->cooperative, "payments: ");
         if (p->paused)
             rd_kafka_pause_partitions(rk, parts);
         if (parts->cnt > 0)
             log_notice("payments: assigned %d partitions of %s", parts->cnt, p->cfg->kafka.payments_topic);
     } else {
-        if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS && !rd_kafka_assignment_lost(rk)) {
-            store_offsets(p);
-            rd_kafka_resp_err_t e = rd_kafka_commit(rk, NULL, 0);
-            if (e != RD_KAFKA_RESP_ERR_NO_ERROR && e != RD_KAFKA_RESP_ERR__NO_OFFSET)
-                log_warn("payments: kafka: offset commit: %s", rd_kafka_err2str(e));
-        }
+        if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS && !rd_kafka_assignment_lost(rk))
+            kp_commit(rk, p->off, p->cfg->kafka.payments_topic, "payments: ");
         drop_partitions(p, parts);
-        if (p->cooperative)
-            kerr = rd_kafka_incremental_unassign(rk, parts);
-        else
-            rd_kafka_assign(rk, NULL);
+        kp_unassign(rk, p->off, parts, p->cooperative, "payments: ");
         if (parts->cnt > 0)
             log_notice("payments: revoked %d partitions of %s", parts->cnt, p->cfg->kafka.payments_topic);
-    }
-    if (kerr) {
-        log_error("payments: kafka: rebalance: %s", rd_kafka_error_string(kerr));
-        rd_kafka_error_destroy(kerr);
     }
 }
 
@@ -1294,14 +1253,7 @@ static int kafka_open(struct payments *p, char *err, size_t errlen)
 
 static void close_all(struct payments *p)
 {
-    if (p->rk) {
-        /* Leaves the group; the revoke callback commits what was stored. */
-        rd_kafka_resp_err_t e = rd_kafka_consumer_close(p->rk);
-        if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
-            log_warn("payments: kafka: consumer close: %s", rd_kafka_err2str(e));
-        kconf_untrack(p->rk);
-        rd_kafka_destroy(p->rk);
-    }
+    kp_close(p->rk, "payments: ");
     if (p->dlq)
         dlq_close(p->dlq, 1000);
     cmsg_free_list(p->dlq_retry);

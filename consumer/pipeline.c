@@ -12,6 +12,7 @@
 #include "dlq.h"
 #include "inmsg.h"
 #include "kconf.h"
+#include "kparts.h"
 #include "log.h"
 #include "offsets.h"
 #include "order.h"
@@ -81,25 +82,6 @@ static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
 
 /* --- settling -------------------------------------------------------------- */
 
-static void store_offsets(struct pipe *p)
-{
-    rd_kafka_topic_partition_list_t *l = NULL;
-    for (int32_t i = 0; i < off_partitions(p->off); i++) {
-        int64_t next;
-        if (!off_advance(p->off, i, &next))
-            continue;
-        if (!l && !(l = rd_kafka_topic_partition_list_new(8)))
-            return;
-        rd_kafka_topic_partition_list_add(l, p->cfg->kafka.topic, i)->offset = next;
-    }
-    if (!l)
-        return;
-    rd_kafka_resp_err_t e = rd_kafka_offsets_store(p->rk, l);
-    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
-        log_debug("offsets_store: %s", rd_kafka_err2str(e));
-    rd_kafka_topic_partition_list_destroy(l);
-}
-
 static void drain_done(struct pipe *p)
 {
     struct cmsg *m = q_take_all(&p->done);
@@ -114,7 +96,7 @@ static void drain_done(struct pipe *p)
         m = n;
     }
     if (moved)
-        store_offsets(p);
+        kp_store(p->rk, p->off, p->cfg->kafka.topic, "");
     CM_SET(pending, (int64_t)off_pending(p->off));
 }
 
@@ -122,14 +104,9 @@ static void drain_done(struct pipe *p)
 
 static void set_paused(struct pipe *p, bool pause, const char *why)
 {
-    rd_kafka_topic_partition_list_t *a = NULL;
     if (pause == p->paused)
         return;
-    if (rd_kafka_assignment(p->rk, &a) != RD_KAFKA_RESP_ERR_NO_ERROR)
-        return;
-    rd_kafka_resp_err_t e = pause ? rd_kafka_pause_partitions(p->rk, a)
-                                  : rd_kafka_resume_partitions(p->rk, a);
-    rd_kafka_topic_partition_list_destroy(a);
+    rd_kafka_resp_err_t e = kp_pause(p->rk, pause);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
         log_warn("kafka: %s partitions: %s", pause ? "pause" : "resume", rd_kafka_err2str(e));
         return;
@@ -221,21 +198,17 @@ static void finish_partitions(struct pipe *p, const rd_kafka_topic_partition_lis
     }
 }
 
+/* Store what is settled and commit it, counted. */
 static void commit_sync(struct pipe *p)
 {
-    rd_kafka_resp_err_t e = rd_kafka_commit(p->rk, NULL, 0);
-    if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+    if (kp_commit(p->rk, p->off, p->cfg->kafka.topic, "") == RD_KAFKA_RESP_ERR_NO_ERROR)
         CM_ADD(offset_commits, 1);
-    else if (e != RD_KAFKA_RESP_ERR__NO_OFFSET)
-        log_warn("kafka: offset commit: %s", rd_kafka_err2str(e));
 }
 
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts,
                          void *opaque)
 {
     struct pipe *p = opaque;
-    rd_kafka_error_t *kerr = NULL;
-    rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
 
     /* Known only once the group has formed, and NULL again while the
      * consumer closes (a revoke from rd_kafka_consumer_close): keep what the
@@ -244,16 +217,9 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
     if (proto)
         p->cooperative = strcmp(proto, "COOPERATIVE") == 0;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-        for (int i = 0; i < parts->cnt; i++) {
-            uint32_t epoch;
-            if (off_assign(p->off, parts->elems[i].partition, &epoch) != 0)
-                log_error("out of memory tracking partition %" PRId32, parts->elems[i].partition);
+        for (int i = 0; i < parts->cnt; i++)
             part_route(p, parts->elems[i].partition);
-        }
-        if (p->cooperative)
-            kerr = rd_kafka_incremental_assign(rk, parts);
-        else
-            e = rd_kafka_assign(rk, parts);
+        kp_assign(rk, p->off, parts, p->cooperative, "");
         if (p->paused || p->draining)
             rd_kafka_pause_partitions(rk, parts);
         CM_ADD(assigned, parts->cnt);
@@ -265,30 +231,18 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
             /* Finish what is in flight for these partitions and commit it, so
              * the next owner starts exactly where we stopped. */
             finish_partitions(p, parts, CFG_GET(p->cfg->consumer.drain_timeout_ms));
-            store_offsets(p);
             commit_sync(p);
         } else {
             log_warn("partitions lost (%s): their in-flight work is left for the next owner",
                      rd_kafka_err2str(err));
         }
-        for (int i = 0; i < parts->cnt; i++)
-            off_revoke(p->off, parts->elems[i].partition);
-        if (p->cooperative)
-            kerr = rd_kafka_incremental_unassign(rk, parts);
-        else
-            e = rd_kafka_assign(rk, NULL);
+        kp_unassign(rk, p->off, parts, p->cooperative, "");
         for (int i = 0; i < parts->cnt; i++)
             part_unroute(p, parts->elems[i].partition);
         CM_ADD(assigned, -parts->cnt);
         CM_SET(pending, (int64_t)off_pending(p->off));
         if (parts->cnt > 0)
             log_notice("revoked %d partitions of %s", parts->cnt, p->cfg->kafka.topic);
-    }
-    if (kerr) {
-        log_error("kafka: rebalance: %s", rd_kafka_error_string(kerr));
-        rd_kafka_error_destroy(kerr);
-    } else if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        log_error("kafka: rebalance: %s", rd_kafka_err2str(e));
     }
 }
 
@@ -500,7 +454,6 @@ int pipe_drain(struct pipe *p, int timeout_ms, volatile sig_atomic_t *stop_signa
     p->pool = NULL;
     p->pool_closed = true;
     drain_done(p);
-    store_offsets(p);
     commit_sync(p);
     return ret;
 }
@@ -521,14 +474,7 @@ void pipe_close(struct pipe *p)
     if (p->msgq)
         rd_kafka_queue_destroy(p->msgq);
     p->msgq = NULL;
-    if (p->rk) {
-        /* Leaves the group; the revoke callback commits what was stored. */
-        rd_kafka_resp_err_t e = rd_kafka_consumer_close(p->rk);
-        if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
-            log_warn("kafka: consumer close: %s", rd_kafka_err2str(e));
-        kconf_untrack(p->rk);
-        rd_kafka_destroy(p->rk);
-    }
+    kp_close(p->rk, "");
     if (p->dlq)
         dlq_close(p->dlq, 10000);
     cmsg_free_list(p->dlq_retry);

@@ -27,8 +27,9 @@
 #include <unistd.h>
 
 #include "keys.h"
-#include "orderidx.h"
+#include "life.h"
 #include "order.h"
+#include "orderidx.h"
 #include "ordersig.h"
 #include "rconn.h"
 #include "rfunc.h"
@@ -61,66 +62,9 @@ static struct rt R;
 
 /* --- raw HTTP ------------------------------------------------------------- */
 
-struct resp {
-    int status;         /* -1: no answer */
-    char head[4096];    /* status line and headers, without the blank line */
-    char body[8192];
-    size_t body_len;    /* bytes after the blank line, all of them (may exceed body) */
-};
-
-/* Send req as is on fd (closed here; -1: none), read until the server
- * closes (the request says Connection: close, or the server decides to). No
- * cmocka: threads use it. */
-static int http_on(int fd, const char *req, size_t len, struct resp *r)
-{
-    char buf[16384];
-    size_t got = 0, total = 0;
-    memset(r, 0, sizeof(*r));
-    r->status = -1;
-    if (fd < 0)
-        return -1;
-    for (size_t off = 0; off < len;) {
-        ssize_t w = send(fd, req + off, len - off, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            goto out;
-        off += (size_t)w;
-    }
-    for (;;) {
-        char tmp[4096];
-        ssize_t n = read(fd, tmp, sizeof(tmp));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        size_t keep = (size_t)n < sizeof(buf) - 1 - got ? (size_t)n : sizeof(buf) - 1 - got;
-        memcpy(buf + got, tmp, keep);
-        got += keep;
-        total += (size_t)n;
-    }
-    buf[got] = 0;
-    char *end = strstr(buf, "\r\n\r\n");
-    if (!end || sscanf(buf, "HTTP/1.%*d %d", &r->status) != 1) {
-        r->status = -1;
-        goto out;
-    }
-    snprintf(r->head, sizeof(r->head), "%.*s", (int)(end - buf), buf);
-    r->body_len = total - (size_t)(end + 4 - buf);
-    snprintf(r->body, sizeof(r->body), "%s", end + 4);
-out:
-    close(fd);
-    return r->status;
-}
-
-static int http_raw(int port, const char *req, size_t len, struct resp *r)
-{
-    return http_on(harness_connect(port), req, len, r);
-}
-
 /* method path with an optional Authorization value and JSON body. */
 static int http_req(int port, const char *method, const char *path, const char *authz, const char *body,
-                    struct resp *r)
+                    struct life_resp *r)
 {
     char req[8192];
     int n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s%s", method,
@@ -132,46 +76,13 @@ static int http_req(int port, const char *method, const char *path, const char *
         n += snprintf(req + n, sizeof(req) - (size_t)n, "\r\n");
     if (n <= 0 || (size_t)n >= sizeof(req))
         return -1;
-    return http_raw(port, req, (size_t)n, r);
-}
-
-/* The value of header name (case-insensitive), or false. */
-static bool resp_header(const struct resp *r, const char *name, char *out, size_t len)
-{
-    size_t nl = strlen(name);
-    for (const char *line = strstr(r->head, "\r\n"); line; line = strstr(line + 2, "\r\n")) {
-        const char *h = line + 2;
-        if (strncasecmp(h, name, nl) == 0 && h[nl] == ':') {
-            const char *v = h + nl + 1, *e = strstr(v, "\r\n");
-            while (*v == ' ')
-                v++;
-            snprintf(out, len, "%.*s", (int)(e ? e - v : (long)strlen(v)), v);
-            return true;
-        }
-    }
-    return false;
-}
-
-/* "name":"value" of a flat JSON body into out; false when absent. */
-static bool json_str(const char *body, const char *name, char *out, size_t len)
-{
-    char needle[64];
-    snprintf(needle, sizeof(needle), "\"%s\":\"", name);
-    const char *p = strstr(body, needle);
-    if (!p)
-        return false;
-    p += strlen(needle);
-    const char *q = strchr(p, '"');
-    if (!q)
-        return false;
-    snprintf(out, len, "%.*s", (int)(q - p), p);
-    return true;
+    return life_http_raw(port, req, (size_t)n, r);
 }
 
 static int64_t json_order_id(const char *body)
 {
     char v[32];
-    return json_str(body, "order_id", v, sizeof(v)) ? strtoll(v, NULL, 10) : 0;
+    return life_json_str(body, "order_id", v, sizeof(v)) ? strtoll(v, NULL, 10) : 0;
 }
 
 /* --- tokens ---------------------------------------------------------------- */
@@ -441,7 +352,7 @@ static bool orders_first_field(int64_t item, char *out, size_t len)
 
 /* POST a buy: token for user (0: none), body {"item_id":I} (+ user_id when
  * body_user is not 0). */
-static int buy(int port, int64_t user, int64_t body_user, int64_t item, struct resp *r)
+static int buy(int port, int64_t user, int64_t body_user, int64_t item, struct life_resp *r)
 {
     char authz[1100], body[128];
     if (user)
@@ -454,7 +365,7 @@ static int buy(int port, int64_t user, int64_t body_user, int64_t item, struct r
 }
 
 /* GET or HEAD a status path as user (0: no token). */
-static int status_call(const char *method, const char *path, int64_t user, struct resp *r)
+static int status_call(const char *method, const char *path, int64_t user, struct life_resp *r)
 {
     char authz[1100];
     if (user)
@@ -462,14 +373,14 @@ static int status_call(const char *method, const char *path, int64_t user, struc
     return http_req(R.port, method, path, user ? authz : NULL, NULL, r);
 }
 
-static int get_order(int64_t oid, int64_t user, struct resp *r)
+static int get_order(int64_t oid, int64_t user, struct life_resp *r)
 {
     char path[64];
     snprintf(path, sizeof(path), "/api/v1/orders/%" PRId64, oid);
     return status_call("GET", path, user, r);
 }
 
-static int get_mine(int64_t item, int64_t user, struct resp *r)
+static int get_mine(int64_t item, int64_t user, struct life_resp *r)
 {
     char path[64];
     snprintf(path, sizeof(path), "/api/v1/seckill/%" PRId64, item);
@@ -478,15 +389,16 @@ static int get_mine(int64_t item, int64_t user, struct resp *r)
 
 static bool order_is(int64_t oid, int64_t user, const char *status)
 {
-    struct resp r;
+    struct life_resp r;
     char st[32];
-    return get_order(oid, user, &r) == 200 && json_str(r.body, "status", st, sizeof(st)) && strcmp(st, status) == 0;
+    return get_order(oid, user, &r) == 200 && life_json_str(r.body, "status", st, sizeof(st)) &&
+           strcmp(st, status) == 0;
 }
 
-static void expect_status(const struct resp *r, int code, const char *word)
+static void expect_status(const struct life_resp *r, int code, const char *word)
 {
     char st[64];
-    if (r->status != code || !json_str(r->body, "status", st, sizeof(st)) || strcmp(st, word) != 0)
+    if (r->status != code || !life_json_str(r->body, "status", st, sizeof(st)) || strcmp(st, word) != 0)
         fail_msg("want %d \"%s\", got %d: %s", code, word, r->status, r->body);
 }
 
@@ -497,12 +409,12 @@ static void fmt_ms(int64_t ms, char *out, size_t len)
 
 /* --- a. who the buyer is ---------------------------------------------------------- */
 
-static void expect_401(const struct resp *r, const char *why, const char *tok)
+static void expect_401(const struct life_resp *r, const char *why, const char *tok)
 {
     char v[256];
     if (r->status != 401)
         fail_msg("want 401 (%s), got %d: %s", why, r->status, r->body);
-    assert_true(resp_header(r, "WWW-Authenticate", v, sizeof(v)));
+    assert_true(life_resp_header(r, "WWW-Authenticate", v, sizeof(v)));
     assert_string_equal(v, "Bearer error=\"invalid_token\"");
     char want[128];
     snprintf(want, sizeof(want), "{\"status\":\"unauthorized\",\"error\":\"%s\"}", why);
@@ -530,7 +442,7 @@ static __attribute__((noinline)) char *sign(const struct jwt_keyset *ks, const c
     return tok;
 }
 
-static int buy_tok(int port, const char *tok, int64_t item, struct resp *r)
+static int buy_tok(int port, const char *tok, int64_t item, struct life_resp *r)
 {
     char authz[1200], body[64];
     snprintf(authz, sizeof(authz), "Bearer %s", tok);
@@ -538,7 +450,7 @@ static int buy_tok(int port, const char *tok, int64_t item, struct resp *r)
     return http_req(port, "POST", "/api/v1/seckill", authz, body, r);
 }
 
-static int mine_tok(int port, const char *tok, int64_t item, struct resp *r)
+static int mine_tok(int port, const char *tok, int64_t item, struct life_resp *r)
 {
     char authz[1200], path[64];
     snprintf(authz, sizeof(authz), "Bearer %s", tok);
@@ -550,7 +462,7 @@ static int mine_tok(int port, const char *tok, int64_t item, struct resp *r)
 static void test_tokens(void **state)
 {
     (void)state;
-    struct resp r;
+    struct life_resp r;
     char body[128], hb[256], pb[256], js[256], crafted[600];
     const struct jwt_keyset *ks = harness_keys(&R.c);
     int64_t item = item_new(10, 0, 0), u = new_user_base(), now = util_wall_ms() / 1000;
@@ -707,7 +619,7 @@ static void hup(pid_t pid, const char *log, const char *line, int n)
 static void test_key_rotation(void **state)
 {
     (void)state;
-    struct resp r;
+    struct life_resp r;
     char dir[] = "/tmp/seckill-buyer-keys-XXXXXX", pa[128], pbk[128], cfgpath[128], log[192];
     char sa[65], sb[65], sb2[65];
     struct cfg c;
@@ -836,7 +748,7 @@ static void *win_run(void *arg)
         return NULL;
     while (t->n < WIN_CAP) {
         struct win_rec *w = &t->recs[t->n];
-        struct resp r;
+        struct life_resp r;
         char *tok = NULL;
         int64_t now = util_wall_ms() / 1000;
         w->tb = redis_time_ms(rc);
@@ -858,8 +770,8 @@ static void *win_run(void *arg)
         free(tok);
         w->status = http_req(R.port, "POST", "/api/v1/seckill", authz, body, &r);
         w->ta = redis_time_ms(rc);
-        json_str(r.body, "status", w->word, sizeof(w->word));
-        json_str(r.body, "starts_at", w->starts_at, sizeof(w->starts_at));
+        life_json_str(r.body, "status", w->word, sizeof(w->word));
+        life_json_str(r.body, "starts_at", w->starts_at, sizeof(w->starts_at));
         w->order_id = json_order_id(r.body);
         t->n++;
     }
@@ -986,7 +898,7 @@ static void test_window_opening(void **state)
 static void test_window_end(void **state)
 {
     (void)state;
-    struct resp r;
+    struct life_resp r;
     bool ok;
     int64_t now = redis_now(), u = new_user_base();
     int64_t past = item_new(5, now - 7200000, now - 3600000);
@@ -1016,7 +928,7 @@ static void test_window_end(void **state)
 static void test_status_lifecycle(void **state)
 {
     (void)state;
-    struct resp r;
+    struct life_resp r;
     char st[48], want[64], v[48];
     bool ok;
     int64_t item = item_new(5, 0, 0), u = new_user_base(), other = u + 1;
@@ -1037,7 +949,7 @@ static void test_status_lifecycle(void **state)
 
     assert_int_equal(get_order(oid, u, &r), 200);
     expect_status(&r, 200, "queued");
-    assert_true(json_str(r.body, "order_id", v, sizeof(v)));
+    assert_true(life_json_str(r.body, "order_id", v, sizeof(v)));
     assert_int_equal(strtoll(v, NULL, 10), oid);
     snprintf(want, sizeof(want), "\"item_id\":%" PRId64 ",", item);
     assert_non_null(strstr(r.body, want));
@@ -1049,7 +961,7 @@ static void test_status_lifecycle(void **state)
     int64_t rsv_ms = strtoll(strchr(strchr(state_, '|') + 1, '|') + 1, NULL, 10);
     char rsv[40];
     fmt_ms(rsv_ms, rsv, sizeof(rsv));
-    assert_true(json_str(r.body, "reserved_at", v, sizeof(v)));
+    assert_true(life_json_str(r.body, "reserved_at", v, sizeof(v)));
     assert_string_equal(v, rsv);
     char queued_body[sizeof(r.body)];
     snprintf(queued_body, sizeof(queued_body), "%s", r.body);
@@ -1102,11 +1014,11 @@ static void test_status_lifecycle(void **state)
     WAIT_UNTIL(order_is(oid, u, "confirmed"), 30000, ok);
     assert_true(ok);
     assert_int_equal(get_order(oid, u, &r), 200);
-    assert_true(json_str(r.body, "persisted_at", v, sizeof(v)));
+    assert_true(life_json_str(r.body, "persisted_at", v, sizeof(v)));
     int64_t pers_ms;
     assert_int_equal(util_parse_time_ms(v, &pers_ms), 0);
     assert_true(pers_ms >= rsv_ms);
-    assert_true(json_str(r.body, "reserved_at", v, sizeof(v)));
+    assert_true(life_json_str(r.body, "reserved_at", v, sizeof(v)));
     assert_string_equal(v, rsv);
     assert_null(strstr(r.body, "reason"));
     char confirmed_body[sizeof(r.body)];
@@ -1117,7 +1029,7 @@ static void test_status_lifecycle(void **state)
     /* still nothing for the other buyer */
     assert_int_equal(get_order(oid, other, &r), 404);
     assert_int_equal(get_mine(item, other, &r), 200);
-    assert_true(json_str(r.body, "status", st, sizeof(st)));
+    assert_true(life_json_str(r.body, "status", st, sizeof(st)));
     assert_string_equal(st, "none");
 }
 
@@ -1125,7 +1037,7 @@ static void test_status_lifecycle(void **state)
 
 static void expect_refused(int64_t item, int64_t user, const char *reason)
 {
-    struct resp r;
+    struct life_resp r;
     bool ok;
     char v[48];
     assert_int_equal(buy(R.port, user, 0, item, &r), 202);
@@ -1137,10 +1049,10 @@ static void expect_refused(int64_t item, int64_t user, const char *reason)
         fail_msg("order %" PRId64 " not refused: %d %s", oid, r.status, r.body);
     }
     assert_int_equal(get_order(oid, user, &r), 200);
-    assert_true(json_str(r.body, "reason", v, sizeof(v)));
+    assert_true(life_json_str(r.body, "reason", v, sizeof(v)));
     assert_string_equal(v, reason);
     assert_non_null(strstr(r.body, "\"persisted_at\":null"));
-    assert_true(json_str(r.body, "refused_at", v, sizeof(v)));
+    assert_true(life_json_str(r.body, "refused_at", v, sizeof(v)));
     int64_t at;
     assert_int_equal(util_parse_time_ms(v, &at), 0);
     char refused_body[sizeof(r.body)];
@@ -1194,7 +1106,7 @@ static pid_t broker_pid(void)
 
 struct unknown_buy {
     int64_t item, user;
-    struct resp r;
+    struct life_resp r;
 };
 
 static void *buy_thread(void *arg)
@@ -1214,7 +1126,7 @@ static void test_unknown_outcome(void **state)
 {
     (void)state;
     struct unknown_buy b = { .item = item_new(5, 0, 0), .user = new_user_base() };
-    struct resp r;
+    struct life_resp r;
     pthread_t th;
     bool ok;
     char v[48], loc[96];
@@ -1235,7 +1147,7 @@ static void test_unknown_outcome(void **state)
     assert_int_equal(started, 0);
 
     assert_int_equal(b.r.status, 503);
-    assert_true(json_str(b.r.body, "status", v, sizeof(v)));
+    assert_true(life_json_str(b.r.body, "status", v, sizeof(v)));
     assert_string_equal(v, "unknown");
     int64_t oid = json_order_id(b.r.body);
     assert_true(oid > 0);
@@ -1253,7 +1165,7 @@ static void test_unknown_outcome(void **state)
         fail_msg("order %" PRId64 " of an unknown answer did not resolve: %d %s", oid, r.status, r.body);
     }
     assert_int_equal(get_mine(b.item, b.user, &r), 200);
-    assert_true(json_str(r.body, "status", v, sizeof(v)));
+    assert_true(life_json_str(r.body, "status", v, sizeof(v)));
     assert_string_equal(v, "confirmed");
     assert_int_equal(json_order_id(r.body), oid);
     assert_int_equal(pg_i64("SELECT count(*) FROM orders WHERE order_id = $1", oid, 0), 1);
@@ -1273,7 +1185,7 @@ static void test_unknown_outcome(void **state)
 static void test_http_hygiene(void **state)
 {
     (void)state;
-    struct resp r, g;
+    struct life_resp r, g;
     char req[2048], authz[1200], path[96], v[64];
     bool ok;
     int64_t item = item_new(5, 0, 0), u = new_user_base();
@@ -1288,18 +1200,18 @@ static void test_http_hygiene(void **state)
                  "Content-Type: application/json\r\nContent-Length: %zu\r\nTransfer-Encoding: chunked\r\n"
                  "Connection: close\r\n\r\n%zx\r\n%s\r\n0\r\n\r\n",
                  authz, strlen(chunk), strlen(chunk), chunk);
-    assert_int_equal(http_raw(R.port, req, (size_t)n, &r), 400);
+    assert_int_equal(life_http_raw(R.port, req, (size_t)n, &r), 400);
     n = snprintf(req, sizeof(req),
                  "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n"
                  "Connection: close\r\n\r\n0\r\n\r\n");
-    assert_int_equal(http_raw(R.port, req, (size_t)n, &r), 400);
+    assert_int_equal(life_http_raw(R.port, req, (size_t)n, &r), 400);
     /* Two Content-Length fields that disagree: which body is this? */
     n = snprintf(req, sizeof(req),
                  "POST /api/v1/seckill HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: %s\r\n"
                  "Content-Type: application/json\r\nContent-Length: %zu\r\nContent-Length: %zu\r\n"
                  "Connection: close\r\n\r\n%s",
                  authz, strlen(chunk), strlen(chunk) + 5, chunk);
-    assert_int_equal(http_raw(R.port, req, (size_t)n, &r), 400);
+    assert_int_equal(life_http_raw(R.port, req, (size_t)n, &r), 400);
     assert_non_null(strstr(r.body, "Content-Length given twice"));
     assert_int_equal(item_redis(item, KEYS_ITEM_STOCK, "GET", NULL), 5);
     assert_int_equal(item_redis(item, KEYS_ITEM_BUYERS, "SCARD", NULL), 0);
@@ -1309,7 +1221,7 @@ static void test_http_hygiene(void **state)
                  "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
                  "Connection: close\r\n\r\n%zx\r\n%s\r\n0\r\n\r\n",
                  authz, strlen(chunk), chunk);
-    assert_int_equal(http_raw(R.port, req, (size_t)n, &r), 202);
+    assert_int_equal(life_http_raw(R.port, req, (size_t)n, &r), 202);
     int64_t oid = json_order_id(r.body);
     assert_true(oid > 0);
 
@@ -1319,7 +1231,7 @@ static void test_http_hygiene(void **state)
     assert_true(g.body_len > 0);
     assert_int_equal(http_req(R.port, "HEAD", "/healthz", NULL, NULL, &r), 200);
     assert_int_equal(r.body_len, 0);
-    if (resp_header(&r, "Content-Length", v, sizeof(v)))
+    if (life_resp_header(&r, "Content-Length", v, sizeof(v)))
         assert_int_equal(strtoll(v, NULL, 10), (long long)g.body_len);
     /* /metrics: on the operators' listener (HEAD too), not the buyers' port. */
     assert_int_equal(http_req(R.mport, "HEAD", "/metrics", NULL, NULL, &r), 200);
@@ -1333,7 +1245,7 @@ static void test_http_hygiene(void **state)
     assert_int_equal(http_req(R.port, "GET", path, authz, NULL, &g), 200);
     assert_int_equal(http_req(R.port, "HEAD", path, authz, NULL, &r), 200);
     assert_int_equal(r.body_len, 0);
-    if (resp_header(&r, "Content-Length", v, sizeof(v)))
+    if (life_resp_header(&r, "Content-Length", v, sizeof(v)))
         assert_int_equal(strtoll(v, NULL, 10), (long long)g.body_len);
     snprintf(path, sizeof(path), "/api/v1/seckill/%" PRId64, item);
     assert_int_equal(http_req(R.port, "HEAD", path, authz, NULL, &r), 200);
@@ -1374,7 +1286,7 @@ static void test_http_hygiene(void **state)
 static void test_item_show(void **state)
 {
     (void)state;
-    struct resp r;
+    struct life_resp r;
     char *out, sid[24], a[40], b[40], line[256];
     bool ok;
     int64_t now = redis_now(), u = new_user_base();
@@ -1586,7 +1498,7 @@ static int connect_from(const char *src, int port)
 
 /* GET user's order of item on fd (closed here), with X-Forwarded-For: xff
  * when not NULL. */
-static int front_get_on(int fd, int64_t user, int64_t item, const char *xff, struct resp *r)
+static int front_get_on(int fd, int64_t user, int64_t item, const char *xff, struct life_resp *r)
 {
     char req[2048], authz[1100];
     bearer(user, authz, sizeof(authz));
@@ -1594,28 +1506,29 @@ static int front_get_on(int fd, int64_t user, int64_t item, const char *xff, str
                      "GET /api/v1/seckill/%" PRId64 " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
                      "Authorization: %s\r\n%s%s%s\r\n",
                      item, authz, xff ? "X-Forwarded-For: " : "", xff ? xff : "", xff ? "\r\n" : "");
-    return http_on(fd, req, (size_t)n, r);
+    return life_http_on(fd, req, (size_t)n, r);
 }
 
-static int front_get(const char *src, int port, int64_t user, int64_t item, const char *xff, struct resp *r)
+static int front_get(const char *src, int port, int64_t user, int64_t item, const char *xff,
+                     struct life_resp *r)
 {
     return front_get_on(connect_from(src, port), user, item, xff, r);
 }
 
-static void expect_limited(const struct resp *r, const char *limit)
+static void expect_limited(const struct life_resp *r, const char *limit)
 {
     char v[32];
     expect_status(r, 429, "rate_limited");
-    assert_true(json_str(r->body, "limit", v, sizeof(v)));
+    assert_true(life_json_str(r->body, "limit", v, sizeof(v)));
     assert_string_equal(v, limit);
-    assert_true(resp_header(r, "Retry-After", v, sizeof(v)));
+    assert_true(life_resp_header(r, "Retry-After", v, sizeof(v)));
     assert_true(strtoll(v, NULL, 10) >= 1);
 }
 
 /* Requests until the first 429 (at most max): how many passed before it;
  * -1 when none was refused. */
 static int until_limited(const char *src, int port, int64_t user, int64_t item, const char *xff, int max,
-                         struct resp *r)
+                         struct life_resp *r)
 {
     for (int i = 0; i < max; i++) {
         int st = front_get(src, port, user, item, xff, r);
@@ -1676,7 +1589,7 @@ static void test_front_door_rates(void **state)
 {
     (void)state;
     struct front f = { 0 };
-    struct resp r;
+    struct life_resp r;
     bool ok;
     int64_t item = item_new(5, 0, 0), u = new_user_base();
     const char *addr_metric = "seckill_producer_limited_total{reason=\"address\"}";
@@ -1705,7 +1618,7 @@ static void test_front_door_rates(void **state)
     /* /healthz is never limited (load balancers ask it from one address). */
     const char *hz = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     for (int i = 0; i < 10; i++)
-        assert_int_equal(http_on(connect_from("127.0.0.2", port), hz, strlen(hz), &r), 200);
+        assert_int_equal(life_http_on(connect_from("127.0.0.2", port), hz, strlen(hz), &r), 200);
 
     /* SIGHUP: no address limit, one a second per buyer with a burst of 2. */
     f.c.producer.address_rate_per_s = 0;
@@ -1734,7 +1647,7 @@ static void test_front_door_connections(void **state)
 {
     (void)state;
     struct front f = { 0 };
-    struct resp r;
+    struct life_resp r;
     bool ok;
     int64_t item = item_new(5, 0, 0), u = new_user_base();
     int held[3], lb[3];

@@ -27,94 +27,28 @@
 #include <unistd.h>
 
 #include "keys.h"
+#include "life.h"
 #include "ordersig.h"
 #include "queue.h"
-#include "rfunc.h"
 #include "sale.h"
 #include "sink.h"
 
-static char user[64], password[40];
-/* The items this run made, dropped by the group's teardown too: a test that
- * fails leaves before its own cleanup. */
-static int64_t made[8];
-static int nmade;
 static char last_resp[512];
+/* Each run on a topic and group of its own, with a payments topic: l->kp
+ * publishes the cancels, as the producer's cancel call would; l->pay
+ * payments, as the shop's payment service. */
+static const struct life_opts opts = {
+    .name = "cancel", .item_base = 960000000, .user_base = 6000000, .user_span = 256, .payments = true
+};
 
 /* --- fixtures ------------------------------------------------------------------ */
 
 static int setup(void **state)
 {
-    char err[512];
-    int was = -1;
-    harness_setup(state);
-    redisContext *rc = harness_redis(&harness_conf);
-    enum rfunc_status st = rfunc_load(rc, RFUNC_LIB_RETURN, &was, err, sizeof(err));
-    redisFree(rc);
-    if (st != RFUNC_OK && st != RFUNC_NEWER) {
-        fprintf(stderr, "# loading seckill_return: %s\n", err);
-        return -1;
-    }
-    sale_consumer_acl_user("cancel", user, sizeof(user), password, sizeof(password));
-    return 0;
-}
-
-static void pg_drop(int64_t item)
-{
-    harness_pg_try(&harness_conf,
-                   "DELETE FROM late_payments WHERE order_id IN (SELECT order_id FROM orders WHERE item_id = $1)",
-                   item, 0);
-    harness_pg_try(&harness_conf, "DELETE FROM order_returns WHERE item_id = $1", item, 0);
-    harness_pg_try(&harness_conf, "DELETE FROM orders WHERE item_id = $1", item, 0);
-    harness_pg_try(&harness_conf, "DELETE FROM order_rejections WHERE item_id = $1", item, 0);
-    harness_pg_try(&harness_conf, "DELETE FROM items WHERE item_id = $1", item, 0);
-}
-
-static int teardown(void **state)
-{
-    redisContext *rc = NULL;
-    char err[256];
-    if (harness_redis_open(&harness_conf, &rc, err, sizeof(err)) == 0) {
-        redisReply *r = redisCommand(rc, "ACL DELUSER %s", user);
-        freeReplyObject(r);
-        redisFree(rc);
-    }
-    for (int i = 0; i < nmade; i++)
-        pg_drop(made[i]);
-    return harness_teardown(state);
-}
-
-static int64_t new_item_id(void)
-{
-    int64_t item = 960000000 + (int64_t)util_rand_below(9999999);
-    if (nmade < (int)ARRAY_SIZE(made))
-        made[nmade++] = item;
-    return item;
+    return life_setup(state, "cancel");
 }
 
 /* --- what the stores hold --------------------------------------------------------- */
-
-/* The first column of the first row of sql with $1 = a1 and $2 = a2 (when
- * the statement has a $2), or -1 for NULL or no row. */
-static int64_t pg_int2(const char *sql, int64_t a1, int64_t a2)
-{
-    char s1[24], s2[24];
-    snprintf(s1, sizeof(s1), "%" PRId64, a1);
-    snprintf(s2, sizeof(s2), "%" PRId64, a2);
-    const char *p[] = { s1, s2 };
-    PGconn *pg = harness_pg(&harness_conf);
-    PGresult *r = PQexecParams(pg, sql, strstr(sql, "$2") ? 2 : 1, NULL, p, NULL, NULL, 0);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        fail_msg("%s: %s", sql, PQerrorMessage(pg));
-    int64_t v = PQntuples(r) == 0 || PQgetisnull(r, 0, 0) ? -1 : strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-    PQclear(r);
-    PQfinish(pg);
-    return v;
-}
-
-static int64_t pg_int(const char *sql, int64_t a1)
-{
-    return pg_int2(sql, a1, 0);
-}
 
 static void pg_exec(const char *sql, int64_t a1, int64_t a2)
 {
@@ -122,26 +56,9 @@ static void pg_exec(const char *sql, int64_t a1, int64_t a2)
         fail_msg("%s failed", sql);
 }
 
-static int64_t orders_in(int64_t item, const char *status)
-{
-    char sql[160];
-    snprintf(sql, sizeof(sql), "SELECT count(*) FROM orders WHERE item_id = $1 AND status = '%s'", status);
-    return pg_int(sql, item);
-}
-
-static int64_t stock_left(int64_t item)
-{
-    return pg_int("SELECT stock_left FROM items WHERE item_id = $1", item);
-}
-
 static int64_t returns_of(int64_t item)
 {
-    return pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1", item);
-}
-
-static int64_t returns_done(int64_t item)
-{
-    return pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1 AND done_at IS NOT NULL", item);
+    return life_pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1", item);
 }
 
 static const char *status_of(int64_t order_id, char *buf, size_t len)
@@ -167,20 +84,8 @@ static bool status_is(int64_t order_id, const char *want)
 /* The pay_by PostgreSQL holds for an order, in ms as the consumer reports it. */
 static int64_t pay_by_ms(int64_t order_id)
 {
-    return pg_int("SELECT (extract(epoch FROM pay_by) * 1000)::bigint FROM orders WHERE order_id = $1", order_id);
-}
-
-/* A Redis value of the item: GET of its stock, SCARD of a set, HGET of given_back. */
-static long long redis_of(int64_t item, enum keys_item_part part)
-{
-    char k[KEYS_MAX];
-    assert_true(keys_item(k, sizeof(k), harness_conf.redis.key_prefix, item, part) > 0);
-    redisContext *rc = harness_redis(&harness_conf);
-    long long v = part == KEYS_ITEM_STOCK    ? harness_int(rc, "GET %s", k)
-                  : part == KEYS_ITEM_ORDERS ? harness_int(rc, "HGET %s given_back", k)
-                                             : harness_int(rc, "SCARD %s", k);
-    redisFree(rc);
-    return v;
+    return life_pg_int("SELECT (extract(epoch FROM pay_by) * 1000)::bigint FROM orders WHERE order_id = $1",
+                       order_id);
 }
 
 /* The order's state in the item's orders hash ("USER|S|RESERVED|SETTLED|DETAIL"):
@@ -211,7 +116,7 @@ static char hash_state(int64_t item, int64_t order_id, int64_t *detail)
 /* An item of stock units whose buyers have pay_s seconds to pay (0: none). */
 static int64_t sink_item(int64_t stock, int pay_s)
 {
-    int64_t item = new_item_id();
+    int64_t item = life_item_id(opts.item_base);
     pg_exec("INSERT INTO items (item_id, name, stock_total, stock_left) VALUES ($1, 'cancel test', $2, $2)", item,
             stock);
     pg_exec("UPDATE items SET pay_within_s = $2 WHERE item_id = $1", item, pay_s);
@@ -283,21 +188,23 @@ static void test_sink_cancels(void **state)
         if (o[i].kind == ORDER_CANCEL)
             assert_int_equal(so[i].pay_by_ms, 0);
     assert_true(status_is(a.order_id, "cancelled"));
-    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE order_id = $1 AND status_reason = 'cancelled by "
-                            "its buyer' AND status_changed_at IS NOT NULL AND pay_by IS NOT NULL",
-                            a.order_id),
-                     1);
+    assert_int_equal(
+        life_pg_int("SELECT count(*) FROM orders WHERE order_id = $1 AND status_reason = 'cancelled by "
+                    "its buyer' AND status_changed_at IS NOT NULL AND pay_by IS NOT NULL",
+                    a.order_id),
+        1);
     assert_true(status_is(b.order_id, "pending_payment"));
     assert_true(status_is(c.order_id, "final"));
-    assert_int_equal(stock_left(w), 5 - 2); /* a, b, d took one each; a's came back */
-    assert_int_equal(stock_left(f), 4);
+    assert_int_equal(life_stock_left(w), 5 - 2); /* a, b, d took one each; a's came back */
+    assert_int_equal(life_stock_left(f), 4);
     assert_int_equal(returns_of(w), 1);
     assert_int_equal(returns_of(f), 0);
     /* (whether a consumer sent it to Redis yet does not matter here) */
-    assert_int_equal(pg_int2("SELECT count(*) FROM order_returns WHERE order_id = $1 AND user_id = $2 AND "
-                             "reason = 'cancelled'",
-                             a.order_id, a.user_id),
-                     1);
+    assert_int_equal(
+        life_pg_int2("SELECT count(*) FROM order_returns WHERE order_id = $1 AND user_id = $2 AND "
+                     "reason = 'cancelled'",
+                     a.order_id, a.user_id),
+        1);
 
     /* Two cancels of b in one batch: the first applies, the second finds it
      * cancelled. */
@@ -307,7 +214,7 @@ static void test_sink_cancels(void **state)
     write_batch(s, two, so2, 2, fence);
     assert_int_equal(so2[0].outcome, CMSG_CANCELLED);
     assert_int_equal(so2[1].outcome, CMSG_CANCEL_NOOP);
-    assert_int_equal(stock_left(w), 5 - 1);
+    assert_int_equal(life_stock_left(w), 5 - 1);
     assert_int_equal(returns_of(w), 2);
 
     /* The first batch again (a redelivery): the orders are there, each with
@@ -324,8 +231,8 @@ static void test_sink_cancels(void **state)
     assert_int_equal(so[0].pay_by_ms, 0);
     assert_int_equal(so[2].pay_by_ms, 0);
     assert_int_equal(so[3].pay_by_ms, 0);
-    assert_int_equal(stock_left(w), 5 - 1);
-    assert_int_equal(stock_left(f), 4);
+    assert_int_equal(life_stock_left(w), 5 - 1);
+    assert_int_equal(life_stock_left(f), 4);
     assert_int_equal(returns_of(w), 2);
 
     /* A paid order is not cancelled; a stale fence writes nothing. */
@@ -339,162 +246,16 @@ static void test_sink_cancels(void **state)
     write_batch(s, &cd, so, 1, fence - 10);
     assert_int_equal(so[0].outcome, CMSG_RETRY);
     assert_true(status_is(d.order_id, "pending_payment"));
-    assert_int_equal(stock_left(w), 5 - 1);
+    assert_int_equal(life_stock_left(w), 5 - 1);
     assert_int_equal(returns_of(w), 2);
     sink_close(s);
     for (int i = 1; i <= 5; i++)
         pg_exec("DELETE FROM user_fences WHERE user_id = $1", ub + i, 0);
-    pg_drop(w);
-    pg_drop(f);
+    life_pg_drop(w);
+    life_pg_drop(f);
 }
 
 /* --- a producer and consumers ---------------------------------------------------- */
-
-#define MAX_CONS 2
-
-struct life {
-    struct cfg c;
-    char cfgpath[MAX_CONS][128], clog[MAX_CONS][192], plog[192], pwfile[128];
-    int port, cport[MAX_CONS];
-    pid_t prod, cons[MAX_CONS];
-    int ncons;
-    int64_t item, user_base;
-    rd_kafka_t *kp; /* publishes the cancels, as the producer's cancel call would */
-    rd_kafka_t *pay; /* publishes payments as the shop's payment service (user payment) */
-};
-
-static void start_consumer(struct life *l, int i)
-{
-    char bin[512];
-    harness_bin("seckill-consumer", bin, sizeof(bin));
-    char *argv[] = { bin, "-c", l->cfgpath[i], NULL };
-    l->cons[i] = harness_spawn(argv, l->clog[i]);
-}
-
-/* An item of stock units, its buyers given pay_s seconds to pay. */
-static void item_create(struct life *l, int64_t stock, int pay_s)
-{
-    char sid[24], sstock[24], spay[24], *out = NULL;
-    l->item = new_item_id();
-    snprintf(sid, sizeof(sid), "%" PRId64, l->item);
-    snprintf(sstock, sizeof(sstock), "%" PRId64, stock);
-    snprintf(spay, sizeof(spay), "%d", pay_s);
-    const char *args[] = { "-c",      l->cfgpath[0], "item",         "create", "--id", sid,
-                           "--stock", sstock,        "--pay-within", spay,     NULL };
-    int st = harness_run(&out, "seckillctl", args, 30000);
-    if (st != 0 || !strstr(out, "to be paid within"))
-        fail_msg("seckillctl item create --pay-within %d: exit %d: %s", pay_s, st, out);
-    free(out);
-}
-
-/* A producer and ncons consumers (as this run's user), on a topic and
- * group of their own, and an item; returns once all are up. */
-static void life_start(struct life *l, int ncons, int64_t stock, int pay_s)
-{
-    char bin[512], rnd[9], err[512];
-    bool ok;
-    memset(l, 0, sizeof(*l));
-    l->ncons = ncons;
-    l->user_base = 6000000 + (int64_t)util_rand_below(1000000) * 256;
-    assert_int_equal(util_random_hex(rnd, 4), 0);
-    snprintf(l->pwfile, sizeof(l->pwfile), "/tmp/sktest-cancel-pw-%d-%s", (int)getpid(), rnd);
-    harness_write_secret(l->pwfile, password);
-    harness_cfg(&l->c);
-    harness_set_str(&l->c.redis.key_prefix, harness_conf.redis.key_prefix);
-    harness_set_str(&l->c.redis.user[CFG_ROLE_CONSUMER], user);
-    harness_set_str(&l->c.redis.password_file[CFG_ROLE_CONSUMER], l->pwfile);
-    free(l->c.kafka.topic);
-    assert_true(asprintf(&l->c.kafka.topic, "sktest.cancel.%d.%s", (int)getpid(), rnd) > 0);
-    free(l->c.kafka.dlq_topic);
-    assert_true(asprintf(&l->c.kafka.dlq_topic, "%s.dlq", l->c.kafka.topic) > 0);
-    /* Payments on a topic of this run's own: none of another run's. */
-    free(l->c.kafka.payments_topic);
-    assert_true(asprintf(&l->c.kafka.payments_topic, "sktest.payments.cancel.%d.%s", (int)getpid(), rnd) > 0);
-    free(l->c.consumer.group_id);
-    assert_true(asprintf(&l->c.consumer.group_id, "sktest-cancel-%d-%s", (int)getpid(), rnd) > 0);
-    l->c.consumer.workers = 2;
-    l->c.consumer.expire_interval_ms = 100;
-    l->c.consumer.return_backoff_cap_ms = 300;
-    harness_producer_ports(&l->c);
-    l->port = l->c.producer.port;
-    for (int i = 0; i < ncons; i++) {
-        l->c.consumer.metrics_port = l->cport[i] = harness_free_port();
-        char path[sizeof(l->cfgpath[i])]; /* a copy: GCC's -Wrestrict sees one object in l */
-        harness_cfg_file(&l->c, path, sizeof(path));
-        memcpy(l->cfgpath[i], path, sizeof(path));
-        snprintf(l->clog[i], sizeof(l->clog[i]), "%s.consumer.log", path);
-    }
-    assert_int_equal(harness_topic_create(&l->c, l->c.kafka.topic, 4), 0);
-    assert_int_equal(harness_topic_create(&l->c, l->c.kafka.dlq_topic, 1), 0);
-    assert_int_equal(harness_topic_create(&l->c, l->c.kafka.payments_topic, 4), 0);
-    item_create(l, stock, pay_s);
-    rd_kafka_conf_t *conf = harness_kafka_conf(&l->c, "admin");
-    assert_int_equal(rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)), RD_KAFKA_CONF_OK);
-    assert_int_equal(rd_kafka_conf_set(conf, "linger.ms", "0", err, sizeof(err)), RD_KAFKA_CONF_OK);
-    if (!(l->kp = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err))))
-        fail_msg("rd_kafka_new: %s", err);
-    conf = harness_kafka_conf(&l->c, "payment");
-    assert_int_equal(rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)), RD_KAFKA_CONF_OK);
-    assert_int_equal(rd_kafka_conf_set(conf, "linger.ms", "0", err, sizeof(err)), RD_KAFKA_CONF_OK);
-    if (!(l->pay = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err))))
-        fail_msg("rd_kafka_new as payment: %s", err);
-    snprintf(l->plog, sizeof(l->plog), "%s.producer.log", l->cfgpath[0]);
-    harness_bin("seckill-producer", bin, sizeof(bin));
-    char *pargv[] = { bin, "-c", l->cfgpath[0], NULL };
-    l->prod = harness_spawn(pargv, l->plog);
-    for (int i = 0; i < ncons; i++)
-        start_consumer(l, i);
-    WAIT_UNTIL(harness_http(l->port, "GET", "/healthz", NULL, NULL, NULL, 0) == 200, 60000, ok);
-    if (!ok)
-        fail_msg("the producer did not come up; see %s", l->plog);
-    for (int i = 0; i < ncons; i++) {
-        WAIT_UNTIL(sale_metric(l->cport[i], "seckill_consumer_assigned_partitions") > 0, 60000, ok);
-        if (!ok)
-            fail_msg("consumer %d did not come up; see %s", i, l->clog[i]);
-    }
-}
-
-static void life_stop(struct life *l)
-{
-    if (l->prod > 0) {
-        kill(l->prod, SIGTERM);
-        assert_int_equal(harness_wait_exit(l->prod, 30000), 0);
-    }
-    for (int i = 0; i < l->ncons; i++) {
-        if (l->cons[i] <= 0)
-            continue;
-        assert_int_equal(kill(l->cons[i], SIGTERM), 0);
-        int st = harness_wait_exit(l->cons[i], 30000);
-        if (st != 0)
-            fail_msg("consumer %d exited %d; see %s", i, st, l->clog[i]);
-    }
-    rd_kafka_flush(l->kp, 10000);
-    rd_kafka_destroy(l->kp);
-    rd_kafka_flush(l->pay, 10000);
-    rd_kafka_destroy(l->pay);
-    harness_topic_delete(&l->c, l->c.kafka.topic);
-    harness_topic_delete(&l->c, l->c.kafka.payments_topic);
-    harness_topic_delete(&l->c, l->c.kafka.dlq_topic);
-    pg_drop(l->item);
-    unlink(l->pwfile);
-    for (int i = 0; i < l->ncons && !getenv("SECKILL_TEST_KEEP_LOGS"); i++) {
-        unlink(l->cfgpath[i]);
-        unlink(l->clog[i]);
-    }
-    if (!getenv("SECKILL_TEST_KEEP_LOGS"))
-        unlink(l->plog);
-    cfg_free(&l->c);
-}
-
-/* The consumers' sum of a metric (each its own counter). */
-static int64_t cons_metric(const struct life *l, const char *name)
-{
-    int64_t sum = 0;
-    for (int i = 0; i < l->ncons; i++)
-        if (l->cons[i] > 0)
-            sum += sale_metric(l->cport[i], name);
-    return sum;
-}
 
 #define CANCELS_APPLIED "seckill_consumer_cancels_total{result=\"applied\"}"
 #define CANCELS_NOOP "seckill_consumer_cancels_total{result=\"noop\"}"
@@ -519,10 +280,7 @@ static void cancel_publish(struct life *l, int64_t order_id, int64_t u, enum how
     int n = order_encode(&o, buf, sizeof(buf));
     assert_true(n > 0);
     snprintf(key, sizeof(key), "%" PRId64, u);
-    rd_kafka_resp_err_t e = rd_kafka_producev(l->kp, RD_KAFKA_V_TOPIC(l->c.kafka.topic),
-                                              RD_KAFKA_V_KEY(key, strlen(key)), RD_KAFKA_V_VALUE(buf, (size_t)n),
-                                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
-    assert_int_equal(e, RD_KAFKA_RESP_ERR_NO_ERROR);
+    life_produce(l->kp, l->c.kafka.topic, key, buf, (size_t)n);
     rd_kafka_poll(l->kp, 0);
 }
 
@@ -530,16 +288,9 @@ static void cancel_publish(struct life *l, int64_t order_id, int64_t u, enum how
  * (consumer/payments.h). */
 static void payment_publish(struct life *l, int64_t order_id, int64_t u)
 {
-    char buf[256], key[24];
-    int n = snprintf(buf, sizeof(buf),
-                     "{\"v\":1,\"order_id\":\"%" PRId64 "\",\"user_id\":%" PRId64 ",\"paid_at_ms\":%" PRId64
-                     ",\"ref\":\"race-%" PRId64 "\"}",
-                     order_id, u, util_wall_ms(), order_id);
-    snprintf(key, sizeof(key), "%" PRId64, u);
-    rd_kafka_resp_err_t e = rd_kafka_producev(l->pay, RD_KAFKA_V_TOPIC(l->c.kafka.payments_topic),
-                                              RD_KAFKA_V_KEY(key, strlen(key)), RD_KAFKA_V_VALUE(buf, (size_t)n),
-                                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
-    assert_int_equal(e, RD_KAFKA_RESP_ERR_NO_ERROR);
+    char ref[32];
+    snprintf(ref, sizeof(ref), "race-%" PRId64, order_id);
+    life_payment(l->pay, l->c.kafka.payments_topic, order_id, u, util_wall_ms(), ref);
     rd_kafka_poll(l->pay, 0);
 }
 
@@ -551,10 +302,11 @@ static int64_t buy_pending(struct life *l, int64_t u)
     int st = harness_order(l->port, u, l->item, last_resp, sizeof(last_resp));
     if (st != 202)
         fail_msg("buyer %" PRId64 ": %d %s; see %s", u, st, last_resp, l->plog);
-    WAIT_UNTIL((id = pg_int2("SELECT order_id FROM orders WHERE item_id = $1 AND user_id = $2 AND status = "
-                             "'pending_payment'",
-                             l->item, u)) > 0,
-               15000, ok);
+    WAIT_UNTIL(
+        (id = life_pg_int2("SELECT order_id FROM orders WHERE item_id = $1 AND user_id = $2 AND status = "
+                           "'pending_payment'",
+                           l->item, u)) > 0,
+        15000, ok);
     if (!ok)
         fail_msg("the order of buyer %" PRId64 " was not persisted pending payment; see %s", u, l->clog[0]);
     return id;
@@ -621,51 +373,53 @@ static void test_cancel_pending_order(void **state)
     struct life l;
     bool ok;
     int64_t detail;
-    life_start(&l, 1, STOCK, 600);
+    life_start(&l, &opts, 1, STOCK, 600);
     int64_t u0 = l.user_base, u1 = l.user_base + 1, u2 = l.user_base + 2;
 
     int64_t a = buy_pending(&l, u0);
     expect_waiting(&l, a);
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_STOCK), STOCK - 1);
-    assert_int_equal(stock_left(l.item), STOCK - 1);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_STOCK), STOCK - 1);
+    assert_int_equal(life_stock_left(l.item), STOCK - 1);
 
     /* The cancel: cancelled in PostgreSQL, the unit back in both stores. */
     cancel_publish(&l, a, u0, SIGNED);
     WAIT_UNTIL(status_is(a, "cancelled"), 15000, ok);
     if (!ok)
         fail_msg("order %" PRId64 " not cancelled; see %s", a, l.clog[0]);
-    assert_int_equal(stock_left(l.item), STOCK);
-    assert_int_equal(pg_int2("SELECT count(*) FROM order_returns WHERE order_id = $1 AND user_id = $2 AND "
-                             "reason = 'cancelled'",
-                             a, u0),
-                     1);
-    WAIT_UNTIL(returns_done(l.item) == 1 && redis_of(l.item, KEYS_ITEM_STOCK) == STOCK, 15000, ok);
+    assert_int_equal(life_stock_left(l.item), STOCK);
+    assert_int_equal(
+        life_pg_int2("SELECT count(*) FROM order_returns WHERE order_id = $1 AND user_id = $2 AND "
+                     "reason = 'cancelled'",
+                     a, u0),
+        1);
+    WAIT_UNTIL(life_returns_done(l.item) == 1 && life_redis_of(l.item, KEYS_ITEM_STOCK) == STOCK, 15000, ok);
     if (!ok)
-        fail_msg("returns done %lld, Redis stock %lld; see %s", (long long)returns_done(l.item),
-                 redis_of(l.item, KEYS_ITEM_STOCK), l.clog[0]);
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_RETURNED), 1);
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_BUYERS), 0);
-    WAIT_UNTIL(cons_metric(&l, CANCELS_APPLIED) == 1, 10000, ok);
+        fail_msg("returns done %lld, Redis stock %lld; see %s", (long long)life_returns_done(l.item),
+                 life_redis_of(l.item, KEYS_ITEM_STOCK), l.clog[0]);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_RETURNED), 1);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_BUYERS), 0);
+    WAIT_UNTIL(life_cons_metric(&l, CANCELS_APPLIED) == 1, 10000, ok);
     assert_true(ok);
     /* The expiry marks what it returned 'k' with the cancel's time
      * (consumer/expiry.c), before the return is done. */
     char st = hash_state(l.item, a, &detail);
     if (st != 'k')
         fail_msg("order %" PRId64 ": the orders hash says '%c' after its cancel, not 'k'", a, st);
-    assert_int_equal(detail, pg_int("SELECT (extract(epoch FROM status_changed_at) * 1000)::bigint FROM orders "
-                                    "WHERE order_id = $1",
-                                    a));
+    assert_int_equal(detail,
+                     life_pg_int("SELECT (extract(epoch FROM status_changed_at) * 1000)::bigint FROM orders "
+                                 "WHERE order_id = $1",
+                                 a));
 
     /* The same cancel twice more: nothing changes. */
     cancel_publish(&l, a, u0, SIGNED);
     cancel_publish(&l, a, u0, SIGNED);
-    WAIT_UNTIL(cons_metric(&l, CANCELS_NOOP) == 2, 15000, ok);
+    WAIT_UNTIL(life_cons_metric(&l, CANCELS_NOOP) == 2, 15000, ok);
     if (!ok)
-        fail_msg("cancels noop: %lld; see %s", (long long)cons_metric(&l, CANCELS_NOOP), l.clog[0]);
-    assert_int_equal(cons_metric(&l, CANCELS_APPLIED), 1);
-    assert_int_equal(stock_left(l.item), STOCK);
+        fail_msg("cancels noop: %lld; see %s", (long long)life_cons_metric(&l, CANCELS_NOOP), l.clog[0]);
+    assert_int_equal(life_cons_metric(&l, CANCELS_APPLIED), 1);
+    assert_int_equal(life_stock_left(l.item), STOCK);
     assert_int_equal(returns_of(l.item), 1);
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_STOCK), STOCK);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_STOCK), STOCK);
 
     /* The buyer buys again (sale.rebuy_after_cancel), a new order, and
      * cancels it through the producer's call. */
@@ -673,22 +427,22 @@ static void test_cancel_pending_order(void **state)
     assert_true(a2 != a);
     expect_waiting(&l, a2);
     cancel_call(&l, a2, u0);
-    WAIT_UNTIL(status_is(a2, "cancelled") && cons_metric(&l, CANCELS_APPLIED) == 2, 15000, ok);
+    WAIT_UNTIL(status_is(a2, "cancelled") && life_cons_metric(&l, CANCELS_APPLIED) == 2, 15000, ok);
     if (!ok)
         fail_msg("order %" PRId64 " not cancelled through the call; see %s", a2, l.clog[0]);
-    assert_int_equal(stock_left(l.item), STOCK);
+    assert_int_equal(life_stock_left(l.item), STOCK);
     assert_int_equal(returns_of(l.item), 2);
-    WAIT_UNTIL(redis_of(l.item, KEYS_ITEM_STOCK) == STOCK, 15000, ok);
+    WAIT_UNTIL(life_redis_of(l.item, KEYS_ITEM_STOCK) == STOCK, 15000, ok);
     assert_true(ok);
 
     /* A paid order is not cancelled. */
     int64_t b = buy_pending(&l, u1);
     pg_exec("UPDATE orders SET status = 'paid', status_changed_at = now() WHERE order_id = $1", b, 0);
     cancel_publish(&l, b, u1, SIGNED);
-    WAIT_UNTIL(cons_metric(&l, CANCELS_NOOP) == 3, 15000, ok);
+    WAIT_UNTIL(life_cons_metric(&l, CANCELS_NOOP) == 3, 15000, ok);
     assert_true(ok);
     assert_true(status_is(b, "paid"));
-    assert_int_equal(stock_left(l.item), STOCK - 1);
+    assert_int_equal(life_stock_left(l.item), STOCK - 1);
     assert_int_equal(returns_of(l.item), 2);
 
     /* A cancel no producer signed, and one with its order's MAC: dead
@@ -696,16 +450,16 @@ static void test_cancel_pending_order(void **state)
     int64_t c = buy_pending(&l, u2);
     cancel_publish(&l, c, u2, UNSIGNED);
     cancel_publish(&l, c, u2, ORDER_MAC);
-    WAIT_UNTIL(cons_metric(&l, "seckill_consumer_dead_lettered_total") == 2, 15000, ok);
+    WAIT_UNTIL(life_cons_metric(&l, "seckill_consumer_dead_lettered_total") == 2, 15000, ok);
     if (!ok)
-        fail_msg("dead letters: %lld; see %s", (long long)cons_metric(&l, "seckill_consumer_dead_lettered_total"),
-                 l.clog[0]);
-    assert_int_equal(cons_metric(&l, "seckill_consumer_orders_unsigned_total"), 2);
+        fail_msg("dead letters: %lld; see %s",
+                 (long long)life_cons_metric(&l, "seckill_consumer_dead_lettered_total"), l.clog[0]);
+    assert_int_equal(life_cons_metric(&l, "seckill_consumer_orders_unsigned_total"), 2);
     assert_true(status_is(c, "pending_payment"));
-    if (cons_metric(&l, CANCELS_APPLIED) != 2 || cons_metric(&l, CANCELS_NOOP) != 3)
-        fail_msg("cancels: applied %lld, noop %lld", (long long)cons_metric(&l, CANCELS_APPLIED),
-                 (long long)cons_metric(&l, CANCELS_NOOP));
-    assert_int_equal(stock_left(l.item), STOCK - 2);
+    if (life_cons_metric(&l, CANCELS_APPLIED) != 2 || life_cons_metric(&l, CANCELS_NOOP) != 3)
+        fail_msg("cancels: applied %lld, noop %lld", (long long)life_cons_metric(&l, CANCELS_APPLIED),
+                 (long long)life_cons_metric(&l, CANCELS_NOOP));
+    assert_int_equal(life_stock_left(l.item), STOCK - 2);
     assert_int_equal(returns_of(l.item), 2);
 
     /* A replay of the topic: every order present, every cancel a noop, the
@@ -729,7 +483,7 @@ static void test_cancel_pending_order(void **state)
     assert_true(status_is(a2, "cancelled"));
     assert_true(status_is(b, "paid"));
     assert_true(status_is(c, "pending_payment"));
-    assert_int_equal(stock_left(l.item), STOCK - 2);
+    assert_int_equal(life_stock_left(l.item), STOCK - 2);
     assert_int_equal(returns_of(l.item), 2);
     life_stop(&l);
 }
@@ -748,37 +502,22 @@ static void test_cancel_races_expiry(void **state)
     bool ok;
     int64_t ids[N], users[N], due[N], at[N];
     int ord[N];
-    life_start(&l, 2, N, PAY_S);
+    life_start(&l, &opts, 2, N, PAY_S);
     int64_t t0 = util_mono_ms();
     for (int i = 0; i < N; i++) {
         int st = harness_order(l.port, l.user_base + i, l.item, last_resp, sizeof(last_resp));
         if (st != 202)
             fail_msg("buyer %d: %d %s; see %s", i, st, last_resp, l.plog);
     }
-    WAIT_UNTIL(pg_int("SELECT count(*) FROM orders WHERE item_id = $1", l.item) == N, 20000, ok);
+    WAIT_UNTIL(life_pg_int("SELECT count(*) FROM orders WHERE item_id = $1", l.item) == N, 20000, ok);
     if (!ok)
         fail_msg("%lld of %d orders persisted; see %s",
-                 (long long)pg_int("SELECT count(*) FROM orders WHERE item_id = $1", l.item), N, l.clog[0]);
+                 (long long)life_pg_int("SELECT count(*) FROM orders WHERE item_id = $1", l.item), N,
+                 l.clog[0]);
 
     printf("# %d orders persisted in %lld ms\n", N, (long long)(util_mono_ms() - t0));
     /* Each order's buyer and pay_by, earliest first. */
-    char sitem[24];
-    snprintf(sitem, sizeof(sitem), "%" PRId64, l.item);
-    const char *p[] = { sitem };
-    PGconn *pg = harness_pg(&harness_conf);
-    PGresult *r = PQexecParams(pg,
-                               "SELECT order_id, user_id, (extract(epoch FROM pay_by) * 1000)::bigint FROM orders "
-                               "WHERE item_id = $1 ORDER BY pay_by, order_id",
-                               1, NULL, p, NULL, NULL, 0);
-    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
-    assert_int_equal(PQntuples(r), N);
-    for (int i = 0; i < N; i++) {
-        ids[i] = strtoll(PQgetvalue(r, i, 0), NULL, 10);
-        users[i] = strtoll(PQgetvalue(r, i, 1), NULL, 10);
-        due[i] = strtoll(PQgetvalue(r, i, 2), NULL, 10);
-    }
-    PQclear(r);
-    PQfinish(pg);
+    life_orders_by_pay_by(l.item, N, ids, users, due);
 
     /* Each cancel published near its order's pay_by, in the order of those
      * times: some before the expiry can take the order, some as it does,
@@ -804,34 +543,35 @@ static void test_cancel_races_expiry(void **state)
         cancel_publish(&l, ids[i], users[i], SIGNED);
     }
     rd_kafka_flush(l.kp, 10000);
-    WAIT_UNTIL(cons_metric(&l, CANCELS_APPLIED) + cons_metric(&l, CANCELS_NOOP) == N &&
-                   orders_in(l.item, "pending_payment") == 0,
+    WAIT_UNTIL(life_cons_metric(&l, CANCELS_APPLIED) + life_cons_metric(&l, CANCELS_NOOP) == N &&
+                   life_orders_in(l.item, "pending_payment") == 0,
                30000, ok);
     if (!ok)
         fail_msg("cancels settled %lld of %d, %lld orders still pending; see %s",
-                 (long long)(cons_metric(&l, CANCELS_APPLIED) + cons_metric(&l, CANCELS_NOOP)), N,
-                 (long long)orders_in(l.item, "pending_payment"), l.clog[0]);
-    int64_t cancelled = orders_in(l.item, "cancelled"), expired = orders_in(l.item, "expired");
+                 (long long)(life_cons_metric(&l, CANCELS_APPLIED) + life_cons_metric(&l, CANCELS_NOOP)), N,
+                 (long long)life_orders_in(l.item, "pending_payment"), l.clog[0]);
+    int64_t cancelled = life_orders_in(l.item, "cancelled"), expired = life_orders_in(l.item, "expired");
     printf("# %d orders: %lld cancelled by their buyers, %lld expired first (%lld cancels published late)\n", N,
            (long long)cancelled, (long long)expired, (long long)late);
     assert_int_equal(cancelled + expired, N);
-    assert_int_equal(cons_metric(&l, CANCELS_APPLIED), cancelled);
+    assert_int_equal(life_cons_metric(&l, CANCELS_APPLIED), cancelled);
     assert_true(cancelled > 0);
     assert_true(expired > 0);
     /* Returned exactly once each, under the reason its status says. */
     assert_int_equal(returns_of(l.item), N);
-    assert_int_equal(pg_int("SELECT count(*) FROM orders o JOIN order_returns r USING (order_id) WHERE o.item_id = "
-                            "$1 AND r.reason = o.status",
-                            l.item),
-                     N);
-    assert_int_equal(stock_left(l.item), N);
-    WAIT_UNTIL(returns_done(l.item) == N && redis_of(l.item, KEYS_ITEM_STOCK) == N, 20000, ok);
+    assert_int_equal(
+        life_pg_int("SELECT count(*) FROM orders o JOIN order_returns r USING (order_id) WHERE o.item_id = "
+                    "$1 AND r.reason = o.status",
+                    l.item),
+        N);
+    assert_int_equal(life_stock_left(l.item), N);
+    WAIT_UNTIL(life_returns_done(l.item) == N && life_redis_of(l.item, KEYS_ITEM_STOCK) == N, 20000, ok);
     if (!ok)
-        fail_msg("returns done %lld of %d, Redis stock %lld; see %s", (long long)returns_done(l.item), N,
-                 redis_of(l.item, KEYS_ITEM_STOCK), l.clog[0]);
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_RETURNED), N);
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_ORDERS), N); /* given_back */
-    assert_int_equal(stock_left(l.item), N);
+        fail_msg("returns done %lld of %d, Redis stock %lld; see %s", (long long)life_returns_done(l.item), N,
+                 life_redis_of(l.item, KEYS_ITEM_STOCK), l.clog[0]);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_RETURNED), N);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_ORDERS), N); /* given_back */
+    assert_int_equal(life_stock_left(l.item), N);
     /* The buyers' status says what PostgreSQL decided: 'k' or 'x'. */
     int agree = 0;
     for (int i = 0; i < N; i++) {
@@ -858,7 +598,7 @@ static void test_cancel_races_payment(void **state)
     struct life l;
     bool ok;
     int64_t ids[N];
-    life_start(&l, 1, N, 3600);
+    life_start(&l, &opts, 1, N, 3600);
     for (int i = 0; i < N; i++)
         ids[i] = buy_pending(&l, l.user_base + i);
     for (int i = 0; i < N; i++) {
@@ -873,43 +613,48 @@ static void test_cancel_races_payment(void **state)
     }
     rd_kafka_flush(l.kp, 10000);
     rd_kafka_flush(l.pay, 10000);
-    WAIT_UNTIL(orders_in(l.item, "pending_payment") == 0 &&
-                   cons_metric(&l, CANCELS_APPLIED) + cons_metric(&l, CANCELS_NOOP) == N &&
-                   cons_metric(&l, "seckill_consumer_payments_applied_total") +
-                           cons_metric(&l, "seckill_consumer_late_payments_total") ==
+    WAIT_UNTIL(life_orders_in(l.item, "pending_payment") == 0 &&
+                   life_cons_metric(&l, CANCELS_APPLIED) + life_cons_metric(&l, CANCELS_NOOP) == N &&
+                   life_cons_metric(&l, "seckill_consumer_payments_applied_total") +
+                           life_cons_metric(&l, "seckill_consumer_late_payments_total") ==
                        N,
                60000, ok);
     if (!ok)
         fail_msg("still pending %lld; cancels %lld; payments %lld applied, %lld late; see %s",
-                 (long long)orders_in(l.item, "pending_payment"),
-                 (long long)(cons_metric(&l, CANCELS_APPLIED) + cons_metric(&l, CANCELS_NOOP)),
-                 (long long)cons_metric(&l, "seckill_consumer_payments_applied_total"),
-                 (long long)cons_metric(&l, "seckill_consumer_late_payments_total"), l.clog[0]);
-    int64_t paid = orders_in(l.item, "paid"), cancelled = orders_in(l.item, "cancelled");
+                 (long long)life_orders_in(l.item, "pending_payment"),
+                 (long long)(life_cons_metric(&l, CANCELS_APPLIED) + life_cons_metric(&l, CANCELS_NOOP)),
+                 (long long)life_cons_metric(&l, "seckill_consumer_payments_applied_total"),
+                 (long long)life_cons_metric(&l, "seckill_consumer_late_payments_total"), l.clog[0]);
+    int64_t paid = life_orders_in(l.item, "paid"), cancelled = life_orders_in(l.item, "cancelled");
     printf("# %d orders: %lld paid, %lld cancelled\n", N, (long long)paid, (long long)cancelled);
     assert_int_equal(paid + cancelled, N);
-    assert_int_equal(cons_metric(&l, CANCELS_APPLIED), cancelled);
-    assert_int_equal(cons_metric(&l, "seckill_consumer_payments_applied_total"), paid);
+    assert_int_equal(life_cons_metric(&l, CANCELS_APPLIED), cancelled);
+    assert_int_equal(life_cons_metric(&l, "seckill_consumer_payments_applied_total"), paid);
     /* every cancelled order's payment kept for a refund, none of a paid one */
-    assert_int_equal(pg_int("SELECT count(*) FROM late_payments p JOIN orders o USING (order_id) WHERE o.item_id = "
-                            "$1 AND o.status = 'cancelled' AND p.status_then = 'cancelled'",
-                            l.item),
-                     cancelled);
-    assert_int_equal(pg_int("SELECT count(*) FROM late_payments p JOIN orders o USING (order_id) WHERE o.item_id = $1",
-                            l.item),
-                     cancelled);
+    assert_int_equal(
+        life_pg_int("SELECT count(*) FROM late_payments p JOIN orders o USING (order_id) WHERE o.item_id = "
+                    "$1 AND o.status = 'cancelled' AND p.status_then = 'cancelled'",
+                    l.item),
+        cancelled);
+    assert_int_equal(
+        life_pg_int(
+            "SELECT count(*) FROM late_payments p JOIN orders o USING (order_id) WHERE o.item_id = $1",
+            l.item),
+        cancelled);
     /* units back for the cancelled only, once each */
     assert_int_equal(returns_of(l.item), cancelled);
-    assert_int_equal(pg_int("SELECT count(*) FROM order_returns r JOIN orders o USING (order_id) WHERE o.item_id = "
-                            "$1 AND o.status <> 'cancelled'",
-                            l.item),
-                     0);
-    assert_int_equal(stock_left(l.item), cancelled);
-    WAIT_UNTIL(returns_done(l.item) == cancelled && redis_of(l.item, KEYS_ITEM_STOCK) == cancelled, 20000, ok);
+    assert_int_equal(
+        life_pg_int("SELECT count(*) FROM order_returns r JOIN orders o USING (order_id) WHERE o.item_id = "
+                    "$1 AND o.status <> 'cancelled'",
+                    l.item),
+        0);
+    assert_int_equal(life_stock_left(l.item), cancelled);
+    WAIT_UNTIL(life_returns_done(l.item) == cancelled && life_redis_of(l.item, KEYS_ITEM_STOCK) == cancelled,
+               20000, ok);
     if (!ok)
-        fail_msg("returns done %lld of %lld, Redis stock %lld; see %s", (long long)returns_done(l.item),
-                 (long long)cancelled, redis_of(l.item, KEYS_ITEM_STOCK), l.clog[0]);
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_RETURNED), cancelled);
+        fail_msg("returns done %lld of %lld, Redis stock %lld; see %s", (long long)life_returns_done(l.item),
+                 (long long)cancelled, life_redis_of(l.item, KEYS_ITEM_STOCK), l.clog[0]);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_RETURNED), cancelled);
     life_stop(&l);
 }
 
@@ -922,5 +667,5 @@ int main(void)
         cmocka_unit_test(test_cancel_races_payment),
     };
     harness_filter();
-    return cmocka_run_group_tests_name("cancel", tests, setup, teardown);
+    return cmocka_run_group_tests_name("cancel", tests, setup, life_teardown);
 }

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "keys.h"
+#include "life.h"
 #include "order.h"
 #include "ordersig.h"
 #include "sale.h"
@@ -44,79 +45,18 @@ static struct rt R;
 
 /* --- raw HTTP --------------------------------------------------------------- */
 
-struct resp {
-    int status; /* -1: no answer */
-    char head[4096];
-    char body[4096];
-};
-
 /* One request on a fresh connection (Connection: close), read to the end:
  * hdrs more header lines (each ended by CRLF) or NULL, then body or NULL. */
 static int http_req(const char *method, const char *path, const char *authz, const char *hdrs,
-                    const char *body, struct resp *r)
+                    const char *body, struct life_resp *r)
 {
-    char req[4096], buf[8192];
-    size_t got = 0;
-    int fd = harness_connect(R.port);
+    char req[4096];
     int n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s%s%s\r\n%s",
                      method, path, authz ? "Authorization: " : "", authz ? authz : "", authz ? "\r\n" : "",
                      hdrs ? hdrs : "", body ? body : "");
-    memset(r, 0, sizeof(*r));
-    r->status = -1;
-    if (fd < 0 || n <= 0 || (size_t)n >= sizeof(req) || send(fd, req, (size_t)n, MSG_NOSIGNAL) != n)
-        goto out;
-    for (;;) {
-        ssize_t k = read(fd, buf + got, sizeof(buf) - 1 - got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            break;
-        got += (size_t)k;
-    }
-    buf[got] = 0;
-    char *end = strstr(buf, "\r\n\r\n");
-    if (!end || sscanf(buf, "HTTP/1.%*d %d", &r->status) != 1) {
-        r->status = -1;
-        goto out;
-    }
-    snprintf(r->head, sizeof(r->head), "%.*s", (int)(end - buf), buf);
-    snprintf(r->body, sizeof(r->body), "%s", end + 4);
-out:
-    if (fd >= 0)
-        close(fd);
-    return r->status;
-}
-
-/* The value of header name (case-insensitive), or false. */
-static bool resp_header(const struct resp *r, const char *name, char *out, size_t len)
-{
-    size_t nl = strlen(name);
-    for (const char *line = strstr(r->head, "\r\n"); line; line = strstr(line + 2, "\r\n")) {
-        const char *h = line + 2;
-        if (strncasecmp(h, name, nl) == 0 && h[nl] == ':') {
-            const char *v = h + nl + 1, *e = strstr(v, "\r\n");
-            while (*v == ' ')
-                v++;
-            snprintf(out, len, "%.*s", (int)(e ? e - v : (long)strlen(v)), v);
-            return true;
-        }
-    }
-    return false;
-}
-
-static bool json_str(const char *body, const char *name, char *out, size_t len)
-{
-    char needle[64];
-    snprintf(needle, sizeof(needle), "\"%s\":\"", name);
-    const char *p = strstr(body, needle);
-    if (!p)
-        return false;
-    p += strlen(needle);
-    const char *q = strchr(p, '"');
-    if (!q)
-        return false;
-    snprintf(out, len, "%.*s", (int)(q - p), p);
-    return true;
+    if (n <= 0 || (size_t)n >= sizeof(req))
+        return life_http_on(-1, req, 0, r); /* no answer */
+    return life_http_raw(R.port, req, (size_t)n, r);
 }
 
 static void bearer(int64_t user, char *out, size_t len)
@@ -130,19 +70,19 @@ static void bearer(int64_t user, char *out, size_t len)
 static int64_t buy(int64_t user, int64_t item)
 {
     char authz[1100], hdrs[96], body[64], v[32];
-    struct resp r;
+    struct life_resp r;
     bearer(user, authz, sizeof(authz));
     snprintf(body, sizeof(body), "{\"item_id\":%" PRId64 "}", item);
     snprintf(hdrs, sizeof(hdrs), "Content-Type: application/json\r\nContent-Length: %zu\r\n", strlen(body));
     if (http_req("POST", "/api/v1/seckill", authz, hdrs, body, &r) != 202 ||
-        !json_str(r.body, "order_id", v, sizeof(v)))
+        !life_json_str(r.body, "order_id", v, sizeof(v)))
         fail_msg("buy: want 202 with an order id, got %d: %s", r.status, r.body);
     return strtoll(v, NULL, 10);
 }
 
 /* method /api/v1/orders/{oid}/cancel as user (0: no token). */
 static int cancel_as(const char *method, int64_t oid, int64_t user, const char *hdrs, const char *body,
-                     struct resp *r)
+                     struct life_resp *r)
 {
     char authz[1100], path[96];
     if (user)
@@ -152,15 +92,15 @@ static int cancel_as(const char *method, int64_t oid, int64_t user, const char *
 }
 
 /* The usual cancel: POST with an empty body. */
-static int cancel(int64_t oid, int64_t user, struct resp *r)
+static int cancel(int64_t oid, int64_t user, struct life_resp *r)
 {
     return cancel_as("POST", oid, user, "Content-Length: 0\r\n", NULL, r);
 }
 
-static void expect(const struct resp *r, int code, const char *word)
+static void expect(const struct life_resp *r, int code, const char *word)
 {
     char st[64];
-    if (r->status != code || !json_str(r->body, "status", st, sizeof(st)) || strcmp(st, word) != 0)
+    if (r->status != code || !life_json_str(r->body, "status", st, sizeof(st)) || strcmp(st, word) != 0)
         fail_msg("want %d \"%s\", got %d: %s", code, word, r->status, r->body);
 }
 
@@ -380,11 +320,11 @@ static void test_cancel_queued(void **state)
     (void)state;
     int64_t item = item_new(), user = user_new(), oid = buy(user, item);
     int64_t before = metric("seckill_producer_cancels_accepted_total");
-    struct resp r;
+    struct life_resp r;
     char v[32];
     assert_int_equal(cancel(oid, user, &r), 202);
     expect(&r, 202, "cancelling");
-    assert_true(json_str(r.body, "order_id", v, sizeof(v)));
+    assert_true(life_json_str(r.body, "order_id", v, sizeof(v)));
     assert_int_equal(strtoll(v, NULL, 10), oid);
     expect_cancel_published(oid, user, item);
     assert_int_equal(metric("seckill_producer_cancels_accepted_total"), before + 1);
@@ -396,7 +336,7 @@ static void test_cancel_pending_payment(void **state)
 {
     (void)state;
     int64_t item = item_new(), user = user_new(), oid = buy(user, item);
-    struct resp r;
+    struct life_resp r;
     char now[24], pay_by[24];
     snprintf(now, sizeof(now), "%" PRId64, util_wall_ms());
     snprintf(pay_by, sizeof(pay_by), "%" PRId64, util_wall_ms() + 900000);
@@ -413,7 +353,7 @@ static void test_cancel_not_owner(void **state)
     (void)state;
     int64_t item = item_new(), user = user_new(), other = user + 1, oid = buy(user, item);
     int64_t before = metric("seckill_producer_cancels_refused_total{reason=\"not_found\"}");
-    struct resp mine, missing, status;
+    struct life_resp mine, missing, status;
     char path[64], authz[1100];
     assert_int_equal(cancel(oid, other, &mine), 404);
     assert_int_equal(cancel(oid + 999983, other, &missing), 404);
@@ -433,7 +373,7 @@ static void test_cancel_states(void **state)
 {
     (void)state;
     int64_t item = item_new(), user = user_new();
-    struct resp r;
+    struct life_resp r;
     char v[48];
     /* times as the consumer would write them (set per order below):
      * persisted now, then paid, expired or cancelled within the window */
@@ -463,7 +403,7 @@ static void test_cancel_states(void **state)
         order_mark(item, oids[i], cases[i].st, cases[i].settled, cases[i].detail);
         assert_int_equal(cancel(oids[i], user + (int64_t)i, &r), cases[i].http);
         expect(&r, cases[i].http, cases[i].word);
-        if (!json_str(r.body, cases[i].field, v, sizeof(v)))
+        if (!life_json_str(r.body, cases[i].field, v, sizeof(v)))
             fail_msg("%s: no %s in %s", cases[i].word, cases[i].field, r.body);
     }
     /* a second cancel of the cancelled one: 202 again */
@@ -481,10 +421,10 @@ static void test_cancel_http(void **state)
 {
     (void)state;
     int64_t item = item_new(), user = user_new(), oid = buy(user, item);
-    struct resp r;
+    struct life_resp r;
     char authz[1100], allow[64], path[96];
     assert_int_equal(cancel_as("GET", oid, user, NULL, NULL, &r), 405);
-    assert_true(resp_header(&r, "Allow", allow, sizeof(allow)));
+    assert_true(life_resp_header(&r, "Allow", allow, sizeof(allow)));
     assert_string_equal(allow, "POST");
     assert_int_equal(cancel_as("HEAD", oid, user, NULL, NULL, &r), 405);
     assert_int_equal(cancel_as("PUT", oid, user, "Content-Length: 0\r\n", NULL, &r), 405);
@@ -492,7 +432,7 @@ static void test_cancel_http(void **state)
     snprintf(path, sizeof(path), "/api/v1/orders/%" PRId64, oid);
     bearer(user, authz, sizeof(authz));
     assert_int_equal(http_req("POST", path, authz, "Content-Length: 0\r\n", NULL, &r), 405);
-    assert_true(resp_header(&r, "Allow", allow, sizeof(allow)));
+    assert_true(life_resp_header(&r, "Allow", allow, sizeof(allow)));
     assert_string_equal(allow, "GET, HEAD");
     /* ids as the status path takes them: anything else is 400 */
     static const char *bad[] = { "/api/v1/orders/0/cancel",   "/api/v1/orders/01/cancel",
@@ -532,7 +472,7 @@ static void test_cancel_publish_fails(void **state)
     (void)state;
     struct cfg c;
     char cfgpath[128], log[192], bin[512];
-    struct resp r;
+    struct life_resp r;
     bool ok;
     int64_t item = item_new(), user = user_new(), oid = buy(user, item);
     harness_cfg(&c);

@@ -21,14 +21,9 @@
 #include <unistd.h>
 
 #include "keys.h"
-#include "rfunc.h"
+#include "life.h"
 #include "sale.h"
 
-static char user[64], password[40];
-/* The items this run made, dropped by the group's teardown too: a test that
- * fails leaves before its own cleanup. */
-static int64_t made[8];
-static int nmade;
 static char last_resp[512];
 
 static int order(int port, int64_t u, int64_t item)
@@ -38,223 +33,23 @@ static int order(int port, int64_t u, int64_t item)
 
 /* --- fixtures ------------------------------------------------------------------ */
 
-/* Turn the user on or off; off also drops its connections: the consumer's
- * Redis is gone for it until it is on again. */
 static int setup(void **state)
 {
-    char err[512];
-    int was = -1;
-    harness_setup(state);
-    redisContext *rc = harness_redis(&harness_conf);
-    enum rfunc_status st = rfunc_load(rc, RFUNC_LIB_RETURN, &was, err, sizeof(err));
-    redisFree(rc);
-    if (st != RFUNC_OK && st != RFUNC_NEWER) {
-        fprintf(stderr, "# loading seckill_return: %s\n", err);
-        return -1;
-    }
-    sale_consumer_acl_user("orderlife", user, sizeof(user), password, sizeof(password));
-    return 0;
-}
-
-static void pg_drop(int64_t item)
-{
-    harness_pg_try(&harness_conf, "DELETE FROM order_returns WHERE item_id = $1", item, 0);
-    harness_pg_try(&harness_conf, "DELETE FROM orders WHERE item_id = $1", item, 0);
-    harness_pg_try(&harness_conf, "DELETE FROM order_rejections WHERE item_id = $1", item, 0);
-    harness_pg_try(&harness_conf, "DELETE FROM items WHERE item_id = $1", item, 0);
-}
-
-static int teardown(void **state)
-{
-    redisContext *rc = NULL;
-    char err[256];
-    if (harness_redis_open(&harness_conf, &rc, err, sizeof(err)) == 0) {
-        redisReply *r = redisCommand(rc, "ACL DELUSER %s", user);
-        freeReplyObject(r);
-        redisFree(rc);
-    }
-    for (int i = 0; i < nmade; i++)
-        pg_drop(made[i]);
-    return harness_teardown(state);
+    return life_setup(state, "orderlife");
 }
 
 /* --- a producer and consumers ---------------------------------------------------- */
 
-#define MAX_CONS 2
-
-struct life {
-    struct cfg c;
-    char cfgpath[MAX_CONS][128], clog[MAX_CONS][192], plog[192], pwfile[128];
-    int port, cport[MAX_CONS];
-    pid_t prod, cons[MAX_CONS];
-    int ncons;
-    int64_t item, user_base;
+/* Each run on a topic and group of its own. */
+static const struct life_opts opts = {
+    .name = "orderlife", .item_base = 970000000, .user_base = 5000000, .user_span = 16
 };
-
-static void start_consumer(struct life *l, int i)
-{
-    char bin[512];
-    harness_bin("seckill-consumer", bin, sizeof(bin));
-    char *argv[] = { bin, "-c", l->cfgpath[i], NULL };
-    l->cons[i] = harness_spawn(argv, l->clog[i]);
-}
-
-static void wait_assigned(struct life *l, int i)
-{
-    bool ok;
-    WAIT_UNTIL(sale_metric(l->cport[i], "seckill_consumer_assigned_partitions") > 0, 60000, ok);
-    if (!ok)
-        fail_msg("consumer %d did not come up; see %s", i, l->clog[i]);
-}
-
-/* An item of stock units, its buyers given pay_s seconds to pay. */
-static void item_create(struct life *l, int64_t stock, int pay_s)
-{
-    char sid[24], sstock[24], spay[24], *out = NULL;
-    l->item = 970000000 + (int64_t)util_rand_below(9999999);
-    snprintf(sid, sizeof(sid), "%" PRId64, l->item);
-    snprintf(sstock, sizeof(sstock), "%" PRId64, stock);
-    snprintf(spay, sizeof(spay), "%d", pay_s);
-    if (nmade < (int)ARRAY_SIZE(made))
-        made[nmade++] = l->item;
-    const char *args[] = { "-c",      l->cfgpath[0], "item",         "create", "--id", sid,
-                           "--stock", sstock,        "--pay-within", spay,     NULL };
-    int st = harness_run(&out, "seckillctl", args, 30000);
-    if (st != 0 || !strstr(out, "to be paid within"))
-        fail_msg("seckillctl item create --pay-within %d: exit %d: %s", pay_s, st, out);
-    free(out);
-}
-
-/* A producer and ncons consumers (as this run's user), on a topic and
- * group of their own, and an item; returns once all are up. */
-static void life_start(struct life *l, int ncons, int64_t stock, int pay_s)
-{
-    char bin[512], rnd[9];
-    bool ok;
-    memset(l, 0, sizeof(*l));
-    l->ncons = ncons;
-    l->user_base = 5000000 + (int64_t)util_rand_below(1000000) * 16;
-    assert_int_equal(util_random_hex(rnd, 4), 0);
-    snprintf(l->pwfile, sizeof(l->pwfile), "/tmp/sktest-orderlife-pw-%d-%s", (int)getpid(), rnd);
-    harness_write_secret(l->pwfile, password);
-    harness_cfg(&l->c);
-    harness_set_str(&l->c.redis.key_prefix, harness_conf.redis.key_prefix);
-    harness_set_str(&l->c.redis.user[CFG_ROLE_CONSUMER], user);
-    harness_set_str(&l->c.redis.password_file[CFG_ROLE_CONSUMER], l->pwfile);
-    free(l->c.kafka.topic);
-    assert_true(asprintf(&l->c.kafka.topic, "sktest.orderlife.%d.%s", (int)getpid(), rnd) > 0);
-    free(l->c.kafka.dlq_topic);
-    assert_true(asprintf(&l->c.kafka.dlq_topic, "%s.dlq", l->c.kafka.topic) > 0);
-    free(l->c.consumer.group_id);
-    assert_true(asprintf(&l->c.consumer.group_id, "sktest-orderlife-%d-%s", (int)getpid(), rnd) > 0);
-    l->c.consumer.workers = 2;
-    l->c.consumer.expire_interval_ms = 100;
-    l->c.consumer.return_backoff_cap_ms = 300;
-    harness_producer_ports(&l->c);
-    l->port = l->c.producer.port;
-    for (int i = 0; i < ncons; i++) {
-        l->c.consumer.metrics_port = l->cport[i] = harness_free_port();
-        char path[sizeof(l->cfgpath[i])]; /* a copy: GCC's -Wrestrict sees one object in l */
-        harness_cfg_file(&l->c, path, sizeof(path));
-        memcpy(l->cfgpath[i], path, sizeof(path));
-        snprintf(l->clog[i], sizeof(l->clog[i]), "%s.consumer.log", path);
-    }
-    assert_int_equal(harness_topic_create(&l->c, l->c.kafka.topic, 4), 0);
-    assert_int_equal(harness_topic_create(&l->c, l->c.kafka.dlq_topic, 1), 0);
-    item_create(l, stock, pay_s);
-    snprintf(l->plog, sizeof(l->plog), "%s.producer.log", l->cfgpath[0]);
-    harness_bin("seckill-producer", bin, sizeof(bin));
-    char *pargv[] = { bin, "-c", l->cfgpath[0], NULL };
-    l->prod = harness_spawn(pargv, l->plog);
-    for (int i = 0; i < ncons; i++)
-        start_consumer(l, i);
-    WAIT_UNTIL(harness_http(l->port, "GET", "/healthz", NULL, NULL, NULL, 0) == 200, 60000, ok);
-    if (!ok)
-        fail_msg("the producer did not come up; see %s", l->plog);
-    for (int i = 0; i < ncons; i++)
-        wait_assigned(l, i);
-}
-
-static void stop_consumer(struct life *l, int i)
-{
-    if (l->cons[i] <= 0)
-        return;
-    assert_int_equal(kill(l->cons[i], SIGTERM), 0);
-    int st = harness_wait_exit(l->cons[i], 30000);
-    l->cons[i] = 0;
-    if (st != 0)
-        fail_msg("consumer %d exited %d; see %s", i, st, l->clog[i]);
-}
-
-static void life_stop(struct life *l)
-{
-    if (l->prod > 0) {
-        kill(l->prod, SIGTERM);
-        assert_int_equal(harness_wait_exit(l->prod, 30000), 0);
-    }
-    for (int i = 0; i < l->ncons; i++)
-        stop_consumer(l, i);
-    harness_topic_delete(&l->c, l->c.kafka.topic);
-    harness_topic_delete(&l->c, l->c.kafka.dlq_topic);
-    pg_drop(l->item);
-    unlink(l->pwfile);
-    for (int i = 0; i < l->ncons && !getenv("SECKILL_TEST_KEEP_LOGS"); i++) {
-        unlink(l->cfgpath[i]);
-        unlink(l->clog[i]);
-    }
-    if (!getenv("SECKILL_TEST_KEEP_LOGS"))
-        unlink(l->plog);
-    cfg_free(&l->c);
-}
 
 /* --- what the stores hold --------------------------------------------------------- */
 
-static int64_t pg_int(const char *sql, int64_t item)
-{
-    char a[24];
-    snprintf(a, sizeof(a), "%" PRId64, item);
-    const char *p[] = { a };
-    PGconn *pg = harness_pg(&harness_conf);
-    PGresult *r = PQexecParams(pg, sql, 1, NULL, p, NULL, NULL, 0);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        fail_msg("%s: %s", sql, PQerrorMessage(pg));
-    int64_t v = PQgetisnull(r, 0, 0) ? -1 : strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-    PQclear(r);
-    PQfinish(pg);
-    return v;
-}
-
-static int64_t orders_in(int64_t item, const char *status)
-{
-    char sql[160];
-    snprintf(sql, sizeof(sql), "SELECT count(*) FROM orders WHERE item_id = $1 AND status = '%s'", status);
-    return pg_int(sql, item);
-}
-
-static int64_t stock_left(int64_t item)
-{
-    return pg_int("SELECT stock_left FROM items WHERE item_id = $1", item);
-}
-static int64_t returns_done(int64_t item)
-{
-    return pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1 AND done_at IS NOT NULL", item);
-}
 static int64_t returns_open(int64_t item)
 {
-    return pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1 AND done_at IS NULL", item);
-}
-
-/* A Redis value of the item: GET of its stock, SCARD of a set, HGET of given_back. */
-static long long redis_of(int64_t item, enum keys_item_part part)
-{
-    char k[KEYS_MAX];
-    assert_true(keys_item(k, sizeof(k), harness_conf.redis.key_prefix, item, part) > 0);
-    redisContext *rc = harness_redis(&harness_conf);
-    long long v = part == KEYS_ITEM_STOCK    ? harness_int(rc, "GET %s", k)
-                  : part == KEYS_ITEM_ORDERS ? harness_int(rc, "HGET %s given_back", k)
-                                             : harness_int(rc, "SCARD %s", k);
-    redisFree(rc);
-    return v;
+    return life_pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1 AND done_at IS NULL", item);
 }
 
 static bool is_buyer(int64_t item, int64_t u)
@@ -266,16 +61,6 @@ static bool is_buyer(int64_t item, int64_t u)
     long long v = harness_int(rc, "SISMEMBER %s %s", k, su);
     redisFree(rc);
     return v == 1;
-}
-
-/* The consumers' sum of a metric (each its own counter). */
-static int64_t cons_metric(const struct life *l, const char *name)
-{
-    int64_t sum = 0;
-    for (int i = 0; i < l->ncons; i++)
-        if (l->cons[i] > 0)
-            sum += sale_metric(l->cport[i], name);
-    return sum;
 }
 
 /* seckill_return called again for the item's returned orders, as a retry or
@@ -346,42 +131,43 @@ static void test_expired_units_sell_again(void **state)
     struct life l;
     int64_t u[STOCK + 1];
     bool ok;
-    life_start(&l, 2, STOCK, 1);
+    life_start(&l, &opts, 2, STOCK, 1);
     for (int i = 0; i <= STOCK; i++)
         u[i] = l.user_base + i;
     for (int i = 0; i < STOCK; i++)
         if (order(l.port, u[i], l.item) != 202)
             fail_msg("buyer %d: %s; see %s", i, last_resp, l.plog);
     assert_int_equal(order(l.port, u[STOCK], l.item), 410); /* sold out: the producer remembers it */
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_STOCK), 0);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_STOCK), 0);
 
     /* Persisted pending, to be paid a second after, then expired. */
-    WAIT_UNTIL(orders_in(l.item, "expired") == STOCK, 30000, ok);
+    WAIT_UNTIL(life_orders_in(l.item, "expired") == STOCK, 30000, ok);
     if (!ok)
-        fail_msg("%lld of %d orders expired (%lld pending); see %s", (long long)orders_in(l.item, "expired"),
-                 STOCK, (long long)orders_in(l.item, "pending_payment"), l.clog[0]);
-    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE item_id = $1 AND pay_by = persisted_at + "
-                            "interval '1 second' AND status_changed_at >= pay_by",
-                            l.item),
+        fail_msg("%lld of %d orders expired (%lld pending); see %s",
+                 (long long)life_orders_in(l.item, "expired"), STOCK,
+                 (long long)life_orders_in(l.item, "pending_payment"), l.clog[0]);
+    assert_int_equal(life_pg_int("SELECT count(*) FROM orders WHERE item_id = $1 AND pay_by = persisted_at + "
+                                 "interval '1 second' AND status_changed_at >= pay_by",
+                                 l.item),
                      STOCK);
-    WAIT_UNTIL(returns_done(l.item) == STOCK, 30000, ok);
+    WAIT_UNTIL(life_returns_done(l.item) == STOCK, 30000, ok);
     if (!ok)
-        fail_msg("%lld of %d returns done; see %s", (long long)returns_done(l.item), STOCK, l.clog[0]);
+        fail_msg("%lld of %d returns done; see %s", (long long)life_returns_done(l.item), STOCK, l.clog[0]);
 
     /* Each unit back once, in both stores; the buyers free again. */
-    assert_int_equal(stock_left(l.item), STOCK);
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_STOCK), STOCK);
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_RETURNED), STOCK);
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_BUYERS), 0);
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_ORDERS), STOCK); /* given_back: the producers' witness */
-    WAIT_UNTIL(cons_metric(&l, "seckill_consumer_orders_expired_total") == STOCK &&
-                   cons_metric(&l, "seckill_consumer_units_returned_total") == STOCK &&
+    assert_int_equal(life_stock_left(l.item), STOCK);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_STOCK), STOCK);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_RETURNED), STOCK);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_BUYERS), 0);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_ORDERS), STOCK); /* given_back: the producers' witness */
+    WAIT_UNTIL(life_cons_metric(&l, "seckill_consumer_orders_expired_total") == STOCK &&
+                   life_cons_metric(&l, "seckill_consumer_units_returned_total") == STOCK &&
                    sale_metric(l.cport[0], "seckill_consumer_returns_pending") == 0,
                10000, ok);
     if (!ok)
         fail_msg("metrics: expired %lld, returned %lld, pending %lld",
-                 (long long)cons_metric(&l, "seckill_consumer_orders_expired_total"),
-                 (long long)cons_metric(&l, "seckill_consumer_units_returned_total"),
+                 (long long)life_cons_metric(&l, "seckill_consumer_orders_expired_total"),
+                 (long long)life_cons_metric(&l, "seckill_consumer_units_returned_total"),
                  (long long)sale_metric(l.cport[0], "seckill_consumer_returns_pending"));
 
     item_show_says(&l, "payment    within 1 s: pending 0, expired 3, returns not yet in Redis 0");
@@ -395,12 +181,12 @@ static void test_expired_units_sell_again(void **state)
                                     "WHERE item_id = $1",
                                     l.item, 0),
                      0);
-    WAIT_UNTIL(returns_done(l.item) == STOCK, 10000, ok);
+    WAIT_UNTIL(life_returns_done(l.item) == STOCK, 10000, ok);
     assert_true(ok);
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_STOCK), STOCK);
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_ORDERS), STOCK);
-    assert_int_equal(stock_left(l.item), STOCK);
-    assert_int_equal(cons_metric(&l, "seckill_consumer_units_returned_total"), STOCK);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_STOCK), STOCK);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_ORDERS), STOCK);
+    assert_int_equal(life_stock_left(l.item), STOCK);
+    assert_int_equal(life_cons_metric(&l, "seckill_consumer_units_returned_total"), STOCK);
 
     /* A replay of the topic: the expired orders are found by id (duplicates),
      * never persisted again as new ones now that their buyers hold nothing. */
@@ -410,10 +196,10 @@ static void test_expired_units_sell_again(void **state)
     if (st != 0)
         fail_msg("replay exit %d: %s", st, out);
     free(out);
-    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE item_id = $1", l.item), STOCK);
-    assert_int_equal(orders_in(l.item, "expired"), STOCK);
-    assert_int_equal(stock_left(l.item), STOCK);
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_STOCK), STOCK);
+    assert_int_equal(life_pg_int("SELECT count(*) FROM orders WHERE item_id = $1", l.item), STOCK);
+    assert_int_equal(life_orders_in(l.item, "expired"), STOCK);
+    assert_int_equal(life_stock_left(l.item), STOCK);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_STOCK), STOCK);
 
     /* The buyer told "sold out" gets a unit within the producer's refresh
      * period; a buyer whose order expired may buy again. */
@@ -437,44 +223,45 @@ static void test_return_waits_for_redis(void **state)
     enum { STOCK = 5, SOLD = 3 };
     struct life l;
     bool ok;
-    life_start(&l, 1, STOCK, 2);
+    life_start(&l, &opts, 1, STOCK, 2);
     for (int i = 0; i < SOLD; i++)
         if (order(l.port, l.user_base + i, l.item) != 202)
             fail_msg("buyer %d: %s; see %s", i, last_resp, l.plog);
-    WAIT_UNTIL(orders_in(l.item, "pending_payment") == SOLD, 15000, ok);
+    WAIT_UNTIL(life_orders_in(l.item, "pending_payment") == SOLD, 15000, ok);
     if (!ok)
-        fail_msg("%lld of %d orders pending payment; see %s", (long long)orders_in(l.item, "pending_payment"),
-                 SOLD, l.clog[0]);
-    sale_acl_user_switch(user, false);
+        fail_msg("%lld of %d orders pending payment; see %s",
+                 (long long)life_orders_in(l.item, "pending_payment"), SOLD, l.clog[0]);
+    sale_acl_user_switch(life_user(), false);
 
-    WAIT_UNTIL(orders_in(l.item, "expired") == SOLD && returns_open(l.item) == SOLD &&
-                   pg_int("SELECT min(tries) FROM order_returns WHERE item_id = $1", l.item) >= 1 &&
+    WAIT_UNTIL(life_orders_in(l.item, "expired") == SOLD && returns_open(l.item) == SOLD &&
+                   life_pg_int("SELECT min(tries) FROM order_returns WHERE item_id = $1", l.item) >= 1 &&
                    sale_metric(l.cport[0], "seckill_consumer_returns_pending") == SOLD,
                30000, ok);
     if (!ok)
         fail_msg("expired %lld, returns open %lld, gauge %lld; see %s",
-                 (long long)orders_in(l.item, "expired"), (long long)returns_open(l.item),
+                 (long long)life_orders_in(l.item, "expired"), (long long)returns_open(l.item),
                  (long long)sale_metric(l.cport[0], "seckill_consumer_returns_pending"), l.clog[0]);
-    assert_int_equal(stock_left(l.item), STOCK);
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_STOCK), STOCK - SOLD);
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_BUYERS), SOLD);
+    assert_int_equal(life_stock_left(l.item), STOCK);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_STOCK), STOCK - SOLD);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_BUYERS), SOLD);
     assert_int_equal(harness_file_lines(l.clog[0], "units of expired orders wait in order_returns"), 1);
     item_show_says(&l, "payment    within 2 s: pending 0, expired 3, returns not yet in Redis 3");
 
     /* A restart while Redis is away: nothing is lost. */
-    stop_consumer(&l, 0);
+    life_stop_consumer(&l, 0);
     assert_int_equal(returns_open(l.item), SOLD);
-    sale_acl_user_switch(user, true);
+    sale_acl_user_switch(life_user(), true);
     unlink(l.clog[0]);
-    start_consumer(&l, 0);
-    WAIT_UNTIL(returns_done(l.item) == SOLD && redis_of(l.item, KEYS_ITEM_STOCK) == STOCK, 30000, ok);
+    life_start_consumer(&l, 0);
+    WAIT_UNTIL(life_returns_done(l.item) == SOLD && life_redis_of(l.item, KEYS_ITEM_STOCK) == STOCK, 30000,
+               ok);
     if (!ok)
         fail_msg("after Redis came back: %lld returns done, Redis stock %lld; see %s",
-                 (long long)returns_done(l.item), redis_of(l.item, KEYS_ITEM_STOCK), l.clog[0]);
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_RETURNED), SOLD);
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_BUYERS), 0);
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_ORDERS), SOLD);
-    assert_int_equal(stock_left(l.item), STOCK);
+                 (long long)life_returns_done(l.item), life_redis_of(l.item, KEYS_ITEM_STOCK), l.clog[0]);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_RETURNED), SOLD);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_BUYERS), 0);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_ORDERS), SOLD);
+    assert_int_equal(life_stock_left(l.item), STOCK);
     WAIT_UNTIL(sale_metric(l.cport[0], "seckill_consumer_units_returned_total") == SOLD, 10000, ok);
     assert_true(ok);
     life_stop(&l);
@@ -520,21 +307,21 @@ static void test_expired_state_in_redis(void **state)
     struct life l;
     char resp[2048], path[64], *v;
     bool ok;
-    life_start(&l, 1, 2, 1);
+    life_start(&l, &opts, 1, 2, 1);
     if (order(l.port, l.user_base, l.item) != 202)
         fail_msg("buyer: %s; see %s", last_resp, l.plog);
     int64_t oid = order_id_of(last_resp);
     assert_true(oid > 0);
-    WAIT_UNTIL(orders_in(l.item, "expired") == 1 && returns_done(l.item) == 1, 30000, ok);
+    WAIT_UNTIL(life_orders_in(l.item, "expired") == 1 && life_returns_done(l.item) == 1, 30000, ok);
     if (!ok)
-        fail_msg("expired %lld, returns done %lld; see %s", (long long)orders_in(l.item, "expired"),
-                 (long long)returns_done(l.item), l.clog[0]);
+        fail_msg("expired %lld, returns done %lld; see %s", (long long)life_orders_in(l.item, "expired"),
+                 (long long)life_returns_done(l.item), l.clog[0]);
     v = orders_field(l.item, oid);
     if (field_state(v) != 'x')
         fail_msg("o:%" PRId64 " is \"%s\", not expired ('x'); see %s", oid, v ? v : "(none)", l.clog[0]);
-    int64_t changed = pg_int("SELECT (extract(epoch FROM status_changed_at) * 1000)::bigint FROM orders "
-                             "WHERE item_id = $1",
-                             l.item);
+    int64_t changed = life_pg_int("SELECT (extract(epoch FROM status_changed_at) * 1000)::bigint FROM orders "
+                                  "WHERE item_id = $1",
+                                  l.item);
     const char *detail = strrchr(v, '|');
     assert_non_null(detail);
     assert_int_equal(strtoll(detail + 1, NULL, 10), changed);
@@ -550,12 +337,12 @@ static void test_expired_state_in_redis(void **state)
                                     "WHERE item_id = $1",
                                     l.item, 0),
                      0);
-    WAIT_UNTIL(returns_done(l.item) == 1, 10000, ok);
+    WAIT_UNTIL(life_returns_done(l.item) == 1, 10000, ok);
     assert_true(ok);
     v = orders_field(l.item, oid);
     assert_int_equal(field_state(v), 'x');
     free(v);
-    assert_int_equal(redis_of(l.item, KEYS_ITEM_STOCK), 2);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_STOCK), 2);
     life_stop(&l);
 }
 
@@ -567,5 +354,5 @@ int main(void)
         cmocka_unit_test(test_expired_state_in_redis),
     };
     harness_filter();
-    return cmocka_run_group_tests_name("orderlife", tests, setup, teardown);
+    return cmocka_run_group_tests_name("orderlife", tests, setup, life_teardown);
 }

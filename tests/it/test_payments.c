@@ -34,10 +34,10 @@
 #include <unistd.h>
 
 #include "keys.h"
+#include "life.h"
 #include "order.h"
 #include "ordersig.h"
 #include "payments.h"
-#include "rfunc.h"
 #include "sale.h"
 
 #define KAFKA_WAIT_MS 20000
@@ -90,22 +90,9 @@ static void acl_user_create(void)
     redisFree(rc);
 }
 
-/* A producer as user; linger_ms above 0 batches its messages (a burst). */
-static rd_kafka_t *producer_linger(const char *user, const char *linger_ms)
-{
-    char err[512];
-    rd_kafka_conf_t *conf = harness_kafka_conf(&harness_conf, user);
-    assert_int_equal(rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)), RD_KAFKA_CONF_OK);
-    assert_int_equal(rd_kafka_conf_set(conf, "linger.ms", linger_ms, err, sizeof(err)), RD_KAFKA_CONF_OK);
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-    if (!rk)
-        fail_msg("rd_kafka_new: %s", err);
-    return rk;
-}
-
 static rd_kafka_t *producer_as(const char *user)
 {
-    return producer_linger(user, "0");
+    return life_producer(&harness_conf, user, "0");
 }
 
 /* The consumer's configuration for this run, written to S.cfgpath. */
@@ -138,17 +125,11 @@ static void consumer_cfg(void)
 
 static int setup(void **state)
 {
-    char err[512], bin[512];
-    int was = -1;
+    char bin[512];
     bool ok;
     harness_setup(state);
-    redisContext *rc = harness_redis(&harness_conf);
-    enum rfunc_status st = rfunc_load(rc, RFUNC_LIB_RETURN, &was, err, sizeof(err));
-    redisFree(rc);
-    if (st != RFUNC_OK && st != RFUNC_NEWER) {
-        fprintf(stderr, "# loading seckill_return: %s\n", err);
+    if (life_load_return() != 0)
         return -1;
-    }
     S.user_lo = 7000000 + (int64_t)util_rand_below(1000000) * 4096;
     S.user_hi = S.user_lo + 4095;
     acl_user_create();
@@ -167,14 +148,6 @@ static int setup(void **state)
         return -1;
     }
     return 0;
-}
-
-static void pg_drop(int64_t item)
-{
-    harness_pg_try(&harness_conf, "DELETE FROM order_returns WHERE item_id = $1", item, 0);
-    harness_pg_try(&harness_conf, "DELETE FROM orders WHERE item_id = $1", item, 0);
-    harness_pg_try(&harness_conf, "DELETE FROM order_rejections WHERE item_id = $1", item, 0);
-    harness_pg_try(&harness_conf, "DELETE FROM items WHERE item_id = $1", item, 0);
 }
 
 static int teardown(void **state)
@@ -199,7 +172,7 @@ static int teardown(void **state)
     harness_pg_try(&harness_conf, "DELETE FROM late_payments WHERE user_id BETWEEN $1 AND $2", S.user_lo,
                    S.user_hi);
     for (int i = 0; i < S.nitems; i++)
-        pg_drop(S.items[i]);
+        life_pg_drop(S.items[i]);
     harness_topic_delete(&S.c, S.topic);
     harness_topic_delete(&S.c, S.dlq);
     harness_topic_delete(&S.c, S.payments);
@@ -214,19 +187,6 @@ static int teardown(void **state)
 }
 
 /* --- publishing ---------------------------------------------------------------- */
-
-static void produce(rd_kafka_t *rk, const char *topic, const char *key, const char *val, size_t len)
-{
-    rd_kafka_resp_err_t e;
-    do {
-        e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
-                              RD_KAFKA_V_VALUE((void *)val, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                              RD_KAFKA_V_END);
-        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
-            rd_kafka_poll(rk, 10);
-    } while (e == RD_KAFKA_RESP_ERR__QUEUE_FULL);
-    assert_int_equal(e, RD_KAFKA_RESP_ERR_NO_ERROR);
-}
 
 static void flush(rd_kafka_t *rk)
 {
@@ -253,67 +213,22 @@ static void publish_order(int64_t order, int64_t user, int64_t item)
     int n = order_encode(&o, buf, sizeof(buf));
     assert_true(n > 0);
     snprintf(key, sizeof(key), "%" PRId64, user);
-    produce(S.orders, S.topic, key, buf, (size_t)n);
-}
-
-/* A payment on the payments topic, by rk as the payment service, keyed by
- * its user. */
-static void publish_payment_by(rd_kafka_t *rk, int64_t order, int64_t user, int64_t paid_at_ms,
-                               const char *ref)
-{
-    char buf[256], key[24];
-    int n = snprintf(buf, sizeof(buf), "{\"v\":1,\"order_id\":\"%" PRId64 "\",\"user_id\":%" PRId64
-                     ",\"paid_at_ms\":%" PRId64 ",\"ref\":\"%s\"}", order, user, paid_at_ms, ref);
-    snprintf(key, sizeof(key), "%" PRId64, user);
-    produce(rk, S.payments, key, buf, (size_t)n);
+    life_produce(S.orders, S.topic, key, buf, (size_t)n);
 }
 
 static void publish_payment(int64_t order, int64_t user, int64_t paid_at_ms, const char *ref)
 {
-    publish_payment_by(S.pay, order, user, paid_at_ms, ref);
+    life_payment(S.pay, S.payments, order, user, paid_at_ms, ref);
 }
 
 /* --- what the stores and the consumer say ----------------------------------------- */
-
-static int64_t pg_int2(const char *sql, int64_t a1, int64_t a2)
-{
-    char s1[24], s2[24];
-    snprintf(s1, sizeof(s1), "%" PRId64, a1);
-    snprintf(s2, sizeof(s2), "%" PRId64, a2);
-    const char *p[] = { s1, s2 };
-    PGconn *pg = harness_pg(&harness_conf);
-    PGresult *r = PQexecParams(pg, sql, strstr(sql, "$2") ? 2 : 1, NULL, p, NULL, NULL, 0);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        fail_msg("%s: %s", sql, PQerrorMessage(pg));
-    int64_t v = PQntuples(r) == 0 || PQgetisnull(r, 0, 0) ? -1 : strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-    PQclear(r);
-    PQfinish(pg);
-    return v;
-}
-
-static int64_t pg_int(const char *sql, int64_t a1)
-{
-    return pg_int2(sql, a1, 0);
-}
-
-static int64_t orders_in(int64_t item, const char *status)
-{
-    char sql[160];
-    snprintf(sql, sizeof(sql), "SELECT count(*) FROM orders WHERE item_id = $1 AND status = '%s'", status);
-    return pg_int(sql, item);
-}
-
-static int64_t stock_left(int64_t item)
-{
-    return pg_int("SELECT stock_left FROM items WHERE item_id = $1", item);
-}
 
 static int64_t late_rows(int64_t order, const char *then)
 {
     char sql[160];
     snprintf(sql, sizeof(sql), "SELECT count(*) FROM late_payments WHERE order_id = $1 AND status_then = '%s'",
              then);
-    return pg_int(sql, order);
+    return life_pg_int(sql, order);
 }
 
 static int64_t metric(const char *name)
@@ -383,10 +298,10 @@ static void orders_spread(int64_t item, int64_t first, int n, int spread, int ga
         }
     }
     flush(S.orders);
-    WAIT_UNTIL(orders_in(item, "pending_payment") == n, 20000, ok);
+    WAIT_UNTIL(life_orders_in(item, "pending_payment") == n, 20000, ok);
     if (!ok)
-        fail_msg("%lld of %d orders pending payment; see %s", (long long)orders_in(item, "pending_payment"), n,
-                 S.clog);
+        fail_msg("%lld of %d orders pending payment; see %s",
+                 (long long)life_orders_in(item, "pending_payment"), n, S.clog);
 }
 
 static void orders_pending(int64_t item, int64_t first, int n)
@@ -496,15 +411,16 @@ static void test_pay_then_replay(void **state)
     orders_pending(item, u, 2);
     publish_payment(o, u, paid_at, "pay-1");
     flush(S.pay);
-    WAIT_UNTIL(orders_in(item, "paid") == 1, 15000, ok);
+    WAIT_UNTIL(life_orders_in(item, "paid") == 1, 15000, ok);
     if (!ok)
         fail_msg("the order was not paid; see %s", S.clog);
-    assert_int_equal(pg_int2("SELECT count(*) FROM orders WHERE order_id = $1 AND status = 'paid' AND "
-                             "status_reason = 'paid pay-1' AND status_changed_at = timestamptz 'epoch' + "
-                             "$2::bigint * interval '1 millisecond'",
-                             o, paid_at),
-                     1);
-    assert_int_equal(orders_in(item, "pending_payment"), 1); /* the other order waits still */
+    assert_int_equal(
+        life_pg_int2("SELECT count(*) FROM orders WHERE order_id = $1 AND status = 'paid' AND "
+                     "status_reason = 'paid pay-1' AND status_changed_at = timestamptz 'epoch' + "
+                     "$2::bigint * interval '1 millisecond'",
+                     o, paid_at),
+        1);
+    assert_int_equal(life_orders_in(item, "pending_payment"), 1); /* the other order waits still */
     snprintf(want, sizeof(want), "|p|");
     WAIT_UNTIL((redis_state(item, o, st, sizeof(st)), strstr(st, want) != NULL), 5000, ok);
     if (!ok)
@@ -520,9 +436,9 @@ static void test_pay_then_replay(void **state)
     WAIT_UNTIL(metric("seckill_consumer_payments_replayed_total") == replayed + 1, 15000, ok);
     if (!ok)
         fail_msg("the replay was not counted; see %s", S.clog);
-    assert_int_equal(pg_int2("SELECT count(*) FROM orders WHERE order_id = $1 AND status_changed_at = "
-                             "timestamptz 'epoch' + $2::bigint * interval '1 millisecond'",
-                             o, paid_at),
+    assert_int_equal(life_pg_int2("SELECT count(*) FROM orders WHERE order_id = $1 AND status_changed_at = "
+                                  "timestamptz 'epoch' + $2::bigint * interval '1 millisecond'",
+                                  o, paid_at),
                      1);
     assert_int_equal(metric("seckill_consumer_payments_applied_total"), applied + 1);
     assert_int_equal(late_rows(o, "paid_other"), 0);
@@ -535,9 +451,10 @@ static void test_pay_then_replay(void **state)
         fail_msg("no late payment recorded for the second payment; see %s", S.clog);
     WAIT_UNTIL(metric("seckill_consumer_late_payments_total") == late + 1, 5000, ok);
     assert_true(ok);
-    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE order_id = $1 AND status_reason = 'paid pay-1'", o),
-                     1);
-    assert_int_equal(stock_left(item), 1);
+    assert_int_equal(
+        life_pg_int("SELECT count(*) FROM orders WHERE order_id = $1 AND status_reason = 'paid pay-1'", o),
+        1);
+    assert_int_equal(life_stock_left(item), 1);
 }
 
 /* A payment of an expired order is late: recorded (once), the order stays
@@ -551,12 +468,14 @@ static void test_late_payment_of_expired_order(void **state)
     int64_t replayed = metric("seckill_consumer_payments_replayed_total");
     bool ok;
     orders_pending(item, u, 1);
-    WAIT_UNTIL(orders_in(item, "expired") == 1 &&
-                   pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1 AND done_at IS NOT NULL", item) == 1,
-               15000, ok);
+    WAIT_UNTIL(
+        life_orders_in(item, "expired") == 1 &&
+            life_pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1 AND done_at IS NOT NULL",
+                        item) == 1,
+        15000, ok);
     if (!ok)
         fail_msg("the order did not expire and come back; see %s", S.clog);
-    int64_t left = stock_left(item);
+    int64_t left = life_stock_left(item);
     long long rstock = redis_stock(item);
     assert_int_equal(left, 2);
 
@@ -567,19 +486,19 @@ static void test_late_payment_of_expired_order(void **state)
         fail_msg("no late payment recorded; see %s", S.clog);
     WAIT_UNTIL(metric("seckill_consumer_late_payments_total") == late + 1, 5000, ok);
     assert_true(ok);
-    assert_int_equal(orders_in(item, "expired"), 1);
-    assert_int_equal(orders_in(item, "paid"), 0);
-    assert_int_equal(stock_left(item), left);
+    assert_int_equal(life_orders_in(item, "expired"), 1);
+    assert_int_equal(life_orders_in(item, "paid"), 0);
+    assert_int_equal(life_stock_left(item), left);
     assert_int_equal(redis_stock(item), rstock);
-    assert_int_equal(pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1", item), 1);
+    assert_int_equal(life_pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1", item), 1);
 
     /* Again: recorded once. */
     publish_payment(o, u, util_wall_ms(), "late-1");
     flush(S.pay);
     WAIT_UNTIL(metric("seckill_consumer_payments_replayed_total") == replayed + 1, 15000, ok);
     assert_true(ok);
-    assert_int_equal(pg_int("SELECT count(*) FROM late_payments WHERE order_id = $1", o), 1);
-    assert_int_equal(stock_left(item), left);
+    assert_int_equal(life_pg_int("SELECT count(*) FROM late_payments WHERE order_id = $1", o), 1);
+    assert_int_equal(life_stock_left(item), left);
 
     /* An order the consumer refused (order_rejections, which the consumer
      * may not read: order_refused() answers for it) is late too. */
@@ -595,8 +514,8 @@ static void test_late_payment_of_expired_order(void **state)
     WAIT_UNTIL(late_rows(refused, "refused") == 1, 15000, ok);
     if (!ok)
         fail_msg("no late payment recorded for a refused order; see %s", S.clog);
-    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE order_id = $1", refused), 0);
-    assert_int_equal(stock_left(item), left);
+    assert_int_equal(life_pg_int("SELECT count(*) FROM orders WHERE order_id = $1", refused), 0);
+    assert_int_equal(life_stock_left(item), left);
 }
 
 /* Each of N orders paid right at its pay_by while the expiry runs: every
@@ -619,23 +538,7 @@ static void test_payments_race_the_expiry(void **state)
      * expiry's passes (every 100 ms) fall between the payments as much as
      * before them. */
     orders_spread(item, first, N, N / 20, 50);
-    char sitem[24];
-    snprintf(sitem, sizeof(sitem), "%" PRId64, item);
-    const char *p[] = { sitem };
-    PGconn *pg = harness_pg(&harness_conf);
-    PGresult *r = PQexecParams(pg,
-                               "SELECT order_id, user_id, (extract(epoch FROM pay_by) * 1000)::bigint FROM orders "
-                               "WHERE item_id = $1 ORDER BY pay_by, order_id",
-                               1, NULL, p, NULL, NULL, 0);
-    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
-    assert_int_equal(PQntuples(r), N);
-    for (int i = 0; i < N; i++) {
-        ids[i] = strtoll(PQgetvalue(r, i, 0), NULL, 10);
-        users[i] = strtoll(PQgetvalue(r, i, 1), NULL, 10);
-        pay_by[i] = strtoll(PQgetvalue(r, i, 2), NULL, 10);
-    }
-    PQclear(r);
-    PQfinish(pg);
+    life_orders_by_pay_by(item, N, ids, users, pay_by);
 
     /* Each payment published at its order's pay_by, paid then. */
     for (int i = 0; i < N; i++) {
@@ -649,41 +552,44 @@ static void test_payments_race_the_expiry(void **state)
         publish_payment(ids[i], users[i], pay_by[i], ref);
     }
     flush(S.pay);
-    WAIT_UNTIL(orders_in(item, "paid") + pg_int("SELECT count(*) FROM late_payments l JOIN orders o USING "
-                                                "(order_id) WHERE o.item_id = $1",
-                                                item) ==
+    WAIT_UNTIL(life_orders_in(item, "paid") +
+                       life_pg_int("SELECT count(*) FROM late_payments l JOIN orders o USING "
+                                   "(order_id) WHERE o.item_id = $1",
+                                   item) ==
                    N,
                30000, ok);
-    int64_t paid = orders_in(item, "paid"), expired = orders_in(item, "expired");
+    int64_t paid = life_orders_in(item, "paid"), expired = life_orders_in(item, "expired");
     printf("# %lld paid, %lld expired and paid late\n", (long long)paid, (long long)expired);
     if (!ok)
         fail_msg("%lld paid, %lld expired, %lld late payments; see %s", (long long)paid, (long long)expired,
-                 (long long)pg_int("SELECT count(*) FROM late_payments l JOIN orders o USING (order_id) "
-                                   "WHERE o.item_id = $1",
-                                   item),
+                 (long long)life_pg_int("SELECT count(*) FROM late_payments l JOIN orders o USING (order_id) "
+                                        "WHERE o.item_id = $1",
+                                        item),
                  S.clog);
     assert_int_equal(paid + expired, N);
     /* The expired ones, each with its payment recorded late; no paid one. */
-    assert_int_equal(pg_int("SELECT count(*) FROM late_payments l JOIN orders o USING (order_id) WHERE "
-                            "o.item_id = $1 AND o.status = 'expired' AND l.status_then = 'expired'",
-                            item),
+    assert_int_equal(life_pg_int("SELECT count(*) FROM late_payments l JOIN orders o USING (order_id) WHERE "
+                                 "o.item_id = $1 AND o.status = 'expired' AND l.status_then = 'expired'",
+                                 item),
                      expired);
-    assert_int_equal(pg_int("SELECT count(*) FROM late_payments l JOIN orders o USING (order_id) WHERE "
-                            "o.item_id = $1 AND o.status <> 'expired'",
-                            item),
+    assert_int_equal(life_pg_int("SELECT count(*) FROM late_payments l JOIN orders o USING (order_id) WHERE "
+                                 "o.item_id = $1 AND o.status <> 'expired'",
+                                 item),
                      0);
     /* A unit back for each expired order, none for a paid one. */
-    assert_int_equal(pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1", item), expired);
-    assert_int_equal(pg_int("SELECT count(*) FROM order_returns r JOIN orders o USING (order_id) WHERE "
-                            "r.item_id = $1 AND o.status = 'paid'",
-                            item),
+    assert_int_equal(life_pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1", item), expired);
+    assert_int_equal(life_pg_int("SELECT count(*) FROM order_returns r JOIN orders o USING (order_id) WHERE "
+                                 "r.item_id = $1 AND o.status = 'paid'",
+                                 item),
                      0);
-    assert_int_equal(stock_left(item), expired);
-    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE item_id = $1 AND status = 'paid' AND "
-                            "status_reason LIKE 'paid race-%' AND (extract(epoch FROM status_changed_at) * 1000)::bigint = "
-                            "(extract(epoch FROM pay_by) * 1000)::bigint",
-                            item),
-                     paid);
+    assert_int_equal(life_stock_left(item), expired);
+    assert_int_equal(
+        life_pg_int(
+            "SELECT count(*) FROM orders WHERE item_id = $1 AND status = 'paid' AND "
+            "status_reason LIKE 'paid race-%' AND (extract(epoch FROM status_changed_at) * 1000)::bigint = "
+            "(extract(epoch FROM pay_by) * 1000)::bigint",
+            item),
+        paid);
     WAIT_UNTIL(metric("seckill_consumer_payments_applied_total") == applied + paid &&
                    metric("seckill_consumer_late_payments_total") == late + expired,
                5000, ok);
@@ -739,14 +645,14 @@ static void test_dead_letters_and_early_payments(void **state)
     char key[24], why[8][128], st[256];
     bool ok;
     snprintf(key, sizeof(key), "%" PRId64, u);
-    produce(S.pay, S.payments, key, "{\"v\":1,", 6);
+    life_produce(S.pay, S.payments, key, "{\"v\":1,", 6);
     const char *v2 = "{\"v\":2,\"order_id\":\"1\",\"user_id\":1,\"paid_at_ms\":1,\"ref\":\"r\"}";
-    produce(S.pay, S.payments, "1", v2, strlen(v2));
+    life_produce(S.pay, S.payments, "1", v2, strlen(v2));
     char other[200];
     int n = snprintf(other, sizeof(other),
                      "{\"v\":1,\"order_id\":\"%" PRId64 "\",\"user_id\":%" PRId64 ",\"paid_at_ms\":1,\"ref\":\"r\"}",
                      early, u);
-    produce(S.pay, S.payments, "1", other, (size_t)n); /* keyed by another user */
+    life_produce(S.pay, S.payments, "1", other, (size_t)n); /* keyed by another user */
     publish_payment(never, u + 1, now, "never-1");
     publish_payment(early, u, now, "early-1");
     flush(S.pay);
@@ -755,13 +661,14 @@ static void test_dead_letters_and_early_payments(void **state)
     WAIT_UNTIL(metric("seckill_consumer_payments_waiting") >= 1, 10000, ok);
     if (!ok)
         fail_msg("no payment waits for its order; see %s", S.clog);
-    assert_int_equal(orders_in(item, "paid"), 0);
+    assert_int_equal(life_orders_in(item, "paid"), 0);
     publish_order(early, u, item);
     flush(S.orders);
-    WAIT_UNTIL(orders_in(item, "paid") == 1, 15000, ok);
+    WAIT_UNTIL(life_orders_in(item, "paid") == 1, 15000, ok);
     if (!ok)
         fail_msg("the early payment did not pay its order once persisted; see %s", S.clog);
-    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE order_id = $1 AND status = 'paid'", early), 1);
+    assert_int_equal(
+        life_pg_int("SELECT count(*) FROM orders WHERE order_id = $1 AND status = 'paid'", early), 1);
     WAIT_UNTIL((redis_state(item, early, st, sizeof(st)), strstr(st, "|p|") != NULL), 5000, ok);
     if (!ok)
         fail_msg("Redis holds \"%s\" for the early-paid order", st);
@@ -782,8 +689,8 @@ static void test_dead_letters_and_early_payments(void **state)
         if (!found)
             fail_msg("no dead letter says \"%s\" (%s | %s | %s | %s)", want[i], why[0], why[1], why[2], why[3]);
     }
-    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE order_id = $1", never), 0);
-    assert_int_equal(pg_int("SELECT count(*) FROM late_payments WHERE order_id = $1", never), 0);
+    assert_int_equal(life_pg_int("SELECT count(*) FROM orders WHERE order_id = $1", never), 0);
+    assert_int_equal(life_pg_int("SELECT count(*) FROM late_payments WHERE order_id = $1", never), 0);
 }
 
 /* Turn the consumer's Redis user on or off; off also drops its
@@ -820,10 +727,10 @@ static void test_payment_waits_out_redis_and_postgres(void **state)
         fail_msg("no line says the user's lock cannot be had; see %s", S.clog);
     }
     util_sleep_ms(1000); /* retried meanwhile, and not said again */
-    int64_t paid_meanwhile = orders_in(item, "paid");
+    int64_t paid_meanwhile = life_orders_in(item, "paid");
     user_switch(true);
     assert_int_equal(paid_meanwhile, 0);
-    WAIT_UNTIL(orders_in(item, "paid") == 1, 20000, ok);
+    WAIT_UNTIL(life_orders_in(item, "paid") == 1, 20000, ok);
     if (!ok)
         fail_msg("the payment did not pay its order once Redis was back; see %s", S.clog);
     assert_int_equal(harness_file_lines(S.clog, said), before + 1);
@@ -844,7 +751,7 @@ static void test_payment_waits_out_redis_and_postgres(void **state)
                      0);
     publish_payment(order_id(item, 1), u + 1, util_wall_ms(), "away-2");
     flush(S.pay);
-    WAIT_UNTIL(orders_in(item, "paid") == 2, 20000, ok);
+    WAIT_UNTIL(life_orders_in(item, "paid") == 2, 20000, ok);
     if (!ok)
         fail_msg("no payment paid after PostgreSQL ended the session; see %s", S.clog);
     assert_true(harness_file_lines(S.clog, "payments: postgres") >= 1);
@@ -873,7 +780,7 @@ static void publish_burst(rd_kafka_t *rk, int64_t item, int64_t first, int i, in
 {
     char ref[32];
     snprintf(ref, sizeof(ref), "%s-%d", prefix, i);
-    publish_payment_by(rk, order_id(item, i), first + i, paid_at, ref);
+    life_payment(rk, S.payments, order_id(item, i), first + i, paid_at, ref);
 }
 
 /* Wait until the counter name is want (or fail, naming what). */
@@ -909,31 +816,31 @@ static void test_payment_burst(void **state)
     bool ok;
     /* Its messages batched, so the burst reaches the broker at once, as a
      * payment service's would, and the time is the consumer's. */
-    rd_kafka_t *rk = producer_linger("payment", "50");
+    rd_kafka_t *rk = life_producer(&harness_conf, "payment", "50");
     orders_pending(item, first, n);
     int64_t t0 = util_mono_ms();
     for (int i = 0; i < n; i++)
         publish_burst(rk, item, first, i, paid_at, "burst");
     flush(rk);
     int64_t pub_ms = util_mono_ms() - t0;
-    WAIT_UNTIL(orders_in(item, "paid") == n, 120000, ok);
+    WAIT_UNTIL(life_orders_in(item, "paid") == n, 120000, ok);
     int64_t ms = util_mono_ms() - t0;
     if (!ok)
-        fail_msg("%lld of %d orders paid; see %s", (long long)orders_in(item, "paid"), n, S.clog);
+        fail_msg("%lld of %d orders paid; see %s", (long long)life_orders_in(item, "paid"), n, S.clog);
     /* In batches: a row's xmin is the transaction that paid it; one
      * payment per transaction would make as many as there are orders. */
-    int64_t txns = pg_int("SELECT count(DISTINCT xmin::text) FROM orders WHERE item_id = $1", item);
+    int64_t txns = life_pg_int("SELECT count(DISTINCT xmin::text) FROM orders WHERE item_id = $1", item);
     printf("# burst: %d payments paid in %lld ms (%.0f/s; published in %lld ms), in %lld transactions\n", n,
            (long long)ms, n * 1000.0 / (ms ? ms : 1), (long long)pub_ms, (long long)txns);
     assert_true(txns >= 1 && txns < n);
     /* Each by its own payment, at its time. */
-    assert_int_equal(pg_int2("SELECT count(*) FROM orders WHERE item_id = $1 AND status = 'paid' AND "
-                             "status_reason = 'paid burst-' || (order_id - $2)",
-                             item, order_id(item, 0)),
+    assert_int_equal(life_pg_int2("SELECT count(*) FROM orders WHERE item_id = $1 AND status = 'paid' AND "
+                                  "status_reason = 'paid burst-' || (order_id - $2)",
+                                  item, order_id(item, 0)),
                      n);
-    assert_int_equal(pg_int2("SELECT count(*) FROM orders WHERE item_id = $1 AND status_changed_at = "
-                             "timestamptz 'epoch' + $2::bigint * interval '1 millisecond'",
-                             item, paid_at),
+    assert_int_equal(life_pg_int2("SELECT count(*) FROM orders WHERE item_id = $1 AND status_changed_at = "
+                                  "timestamptz 'epoch' + $2::bigint * interval '1 millisecond'",
+                                  item, paid_at),
                      n);
     wait_metric("seckill_consumer_payments_applied_total", applied + n, "the burst");
     WAIT_UNTIL(redis_paid(item) == n, 10000, ok);
@@ -949,9 +856,9 @@ static void test_payment_burst(void **state)
     flush(rk);
     wait_metric("seckill_consumer_payments_replayed_total", replayed + n, "the replay");
     wait_metric("seckill_consumer_late_payments_total", late + k, "the second payments");
-    assert_int_equal(pg_int("SELECT count(*) FROM late_payments l JOIN orders o USING (order_id) WHERE "
-                            "o.item_id = $1 AND l.status_then = 'paid_other' AND l.ref LIKE 'again-%'",
-                            item),
+    assert_int_equal(life_pg_int("SELECT count(*) FROM late_payments l JOIN orders o USING (order_id) WHERE "
+                                 "o.item_id = $1 AND l.status_then = 'paid_other' AND l.ref LIKE 'again-%'",
+                                 item),
                      k);
 
     /* The second payments again (half of them), beside new third ones. */
@@ -962,23 +869,23 @@ static void test_payment_burst(void **state)
     int again = (k + 1) / 2, third = k - again;
     wait_metric("seckill_consumer_late_payments_total", late + k + third, "the third payments");
     wait_metric("seckill_consumer_payments_replayed_total", replayed + n + again, "the second again");
-    assert_int_equal(pg_int("SELECT count(*) FROM late_payments l JOIN orders o USING (order_id) WHERE "
-                            "o.item_id = $1 AND l.status_then = 'paid_other'",
-                            item),
+    assert_int_equal(life_pg_int("SELECT count(*) FROM late_payments l JOIN orders o USING (order_id) WHERE "
+                                 "o.item_id = $1 AND l.status_then = 'paid_other'",
+                                 item),
                      k + third);
 
     /* Nothing changed: every order still paid by its first payment, at its
      * time, no unit back, counters exact. */
-    assert_int_equal(pg_int2("SELECT count(*) FROM orders WHERE item_id = $1 AND status = 'paid' AND "
-                             "status_reason = 'paid burst-' || (order_id - $2)",
-                             item, order_id(item, 0)),
+    assert_int_equal(life_pg_int2("SELECT count(*) FROM orders WHERE item_id = $1 AND status = 'paid' AND "
+                                  "status_reason = 'paid burst-' || (order_id - $2)",
+                                  item, order_id(item, 0)),
                      n);
-    assert_int_equal(pg_int2("SELECT count(*) FROM orders WHERE item_id = $1 AND status_changed_at = "
-                             "timestamptz 'epoch' + $2::bigint * interval '1 millisecond'",
-                             item, paid_at),
+    assert_int_equal(life_pg_int2("SELECT count(*) FROM orders WHERE item_id = $1 AND status_changed_at = "
+                                  "timestamptz 'epoch' + $2::bigint * interval '1 millisecond'",
+                                  item, paid_at),
                      n);
-    assert_int_equal(pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1", item), 0);
-    assert_int_equal(stock_left(item), 0);
+    assert_int_equal(life_pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1", item), 0);
+    assert_int_equal(life_stock_left(item), 0);
     assert_int_equal(metric("seckill_consumer_payments_applied_total"), applied + n);
     assert_int_equal(redis_paid(item), n);
 }
@@ -993,7 +900,7 @@ static void publish_cancel(int64_t order, int64_t user, int64_t item)
     int n = order_encode(&o, buf, sizeof(buf));
     assert_true(n > 0);
     snprintf(key, sizeof(key), "%" PRId64, user);
-    produce(S.orders, S.topic, key, buf, (size_t)n);
+    life_produce(S.orders, S.topic, key, buf, (size_t)n);
 }
 
 /* Everything this run left in PostgreSQL and Redis, as one text: each
@@ -1076,20 +983,22 @@ static void test_replay_both_topics(void **state)
     }
     flush(S.pay);
     flush(S.orders);
-    WAIT_UNTIL(orders_in(item, "expired") == 4 &&
-                   pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1 AND done_at IS NOT NULL", item) ==
-                       8,
-               20000, ok);
+    WAIT_UNTIL(
+        life_orders_in(item, "expired") == 4 &&
+            life_pg_int("SELECT count(*) FROM order_returns WHERE item_id = $1 AND done_at IS NOT NULL",
+                        item) == 8,
+        20000, ok);
     if (!ok)
-        fail_msg("paid %lld, cancelled %lld, expired %lld of 4 each; see %s", (long long)orders_in(item, "paid"),
-                 (long long)orders_in(item, "cancelled"), (long long)orders_in(item, "expired"), S.clog);
-    assert_int_equal(orders_in(item, "paid"), 4);
-    assert_int_equal(orders_in(item, "cancelled"), 4);
+        fail_msg("paid %lld, cancelled %lld, expired %lld of 4 each; see %s",
+                 (long long)life_orders_in(item, "paid"), (long long)life_orders_in(item, "cancelled"),
+                 (long long)life_orders_in(item, "expired"), S.clog);
+    assert_int_equal(life_orders_in(item, "paid"), 4);
+    assert_int_equal(life_orders_in(item, "cancelled"), 4);
     publish_payment(order_id(item, 8), first + 8, util_wall_ms(), "late-8");
     flush(S.pay);
     WAIT_UNTIL(late_rows(order_id(item, 8), "expired") == 1, 15000, ok);
     assert_true(ok);
-    assert_int_equal(stock_left(item), 8);
+    assert_int_equal(life_stock_left(item), 8);
     /* (Its orders never took a unit from Redis: they were published here.) */
     assert_int_equal(redis_stock(item), N + 8);
     char *before = run_state();
