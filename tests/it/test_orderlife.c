@@ -270,6 +270,66 @@ static void test_return_waits_for_redis(void **state)
 /* --- the states after the sale (issue #44, item 6) ----------------------------------- */
 
 /* The order id a 202 answer holds ("order_id":"ID"), or 0. */
+/* Consumer 0 again with redis.min_replicas_ack want (WAIT for that many
+ * replicas, 50 ms at most), its log started afresh. */
+static void consumer_with_replicas(struct life *l, int want)
+{
+    char path[sizeof(l->cfgpath[0])];
+    life_stop_consumer(l, 0);
+    l->c.redis.min_replicas_ack = want;
+    l->c.redis.wait_timeout_ms = 50;
+    l->c.consumer.metrics_port = l->cport[0];
+    harness_cfg_file(&l->c, path, sizeof(path));
+    memcpy(l->cfgpath[0], path, sizeof(path));
+    unlink(l->clog[0]);
+    life_start_consumer(l, 0);
+    life_wait_assigned(l, 0);
+}
+
+/* With redis.min_replicas_ack 1 and no replica (the dev stack's Redis has
+ * none), a return Redis took is not done: a failover could lose it while
+ * PostgreSQL said done. It is sent again and again, and Redis counts each
+ * unit once; it is done as soon as the consumer no longer asks for a
+ * replica. */
+static void test_return_waits_for_replicas(void **state)
+{
+    (void)state;
+    enum { STOCK = 4, SOLD = 2 };
+    struct life l;
+    bool ok;
+    life_start(&l, &opts, 1, STOCK, 6);
+    for (int i = 0; i < SOLD; i++)
+        if (order(l.port, l.user_base + i, l.item) != 202)
+            fail_msg("buyer %d: %s; see %s", i, last_resp, l.plog);
+    WAIT_UNTIL(life_orders_in(l.item, "pending_payment") == SOLD, 15000, ok);
+    if (!ok)
+        fail_msg("%lld of %d orders pending payment; see %s",
+                 (long long)life_orders_in(l.item, "pending_payment"), SOLD, l.clog[0]);
+    consumer_with_replicas(&l, 1);
+    if (life_orders_in(l.item, "expired") != 0)
+        fail_msg("the orders expired before the consumer asked for a replica; see %s", l.clog[0]);
+
+    WAIT_UNTIL(life_orders_in(l.item, "expired") == SOLD && returns_open(l.item) == SOLD &&
+                   life_pg_int("SELECT min(tries) FROM order_returns WHERE item_id = $1", l.item) >= 2,
+               30000, ok);
+    if (!ok)
+        fail_msg("expired %lld, returns open %lld; see %s", (long long)life_orders_in(l.item, "expired"),
+                 (long long)returns_open(l.item), l.clog[0]);
+    /* Sent at least twice each, and every unit counted once. */
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_STOCK), STOCK);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_RETURNED), SOLD);
+    assert_int_equal(harness_file_lines(l.clog[0], "fewer than 1 replicas hold the returned units"), 1);
+
+    consumer_with_replicas(&l, 0);
+    WAIT_UNTIL(life_returns_done(l.item) == SOLD, 30000, ok);
+    if (!ok)
+        fail_msg("%lld of %d returns done without replicas asked for; see %s",
+                 (long long)life_returns_done(l.item), SOLD, l.clog[0]);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_STOCK), STOCK);
+    assert_int_equal(life_stock_left(l.item), STOCK);
+    life_stop(&l);
+}
+
 static int64_t order_id_of(const char *resp)
 {
     const char *p = strstr(resp, "\"order_id\":\"");
@@ -351,6 +411,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expired_units_sell_again),
         cmocka_unit_test(test_return_waits_for_redis),
+        cmocka_unit_test(test_return_waits_for_replicas),
         cmocka_unit_test(test_expired_state_in_redis),
     };
     harness_filter();
