@@ -12,6 +12,12 @@
 -- Item rows are locked in id order (lk), as cons_insert.sql locks them, so
 -- an expiry and a batch of inserts cannot deadlock. Returns the orders
 -- expired: order id, item id, user id.
+-- The UPDATE finds the locked orders by their ids (an array, so the primary
+-- key) and compares the status as status || '' so that the planner cannot
+-- use the partial index of pending orders there: with statistics older than
+-- a sale's inserts it takes that index for nearly empty, scans all of it
+-- and joins each row against the batch (seen after bench/drain: 2.4 ms per
+-- expired order instead of 0.03).
 WITH due AS (
     SELECT order_id FROM orders
      WHERE status = 'pending_payment' AND pay_by < now()
@@ -20,7 +26,7 @@ WITH due AS (
 ), exp AS (
     UPDATE orders AS o
        SET status = 'expired', status_changed_at = now(), status_reason = 'not paid within the window'
-     WHERE o.order_id IN (SELECT order_id FROM due) AND o.status = 'pending_payment'
+     WHERE o.order_id = ANY (ARRAY(SELECT order_id FROM due)) AND o.status || '' = 'pending_payment'
     RETURNING o.order_id, o.item_id, o.user_id
 ), d AS (
     SELECT item_id, count(*)::integer AS n FROM exp GROUP BY item_id
