@@ -214,6 +214,21 @@ static void test_expired_units_sell_again(void **state)
     life_stop(&l);
 }
 
+/* A sale of stock units with a window of pay_s seconds, one consumer:
+ * sold buyers buy, and their orders are persisted pending payment. */
+static void sell_pending(struct life *l, int64_t stock, int sold, int pay_s)
+{
+    bool ok;
+    life_start(l, &opts, 1, stock, pay_s);
+    for (int i = 0; i < sold; i++)
+        if (order(l->port, l->user_base + i, l->item) != 202)
+            fail_msg("buyer %d: %s; see %s", i, last_resp, l->plog);
+    WAIT_UNTIL(life_orders_in(l->item, "pending_payment") == sold, 15000, ok);
+    if (!ok)
+        fail_msg("%lld of %d orders pending payment; see %s",
+                 (long long)life_orders_in(l->item, "pending_payment"), sold, l->clog[0]);
+}
+
 /* A return that cannot reach Redis (the consumer's user refused) stays in
  * order_returns, counted, said once; the consumer stops and starts again
  * meanwhile, and once Redis takes it back each unit is returned once. */
@@ -223,14 +238,7 @@ static void test_return_waits_for_redis(void **state)
     enum { STOCK = 5, SOLD = 3 };
     struct life l;
     bool ok;
-    life_start(&l, &opts, 1, STOCK, 2);
-    for (int i = 0; i < SOLD; i++)
-        if (order(l.port, l.user_base + i, l.item) != 202)
-            fail_msg("buyer %d: %s; see %s", i, last_resp, l.plog);
-    WAIT_UNTIL(life_orders_in(l.item, "pending_payment") == SOLD, 15000, ok);
-    if (!ok)
-        fail_msg("%lld of %d orders pending payment; see %s",
-                 (long long)life_orders_in(l.item, "pending_payment"), SOLD, l.clog[0]);
+    sell_pending(&l, STOCK, SOLD, 2);
     sale_acl_user_switch(life_user(), false);
 
     WAIT_UNTIL(life_orders_in(l.item, "expired") == SOLD && returns_open(l.item) == SOLD &&
@@ -297,14 +305,7 @@ static void test_return_waits_for_replicas(void **state)
     enum { STOCK = 4, SOLD = 2 };
     struct life l;
     bool ok;
-    life_start(&l, &opts, 1, STOCK, 6);
-    for (int i = 0; i < SOLD; i++)
-        if (order(l.port, l.user_base + i, l.item) != 202)
-            fail_msg("buyer %d: %s; see %s", i, last_resp, l.plog);
-    WAIT_UNTIL(life_orders_in(l.item, "pending_payment") == SOLD, 15000, ok);
-    if (!ok)
-        fail_msg("%lld of %d orders pending payment; see %s",
-                 (long long)life_orders_in(l.item, "pending_payment"), SOLD, l.clog[0]);
+    sell_pending(&l, STOCK, SOLD, 6);
     consumer_with_replicas(&l, 1);
     if (life_orders_in(l.item, "expired") != 0)
         fail_msg("the orders expired before the consumer asked for a replica; see %s", l.clog[0]);
