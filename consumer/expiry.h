@@ -13,8 +13,9 @@
  *    run it side by side: each locks what it takes and skips what another
  *    holds, and the status is checked again as it changes, so each order
  *    expires once.
- * 2. Return: the returns Redis does not have yet (of this pass, of an
- *    earlier one, of another consumer or of one that crashed, expired or
+ * 2. Return: the orders this pass expired (the statement's own rows), then
+ *    the returns Redis does not have yet whose next try is due (of an
+ *    earlier pass, of another consumer or of one that crashed, expired or
  *    cancelled) go to seckill_return (consumer/lua/seckill_return.lua), one
  *    call per item in one pipelined round trip; Redis gives each order id's
  *    unit back once, so a retry, a replay or two consumers sending one
@@ -25,7 +26,11 @@
  *    A return whose two calls Redis took is marked done (so a crash between
  *    them sends both again); one that failed waits longer each
  *    time (from 100 ms, doubling, up to consumer.return_backoff_cap_ms) and
- *    stays in the table across restarts until it is done.
+ *    stays in the table across restarts until it is done. A return this
+ *    pass expired is not due for a retry before EXPIRY_FIRST_TRY_MS: the
+ *    other consumers leave it to the one sending it, unless that one dies.
+ * 3. Count: the gauge of returns not done, once per interval at most (a
+ *    count of the pending index, not something to repeat per batch).
  *
  * So the delay between a pay_by and the unit back on sale is bounded by the
  * interval, the time to expire and return what is due before it, and the
@@ -38,6 +43,12 @@
 #include <stddef.h>
 
 #include "cfg.h"
+
+/* How long after its order expired a return is due for a retry by any
+ * consumer's retry pass, unless marked done by then. Longer than a pass
+ * takes (a pass is tens of ms); short enough that a consumer killed between
+ * the expiry and the return costs the unit a few seconds off sale. */
+#define EXPIRY_FIRST_TRY_MS 3000
 
 struct expiry;
 

@@ -1,7 +1,9 @@
--- $1 most orders to expire. Expires the orders whose payment window is past,
--- gives their units back to the items' stock_left and records each return for
--- Redis (order_returns), all in one statement of one transaction: the three
--- can never be seen apart, and a crash leaves all or none.
+-- $1 most orders to expire, $2 milliseconds until a retry pass may send
+-- their returns (the caller sends them first). Expires the orders whose
+-- payment window is past, gives their units back to the items' stock_left
+-- and records each return for Redis (order_returns), all in one statement
+-- of one transaction: the three can never be seen apart, and a crash leaves
+-- all or none.
 -- Any number of consumers run this at once: due takes the rows it locks and
 -- skips those another one holds (SKIP LOCKED), so two passes never wait for
 -- each other nor take the same order; the UPDATE checks the status again
@@ -11,7 +13,10 @@
 -- orders still pending, by pay_by: a pass reads the due ones from its front.
 -- Item rows are locked in id order (lk), as cons_insert.sql locks them, so
 -- an expiry and a batch of inserts cannot deadlock. Returns the orders
--- expired: order id, item id, user id.
+-- expired as cons_returns_due.sql returns the returns due (order id, item
+-- id, user id, 'expired', when in ms since the epoch): the caller gives
+-- their units back to Redis at once; a retry pass of any consumer sends a
+-- return only once $2 has passed without it being marked done.
 -- The UPDATE finds the locked orders by their ids (an array, so the primary
 -- key) and compares the status as status || '' so that the planner cannot
 -- use the partial index of pending orders there: with statistics older than
@@ -38,7 +43,8 @@ WITH due AS (
       FROM d JOIN lk USING (item_id)
      WHERE it.item_id = d.item_id
 ), ret AS (
-    INSERT INTO order_returns (order_id, item_id, user_id, reason)
-    SELECT order_id, item_id, user_id, 'expired' FROM exp
+    INSERT INTO order_returns (order_id, item_id, user_id, reason, next_try_at)
+    SELECT order_id, item_id, user_id, 'expired', now() + $2::bigint * interval '1 millisecond' FROM exp
 )
-SELECT order_id, item_id, user_id FROM exp
+SELECT order_id, item_id, user_id, 'expired' AS reason, (extract(epoch FROM now()) * 1000)::bigint AS changed_ms
+  FROM exp
