@@ -7,7 +7,7 @@
  * backoff. A payment message is
  *   {"v":1,"order_id":"<decimal>","user_id":N,"paid_at_ms":N,"ref":"<1..64 of [A-Za-z0-9_.:-]>"}
  * keyed by the user id. The payments fetched and due are applied in
- * batches of up to a few hundred (PAY_BATCH in payments.c), each payment
+ * batches of up to 1,024 (PAY_BATCH in payments.c), each payment
  * exactly as if it were alone:
  *
  * 1. A batch holds one payment per user, taken in arrival order: a user's
