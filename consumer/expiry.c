@@ -368,7 +368,7 @@ static size_t take_replies(struct expiry *e, char *why, size_t whylen)
  * not done. */
 static size_t replicas_hold(struct expiry *e, int want, size_t failed)
 {
-    if (want <= 0 || failed == e->nrows || e->batch.acked >= want) {
+    if (failed == e->nrows || !rp_replicas_short(&e->batch)) {
         if (want > 0 && failed < e->nrows)
             log_repeat_end(&e->say_short, "the replicas hold the returns");
         return failed;

@@ -44,6 +44,8 @@
 #define PAY_WAIT_CAP_MS 1000
 /* The user's lock held elsewhere, or a stale fence: tried again this soon. */
 #define PAY_BUSY_MS 20
+/* Tries of a batch's marks: the second on a fresh connection (mark_paid). */
+#define PAY_MARK_TRIES 2
 /* At a stop, how long dead letters sent may take to be acknowledged. */
 #define PAY_STOP_LETTERS_MS 5000
 /* Payments applied in one transaction at most. The cost of a payment alone
@@ -815,9 +817,12 @@ static int mark_once(struct payments *p, char *err, size_t errlen)
 static void mark_paid(struct payments *p)
 {
     char err[256] = "";
-    if (mark_once(p, err, sizeof(err)) == 0 || (err[0] = '\0', mark_once(p, err, sizeof(err)) == 0)) {
-        log_repeat_end(&p->say_mark, "a paid order marked");
-        return;
+    for (int try = 0; try < PAY_MARK_TRIES; try++) {
+        err[0] = '\0';
+        if (mark_once(p, err, sizeof(err)) == 0) {
+            log_repeat_end(&p->say_mark, "a paid order marked");
+            return;
+        }
     }
     CM_ADD(redis_errors, 1);
     log_repeat(&p->say_mark, LOG_LVL_WARNING, "payments: redis mark",
@@ -828,8 +833,10 @@ static void mark_paid(struct payments *p)
         struct pay *y = p->b[i];
         if (!to_mark(p, i))
             continue;
-        if (!y->unmarked)
-            y->unmarked = true, y->first_kind = y->d.kind;
+        if (!y->unmarked) {
+            y->unmarked = true;
+            y->first_kind = y->d.kind;
+        }
         y->res = PAY_DOWN;
     }
 }

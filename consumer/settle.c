@@ -218,7 +218,7 @@ static void clear_keep_failed(struct settle *s)
     size_t kept = 0;
     int c = 0;
     int want = CFG_GET(s->cfg->redis.min_replicas_ack);
-    if (want > 0 && s->batch.acked < want) {
+    if (rp_replicas_short(&s->batch)) {
         log_repeat(&s->say_short, LOG_LVL_WARNING, "settle: replicas short",
                    "worker %d: redis: fewer than %d replicas hold the cleared reservations; they are cleared "
                    "again later (logged once while it lasts)", s->id, want);

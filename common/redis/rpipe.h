@@ -45,6 +45,7 @@
 #define SECKILL_RPIPE_H
 
 #include <hiredis/hiredis.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "cfg.h"
@@ -114,6 +115,10 @@ int rp_fcall(struct rp_batch *b, const char *function, int nkeys, int nargs, con
 /* After the commands, WAIT for replicas on every node they reached, up to
  * timeout_ms (0 replicas: none). */
 void rp_wait(struct rp_batch *b, int replicas, int timeout_ms);
+/* After rp_run: whether the batch asked for replicas (rp_wait) and fewer
+ * confirmed its writes on some node, so a failover could lose them. Its
+ * writes are then not done, whatever their answers said. */
+bool rp_replicas_short(const struct rp_batch *b);
 
 /* Run the batch (see the contract). 0 when every command is RP_OK (its
  * answer may be an error reply), else -1 with err saying the first reason.
