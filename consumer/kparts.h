@@ -24,6 +24,19 @@
 
 #include "offsets.h"
 
+/* The group's assignor, eager. cooperative-sticky would move only the
+ * partitions that change owner, but Debian's librdkafka (2.0.2) has two
+ * bugs on that path that end a consumer stopped while its group settles:
+ * an abort in rd_kafka_destroy when the first assignment has not yet come
+ * (librdkafka issue #4312, fixed in 2.3.0) and a hang for good in
+ * rd_kafka_consumer_close when an incremental assignment comes during it
+ * (#4527, fixed in 2.4.0). Eager costs a pause of every member on each
+ * rebalance (the revoke finishes and commits in-flight work), which a sale's
+ * few consumers, joining rarely, pay seldom. Every member of a group must
+ * name the same assignor: stop all consumers of the group before starting
+ * ones with another. */
+#define KP_ASSIGNOR "roundrobin"
+
 /* Store the moved watermarks of topic's partitions; a failure is logged at
  * debug level (the next store carries the same offsets again). */
 void kp_store(rd_kafka_t *rk, struct off_table *t, const char *topic, const char *who);

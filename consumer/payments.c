@@ -1242,7 +1242,7 @@ static int kafka_open(struct payments *p, char *err, size_t errlen)
         return -1;
     snprintf(group, sizeof(group), "%s.payments", c->consumer.group_id);
     if (kconf_set(conf, "group.id", group, err, errlen) != 0 ||
-        kconf_set(conf, "partition.assignment.strategy", "cooperative-sticky", err, errlen) != 0 ||
+        kconf_set(conf, "partition.assignment.strategy", KP_ASSIGNOR, err, errlen) != 0 ||
         kconf_set(conf, "enable.auto.offset.store", "false", err, errlen) != 0 ||
         (c->consumer.instance_id[0] &&
          kconf_set(conf, "group.instance.id", c->consumer.instance_id, err, errlen) != 0)) {
@@ -1308,7 +1308,6 @@ int payments_start(const struct cfg *c, struct payments **out, char *err, size_t
     p->cfg = c;
     p->dcfg = *c;
     p->dcfg.kafka.topic = c->kafka.payments_topic;
-    p->cooperative = true;
     p->tailp = &p->head;
     p->refuse_log_ms = INT64_MIN / 2;
     p->fn = (struct rfunc)RFUNC_INIT("seckill_mark", RFUNC_LIB_RETURN);

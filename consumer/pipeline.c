@@ -352,7 +352,7 @@ int pipe_open(struct cfg *c, struct pipe **out, char *err, size_t errlen)
     if (!(conf = kconf_new(c, &c->kafka.consumer_properties, pipe_defaults, err, errlen)))
         goto fail;
     if (kconf_set(conf, "group.id", c->consumer.group_id, err, errlen) != 0 ||
-        kconf_set(conf, "partition.assignment.strategy", "cooperative-sticky", err, errlen) != 0 ||
+        kconf_set(conf, "partition.assignment.strategy", KP_ASSIGNOR, err, errlen) != 0 ||
         kconf_set(conf, "enable.auto.offset.store", "false", err, errlen) != 0 ||
         (c->consumer.instance_id[0] &&
          kconf_set(conf, "group.instance.id", c->consumer.instance_id, err, errlen) != 0))
