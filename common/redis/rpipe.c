@@ -271,7 +271,10 @@ void rp_wait(struct rp_batch *b, int replicas, int timeout_ms)
     b->wait_timeout_ms = timeout_ms;
 }
 
-bool rp_replicas_short(const struct rp_batch *b) { return b->wait_replicas > 0 && b->acked < b->wait_replicas; }
+bool rp_replicas_short(const struct rp_batch *b)
+{
+    return b->wait_replicas > 0 && b->acked < b->wait_replicas;
+}
 
 enum rp_status rp_status(const struct rp_batch *b, int i) { return b->cmd[i].status; }
 const redisReply *rp_reply(const struct rp_batch *b, int i) { return b->cmd[i].reply; }
