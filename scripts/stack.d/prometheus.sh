@@ -37,6 +37,11 @@ EOP
     if pid_alive "$PROM_DIR/prometheus.pid" && prom_ready; then
         curl -sf -X POST "http://127.0.0.1:$PROM_PORT/-/reload" >/dev/null || die "prometheus: reload refused; see $PROM_DIR/prometheus.log"
     else
+        # Not ours, yet answering (another checkout's stack, or one whose folder was removed
+        # while it ran): ours could not bind, and the tests would query the other one.
+        if prom_ready; then
+            die "prometheus: 127.0.0.1:$PROM_PORT answers, but not as the one of $PROM_DIR; stop it first"
+        fi
         setsid nohup prometheus --config.file="$PROM_DIR/prometheus.yml" --storage.tsdb.path="$PROM_DIR/data" \
             --storage.tsdb.retention.time=2d --web.listen-address="127.0.0.1:$PROM_PORT" --web.enable-lifecycle \
             --log.level=warn >"$PROM_DIR/prometheus.log" 2>&1 </dev/null &
