@@ -33,46 +33,27 @@ rd_kafka_resp_err_t kp_commit(rd_kafka_t *rk, struct off_table *t, const char *t
     return e;
 }
 
-/* The two ways librdkafka reports a failed (un)assignment, logged alike. */
-static void rebalance_error(rd_kafka_error_t *kerr, rd_kafka_resp_err_t e, const char *who)
+static void rebalance_error(rd_kafka_resp_err_t e, const char *who)
 {
-    if (kerr) {
-        log_error("%skafka: rebalance: %s", who, rd_kafka_error_string(kerr));
-        rd_kafka_error_destroy(kerr);
-    } else if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
         log_error("%skafka: rebalance: %s", who, rd_kafka_err2str(e));
-    }
 }
 
-void kp_assign(rd_kafka_t *rk, struct off_table *t, rd_kafka_topic_partition_list_t *parts, bool cooperative,
-               const char *who)
+void kp_assign(rd_kafka_t *rk, struct off_table *t, rd_kafka_topic_partition_list_t *parts, const char *who)
 {
-    rd_kafka_error_t *kerr = NULL;
-    rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
     for (int i = 0; i < parts->cnt; i++) {
         uint32_t epoch;
         if (off_assign(t, parts->elems[i].partition, &epoch) != 0)
             log_error("%sout of memory tracking partition %" PRId32, who, parts->elems[i].partition);
     }
-    if (cooperative)
-        kerr = rd_kafka_incremental_assign(rk, parts);
-    else
-        e = rd_kafka_assign(rk, parts);
-    rebalance_error(kerr, e, who);
+    rebalance_error(rd_kafka_assign(rk, parts), who);
 }
 
-void kp_unassign(rd_kafka_t *rk, struct off_table *t, rd_kafka_topic_partition_list_t *parts,
-                 bool cooperative, const char *who)
+void kp_unassign(rd_kafka_t *rk, struct off_table *t, rd_kafka_topic_partition_list_t *parts, const char *who)
 {
-    rd_kafka_error_t *kerr = NULL;
-    rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
     for (int i = 0; i < parts->cnt; i++)
         off_revoke(t, parts->elems[i].partition);
-    if (cooperative)
-        kerr = rd_kafka_incremental_unassign(rk, parts);
-    else
-        e = rd_kafka_assign(rk, NULL);
-    rebalance_error(kerr, e, who);
+    rebalance_error(rd_kafka_assign(rk, NULL), who);
 }
 
 rd_kafka_resp_err_t kp_pause(rd_kafka_t *rk, bool pause)

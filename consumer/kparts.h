@@ -9,8 +9,8 @@
  * - kp_commit: that, then a synchronous commit, before partitions are given
  *   up or the consumer stops, so the next owner starts where this one did;
  * - kp_assign / kp_unassign: a rebalance's partitions tracked afresh (or
- *   forgotten) in the table and (un)assigned, incrementally under the
- *   cooperative protocol, whole under the eager one;
+ *   forgotten) in the table and (un)assigned, the whole assignment at once
+ *   (KP_ASSIGNOR is eager);
  * - kp_pause: fetching of the whole assignment paused or resumed;
  * - kp_close: the consumer out of the group and gone.
  *
@@ -45,12 +45,12 @@ void kp_store(rd_kafka_t *rk, struct off_table *t, const char *topic, const char
 rd_kafka_resp_err_t kp_commit(rd_kafka_t *rk, struct off_table *t, const char *topic, const char *who);
 
 /* Track parts afresh in t, then assign them. Errors are logged. */
-void kp_assign(rd_kafka_t *rk, struct off_table *t, rd_kafka_topic_partition_list_t *parts, bool cooperative,
-               const char *who);
+void kp_assign(rd_kafka_t *rk, struct off_table *t, rd_kafka_topic_partition_list_t *parts, const char *who);
 /* Forget parts in t (their in-flight work no longer counts), then unassign
- * them. Errors are logged. */
+ * them (under an eager assignor, parts is the whole assignment). Errors are
+ * logged. */
 void kp_unassign(rd_kafka_t *rk, struct off_table *t, rd_kafka_topic_partition_list_t *parts,
-                 bool cooperative, const char *who);
+                 const char *who);
 
 /* Pause (or resume) fetching every assigned partition; the error, if any. */
 rd_kafka_resp_err_t kp_pause(rd_kafka_t *rk, bool pause);

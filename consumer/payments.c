@@ -116,7 +116,7 @@ struct payments {
     struct cfg dcfg;
     struct bgthread t;
     rd_kafka_t *rk;
-    bool cooperative, paused;
+    bool paused;
     struct off_table *off;
     struct queue done; /* dead letters the broker acknowledged (dlq.h) */
     struct dlq *dlq;
@@ -1129,11 +1129,8 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
                          void *opaque)
 {
     struct payments *p = opaque;
-    const char *proto = rd_kafka_rebalance_protocol(rk);
-    if (proto)
-        p->cooperative = strcmp(proto, "COOPERATIVE") == 0;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-        kp_assign(rk, p->off, parts, p->cooperative, "payments: ");
+        kp_assign(rk, p->off, parts, "payments: ");
         if (p->paused)
             rd_kafka_pause_partitions(rk, parts);
         if (parts->cnt > 0)
@@ -1142,7 +1139,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
         if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS && !rd_kafka_assignment_lost(rk))
             kp_commit(rk, p->off, p->cfg->kafka.payments_topic, "payments: ");
         drop_partitions(p, parts);
-        kp_unassign(rk, p->off, parts, p->cooperative, "payments: ");
+        kp_unassign(rk, p->off, parts, "payments: ");
         if (parts->cnt > 0)
             log_notice("payments: revoked %d partitions of %s", parts->cnt, p->cfg->kafka.payments_topic);
     }

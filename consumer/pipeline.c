@@ -39,7 +39,6 @@ struct pipe {
     struct dlq *dlq;
     struct wk_pool *pool;
     struct cmsg *dlq_retry; /* dead letters the producer would not queue yet */
-    bool cooperative;
     bool paused;
     bool draining;        /* no new work: messages still fetched are left for redelivery */
     bool pool_closed;
@@ -209,17 +208,10 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
                          void *opaque)
 {
     struct pipe *p = opaque;
-
-    /* Known only once the group has formed, and NULL again while the
-     * consumer closes (a revoke from rd_kafka_consumer_close): keep what the
-     * assignment saw. */
-    const char *proto = rd_kafka_rebalance_protocol(rk);
-    if (proto)
-        p->cooperative = strcmp(proto, "COOPERATIVE") == 0;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         for (int i = 0; i < parts->cnt; i++)
             part_route(p, parts->elems[i].partition);
-        kp_assign(rk, p->off, parts, p->cooperative, "");
+        kp_assign(rk, p->off, parts, "");
         if (p->paused || p->draining)
             rd_kafka_pause_partitions(rk, parts);
         CM_ADD(assigned, parts->cnt);
@@ -236,7 +228,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
             log_warn("partitions lost (%s): their in-flight work is left for the next owner",
                      rd_kafka_err2str(err));
         }
-        kp_unassign(rk, p->off, parts, p->cooperative, "");
+        kp_unassign(rk, p->off, parts, "");
         for (int i = 0; i < parts->cnt; i++)
             part_unroute(p, parts->elems[i].partition);
         CM_ADD(assigned, -parts->cnt);
