@@ -175,17 +175,21 @@ static int load_due(struct expiry *e, int limit)
     return 0;
 }
 
-/* Expire up to limit orders past their pay_by (cons_expire.sql): one
- * statement, so their status, stock_left and return rows commit together.
- * Its rows are the returns to send now, sorted by item, as load_due leaves
- * them. 0 and *n (how many expired), or -1. */
-static int expire_due(struct expiry *e, int limit, int *n)
+/* Expire the orders of up to limit windows that ended (cons_expire.sql):
+ * one statement, so their status, stock_left and return rows commit
+ * together. Its rows are the returns to send now, sorted by item, as
+ * load_due leaves them; its last column, how many windows it took (paid or
+ * cancelled orders' windows are taken without an expiry). 0, *n (how many
+ * expired) and *taken, or -1. */
+static int expire_due(struct expiry *e, int limit, int *n, int64_t *taken)
 {
     char lim[16], first[16];
     snprintf(lim, sizeof(lim), "%d", limit);
     snprintf(first, sizeof(first), "%d", EXPIRY_FIRST_TRY_MS);
     const char *p[] = { lim, first };
     e->nrows = 0;
+    *n = 0;
+    *taken = 0;
     if (reserve(e, (size_t)limit) != 0) {
         log_error("expiry: out of memory for %d returns", limit);
         return -1;
@@ -193,10 +197,15 @@ static int expire_due(struct expiry *e, int limit, int *n)
     PGresult *res = pg_run(e, embed_cons_expire, 2, p, PGRES_TUPLES_OK, "expiring orders");
     if (!res)
         return -1;
-    *n = PQntuples(res);
-    for (int i = 0; i < *n && (size_t)i < e->cap; i++)
+    if (PQntuples(res) > 0 && util_parse_i64(PQgetvalue(res, 0, 5), 0, INT64_MAX, taken) != 0)
+        log_warn("expiry: the count of windows taken is not a number: '%s'", PQgetvalue(res, 0, 5));
+    for (int i = 0; i < PQntuples(res) && (size_t)i < e->cap; i++) {
+        if (PQgetisnull(res, i, 0)) /* none expired: the row only carries the count */
+            continue;
+        (*n)++;
         if (parse_due(res, i, &e->rows[e->nrows]) == 0)
             e->nrows++;
+    }
     PQclear(res);
     qsort(e->rows, e->nrows, sizeof(*e->rows), cmp_item);
     if (*n > 0) {
@@ -441,13 +450,14 @@ static int give_back(struct expiry *e)
 static int pass(struct expiry *e, bool *more)
 {
     int limit = CFG_GET(e->cfg->consumer.expire_batch), n = 0;
+    int64_t taken = 0;
     *more = false;
-    if (pg_ready(e) != 0 || expire_due(e, limit, &n) != 0 || give_back(e) != 0)
+    if (pg_ready(e) != 0 || expire_due(e, limit, &n, &taken) != 0 || give_back(e) != 0)
         return -1;
     if (load_due(e, limit) != 0 || give_back(e) != 0 || count_pending(e) != 0)
         return -1;
     log_repeat_end(&e->say_pg, "a pass done");
-    *more = n == limit || e->nrows == (size_t)limit;
+    *more = taken >= limit || e->nrows == (size_t)limit;
     return 0;
 }
 

@@ -7,9 +7,11 @@
  * again after a full batch:
  *
  * 1. Expire: one statement (consumer/sql/cons_expire.sql), so one
- *    transaction, takes up to consumer.expire_batch orders past their pay_by,
- *    marks them expired, gives their units back to items.stock_left and
- *    records a return per order in order_returns. Any number of consumers
+ *    transaction, takes up to consumer.expire_batch windows that ended from
+ *    order_deadlines, marks those orders still pending expired, gives their
+ *    units back to items.stock_left and records a return per order in
+ *    order_returns; the window of an order paid or cancelled meanwhile is
+ *    only dropped, and counts towards a full batch. Any number of consumers
  *    run it side by side: each locks what it takes and skips what another
  *    holds, and the status is checked again as it changes, so each order
  *    expires once.

@@ -102,6 +102,9 @@ void life_pg_drop(int64_t item)
         "DELETE FROM late_payments WHERE order_id IN (SELECT order_id FROM orders WHERE item_id = $1)", item,
         0);
     harness_pg_try(&harness_conf, "DELETE FROM order_returns WHERE item_id = $1", item, 0);
+    harness_pg_try(&harness_conf,
+                   "DELETE FROM order_deadlines WHERE order_id IN (SELECT order_id FROM orders WHERE item_id = $1)",
+                   item, 0);
     harness_pg_try(&harness_conf, "DELETE FROM orders WHERE item_id = $1", item, 0);
     harness_pg_try(&harness_conf, "DELETE FROM order_rejections WHERE item_id = $1", item, 0);
     harness_pg_try(&harness_conf, "DELETE FROM items WHERE item_id = $1", item, 0);

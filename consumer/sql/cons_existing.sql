@@ -3,7 +3,8 @@
 -- By id every order counts (a redelivered order that has since expired is
 -- still a duplicate, never a new row); by pair only a live one: an order
 -- that expired or was cancelled gave its unit back, and its buyer may buy
--- again (the one-per-user index leaves those out too).
+-- again. holds_unit says which are live, and is the one-per-user index's
+-- predicate, so that index finds them.
 -- The fourth column: for an order pending payment, the end of its window in
 -- ms since the epoch (a redelivered order shows it again, consumer/settle.c),
 -- else NULL. The cancels of a batch are not looked up here: a cancel takes
@@ -15,4 +16,4 @@ UNION
 SELECT o.order_id, o.user_id, o.item_id,
        CASE WHEN o.status = 'pending_payment' THEN (extract(epoch FROM o.pay_by) * 1000)::bigint END
   FROM orders o JOIN unnest($2::bigint[], $3::bigint[]) AS t(u, i) ON o.user_id = t.u AND o.item_id = t.i
- WHERE o.status NOT IN ('expired', 'cancelled')
+ WHERE o.holds_unit

@@ -1,33 +1,53 @@
--- $1 most orders to expire, $2 milliseconds until a retry pass may send
--- their returns (the caller sends them first). Expires the orders whose
+-- $1 most windows to look at, $2 milliseconds until a retry pass may send
+-- the returns (the caller sends them first). Expires the orders whose
 -- payment window is past, gives their units back to the items' stock_left
 -- and records each return for Redis (order_returns), all in one statement
 -- of one transaction: the three can never be seen apart, and a crash leaves
 -- all or none.
--- Any number of consumers run this at once: due takes the rows it locks and
--- skips those another one holds (SKIP LOCKED), so two passes never wait for
--- each other nor take the same order; the UPDATE checks the status again
--- (READ COMMITTED re-reads a row changed since the snapshot), so an order a
--- payment or a cancel decided first is left alone: of two racing outcomes
--- exactly one wins. The partial index orders_pay_by_pending_idx holds only
--- orders still pending, by pay_by: a pass reads the due ones from its front.
+-- The windows come from order_deadlines (sql/migrations/012_payment_cost.sql),
+-- earliest first from its pay_by index: a pass reads only the few that are
+-- due. A deadline's order may have been paid or cancelled meanwhile (those
+-- leave their deadline alone): the pass drops the deadline and leaves such
+-- an order as it is. A deadline whose order is gone (an operator deleted
+-- it; a deadline is written in its order's transaction, so it is never
+-- seen before it) is dropped too: left there, a batch's worth of them at
+-- the front of the index would stop the expiry.
+-- Any number of consumers run this at once: cand takes the deadlines it
+-- locks and skips those another pass holds (SKIP LOCKED), so two passes
+-- never wait for each other nor take the same order. due then locks the
+-- orders, skipping any a payment, a cancel or an insert holds right now:
+-- their deadlines stay for a later pass. The UPDATE checks the status again,
+-- so an order a payment or a cancel decided first is left alone: of two
+-- racing outcomes exactly one wins. Only an expiry pass ever locks a
+-- deadline, so nothing that holds an item row waits for one.
 -- Item rows are locked in id order (lk), as cons_insert.sql locks them, so
 -- an expiry and a batch of inserts cannot deadlock. Returns the orders
 -- expired as cons_returns_due.sql returns the returns due (order id, item
--- id, user id, 'expired', when in ms since the epoch): the caller gives
--- their units back to Redis at once; a retry pass of any consumer sends a
--- return only once $2 has passed without it being marked done.
--- The UPDATE finds the locked orders by their ids (an array, so the primary
--- key) and compares the status as status || '' so that the planner cannot
--- use the partial index of pending orders there: with statistics older than
--- a sale's inserts it takes that index for nearly empty, scans all of it
--- and joins each row against the batch (seen after bench/drain: 2.4 ms per
--- expired order instead of 0.03).
-WITH due AS (
-    SELECT order_id FROM orders
-     WHERE status = 'pending_payment' AND pay_by < now()
+-- id, user id, 'expired', when in ms since the epoch), then how many
+-- deadlines the pass removed (a full pass means more may be due; paid ones
+-- are taken but not expired); when none expired, one row of NULLs with that
+-- count. The caller gives the units back to Redis at once; a retry pass of
+-- any consumer sends a return only once $2 has passed without it being
+-- marked done.
+-- The UPDATE compares the status as status || '' so that the planner cannot
+-- pick an index on status should one be added (the partial index of pending
+-- orders this replaces was taken for nearly empty with statistics older than
+-- a sale's inserts: 2.4 ms per expired order instead of 0.03).
+WITH cand AS (
+    SELECT order_id FROM order_deadlines
+     WHERE pay_by < now()
      ORDER BY pay_by LIMIT $1
        FOR UPDATE SKIP LOCKED
+), due AS (
+    SELECT order_id FROM orders
+     WHERE order_id = ANY (ARRAY(SELECT order_id FROM cand))
+       FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM order_deadlines AS dl
+     WHERE dl.order_id = ANY (ARRAY(SELECT order_id FROM cand))
+       AND (dl.order_id = ANY (ARRAY(SELECT order_id FROM due))
+            OR NOT EXISTS (SELECT 1 FROM orders AS o WHERE o.order_id = dl.order_id))
+    RETURNING dl.order_id
 ), exp AS (
     UPDATE orders AS o
        SET status = 'expired', status_changed_at = now(), status_reason = 'not paid within the window'
@@ -46,5 +66,7 @@ WITH due AS (
     INSERT INTO order_returns (order_id, item_id, user_id, reason, next_try_at)
     SELECT order_id, item_id, user_id, 'expired', now() + $2::bigint * interval '1 millisecond' FROM exp
 )
-SELECT order_id, item_id, user_id, 'expired' AS reason, (extract(epoch FROM now()) * 1000)::bigint AS changed_ms
-  FROM exp
+SELECT e.order_id, e.item_id, e.user_id, CASE WHEN e.order_id IS NOT NULL THEN 'expired' END AS reason,
+       CASE WHEN e.order_id IS NOT NULL THEN (extract(epoch FROM now()) * 1000)::bigint END AS changed_ms,
+       (SELECT count(*) FROM gone) AS taken
+  FROM (SELECT 1) AS one LEFT JOIN exp AS e ON true

@@ -7,7 +7,8 @@
 -- 'pending_payment', to be paid by its persisted_at (now(), the transaction's
 -- time, which is also persisted_at's default) plus the window; any other is
 -- 'final' (sql/migrations/008_order_life.sql). The window is read here, in
--- the statement, so no order is ever persisted without it.
+-- the statement, so no order is ever persisted without it; nor without its
+-- row in order_deadlines, which the expiry reads (cons_expire.sql).
 -- No ON CONFLICT: the statement inserts every row or fails. An order already
 -- there (a redelivery the batch did not look up first, or a concurrent
 -- writer of the same id) fails it with unique_violation and the consumer
@@ -30,6 +31,9 @@ WITH ins AS (
       FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) AS t(o, u, i, r, fc)
       LEFT JOIN items AS w ON w.item_id = t.i
     RETURNING order_id, item_id, pay_by
+), dl AS (
+    INSERT INTO order_deadlines (order_id, pay_by)
+    SELECT order_id, pay_by FROM ins WHERE pay_by IS NOT NULL
 ), d AS (
     SELECT item_id, count(*)::integer AS n FROM ins GROUP BY item_id
 ), lk AS (

@@ -275,6 +275,67 @@ static void test_return_waits_for_redis(void **state)
     life_stop(&l);
 }
 
+/* A window that ends after its order was paid is only dropped: the expiry
+ * takes it from order_deadlines, leaves the order paid, and counts it
+ * towards a full batch, so the windows behind it do not wait for the next
+ * interval; so is the window of an order an operator deleted. Here the
+ * deleted order's window and four paid ones end first, then two unpaid
+ * ones; with expire_batch 2 and an interval of a minute, the unpaid orders
+ * expire in the consumer's first passes, back to back. */
+static void test_paid_windows_dropped(void **state)
+{
+    (void)state;
+    enum { STOCK = 6, PAID = 4 };
+    static const char deadlines[] =
+        "SELECT count(*) FROM order_deadlines d JOIN orders o USING (order_id) WHERE o.item_id = $1";
+    char path[sizeof(((struct life *)0)->cfgpath[0])];
+    struct life l;
+    bool ok;
+    sell_pending(&l, STOCK, STOCK, 3600);
+    assert_int_equal(life_pg_int(deadlines, l.item), STOCK);
+    life_stop_consumer(&l, 0);
+    assert_int_equal(harness_pg_try(&harness_conf,
+                                    "UPDATE orders SET status = 'paid', status_changed_at = now(), "
+                                    "status_reason = 'paid by the test' WHERE order_id IN "
+                                    "(SELECT order_id FROM orders WHERE item_id = $1 ORDER BY order_id LIMIT $2)",
+                                    l.item, PAID),
+                     0);
+    assert_int_equal(harness_pg_try(&harness_conf,
+                                    "UPDATE order_deadlines d SET pay_by = now() - CASE o.status WHEN 'paid' "
+                                    "THEN interval '20 seconds' ELSE interval '10 seconds' END "
+                                    "FROM orders o WHERE o.order_id = d.order_id AND o.item_id = $1",
+                                    l.item, 0),
+                     0);
+    /* The deleted order's window: an id no order has (above the item's by 2^40). */
+    int64_t orphan = life_pg_int2("SELECT max(order_id) + $2 FROM orders WHERE item_id = $1", l.item,
+                                  (int64_t)1 << 40);
+    assert_int_equal(harness_pg_try(&harness_conf,
+                                    "INSERT INTO order_deadlines (order_id, pay_by) "
+                                    "VALUES ($1, now() - interval '30 seconds')",
+                                    orphan, 0),
+                     0);
+
+    l.c.consumer.expire_batch = 2;
+    l.c.consumer.expire_interval_ms = 60000;
+    l.c.consumer.metrics_port = l.cport[0];
+    harness_cfg_file(&l.c, path, sizeof(path));
+    memcpy(l.cfgpath[0], path, sizeof(path));
+    unlink(l.clog[0]);
+    life_start_consumer(&l, 0);
+    WAIT_UNTIL(life_orders_in(l.item, "expired") == STOCK - PAID && life_returns_done(l.item) == STOCK - PAID,
+               20000, ok);
+    if (!ok)
+        fail_msg("%lld of %d unpaid orders expired, %lld windows left; see %s",
+                 (long long)life_orders_in(l.item, "expired"), STOCK - PAID,
+                 (long long)life_pg_int(deadlines, l.item), l.clog[0]);
+    assert_int_equal(life_orders_in(l.item, "paid"), PAID);
+    assert_int_equal(life_pg_int(deadlines, l.item), 0);
+    assert_int_equal(life_pg_int("SELECT count(*) FROM order_deadlines WHERE order_id = $1", orphan), 0);
+    assert_int_equal(life_stock_left(l.item), STOCK - PAID);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_STOCK), STOCK - PAID);
+    life_stop(&l);
+}
+
 /* --- the states after the sale (issue #44, item 6) ----------------------------------- */
 
 /* The order id a 202 answer holds ("order_id":"ID"), or 0. */
@@ -412,6 +473,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expired_units_sell_again),
         cmocka_unit_test(test_return_waits_for_redis),
+        cmocka_unit_test(test_paid_windows_dropped),
         cmocka_unit_test(test_return_waits_for_replicas),
         cmocka_unit_test(test_expired_state_in_redis),
     };
