@@ -82,6 +82,8 @@
       "consumer.payment_wait_ms")                                                                  \
     X(payments_waiting, "seckill_consumer_payments_waiting", "", "gauge",                          \
       "Payments whose order is not in PostgreSQL yet (retried; their offsets wait)")               \
+    X(payments_assigned, "seckill_consumer_payments_assigned_partitions", "", "gauge",             \
+      "Partitions of the payments topic assigned to this instance")                                \
     /* buyers' cancels (issue #44), the outcomes CANCELLED and CANCEL_NOOP of queue.h */           \
     X(cancels_applied, "seckill_consumer_cancels_total", "result=\"applied\"", "counter",          \
       "Buyers' cancels taken from the orders topic: applied (the order was pending payment: "      \

@@ -1133,6 +1133,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
         kp_assign(rk, p->off, parts, "payments: ");
         if (p->paused)
             rd_kafka_pause_partitions(rk, parts);
+        CM_ADD(payments_assigned, parts->cnt);
         if (parts->cnt > 0)
             log_notice("payments: assigned %d partitions of %s", parts->cnt, p->cfg->kafka.payments_topic);
     } else {
@@ -1140,6 +1141,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
             kp_commit(rk, p->off, p->cfg->kafka.payments_topic, "payments: ");
         drop_partitions(p, parts);
         kp_unassign(rk, p->off, parts, "payments: ");
+        CM_ADD(payments_assigned, -parts->cnt);
         if (parts->cnt > 0)
             log_notice("payments: revoked %d partitions of %s", parts->cnt, p->cfg->kafka.payments_topic);
     }

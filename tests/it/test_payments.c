@@ -142,7 +142,10 @@ static int setup(void **state)
     harness_bin("seckill-consumer", bin, sizeof(bin));
     char *argv[] = { bin, "-c", S.cfgpath, NULL };
     S.cons = harness_spawn(argv, S.clog);
-    WAIT_UNTIL(sale_metric(S.cport, "seckill_consumer_assigned_partitions") > 0, 60000, ok);
+    /* Both of its consumers: the orders' and the payments' (4 partitions each). */
+    WAIT_UNTIL(sale_metric(S.cport, "seckill_consumer_assigned_partitions") == 4 &&
+                   sale_metric(S.cport, "seckill_consumer_payments_assigned_partitions") == 4,
+               60000, ok);
     if (!ok) {
         fprintf(stderr, "# the consumer did not come up; see %s\n", S.clog);
         return -1;
