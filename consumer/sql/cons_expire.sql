@@ -6,20 +6,21 @@
 -- all or none.
 -- The windows come from order_deadlines (sql/migrations/012_payment_cost.sql),
 -- earliest first from its pay_by index: a pass reads only the few that are
--- due. A deadline's order may have been paid or cancelled meanwhile (those
--- leave their deadline alone): the pass drops the deadline and leaves such
--- an order as it is. A deadline whose order is gone (an operator deleted
--- it; a deadline is written in its order's transaction, so it is never
--- seen before it) is dropped too: left there, a batch's worth of them at
--- the front of the index would stop the expiry.
+-- due, and drops them (gone). A deadline's order may have been paid or
+-- cancelled meanwhile (those leave their deadline alone): the pass drops
+-- the deadline and leaves such an order as it is; so it does with one
+-- whose order is gone (an operator deleted it), which left there would
+-- stop the expiry once a batch's worth of them sat at the front.
 -- Any number of consumers run this at once: cand takes the deadlines it
 -- locks and skips those another pass holds (SKIP LOCKED), so two passes
--- never wait for each other nor take the same order. due then locks the
--- orders, skipping any a payment, a cancel or an insert holds right now:
--- their deadlines stay for a later pass. The UPDATE checks the status again,
--- so an order a payment or a cancel decided first is left alone: of two
--- racing outcomes exactly one wins. Only an expiry pass ever locks a
--- deadline, so nothing that holds an item row waits for one.
+-- never wait for each other nor take the same order. The UPDATE waits for
+-- an order a payment or a cancel holds right now, then checks the status
+-- again (READ COMMITTED reads the row anew), so an order a payment or a
+-- cancel decided first is left alone: of two racing outcomes exactly one
+-- wins. (Locking the orders first with SKIP LOCKED, as the first version
+-- did, cost a WAL record per order for nothing: passes never share an
+-- order, their deadlines keep them apart.) Only an expiry pass ever locks
+-- a deadline, so nothing that holds an item row waits for one.
 -- Item rows are locked in id order (lk), as cons_insert.sql locks them, so
 -- an expiry and a batch of inserts cannot deadlock. Returns the orders
 -- expired as cons_returns_due.sql returns the returns due (order id, item
@@ -38,20 +39,14 @@ WITH cand AS (
      WHERE pay_by < now()
      ORDER BY pay_by LIMIT $1
        FOR UPDATE SKIP LOCKED
-), due AS (
-    SELECT order_id FROM orders
-     WHERE order_id = ANY (ARRAY(SELECT order_id FROM cand))
-       FOR UPDATE SKIP LOCKED
 ), gone AS (
     DELETE FROM order_deadlines AS dl
      WHERE dl.order_id = ANY (ARRAY(SELECT order_id FROM cand))
-       AND (dl.order_id = ANY (ARRAY(SELECT order_id FROM due))
-            OR NOT EXISTS (SELECT 1 FROM orders AS o WHERE o.order_id = dl.order_id))
     RETURNING dl.order_id
 ), exp AS (
     UPDATE orders AS o
        SET status = 'expired', status_changed_at = now(), status_reason = 'not paid within the window'
-     WHERE o.order_id = ANY (ARRAY(SELECT order_id FROM due)) AND o.status || '' = 'pending_payment'
+     WHERE o.order_id = ANY (ARRAY(SELECT order_id FROM cand)) AND o.status || '' = 'pending_payment'
     RETURNING o.order_id, o.item_id, o.user_id
 ), d AS (
     SELECT item_id, count(*)::integer AS n FROM exp GROUP BY item_id
