@@ -407,27 +407,44 @@ static void arr_reset(struct arr *a)
     a->s[0] = '\0';
 }
 
+/* Append len bytes of text; what does not fit is dropped (the limit fits a
+ * batch of the longest words, so it never is). */
+static void arr_put(struct arr *a, const char *text, size_t len)
+{
+    if (len < sizeof(a->s) - a->n) {
+        memcpy(a->s + a->n, text, len);
+        a->n += len;
+        a->s[a->n] = '\0';
+    }
+}
+
 /* One more element: an id, or a word quoted (so that a reference spelled
- * NULL stays a word). The limit fits a batch of the longest words. */
+ * NULL stays a word). Built with memcpy, not snprintf: a batch formats five
+ * arrays of 1,024, and snprintf was a quarter of the thread's CPU (perf). */
 static void arr_add(struct arr *a, const char *word, bool quote)
 {
-    const char *q = quote ? "\"" : "";
-    int n = snprintf(a->s + a->n, sizeof(a->s) - a->n, "%s%s%s%s", a->n ? "," : "{", q, word, q);
-    if (n > 0 && (size_t)n < sizeof(a->s) - a->n)
-        a->n += (size_t)n;
+    arr_put(a, a->n ? "," : "{", 1);
+    if (quote)
+        arr_put(a, "\"", 1);
+    arr_put(a, word, strlen(word));
+    if (quote)
+        arr_put(a, "\"", 1);
 }
 
 static void arr_i64(struct arr *a, int64_t v)
 {
-    char b[24];
-    snprintf(b, sizeof(b), "%" PRId64, v);
-    arr_add(a, b, false);
+    char b[UTIL_I64_CHARS + 1];
+    b[0] = a->n ? ',' : '{';
+    arr_put(a, b, 1 + util_i64_text(b + 1, v));
 }
 
 /* The literal, closed; "{}" when empty. */
 static const char *arr_end(struct arr *a)
 {
-    snprintf(a->s + a->n, sizeof(a->s) - a->n, "%s", a->n ? "}" : "{}");
+    if (a->n)
+        arr_put(a, "}", 1);
+    else
+        arr_put(a, "{}", 2);
     return a->s;
 }
 
@@ -766,8 +783,8 @@ static int add_marks(struct payments *p, char *err, size_t errlen)
             if (done[j] || !to_mark(p, j) || p->b[j]->d.item_id != item)
                 continue;
             done[j] = true;
-            snprintf(ids[j], sizeof(*ids), "%" PRId64, p->b[j]->m.order_id);
-            snprintf(ats[j], sizeof(*ats), "%" PRId64, p->b[j]->d.at_ms);
+            util_i64_text(ids[j], p->b[j]->m.order_id);
+            util_i64_text(ats[j], p->b[j]->d.at_ms);
             argv[argc++] = ids[j], argv[argc++] = "p", argv[argc++] = ats[j];
         }
         if (rp_fcall(&p->batch, p->fn.name, 1, argc - 1, argv, NULL) < 0) {
@@ -876,7 +893,8 @@ static size_t lock_batch(struct payments *p)
     if (!p->lc && lock_open(p) != 0)
         goto down;
     for (size_t i = 0; i < p->nb; i++) {
-        snprintf(p->names[i], sizeof(p->names[i]), "user:%" PRId64, p->b[i]->m.user_id);
+        memcpy(p->names[i], "user:", 5);
+        util_i64_text(p->names[i] + 5, p->b[i]->m.user_id);
         p->namep[i] = p->names[i];
     }
     got = lock_acquire_many(p->lc, p->namep, p->nb, CFG_GET(p->cfg->lock.wait_ms), p->locks, p->lst);

@@ -101,6 +101,24 @@ int util_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
     return 0;
 }
 
+size_t util_i64_text(char *out, int64_t v)
+{
+    char rev[UTIL_I64_CHARS];
+    size_t n = 0, len = 0;
+    /* In unsigned arithmetic, so that INT64_MIN's magnitude fits. */
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        rev[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u > 0);
+    if (v < 0)
+        out[len++] = '-';
+    while (n > 0)
+        out[len++] = rev[--n];
+    out[len] = '\0';
+    return len;
+}
+
 int util_random_bytes(void *buf, size_t len)
 {
     unsigned char *p = buf;

@@ -1,5 +1,7 @@
 #include "harness.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +24,30 @@ static void test_parse_i64(void **state)
     assert_int_equal(util_parse_i64("11", 1, 10, &v), -1);  /* above max */
     assert_int_equal(util_parse_i64("-1", 0, 10, &v), -1);
     assert_int_equal(util_parse_i64(NULL, 0, 10, &v), -1);
+}
+
+/* util_i64_text writes what snprintf("%" PRId64) writes, the ends of the
+ * range and every power of ten's neighbours included. */
+static void test_i64_text(void **state)
+{
+    (void)state;
+    int64_t vals[64];
+    size_t n = 0;
+    vals[n++] = 0;
+    vals[n++] = INT64_MAX;
+    vals[n++] = INT64_MIN;
+    for (int64_t p = 1; p <= INT64_MAX / 10; p *= 10) {
+        vals[n++] = p - 1;
+        vals[n++] = -p;
+        vals[n++] = p + 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char want[32], got[UTIL_I64_CHARS];
+        int wn = snprintf(want, sizeof(want), "%" PRId64, vals[i]);
+        size_t gn = util_i64_text(got, vals[i]);
+        assert_string_equal(got, want);
+        assert_int_equal(gn, (size_t)wn);
+    }
 }
 
 static void test_random_hex(void **state)
@@ -216,6 +242,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_i64),
+        cmocka_unit_test(test_i64_text),
         cmocka_unit_test(test_random_hex),
         cmocka_unit_test(test_backoff_bounds),
         cmocka_unit_test(test_keys_hash_tags),
