@@ -357,8 +357,8 @@ enum cfg_auth {
       "Kafka consumer group of the consumers (replay uses <group_id>.replay)")                              \
     X("consumer.instance_id", CFG_STR, consumer.instance_id, 0, 0, 0, "", 0,                                \
       "static membership (group.instance.id) when set; -i N appends -N")                                    \
-    X("consumer.workers", CFG_INT, consumer.workers, 1, 256, 4, NULL, 0,                                    \
-      "worker threads; each persists its own users' orders")                                                \
+    X("consumer.workers", CFG_INT, consumer.workers, 1, 256, 2, NULL, 0,                                    \
+      "worker threads; each persists its own users' orders (fewer make larger batches: 2 on 2 cores)")      \
     X("consumer.batch_size", CFG_INT, consumer.batch_size, 1, 10000, 500, NULL, CFG_RELOAD,                 \
       "most orders a worker persists in one transaction")                                                   \
     X("consumer.batch_linger_ms", CFG_INT, consumer.batch_linger_ms, 0, 10000, 50, NULL, CFG_RELOAD,         \
