@@ -11,7 +11,7 @@
 --
 -- VERSION grows with every change of a function here, of its body or its
 -- contract (read back with seckill_return_version).
-local VERSION = 3
+local VERSION = 4
 
 -- Give the units of returned orders back to the sale, each order once.
 -- KEYS[1] stock, KEYS[2] buyers, KEYS[3] orders, KEYS[4] returned (all tagged {item:ID})
@@ -47,6 +47,27 @@ local function give_back(KEYS, ARGV)
   return n
 end
 
+-- seckill_mark reads and writes MARK_CHUNK orders with one HMGET and one
+-- HSET, not one of each per order: each command a function calls costs
+-- Redis its lookup, checks and argument copies again. The chunk keeps
+-- HSET's arguments far below Lua's limit on unpack.
+local MARK_CHUNK = 500
+
+-- The new value of one order's field, or nil when the state may not move.
+local function marked(cur, st, detail)
+  local user, was, rsv, settled = string.match(cur, '^([^|]*)|(%a)|([^|]*)|([^|]*)|')
+  local ok = false
+  if st == 'w' then
+    ok = was == 'q' or was == 'c'
+  elseif st == 'p' or st == 'x' or st == 'k' then
+    ok = was == 'q' or was == 'c' or was == 'w'
+  end
+  if ok then
+    return user .. '|' .. st .. '|' .. rsv .. '|' .. settled .. '|' .. detail
+  end
+  return nil
+end
+
 -- What became of orders after the sale, for the buyers' status calls
 -- (issue #44): PostgreSQL decided it (it is the only authority); this copies
 -- the decision into the item's orders hash, whose field o:ID is
@@ -65,24 +86,35 @@ end
 -- rebuild restores the states from the database. Safe to repeat.
 local function mark(KEYS, ARGV)
   local changed = 0
-  for i = 1, #ARGV - 2, 3 do
-    local f = 'o:' .. ARGV[i]
-    local st, detail = ARGV[i + 1], ARGV[i + 2]
-    -- HMGET of one field, not HGET: the consumer's ACL allows the former on
-    -- the orders hash (settle reads many at once), and a function runs under it.
-    local cur = redis.call('HMGET', KEYS[1], f)[1]
-    if cur then
-      local user, was, rsv, settled = string.match(cur, '^([^|]*)|(%a)|([^|]*)|([^|]*)|')
-      local ok = false
-      if st == 'w' then
-        ok = was == 'q' or was == 'c'
-      elseif st == 'p' or st == 'x' or st == 'k' then
-        ok = was == 'q' or was == 'c' or was == 'w'
-      end
-      if ok then
-        redis.call('HSET', KEYS[1], f, user .. '|' .. st .. '|' .. rsv .. '|' .. settled .. '|' .. detail)
+  for c = 1, #ARGV - 2, 3 * MARK_CHUNK do
+    local fields = {}
+    for i = c, math.min(c + 3 * MARK_CHUNK, #ARGV + 1) - 3, 3 do
+      fields[#fields + 1] = 'o:' .. ARGV[i]
+    end
+    -- HMGET, not HGET: the consumer's ACL allows the former on the orders
+    -- hash (settle reads many at once), and a function runs under it.
+    local cur = redis.call('HMGET', KEYS[1], unpack(fields))
+    local new, order = {}, {}
+    for k = 1, #fields do
+      local f, i = fields[k], c + 3 * (k - 1)
+      -- An order named twice in a call moves from its first new state.
+      local v = new[f] or cur[k]
+      local m = v and marked(v, ARGV[i + 1], ARGV[i + 2])
+      if m then
+        if not new[f] then
+          order[#order + 1] = f
+        end
+        new[f] = m
         changed = changed + 1
       end
+    end
+    if #order > 0 then
+      local set = {}
+      for _, f in ipairs(order) do
+        set[#set + 1] = f
+        set[#set + 1] = new[f]
+      end
+      redis.call('HSET', KEYS[1], unpack(set))
     end
   end
   return changed

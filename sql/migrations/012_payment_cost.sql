@@ -66,5 +66,6 @@ ALTER TABLE orders SET (fillfactor = 90);
 -- cons_insert writes the deadlines, cons_expire reads, locks (FOR UPDATE
 -- needs an UPDATE right; nothing updates a deadline) and removes them.
 GRANT SELECT (holds_unit) ON orders TO :"consumer_role";
-GRANT SELECT, INSERT, DELETE, UPDATE (pay_by) ON order_deadlines TO :"consumer_role";
+GRANT SELECT (order_id, pay_by), INSERT (order_id, pay_by), UPDATE (pay_by), DELETE
+    ON order_deadlines TO :"consumer_role";
 REVOKE ALL ON order_deadlines FROM PUBLIC;

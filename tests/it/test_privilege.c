@@ -66,6 +66,7 @@ static void test_producer_cannot_touch_orders(void **state)
     REFUSED(pg, "SELECT count(*) FROM orders WHERE item_id = $1", item);
     REFUSED(pg, "UPDATE items SET stock_left = 0 WHERE item_id = $1", item);
     REFUSED(pg, "SELECT count(*) FROM user_fences", 0);
+    REFUSED(pg, "SELECT count(*) FROM order_deadlines", 0);
     REFUSED(pg, "CREATE TABLE sktest_producer_t (x int)", 0);
     REFUSED(pg, "SELECT block FROM order_id_blocks WHERE host = 'x'", 0); /* host is not readable */
     /* what it does: take a block of order ids */
@@ -102,6 +103,10 @@ static void test_consumer_no_ddl_only_stock_left(void **state)
     REFUSED(pg, "SELECT * FROM inspect_sold", 0);
     ALLOWED(pg, "UPDATE items SET stock_left = stock_left - 1 WHERE item_id = $1", item);
     ALLOWED(pg, "SELECT stock_left FROM items WHERE item_id = $1 FOR NO KEY UPDATE", item);
+    /* the expiry's deadlines (migration 012): taken FOR UPDATE and deleted, never rewritten */
+    REFUSED(pg, "UPDATE order_deadlines SET order_id = order_id WHERE order_id = $1", item);
+    ALLOWED(pg, "SELECT order_id FROM order_deadlines WHERE order_id = $1 FOR UPDATE SKIP LOCKED", item);
+    ALLOWED(pg, "DELETE FROM order_deadlines WHERE order_id = $1", item);
     PQfinish(pg);
     pg = as(CFG_ROLE_ADMIN);
     char st[8];
