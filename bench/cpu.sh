@@ -112,15 +112,27 @@ redis_per_op() {
 # in us: its own utime+stime, the cutime+cstime of the children it reaped
 # (the kernel adds a child's time there when it is waited for), and each live
 # child's utime+stime. For PostgreSQL's postmaster this is every backend,
-# including those whose connection closed in between.
+# including those whose connection closed in between. A child reaped while
+# this reads counts in neither its own file nor its parent's, or in both
+# (backends exit as a client such as pgbench disconnects, and a read right
+# after one lost a whole backend's CPU): the children are read first, the
+# parent after, and all again until no child went away meanwhile.
 tree_cpu_us() {
-    local kids
-    kids=$(cat "/proc/$1/task/"*/children 2>/dev/null | tr ' ' '\n' | grep . || true)
-    { awk '{sub(/^.*\) /, ""); print $12 + $13 + $14 + $15}' "/proc/$1/stat" 2>/dev/null
-      # (a backend may have gone since the list was read: it counts through the
-      # parent then, and its missing file must not fail a pipefail caller)
-      for k in $kids; do awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$k/stat" 2>/dev/null || true; done; } |
-        awk -v t="$CPU_TCK" '{s += $1} END {printf "%.0f", s * 1e6 / t}'
+    local kids after total tries=0
+    while :; do
+        kids=$(tree_children "$1")
+        total=$({ for k in $kids; do awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$k/stat" 2>/dev/null || true; done
+                  awk '{sub(/^.*\) /, ""); print $12 + $13 + $14 + $15}' "/proc/$1/stat" 2>/dev/null; } |
+                awk -v t="$CPU_TCK" '{s += $1} END {printf "%.0f", s * 1e6 / t}')
+        after=" $(tree_children "$1" | tr '\n' ' ') "
+        local k gone=
+        for k in $kids; do [[ $after == *" $k "* ]] || gone=1; done
+        tries=$((tries + 1))
+        [ -z "$gone" ] || [ $tries -ge 100 ] && break
+    done
+    echo "$total"
 }
+# tree_children PID: its children's pids, one per line (zombies included).
+tree_children() { cat "/proc/$1/task/"*/children 2>/dev/null | tr ' ' '\n' | grep . || true; }
 # pg_cpu_us: the stack's PostgreSQL (every process of its cluster), in us.
 pg_cpu_us() { tree_cpu_us "$(head -1 "${SECKILL_STACK_DIR:-$ROOT/.stack}/pg/data/postmaster.pid")"; }
