@@ -5,8 +5,8 @@
 # last), a percentile from the producer's histogram between two scrapes, a
 # process's CPU at a time between two samples, a process tree's CPU with a
 # child that exited (its time counted through the parent) or went while the
-# tree was read, and the floors' sum (null while one floor is missing). The
-# sale itself is `make bench`'s.
+# tree was read, and the floors' sum (null while one floor is missing) and
+# PostgreSQL's over its two rows' floors. The sale itself is `make bench`'s.
 # Needs no build, no stack; python3 only. Speaks TAP. (BUILD_DIR is unused.)
 set -u
 
@@ -23,7 +23,7 @@ ws = importlib.util.module_from_spec(spec)
 loader.exec_module(ws)
 
 n = failed = 0
-print("1..8")
+print("1..10")
 
 
 def check(desc, got, want):
@@ -84,6 +84,11 @@ check("the floors' sum (Redis: the reservation and the least lock) and each part
       (f["sale_floor_cpu_us"], f["sale_floor_redis_lock_us"], f["sale_machine_over_floor"],
        f["sale_part_over_floor"]["redis"], f["sale_sold_per_s_over_accepted_path"]),
       (192.0, 12.0, 3.96, 2.0, 0.5))
+check("no fence floor: no figure over both PostgreSQL floors", f["sale_pg_over_floors"], None)
+floors["pg_fence_cpu_us_per_row"] = "12"
+check("PostgreSQL over both rows' floors (the order's 18 and the fence's 12)",
+      (ws.floor_figures(floors, cpu)["sale_pg_over_floors"], ws.floor_figures(floors, cpu)["sale_floor_pg_fence_us"]),
+      (1.2, 12.0))
 del floors["pg_batch_cpu_us_per_row"]
 check("a floor missing: no sum", ws.floor_figures(floors, cpu)["sale_floor_cpu_us"], None)
 sys.exit(1 if failed else 0)
