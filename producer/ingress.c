@@ -268,7 +268,13 @@ static enum MHD_Result answer_buy(struct ingress *g, struct ing_req *q)
         snprintf(body, sizeof(body), "{\"status\":\"%s\"}", rsv_json_status(o));
         break;
     }
-    return respond(g, q->conn, rsv_http_status(o), body, q->t0_us);
+    enum MHD_Result ret = respond(g, q->conn, rsv_http_status(o), body, q->t0_us);
+    /* The 202s alone too: while stock lasts the answers are mostly 202s,
+     * after the sell-out fast 410s, and one histogram of both cannot say
+     * how long the buyers who got a unit waited. */
+    if (o == RSV_ACCEPTED)
+        metrics_hist_observe_us(&pm.latency_accepted, util_mono_us() - q->t0_us);
+    return ret;
 }
 
 /* ms since the epoch as a JSON string, or null for 0. */

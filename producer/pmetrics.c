@@ -16,4 +16,8 @@ void pm_render(struct mbuf *b)
     metrics_family(b, "seckill_producer_request_duration_seconds", "histogram",
                    "Time from a request's arrival to its answer");
     metrics_hist_write(b, "seckill_producer_request_duration_seconds", NULL, &pm.latency);
+    metrics_family(b, "seckill_producer_accepted_duration_seconds", "histogram",
+                   "Time from an accepted buy request's arrival to its 202 "
+                   "(reserved, published, acknowledged)");
+    metrics_hist_write(b, "seckill_producer_accepted_duration_seconds", NULL, &pm.latency_accepted);
 }

@@ -138,6 +138,7 @@ struct pm {
     PM_METRICS(PM_FIELD)
 #undef PM_FIELD
     struct metrics_hist latency; /* request arrival to answer, accepted or not */
+    struct metrics_hist latency_accepted; /* a buy's arrival to its 202: what a buyer who got one waited */
 };
 
 extern struct pm pm;

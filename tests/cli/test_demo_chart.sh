@@ -124,13 +124,14 @@ refused "a single sample (no step) is refused" "$T/one.tsv" "1 sample rows, at l
 run "$SAMPLER" "$T/stop" "$T/real.tsv" "file://$ROOT/$FIX/producer.metrics" "file://$ROOT/$FIX/consumer.metrics"
 got=$(awk -F'\t' '/^#/ {next} !h {for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next}
     {print NF, $c["req_accepted"], $c["req_duplicate"], $c["req_sold_out"], $c["req_unknown_item"], $c["req_bad_request"],
-     $c["lat_le_0.0001"], $c["lat_le_0.025"], $c["lat_le_+Inf"], $c["persisted"]}' "$T/real.tsv" 2>/dev/null)
-# 1 + 15 outcomes + 17 buckets + persisted = 34 columns.
-if [ "$rc" -eq 0 ] && [ "$got" = "34 3 1 3 1 1 3 8 9 3" ]; then
+     $c["lat_le_0.0001"], $c["lat_le_0.025"], $c["lat_le_+Inf"], $c["acc_le_0.01"], $c["acc_le_0.025"], $c["acc_le_+Inf"],
+     $c["persisted"]}' "$T/real.tsv" 2>/dev/null)
+# 1 + 15 outcomes + 17 buckets of every request + 17 of the 202s + persisted = 51 columns.
+if [ "$rc" -eq 0 ] && [ "$got" = "51 3 1 3 1 1 3 8 9 0 2 3 3" ]; then
     pass "demo-sampler reads a real producer's and consumer's /metrics"
 else
     fail "demo-sampler reads a real producer's and consumer's /metrics" "got: '$got'" \
-        "want: '34 3 1 3 1 1 3 8 9 3'" "$(run_diag "$SAMPLER")"
+        "want: '51 3 1 3 1 1 3 8 9 0 2 3 3'" "$(run_diag "$SAMPLER")"
 fi
 
 # The fixture is still what the daemons serve: its outcomes are those of
@@ -151,7 +152,8 @@ fi
 # The series the sampler reads are served by the daemons (a rename would
 # leave every scrape incomplete).
 missing=
-for m in seckill_producer_requests_total seckill_producer_request_duration_seconds seckill_consumer_persisted_total; do
+for m in seckill_producer_requests_total seckill_producer_request_duration_seconds \
+    seckill_producer_accepted_duration_seconds seckill_consumer_persisted_total; do
     grep -qF "\"$m\"" producer/*.[ch] consumer/*.[ch] || missing+="$m "
     grep -qF "$m" "$SAMPLER" || missing+="($m not in the sampler) "
 done

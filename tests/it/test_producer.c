@@ -841,6 +841,27 @@ static void test_winner_answered_locally(void **state)
     prod_stop(&p2);
 }
 
+/* The 202s have a histogram of their own, beside every request's: a
+ * duplicate and a sold-out answer count in the second only. */
+static void test_accepted_histogram(void **state)
+{
+    (void)state;
+    struct prod p2 = { 0 };
+    const char *acc = "seckill_producer_accepted_duration_seconds_count";
+    const char *acc_inf = "seckill_producer_accepted_duration_seconds_bucket{le=\"+Inf\"}";
+    const char *all = "seckill_producer_request_duration_seconds_count";
+    int64_t item = new_item(1);
+    prod_start(&p2, 20000, true);
+    int64_t acc0 = sale_metric(p2.mport, acc), all0 = sale_metric(p2.mport, all);
+    expect_order(p2.port, 71, item, 202);
+    expect_order(p2.port, 71, item, 409);
+    expect_order(p2.port, 72, item, 410);
+    assert_int_equal(sale_metric(p2.mport, acc), acc0 + 1);
+    assert_int_equal(sale_metric(p2.mport, acc_inf), acc0 + 1);
+    assert_int_equal(sale_metric(p2.mport, all), all0 + 3);
+    prod_stop(&p2);
+}
+
 /* A winner whose unit was given back - by another producer, which only
  * Redis tells this one - is not told 409 from memory: within a refresh
  * period the press goes to Redis again, and buys; also when the unit was
@@ -930,6 +951,7 @@ int main(void)
         cmocka_unit_test(test_sold_out_unit_back),
         cmocka_unit_test(test_sold_out_given_back_between_checks),
         cmocka_unit_test(test_winner_answered_locally),
+        cmocka_unit_test(test_accepted_histogram),
         cmocka_unit_test(test_winner_given_back),
         cmocka_unit_test(test_one_check_per_item),
         cmocka_unit_test(test_order_key_reload),
