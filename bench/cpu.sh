@@ -118,14 +118,14 @@ redis_per_op() {
 # after one lost a whole backend's CPU): the children are read first, the
 # parent after, and all again until no child went away meanwhile.
 tree_cpu_us() {
-    local kids after total tries=0
+    local kids after total k gone tries=0
     while :; do
         kids=$(tree_children "$1")
         total=$({ for k in $kids; do awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$k/stat" 2>/dev/null || true; done
                   awk '{sub(/^.*\) /, ""); print $12 + $13 + $14 + $15}' "/proc/$1/stat" 2>/dev/null; } |
                 awk -v t="$CPU_TCK" '{s += $1} END {printf "%.0f", s * 1e6 / t}')
         after=" $(tree_children "$1" | tr '\n' ' ') "
-        local k gone=
+        gone=
         for k in $kids; do [[ $after == *" $k "* ]] || gone=1; done
         tries=$((tries + 1))
         [ -z "$gone" ] || [ $tries -ge 100 ] && break

@@ -86,9 +86,9 @@ check("the floors' sum (Redis: the reservation and the least lock) and each part
       (192.0, 12.0, 3.96, 2.0, 0.5))
 check("no fence floor: no figure over both PostgreSQL floors", f["sale_pg_over_floors"], None)
 floors["pg_fence_cpu_us_per_row"] = "12"
+f = ws.floor_figures(floors, cpu)
 check("PostgreSQL over both rows' floors (the order's 18 and the fence's 12)",
-      (ws.floor_figures(floors, cpu)["sale_pg_over_floors"], ws.floor_figures(floors, cpu)["sale_floor_pg_fence_us"]),
-      (1.2, 12.0))
+      (f["sale_pg_over_floors"], f["sale_floor_pg_fence_us"]), (1.2, 12.0))
 del floors["pg_batch_cpu_us_per_row"]
 check("a floor missing: no sum", ws.floor_figures(floors, cpu)["sale_floor_cpu_us"], None)
 sys.exit(1 if failed else 0)
