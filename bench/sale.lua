@@ -20,6 +20,10 @@ local nthreads = 0
 -- and its first request waits until every thread has.
 local function ready_path(n) return string.format("%s.ready.%d", path, n) end
 
+local function remove_marks()
+  for n = 1, nthreads_env do os.remove(ready_path(n)) end
+end
+
 local function wait_for_every_thread()
   local deadline = os.time() + 30
   for n = 1, nthreads_env do
@@ -37,9 +41,7 @@ end
 function setup(thread)
   nthreads = nthreads + 1
   -- Called before each thread is made: an earlier run's marks go first.
-  if nthreads == 1 then
-    for n = 1, nthreads_env do os.remove(ready_path(n)) end
-  end
+  if nthreads == 1 then remove_marks() end
   thread:set("id", nthreads)
   table.insert(threads, thread)
 end
@@ -85,7 +87,7 @@ function response(status, headers, body)
 end
 
 function done(summary, latency, requests)
-  for n = 1, nthreads_env do os.remove(ready_path(n)) end
+  remove_marks()
   local all = {}
   for _, t in ipairs(threads) do
     for k, v in pairs(t:get("statuses")) do all[k] = (all[k] or 0) + v end
