@@ -16,7 +16,7 @@
     X(persisted, "seckill_consumer_persisted_total", "", "counter",                                \
       "Orders inserted into PostgreSQL")                                                           \
     X(duplicates, "seckill_consumer_duplicates_skipped_total", "", "counter",                      \
-      "Redelivered orders that were already persisted")                                            \
+      "Redelivered orders that were already settled: persisted, or refused before")                \
     X(dead_lettered, "seckill_consumer_dead_lettered_total", "", "counter",                        \
       "Invalid messages written to the dead-letter topic")                                         \
     X(unsigned_orders, "seckill_consumer_orders_unsigned_total", "", "counter",                    \

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "util.h"
@@ -30,6 +31,19 @@ const char *cmsg_reason(int outcome)
 bool cmsg_is_refusal(int outcome)
 {
     return known(outcome) && outcomes[outcome].refusal;
+}
+
+int cmsg_of_reason(const char *reason)
+{
+    for (int o = 0; reason && o < CMSG_NOUTCOMES; o++)
+        if (outcomes[o].refusal && strcmp(outcomes[o].reason, reason) == 0)
+            return o;
+    return CMSG_PENDING;
+}
+
+const char *cmsg_refusal_reason(const struct cmsg *m)
+{
+    return cmsg_reason(m->outcome == CMSG_REFUSED_BEFORE ? m->refused_as : m->outcome);
 }
 
 char cmsg_status(int outcome)

@@ -29,7 +29,8 @@
  *   refusal  1 when the order is refused for good and recorded in
  *            order_rejections
  *   status   the letter seckill_settle stores as the buyer's status: 'c'
- *            (confirmed), 'r' (refused), 0 for an outcome that never reaches
+ *            (confirmed), 'r' (refused: now, or before for REFUSED_BEFORE,
+ *            with the reason it was refused for then), 0 for an outcome that never reaches
  *            Redis through it (not settled, dead-lettered, or a cancel: its
  *            unit goes back to Redis from order_returns, consumer/expiry.c)
  *
@@ -45,6 +46,9 @@
     X(ID_CONFLICT, "id_conflict", CMSG_METRIC(rej_id_conflict), 1, 'r')                          \
     /* the user holds another order for the item */                                              \
     X(DUP_BUYER, "dup_buyer", CMSG_METRIC(rej_dup_buyer), 1, 'r')                                \
+    /* refused before (order_rejections holds it): a redelivery, a replay or a re-publication; \
+     * counted as a duplicate, and refused still, whatever came back to the stock since */      \
+    X(REFUSED_BEFORE, NULL, CMSG_METRIC(duplicates), 0, 'r')                                     \
     /* written to the dead-letter topic and acknowledged */                                      \
     X(DEAD_LETTER, NULL, CMSG_NO_METRIC, 0, 0)                                                   \
     /* not settled yet: stale fence or lost race, try again */                                   \
@@ -79,6 +83,9 @@ struct cmsg {
      * since the epoch while it is pending payment (sink_write), for the
      * buyers' status ('w', settle.h); 0 for any other order. */
     int64_t pay_by_ms;
+    /* REFUSED_BEFORE: the refusal it was recorded under then (a refusal's
+     * outcome), for the buyer's status; 0 otherwise. */
+    int refused_as;
     /* Only for dead letters: the raw message and why it was refused. */
     void *payload;
     size_t payload_len;
@@ -93,6 +100,13 @@ void cmsg_free(struct cmsg *m);
 const char *cmsg_reason(int outcome);
 /* True for a refusal recorded in order_rejections. */
 bool cmsg_is_refusal(int outcome);
+/* The refusal recorded under reason (order_rejections.reason), or
+ * CMSG_PENDING for a word no refusal has. */
+int cmsg_of_reason(const char *reason);
+/* The reason m's buyer is told, for the buyer's status: its refusal's, or
+ * the one it was refused for before (REFUSED_BEFORE); NULL when m is not
+ * refused. */
+const char *cmsg_refusal_reason(const struct cmsg *m);
 /* The buyer's status letter ('c' or 'r'), 0 for an outcome never settled in Redis. */
 char cmsg_status(int outcome);
 /* Free a chain of messages linked through next. */

@@ -193,7 +193,8 @@ static void settle(struct replay *r)
         struct rpart *p = &r->parts[m->partition];
         switch (m->outcome) {
         case CMSG_INSERTED: p->inserted++; break;
-        case CMSG_DUPLICATE: p->present++; break;
+        case CMSG_DUPLICATE:
+        case CMSG_REFUSED_BEFORE: p->present++; break; /* settled before: in orders, or refused */
         case CMSG_DEAD_LETTER: p->dead++; break;
         case CMSG_CANCELLED: p->cancelled++; break;
         case CMSG_CANCEL_NOOP: p->cancel_noop++; break;

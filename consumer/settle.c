@@ -109,7 +109,7 @@ static void format_vals(struct cmsg *const *m, size_t n, char (*vals)[24])
 {
     for (size_t i = 0; i < n; i++) {
         const struct order *r = &m[i]->o;
-        const char *why = cmsg_reason(m[i]->outcome);
+        const char *why = cmsg_refusal_reason(m[i]);
         char(*o)[24] = &vals[i * SETTLE_VALS];
         snprintf(o[0], sizeof(o[0]), "%" PRId64, r->order_id);
         snprintf(o[1], sizeof(o[1]), "%" PRId64, r->user_id);

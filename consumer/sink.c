@@ -53,14 +53,17 @@ struct user_fence {
 };
 
 /* Who holds an order: its buyer and item; and the end of its payment
- * window (ms) while it is pending payment, else 0. */
+ * window (ms) while it is pending payment, else 0. For an order id refused
+ * before, the refusal it was recorded under (refused_as), else 0. */
 struct order_holder {
     int64_t user, item, pay_by_ms;
+    int refused_as;
 };
 
 /* Words per row of the orders already there (work.ex): order, user, item,
- * pay_by_ms. */
-#define EX_WORDS 4
+ * pay_by_ms, and the refusal's outcome for an order id refused before (0
+ * for an order in orders). */
+#define EX_WORDS 5
 
 struct work {
     size_t cap; /* orders the arrays below hold */
@@ -364,8 +367,11 @@ static enum step insert_redo(const PGresult *r, bool lock_items, enum step faile
 {
     const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
     const char *con = PQresultErrorField(r, PG_DIAG_CONSTRAINT_NAME);
+    /* order_rejections_pkey: the insert's guard, orders_not_refused (an
+     * order id refused before; cons_insert.sql). */
     if (st && strcmp(st, "23505") == 0 && con &&
-        (strcmp(con, "orders_pkey") == 0 || strcmp(con, "orders_one_per_user") == 0))
+        (strcmp(con, "orders_pkey") == 0 || strcmp(con, "orders_one_per_user") == 0 ||
+         strcmp(con, "order_rejections_pkey") == 0))
         return STEP_EXISTS;
     if (st && con && strcmp(st, "23514") == 0 && strcmp(con, "items_stock_left_range") == 0 && !lock_items)
         return STEP_STOCK_RACE;
@@ -652,6 +658,9 @@ static int take_existing(struct work *w, const PGresult *r)
             util_parse_i64(PQgetvalue(r, (int)i, 1), 1, INT64_MAX, &e[1]) == 0 &&
             util_parse_i64(PQgetvalue(r, (int)i, 2), 1, INT64_MAX, &e[2]) == 0) {
             e[3] = opt_i64(r, (int)i, 3);
+            /* (order_rejections' CHECK keeps its reasons to the outcomes
+             * table's: tests/unit/test_outcomes.c) */
+            e[4] = PQgetisnull(r, (int)i, 4) ? 0 : cmsg_of_reason(PQgetvalue(r, (int)i, 4));
             w->nex++;
         }
     }
@@ -678,21 +687,38 @@ static void note_order(struct work *w, int64_t order, int64_t user, int64_t item
 {
     const int64_t pair[2] = { user, item };
     struct order_holder *h = i64map_put(&w->by_id, &order);
-    *h = (struct order_holder){ user, item, pay_by_ms };
+    *h = (struct order_holder){ user, item, pay_by_ms, 0 };
     i64map_put(&w->by_pair, pair);
+}
+
+/* Note an order id refused before: by id only (a refused order holds no
+ * buyer's place). An order in orders with the same id (the id_conflict
+ * case: the refusal was of another buyer's message) is noted after it and
+ * wins. */
+static void note_refused(struct work *w, int64_t order, int64_t user, int64_t item, int refused_as)
+{
+    struct order_holder *h = i64map_put(&w->by_id, &order);
+    *h = (struct order_holder){ user, item, 0, refused_as };
 }
 
 /* --- deciding ------------------------------------------------------------ */
 
 /* The outcome of one order, given what is there. An order to insert takes
- * its unit of stock and counts as existing for the later ones. */
-static int decide_one(struct work *w, const struct order *o)
+ * its unit of stock and counts as existing for the later ones. An order id
+ * refused before stays refused (so->refused_as says what for): a unit that
+ * came back since belongs to whoever Redis sold it to. */
+static int decide_one(struct work *w, struct sink_order *so)
 {
+    const struct order *o = so->o;
     const struct order_holder *h;
     const int64_t pair[2] = { o->user_id, o->item_id };
     int64_t *left;
-    if ((h = i64map_get(&w->by_id, &o->order_id)) != NULL)
-        return h->user == o->user_id && h->item == o->item_id ? CMSG_DUPLICATE : CMSG_ID_CONFLICT;
+    if ((h = i64map_get(&w->by_id, &o->order_id)) != NULL) {
+        if (h->user != o->user_id || h->item != o->item_id)
+            return CMSG_ID_CONFLICT;
+        so->refused_as = h->refused_as;
+        return h->refused_as ? CMSG_REFUSED_BEFORE : CMSG_DUPLICATE;
+    }
     if (i64map_has(&w->by_pair, pair))
         return CMSG_DUP_BUYER;
     if ((left = i64map_get(&w->stock, &o->item_id)) == NULL)
@@ -717,9 +743,16 @@ static bool decide(struct work *w, struct sink_order *v, size_t n, size_t *ninse
     bool short_of_stock = false;
     i64map_clear(&w->by_id);
     i64map_clear(&w->by_pair);
+    /* The refusals first, so that an order in orders of the same id wins. */
     for (size_t i = 0; i < w->nex; i++) {
         const int64_t *e = &w->ex[EX_WORDS * i];
-        note_order(w, e[0], e[1], e[2], e[3]);
+        if (e[4])
+            note_refused(w, e[0], e[1], e[2], (int)e[4]);
+    }
+    for (size_t i = 0; i < w->nex; i++) {
+        const int64_t *e = &w->ex[EX_WORDS * i];
+        if (!e[4])
+            note_order(w, e[0], e[1], e[2], e[3]);
     }
     *ninsert = *nreject = *ncancel = 0;
     for (size_t i = 0; i < n; i++) {
@@ -733,7 +766,8 @@ static bool decide(struct work *w, struct sink_order *v, size_t n, size_t *ninse
             (*ncancel)++;
             continue;
         }
-        v[i].outcome = decide_one(w, v[i].o);
+        v[i].refused_as = 0;
+        v[i].outcome = decide_one(w, &v[i]);
         if (v[i].outcome == CMSG_INSERTED)
             (*ninsert)++;
         else if (cmsg_is_refusal(v[i].outcome))
@@ -1057,6 +1091,7 @@ enum sink_status sink_write(struct sink *s, struct sink_order *v, size_t n, sink
     for (size_t i = 0; i < n; i++) {
         v[i].outcome = CMSG_PENDING;
         v[i].pay_by_ms = 0;
+        v[i].refused_as = 0;
         /* A batch with cancels locks every item row of the batch at once,
          * in id order, after the cancels' orders (cons_cancel_lock.sql):
          * its insert and its cancel would otherwise lock items in two
@@ -1084,6 +1119,7 @@ enum sink_status sink_write(struct sink *s, struct sink_order *v, size_t n, sink
         for (size_t i = 0; i < n; i++) {
             v[i].outcome = CMSG_PENDING;
             v[i].pay_by_ms = 0;
+            v[i].refused_as = 0;
         }
     if (trace)
         *trace = tr;

@@ -48,6 +48,9 @@ struct sink_order {
      * the millisecond), while it is pending payment; 0 for an order without
      * a window or no longer pending, and for every other outcome. */
     int64_t pay_by_ms;
+    /* Set by sink_write for CMSG_REFUSED_BEFORE: the refusal the order was
+     * recorded under before (a refusal's outcome); 0 otherwise. */
+    int refused_as;
 };
 
 /* How sink_write went, for the metrics. */
@@ -73,8 +76,9 @@ void sink_close(struct sink *s);
 int sink_ready(struct sink *s, char *err, size_t errlen);
 
 /* Write n orders and cancels. Users of the batch must be locked by the
- * caller with the fences given. Outcomes are CMSG_INSERTED, CMSG_DUPLICATE
- * or a rejection for an order, CMSG_CANCELLED or CMSG_CANCEL_NOOP for a
+ * caller with the fences given. Outcomes are CMSG_INSERTED, CMSG_DUPLICATE,
+ * CMSG_REFUSED_BEFORE (its id was refused before: a refusal is final) or a
+ * rejection for an order, CMSG_CANCELLED or CMSG_CANCEL_NOOP for a
  * cancel (of two cancels of one order in a batch the first may apply, the
  * second is a noop), or CMSG_RETRY (stale fence); all CMSG_PENDING again
  * unless SINK_OK (err then says why). trace, when not NULL, is set either

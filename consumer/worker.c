@@ -365,6 +365,7 @@ static size_t take_outcomes(struct worker *w, int st, size_t ns, struct cmsg **v
         struct cmsg *m = w->so_msg[i];
         m->outcome = w->so[i].outcome;
         m->pay_by_ms = w->so[i].pay_by_ms;
+        m->refused_as = w->so[i].refused_as;
         if (m->outcome == CMSG_RETRY) {
             CM_ADD(stale_fence, 1);
             carry(w, m);

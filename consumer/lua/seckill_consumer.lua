@@ -14,7 +14,7 @@
 -- and arguments never change under its name (a new contract is a new name),
 -- so that the programs of the last release keep working on a newer library
 -- while they are upgraded one by one.
-local VERSION = 1
+local VERSION = 2
 
 -- Settle orders the consumer is done with: clear their reservations and
 -- record what became of each, for the buyers' status calls.
@@ -66,6 +66,24 @@ local function settle(KEYS, ARGV)
     local cur = {} -- field -> value (false: absent)
     fetch(KEYS[3], ofields, cur)
     fetch(KEYS[3], ufields, cur)
+    local function state_of(v)
+      return v and string.match(v, '^[^|]*|(%a)|')
+    end
+    -- Whether an order's field says the database confirmed it and the buyer
+    -- still holds it: 'c', 'w' (waiting for its payment) or 'p' (paid).
+    local function live(v)
+      local s = state_of(v)
+      return s == 'c' or s == 'w' or s == 'p'
+    end
+    -- The field of the order a buyer's pointer names: read here, once, only
+    -- when the pointer might move (rare: a buyer's second order).
+    local function field_of(held)
+      local f = 'o:' .. held
+      if cur[f] == nil then
+        cur[f] = redis.call('HMGET', KEYS[3], f)[1]
+      end
+      return cur[f]
+    end
     local dirty, set = {}, {}
     local function put(f, v)
       cur[f] = v
@@ -83,9 +101,16 @@ local function settle(KEYS, ARGV)
         put(ofields[i], user .. '|' .. st .. '|' .. rsv .. '|' .. ARGV[1] .. '|' .. why)
       end
       -- The user's order for this item: the one they reserved, or the one the
-      -- database confirmed (it allows one per user and item).
+      -- database confirmed (it allows one live order per user and item).
+      -- Confirmed means confirmed now: an old order replayed or settled late
+      -- comes as a duplicate ('c') while its field says it expired or was
+      -- cancelled since, and the buyer may hold a newer order; the pointer
+      -- moves to it only from an order that holds nothing for the buyer (one
+      -- queued, refused, expired or cancelled; version 1 moved it back).
       local held = cur[ufields[i]]
-      if not held or (st == 'c' and held ~= oid) then
+      if not held then
+        put(ufields[i], oid)
+      elseif st == 'c' and held ~= oid and live(cur[ofields[i]]) and not live(field_of(held)) then
         put(ufields[i], oid)
       end
     end

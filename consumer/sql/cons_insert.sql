@@ -13,7 +13,10 @@
 -- there (a redelivery the batch did not look up first, or a concurrent
 -- writer of the same id) fails it with unique_violation and the consumer
 -- redoes the batch after looking up cons_existing.sql; a batch that did look
--- up has only new rows to insert. Speculative insertion would cost every row
+-- up has only new rows to insert. So does an order id refused before
+-- (orders_not_refused, sql/migrations/014_refusals_final.sql: one probe of
+-- order_rejections' key per order, once per statement): a refusal is final,
+-- even once a unit came back to the item. Speculative insertion would cost every row
 -- two more index probes for what a redelivered batch needs once.
 -- The item rows are locked only here, after the inserts, and in id order
 -- (lk): concurrent batches insert side by side and queue on an item row only
@@ -30,6 +33,7 @@ WITH ins AS (
            CASE WHEN w.pay_within_s > 0 THEN now() + w.pay_within_s * interval '1 second' END
       FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) AS t(o, u, i, r, fc)
       LEFT JOIN items AS w ON w.item_id = t.i
+     WHERE orders_not_refused($1::bigint[])
     RETURNING order_id, item_id, pay_by
 ), dl AS (
     INSERT INTO order_deadlines (order_id, pay_by)

@@ -22,6 +22,8 @@
 
 #include "keys.h"
 #include "life.h"
+#include "order.h"
+#include "ordersig.h"
 #include "sale.h"
 
 static char last_resp[512];
@@ -468,6 +470,193 @@ static void test_expired_state_in_redis(void **state)
     life_stop(&l);
 }
 
+/* --- promises under a replay (issue #55) ------------------------------------------ */
+
+/* The item's orders of buyer u (any state). */
+static int64_t orders_of(int64_t item, int64_t u)
+{
+    return life_pg_int2("SELECT count(*) FROM orders WHERE item_id = $1 AND user_id = $2", item, u);
+}
+
+/* Whether order_rejections holds order oid, refused for want of stock. */
+static bool refused_no_stock(int64_t oid)
+{
+    return life_pg_int("SELECT count(*) FROM order_rejections WHERE order_id = $1 AND reason = 'no_stock'",
+                       oid) == 1;
+}
+
+/* Give the item's later buyers a window of pay_s seconds (cons_insert.sql
+ * reads it when it persists an order). */
+static void set_window(int64_t item, int pay_s)
+{
+    assert_int_equal(harness_pg_try(&harness_conf, "UPDATE items SET pay_within_s = $2 WHERE item_id = $1", item,
+                                    pay_s),
+                     0);
+}
+
+/* seckill-consumer --replay --from-beginning of the run's topic, which must
+ * end with 0. */
+static void replay_all(const struct life *l)
+{
+    char *out = NULL;
+    const char *rargs[] = { "-c", l->cfgpath[0], "--replay", "--from-beginning", NULL };
+    int st = harness_run(&out, "seckill-consumer", rargs, 60000);
+    if (st != 0)
+        fail_msg("replay exit %d: %s", st, out);
+    free(out);
+}
+
+/* Order oid of buyer u (persisted or refused) published again on the run's
+ * topic, signed with the producers' key, as the sweeper publishes a
+ * reservation again. */
+static void publish_again(const struct life *l, int64_t oid, int64_t u)
+{
+    struct order o = { oid, u, l->item, 1, 0 };
+    char buf[ORDER_MSG_MAX], key[24];
+    o.reserved_at_ms = life_pg_int("SELECT (extract(epoch FROM reserved_at) * 1000)::bigint FROM ("
+                                   "SELECT reserved_at FROM orders WHERE order_id = $1 UNION ALL "
+                                   "SELECT reserved_at FROM order_rejections WHERE order_id = $1) AS r LIMIT 1",
+                                   oid);
+    assert_true(o.reserved_at_ms > 0);
+    assert_int_equal(osig_sign(&o), 0);
+    int n = order_encode(&o, buf, sizeof(buf));
+    assert_true(n > 0);
+    snprintf(key, sizeof(key), "%" PRId64, u);
+    rd_kafka_t *rk = life_producer(&l->c, "admin", "0");
+    life_produce(rk, l->c.kafka.topic, key, buf, (size_t)n);
+    assert_int_equal(rd_kafka_flush(rk, 30000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_destroy(rk);
+}
+
+/* The buyer's status of order oid holds want. */
+static void order_status_says(const struct life *l, int64_t oid, const char *want)
+{
+    char resp[2048], path[64];
+    snprintf(path, sizeof(path), "/api/v1/orders/%" PRId64, oid);
+    int st = harness_http(l->port, "GET", path, NULL, NULL, resp, sizeof(resp));
+    if (st != 200 || !strstr(resp, want))
+        fail_msg("GET %s: %d %s (wanted %s)", path, st, resp, want);
+}
+
+/* A refusal is final (issue #55, item 1). Redis oversold by one, as after a
+ * failover that lost a reservation: buyers A and B both get 202, PostgreSQL
+ * keeps A and refuses B for want of stock. A never pays and expires: its
+ * unit goes back on sale. A replay of the topic, and B's order published
+ * again (as the sweeper does), leave B refused, counted as a duplicate, and
+ * the unit on sale; buyer C then buys it and ends pending payment. Before,
+ * the replay inserted B's order, which took the returned unit, and C's 202
+ * ended refused. */
+static void test_refusal_final_under_replay(void **state)
+{
+    (void)state;
+    struct life l;
+    char k[KEYS_MAX];
+    bool ok;
+    life_start(&l, &opts, 1, 1, 1);
+    int64_t a = l.user_base, b = l.user_base + 1, c = l.user_base + 2;
+    if (order(l.port, a, l.item) != 202)
+        fail_msg("buyer A: %s; see %s", last_resp, l.plog);
+    WAIT_UNTIL(orders_of(l.item, a) == 1, 15000, ok);
+    assert_true(ok);
+    /* Oversold by one: Redis gains a unit PostgreSQL does not have. */
+    assert_true(keys_item(k, sizeof(k), harness_conf.redis.key_prefix, l.item, KEYS_ITEM_STOCK) > 0);
+    redisContext *rc = harness_redis(&harness_conf);
+    freeReplyObject(harness_cmd(rc, "INCR %s", k));
+    redisFree(rc);
+    WAIT_UNTIL(order(l.port, b, l.item) == 202, 5000, ok);
+    if (!ok)
+        fail_msg("buyer B: %s; see %s", last_resp, l.plog);
+    int64_t ob = order_id_of(last_resp);
+    assert_true(ob > 0);
+    WAIT_UNTIL(refused_no_stock(ob), 15000, ok);
+    if (!ok)
+        fail_msg("B's order %" PRId64 " not refused; see %s", ob, l.clog[0]);
+
+    /* A expires; its unit goes back to stock_left and to Redis. */
+    WAIT_UNTIL(life_orders_in(l.item, "expired") == 1 && life_returns_done(l.item) == 1, 30000, ok);
+    assert_true(ok);
+    set_window(l.item, 600); /* C's order stays pending long enough to be seen */
+    assert_int_equal(life_stock_left(l.item), 1);
+
+    int64_t dups = life_cons_metric(&l, "seckill_consumer_duplicates_skipped_total");
+    replay_all(&l);
+    assert_int_equal(orders_of(l.item, b), 0);
+    assert_int_equal(life_stock_left(l.item), 1);
+    publish_again(&l, ob, b);
+    WAIT_UNTIL(life_cons_metric(&l, "seckill_consumer_duplicates_skipped_total") > dups, 15000, ok);
+    if (!ok)
+        fail_msg("B's order published again was not counted a duplicate; see %s", l.clog[0]);
+    assert_int_equal(orders_of(l.item, b), 0);
+    assert_true(refused_no_stock(ob));
+    assert_int_equal(life_stock_left(l.item), 1);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_STOCK), 1);
+    order_status_says(&l, ob, "\"status\":\"refused\"");
+
+    /* The returned unit is C's. */
+    WAIT_UNTIL(order(l.port, c, l.item) == 202, 5000, ok);
+    if (!ok)
+        fail_msg("buyer C: %s; see %s", last_resp, l.plog);
+    int64_t oc = order_id_of(last_resp);
+    WAIT_UNTIL(life_pg_int2("SELECT count(*) FROM orders WHERE order_id = $1 AND user_id = $2 "
+                            "AND status = 'pending_payment'",
+                            oc, c) == 1,
+               15000, ok);
+    if (!ok)
+        fail_msg("C's order %" PRId64 " is not pending payment; see %s", oc, l.clog[0]);
+    assert_int_equal(life_stock_left(l.item), 0);
+    assert_int_equal(orders_of(l.item, b), 0);
+    assert_true(refused_no_stock(ob));
+    life_stop(&l);
+}
+
+/* An old order replayed does not move the buyer's pointer back (issue #55,
+ * item 5): after expire, buy again, the old order published again alone (as
+ * a late redelivery or the sweeper would) and a replay of the topic, the
+ * buyer's status by item still shows the new order. Before, the old expired
+ * order came back as a duplicate ('c') and took the pointer. */
+static void test_replay_keeps_current_order(void **state)
+{
+    (void)state;
+    struct life l;
+    char resp[2048], path[96], want[64];
+    bool ok;
+    life_start(&l, &opts, 1, 1, 1);
+    int64_t u = l.user_base;
+    if (order(l.port, u, l.item) != 202)
+        fail_msg("first order: %s; see %s", last_resp, l.plog);
+    int64_t o1 = order_id_of(last_resp);
+    WAIT_UNTIL(life_orders_in(l.item, "expired") == 1 && life_returns_done(l.item) == 1, 30000, ok);
+    assert_true(ok);
+    set_window(l.item, 600);
+    WAIT_UNTIL(order(l.port, u, l.item) == 202, 5000, ok);
+    if (!ok)
+        fail_msg("buying again: %s; see %s", last_resp, l.plog);
+    int64_t o2 = order_id_of(last_resp);
+    WAIT_UNTIL(life_orders_in(l.item, "pending_payment") == 1, 15000, ok);
+    assert_true(ok);
+    snprintf(path, sizeof(path), "/api/v1/seckill/%" PRId64 "?user_id=%" PRId64, l.item, u);
+    snprintf(want, sizeof(want), "\"order_id\":\"%" PRId64 "\"", o2);
+    WAIT_UNTIL(harness_http(l.port, "GET", path, NULL, NULL, resp, sizeof(resp)) == 200 && strstr(resp, want) &&
+                   strstr(resp, "pending_payment"),
+               10000, ok);
+    if (!ok)
+        fail_msg("GET %s before the replay: %s", path, resp);
+    int64_t dups = life_cons_metric(&l, "seckill_consumer_duplicates_skipped_total");
+    publish_again(&l, o1, u);
+    WAIT_UNTIL(life_cons_metric(&l, "seckill_consumer_duplicates_skipped_total") > dups, 15000, ok);
+    if (!ok)
+        fail_msg("the old order published again was not counted a duplicate; see %s", l.clog[0]);
+    assert_int_equal(harness_http(l.port, "GET", path, NULL, NULL, resp, sizeof(resp)), 200);
+    if (!strstr(resp, want) || !strstr(resp, "pending_payment"))
+        fail_msg("GET %s after the old order came again: %s (wanted order %" PRId64 ", pending_payment)",
+                 path, resp, o2);
+    replay_all(&l);
+    assert_int_equal(harness_http(l.port, "GET", path, NULL, NULL, resp, sizeof(resp)), 200);
+    if (!strstr(resp, want) || !strstr(resp, "pending_payment"))
+        fail_msg("GET %s after the replay: %s (wanted order %" PRId64 ", pending_payment)", path, resp, o2);
+    life_stop(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -476,6 +665,8 @@ int main(void)
         cmocka_unit_test(test_paid_windows_dropped),
         cmocka_unit_test(test_return_waits_for_replicas),
         cmocka_unit_test(test_expired_state_in_redis),
+        cmocka_unit_test(test_refusal_final_under_replay),
+        cmocka_unit_test(test_replay_keeps_current_order),
     };
     harness_filter();
     return cmocka_run_group_tests_name("orderlife", tests, setup, life_teardown);

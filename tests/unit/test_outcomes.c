@@ -87,15 +87,29 @@ static void test_check_list_is_the_table(void **state)
     free(sql);
 }
 
-/* The columns of one row agree: a refusal has a reason and the 'r' status. */
+/* The columns of one row agree: a refusal has a reason and the 'r' status;
+ * so has an order refused before (REFUSED_BEFORE: 'r', its reason the one
+ * it was refused for then), which is no new refusal to record. */
 static void test_columns_agree(void **state)
 {
     (void)state;
     for (int o = 0; o < CMSG_NOUTCOMES; o++) {
         bool refusal = cmsg_is_refusal(o);
         assert_int_equal(refusal, cmsg_reason(o) != NULL);
-        assert_int_equal(refusal, cmsg_status(o) == 'r');
+        assert_int_equal(refusal || o == CMSG_REFUSED_BEFORE, cmsg_status(o) == 'r');
+        /* The word a refusal is recorded under leads back to it. */
+        if (refusal)
+            assert_int_equal(cmsg_of_reason(cmsg_reason(o)), o);
     }
+    assert_false(cmsg_is_refusal(CMSG_REFUSED_BEFORE));
+    assert_int_equal(cmsg_of_reason("no such reason"), CMSG_PENDING);
+    assert_int_equal(cmsg_of_reason(NULL), CMSG_PENDING);
+    struct cmsg m = { .outcome = CMSG_REFUSED_BEFORE, .refused_as = CMSG_NO_STOCK };
+    assert_string_equal(cmsg_refusal_reason(&m), "no_stock");
+    m = (struct cmsg){ .outcome = CMSG_DUP_BUYER };
+    assert_string_equal(cmsg_refusal_reason(&m), "dup_buyer");
+    m = (struct cmsg){ .outcome = CMSG_DUPLICATE };
+    assert_null(cmsg_refusal_reason(&m));
     assert_int_equal(cmsg_status(CMSG_INSERTED), 'c');
     assert_int_equal(cmsg_status(CMSG_DUPLICATE), 'c');
     assert_int_equal(cmsg_status(CMSG_RETRY), 0);
@@ -157,7 +171,8 @@ static void test_count_outcome(void **state)
             assert_int_equal(CM_GET(persisted), persisted);
     }
     assert_int_equal(CM_GET(persisted), 1);
-    assert_int_equal(CM_GET(duplicates), 1);
+    /* An order refused before is counted as a duplicate (issue #55). */
+    assert_int_equal(CM_GET(duplicates), 2);
     assert_int_equal(CM_GET(rej_no_stock), 1);
     assert_int_equal(CM_GET(cancels_applied), 1);
     assert_int_equal(CM_GET(cancels_noop), 1);
