@@ -375,8 +375,9 @@ static size_t take_replies(struct expiry *e, char *why, size_t whylen)
  * units gone from the sale for good. They are sent again later (a return is
  * safe to repeat: the returned set knows each order). How many rows are
  * not done. */
-static size_t replicas_hold(struct expiry *e, int want, size_t failed)
+static size_t replicas_hold(struct expiry *e, size_t failed)
 {
+    int want = e->batch.wait_replicas;
     if (failed == e->nrows || !rp_replicas_short(&e->batch)) {
         if (want > 0 && failed < e->nrows)
             log_repeat_end(&e->say_short, "the replicas hold the returns");
@@ -403,9 +404,7 @@ static void send_returns(struct expiry *e)
         snprintf(err, sizeof(err), "out of memory");
         goto out;
     }
-    int want = CFG_GET(e->cfg->redis.min_replicas_ack);
-    if (want > 0)
-        rp_wait(&e->batch, want, CFG_GET(e->cfg->redis.wait_timeout_ms));
+    rp_durable(&e->batch);
     if (rp_run(e->rp, &e->batch, err, sizeof(err)) != 0)
         log_debug("expiry: redis: %s", err);
     if (e->batch.missing > 0) {
@@ -415,7 +414,7 @@ static void send_returns(struct expiry *e)
     }
     why[0] = '\0';
     failed = take_replies(e, why, sizeof(why));
-    failed = replicas_hold(e, want, failed);
+    failed = replicas_hold(e, failed);
     if (failed < e->nrows && e->batch.missing == 0)
         log_repeat_end(&e->say_missing, "the return function answered");
     if (why[0]) /* the replies' reason, else the round trip's (err as it is) */

@@ -806,11 +806,19 @@ static int mark_once(struct payments *p, char *err, size_t errlen)
         return n;
     if (!p->rp && rp_open(p->cfg, cfg_role_self(), &p->rp, err, errlen) != 0)
         return -1;
+    /* Durable (rpipe.h): a 'p' fewer replicas hold than redis.min_replicas_ack
+     * asks would be lost at a failover, the buyer shown "waiting" for an
+     * order PostgreSQL has paid (issue #55). */
+    rp_durable(&p->batch);
     rp_run(p->rp, &p->batch, err, errlen);
     for (int i = 0; i < n && bad < 0; i++) {
         r = rp_reply(&p->batch, i);
         if (rp_status(&p->batch, i) != RP_OK || !r || r->type != REDIS_REPLY_INTEGER)
             bad = i;
+    }
+    if (bad < 0 && rp_replicas_short(&p->batch)) {
+        snprintf(err, errlen, "fewer than %d replicas hold the paid marks", p->batch.wait_replicas);
+        return -1;
     }
     if (bad < 0)
         return 0;

@@ -217,11 +217,10 @@ static void clear_keep_failed(struct settle *s)
 {
     size_t kept = 0;
     int c = 0;
-    int want = CFG_GET(s->cfg->redis.min_replicas_ack);
     if (rp_replicas_short(&s->batch)) {
         log_repeat(&s->say_short, LOG_LVL_WARNING, "settle: replicas short",
                    "worker %d: redis: fewer than %d replicas hold the cleared reservations; they are cleared "
-                   "again later (logged once while it lasts)", s->id, want);
+                   "again later (logged once while it lasts)", s->id, s->batch.wait_replicas);
         return;
     }
     log_repeat_end(&s->say_short, "the replicas hold the clears");
@@ -289,8 +288,7 @@ static int clear_try(struct settle *s)
     rp_batch_reset(&s->batch);
     if (clear_add(s) != 0)
         return -1;
-    if (CFG_GET(s->cfg->redis.min_replicas_ack) > 0)
-        rp_wait(&s->batch, CFG_GET(s->cfg->redis.min_replicas_ack), CFG_GET(s->cfg->redis.wait_timeout_ms));
+    rp_durable(&s->batch); /* the buyers' states: see clear_keep_failed */
     if (rp_run(s->rp, &s->batch, err, sizeof(err)) != 0)
         log_debug("worker %d: settle: %s", s->id, err);
     /* The consumer never loads code: it says what is missing, keeps the

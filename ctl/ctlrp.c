@@ -26,8 +26,8 @@ const char *ctlrp_why(const struct rp_batch *b, int i, const char *runerr, char 
     return buf;
 }
 
-redisReply *ctlrp_fcall(struct rp *p, const struct rfunc *f, int nkeys, int nargs, const char **argv,
-                        int type)
+redisReply *ctlrp_fcall(struct rp *p, const struct rfunc *f, bool durable, int nkeys, int nargs,
+                        const char **argv, int type)
 {
     struct rp_batch b;
     char err[512], why[512];
@@ -38,9 +38,16 @@ redisReply *ctlrp_fcall(struct rp *p, const struct rfunc *f, int nkeys, int narg
         fprintf(stderr, "seckillctl: redis: out of memory\n");
         goto out;
     }
+    if (durable)
+        rp_durable(&b);
     (void)rp_run(p, &b, err, sizeof(err));
     const redisReply *got = rp_reply(&b, i);
-    if (got != NULL && got->type == type) {
+    if (got != NULL && got->type == type && rp_replicas_short(&b)) {
+        fprintf(stderr,
+                "seckillctl: redis: %s ran, but fewer than %d replicas confirmed it "
+                "(redis.min_replicas_ack): a failover now could lose it; run the command again\n",
+                f->name, b.wait_replicas);
+    } else if (got != NULL && got->type == type) {
         r = rp_take(&b, i);
     } else if (got != NULL) {
         /* An answer, but not the one wanted: missing, an error, or garbage. */

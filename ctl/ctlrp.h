@@ -7,6 +7,7 @@
 #define SECKILL_CTLRP_H
 
 #include <hiredis/hiredis.h>
+#include <stdbool.h>
 
 #include "cfg.h"
 #include "rfunc.h"
@@ -17,9 +18,13 @@
 struct rp *ctlrp_open(const struct cfg *c);
 
 /* FCALL f (its first key routes it) in its own round trip; the reply when
- * its type is type, else NULL after printing why. The caller frees it. */
-redisReply *ctlrp_fcall(struct rp *p, const struct rfunc *f, int nkeys, int nargs, const char **argv,
-                        int type);
+ * its type is type, else NULL after printing why. The caller frees it.
+ * With durable (a write a failover must not lose: rpipe.h), a call fewer
+ * replicas hold than redis.min_replicas_ack asks is a failure too, said as
+ * such: the operator runs the command again once the replicas are back
+ * (every function seckillctl writes with is safe to run again). */
+redisReply *ctlrp_fcall(struct rp *p, const struct rfunc *f, bool durable, int nkeys, int nargs,
+                        const char **argv, int type);
 
 /* Why command i of a run batch has no usable answer ("" when it has one
  * that is no error reply), for a message. Returns buf. */

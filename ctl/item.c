@@ -58,7 +58,7 @@ static int redis_load(const struct cfg *c, int64_t item_id, int64_t stock, const
     ms_arg(ends, sizeof(ends), w->ends_ms);
     const char *argv[] = { k[KEYS_ITEM_STOCK], k[KEYS_ITEM_BUYERS], k[KEYS_ITEM_PENDING], k[KEYS_ITEM_WINDOW],
                            k[KEYS_ITEM_ORDERS], sstock, starts, ends };
-    if (!(r = ctlrp_fcall(p, &s, 5, 3, argv, REDIS_REPLY_INTEGER)))
+    if (!(r = ctlrp_fcall(p, &s, true, 5, 3, argv, REDIS_REPLY_INTEGER)))
         goto fail;
     if (r->integer == -1 || r->integer == -2) {
         fprintf(stderr,

@@ -253,7 +253,7 @@ static int rebuild_one(const struct cfg *c, PGconn *pg, struct rp *p, const stru
     const char *head[] = { stock, starts, ends, CFG_GET(c->sale.rebuy_after_cancel) ? "1" : "0" };
     if (rebuild_args(res, k, head, &argv, &vals, &buyers) != 0)
         goto fail;
-    if (!(r = ctlrp_fcall(p, s, RB_KEYS, (int)nargs, argv, REDIS_REPLY_INTEGER)))
+    if (!(r = ctlrp_fcall(p, s, true, RB_KEYS, (int)nargs, argv, REDIS_REPLY_INTEGER)))
         goto fail;
     if (r->integer != 1) {
         printf("item %" PRId64 ": refusing: Redis holds keys of it again (rebuilt meanwhile?)\n", item);

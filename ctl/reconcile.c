@@ -68,11 +68,12 @@ struct rctx {
 };
 
 /* Call a function; its reply when it is of the type wanted, else NULL after
- * saying why on stderr. The caller frees the reply. */
+ * saying why on stderr. The caller frees the reply. Every function but the
+ * snapshot repairs: durable (ctlrp.h). */
 static redisReply *eval_want(struct rctx *x, const struct rfunc *s, int nkeys, int nargs, const char **argv,
                              int type)
 {
-    return ctlrp_fcall(x->rp, s, nkeys, nargs, argv, type);
+    return ctlrp_fcall(x->rp, s, s != &x->snap, nkeys, nargs, argv, type);
 }
 
 static int ids_add(struct ids *s, int64_t v)

@@ -164,11 +164,16 @@ static void backlog_add(struct rsv *r, const struct restore_job *j)
 }
 
 /* Give n units back in one round trip (each to its item's shard); what
- * Redis cannot take now waits in the backlog for the next turn. */
+ * Redis cannot take now waits in the backlog for the next turn. The batch is
+ * durable (rpipe.h): a give-back fewer replicas hold than
+ * redis.min_replicas_ack asks is not done either, for a failover would bring
+ * its reservation back, and the sweeper would publish an order whose buyer
+ * was told it failed. */
 static void restore_many(struct rsv *r, const struct restore_job *jobs, size_t n)
 {
     struct rp_batch *b = &r->giving;
     size_t i, sent = 0;
+    bool held;
     if (n == 0)
         return;
     rp_batch_reset(b);
@@ -187,10 +192,14 @@ static void restore_many(struct rsv *r, const struct restore_job *jobs, size_t n
         if (rp_fcall(b, r->restore.name, 5, 3, argv, NULL) < 0)
             break;
     }
+    rp_durable(b);
     (void)rlink_run(&r->link, b);
+    held = !rp_replicas_short(b);
     for (i = 0; i < sent; i++) {
         const redisReply *rep = rp_reply(b, (int)i);
-        if (rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1) {
+        if (!held) {
+            backlog_add(r, &jobs[i]); /* (retried next turn, as a lost reply) */
+        } else if (rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1) {
             PM_INC(restored);
         } else if (rep && rep->type == REDIS_REPLY_INTEGER) {
             PM_INC(restore_kept);
@@ -290,7 +299,7 @@ static void resolve_ambiguous(struct rsv *r, struct batch_entry **amb, size_t n)
     /* With redis.min_replicas_ack, only WAIT on the connection that wrote a
      * reservation can confirm the replicas hold it, and that connection is
      * gone: refuse them all, the sweeper publishes those that exist. */
-    if (CFG_GET(r->cfg->redis.min_replicas_ack) > 0)
+    if (!r->link.rp || rp_durability(r->link.rp) > 0)
         goto refuse;
     rlink_retry_now(&r->link);
     while (!rlink_ok(&r->link) && util_mono_ms() < end) {
@@ -450,10 +459,11 @@ static size_t entries_fill(struct rsv *r, struct rsv_req **reqs, size_t n)
 }
 
 /* Add one seckill_reserve call per entry to the batch, each routed by its
- * item's keys; those that could not be added are answered. With waits, WAIT
- * for that many replicas follows them on every shard they reached. The
- * number added (the first ones: command i is entry i). */
-static size_t scripts_add(struct rsv *r, size_t m, int waits)
+ * item's keys; those that could not be added are answered. The batch is
+ * durable (rpipe.h): with redis.min_replicas_ack, WAIT follows the calls on
+ * every shard they reached. The number added (the first ones: command i is
+ * entry i). */
+static size_t scripts_add(struct rsv *r, size_t m)
 {
     struct rp_batch *b = &r->calls;
     size_t sent = 0;
@@ -477,8 +487,7 @@ static size_t scripts_add(struct rsv *r, size_t m, int waits)
         finish(r->entries[i].req, RSV_UNAVAILABLE);
     /* In the same round trip: WAIT answers once the replicas hold every
      * write its connection made, the batch's reservations included. */
-    if (waits && sent)
-        rp_wait(b, waits, CFG_GET(r->cfg->redis.wait_timeout_ms));
+    rp_durable(b);
     return sent;
 }
 
@@ -536,7 +545,7 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n)
 {
     struct batch_entry *won[RSV_BATCH];
     size_t nwon = 0, sent;
-    int missing = 0, readonly = 0, waits = CFG_GET(r->cfg->redis.min_replicas_ack), held;
+    int missing = 0, readonly = 0, held;
 
     if (!rlink_ok(&r->link)) {
         for (size_t i = 0; i < n; i++)
@@ -544,13 +553,13 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n)
         return;
     }
     /* Entries are reused by a retry: copy out the requests first. */
-    sent = scripts_add(r, entries_fill(r, reqs, n), waits);
+    sent = scripts_add(r, entries_fill(r, reqs, n));
     (void)rlink_run(&r->link, &r->calls);
     /* Every shard the batch reached confirmed (a WAIT not answered, or a
      * reply lost on any shard, confirms nothing: acked is then -1). */
-    held = !waits || r->calls.acked >= waits;
-    if (waits && r->calls.acked >= 0 && r->calls.acked < waits)
-        log_debug("redis: WAIT: %d of %d replicas", r->calls.acked, waits);
+    held = !rp_replicas_short(&r->calls);
+    if (!held && r->calls.acked >= 0)
+        log_debug("redis: WAIT: %d of %d replicas", r->calls.acked, r->calls.wait_replicas);
     scripts_read(r, sent, won, &nwon, &missing, &readonly);
     /* Publish before retrying: the retry reuses the entries. A reservation
      * the replicas may not hold is not promised: a failover now could sell

@@ -180,6 +180,7 @@ void rp_batch_reset(struct rp_batch *b)
             freeReplyObject(b->cmd[i].reply);
     }
     b->n = 0;
+    b->durable = false;
     b->wait_replicas = b->wait_timeout_ms = 0;
     b->acked = -1;
     b->missing = b->readonly = 0;
@@ -265,11 +266,9 @@ out:
     return ret;
 }
 
-void rp_wait(struct rp_batch *b, int replicas, int timeout_ms)
-{
-    b->wait_replicas = replicas;
-    b->wait_timeout_ms = timeout_ms;
-}
+void rp_durable(struct rp_batch *b) { b->durable = true; }
+
+int rp_durability(const struct rp *p) { return CFG_GET(p->cfg->redis.min_replicas_ack); }
 
 bool rp_replicas_short(const struct rp_batch *b)
 {
@@ -445,10 +444,16 @@ static int run(struct rp *p, struct rp_batch *b, int node, char *err, size_t err
     err[0] = '\0';
     b->acked = -1;
     b->missing = b->readonly = 0;
+    b->wait_replicas = b->wait_timeout_ms = 0;
     for (int k = 0; k < b->n; k++)
         b->cmd[k].status = RP_NOT_SENT;
     if (b->n == 0)
         return 0;
+    /* The durability rule, read at each run (a reload applies to the next). */
+    if (b->durable) {
+        b->wait_replicas = rp_durability(p);
+        b->wait_timeout_ms = CFG_GET(p->cfg->redis.wait_timeout_ms);
+    }
     int ret;
     if (p->cl != NULL) {
         ret = run_cluster(p, b, node, err, errlen);

@@ -30,8 +30,15 @@
  *   (the batch's readonly and missing), the latter for the caller to say
  *   once which function and how to load it (rfunc.h, a layer above: the
  *   daemons may not load code).
- * - WAIT (rp_wait): after the batch's commands, every node the batch reached
- *   is asked for that many replicas; the batch's acked is the smallest count.
+ * - Durability (rp_durable), the one rule for every writer: a batch that
+ *   writes what a failover must not lose is marked durable, and after its
+ *   commands every node it reached is asked (WAIT) for redis.min_replicas_ack
+ *   replicas, up to redis.wait_timeout_ms; the batch's acked is the smallest
+ *   count, and rp_replicas_short says whether it fell short. The setting is
+ *   read here and nowhere else, at each run (a reload applies to the next
+ *   batch); 0 adds nothing. What a writer does when the replicas fall short
+ *   is its own (docs/design.md, "Durability of the Redis writes"); that it
+ *   asks is not.
  * - Commands that must visit every primary (SCAN, INFO) go to one primary
  *   at a time: rp_nodes() and rp_run_on().
  *
@@ -58,7 +65,8 @@ struct rp_cmd; /* private */
 struct rp_batch {
     struct rp_cmd *cmd;
     int n, cap;
-    int wait_replicas, wait_timeout_ms; /* rp_wait */
+    bool durable;                      /* rp_durable */
+    int wait_replicas, wait_timeout_ms; /* what the last run asked for (0: no WAIT) */
     /* after rp_run */
     int acked;    /* WAIT: the fewest replicas any node confirmed; -1: no WAIT answered */
     int missing;  /* replies RP_REPLY_NO_FUNCTION (rp_classify) */
@@ -112,10 +120,12 @@ int rp_addf(struct rp_batch *b, const char *key, const char *format, ...);
  * (rfunc.h) holds the name, and what to say when Redis lacks it. */
 int rp_fcall(struct rp_batch *b, const char *function, int nkeys, int nargs, const char **argv,
              const size_t *argvlen);
-/* After the commands, WAIT for replicas on every node they reached, up to
- * timeout_ms (0 replicas: none). */
-void rp_wait(struct rp_batch *b, int replicas, int timeout_ms);
-/* After rp_run: whether the batch asked for replicas (rp_wait) and fewer
+/* The batch writes what a failover must not lose: rp_run WAITs after its
+ * commands for the replicas the configuration asks (see the contract). */
+void rp_durable(struct rp_batch *b);
+/* The replicas a durable batch run on p now waits for (0: none). */
+int rp_durability(const struct rp *p);
+/* After rp_run: whether the batch was durable and fewer replicas than asked
  * confirmed its writes on some node, so a failover could lose them. Its
  * writes are then not done, whatever their answers said. */
 bool rp_replicas_short(const struct rp_batch *b);

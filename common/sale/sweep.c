@@ -92,9 +92,9 @@ static int claim_stale(struct rp *rp, const struct rfunc *claim, int64_t age_ms,
  * again to a buyer told 202 whose order PostgreSQL then refused (the nemesis,
  * issue #32: seed 1107403330, 5 lost). 1 when they hold it, else 0 with err
  * set. */
-static int replicas_hold(const struct cfg *c, struct rp *rp, const char *key, char *err, size_t errlen)
+static int replicas_hold(struct rp *rp, const char *key, char *err, size_t errlen)
 {
-    int want = CFG_GET(c->redis.min_replicas_ack), ok;
+    int want = rp_durability(rp), ok;
     unsigned long reconnects = rp_stats(rp)->reconnects;
     struct rp_batch b;
     char why[256] = "";
@@ -102,8 +102,9 @@ static int replicas_hold(const struct cfg *c, struct rp *rp, const char *key, ch
         return 1;
     rp_batch_init(&b);
     rp_addf(&b, key, "ZCARD %s", key);
-    rp_wait(&b, want, CFG_GET(c->redis.wait_timeout_ms));
-    ok = rp_run(rp, &b, why, sizeof(why)) == 0 && b.acked >= want && rp_stats(rp)->reconnects == reconnects;
+    rp_durable(&b);
+    ok = rp_run(rp, &b, why, sizeof(why)) == 0 && !rp_replicas_short(&b) &&
+         rp_stats(rp)->reconnects == reconnects;
     if (!ok)
         snprintf(err, errlen, "redis: WAIT %d: %s", want,
                  why[0] ? why : "fewer replicas hold the claimed reservations");
@@ -208,7 +209,7 @@ static int sweep_item(const struct cfg *c, struct rp *rp, struct pub *p, const s
         goto fail;
     }
     st->claimed += (int64_t)n;
-    if (!replicas_hold(c, rp, keys[KEYS_ITEM_UNPUB], err, errlen)) {
+    if (!replicas_hold(rp, keys[KEYS_ITEM_UNPUB], err, errlen)) {
         /* claimed, not sent: the next pass after the age tries again */
         st->failed += (int64_t)n;
         goto fail;

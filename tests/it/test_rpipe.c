@@ -196,20 +196,46 @@ static void test_single_lost_reply(void **state)
     lost_reply(&harness_conf);
 }
 
-/* The single Redis has no replica: WAIT answers 0, and the batch is not
- * confirmed by a replica. */
+/* The single Redis has no replica: a durable batch's WAIT answers 0, and
+ * the batch is not confirmed by a replica. The rule is the configuration's,
+ * read at each run (issue #55): with redis.min_replicas_ack 0 a durable
+ * batch sends no WAIT and is never short; a batch not marked durable sends
+ * none whatever the setting. */
 static void test_single_wait(void **state)
 {
     (void)state;
     struct rp *p = open_as_stack(&harness_conf);
     struct rp_batch b;
     char key[96], err[256];
+    int want = harness_conf.redis.min_replicas_ack, wait_ms = harness_conf.redis.wait_timeout_ms;
     item_key(key, sizeof(key), 0);
     rp_batch_init(&b);
+    harness_conf.redis.min_replicas_ack = 1;
+    harness_conf.redis.wait_timeout_ms = 100;
+    assert_int_equal(rp_durability(p), 1);
     rp_addf(&b, key, "SET %s 1", key);
-    rp_wait(&b, 1, 100);
+    rp_durable(&b);
     assert_int_equal(rp_run(p, &b, err, sizeof(err)), 0);
     assert_int_equal(b.acked, 0);
+    assert_int_equal(b.wait_replicas, 1);
+    assert_true(rp_replicas_short(&b));
+    /* not durable: no WAIT */
+    rp_batch_reset(&b);
+    rp_addf(&b, key, "SET %s 2", key);
+    assert_int_equal(rp_run(p, &b, err, sizeof(err)), 0);
+    assert_int_equal(b.acked, -1);
+    assert_false(rp_replicas_short(&b));
+    /* durable, and the setting 0: no WAIT either */
+    harness_conf.redis.min_replicas_ack = 0;
+    rp_batch_reset(&b);
+    rp_addf(&b, key, "SET %s 3", key);
+    rp_durable(&b);
+    assert_int_equal(rp_run(p, &b, err, sizeof(err)), 0);
+    assert_int_equal(b.acked, -1);
+    assert_int_equal(b.wait_replicas, 0);
+    assert_false(rp_replicas_short(&b));
+    harness_conf.redis.min_replicas_ack = want;
+    harness_conf.redis.wait_timeout_ms = wait_ms;
     rp_batch_free(&b);
     del_keys(p, 0);
     rp_close(p);
@@ -239,9 +265,15 @@ static void test_cluster_wait(void **state)
         item_key(key, sizeof(key), i);
         rp_addf(&b, key, "SET %s x", key);
     }
-    rp_wait(&b, 1, 1000);
+    int want = cluster_conf.redis.min_replicas_ack, wait_ms = cluster_conf.redis.wait_timeout_ms;
+    cluster_conf.redis.min_replicas_ack = 1;
+    cluster_conf.redis.wait_timeout_ms = 1000;
+    rp_durable(&b);
     assert_int_equal(rp_run(p, &b, err, sizeof(err)), 0);
+    cluster_conf.redis.min_replicas_ack = want;
+    cluster_conf.redis.wait_timeout_ms = wait_ms;
     assert_int_equal(b.acked, 1);
+    assert_false(rp_replicas_short(&b));
     /* and the keys really are on all three: each primary's own count */
     for (int node = 0; node < rp_nodes(p); node++) {
         struct rp_batch c;
