@@ -23,6 +23,8 @@
  * flight moves a unit from Redis to the database in a few milliseconds. */
 #define RECON_ATTEMPTS 5
 #define RECON_RETRY_MS 300
+/* Stale states said per item, as examples of what diverged. */
+#define RECON_EXAMPLES 3
 
 struct ids {
     int64_t *v;
@@ -42,6 +44,7 @@ struct recon {
     int64_t stale_unpub;                  /* unacknowledged by Kafka past the sweep age */
     int64_t bad_pending;                  /* entries that are not order messages */
     int64_t stale_states;                 /* settled orders whose status in Redis disagrees */
+    char stale_eg[RECON_EXAMPLES][160];   /* the first of them, said: "order ID: ..." */
     int64_t starts, ends;                 /* the window in PostgreSQL (0: open end) */
     int64_t rstarts, rends;               /* and in Redis, which the script obeys */
     /* After the sale (issue #44): an expired or cancelled order's unit is
@@ -134,8 +137,11 @@ static int parse_reply_i64(const redisReply *e, int64_t *out)
 
 /* The settled orders (item_states.sql rows) whose status in the Redis orders
  * hash (field, value, ... as HGETALL gives it) is missing, or names another
- * buyer or another state: the buyer would be told queued, or nothing. */
-static int64_t stale_states(const PGresult *res, const redisReply *h)
+ * buyer or another state: the buyer would be told queued, or nothing. The
+ * first RECON_EXAMPLES go into eg, each as what the database says and what
+ * Redis holds, for the operator (and whoever looks for the write that
+ * diverged). */
+static int64_t stale_states(const PGresult *res, const redisReply *h, char eg[RECON_EXAMPLES][160])
 {
     int64_t n = 0;
     for (int i = 0; i < PQntuples(res); i++) {
@@ -150,7 +156,14 @@ static int64_t stale_states(const PGresult *res, const redisReply *h)
         for (size_t j = 0; h->type == REDIS_REPLY_ARRAY && j + 1 < h->elements && !v; j += 2)
             if (h->element[j]->type == REDIS_REPLY_STRING && strcmp(h->element[j]->str, field) == 0)
                 v = h->element[j + 1];
-        n += !v || v->type != REDIS_REPLY_STRING || strncmp(v->str, want, strlen(want)) != 0;
+        if (v && v->type == REDIS_REPLY_STRING && strncmp(v->str, want, strlen(want)) == 0)
+            continue;
+        if (n < RECON_EXAMPLES)
+            snprintf(eg[n], sizeof(eg[n]), "order %s: the database says %s.., Redis has %s%.60s%s",
+                     PQgetvalue(res, i, 0), want, v && v->type == REDIS_REPLY_STRING ? "'" : "",
+                     v && v->type == REDIS_REPLY_STRING ? v->str : "nothing",
+                     v && v->type == REDIS_REPLY_STRING ? "'" : "");
+        n++;
     }
     return n;
 }
@@ -366,7 +379,7 @@ static int look(struct rctx *x, int64_t item, struct recon *r)
     r->stale_unpub = stale_unpublished(rep->element[3], &d.orders, util_wall_ms() - sweep_age_ms(x->c));
     if (!(res = ctlpg_exec(x->pg, embed_item_states, 1, params, PGRES_TUPLES_OK, "read settled orders")))
         goto fail;
-    r->stale_states = stale_states(res, rep->element[5]);
+    r->stale_states = stale_states(res, rep->element[5], r->stale_eg);
     ret = 0;
 fail:
     free(d.orders.v);
@@ -470,6 +483,8 @@ static void problems(const struct recon *r)
     if (r->stale_states)
         printf("  item %" PRId64 ": %" PRId64 " settled orders show another status to their buyers than the "
                "database's\n", r->item, r->stale_states);
+    for (int64_t i = 0; i < r->stale_states && i < RECON_EXAMPLES; i++)
+        printf("    %s\n", r->stale_eg[i]);
     if (r->starts != r->rstarts || r->ends != r->rends)
         printf("  item %" PRId64 ": the sale window in Redis (%" PRId64 " .. %" PRId64 ") differs from the "
                "database's (%" PRId64 " .. %" PRId64 ", ms; 0 = open)\n",
