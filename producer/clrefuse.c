@@ -102,7 +102,7 @@ static void http_date(char *buf, size_t len)
              months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
 }
 
-void clr_answer(struct MHD_Connection *conn, const char *body)
+void clr_answer(struct MHD_Connection *conn, unsigned status, const char *body)
 {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     char date[40], resp[512];
@@ -111,9 +111,9 @@ void clr_answer(struct MHD_Connection *conn, const char *body)
         return;
     http_date(date, sizeof(date));
     len = snprintf(resp, sizeof(resp),
-                   "HTTP/1.1 400 Bad Request\r\nDate: %s\r\nConnection: close\r\n"
+                   "HTTP/1.1 %u %s\r\nDate: %s\r\nConnection: close\r\n"
                    "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-                   date, strlen(body), body);
+                   status, MHD_get_reason_phrase_for(status), date, strlen(body), body);
     /* Non-blocking, as the library keeps the socket; never a cut answer's
      * length either (the body is an error of ours: it always fits). */
     if (len > 0 && (size_t)len < sizeof(resp))

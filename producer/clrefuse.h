@@ -63,10 +63,12 @@ int clr_is_refusal(const char *fmt);
  * *why the reason for its client; NULL if none is found. */
 struct MHD_Connection *clr_find(struct clr_list *l, const char **why);
 
-/* Writes "400 Bad Request" with the JSON body (Connection: close) on conn's
+/* Writes status (400, 413) with the JSON body (Connection: close) on conn's
  * socket and shuts it for writing, whether or not all of it went (a client
  * that reads nothing may get it cut short). The library closes the
- * connection once its own write fails. */
-void clr_answer(struct MHD_Connection *conn, const char *body);
+ * connection once its own write fails, or its read ends. Also the answer
+ * to a chunked body refused while it is read (ingress.c), when the library
+ * takes no answer of the producer's. */
+void clr_answer(struct MHD_Connection *conn, unsigned status, const char *body);
 
 #endif

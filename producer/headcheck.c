@@ -160,6 +160,11 @@ static const char *framing(const struct hc_head *h, const struct walk *w, unsign
         return "a Content-Length that is not a number";
     if (w->cl_differs)
         return "Content-Length given twice with different values";
+    /* A GET or HEAD means nothing by a body (RFC 9110 9.3.1): one is either
+     * read and dropped, or another request a proxy did not see. */
+    if ((strcmp(h->method, "GET") == 0 || strcmp(h->method, "HEAD") == 0) &&
+        (w->te || (w->cl && w->cl_value[strspn(w->cl_value, "0")])))
+        return "a GET or HEAD with a body";
     if (!w->te && !w->cl && strcmp(h->method, "POST") == 0) {
         *status = MHD_HTTP_LENGTH_REQUIRED;
         return "a POST needs Content-Length or Transfer-Encoding: chunked";
@@ -186,4 +191,18 @@ const char *hc_check(struct MHD_Connection *conn, const struct hc_head *h, unsig
     if (w.next + 2 != w.end || *(const char *)w.next || *((const char *)w.next + 1))
         return "a head not ended by an empty line after CRLF";
     return framing(h, &w, status);
+}
+
+const char *hc_check_trailers(struct MHD_Connection *conn, const char *start, size_t room)
+{
+    struct walk w = { .next = (uintptr_t)start, .end = (uintptr_t)start + room };
+    const char *empty;
+    MHD_get_connection_values_n(conn, MHD_FOOTER_KIND, on_field, &w);
+    if (w.why)
+        return w.why;
+    /* The empty line that ends them: CRLF, both cut to NUL. */
+    empty = start + (w.next - (uintptr_t)start);
+    if (w.next + 2 > w.end || empty[0] || empty[1])
+        return "a trailer section not ended by an empty line after CRLF";
+    return NULL;
 }

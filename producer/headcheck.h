@@ -6,13 +6,14 @@
  * obs-folded line to the name before it ("Content-Length3"), takes a bare LF
  * for a line end and keeps a bare CR inside a value, ignores a
  * Transfer-Encoding other than chunked (and then reads until the client
- * closes), and checks nothing of Host, duplicates or the framing of a
- * request without a body length. None of that is an option of 0.9.75
- * (MHD_OPTION_STRICT_FOR_CLIENT only refuses a missing Host, itself and with
- * a broken answer), and it shows no raw bytes. What it does show is its
- * parse in place: the request line and the field lines stay where they came,
- * in one buffer from the method on, with NULs for the separators it cut at
- * and for each CR and LF, and MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE is
+ * closes), checks nothing of Host, duplicates or the framing of a request
+ * without a body length, and reads and drops a body on a GET. None of that
+ * is an option of 0.9.75 (MHD_OPTION_STRICT_FOR_CLIENT only refuses a
+ * missing Host, itself and with a broken answer), and it shows no raw bytes.
+ * What it does show is its parse in place: the request line and the field
+ * lines stay where they came, in one buffer from the method on, with NULs
+ * for the separators it cut at and for each CR and LF, and
+ * MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE is
  * the head's length from the method to its empty line. hc_check() walks
  * that: each field line must start where the one before ended after exactly
  * CRLF, and the last must end where the head does. A folded line, a bare LF
@@ -24,7 +25,7 @@
  * answers it in the producer's words.
  *
  * Called on the HTTP thread from the access handler's first call of a
- * request (the head is whole); keeps no state. */
+ * request (the head is whole), or its last (the trailers); keeps no state. */
 #ifndef SECKILL_HEADCHECK_H
 #define SECKILL_HEADCHECK_H
 
@@ -45,6 +46,15 @@ struct hc_head {
  * *status 400, or 411 for a POST without Content-Length or chunked. Every
  * refusal is a framing error: the caller closes the connection. */
 const char *hc_check(struct MHD_Connection *conn, const struct hc_head *h, unsigned *status);
+
+/* The trailer section of a chunked body (chunkcheck.h), at the body's end:
+ * held to a head's rules. The library reads it from where it read the body
+ * (start: the method plus the head's length), in place as a head, and keys
+ * its fields MHD_FOOTER_KIND; each line must start where the one before
+ * ended after CRLF, the first at start, and an empty line after CRLF must
+ * end them, all within room bytes of start. NULL when sound; else why (400,
+ * connection closed). */
+const char *hc_check_trailers(struct MHD_Connection *conn, const char *start, size_t room);
 
 /* The request target holds only the characters a URI may (RFC 3986:
  * visible ASCII): 1 or 0. For the URI callback, before the library cuts it. */

@@ -10,19 +10,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "auth.h"
 #include "bgthread.h"
 #include "cancel.h"
+#include "chunkcheck.h"
 #include "clrefuse.h"
 #include "headcheck.h"
-#include "headwatch.h"
 #include "httpd.h"
 #include "log.h"
 #include "pmetrics.h"
 #include "ratelimit.h"
 #include "request.h"
+#include "reqwatch.h"
 #include "soldout.h"
 #include "status.h"
 #include "util.h"
@@ -32,6 +34,8 @@
 #define ITEM_STATUS_PREFIX "/api/v1/seckill/"
 #define ORDER_STATUS_PREFIX "/api/v1/orders/"
 #define CANCEL_SUFFIX "/cancel" /* after ORDER_STATUS_PREFIX and the order id */
+/* A connection's memory in the library: its head and its read buffer. */
+#define ING_CONN_MEMORY 16384
 
 enum { REQ_READING, REQ_QUEUED, REQ_DONE };
 enum { KIND_BUY, KIND_STATUS, KIND_CANCEL };
@@ -47,7 +51,10 @@ struct ing_req {
     int64_t t0_us;
     _Atomic int state;
     int kind;
-    int too_large; /* a buy's body beyond the limit; a cancel's body at all */
+    int too_large; /* a cancel's body at all */
+    int chunked;   /* its body comes in chunks, their lines checked as they come */
+    int cut;       /* its chunked body was refused while read: answered, the rest dropped */
+    struct ck_body ck;
     int64_t buyer; /* the verified token's buyer; 0 with producer.auth = "none" */
     size_t len;
     struct ing_req *free_next;
@@ -69,12 +76,13 @@ struct mhd_say {
 /* One connection (libmicrohttpd's socket context), from its start to its
  * close. */
 struct ing_conn {
-    struct hw_slot slot; /* armed while a request head is awaited */
+    struct rw_slot slot; /* armed while a whole request is awaited */
     struct clr_slot clr; /* from its request line to the access handler */
     struct na_addr peer;
     int counted;        /* in the per-address connection count */
     size_t raw_uri_len; /* of the request being read, for hc_check() */
     int target_ok;
+    int close_after; /* its request is chunked: no request is read after it */
 };
 
 struct ingress {
@@ -92,12 +100,24 @@ struct ingress {
     _Atomic long inflight;
     struct ing_req *pool; /* HTTP thread only */
     size_t body_limit;
-    struct hw hw; /* the connections awaiting a request head */
+    struct rw rw; /* the connections awaiting a whole request */
     struct clr_list clr; /* HTTP thread only: the heads being read */
+    int cut_closing; /* HTTP thread only: a cut body's connection is being closed (on_request) */
     struct bgthread timer; /* shuts the late ones, ends quiet log states */
     pthread_mutex_t say_mu; /* say's: the library logs on its thread, the timer ends quiet kinds */
     struct mhd_say say[MHD_SAY_KINDS];
 };
+
+static struct ing_conn *conn_of(struct MHD_Connection *conn);
+
+/* No request is read after this answer: the daemon stops, or the request
+ * was chunked (chunkcheck.h: the library may have taken chunk lines out of
+ * sight, so its body's end is not certainly the one a proxy saw). */
+static int closing(struct ingress *g, struct MHD_Connection *conn)
+{
+    struct ing_conn *cx;
+    return atomic_load(&g->stopping) || ((cx = conn_of(conn)) != NULL && cx->close_after);
+}
 
 /* hdrs: more response headers, name and value pairs ending with a NULL
  * name, or NULL. */
@@ -112,7 +132,7 @@ static enum MHD_Result respond_hdrs(struct ingress *g, struct MHD_Connection *co
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     for (; hdrs && hdrs[0]; hdrs += 2)
         MHD_add_response_header(resp, hdrs[0], hdrs[1]);
-    if (atomic_load(&g->stopping))
+    if (closing(g, conn))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     ret = MHD_queue_response(conn, status, resp);
     MHD_destroy_response(resp);
@@ -407,10 +427,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     struct ingress *g = cls;
     struct ing_req *q = *con_cls;
     struct ing_conn *cx;
-    /* Kept alive, the connection awaits its next head from this answer on
+    /* Kept alive, the connection awaits its next request from this answer on
      * (one closing is disarmed again by its close). */
     if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && (cx = conn_of(conn)) != NULL && cx->slot.fd >= 0)
-        hw_arm(&g->hw, &cx->slot, cx->slot.fd, util_mono_us());
+        rw_arm(&g->rw, &cx->slot, cx->slot.fd, util_mono_us());
     if (!q)
         return;
     /* A request is queued only while its connection is suspended, and MHD
@@ -634,8 +654,8 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
 
 /* Counted when started, so that a connection libmicrohttpd gave up on
  * between the policy and its start is never counted; the address counted
- * stays with the connection, so its close uncounts exactly that. Its head
- * is awaited from now on (headwatch.h). */
+ * stays with the connection, so its close uncounts exactly that. Its
+ * request is awaited from now on (reqwatch.h). */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
@@ -654,11 +674,11 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         cx->slot.fd = ci ? ci->connect_fd : -1;
         if (cx->slot.fd >= 0)
-            hw_arm(&g->hw, &cx->slot, cx->slot.fd, util_mono_us());
+            rw_arm(&g->rw, &cx->slot, cx->slot.fd, util_mono_us());
         *socket_context = cx;
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && cx) {
         /* Before libmicrohttpd closes the descriptor: never shut once reused. */
-        hw_disarm(&g->hw, &cx->slot);
+        rw_disarm(&g->rw, &cx->slot);
         clr_leave(&cx->clr);
         if (cx->counted)
             rl_conn_closed(g->rl, &cx->peer);
@@ -785,11 +805,14 @@ static enum MHD_Result on_headers(struct ingress *g, struct MHD_Connection *conn
     struct ing_conn *cx = conn_of(conn);
 
     if (cx) {
-        hw_disarm(&g->hw, &cx->slot); /* the head is whole */
+        cx->close_after = 0;
         clr_leave(&cx->clr);
     }
     if (refuse_head(g, conn, url, method, version, t0, &ret))
         return ret;
+    /* hc_check() let through no Transfer-Encoding but chunked. */
+    if (cx && MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+        cx->close_after = 1;
     clen = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     rt = route_of(url, &id);
     if (rt == ROUTE_HEALTH && is_get)
@@ -834,8 +857,6 @@ static enum MHD_Result on_body(struct ingress *g, struct MHD_Connection *conn, s
 {
     struct req_body rb;
     char err[128];
-    if (q->too_large)
-        return bad_request(g, conn, "body too large", q->t0_us);
     if (req_parse(q->body, q->len, &rb, err, sizeof(err)) != 0)
         return bad_request(g, conn, err, q->t0_us);
     if (q->buyer && rb.user_id && rb.user_id != q->buyer) {
@@ -868,6 +889,90 @@ static enum MHD_Result on_body(struct ingress *g, struct MHD_Connection *conn, s
     return MHD_YES;
 }
 
+/* The request is whole (its body's end, or an answer from its head alone):
+ * its deadline is over (reqwatch.h). */
+static void request_whole(struct ingress *g, struct MHD_Connection *conn)
+{
+    struct ing_conn *cx = conn_of(conn);
+    if (cx)
+        rw_disarm(&g->rw, &cx->slot);
+}
+
+/* A chunked body refused while it is read (its framing, or past the
+ * limit): the library takes no answer in the middle of a body, so it goes
+ * on the socket, shut then (clrefuse.h); the library reads the socket's end
+ * and closes the connection, and what follows is never read as a request. */
+static void cut_body(struct MHD_Connection *conn, struct ing_req *q, unsigned status, const char *why)
+{
+    char body[256];
+    struct ing_conn *cx = conn_of(conn);
+    error_body(body, sizeof(body), "bad_request", why);
+    clr_answer(conn, status, body);
+    if (cx && cx->slot.fd >= 0)
+        shutdown(cx->slot.fd, SHUT_RD);
+    q->cut = 1;
+    PM_INC(body_refused);
+    PM_INC(req_bad_request);
+    metrics_hist_observe_us(&pm.latency, util_mono_us() - q->t0_us);
+}
+
+/* A piece of the body as the library gives it: a chunked one's framing
+ * checked first (chunkcheck.h); a buy's kept, one past the limit refused at
+ * once (a chunked one: a Content-Length past it is refused at the head). A
+ * cancel refuses a body at the end; a status call has none (a GET with a
+ * body is refused at its head). */
+static void take_piece(struct ingress *g, struct MHD_Connection *conn, struct ing_req *q, const char *data,
+                       size_t n)
+{
+    const char *why;
+    if (q->cut)
+        return;
+    if (q->chunked && (why = ck_piece(&q->ck, data, n)) != NULL)
+        cut_body(conn, q, MHD_HTTP_BAD_REQUEST, why);
+    else if (q->kind == KIND_CANCEL)
+        q->too_large = 1;
+    else if (q->kind != KIND_BUY)
+        ;
+    else if (q->len + n > g->body_limit)
+        cut_body(conn, q, MHD_HTTP_CONTENT_TOO_LARGE, "body too large");
+    else {
+        memcpy(q->body + q->len, data, n);
+        q->len += n;
+    }
+}
+
+/* The head is in and a request made for it: a chunked body is checked
+ * from where the library reads it (chunkcheck.h). */
+static void body_begins(struct ing_req *q, struct MHD_Connection *conn, const char *method)
+{
+    struct ing_conn *cx = conn_of(conn);
+    const union MHD_ConnectionInfo *ci;
+    if (!cx || !cx->close_after)
+        return;
+    ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    q->chunked = 1;
+    if (ci)
+        ck_begin(&q->ck, method, ci->header_size, ING_CONN_MEMORY);
+    else
+        q->ck.lost = 1; /* nothing in view: checked nowhere, closed after */
+}
+
+/* The body's end: a chunked one's trailers are held to a head's rules. 1
+ * refused (*ret), 0 sound. */
+static int refuse_trailers(struct ingress *g, struct MHD_Connection *conn, struct ing_req *q,
+                           enum MHD_Result *ret)
+{
+    const char *why;
+    char msg[160];
+    if (!q->chunked || q->ck.room == 0 ||
+        !(why = hc_check_trailers(conn, (const char *)q->ck.start, q->ck.room)))
+        return 0;
+    snprintf(msg, sizeof(msg), "in the trailers: %s", why);
+    PM_INC(body_refused);
+    *ret = bad_request(g, conn, msg, q->t0_us);
+    return 1;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -875,27 +980,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 {
     struct ingress *g = cls;
     struct ing_req *q = *con_cls;
-    if (!q)
-        return on_headers(g, conn, url, method, version, con_cls);
+    enum MHD_Result ret;
+    if (!q) {
+        ret = on_headers(g, conn, url, method, version, con_cls);
+        if (!(q = *con_cls))
+            request_whole(g, conn); /* answered from the head alone */
+        else
+            body_begins(q, conn, method);
+        return ret;
+    }
     switch (atomic_load(&q->state)) {
     case REQ_READING:
         if (*upload_data_size) {
-            /* Chunked bodies have no length up front: keep reading, keep
-             * nothing beyond the limit, refuse at the end. A status call
-             * ignores a body; a cancel refuses one at the end. */
-            if (q->kind == KIND_CANCEL)
-                q->too_large = 1;
-            else if (q->kind != KIND_BUY)
-                ;
-            else if (q->len + *upload_data_size > g->body_limit)
-                q->too_large = 1;
-            else {
-                memcpy(q->body + q->len, upload_data, *upload_data_size);
-                q->len += *upload_data_size;
-            }
+            take_piece(g, conn, q, upload_data, *upload_data_size);
             *upload_data_size = 0;
             return MHD_YES;
         }
+        if (q->cut) {
+            /* Answered on the socket: the library closes the connection,
+             * and says why (on_mhd_log). */
+            g->cut_closing = 1;
+            return MHD_NO;
+        }
+        request_whole(g, conn);
+        if (refuse_trailers(g, conn, q, &ret))
+            return ret;
         if (q->kind == KIND_BUY)
             return on_body(g, conn, q);
         if (q->kind == KIND_CANCEL && q->too_large)
@@ -955,12 +1064,16 @@ static void refuse_length(struct ingress *g)
     if (!conn)
         return;
     if ((cx = conn_of(conn)) != NULL)
-        hw_disarm(&g->hw, &cx->slot); /* the head is whole, and the socket about to be shut */
+        rw_disarm(&g->rw, &cx->slot); /* the head is whole, and the socket about to be shut */
     error_body(body, sizeof(body), "bad_request", why);
-    clr_answer(conn, body);
+    clr_answer(conn, MHD_HTTP_BAD_REQUEST, body);
     PM_INC(head_refused);
     PM_INC(req_bad_request);
 }
+
+/* What libmicrohttpd 0.9.75 says (as "%s\n") when the access handler
+ * returns MHD_NO. */
+#define CUT_CLOSING_SAYS "Application reported internal error, closing connection."
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
@@ -972,6 +1085,13 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
         refuse_length(g);
     vsnprintf(buf, sizeof(buf), fmt, ap);
     buf[strcspn(buf, "\n")] = 0;
+    /* The library's word for our refusing a body we already answered: no
+     * error of anyone's (the refusal is counted as body_refused). */
+    if (g->cut_closing) {
+        g->cut_closing = 0;
+        if (strcmp(buf, CUT_CLOSING_SAYS) == 0)
+            return;
+    }
     PM_INC(http_library_messages);
     pthread_mutex_lock(&g->say_mu);
     s = say_kind(g, fmt);
@@ -996,8 +1116,8 @@ static void say_quiet(struct ingress *g, int64_t now_us, int force)
     pthread_mutex_unlock(&g->say_mu);
 }
 
-/* The ingress's timer: connections whose head is late are shut
- * (headwatch.h), quiet message kinds ended. The tick bounds how late past
+/* The ingress's timer: connections whose request is late are shut
+ * (reqwatch.h), quiet message kinds ended. The tick bounds how late past
  * its deadline a connection goes. */
 #define TIMER_TICK_MS 100
 static void *timer_main(void *arg)
@@ -1006,10 +1126,10 @@ static void *timer_main(void *arg)
     while (!bgt_stopping(&g->timer)) {
         bgt_sleep_ms(&g->timer, TIMER_TICK_MS);
         int64_t now = util_mono_us();
-        int64_t limit_us = (int64_t)CFG_GET(g->cfg->producer.request_head_timeout_s) * 1000000;
-        int n = hw_expire(&g->hw, now - limit_us);
+        int64_t limit_us = (int64_t)CFG_GET(g->cfg->producer.request_timeout_s) * 1000000;
+        int n = rw_expire(&g->rw, now - limit_us);
         if (n)
-            PM_ADD(head_timeouts, n);
+            PM_ADD(request_timeouts, n);
         say_quiet(g, now, 0);
     }
     return NULL;
@@ -1018,9 +1138,10 @@ static void *timer_main(void *arg)
 /* Connection and memory limits keep a slow or hostile client from holding
  * the daemon: idle connections close after the timeout, headers beyond the
  * per-connection memory are refused, connections beyond the cap are not
- * accepted; a head's deadline is the timer's. MHD_OPTION_STRICT_FOR_CLIENT
- * stays 0: at 1 it refuses a missing Host by itself, its answer's status
- * line written twice; hc_check() refuses that and more, answering once. */
+ * accepted; a whole request's deadline is the timer's.
+ * MHD_OPTION_STRICT_FOR_CLIENT stays 0: at 1 it refuses a missing Host by
+ * itself, its answer's status line written twice; hc_check() refuses that
+ * and more, answering once. */
 static struct MHD_Daemon *start_mhd(struct ingress *g, const struct cfg *c, struct sockaddr_in *sa)
 {
     return MHD_start_daemon(
@@ -1031,7 +1152,7 @@ static struct MHD_Daemon *start_mhd(struct ingress *g, const struct cfg *c, stru
         MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)c->producer.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)c->producer.connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)16384, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_NOTIFY_COMPLETED,
+        (size_t)ING_CONN_MEMORY, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, g, MHD_OPTION_END);
 }
 
@@ -1039,7 +1160,7 @@ int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct cx *x, s
               struct auth *a, struct ing_health *h, struct ingress **out, char *err, size_t errlen)
 {
     struct sockaddr_in sa;
-    int hw_ok = 0, say_ok = 0;
+    int rw_ok = 0, say_ok = 0;
     struct ingress *g = calloc(1, sizeof(*g));
     if (!g) {
         snprintf(err, errlen, "out of memory");
@@ -1061,7 +1182,7 @@ int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct cx *x, s
         goto fail;
     }
     clr_init(&g->clr);
-    if (!(hw_ok = hw_init(&g->hw) == 0) || !(say_ok = pthread_mutex_init(&g->say_mu, NULL) == 0)) {
+    if (!(rw_ok = rw_init(&g->rw) == 0) || !(say_ok = pthread_mutex_init(&g->say_mu, NULL) == 0)) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
@@ -1080,8 +1201,8 @@ fail:
         MHD_stop_daemon(g->mhd);
     if (say_ok)
         pthread_mutex_destroy(&g->say_mu);
-    if (hw_ok)
-        hw_destroy(&g->hw);
+    if (rw_ok)
+        rw_destroy(&g->rw);
     rl_free(g->rl);
     free(g);
     return -1;
@@ -1106,7 +1227,7 @@ void ing_stop(struct ingress *g)
         free(q);
     }
     pthread_mutex_destroy(&g->say_mu);
-    hw_destroy(&g->hw);
+    rw_destroy(&g->rw);
     rl_free(g->rl);
     free(g);
 }

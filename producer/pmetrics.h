@@ -55,8 +55,13 @@
     X(head_refused, "seckill_producer_head_refused_total", "counter", "",                          \
       "Requests refused for their head: ambiguous framing, obs-fold, a bare CR or LF, a field name "   \
       "not a token, no Host... (400/411, connection closed; also in requests_total as bad_request)")  \
-    X(head_timeouts, "seckill_producer_head_timeouts_total", "counter", "",                        \
-      "Connections closed for want of a whole request head within producer.request_head_timeout_s") \
+    X(body_refused, "seckill_producer_body_refused_total", "counter", "",                          \
+      "Chunked requests refused for their body: a chunk line or trailer not as strict as a head "      \
+      "(400), or chunks past producer.body_limit (413); connection closed; also in requests_total as " \
+      "bad_request")                                                                                  \
+    X(request_timeouts, "seckill_producer_request_timeouts_total", "counter", "",                  \
+      "Connections closed for want of a whole request, head and body, within "                        \
+      "producer.request_timeout_s")                                                                    \
     X(http_library_messages, "seckill_producer_http_library_messages_total", "counter", "",        \
       "Messages of libmicrohttpd (a request it refused itself, a client gone mid-request); "         \
       "each kind is logged once while it repeats")                                                 \

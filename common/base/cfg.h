@@ -98,7 +98,7 @@ struct cfg {
         int max_connections;
         int max_inflight;
         int connection_timeout_s;
-        int request_head_timeout_s;
+        int request_timeout_s;
         int body_limit;
         int sweep_age_ms;
         int sweep_interval_ms;
@@ -307,10 +307,9 @@ enum cfg_auth {
       "order requests in flight at once; beyond it 429 overloaded")                                         \
     X("producer.connection_timeout_s", CFG_INT, producer.connection_timeout_s, 1, 3600, 30, NULL, 0,        \
       "an idle or slow connection is closed after this long")                                               \
-    X("producer.request_head_timeout_s", CFG_INT, producer.request_head_timeout_s, 1, 3600, 10, NULL,       \
-      CFG_RELOAD,                                                                                           \
-      "a connection is closed if a whole request head has not come this long after its accept or its "      \
-      "previous answer, whatever trickles in")                                                              \
+    X("producer.request_timeout_s", CFG_INT, producer.request_timeout_s, 1, 3600, 5, NULL, CFG_RELOAD,      \
+      "a connection is closed if a whole request, head and body, has not come this long after its accept "  \
+      "or its previous answer, whatever trickles in")                                                       \
     X("producer.body_limit", CFG_INT, producer.body_limit, 64, 65536, 1024, NULL, 0,                        \
       "largest request body accepted, in bytes; larger: 400")                                               \
     X("producer.sweep_age_ms", CFG_INT, producer.sweep_age_ms, 1000, 86400000, 30000, NULL, CFG_RELOAD,     \

@@ -5,7 +5,8 @@ that would fix up what the tests send on purpose.
 
   http_raw.py ask PORT REQUEST [WAIT_S]
       Send REQUEST (Python escapes: \\r, \\n, \\x00) from 127.0.0.1, read until
-      the server closes or WAIT_S (default 1) pass. Prints one line:
+      the server closes or WAIT_S (default 1) pass (a HEAD's answers have no
+      body). Prints one line:
       "STATUSES STATE" (STATUSES: the status of each whole response, comma
       separated, "-" for none; STATE: "closed" or "open"), then the first
       response's Retry-After ("-" when absent), then its body.
@@ -26,15 +27,18 @@ that would fix up what the tests send on purpose.
       GET PATH answered on a kept-alive connection, then a next head sent a
       byte every 0.25 s: prints "closed MS" (ms from the answer to the
       server's close) or "open" if DEADLINE_S passed.
-  http_raw.py crowd PORT ADDRS PER_ADDR TRICKLE_S WAIT_S
-      ADDRS x PER_ADDR connections from 127.0.0.2... send a request head a byte
-      every TRICKLE_S and connect again whenever the server closes one; once
-      the server has accepted them all, a client from the next address asks
-      GET /api/v1/nope (404, from the HTTP thread alone). Prints "filled=0|1"
-      (the table was full: the client waited in the listen queue),
-      "fresh=STATUS MS" or "fresh=- MS" after WAIT_S, and "first_open=N
+  http_raw.py crowd PORT ADDRS PER_ADDR KINDS TRICKLE_S WAIT_S
+      ADDRS x PER_ADDR connections from 127.0.0.2... each send a request a byte
+      every TRICKLE_S and connect again whenever the server closes one. KINDS,
+      comma separated, taken in turn: "head" trickles a request head;
+      "length" and "chunked" send a whole buy head at once, then trickle its
+      body (Content-Length: 1000, or a chunk of 1000 bytes). Once the server
+      has accepted them all, a client from the next address asks GET
+      /api/v1/nope (404, from the HTTP thread alone). Prints "filled=0|1" (the
+      table was full: the client waited in the listen queue), "fresh=STATUS
+      MS" or "fresh=- MS" after WAIT_S, and "first_open=N first_min_ms=MS
       first_max_ms=MS": of the first ADDRS x PER_ADDR, how many were still
-      open at the end and the longest life of those closed.
+      open at the end, and the shortest and longest life of those closed.
   http_raw.py repeat PORT N REQUEST
       REQUEST on N connections one after the other, each read until the
       server closes it (3 s at most); prints nothing.
@@ -43,6 +47,7 @@ that would fix up what the tests send on purpose.
       some answers are 429 overloaded; prints "overloaded=N retry_after=M".
 """
 import re
+import selectors
 import socket
 import sys
 import time
@@ -52,8 +57,9 @@ def unescape(s):
     return s.encode("latin1").decode("unicode_escape").encode("latin1")
 
 
-def parse(buf):
-    """The whole responses at the start of buf: [(status, {name: [values]}, body)], rest."""
+def parse(buf, head=False):
+    """The whole responses at the start of buf: [(status, {name: [values]}, body)], rest.
+    head: answers to HEAD requests, whose Content-Length is no body's."""
     out = []
     while True:
         end = buf.find(b"\r\n\r\n")
@@ -67,7 +73,7 @@ def parse(buf):
         for line in lines[1:]:
             k, _, v = line.partition(":")
             hdrs.setdefault(k.strip().lower(), []).append(v.strip())
-        n = int(hdrs.get("content-length", ["0"])[0])
+        n = 0 if head else int(hdrs.get("content-length", ["0"])[0])
         if len(buf) < end + 4 + n:
             return out, buf
         out.append((int(parts[1]), hdrs, buf[end + 4:end + 4 + n]))
@@ -105,7 +111,7 @@ def ask(port, req, wait_s=1.0):
     s.sendall(unescape(req))
     buf, closed = read_until_close(s, time.monotonic() + wait_s)
     s.close()
-    resps, _ = parse(buf)
+    resps, _ = parse(buf, req.startswith("HEAD "))
     print("%s %s" % (",".join(str(r[0]) for r in resps) or "-", "closed" if closed else "open"))
     print(resps[0][1].get("retry-after", ["-"])[0] if resps else "-")
     print(resps[0][2].decode("latin1") if resps else "")
@@ -188,43 +194,59 @@ def accept_queue(port):
 
 
 class Slow:
-    """One connection of the crowd: a request head, a byte at a time."""
-    HEAD = b"POST /api/v1/seckill HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 4000
+    """One connection of the crowd: a request sent a byte at a time, its head
+    (kind "head"), or after a whole buy head its body, promised by
+    Content-Length or in a chunk (kinds "length" and "chunked")."""
+    BUY = b"POST /api/v1/seckill HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    START = {
+        "head": b"",
+        "length": BUY + b"Content-Length: 1000\r\n\r\n",
+        "chunked": BUY + b"Transfer-Encoding: chunked\r\n\r\n3e8\r\n",
+    }
+    TRICKLE = {"head": BUY + b"X-Pad: " + b"a" * 4000, "length": b"a" * 1000, "chunked": b"a" * 1000}
 
-    def __init__(self, port, src, first):
-        self.port, self.src, self.first, self.closed_ms = port, src, first, None
+    def __init__(self, port, src, kind, sel):
+        self.port, self.src, self.kind, self.sel = port, src, kind, sel
+        self.first, self.closed_ms = True, None
         self.open()
 
     def open(self):
         self.s = connect(self.port, self.src)
         self.s.setblocking(False)
         self.t0, self.sent = time.monotonic(), 0
+        if self.START[self.kind]:
+            self.s.send(self.START[self.kind])
+        self.sel.register(self.s, selectors.EVENT_READ, self)
 
-    def alive(self):
-        """False once the server has closed it."""
+    def gone(self):
+        """True once the server has closed it (it never answers: it reads)."""
         try:
-            return self.s.recv(4096) != b""
+            return self.s.recv(4096) == b""
         except BlockingIOError:
-            return True
-        except OSError:
             return False
+        except OSError:
+            return True
 
     def step(self):
         """A byte more."""
         try:
-            self.s.send(self.HEAD[self.sent:self.sent + 1])
+            self.s.send(self.TRICKLE[self.kind][self.sent:self.sent + 1])
             self.sent += 1
         except OSError:
             pass
 
 
-def crowd(port, addrs, per_addr, trickle_s, wait_s):
-    first = [Slow(port, "127.0.0.%d" % (2 + a), True) for a in range(addrs) for _ in range(per_addr)]
+def crowd(port, addrs, per_addr, kinds, trickle_s, wait_s):
+    """kinds: comma separated, taken in turn by the connections."""
+    kinds = kinds.split(",")
+    sel = selectors.DefaultSelector()
+    first = [Slow(port, "127.0.0.%d" % (2 + i // per_addr), kinds[i % len(kinds)], sel)
+             for i in range(addrs * per_addr)]
     crowd_ = list(first)
     lives = []
     for c in crowd_:
         c.step()
-    end = time.monotonic() + 5
+    end = time.monotonic() + 10
     while accept_queue(port) != 0 and time.monotonic() < end:
         time.sleep(0.02)
     fresh = connect(port, "127.0.0.%d" % (2 + addrs))
@@ -246,18 +268,19 @@ def crowd(port, addrs, per_addr, trickle_s, wait_s):
                 fresh_ms = (time.monotonic() - t0) * 1000
         except BlockingIOError:
             pass
-        step = time.monotonic() >= next_step
-        if step:
+        if time.monotonic() >= next_step:
             next_step += trickle_s
-        for c in crowd_:
-            if c.alive():
-                if step:
-                    c.step()
+            for c in crowd_:
+                c.step()
+        for key, _ in sel.select(0.01):
+            c = key.data
+            if not c.gone():
                 continue
             # The crowd tries again at once.
-            if c.first and c.closed_ms is None:
+            if c.first:
                 c.closed_ms = (time.monotonic() - c.t0) * 1000
                 lives.append(c.closed_ms)
+            sel.unregister(c.s)
             c.s.close()
             c.first = False
             try:
@@ -265,12 +288,11 @@ def crowd(port, addrs, per_addr, trickle_s, wait_s):
                 c.step()
             except OSError:
                 pass
-        time.sleep(0.01)
     print("filled=%d" % filled)
     print("fresh=%s %d" % (status if status is not None else "-",
                            fresh_ms if status is not None else (time.monotonic() - t0) * 1000))
-    print("first_open=%d first_max_ms=%d" % (sum(1 for c in first if c.closed_ms is None),
-                                              max(lives) if lives else -1))
+    print("first_open=%d first_min_ms=%d first_max_ms=%d" % (
+        sum(1 for c in first if c.closed_ms is None), min(lives) if lives else -1, max(lives) if lives else -1))
 
 
 def repeat(port, n, req):
@@ -312,7 +334,7 @@ def main():
     elif cmd == "trickle":
         trickle(port, sys.argv[3], float(sys.argv[4]))
     elif cmd == "crowd":
-        crowd(port, int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6]))
+        crowd(port, int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], float(sys.argv[6]), float(sys.argv[7]))
     elif cmd == "repeat":
         repeat(port, int(sys.argv[3]), sys.argv[4])
     elif cmd == "overload":

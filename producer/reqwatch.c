@@ -1,23 +1,23 @@
-#include "headwatch.h"
+#include "reqwatch.h"
 
 #include <sys/socket.h>
 
-int hw_init(struct hw *w)
+int rw_init(struct rw *w)
 {
     w->armed.prev = w->armed.next = &w->armed;
     return pthread_mutex_init(&w->mu, NULL) == 0 ? 0 : -1;
 }
 
-void hw_destroy(struct hw *w) { pthread_mutex_destroy(&w->mu); }
+void rw_destroy(struct rw *w) { pthread_mutex_destroy(&w->mu); }
 
-static void unlink_slot(struct hw_slot *s)
+static void unlink_slot(struct rw_slot *s)
 {
     s->prev->next = s->next;
     s->next->prev = s->prev;
     s->prev = s->next = NULL;
 }
 
-void hw_arm(struct hw *w, struct hw_slot *s, int fd, int64_t now_us)
+void rw_arm(struct rw *w, struct rw_slot *s, int fd, int64_t now_us)
 {
     pthread_mutex_lock(&w->mu);
     if (s->next)
@@ -31,7 +31,7 @@ void hw_arm(struct hw *w, struct hw_slot *s, int fd, int64_t now_us)
     pthread_mutex_unlock(&w->mu);
 }
 
-void hw_disarm(struct hw *w, struct hw_slot *s)
+void rw_disarm(struct rw *w, struct rw_slot *s)
 {
     pthread_mutex_lock(&w->mu);
     if (s->next)
@@ -39,12 +39,12 @@ void hw_disarm(struct hw *w, struct hw_slot *s)
     pthread_mutex_unlock(&w->mu);
 }
 
-int hw_expire(struct hw *w, int64_t cutoff_us)
+int rw_expire(struct rw *w, int64_t cutoff_us)
 {
     int n = 0;
     pthread_mutex_lock(&w->mu);
     while (w->armed.next != &w->armed && w->armed.next->since_us <= cutoff_us) {
-        struct hw_slot *s = w->armed.next;
+        struct rw_slot *s = w->armed.next;
         unlink_slot(s);
         shutdown(s->fd, SHUT_RDWR);
         n++;
