@@ -1,6 +1,9 @@
 #include "ctlrp.h"
 
+#include <inttypes.h>
 #include <stdio.h>
+
+#include "keys.h"
 
 struct rp *ctlrp_open(const struct cfg *c)
 {
@@ -24,6 +27,24 @@ const char *ctlrp_why(const struct rp_batch *b, int i, const char *runerr, char 
     else if (r->type == REDIS_REPLY_ERROR)
         snprintf(buf, len, "%s", r->str);
     return buf;
+}
+
+int ctlrp_pay_window(struct rp *p, const char *window_key, int64_t pay_within_s)
+{
+    char err[512], v[24];
+    enum rp_status st;
+    if (pay_within_s <= 0)
+        return 0;
+    snprintf(v, sizeof(v), "%" PRId64, pay_within_s);
+    redisReply *r =
+        rp_callf(p, window_key, &st, err, sizeof(err), "HSET %s %s %s", window_key, KEYS_WINDOW_PAY, v);
+    int ok = r && r->type == REDIS_REPLY_INTEGER;
+    if (!ok)
+        fprintf(stderr, "seckillctl: redis: setting the item's payment window: %s\n",
+                r && r->type == REDIS_REPLY_ERROR ? r->str : err);
+    if (r)
+        freeReplyObject(r);
+    return ok ? 0 : -1;
 }
 
 redisReply *ctlrp_fcall(struct rp *p, const struct rfunc *f, int nkeys, int nargs, const char **argv,

@@ -7,6 +7,7 @@
 #define SECKILL_CTLRP_H
 
 #include <hiredis/hiredis.h>
+#include <stdint.h>
 
 #include "cfg.h"
 #include "rfunc.h"
@@ -20,6 +21,12 @@ struct rp *ctlrp_open(const struct cfg *c);
  * its type is type, else NULL after printing why. The caller frees it. */
 redisReply *ctlrp_fcall(struct rp *p, const struct rfunc *f, int nkeys, int nargs, const char **argv,
                         int type);
+
+/* An item's payment window of pay_within_s seconds into its window hash
+ * (window_key; the field KEYS_WINDOW_PAY, keys.h); nothing for 0. Called
+ * after each function that writes the window hash anew (item create, item
+ * load, reconcile's window fix). 0, or -1 after printing why. */
+int ctlrp_pay_window(struct rp *p, const char *window_key, int64_t pay_within_s);
 
 /* Why command i of a run batch has no usable answer ("" when it has one
  * that is no error reply), for a message. Returns buf. */

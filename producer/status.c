@@ -290,23 +290,58 @@ static int resolve(struct st *s, struct st_req **in, size_t n)
     return 0;
 }
 
+/* Round trip 2's commands for q: the state of its order and, when it wants
+ * it, its item's payment window (the same hash tag: the same slot, so the
+ * same round trip on a Cluster too). The index of the first, or -1. */
+static int add_state(struct st *s, const struct st_req *q)
+{
+    const char *prefix = s->cfg->redis.key_prefix;
+    char key[KEYS_MAX], field_[32];
+    struct rp_batch *b = &s->states;
+    keys_item(key, sizeof(key), prefix, q->item_id, KEYS_ITEM_ORDERS);
+    snprintf(field_, sizeof(field_), "o:%" PRId64, q->order_id);
+    int at = rp_addf(b, key, "HGET %s %s", key, field_);
+    if (at < 0 || !q->want_pay_window)
+        return at;
+    keys_item(key, sizeof(key), prefix, q->item_id, KEYS_ITEM_WINDOW);
+    return rp_addf(b, key, "HGET %s %s", key, KEYS_WINDOW_PAY) < 0 ? -1 : at;
+}
+
+/* q's answer from its state's reply r and, when it wants it, its payment
+ * window's pay: a window that does not parse is none, as before the field
+ * existed; one that did not come leaves the question open (503). */
+static void answer_state(struct st_req *q, const redisReply *r, const redisReply *pay)
+{
+    int64_t user, secs;
+    if (!r || (q->want_pay_window && (!pay || pay->type == REDIS_REPLY_ERROR))) {
+        done(q, ST_UNAVAILABLE); /* its shard did not answer */
+        return;
+    }
+    if (r->type != REDIS_REPLY_STRING || st_parse_state(r->str, r->len, q, &user) != 0 ||
+        user != q->user_id) {
+        /* Given back (the order never was), or not this buyer's. */
+        done(q, q->kind == ST_BY_ORDER ? ST_NOT_FOUND : ST_NONE);
+        return;
+    }
+    q->item_pays = q->want_pay_window && pay->type == REDIS_REPLY_STRING &&
+                   util_parse_i64(pay->str, 1, INT64_MAX, &secs) == 0;
+    done(q, q->state);
+}
+
 /* Round trip 2: the state of each resolved order. Every request left in
  * in[] is answered here. */
 static int read_states(struct st *s, struct st_req **in, size_t n)
 {
-    const char *prefix = s->cfg->redis.key_prefix;
-    const redisReply *rep[ST_BATCH];
+    const redisReply *rep[2 * ST_BATCH];
     struct st_req *live[ST_BATCH];
-    char key[KEYS_MAX], field_[32];
+    int at[ST_BATCH];
     struct rp_batch *b = &s->states;
     size_t m = 0;
     rp_batch_reset(b);
     for (size_t i = 0; i < n; i++) {
         if (!in[i])
             continue;
-        keys_item(key, sizeof(key), prefix, in[i]->item_id, KEYS_ITEM_ORDERS);
-        snprintf(field_, sizeof(field_), "o:%" PRId64, in[i]->order_id);
-        if (rp_addf(b, key, "HGET %s %s", key, field_) < 0) {
+        if ((at[m] = add_state(s, in[i])) < 0) {
             for (size_t j = 0; j < m; j++)
                 done(live[j], ST_UNAVAILABLE);
             return -1;
@@ -317,21 +352,8 @@ static int read_states(struct st *s, struct st_req **in, size_t n)
     if (m == 0)
         return 0;
     run(s, b, rep);
-    for (size_t i = 0; i < m; i++) {
-        struct st_req *q = live[i];
-        int64_t user;
-        if (!rep[i]) {
-            done(q, ST_UNAVAILABLE); /* its shard did not answer */
-            continue;
-        }
-        if (rep[i]->type != REDIS_REPLY_STRING ||
-            st_parse_state(rep[i]->str, rep[i]->len, q, &user) != 0 || user != q->user_id) {
-            /* Given back (the order never was), or not this buyer's. */
-            done(q, q->kind == ST_BY_ORDER ? ST_NOT_FOUND : ST_NONE);
-            continue;
-        }
-        done(q, q->state);
-    }
+    for (size_t i = 0; i < m; i++)
+        answer_state(live[i], rep[at[i]], live[i]->want_pay_window ? rep[at[i] + 1] : NULL);
     return 0;
 }
 
