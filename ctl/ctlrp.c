@@ -1,6 +1,9 @@
 #include "ctlrp.h"
 
+#include <inttypes.h>
 #include <stdio.h>
+
+#include "keys.h"
 
 struct rp *ctlrp_open(const struct cfg *c)
 {
@@ -24,6 +27,32 @@ const char *ctlrp_why(const struct rp_batch *b, int i, const char *runerr, char 
     else if (r->type == REDIS_REPLY_ERROR)
         snprintf(buf, len, "%s", r->str);
     return buf;
+}
+
+int ctlrp_pay_window(struct rp *p, const char *window_key, int64_t pay_within_s)
+{
+    char err[512] = "", v[24], why[512];
+    struct rp_batch b;
+    int ok;
+    if (pay_within_s <= 0)
+        return 0;
+    snprintf(v, sizeof(v), "%" PRId64, pay_within_s);
+    rp_batch_init(&b);
+    int i = rp_addf(&b, window_key, "HSET %s %s %s", window_key, KEYS_WINDOW_PAY, v);
+    if (i >= 0) {
+        rp_durable(&b);
+        (void)rp_run(p, &b, err, sizeof(err));
+    }
+    const redisReply *r = i >= 0 ? rp_reply(&b, i) : NULL;
+    ok = r && r->type == REDIS_REPLY_INTEGER && !rp_replicas_short(&b);
+    if (!ok && r && r->type == REDIS_REPLY_INTEGER)
+        fprintf(stderr, "seckillctl: redis: setting the item's payment window: fewer than %d replicas "
+                        "confirmed it (redis.min_replicas_ack); run the command again\n", b.wait_replicas);
+    else if (!ok)
+        fprintf(stderr, "seckillctl: redis: setting the item's payment window: %s\n",
+                i < 0 ? "out of memory" : ctlrp_why(&b, i, err, why, sizeof(why)));
+    rp_batch_free(&b);
+    return ok ? 0 : -1;
 }
 
 redisReply *ctlrp_fcall(struct rp *p, const struct rfunc *f, bool durable, int nkeys, int nargs,

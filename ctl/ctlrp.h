@@ -8,6 +8,7 @@
 
 #include <hiredis/hiredis.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "cfg.h"
 #include "rfunc.h"
@@ -25,6 +26,13 @@ struct rp *ctlrp_open(const struct cfg *c);
  * (every function seckillctl writes with is safe to run again). */
 redisReply *ctlrp_fcall(struct rp *p, const struct rfunc *f, bool durable, int nkeys, int nargs,
                         const char **argv, int type);
+
+/* An item's payment window of pay_within_s seconds into its window hash
+ * (window_key; the field KEYS_WINDOW_PAY, keys.h); nothing for 0. Called
+ * after each function that writes the window hash anew (item create, item
+ * load, reconcile's window fix), durable as ctlrp_fcall's writes. 0, or -1
+ * after printing why. */
+int ctlrp_pay_window(struct rp *p, const char *window_key, int64_t pay_within_s);
 
 /* Why command i of a run batch has no usable answer ("" when it has one
  * that is no error reply), for a message. Returns buf. */

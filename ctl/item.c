@@ -37,9 +37,10 @@ static void ms_arg(char *buf, size_t len, int64_t ms)
         buf[0] = 0;
 }
 
-/* Redis: set the stock and the window unless buyers or reservations exist.
- * 0 or -1. */
-static int redis_load(const struct cfg *c, int64_t item_id, int64_t stock, const struct item_window *w)
+/* Redis: set the stock and the window (with the payment window,
+ * pay_within_s, 0 for none) unless buyers or reservations exist. 0 or -1. */
+static int redis_load(const struct cfg *c, int64_t item_id, int64_t stock, const struct item_window *w,
+                      int64_t pay_within_s)
 {
     char k[KEYS_ITEM_PARTS][KEYS_MAX], sstock[24], sid[24], err[256], starts[24], ends[24];
     struct rp *p = NULL;
@@ -67,9 +68,15 @@ static int redis_load(const struct cfg *c, int64_t item_id, int64_t stock, const
                 item_id, r->integer == -1 ? "pending reservations" : "buyers");
         goto fail;
     }
+    freeReplyObject(r);
+    r = NULL;
+    /* Not in seckill_item_load, whose arguments stay as the last release's
+     * programs call it: the item's orders can only be persisted once the
+     * caller commits its row, after this. */
+    if (ctlrp_pay_window(p, k[KEYS_ITEM_WINDOW], pay_within_s) != 0)
+        goto fail;
     /* The registry the sweeper walks; outside the script because the key has
      * no item hash tag (on a Redis Cluster it lives on another shard). */
-    freeReplyObject(r);
     keys_items(k[0], sizeof(k[0]), c->redis.key_prefix);
     r = rp_callf(p, k[0], &st, err, sizeof(err), "SADD %s %s", k[0], sid);
     if (r == NULL || r->type != REDIS_REPLY_INTEGER) {
@@ -128,7 +135,7 @@ int item_create(const struct cfg *c, int64_t item_id, int64_t stock, const char 
      * rolled back; if COMMIT then fails, Redis holds stock for an item the
      * database lacks and the command reports it, to be run again. */
     res = NULL;
-    if (redis_load(c, item_id, stock, w) != 0)
+    if (redis_load(c, item_id, stock, w, pay_within_s) != 0)
         goto fail;
     res = PQexec(pg, "COMMIT");
     const char *what = "commit (Redis already holds the stock; run the command again)";

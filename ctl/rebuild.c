@@ -260,6 +260,11 @@ static int rebuild_one(const struct cfg *c, PGconn *pg, struct rp *p, const stru
         goto fail;
     }
     freeReplyObject(r);
+    r = NULL;
+    /* (item_show.sql's column 7; seckill_item_rebuild2 writes the sale
+     * window alone: its arguments stay as the last release calls them) */
+    if (ctlrp_pay_window(p, k[KEYS_ITEM_WINDOW], ctlpg_i64(win, 0, 7)) != 0)
+        goto fail;
     index_orders(c, p, item, res);
     keys_items(k[0], sizeof(k[0]), c->redis.key_prefix);
     if (!(r = rp_callf(p, k[0], &st, err, sizeof(err), "SADD %s %s", k[0], sid)) ||

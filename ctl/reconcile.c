@@ -47,6 +47,7 @@ struct recon {
     char stale_eg[RECON_EXAMPLES][160];   /* the first of them, said: "order ID: ..." */
     int64_t starts, ends;                 /* the window in PostgreSQL (0: open end) */
     int64_t rstarts, rends;               /* and in Redis, which the script obeys */
+    int64_t pay_within_s;                 /* the payment window in PostgreSQL (0: none) */
     /* After the sale (issue #44): an expired or cancelled order's unit is
      * in stock_left at once, in Redis once its return is done. */
     int64_t ret_inflight; /* returns not done whose order Redis has not taken back: units on their way */
@@ -182,6 +183,7 @@ static int read_item(struct rctx *x, const char *const *params, struct recon *r)
         r->dup_users = ctlpg_i64(res, 0, 3);
         r->starts = ctlpg_i64(res, 0, 4);
         r->ends = ctlpg_i64(res, 0, 5);
+        r->pay_within_s = ctlpg_i64(res, 0, 6);
     }
     PQclear(res);
     return 0;
@@ -491,7 +493,9 @@ static void problems(const struct recon *r)
                r->item, r->rstarts, r->rends, r->starts, r->ends);
 }
 
-/* Redis's window := the database's; the reservation script obeys Redis's. */
+/* Redis's window := the database's; the reservation script obeys Redis's.
+ * seckill_recon_window writes the hash anew: the payment window the
+ * producer's cancel reads goes back into it after. */
 static int fix_window(struct rctx *x, const struct recon *r, char k[KEYS_ITEM_PARTS][KEYS_MAX])
 {
     char a[24] = "", b[24] = "";
@@ -503,8 +507,10 @@ static int fix_window(struct rctx *x, const struct recon *r, char k[KEYS_ITEM_PA
     redisReply *rep = eval_want(x, &x->window, 1, 2, argv, REDIS_REPLY_INTEGER);
     if (!rep)
         return -1;
-    printf("  fixed: item %" PRId64 ": sale window in Redis set to the database's\n", r->item);
     freeReplyObject(rep);
+    if (ctlrp_pay_window(x->rp, k[KEYS_ITEM_WINDOW], r->pay_within_s) != 0)
+        return -1;
+    printf("  fixed: item %" PRId64 ": sale window in Redis set to the database's\n", r->item);
     return 0;
 }
 

@@ -117,11 +117,21 @@ static void on_found(struct st_req *sr)
     case ST_PENDING_PAYMENT:
         publish(q->owner, q);
         return;
+    case ST_CONFIRMED:
+        /* Persisted. Final when its item has no payment window; with one,
+         * the consumer marks it pending payment right after it settles it,
+         * and a failover or a split between the two calls leaves it settled
+         * alone: not known final, so the consumer decides, as for a
+         * pending one (PostgreSQL knows). */
+        if (sr->item_pays)
+            publish(q->owner, q);
+        else
+            finish(q, CX_FINAL);
+        return;
     case ST_CANCELLED: finish(q, CX_CANCELLED); return;
     case ST_PAID: finish(q, CX_PAID); return;
     case ST_EXPIRED: finish(q, CX_EXPIRED); return;
     case ST_REFUSED: finish(q, CX_REFUSED); return;
-    case ST_CONFIRMED: finish(q, CX_FINAL); return;
     case ST_NOT_FOUND: finish(q, CX_NOT_FOUND); return;
     default:
         /* ST_UNAVAILABLE; ST_NONE is by item only, and a state this
@@ -149,7 +159,7 @@ void cx_submit(struct cx *x, struct cx_req *q)
     q->owner = x;
     q->ticket.done = on_delivery;
     q->sr = (struct st_req){ .kind = ST_BY_ORDER, .id = q->order_id, .user_id = q->user_id,
-                             .complete = on_found };
+                             .want_pay_window = 1, .complete = on_found };
     st_submit(x->st, &q->sr);
 }
 

@@ -16,10 +16,15 @@
  * decides, under the user's lock, and PostgreSQL is the only authority (a
  * payment that got there first wins; the status calls then say "paid").
  *
+ * So is an order persisted ("confirmed") of an item with a payment window
+ * (the lookup reads the item's window hash too, keys.h KEYS_WINDOW_PAY):
+ * the consumer marks it pending payment right after it settles it, and
+ * between the two (a failover, a split) it is not known final.
+ *
  * Every other state is answered from the status lookup alone and publishes
  * nothing: already cancelled answers 202 again (a buyer pressing twice, or
  * a retry after a lost answer), paid, expired, refused or final (an order
- * of an item without a payment window) answer 409. A publish that fails is
+ * persisted of an item without a payment window) answer 409. A publish that fails is
  * never sent again by the producer: the buyer hears 503 and may ask again
  * (a second cancel of one order changes nothing at the consumer).
  *

@@ -495,14 +495,15 @@ static size_t scripts_add(struct rsv *r, size_t m)
  * (*missing: Redis lacked the function; *readonly: it is a replica now). */
 static void script_failed(struct batch_entry *e, const redisReply *rep, int *missing, int *readonly)
 {
-    if (rp_classify(rep) == RP_REPLY_NO_FUNCTION) {
+    enum rp_reply_kind kind = rp_classify(rep);
+    if (kind == RP_REPLY_NO_FUNCTION) {
         /* Nothing ran. No retry: the producer cannot load it, and every
          * call fails alike until an operator does. */
         *missing = 1;
     } else {
         /* An error reply (out of memory, a read-only replica): the script
          * did not run. */
-        *readonly |= rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "READONLY", 8) == 0;
+        *readonly |= kind == RP_REPLY_READONLY;
         PM_INC(redis_errors);
         log_debug("redis: reserve: %s", rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
     }

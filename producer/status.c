@@ -3,6 +3,7 @@
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,34 +152,6 @@ static void done(struct st_req *q, enum st_state state)
     q->complete(q);
 }
 
-/* An order the index's buckets do not know may have been indexed before
- * them, under its own key (orderidx.h): ask for those in one more round trip,
- * their replies replacing the misses in rep[] (NULL for one that did not
- * come). Only misses pay for it (an unknown order id, one older than the
- * buckets). */
-static void legacy_lookup(struct st *s, struct st_req **in, size_t n, const redisReply **rep)
-{
-    char key[KEYS_MAX];
-    size_t miss[ST_BATCH], m = 0;
-    const redisReply *got[ST_BATCH];
-    struct rp_batch *b = &s->legacy;
-    rp_batch_reset(b);
-    for (size_t i = 0; i < n; i++)
-        if (in[i]->kind == ST_BY_ORDER && rep[i] && rep[i]->type == REDIS_REPLY_NIL) {
-            keys_order_legacy(key, sizeof(key), s->cfg->redis.key_prefix, in[i]->id);
-            if (rp_addf(b, key, "GET %s", key) < 0) {
-                rep[i] = NULL; /* out of memory: unavailable */
-                continue;
-            }
-            miss[m++] = i;
-        }
-    if (m == 0)
-        return;
-    run(s, b, got);
-    for (size_t j = 0; j < m; j++)
-        rep[miss[j]] = got[j];
-}
-
 /* A by-order index entry "ITEM:USER" into *item and *user. 0, or -1. */
 static int parse_entry(const redisReply *r, int64_t *item, int64_t *user)
 {
@@ -193,6 +166,54 @@ static int parse_entry(const redisReply *r, int64_t *item, int64_t *user)
     return util_parse_i64(v, 1, INT64_MAX, item) == 0 && util_parse_i64(colon + 1, 1, INT64_MAX, user) == 0
                ? 0
                : -1;
+}
+
+/* Whether a by-order request whose bucket answered r reads the legacy
+ * index too: when the buckets do not know the order, and when they hold
+ * another buyer's. The second needs nothing from it; it pays the same round
+ * trip as the first so that the two 404s cost Redis the same work, and an
+ * order id cannot be probed by how long its 404 takes. */
+static int reads_legacy(const struct st_req *q, const redisReply *r)
+{
+    int64_t item, user;
+    if (q->kind != ST_BY_ORDER || !r)
+        return 0;
+    return r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_STRING && q->user_id &&
+                                          parse_entry(r, &item, &user) == 0 && user != q->user_id);
+}
+
+/* An order the index's buckets do not know may have been indexed before
+ * them, under its own key (orderidx.h): ask for those in one more round trip,
+ * their replies replacing the misses in rep[] (NULL for one that did not
+ * come). Misses pay for it, and so do other buyers' orders (reads_legacy):
+ * their bucket's entry stands, unless the legacy read failed, which answers
+ * 503 as it does for a miss. A buyer's own order, the polls of a sale, never
+ * does. */
+static void legacy_lookup(struct st *s, struct st_req **in, size_t n, const redisReply **rep)
+{
+    char key[KEYS_MAX];
+    size_t at[ST_BATCH], m = 0;
+    const redisReply *got[ST_BATCH];
+    struct rp_batch *b = &s->legacy;
+    rp_batch_reset(b);
+    for (size_t i = 0; i < n; i++)
+        if (reads_legacy(in[i], rep[i])) {
+            keys_order_legacy(key, sizeof(key), s->cfg->redis.key_prefix, in[i]->id);
+            if (rp_addf(b, key, "GET %s", key) < 0) {
+                rep[i] = NULL; /* out of memory: unavailable */
+                continue;
+            }
+            at[m++] = i;
+        }
+    if (m == 0)
+        return;
+    run(s, b, got);
+    for (size_t j = 0; j < m; j++) {
+        const redisReply *g = got[j];
+        bool failed = !g || (g->type != REDIS_REPLY_NIL && g->type != REDIS_REPLY_STRING);
+        if (rep[at[j]]->type == REDIS_REPLY_NIL || failed)
+            rep[at[j]] = g;
+    }
 }
 
 /* Round trip 1: by order, the index (item and buyer); by item, the caller's
@@ -269,23 +290,58 @@ static int resolve(struct st *s, struct st_req **in, size_t n)
     return 0;
 }
 
+/* Round trip 2's commands for q: the state of its order and, when it wants
+ * it, its item's payment window (the same hash tag: the same slot, so the
+ * same round trip on a Cluster too). The index of the first, or -1. */
+static int add_state(struct st *s, const struct st_req *q)
+{
+    const char *prefix = s->cfg->redis.key_prefix;
+    char key[KEYS_MAX], field_[32];
+    struct rp_batch *b = &s->states;
+    keys_item(key, sizeof(key), prefix, q->item_id, KEYS_ITEM_ORDERS);
+    snprintf(field_, sizeof(field_), "o:%" PRId64, q->order_id);
+    int at = rp_addf(b, key, "HGET %s %s", key, field_);
+    if (at < 0 || !q->want_pay_window)
+        return at;
+    keys_item(key, sizeof(key), prefix, q->item_id, KEYS_ITEM_WINDOW);
+    return rp_addf(b, key, "HGET %s %s", key, KEYS_WINDOW_PAY) < 0 ? -1 : at;
+}
+
+/* q's answer from its state's reply r and, when it wants it, its payment
+ * window's pay: a window that does not parse is none, as before the field
+ * existed; one that did not come leaves the question open (503). */
+static void answer_state(struct st_req *q, const redisReply *r, const redisReply *pay)
+{
+    int64_t user, secs;
+    if (!r || (q->want_pay_window && (!pay || pay->type == REDIS_REPLY_ERROR))) {
+        done(q, ST_UNAVAILABLE); /* its shard did not answer */
+        return;
+    }
+    if (r->type != REDIS_REPLY_STRING || st_parse_state(r->str, r->len, q, &user) != 0 ||
+        user != q->user_id) {
+        /* Given back (the order never was), or not this buyer's. */
+        done(q, q->kind == ST_BY_ORDER ? ST_NOT_FOUND : ST_NONE);
+        return;
+    }
+    q->item_pays = q->want_pay_window && pay->type == REDIS_REPLY_STRING &&
+                   util_parse_i64(pay->str, 1, INT64_MAX, &secs) == 0;
+    done(q, q->state);
+}
+
 /* Round trip 2: the state of each resolved order. Every request left in
  * in[] is answered here. */
 static int read_states(struct st *s, struct st_req **in, size_t n)
 {
-    const char *prefix = s->cfg->redis.key_prefix;
-    const redisReply *rep[ST_BATCH];
+    const redisReply *rep[2 * ST_BATCH];
     struct st_req *live[ST_BATCH];
-    char key[KEYS_MAX], field_[32];
+    int at[ST_BATCH];
     struct rp_batch *b = &s->states;
     size_t m = 0;
     rp_batch_reset(b);
     for (size_t i = 0; i < n; i++) {
         if (!in[i])
             continue;
-        keys_item(key, sizeof(key), prefix, in[i]->item_id, KEYS_ITEM_ORDERS);
-        snprintf(field_, sizeof(field_), "o:%" PRId64, in[i]->order_id);
-        if (rp_addf(b, key, "HGET %s %s", key, field_) < 0) {
+        if ((at[m] = add_state(s, in[i])) < 0) {
             for (size_t j = 0; j < m; j++)
                 done(live[j], ST_UNAVAILABLE);
             return -1;
@@ -296,21 +352,8 @@ static int read_states(struct st *s, struct st_req **in, size_t n)
     if (m == 0)
         return 0;
     run(s, b, rep);
-    for (size_t i = 0; i < m; i++) {
-        struct st_req *q = live[i];
-        int64_t user;
-        if (!rep[i]) {
-            done(q, ST_UNAVAILABLE); /* its shard did not answer */
-            continue;
-        }
-        if (rep[i]->type != REDIS_REPLY_STRING ||
-            st_parse_state(rep[i]->str, rep[i]->len, q, &user) != 0 || user != q->user_id) {
-            /* Given back (the order never was), or not this buyer's. */
-            done(q, q->kind == ST_BY_ORDER ? ST_NOT_FOUND : ST_NONE);
-            continue;
-        }
-        done(q, q->state);
-    }
+    for (size_t i = 0; i < m; i++)
+        answer_state(live[i], rep[at[i]], live[i]->want_pay_window ? rep[at[i] + 1] : NULL);
     return 0;
 }
 

@@ -48,6 +48,10 @@ struct st_req {
     enum st_kind kind;
     int64_t id;
     int64_t user_id; /* the caller; 0 only by order with producer.auth = "none" */
+    /* By order: read too whether the order's item has a payment window
+     * (its window hash's KEYS_WINDOW_PAY, keys.h), in the same round trip as
+     * its state (the same slot): the cancel call's question (cancel.h). */
+    int want_pay_window;
     /* Called on the status thread once state is final; after it the request
      * belongs to the caller again. */
     void (*complete)(struct st_req *q);
@@ -56,6 +60,7 @@ struct st_req {
     int64_t order_id, item_id, reserved_at_ms, settled_at_ms;
     int64_t pay_by_ms;     /* ST_PENDING_PAYMENT: the end of the payment window */
     int64_t changed_at_ms; /* ST_PAID, ST_EXPIRED, ST_CANCELLED: when */
+    int item_pays;         /* want_pay_window: the item has a payment window */
     char reason[24];
 };
 

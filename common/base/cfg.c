@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cfglit.h"
 #include "log.h"
 #include "netaddr.h"
 #include "secret.h"
@@ -287,64 +288,35 @@ static bool sentinel_addr_ok(const char *s)
 static const char *const session_attrs[] = { "any",     "read-write", "read-only",
                                              "primary", "standby",    "prefer-standby" };
 
-/* The line'th line of file into buf (its newline cut). 0, or -1 when the
- * file cannot be read or is shorter. */
-static int file_line(const char *file, int line, char *buf, size_t len)
-{
-    FILE *f = fopen(file, "r");
-    int n = 0, ret = -1;
-    if (!f)
-        return -1;
-    while (fgets(buf, (int)len, f))
-        if (++n == line) {
-            buf[strcspn(buf, "\n")] = '\0';
-            ret = 0;
-            break;
-        }
-    fclose(f);
-    return ret;
-}
-
 /* libconfig 1.5 (Debian's) keeps a decimal or hex literal without the L
  * suffix in 32 bits, wrapping what does not fit: redis.port = 4294983675
  * would be taken as 16379, and an overlong literal as -1. So an integer's
- * literal is read again from its line and its value is that text's, in 64
- * bits; one that does not fit even there is refused as written. 0 and *v
- * (libconfig's value when the literal is not on the setting's line, which a
- * file written by hand does not do), or -1 with err. */
+ * value is its literal's, read again where libconfig parsed it (cfglit.h),
+ * in 64 bits; one that does not fit even there is refused as written, and
+ * so is a literal that cannot be found for certain. 0 and *v, or -1 with
+ * err. */
 static int literal_int(const config_setting_t *s, const struct cfg_def *d, const char *path, long long *v,
                        char *err, size_t errlen)
 {
-    char text[1024];
-    const char *name = config_setting_name(s), *p = text, *at;
-    size_t nlen = name ? strlen(name) : 0;
-    *v = config_setting_get_int64(s);
-    if (!name || file_line(src_file(s, path), src_line(s), text, sizeof(text)) != 0)
-        return 0;
-    while ((at = strstr(p, name)) && ((at > text && (isalnum((unsigned char)at[-1]) || at[-1] == '_')) ||
-                                      isalnum((unsigned char)at[nlen]) || at[nlen] == '_'))
-        p = at + 1;
-    if (!at)
-        return 0;
-    for (p = at + nlen; *p == ' ' || *p == '\t'; p++)
-        ;
-    if (*p != '=' && *p != ':')
-        return 0;
-    for (p++; *p == ' ' || *p == '\t'; p++)
-        ;
-    const char *digits = p + (*p == '-' || *p == '+');
+    char lit[128], *end;
+    if (cfglit_find(src_file(s, path), src_line(s), d->path, lit, sizeof(lit), err, errlen) != 0)
+        return -1;
+    const char *digits = lit + (lit[0] == '-' || lit[0] == '+');
     int base = digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X') ? 16 : 10;
-    char *end;
     errno = 0;
-    long long lit = strtoll(p, &end, base);
-    if (end == p)
-        return 0;
+    long long n = strtoll(lit, &end, base);
     if (errno == ERANGE) {
-        seterr(err, errlen, "%s:%d: '%s' = %.*s is out of range [%lld, %lld]", src_file(s, path), src_line(s),
-               d->path, (int)strspn(p, "+-0123456789abcdefABCDEFxX"), p, d->min, d->max);
+        seterr(err, errlen, "%s:%d: '%s' = %s is out of range [%lld, %lld]", src_file(s, path), src_line(s),
+               d->path, lit, d->min, d->max);
         return -1;
     }
-    *v = lit;
+    /* what libconfig took for an integer: digits, then L or LL for int64 */
+    if (end == lit || (strcmp(end, "") != 0 && strcmp(end, "L") != 0 && strcmp(end, "LL") != 0)) {
+        seterr(err, errlen, "%s:%d: '%s' = %s: cannot read it as an integer to check it", src_file(s, path),
+               src_line(s), d->path, lit);
+        return -1;
+    }
+    *v = n;
     return 0;
 }
 

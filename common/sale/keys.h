@@ -17,7 +17,8 @@ enum keys_item_part {
     KEYS_ITEM_PENDING, /* hash: order id -> order message, until persisted */
     KEYS_ITEM_UNPUB,   /* zset: order id -> reserved_at_ms, until Kafka acknowledged it
                         * (or the sweeper claimed it: then the score is the claim time) */
-    KEYS_ITEM_WINDOW,  /* hash: starts_ms, ends_ms (each optional): the sale window */
+    KEYS_ITEM_WINDOW,  /* hash: starts_ms, ends_ms (each optional): the sale window;
+                        * KEYS_WINDOW_PAY when its orders wait for a payment */
     KEYS_ITEM_ORDERS,  /* hash: what became of each order, for the buyers' status
                         * calls: "o:ORDER" -> state (see order_state.h), "u:USER" -> ORDER;
                         * "given_back" -> units given back (producer/soldout.h) */
@@ -27,6 +28,13 @@ enum keys_item_part {
                          * to stock (seckill_return: each once) */
 };
 #define KEYS_ITEM_PARTS 6
+
+/* The window hash's field that holds the item's payment window (s), set by
+ * seckillctl (item create, item load, reconcile) for an item created with
+ * --pay-within: what tells the producer that a persisted order of the item
+ * is not final before PostgreSQL says so (producer/cancel.h). Absent: none
+ * (or an item loaded before the field existed). */
+#define KEYS_WINDOW_PAY "pay_within_s"
 
 /* <prefix>:{item:ID}:stock|buyers|pending|unpub|window|orders|returned. Returns the
  * length, or -1 if it does not fit. */

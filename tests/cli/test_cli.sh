@@ -432,6 +432,8 @@ ok_if "item show says an item without --pay-within has no payment step" "$(cat "
     grep -q "payment    none: an order is final once persisted" "$T/out"
 is "item $ITEM4: no --pay-within stores 0 (no payment step)" \
     "$(sql "SELECT pay_within_s FROM items WHERE item_id=$ITEM4")" "0"
+is "item $ITEM4: no --pay-within, no pay_within_s in Redis's window hash (it holds the window)" \
+    "$(rcli HEXISTS "$KEY_PREFIX:{item:$ITEM4}:window" pay_within_s) $(rcli HEXISTS "$KEY_PREFIX:{item:$ITEM4}:window" starts_ms)" "0 1"
 
 # A payment window (issue #44): kept in the items row, where the consumer reads
 # it as it persists an order; item show prints it. (item load changes nothing in
@@ -445,6 +447,8 @@ is "item $ITEM4: the refused --pay-within wrote nothing" "$(sql "SELECT pay_with
 check_out "item create --pay-within 90 succeeds and says so" "7 units, to be paid within 90 s" \
     "$CTL" -c "$CFG" item create --id "$ITEM4" --stock 7 --pay-within 90
 is "item $ITEM4: PostgreSQL pay_within_s" "$(sql "SELECT pay_within_s FROM items WHERE item_id=$ITEM4")" "90"
+# and in Redis, where a buyer's cancel reads it (producer/cancel.h)
+is "item $ITEM4: Redis window pay_within_s" "$(rcli HGET "$KEY_PREFIX:{item:$ITEM4}:window" pay_within_s)" "90"
 check_out "item show prints the payment window and the orders by status" \
     "payment    within 90 s: pending 0, expired 0, returns not yet in Redis 0" \
     "$CTL" -c "$CFG" item show "$ITEM4"

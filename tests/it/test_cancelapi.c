@@ -2,7 +2,8 @@
  * HTTP: POST /api/v1/orders/{id}/cancel with the buyer's token.
  *
  * One producer (producer.auth = "jwt") on a topic and a Redis key prefix of
- * its own, and no consumer: an order stays queued in Redis, and the states
+ * its own, and no consumer (but in the last test, to decide a cancel): an
+ * order stays queued in Redis, and the states
  * after the sale are written into the item's orders hash as seckill_mark
  * writes them (consumer/lua/seckill_return.lua), as the stack's admin user.
  * The cancels the producer publishes are read back from the topic and
@@ -34,9 +35,9 @@
 struct rt {
     struct cfg c;
     char cfgpath[128];
-    char plog[192];
+    char plog[192], clog[192];
     int port, mport;
-    pid_t producer;
+    pid_t producer, consumer;
     int64_t items[MAX_ITEMS];
     int nitems;
 };
@@ -127,6 +128,18 @@ static int setup(void **state)
     assert_true(asprintf(&s, "sktest.cancelapi.%d.%s", (int)getpid(), rnd) > 0);
     free(R.c.kafka.topic);
     R.c.kafka.topic = s;
+    /* a consumer of its own for the test that starts one, payments
+     * included: it reads no other run's */
+    assert_true(asprintf(&s, "%s.dlq", R.c.kafka.topic) > 0);
+    free(R.c.kafka.dlq_topic);
+    R.c.kafka.dlq_topic = s;
+    assert_true(asprintf(&s, "%s.payments", R.c.kafka.topic) > 0);
+    free(R.c.kafka.payments_topic);
+    R.c.kafka.payments_topic = s;
+    assert_true(asprintf(&s, "sktest-cancelapi-%d-%s", (int)getpid(), rnd) > 0);
+    free(R.c.consumer.group_id);
+    R.c.consumer.group_id = s;
+    R.c.consumer.metrics_port = 0;
     harness_producer_ports(&R.c);
     R.port = R.c.producer.port;
     R.mport = R.c.producer.metrics_port;
@@ -135,12 +148,15 @@ static int setup(void **state)
     harness_props_set(&R.c.kafka.producer_properties, "message.timeout.ms", "5000");
     harness_cfg_file(&R.c, R.cfgpath, sizeof(R.cfgpath));
     snprintf(R.plog, sizeof(R.plog), "%s.producer.log", R.cfgpath);
+    snprintf(R.clog, sizeof(R.clog), "%s.consumer.log", R.cfgpath);
     /* The producer's order keys, to check its sigs as a consumer does. */
     if (osig_load(&R.c, err, sizeof(err)) != 0) {
         print_error("order keys: %s\n", err);
         return -1;
     }
-    if (harness_topic_create(&R.c, R.c.kafka.topic, PARTS) != 0)
+    if (harness_topic_create(&R.c, R.c.kafka.topic, PARTS) != 0 ||
+        harness_topic_create(&R.c, R.c.kafka.dlq_topic, 1) != 0 ||
+        harness_topic_create(&R.c, R.c.kafka.payments_topic, PARTS) != 0)
         return -1;
     harness_bin("seckill-producer", bin, sizeof(bin));
     char *argv[] = { bin, "-c", R.cfgpath, NULL };
@@ -153,20 +169,41 @@ static int setup(void **state)
     return 0;
 }
 
+/* SIGTERM: a clean stop exits 0 (said, not asserted: teardown's too). */
+static int daemon_stop(pid_t *pid, const char *log)
+{
+    int st = 0;
+    if (*pid > 0) {
+        kill(*pid, SIGTERM);
+        if ((st = harness_wait_exit(*pid, 30000)) != 0)
+            print_error("exit status %d after SIGTERM; see %s\n", st, log);
+    }
+    *pid = 0;
+    return st;
+}
+
 static int teardown(void **state)
 {
     (void)state;
-    if (R.producer > 0) {
-        kill(R.producer, SIGTERM);
-        int st = harness_wait_exit(R.producer, 30000);
-        if (st != 0)
-            print_error("producer exit status %d after SIGTERM; see %s\n", st, R.plog);
-    }
+    daemon_stop(&R.producer, R.plog);
+    daemon_stop(&R.consumer, R.clog);
+    /* what the consumer persisted of every test's orders, then the items */
+    static const char *const drop[] = {
+        "DELETE FROM order_returns WHERE item_id = $1",
+        "DELETE FROM order_deadlines WHERE order_id IN (SELECT order_id FROM orders WHERE item_id = $1)",
+        "DELETE FROM late_payments WHERE order_id IN (SELECT order_id FROM orders WHERE item_id = $1)",
+        "DELETE FROM orders WHERE item_id = $1", "DELETE FROM order_rejections WHERE item_id = $1",
+        "DELETE FROM items WHERE item_id = $1",
+    };
     for (int i = 0; i < R.nitems; i++)
-        harness_pg_try(&R.c, "DELETE FROM items WHERE item_id = $1", R.items[i], 0);
+        for (size_t d = 0; d < sizeof(drop) / sizeof(drop[0]); d++)
+            harness_pg_try(&R.c, drop[d], R.items[i], 0);
     harness_topic_delete(&R.c, R.c.kafka.topic);
+    harness_topic_delete(&R.c, R.c.kafka.dlq_topic);
+    harness_topic_delete(&R.c, R.c.kafka.payments_topic);
     if (!getenv("SECKILL_TEST_KEEP_LOGS")) {
         unlink(R.plog);
+        unlink(R.clog);
         unlink(R.cfgpath);
     }
     harness_redis_drop(&R.c);
@@ -181,6 +218,21 @@ static int64_t item_new(void)
     assert_true(R.nitems < MAX_ITEMS);
     R.items[R.nitems++] = item;
     return harness_item_create(R.cfgpath, item, 10);
+}
+
+/* An item whose buyers have pay_s seconds to pay (item create --pay-within). */
+static int64_t item_new_paying(int pay_s)
+{
+    char ctl[512], id[24], pay[24];
+    int64_t item = 950000000000LL + (int64_t)util_rand_below(9999999999ULL);
+    assert_true(R.nitems < MAX_ITEMS);
+    R.items[R.nitems++] = item;
+    harness_bin("seckillctl", ctl, sizeof(ctl));
+    snprintf(id, sizeof(id), "%" PRId64, item);
+    snprintf(pay, sizeof(pay), "%d", pay_s);
+    char *argv[] = { ctl, "-c", R.cfgpath, "item", "create", "--id", id, "--stock", "10", "--pay-within", pay, NULL };
+    assert_int_equal(harness_wait_exit(harness_spawn(argv, "/dev/null"), 30000), 0);
+    return item;
 }
 
 static int64_t user_new(void)
@@ -416,6 +468,69 @@ static void test_cancel_states(void **state)
         expect_no_cancel(oids[i]);
 }
 
+/* The status call's word for oid as user is want. */
+static bool status_is(int64_t oid, int64_t user, const char *want)
+{
+    char authz[1100], path[64], st[32];
+    struct life_resp r;
+    bearer(user, authz, sizeof(authz));
+    snprintf(path, sizeof(path), "/api/v1/orders/%" PRId64, oid);
+    return http_req("GET", path, authz, NULL, NULL, &r) == 200 && life_json_str(r.body, "status", st, sizeof(st)) &&
+           strcmp(st, want) == 0;
+}
+
+/* An order persisted ("confirmed": 'c') of an item with a payment window,
+ * as a failover between the consumer's settle and its mark 'w' leaves it
+ * (issue #55): not known final, so the cancel is published as for an order
+ * pending payment (202), and the consumer decides. PostgreSQL persists the
+ * order pending payment, so the cancel cancels it. (An item without a
+ * window answers 409 final: test_cancel_states.) */
+static void test_cancel_settled_with_window(void **state)
+{
+    (void)state;
+    int64_t item = item_new_paying(900), user = user_new(), oid = buy(user, item);
+    int64_t accepted = metric("seckill_producer_cancels_accepted_total");
+    struct life_resp r;
+    char now[24], key[KEYS_MAX], bin[512];
+    bool ok;
+    /* what tells the producer: item create wrote the payment window into
+     * the item's window hash */
+    redisContext *rc = harness_redis(&R.c);
+    keys_item(key, sizeof(key), R.c.redis.key_prefix, item, KEYS_ITEM_WINDOW);
+    redisReply *w = harness_cmd(rc, "HGET %s %s", key, KEYS_WINDOW_PAY);
+    assert_int_equal(w->type, REDIS_REPLY_STRING);
+    assert_string_equal(w->str, "900");
+    freeReplyObject(w);
+    redisFree(rc);
+
+    snprintf(now, sizeof(now), "%" PRId64, util_wall_ms());
+    order_mark(item, oid, 'c', now, "");
+    assert_int_equal(cancel(oid, user, &r), 202);
+    expect(&r, 202, "cancelling");
+    expect_cancel_published(oid, user, item);
+    assert_int_equal(metric("seckill_producer_cancels_accepted_total"), accepted + 1);
+
+    /* The consumer decides: it persists the order pending payment, then
+     * applies the cancel after it (the same partition). */
+    harness_bin("seckill-consumer", bin, sizeof(bin));
+    char *argv[] = { bin, "-c", R.cfgpath, NULL };
+    R.consumer = harness_spawn(argv, R.clog);
+    WAIT_UNTIL(status_is(oid, user, "cancelled"), 60000, ok);
+    if (!ok)
+        fail_msg("order %" PRId64 " not cancelled by the consumer; see %s", oid, R.clog);
+    PGconn *pg = harness_pg(&R.c);
+    char id[24];
+    snprintf(id, sizeof(id), "%" PRId64, oid);
+    const char *params[] = { id };
+    PGresult *res = PQexecParams(pg, "SELECT status FROM orders WHERE order_id = $1", 1, NULL, params, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    assert_int_equal(PQntuples(res), 1);
+    assert_string_equal(PQgetvalue(res, 0, 0), "cancelled");
+    PQclear(res);
+    PQfinish(pg);
+    assert_int_equal(daemon_stop(&R.consumer, R.clog), 0);
+}
+
 /* The path and method as strict as the status call's; the token needed. */
 static void test_cancel_http(void **state)
 {
@@ -521,6 +636,8 @@ int main(void)
         cmocka_unit_test(test_cancel_queued),  cmocka_unit_test(test_cancel_pending_payment),
         cmocka_unit_test(test_cancel_not_owner), cmocka_unit_test(test_cancel_states),
         cmocka_unit_test(test_cancel_http),    cmocka_unit_test(test_cancel_publish_fails),
+        /* last: its consumer persists every test's orders */
+        cmocka_unit_test(test_cancel_settled_with_window),
     };
     harness_filter();
     return cmocka_run_group_tests(tests, setup, teardown);

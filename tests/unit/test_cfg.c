@@ -226,6 +226,65 @@ static void test_what_start_refuses(void **state)
     cfg_free(&c);
 }
 
+/* Load text; expect it to load, and return redis.port and producer.port. */
+static void expect_ports(const char *text, int redis_port, int producer_port)
+{
+    struct cfg c;
+    char err[1024] = "";
+    write_cfg(text);
+    if (cfg_load(path, &c, err, sizeof(err)) != 0)
+        fail_msg("refused: %s\n%s", err, text);
+    assert_int_equal(c.redis.port, redis_port);
+    assert_int_equal(c.producer.port, producer_port);
+    cfg_free(&c);
+}
+
+/* The literal is checked however the file lays it out (issue #55): found
+ * where libconfig parsed the name, past comments and line ends, never in
+ * another setting, a string or a comment; the error names the file and the
+ * name's line. */
+static void test_wrapped_in_any_layout(void **state)
+{
+    (void)state;
+    char want[160], inc[80], text[512];
+    const char *big = "'redis.port' = 4294983675 is out of range [1, 65535]";
+    /* the value on the next line */
+    snprintf(want, sizeof(want), "%s:4: %s", path, big);
+    expect_error(MINIMAL "redis = {\n  port =\n    4294983675;\n};\n", want);
+    expect_error(MINIMAL "redis = {\n  port\n  = 4294983675;\n};\n", want);
+    /* after another setting on its line, and after one of the same name */
+    snprintf(want, sizeof(want), "%s:3: 'consumer.batch_size' = 4294967297", path);
+    expect_error(MINIMAL "consumer = { workers = 1; batch_size = 4294967297; };\n", want);
+    snprintf(want, sizeof(want), "%s:3: %s", path, big);
+    expect_error(MINIMAL "producer = { port = 8080; }; redis = { port = 4294983675; };\n", want);
+    /* the name in a string, or in a comment, earlier on the line */
+    expect_error(MINIMAL "redis = { host = \"port = 1\"; port = 4294983675; };\n", want);
+    expect_error(MINIMAL "redis = { /* port = 1; */ port = 4294983675; };\n", want);
+    /* comments between the name, the '=' and the value */
+    expect_error(MINIMAL "redis = { port /* 1 */ = # 2\n // 3\n /* 4\n */ 4294983675; };\n", want);
+    expect_error(MINIMAL "redis = { port : 4294983675; };\n", want);
+    /* a file included into a group: its own name and lines */
+    snprintf(inc, sizeof(inc), "%s.inc", path);
+    FILE *f = fopen(inc, "w");
+    assert_non_null(f);
+    fputs("# the port\nport =\n  4294983675;\n", f);
+    fclose(f);
+    snprintf(want, sizeof(want), "%s:2: %s", inc, big);
+    snprintf(text, sizeof(text), MINIMAL "redis = {\n  @include \"%s\"\n};\n", inc);
+    expect_error(text, want);
+
+    /* and each layout with a value that fits still loads it */
+    expect_ports(MINIMAL "redis = {\n  port =\n    16380;\n};\n", 16380, 8080);
+    expect_ports(MINIMAL "producer = { port = 8081; }; redis = { port = 0x3FFC; };\n", 16380, 8081);
+    expect_ports(MINIMAL "redis = { host = \"port = 1\"; port /* a */ = # b\n 16381; };\n", 16381, 8080);
+    f = fopen(inc, "w");
+    assert_non_null(f);
+    fputs("port =\n  16382L;\n", f);
+    fclose(f);
+    expect_ports(text, 16382, 8080);
+    unlink(inc);
+}
+
 static void test_missing_required_is_named(void **state)
 {
     (void)state;
@@ -561,6 +620,7 @@ int main(void)
         cmocka_unit_test(test_payment_settings),
         cmocka_unit_test(test_errors_point_at_file_and_line),
         cmocka_unit_test(test_what_start_refuses),
+        cmocka_unit_test(test_wrapped_in_any_layout),
         cmocka_unit_test(test_missing_required_is_named),
         cmocka_unit_test(test_kafka_properties_validated),
         cmocka_unit_test(test_kconf_nagle_off),
