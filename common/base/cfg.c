@@ -124,6 +124,30 @@ static bool section_known(const char *name)
     return false;
 }
 
+/* Settings renamed since a release, each with its new name and why: a file
+ * that still names one is refused with the way out, rather than as a
+ * misspelling (or, worse, read with another meaning). */
+static const struct {
+    const char *was, *now, *why;
+} cfg_renamed[] = {
+    { "producer.request_head_timeout_s", "producer.request_timeout_s",
+      "it bounds the whole request now, head and body (issue #55)" },
+};
+
+/* The unknown setting full in s: refused, as renamed when it was. -1. */
+static int refuse_unknown(const config_setting_t *s, const char *full, const char *path, char *err,
+                          size_t errlen)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(cfg_renamed); i++)
+        if (strcmp(cfg_renamed[i].was, full) == 0) {
+            seterr(err, errlen, "%s:%d: '%s' is now '%s' (%s): rename it", src_file(s, path), src_line(s),
+                   full, cfg_renamed[i].now, cfg_renamed[i].why);
+            return -1;
+        }
+    seterr(err, errlen, "%s:%d: unknown setting '%s'", src_file(s, path), src_line(s), full);
+    return -1;
+}
+
 /* A misspelt setting would otherwise silently fall back to its default. */
 static int check_unknown(config_t *lc, const char *path, char *err, size_t errlen)
 {
@@ -140,11 +164,8 @@ static int check_unknown(config_t *lc, const char *path, char *err, size_t errle
             config_setting_t *s = config_setting_get_elem(sec, (unsigned)j);
             char full[256];
             snprintf(full, sizeof(full), "%s.%s", sname, config_setting_name(s));
-            if (def_find(full) == NULL) {
-                seterr(err, errlen, "%s:%d: unknown setting '%s'", src_file(s, path),
-                       src_line(s), full);
-                return -1;
-            }
+            if (def_find(full) == NULL)
+                return refuse_unknown(s, full, path, err, errlen);
         }
     }
     return 0;

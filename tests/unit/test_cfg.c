@@ -184,6 +184,10 @@ static void test_errors_point_at_file_and_line(void **state)
     expect_error(MINIMAL "redis = { port = 70000; };\n", "'redis.port' = 70000 is out of range [1, 65535]");
     expect_error(MINIMAL "redis = { prot = 1; };\n", "unknown setting 'redis.prot'");
     expect_error(MINIMAL "redis = { prot = 1; };\n", want);
+    /* A setting renamed: refused with its new name, where it is. */
+    expect_error(MINIMAL "producer = { request_head_timeout_s = 10; };\n",
+                 "'producer.request_head_timeout_s' is now 'producer.request_timeout_s'");
+    expect_error(MINIMAL "producer = { request_head_timeout_s = 10; };\n", want);
     expect_error(MINIMAL "radis = { port = 1; };\n", "unknown section 'radis'");
     expect_error(MINIMAL "redis = { port = \"x\"; };\n", "'redis.port' must be an integer");
     expect_error(MINIMAL "redis = { host = 5; };\n", "'redis.host' must be a string");
