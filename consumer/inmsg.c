@@ -32,7 +32,7 @@ int inmsg_decode(const rd_kafka_message_t *km, struct cmsg *m, char *err, size_t
         return -1;
     /* Only an order a producer signed may take stock or an order id: a
      * stolen topic password must not void a real buyer's 202. */
-    if (osig_verify(&m->o, err, errlen) != OSIG_OK) {
+    if (osig_verify(&m->o, err, errlen) != KEYRING_OK) {
         CM_ADD(unsigned_orders, 1);
         return -1;
     }

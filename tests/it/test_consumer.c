@@ -713,7 +713,7 @@ static void test_order_key_rotation(void **state)
     struct tctx t;
     bool ok;
     char k2[128], cfgnew[256], err[512], entry[160];
-    struct osig_keys *signer = NULL;
+    struct keyring *signer = NULL;
     ctx_init(&t, "keyrot", 1);
     item_create(t.item, 10);
     snprintf(k2, sizeof(k2), "/tmp/sktest-k2-%d", (int)getpid());
@@ -760,7 +760,7 @@ static void test_order_key_rotation(void **state)
     WAIT_UNTIL(rows_of(t.item) == 4, 30000, ok);
     assert_true(ok);
     stop(&t, 0);
-    osig_keys_free(signer);
+    keyring_free(signer);
     const char *old[] = { saved };
     set_order_keys(old, 1);
     free(saved);
