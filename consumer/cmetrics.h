@@ -80,6 +80,9 @@
     X(payments_dead_letter, "seckill_consumer_payments_dead_lettered_total", "", "counter",        \
       "Payments written to the dead-letter topic: malformed, or their order unknown after "        \
       "consumer.payment_wait_ms")                                                                  \
+    X(payments_unsigned, "seckill_consumer_payments_unsigned_total", "", "counter",                \
+      "Payments no payment key signed (no sig, an unknown key id, a MAC that does not match: "     \
+      "forged, or a key the consumer lacks), dead-lettered")                                       \
     X(payments_waiting, "seckill_consumer_payments_waiting", "", "gauge",                          \
       "Payments whose order is not in PostgreSQL yet (retried; their offsets wait)")               \
     X(payments_assigned, "seckill_consumer_payments_assigned_partitions", "", "gauge",             \

@@ -2,7 +2,6 @@
 
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
-#include <jansson.h>
 #include <libpq-fe.h>
 #include <librdkafka/rdkafka.h>
 #include <stdatomic.h>
@@ -15,20 +14,19 @@
 #include "dlq.h"
 #include "embed.h"
 #include "i64map.h"
-#include "jsonint.h"
 #include "kconf.h"
 #include "kparts.h"
 #include "keys.h"
 #include "lock.h"
 #include "log.h"
 #include "offsets.h"
+#include "paysig.h"
 #include "pgconn.h"
 #include "queue.h"
 #include "rfunc.h"
 #include "rpipe.h"
 #include "util.h"
 
-#define PAY_VERSION 1
 /* Payments held at once (waiting for their order, or for a service that is
  * down); beyond it fetching pauses until some are done. */
 #define PAY_HELD_MAX 10000
@@ -59,8 +57,6 @@
 /* A PostgreSQL array literal of a batch: of ids, or of words of
  * [A-Za-z0-9_.:-] (references, status_then), each quoted and one comma. */
 #define PAY_ARR_MAX (PAY_BATCH * (PAY_REF_MAX + 3) + 3)
-
-static const char PAY_REF_CHARS[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-";
 
 /* How one try at a payment went. */
 enum pay_result {
@@ -149,81 +145,6 @@ struct payments {
     _Atomic int kafka_err;
     struct log_repeat say_pg, say_redis, say_mark, say_kafka;
 };
-
-/* --- the message ------------------------------------------------------------ */
-
-static int get_int(json_t *root, const char *name, int64_t min, int64_t max, int64_t *out, char *err,
-                   size_t errlen)
-{
-    switch (jsonint_get(root, name, min, max, out)) {
-    case JSONINT_OK: return 0;
-    case JSONINT_MISSING: snprintf(err, errlen, "missing \"%s\"", name); break;
-    case JSONINT_NOT_INTEGER: snprintf(err, errlen, "\"%s\" is not an integer", name); break;
-    case JSONINT_OUT_OF_RANGE: snprintf(err, errlen, "\"%s\" out of range", name); break;
-    }
-    return -1;
-}
-
-static int get_strings(json_t *root, struct pay_msg *out, char *err, size_t errlen)
-{
-    json_t *id = json_object_get(root, "order_id"), *ref = json_object_get(root, "ref");
-    size_t n;
-    if (!id || !json_is_string(id)) {
-        snprintf(err, errlen, "missing \"order_id\" string");
-        return -1;
-    }
-    if (util_parse_i64(json_string_value(id), 1, INT64_MAX, &out->order_id) != 0) {
-        snprintf(err, errlen, "\"order_id\" is not a positive 64-bit integer");
-        return -1;
-    }
-    if (!ref || !json_is_string(ref) || (n = json_string_length(ref)) == 0 || n > PAY_REF_MAX ||
-        strspn(json_string_value(ref), PAY_REF_CHARS) != n) {
-        snprintf(err, errlen, "\"ref\" is not 1 to %d of [A-Za-z0-9_.:-]", PAY_REF_MAX);
-        return -1;
-    }
-    memcpy(out->ref, json_string_value(ref), n + 1);
-    return 0;
-}
-
-int pay_decode(const void *payload, size_t len, const void *key, size_t key_len, struct pay_msg *out,
-               char *err, size_t errlen)
-{
-    json_error_t jerr;
-    json_t *root = json_loadb(payload, len, JSON_REJECT_DUPLICATES, &jerr);
-    char want[24];
-    int64_t v;
-    int ret = -1, n;
-    memset(out, 0, sizeof(*out));
-    if (!root) {
-        snprintf(err, errlen, "bad JSON: %s", jerr.text);
-        return -1;
-    }
-    if (!json_is_object(root)) {
-        snprintf(err, errlen, "not a JSON object");
-        goto out;
-    }
-    if (get_int(root, "v", 0, INT64_MAX, &v, err, errlen) != 0)
-        goto out;
-    if (v != PAY_VERSION) {
-        snprintf(err, errlen, "unknown version %lld", (long long)v);
-        goto out;
-    }
-    if (get_strings(root, out, err, errlen) != 0 ||
-        get_int(root, "user_id", 1, INT64_MAX, &out->user_id, err, errlen) != 0 ||
-        get_int(root, "paid_at_ms", 1, PAY_AT_MAX_MS, &out->paid_at_ms, err, errlen) != 0)
-        goto out;
-    /* The key routes a user's payments to one partition, as it does their
-     * orders: a payment keyed otherwise is not the user's. */
-    n = snprintf(want, sizeof(want), "%" PRId64, out->user_id);
-    if (!key || key_len != (size_t)n || memcmp(key, want, (size_t)n) != 0) {
-        snprintf(err, errlen, "key is not the user id");
-        goto out;
-    }
-    ret = 0;
-out:
-    json_decref(root);
-    return ret;
-}
 
 /* --- the payments held ---------------------------------------------------------- */
 
@@ -1173,6 +1094,22 @@ static void *dup_bytes(const void *b, size_t n)
     return d;
 }
 
+/* Decode a fetched payment, check its key and its MAC: 0, or -1 with the
+ * reason (a MAC that fails is counted). */
+static int judge(const rd_kafka_message_t *km, struct pay_msg *m, char *why, size_t len)
+{
+    if (paymsg_decode(km->payload, km->len, m, why, len) != 0 ||
+        paymsg_check_key(m, km->key, km->key_len, why, len) != 0)
+        return -1;
+    /* Only a payment the payment service signed may pay an order or write a
+     * late payment: a stolen payments topic password must do neither. */
+    if (psig_verify(m, why, len) != KEYRING_OK) {
+        CM_ADD(payments_unsigned, 1);
+        return -1;
+    }
+    return 0;
+}
+
 /* A message fetched: held as a payment, or dead-lettered. */
 static void take(struct payments *p, const rd_kafka_message_t *km)
 {
@@ -1202,7 +1139,7 @@ static void take(struct payments *p, const rd_kafka_message_t *km)
         pay_free(y); /* tracked and never done: the offset waits */
         goto oom;
     }
-    if (pay_decode(km->payload, km->len, km->key, km->key_len, &y->m, why, sizeof(why)) != 0) {
+    if (judge(km, &y->m, why, sizeof(why)) != 0) {
         dead_letter(p, y, why);
         return;
     }

@@ -4,9 +4,9 @@
  * A thread of the consumer's own, with a Kafka consumer of its own on
  * kafka.payments_topic (group <consumer.group_id>.payments), its own lock
  * client, PostgreSQL and Redis connections, made and remade here with
- * backoff. A payment message is
- *   {"v":1,"order_id":"<decimal>","user_id":N,"paid_at_ms":N,"ref":"<1..64 of [A-Za-z0-9_.:-]>"}
- * keyed by the user id. The payments fetched and due are applied in
+ * backoff. A payment message is paymsg.h's, keyed by the user id and
+ * signed by the payment service (paysig.h). The payments fetched and due
+ * are applied in
  * batches of up to 1,024 (PAY_BATCH in payments.c), each payment
  * exactly as if it were alone:
  *
@@ -39,8 +39,10 @@
  *    done), so a crash loses none, and a replay changes nothing.
  *
  * A malformed message (bad JSON, another version, a key that is not its
- * user) goes to the dead-letter topic with its reason, its offset stored
- * once the broker has the letter. PostgreSQL or Redis down: retried with
+ * user) and one no payment key signed (no "sig", an unknown key id, a MAC
+ * that does not match: counted as payments_unsigned) go to the dead-letter
+ * topic with their reason, their offsets stored once the broker has the
+ * letter; they never change an order nor write late_payments. PostgreSQL or Redis down: retried with
  * backoff, said once per state change.
  *
  * payments_start and payments_stop belong to the consumer's main thread. */
@@ -52,21 +54,6 @@
 #include <stdint.h>
 
 #include "cfg.h"
-
-/* The longest payment reference. */
-#define PAY_REF_MAX 64
-/* The latest paid_at_ms taken: 9999-12-31T23:59:59.999Z. */
-#define PAY_AT_MAX_MS INT64_C(253402300799999)
-
-struct pay_msg {
-    int64_t order_id, user_id, paid_at_ms;
-    char ref[PAY_REF_MAX + 1];
-};
-
-/* Decode a payment message and check its key (the user id, in decimal).
- * 0, or -1 with the reason in err. Any thread. */
-int pay_decode(const void *payload, size_t len, const void *key, size_t key_len, struct pay_msg *out,
-               char *err, size_t errlen);
 
 struct payments;
 

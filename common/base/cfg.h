@@ -74,6 +74,8 @@ struct cfg {
         char *ssl_ca_file; /* absolute, or "" for librdkafka's default */
         char *order_key_dir;        /* absolute: resolved against the file's folder */
         struct cfg_list order_keys; /* "KID:FILE", FILE under order_key_dir */
+        char *payment_key_dir;        /* absolute: resolved against the file's folder */
+        struct cfg_list payment_keys; /* "KID:FILE", FILE under payment_key_dir */
     } kafka;
     struct {
         char *host;  /* one host, or "a,b,..." (libpq multi-host) */
@@ -268,6 +270,11 @@ enum cfg_auth {
     X("kafka.order_keys", CFG_LIST, kafka.order_keys, 0, 0, 0, NULL, CFG_SWAP,                              \
       "order MAC keys, \"KID:FILE\" (FILE under kafka.order_key_dir; a bare name: a systemd credential): "  \
       "the first signs, all verify; required by the producer and the consumer")                            \
+    X("kafka.payment_key_dir", CFG_PATH, kafka.payment_key_dir, 0, 0, 0, ".", CFG_SWAP,                    \
+      "folder of the payment key files; relative: to the configuration file's folder")                      \
+    X("kafka.payment_keys", CFG_LIST, kafka.payment_keys, 0, 0, 0, NULL, CFG_SWAP,                          \
+      "payment MAC keys, \"KID:FILE\" (FILE under kafka.payment_key_dir; a bare name: a systemd "           \
+      "credential): the first signs (seckillctl payment sign), all verify; required by the consumer")       \
     X("postgres.host", CFG_STR, postgres.host, 0, 0, 0, "127.0.0.1", 0,                                     \
       "PostgreSQL host name, address or socket folder; \"a,b\": tried in turn (libpq multi-host)")          \
     X("postgres.port", CFG_PORTS, postgres.port, 1, 65535, 0, "5432", 0,                                    \

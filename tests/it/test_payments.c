@@ -37,7 +37,9 @@
 #include "life.h"
 #include "order.h"
 #include "ordersig.h"
-#include "payments.h"
+#include "paymsg.h"
+#include "keyring.h"
+#include "paysig.h"
 #include "sale.h"
 
 #define KAFKA_WAIT_MS 20000
@@ -313,6 +315,16 @@ static void orders_pending(int64_t item, int64_t first, int n)
 }
 
 /* --- the tests ---------------------------------------------------------------------- */
+
+/* A fetched payment's first checks, as the consumer makes them: the
+ * message, then its key. */
+static int pay_decode(const char *json, size_t len, const char *key, size_t key_len, struct pay_msg *m, char *err,
+                      size_t errlen)
+{
+    if (paymsg_decode(json, len, m, err, errlen) != 0)
+        return -1;
+    return paymsg_check_key(m, key, key_len, err, errlen);
+}
 
 /* The message's rules, without the stack: what is taken and what is not. */
 static void test_decode(void **state)
@@ -602,8 +614,9 @@ static void test_payments_race_the_expiry(void **state)
                  (long long)(metric("seckill_consumer_late_payments_total") - late), (long long)expired);
 }
 
-/* The dead letters on the suite's dead-letter topic: each one's error
- * header into why[i] (at most n); checks their source topic. How many. */
+/* The dead letters on the suite's dead-letter topic, all of them to its
+ * end (the tests' letters are counted by then): each one's error header
+ * into why[i] (at most n); checks their source topic. How many. */
 static int read_letters(char why[][128], int n)
 {
     char err[512];
@@ -618,6 +631,10 @@ static int read_letters(char why[][128], int n)
         rd_kafka_message_t *m = rd_kafka_consume(t, 0, 200);
         if (!m)
             continue;
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            rd_kafka_message_destroy(m);
+            break;
+        }
         rd_kafka_headers_t *h = NULL;
         const void *v;
         size_t len;
@@ -635,6 +652,20 @@ static int read_letters(char why[][128], int n)
     return got;
 }
 
+#define LETTERS_MAX 64
+
+/* Each of want is in one of the n letters' reasons. */
+static void letters_say(char why[][128], int n, const char *const *want, size_t nwant)
+{
+    for (size_t i = 0; i < nwant; i++) {
+        bool found = false;
+        for (int k = 0; k < n && !found; k++)
+            found = strstr(why[k], want[i]) != NULL;
+        if (!found)
+            fail_msg("no dead letter of %d says \"%s\" (the first: %s)", n, want[i], n ? why[0] : "none");
+    }
+}
+
 /* Malformed payments are dead-lettered with their reasons; a payment whose
  * order never comes too, once consumer.payment_wait_ms is over; and one
  * published before its order waits for it and pays it. */
@@ -645,7 +676,7 @@ static void test_dead_letters_and_early_payments(void **state)
     int64_t early = order_id(item, 0), never = order_id(item, 1);
     int64_t letters = metric("seckill_consumer_payments_dead_lettered_total");
     int64_t applied = metric("seckill_consumer_payments_applied_total");
-    char key[24], why[8][128], st[256];
+    char key[24], why[LETTERS_MAX][128], st[256];
     bool ok;
     snprintf(key, sizeof(key), "%" PRId64, u);
     life_produce(S.pay, S.payments, key, "{\"v\":1,", 6);
@@ -683,17 +714,167 @@ static void test_dead_letters_and_early_payments(void **state)
                  (long long)(metric("seckill_consumer_payments_dead_lettered_total") - letters), S.clog);
     assert_int_equal(metric("seckill_consumer_payments_waiting"), 0);
     assert_int_equal(metric("seckill_consumer_payments_applied_total"), applied + 1);
-    assert_int_equal(read_letters(why, 4), 4);
     const char *want[] = { "bad JSON", "unknown version 2", "key is not the user id", "order unknown" };
-    for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
-        bool found = false;
-        for (int k = 0; k < 4 && !found; k++)
-            found = strstr(why[k], want[i]) != NULL;
-        if (!found)
-            fail_msg("no dead letter says \"%s\" (%s | %s | %s | %s)", want[i], why[0], why[1], why[2], why[3]);
-    }
+    letters_say(why, read_letters(why, LETTERS_MAX), want, ARRAY_SIZE(want));
     assert_int_equal(life_pg_int("SELECT count(*) FROM orders WHERE order_id = $1", never), 0);
     assert_int_equal(life_pg_int("SELECT count(*) FROM late_payments WHERE order_id = $1", never), 0);
+}
+
+/* A payment of order with sig as it is ("": unsigned), published as a
+ * forger holding the payments topic's password would. */
+static void publish_raw_payment(int64_t order, int64_t user, int64_t paid_at, const char *ref, const char *sig)
+{
+    struct pay_msg m = { .order_id = order, .user_id = user, .paid_at_ms = paid_at };
+    char buf[PAY_MSG_MAX], key[24];
+    snprintf(m.ref, sizeof(m.ref), "%s", ref);
+    snprintf(m.sig, sizeof(m.sig), "%s", sig);
+    int n = paymsg_encode(&m, buf, sizeof(buf));
+    assert_true(n > 0);
+    snprintf(key, sizeof(key), "%" PRId64, user);
+    life_produce(S.pay, S.payments, key, buf, (size_t)n);
+}
+
+/* A key set of one entry (KID:FILE) on the suite's configuration. */
+static struct keyring *keys_of(const char *entry)
+{
+    struct cfg c = S.c; /* a shallow copy: only its key list differs */
+    char *v[] = { (char *)entry }, err[1024];
+    struct keyring *ks = NULL;
+    c.kafka.payment_keys = (struct cfg_list){ v, 1 };
+    if (psig_keys_load(&c, &ks, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    return ks;
+}
+
+/* #55 §2: payments no payment key signed are dead-lettered with their
+ * reasons and counted, and change nothing: unsigned, a real MAC over
+ * another payment, a forger's own key under the payment key's id, a key id
+ * the consumer lacks, and an unsigned payment of an expired order (which a
+ * real one would record in late_payments). The real payment then pays. */
+static void test_forged_payments(void **state)
+{
+    (void)state;
+    int64_t item = item_create(2, 60), gone_item = item_create(1, 1), u = S.user_lo + 50, now = util_wall_ms();
+    int64_t o = order_id(item, 0), gone = order_id(gone_item, 0);
+    int64_t letters = metric("seckill_consumer_payments_dead_lettered_total");
+    int64_t unsig = metric("seckill_consumer_payments_unsigned_total");
+    int64_t applied = metric("seckill_consumer_payments_applied_total");
+    int64_t late = metric("seckill_consumer_late_payments_total");
+    char path[128], entry[160], why[LETTERS_MAX][128];
+    bool ok;
+    orders_pending(item, u, 1);
+    orders_pending(gone_item, u + 1, 1);
+    WAIT_UNTIL(life_orders_in(gone_item, "expired") == 1, 15000, ok);
+    if (!ok)
+        fail_msg("the order did not expire; see %s", S.clog);
+
+    publish_raw_payment(o, u, now, "forged-1", "");
+    /* The payment service's MAC of a payment of 1 at now, on one of 2. */
+    struct pay_msg real = { .order_id = o, .user_id = u, .paid_at_ms = now };
+    snprintf(real.ref, sizeof(real.ref), "forged-2");
+    assert_int_equal(psig_sign(&real), 0);
+    publish_raw_payment(o, u, now + 1, "forged-2", real.sig);
+    /* A forger's own key, named p1. */
+    snprintf(path, sizeof(path), "/tmp/sktest-payments-forger-%d", (int)getpid());
+    harness_write_secret(path, "a forger's key, 32 bytes or more, named as the real one");
+    snprintf(entry, sizeof(entry), "p1:%s", path);
+    struct keyring *forger = keys_of(entry);
+    struct pay_msg f = { .order_id = o, .user_id = u, .paid_at_ms = now };
+    snprintf(f.ref, sizeof(f.ref), "forged-3");
+    assert_int_equal(psig_keys_sign(forger, &f), 0);
+    keyring_free(forger);
+    unlink(path);
+    publish_raw_payment(o, u, now, "forged-3", f.sig);
+    publish_raw_payment(o, u, now, "forged-4", "zz:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
+    publish_raw_payment(gone, u + 1, now, "forged-5", "");
+    flush(S.pay);
+
+    WAIT_UNTIL(metric("seckill_consumer_payments_dead_lettered_total") == letters + 5, 15000, ok);
+    if (!ok)
+        fail_msg("%lld dead letters of 5; see %s",
+                 (long long)(metric("seckill_consumer_payments_dead_lettered_total") - letters), S.clog);
+    assert_int_equal(metric("seckill_consumer_payments_unsigned_total"), unsig + 5);
+    assert_int_equal(metric("seckill_consumer_payments_applied_total"), applied);
+    assert_int_equal(metric("seckill_consumer_late_payments_total"), late);
+    assert_int_equal(life_orders_in(item, "pending_payment"), 1);
+    assert_int_equal(life_orders_in(gone_item, "expired"), 1);
+    assert_int_equal(life_pg_int2("SELECT count(*) FROM late_payments WHERE order_id IN ($1, $2)", o, gone), 0);
+    const char *want[] = { "not signed by a payment key: no signature",
+                           "not signed by a payment key: bad signature (key id p1)",
+                           "not signed by a payment key: unknown key id zz" };
+    letters_say(why, read_letters(why, LETTERS_MAX), want, ARRAY_SIZE(want));
+
+    /* The payment service's own payment pays the order. */
+    publish_payment(o, u, now, "real-1");
+    flush(S.pay);
+    WAIT_UNTIL(life_orders_in(item, "paid") == 1, 15000, ok);
+    if (!ok)
+        fail_msg("the real payment did not pay the order; see %s", S.clog);
+    assert_int_equal(
+        life_pg_int("SELECT count(*) FROM orders WHERE order_id = $1 AND status_reason = 'paid real-1'", o), 1);
+}
+
+/* Write the suite's consumer a configuration with kafka.payment_keys set
+ * to entries, and SIGHUP it. */
+static void reload_payment_keys(const char *const *entries, size_t n)
+{
+    char path[256];
+    struct cfg_list saved = S.c.kafka.payment_keys;
+    S.c.kafka.payment_keys = (struct cfg_list){ (char **)entries, n };
+    harness_cfg_file(&S.c, path, sizeof(path));
+    S.c.kafka.payment_keys = saved;
+    assert_int_equal(rename(path, S.cfgpath), 0);
+    kill(S.cons, SIGHUP);
+}
+
+/* A payment key rotated on SIGHUP: a bad key file refuses the reload, and
+ * the key the consumer had still verifies; a new key added first is taken,
+ * and payments signed by either key pay. */
+static void test_payment_key_rotation(void **state)
+{
+    (void)state;
+    int64_t item = item_create(3, 60), u = S.user_lo + 60;
+    char k2[128], entry[160], p1[600];
+    bool ok;
+    orders_pending(item, u, 3);
+    snprintf(p1, sizeof(p1), "p1:%s/%s", S.c.kafka.payment_key_dir, strchr(S.c.kafka.payment_keys.v[0], ':') + 1);
+    snprintf(k2, sizeof(k2), "/tmp/sktest-payments-k2-%d", (int)getpid());
+    harness_write_secret(k2, "a second payment key, 32 bytes or more, for the rotation");
+    snprintf(entry, sizeof(entry), "p2:%s", k2);
+
+    const char *bad[] = { "p2:/nonexistent/payment-key" };
+    reload_payment_keys(bad, 1);
+    WAIT_UNTIL(harness_file_has(S.clog, "/nonexistent/payment-key"), 20000, ok);
+    if (!ok)
+        fail_msg("the reload with a bad payment key file was not refused; see %s", S.clog);
+    publish_payment(order_id(item, 0), u, util_wall_ms(), "rot-1"); /* p1, still held */
+    flush(S.pay);
+    WAIT_UNTIL(life_orders_in(item, "paid") == 1, 15000, ok);
+    if (!ok)
+        fail_msg("the refused reload dropped the payment key; see %s", S.clog);
+
+    const char *both[] = { entry, p1 };
+    reload_payment_keys(both, 2);
+    WAIT_UNTIL(harness_file_has(S.clog, "payment keys: 2 loaded"), 20000, ok);
+    if (!ok)
+        fail_msg("the payment keys were not reloaded; see %s", S.clog);
+    struct keyring *signer = keys_of(entry);
+    struct pay_msg m = { .order_id = order_id(item, 1), .user_id = u + 1, .paid_at_ms = util_wall_ms() };
+    snprintf(m.ref, sizeof(m.ref), "rot-2");
+    assert_int_equal(psig_keys_sign(signer, &m), 0);
+    keyring_free(signer);
+    publish_raw_payment(m.order_id, m.user_id, m.paid_at_ms, m.ref, m.sig);
+    publish_payment(order_id(item, 2), u + 2, util_wall_ms(), "rot-3"); /* p1 */
+    flush(S.pay);
+    WAIT_UNTIL(life_orders_in(item, "paid") == 3, 15000, ok);
+    /* Back to the suite's own keys, for the tests after this one. */
+    const char *own[] = { p1 };
+    reload_payment_keys(own, 1);
+    WAIT_UNTIL(harness_file_lines(S.clog, "payment keys: 1 loaded") >= 1, 20000, ok);
+    unlink(k2);
+    if (life_orders_in(item, "paid") != 3)
+        fail_msg("%lld of 3 paid after the rotation; see %s", (long long)life_orders_in(item, "paid"), S.clog);
+    assert_true(ok);
 }
 
 /* Turn the consumer's Redis user on or off; off also drops its
@@ -1057,6 +1238,8 @@ int main(void)
         cmocka_unit_test(test_late_payment_of_expired_order),
         cmocka_unit_test(test_payments_race_the_expiry),
         cmocka_unit_test(test_dead_letters_and_early_payments),
+        cmocka_unit_test(test_forged_payments),
+        cmocka_unit_test(test_payment_key_rotation),
         cmocka_unit_test(test_payment_waits_out_redis_and_postgres),
         cmocka_unit_test(test_payment_burst),
         cmocka_unit_test(test_replay_both_topics),
