@@ -133,6 +133,7 @@ struct cfg {
         int expire_batch;
         int return_backoff_cap_ms;
         int payment_wait_ms;
+        int payment_wait_max;
     } consumer;
     struct {
         int rebuy_after_cancel; /* boolean */
@@ -388,6 +389,9 @@ enum cfg_auth {
     X("consumer.payment_wait_ms", CFG_INT, consumer.payment_wait_ms, 1000, 86400000, 300000, NULL,          \
       CFG_RELOAD, "how long a payment for an order not yet in PostgreSQL is retried (its offset held) "     \
       "before it is dead-lettered as \"order unknown\"")                                                   \
+    X("consumer.payment_wait_max", CFG_INT, consumer.payment_wait_max, 100, 10000000, 50000, NULL,          \
+      CFG_RELOAD, "most payments that wait for their orders at once (and 64 MiB of their messages); past "  \
+      "it the one that has waited longest is dead-lettered as \"waiting set full\"")                         \
     X("lock.ttl_ms", CFG_INT, lock.ttl_ms, 100, 600000, 10000, NULL, 0,                                     \
       "lease of a distributed lock, renewed every ttl/3 while held (lock run's default --ttl-ms)")          \
     X("lock.wait_ms", CFG_INT, lock.wait_ms, 0, 600000, 5000, NULL, CFG_RELOAD,                             \

@@ -52,9 +52,10 @@ static struct {
     int cport;
     pid_t cons;
     rd_kafka_t *orders, *pay; /* producers: as admin (orders), as payment */
-    int64_t items[8];
+    int64_t items[32];
     int nitems;
     int64_t user_lo, user_hi; /* every user of the run */
+    int64_t block;            /* the run's order ids: a block taken as a producer takes one */
 } S;
 
 /* --- fixtures ------------------------------------------------------------------ */
@@ -120,6 +121,7 @@ static void consumer_cfg(void)
     S.c.consumer.expire_interval_ms = 100;
     S.c.consumer.return_backoff_cap_ms = 300;
     S.c.consumer.payment_wait_ms = 4000;
+    S.c.consumer.payment_wait_max = 50000;
     S.c.consumer.metrics_port = S.cport = harness_free_port();
     harness_cfg_file(&S.c, S.cfgpath, sizeof(S.cfgpath));
     snprintf(S.clog, sizeof(S.clog), "%s.consumer.log", S.cfgpath);
@@ -134,6 +136,13 @@ static int setup(void **state)
         return -1;
     S.user_lo = 7000000 + (int64_t)util_rand_below(1000000) * 4096;
     S.user_hi = S.user_lo + 4095;
+    /* Order ids of a block really taken: the consumer refuses a payment
+     * for an id no producer could have issued (above the highest block). */
+    S.block = life_pg_int("INSERT INTO order_id_blocks (host, pid) VALUES ('sktest-payments', $1::integer) "
+                          "RETURNING block",
+                          (int64_t)getpid());
+    if (S.block <= 0)
+        return -1;
     acl_user_create();
     consumer_cfg();
     if (harness_topic_create(&S.c, S.topic, 4) != 0 || harness_topic_create(&S.c, S.dlq, 1) != 0 ||
@@ -283,10 +292,24 @@ static int64_t item_create(int64_t stock, int pay_s)
     return item;
 }
 
-/* Ids of this run's orders: far above any a producer hands out here. */
+/* Ids of this run's orders, in its block: 4,096 per item (by its place in
+ * S.items), the item's i-th. */
 static int64_t order_id(int64_t item, int i)
 {
-    return INT64_C(7000000000000000000) + (item % 1000000000) * 1000 + i;
+    int slot = 0;
+    while (slot < S.nitems && S.items[slot] != item)
+        slot++;
+    assert_true(slot < S.nitems && i >= 0 && i < 4096);
+    return (S.block << ORDER_ID_SEQ_BITS) | ((int64_t)slot << 12) | i;
+}
+
+/* An id of the run's block no order of it has (above the items' ids): a
+ * payment for an order that never comes, though a producer could have
+ * issued it. */
+static int64_t unknown_id(int i)
+{
+    assert_true(i >= 0 && i < (1 << 18));
+    return (S.block << ORDER_ID_SEQ_BITS) | (INT64_C(1) << 19) | i;
 }
 
 /* n orders of item for users first..first+n-1, published (in groups of
@@ -614,6 +637,16 @@ static void test_payments_race_the_expiry(void **state)
                  (long long)(metric("seckill_consumer_late_payments_total") - late), (long long)expired);
 }
 
+/* Wait until the counter name is want (or fail, naming what). */
+static void wait_metric(const char *name, int64_t want, const char *what)
+{
+    bool ok;
+    WAIT_UNTIL(metric(name) == want, 30000, ok);
+    if (!ok)
+        fail_msg("%s: %s is %lld, want %lld; see %s", what, name, (long long)metric(name), (long long)want,
+                 S.clog);
+}
+
 /* The dead letters on the suite's dead-letter topic, all of them to its
  * end (the tests' letters are counted by then): each one's error header
  * into why[i] (at most n); checks their source topic. How many. */
@@ -652,7 +685,7 @@ static int read_letters(char why[][128], int n)
     return got;
 }
 
-#define LETTERS_MAX 64
+#define LETTERS_MAX 256
 
 /* Each of want is in one of the n letters' reasons. */
 static void letters_say(char why[][128], int n, const char *const *want, size_t nwant)
@@ -877,6 +910,161 @@ static void test_payment_key_rotation(void **state)
     assert_true(ok);
 }
 
+/* Write S.c as the suite consumer's configuration, SIGHUP it and wait for
+ * the reload to be taken. */
+static void reload_consumer(void)
+{
+    char path[256];
+    bool ok;
+    int before = harness_file_lines(S.clog, "configuration reloaded from");
+    harness_cfg_file(&S.c, path, sizeof(path));
+    assert_int_equal(rename(path, S.cfgpath), 0);
+    kill(S.cons, SIGHUP);
+    WAIT_UNTIL(harness_file_lines(S.clog, "configuration reloaded from") > before, 20000, ok);
+    if (!ok)
+        fail_msg("the consumer did not reload; see %s", S.clog);
+}
+
+/* Publish n payments, signed, for ids of the run's block that no order has
+ * (unknown_id(first..first+n-1)), by users of their own, through rk. */
+static void publish_unknown(rd_kafka_t *rk, int first, int n, const char *prefix)
+{
+    char ref[32];
+    for (int i = first; i < first + n; i++) {
+        snprintf(ref, sizeof(ref), "%s-%d", prefix, i);
+        life_payment(rk, S.payments, unknown_id(i), S.user_lo + 200 + i % 700, util_wall_ms(), ref);
+    }
+}
+
+/* #55 §3: a payment for an id no producer could have issued (block 0, or a
+ * block above the highest order_id_blocks holds) is dead-lettered at once,
+ * not after consumer.payment_wait_ms; an id of a block taken after the
+ * consumer last read the blocks is not refused (it reads them again). */
+static void test_never_issued_ids_refused_at_once(void **state)
+{
+    (void)state;
+    int64_t u = S.user_lo + 80, now = util_wall_ms();
+    int64_t never = metric("seckill_consumer_payments_never_issued_total");
+    int64_t letters = metric("seckill_consumer_payments_dead_lettered_total");
+    int64_t max = life_pg_int("SELECT max(block) FROM order_id_blocks WHERE $1::bigint > 0", 1);
+    char why[LETTERS_MAX][128];
+    bool ok;
+    int64_t t0 = util_mono_ms();
+    publish_payment(42, u, now, "never-0");
+    publish_payment(((max + 1000) << ORDER_ID_SEQ_BITS) | 7, u + 1, now, "never-1");
+    flush(S.pay);
+    WAIT_UNTIL(metric("seckill_consumer_payments_never_issued_total") == never + 2, 15000, ok);
+    int64_t ms = util_mono_ms() - t0;
+    if (!ok)
+        fail_msg("%lld of 2 payments refused as never issued; see %s",
+                 (long long)(metric("seckill_consumer_payments_never_issued_total") - never), S.clog);
+    printf("# both refused %lld ms after they were published (consumer.payment_wait_ms %d)\n", (long long)ms,
+           S.c.consumer.payment_wait_ms);
+    assert_true(ms < S.c.consumer.payment_wait_ms);
+    WAIT_UNTIL(metric("seckill_consumer_payments_dead_lettered_total") == letters + 2, 10000, ok);
+    assert_true(ok);
+    const char *want[] = { "order id never issued: its block is 0",
+                           "order id never issued: its block", "is above the highest taken" };
+    letters_say(why, read_letters(why, LETTERS_MAX), want, ARRAY_SIZE(want));
+
+    /* A block taken now, above the one the consumer read: its order is
+     * paid, not refused. */
+    int64_t item = item_create(1, 60);
+    int64_t block = life_pg_int("INSERT INTO order_id_blocks (host, pid) VALUES ('sktest-payments', $1::integer) "
+                                "RETURNING block",
+                                (int64_t)getpid());
+    int64_t o = (block << ORDER_ID_SEQ_BITS) | 1;
+    publish_order(o, u + 2, item);
+    flush(S.orders);
+    WAIT_UNTIL(life_orders_in(item, "pending_payment") == 1, 20000, ok);
+    assert_true(ok);
+    publish_payment(o, u + 2, util_wall_ms(), "new-block-1");
+    flush(S.pay);
+    WAIT_UNTIL(life_orders_in(item, "paid") == 1, 15000, ok);
+    if (!ok)
+        fail_msg("the payment of an order in a new block was not applied; see %s", S.clog);
+    assert_int_equal(metric("seckill_consumer_payments_never_issued_total"), never + 2);
+}
+
+/* The waiting set is bounded (consumer.payment_wait_max): past it, the
+ * payment that waited longest is dead-lettered ("waiting set full",
+ * counted) to make room, and every payment still ends somewhere: the ones
+ * that stay wait out consumer.payment_wait_ms and are dead-lettered too. */
+static void test_waiting_set_full(void **state)
+{
+    (void)state;
+    enum { MAX = 100, N = 150 };
+    int64_t letters = metric("seckill_consumer_payments_dead_lettered_total");
+    int64_t full = metric("seckill_consumer_payments_wait_full_total");
+    char why[LETTERS_MAX][128];
+    bool ok;
+    S.c.consumer.payment_wait_max = MAX;
+    reload_consumer();
+    publish_unknown(S.pay, 20000, N, "full");
+    flush(S.pay);
+    WAIT_UNTIL(metric("seckill_consumer_payments_wait_full_total") == full + (N - MAX), 15000, ok);
+    int64_t waiting = metric("seckill_consumer_payments_waiting");
+    if (!ok)
+        fail_msg("%lld dead-lettered as the waiting set full, want %d; see %s",
+                 (long long)(metric("seckill_consumer_payments_wait_full_total") - full), N - MAX, S.clog);
+    assert_true(waiting <= MAX);
+    /* The rest once their wait is over: all of them, each once. */
+    wait_metric("seckill_consumer_payments_dead_lettered_total", letters + N, "every payment of the full set");
+    assert_int_equal(metric("seckill_consumer_payments_wait_full_total"), full + (N - MAX));
+    assert_int_equal(metric("seckill_consumer_payments_waiting"), 0);
+    const char *want[] = { "waiting set full", "order unknown" };
+    letters_say(why, read_letters(why, LETTERS_MAX), want, ARRAY_SIZE(want));
+    S.c.consumer.payment_wait_max = 50000;
+    reload_consumer();
+}
+
+/* #55 §3: 10,000 payments for orders that never come (ids a producer could
+ * have issued) wait for them; a payment for a persisted order published
+ * behind them is applied within 2 s: the waiting ones are looked for
+ * without a lock, apart from the payments to apply, and do not count
+ * towards the pause. They end as dead letters once consumer.payment_wait_ms
+ * is over, each once, and the log says the wait once. */
+static void test_unknown_payments_hold_back_none(void **state)
+{
+    (void)state;
+    enum { N = 10000 };
+    int64_t item = item_create(1, 10), u = S.user_lo + 90;
+    int64_t letters = metric("seckill_consumer_payments_dead_lettered_total");
+    int said = harness_file_lines(S.clog, "is not in PostgreSQL yet");
+    bool ok;
+    orders_pending(item, u, 1);
+    rd_kafka_t *rk = life_producer(&harness_conf, "payment", "50");
+    int64_t p0 = util_mono_ms();
+    publish_unknown(rk, 0, N, "unknown");
+    flush(rk);
+    rd_kafka_destroy(rk);
+    int64_t pub_ms = util_mono_ms() - p0;
+    WAIT_UNTIL(metric("seckill_consumer_payments_waiting") >= N / 2, 20000, ok);
+    if (!ok)
+        fail_msg("%lld payments wait; see %s", (long long)metric("seckill_consumer_payments_waiting"), S.clog);
+
+    int64_t t0 = util_mono_ms();
+    publish_payment(order_id(item, 0), u, util_wall_ms(), "behind-10k");
+    flush(S.pay);
+    WAIT_UNTIL(life_orders_in(item, "paid") == 1, 30000, ok);
+    int64_t ms = util_mono_ms() - t0;
+    int64_t waiting = metric("seckill_consumer_payments_waiting");
+    printf("# %d unknown payments published in %lld ms; the real one behind them applied in %lld ms "
+           "(%lld waiting then)\n",
+           N, (long long)pub_ms, (long long)ms, (long long)waiting);
+    if (!ok)
+        fail_msg("the real payment was not applied; see %s", S.clog);
+    assert_true(ms < 2000);
+
+    wait_metric("seckill_consumer_payments_dead_lettered_total", letters + N, "the unknown payments");
+    WAIT_UNTIL(metric("seckill_consumer_payments_waiting") == 0, 10000, ok);
+    assert_true(ok);
+    assert_int_equal(harness_file_lines(S.clog, "is not in PostgreSQL yet"), said + 1);
+    assert_int_equal(life_pg_int2("SELECT count(*) FROM orders WHERE order_id BETWEEN $1 AND $2",
+                                  unknown_id(0), unknown_id(N - 1)),
+                     0);
+}
+
 /* Turn the consumer's Redis user on or off; off also drops its
  * connections: the consumer's Redis is gone until it is on again. */
 static void user_switch(bool on)
@@ -965,16 +1153,6 @@ static void publish_burst(rd_kafka_t *rk, int64_t item, int64_t first, int i, in
     char ref[32];
     snprintf(ref, sizeof(ref), "%s-%d", prefix, i);
     life_payment(rk, S.payments, order_id(item, i), first + i, paid_at, ref);
-}
-
-/* Wait until the counter name is want (or fail, naming what). */
-static void wait_metric(const char *name, int64_t want, const char *what)
-{
-    bool ok;
-    WAIT_UNTIL(metric(name) == want, 30000, ok);
-    if (!ok)
-        fail_msg("%s: %s is %lld, want %lld; see %s", what, name, (long long)metric(name), (long long)want,
-                 S.clog);
 }
 
 /* A burst of payments at once, as a sale's end brings (SECKILL_PAY_BURST,
@@ -1092,7 +1270,7 @@ static void publish_cancel(int64_t order, int64_t user, int64_t item)
  * late payment; each item's Redis stock and orders hash. Caller frees. */
 static char *run_state(void)
 {
-    char lo[24], hi[24], items[8 * 24 + 2] = "{", *out = NULL;
+    char lo[24], hi[24], items[ARRAY_SIZE(S.items) * 24 + 2] = "{", *out = NULL;
     size_t len = 0;
     for (int i = 0; i < S.nitems; i++)
         snprintf(items + strlen(items), sizeof(items) - strlen(items), "%s%" PRId64, i ? "," : "", S.items[i]);
@@ -1240,6 +1418,9 @@ int main(void)
         cmocka_unit_test(test_dead_letters_and_early_payments),
         cmocka_unit_test(test_forged_payments),
         cmocka_unit_test(test_payment_key_rotation),
+        cmocka_unit_test(test_never_issued_ids_refused_at_once),
+        cmocka_unit_test(test_waiting_set_full),
+        cmocka_unit_test(test_unknown_payments_hold_back_none),
         cmocka_unit_test(test_payment_waits_out_redis_and_postgres),
         cmocka_unit_test(test_payment_burst),
         cmocka_unit_test(test_replay_both_topics),
