@@ -13,9 +13,15 @@ static int check_key(const rd_kafka_message_t *km, const struct order *o, char *
 {
     char want[ORDER_ID_STR_MAX];
     int n = snprintf(want, sizeof(want), "%" PRId64, o->user_id);
-    /* The key routes a user's orders to one partition; a message whose key
-     * is not its user could be overtaken by that user's other orders. */
-    if (km->key && (km->key_len != (size_t)n || memcmp(km->key, want, (size_t)n) != 0)) {
+    /* The key routes a user's orders to one partition; a message without a
+     * key, or whose key is not its user, could be overtaken by that user's
+     * other orders and cancels (a cancel must reach the consumer after its
+     * order): refused as the payments' are. */
+    if (!km->key) {
+        snprintf(err, errlen, "no key: an order is keyed by its user id");
+        return -1;
+    }
+    if (km->key_len != (size_t)n || memcmp(km->key, want, (size_t)n) != 0) {
         snprintf(err, errlen, "key is not the user id");
         return -1;
     }
