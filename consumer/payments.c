@@ -38,8 +38,9 @@
  * keys): with a message of a few hundred bytes, consumer.payment_wait_max
  * (50,000 by default) binds first; a set of huge messages stops here. */
 #define PAY_WAIT_BYTES_MAX (64u << 20)
-/* Dead letters are said in one line per period at most, with how many came
- * since: one line each would flood the log in a burst. */
+/* Late payments and dead letters are said in one line per period at most,
+ * with how many came since: one line each would flood the log in a burst. */
+#define PAY_SAY_LATE_MS 10000
 #define PAY_SAY_LETTERS_MS 1000
 /* Messages taken per turn before the held payments are tried again: two
  * full batches. */
@@ -152,7 +153,7 @@ struct payments {
     int64_t max_block;                      /* the highest order id block seen taken */
     size_t over_max;                        /* fresh payments of a block above it */
     struct i64map found;                    /* check: the orders found */
-    struct summary said_letters;
+    struct summary said_late, said_letters;
     struct lock_client *lc;
     PGconn *pg;
     struct rp *rp;
@@ -1141,15 +1142,14 @@ static int check(struct payments *p, int64_t now)
 
 static void count(struct payments *p, const struct pay *y, const struct paid *d)
 {
-    (void)p;
     switch (y->unmarked ? y->first_kind : d->kind) {
     case PK_APPLIED: CM_ADD(payments_applied, 1); break;
     case PK_REPLAYED: CM_ADD(payments_replayed, 1); break;
     case PK_LATE:
         CM_ADD(late_payments, 1);
-        log_notice("payments: payment %s of order %" PRId64 " (user %" PRId64 ") came when the order was %s: "
-                   "recorded in late_payments, the order and the stock left alone",
-                   y->m.ref, y->m.order_id, y->m.user_id, d->then);
+        say_add(&p->said_late,
+                "payment %s of order %" PRId64 " (user %" PRId64 ") came when the order was %s", y->m.ref,
+                y->m.order_id, y->m.user_id, d->then);
         break;
     }
 }
@@ -1272,6 +1272,9 @@ static void after_turn(struct payments *p, bool force)
         log_repeat_end(&p->say_wait, "no payment waits for its order");
     }
     p->next_due = p->wait_due < p->next_due ? p->wait_due : p->next_due;
+    say_flush(&p->said_late, LOG_LVL_NOTICE,
+              "late payments recorded in late_payments (the orders and the stock left alone: refund them)",
+              PAY_SAY_LATE_MS, force);
     say_flush(&p->said_letters, LOG_LVL_WARNING, "payments dead-lettered", PAY_SAY_LETTERS_MS, force);
     CM_SET(payments_waiting, (int64_t)p->wait.n);
     publish_lock_counters(p);
@@ -1571,7 +1574,7 @@ int payments_start(const struct cfg *c, struct payments **out, char *err, size_t
     pl_init(&p->ready);
     pl_init(&p->wait);
     p->wait_due = INT64_MAX;
-    p->said_letters.last_ms = INT64_MIN / 2;
+    p->said_late.last_ms = p->said_letters.last_ms = INT64_MIN / 2;
     p->fn = (struct rfunc)RFUNC_INIT("seckill_mark", RFUNC_LIB_RETURN);
     rp_batch_init(&p->batch);
     i64map_init(&p->users, 1, 0);

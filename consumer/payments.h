@@ -69,8 +69,8 @@
  *
  * Said once per state change: the wait ("order N of payment R is not in
  * PostgreSQL yet", then "over" once none waits), PostgreSQL and Redis
- * failures; dead letters in one line per second at most, with how many
- * came since.
+ * failures; late payments and dead letters in one line per period at most
+ * (10 s, 1 s), with how many came since.
  *
  * payments_start and payments_stop belong to the consumer's main thread. */
 #ifndef SECKILL_PAYMENTS_H

@@ -986,6 +986,38 @@ static void test_never_issued_ids_refused_at_once(void **state)
     assert_int_equal(metric("seckill_consumer_payments_never_issued_total"), never + 2);
 }
 
+/* The small one of #55 §5: a hundred late payments (their orders expired)
+ * are recorded, and the log says so in a line or two, not a line each. */
+static void test_late_payments_logged_once(void **state)
+{
+    (void)state;
+    enum { N = 100 };
+    int64_t item = item_create(N, 2), first = S.user_lo + 3000;
+    int64_t late = metric("seckill_consumer_late_payments_total");
+    int lines = harness_file_lines(S.clog, "came when the order was");
+    char ref[32];
+    bool ok;
+    for (int i = 0; i < N; i++)
+        publish_order(order_id(item, i), first + i, item);
+    flush(S.orders);
+    WAIT_UNTIL(life_orders_in(item, "expired") == N, 30000, ok);
+    if (!ok)
+        fail_msg("%lld of %d orders expired; see %s", (long long)life_orders_in(item, "expired"), N, S.clog);
+    for (int i = 0; i < N; i++) {
+        snprintf(ref, sizeof(ref), "late-log-%d", i);
+        publish_payment(order_id(item, i), first + i, util_wall_ms(), ref);
+    }
+    flush(S.pay);
+    wait_metric("seckill_consumer_late_payments_total", late + N, "the late payments");
+    WAIT_UNTIL(harness_file_lines(S.clog, "came when the order was") > lines, 20000, ok);
+    if (!ok)
+        fail_msg("the late payments were never said; see %s", S.clog);
+    int said = harness_file_lines(S.clog, "came when the order was") - lines;
+    printf("# %d late payments, said in %d lines\n", N, said);
+    assert_true(said <= 2);
+    assert_true(harness_file_has(S.clog, "late payments recorded in late_payments (the orders and the stock"));
+}
+
 /* The waiting set is bounded (consumer.payment_wait_max): past it, the
  * payment that waited longest is dead-lettered ("waiting set full",
  * counted) to make room, and every payment still ends somewhere: the ones
@@ -1419,6 +1451,7 @@ int main(void)
         cmocka_unit_test(test_forged_payments),
         cmocka_unit_test(test_payment_key_rotation),
         cmocka_unit_test(test_never_issued_ids_refused_at_once),
+        cmocka_unit_test(test_late_payments_logged_once),
         cmocka_unit_test(test_waiting_set_full),
         cmocka_unit_test(test_unknown_payments_hold_back_none),
         cmocka_unit_test(test_payment_waits_out_redis_and_postgres),
