@@ -216,6 +216,8 @@ install: all install-man
 	        -e 's@"\.\./\.stack/tls/ca\.crt"@"$(SYSCONFDIR)/seckill/tls/ca.crt"@' \
 	        -e 's@order_key_dir = "\.\./\.stack/secrets"@order_key_dir = "$(SYSCONFDIR)/seckill/secrets"@' \
 	        -e 's@"k1:order-key-1"@"k1:order-key"@' \
+	        -e 's@payment_key_dir = "\.\./\.stack/secrets"@payment_key_dir = "$(SYSCONFDIR)/seckill/secrets"@' \
+	        -e 's@"p1:payment-key-1"@"p1:payment-key"@' \
 	        config/seckill.cfg >$(DESTDIR)$(SYSCONFDIR)/seckill/seckill.cfg && \
 	    chmod 640 $(DESTDIR)$(SYSCONFDIR)/seckill/seckill.cfg; }
 

@@ -78,10 +78,18 @@
       "Payments for orders no longer waiting for one (expired, cancelled, final, refused or paid "  \
       "by another payment), recorded in late_payments for the shop to refund")                     \
     X(payments_dead_letter, "seckill_consumer_payments_dead_lettered_total", "", "counter",        \
-      "Payments written to the dead-letter topic: malformed, or their order unknown after "        \
-      "consumer.payment_wait_ms")                                                                  \
+      "Payments written to the dead-letter topic: malformed, unsigned, an order id never issued, "  \
+      "their order unknown after consumer.payment_wait_ms, or the waiting set full")               \
+    X(payments_never_issued, "seckill_consumer_payments_never_issued_total", "", "counter",        \
+      "Payments for an order id no producer could have issued (its block 0 or above the highest "  \
+      "taken), dead-lettered at once")                                                             \
+    X(payments_wait_full, "seckill_consumer_payments_wait_full_total", "", "counter",              \
+      "Payments dead-lettered to make room in a full waiting set (consumer.payment_wait_max)")     \
+    X(payments_unsigned, "seckill_consumer_payments_unsigned_total", "", "counter",                \
+      "Payments no payment key signed (no sig, an unknown key id, a MAC that does not match: "     \
+      "forged, or a key the consumer lacks), dead-lettered")                                       \
     X(payments_waiting, "seckill_consumer_payments_waiting", "", "gauge",                          \
-      "Payments whose order is not in PostgreSQL yet (retried; their offsets wait)")               \
+      "Payments whose order is not in PostgreSQL yet (looked for again; their offsets wait)")      \
     X(payments_assigned, "seckill_consumer_payments_assigned_partitions", "", "gauge",             \
       "Partitions of the payments topic assigned to this instance")                                \
     /* buyers' cancels (issue #44), the outcomes CANCELLED and CANCEL_NOOP of queue.h */           \

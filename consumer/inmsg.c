@@ -13,9 +13,15 @@ static int check_key(const rd_kafka_message_t *km, const struct order *o, char *
 {
     char want[ORDER_ID_STR_MAX];
     int n = snprintf(want, sizeof(want), "%" PRId64, o->user_id);
-    /* The key routes a user's orders to one partition; a message whose key
-     * is not its user could be overtaken by that user's other orders. */
-    if (km->key && (km->key_len != (size_t)n || memcmp(km->key, want, (size_t)n) != 0)) {
+    /* The key routes a user's orders to one partition; a message without a
+     * key, or whose key is not its user, could be overtaken by that user's
+     * other orders and cancels (a cancel must reach the consumer after its
+     * order): refused as the payments' are. */
+    if (!km->key) {
+        snprintf(err, errlen, "no key: an order is keyed by its user id");
+        return -1;
+    }
+    if (km->key_len != (size_t)n || memcmp(km->key, want, (size_t)n) != 0) {
         snprintf(err, errlen, "key is not the user id");
         return -1;
     }
@@ -32,7 +38,7 @@ int inmsg_decode(const rd_kafka_message_t *km, struct cmsg *m, char *err, size_t
         return -1;
     /* Only an order a producer signed may take stock or an order id: a
      * stolen topic password must not void a real buyer's 202. */
-    if (osig_verify(&m->o, err, errlen) != OSIG_OK) {
+    if (osig_verify(&m->o, err, errlen) != KEYRING_OK) {
         CM_ADD(unsigned_orders, 1);
         return -1;
     }

@@ -20,7 +20,8 @@
  * order keys, ordersig.h; a failure is counted as unsigned_orders). A
  * buyer's cancel (m->o.kind ORDER_CANCEL) is judged the same way, its MAC
  * over a cancel's own text, so an order's MAC never passes for a cancel;
- * what fails goes to the dead-letter topic like a forged order.
+ * what fails goes to the dead-letter topic like a forged order. The Kafka
+ * key must be the user id: a message without one is refused too.
  * 0, or -1 with the reason in err. */
 int inmsg_decode(const rd_kafka_message_t *km, struct cmsg *m, char *err, size_t errlen);
 

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "ordersig.h"
 #include "payments.h"
+#include "paysig.h"
 #include "pipeline.h"
 #include "rconn.h"
 #include "replay.h"
@@ -100,6 +101,26 @@ static int load_order_keys(const struct cfg *c)
         return 0;
     log_error("%s", err);
     return -1;
+}
+
+/* The live consumer's keys: the order keys, and the payment keys every
+ * payment is checked with (paysig.h). 0, or -1 (logged). */
+static int load_keys(const struct cfg *c)
+{
+    char err[1024];
+    if (load_order_keys(c) != 0)
+        return -1;
+    if (psig_load(c, err, sizeof(err)) == 0)
+        return 0;
+    log_error("%s", err);
+    return -1;
+}
+
+/* -t: both key lists load (a replay needs only the order keys, but the
+ * file is the live consumer's). */
+static int check_keys(const struct cfg *c, char *err, size_t errlen)
+{
+    return osig_check(c, err, errlen) == 0 && psig_check(c, err, errlen) == 0 ? 0 : -1;
 }
 
 static int run_replay(struct cfg *c, struct replay_args *ra)
@@ -206,7 +227,11 @@ static int run(const struct cli *cli, struct cfg *c, struct pipe *p, const struc
     while (daemon_stop_signals == 0) {
         if (daemon_reload_signal) {
             daemon_reload_signal = 0;
-            struct daemon_reload_hook hook = osig_reload_hook();
+            /* Both key lists are read again; a bad file in either
+             * refuses the reload and keeps both sets as they were. */
+            static struct keyring_live *lives[3];
+            lives[0] = osig_live(), lives[1] = psig_live(), lives[2] = NULL;
+            struct daemon_reload_hook hook = keyring_reload_hook(lives);
             daemon_reload(cli, c, &hook);
         }
         if (pipe_poll(p, 100) != 0)
@@ -244,7 +269,7 @@ int main(int argc, char **argv)
     struct replay_args ra = { .o = { .from_ms = -1, .to_ms = -1, .progress_ms = 2000 } };
     struct cli cli = {
         .prog = "seckill-consumer",
-        .check = osig_check,
+        .check = check_keys,
         .usage = "[-i N] | --replay (--from-beginning | --from-time T) [--to-time T]",
         .allow_instance = 1,
         .extra = replay_opts,
@@ -289,7 +314,7 @@ int main(int argc, char **argv)
         goto out;
     }
     cm_init();
-    if (load_order_keys(&c) != 0) {
+    if (load_keys(&c) != 0) {
         ret = 1;
         goto out;
     }
@@ -305,6 +330,7 @@ int main(int argc, char **argv)
 out:
     rconn_watch_stop();
     osig_unload();
+    psig_unload();
     cfg_free(&c);
     return ret;
 }

@@ -2,9 +2,9 @@
 
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
-#include <jansson.h>
 #include <libpq-fe.h>
 #include <librdkafka/rdkafka.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,23 +15,33 @@
 #include "dlq.h"
 #include "embed.h"
 #include "i64map.h"
-#include "jsonint.h"
 #include "kconf.h"
 #include "kparts.h"
 #include "keys.h"
 #include "lock.h"
 #include "log.h"
 #include "offsets.h"
+#include "order.h"
+#include "paysig.h"
 #include "pgconn.h"
 #include "queue.h"
 #include "rfunc.h"
 #include "rpipe.h"
 #include "util.h"
 
-#define PAY_VERSION 1
-/* Payments held at once (waiting for their order, or for a service that is
- * down); beyond it fetching pauses until some are done. */
+/* Payments held at once to be applied (fetched and not looked up yet, or
+ * held back while a service is down); beyond it fetching pauses until some
+ * are done. The payments waiting for their orders are not counted: they have
+ * a bound of their own (consumer.payment_wait_max, PAY_WAIT_BYTES_MAX). */
 #define PAY_HELD_MAX 10000
+/* The most bytes the waiting set holds (its payments, their messages and
+ * keys): with a message of a few hundred bytes, consumer.payment_wait_max
+ * (50,000 by default) binds first; a set of huge messages stops here. */
+#define PAY_WAIT_BYTES_MAX (64u << 20)
+/* Late payments and dead letters are said in one line per period at most,
+ * with how many came since: one line each would flood the log in a burst. */
+#define PAY_SAY_LATE_MS 10000
+#define PAY_SAY_LETTERS_MS 1000
 /* Messages taken per turn before the held payments are tried again: two
  * full batches. */
 #define PAY_BURST 2048
@@ -60,8 +70,6 @@
  * [A-Za-z0-9_.:-] (references, status_then), each quoted and one comma. */
 #define PAY_ARR_MAX (PAY_BATCH * (PAY_REF_MAX + 3) + 3)
 
-static const char PAY_REF_CHARS[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-";
-
 /* How one try at a payment went. */
 enum pay_result {
     PAY_DONE,    /* paid, a replay, or recorded late: its offset may move */
@@ -89,7 +97,7 @@ struct pay {
     int64_t offset;
     uint32_t epoch;
     struct pay_msg m;
-    int64_t first_ms, due_ms; /* monotonic: seen first, next try */
+    int64_t first_ms, due_ms; /* monotonic: seen first, next look or try */
     int tries;                /* times its order was looked for and not found */
     void *payload, *key;      /* raw, for a dead letter */
     size_t payload_len, key_len;
@@ -101,6 +109,19 @@ struct pay {
      * counted as what its first commit did. */
     bool unmarked;
     enum pay_kind first_kind;
+};
+
+/* Payments in the order they joined the list, and what they weigh. */
+struct plist {
+    struct pay *head, **tailp;
+    size_t n, bytes;
+};
+
+/* Events said as one line per period at most: how many since the last
+ * line, and the last one's words. */
+struct summary {
+    int64_t n, last_ms;
+    char last[320];
 };
 
 /* A statement's parameter: a PostgreSQL array literal (text, never SQL). */
@@ -122,11 +143,17 @@ struct payments {
     struct dlq *dlq;
     struct cmsg *dlq_retry; /* dead letters the producer would not queue yet */
     int letters;            /* dead letters sent and not acknowledged */
-    struct pay *head, **tailp;
-    size_t held, waiting;
-    int64_t hold_until, next_due; /* monotonic */
-    int fails;                    /* service failures in a row: the backoff's exponent */
-    int64_t refuse_log_ms, refuse_quiet;
+    /* A payment fetched is fresh until its order is looked for (check, no
+     * lock); found, it is ready (batches, under the user's lock); not
+     * found, it waits (looked for again) until its order comes or
+     * consumer.payment_wait_ms is over. Each list keeps arrival order. */
+    struct plist fresh, ready, wait;
+    int64_t hold_until, next_due, wait_due; /* monotonic; wait_due: the first waiting payment's */
+    int fails;                              /* service failures in a row: the backoff's exponent */
+    int64_t max_block;                      /* the highest order id block seen taken */
+    size_t over_max;                        /* fresh payments of a block above it */
+    struct i64map found;                    /* check: the orders found */
+    struct summary said_late, said_letters;
     struct lock_client *lc;
     PGconn *pg;
     struct rp *rp;
@@ -147,83 +174,8 @@ struct payments {
     struct arr arr[5];           /* a statement's parameters */
     _Atomic int fatal;
     _Atomic int kafka_err;
-    struct log_repeat say_pg, say_redis, say_mark, say_kafka;
+    struct log_repeat say_pg, say_redis, say_mark, say_kafka, say_wait, say_blocks;
 };
-
-/* --- the message ------------------------------------------------------------ */
-
-static int get_int(json_t *root, const char *name, int64_t min, int64_t max, int64_t *out, char *err,
-                   size_t errlen)
-{
-    switch (jsonint_get(root, name, min, max, out)) {
-    case JSONINT_OK: return 0;
-    case JSONINT_MISSING: snprintf(err, errlen, "missing \"%s\"", name); break;
-    case JSONINT_NOT_INTEGER: snprintf(err, errlen, "\"%s\" is not an integer", name); break;
-    case JSONINT_OUT_OF_RANGE: snprintf(err, errlen, "\"%s\" out of range", name); break;
-    }
-    return -1;
-}
-
-static int get_strings(json_t *root, struct pay_msg *out, char *err, size_t errlen)
-{
-    json_t *id = json_object_get(root, "order_id"), *ref = json_object_get(root, "ref");
-    size_t n;
-    if (!id || !json_is_string(id)) {
-        snprintf(err, errlen, "missing \"order_id\" string");
-        return -1;
-    }
-    if (util_parse_i64(json_string_value(id), 1, INT64_MAX, &out->order_id) != 0) {
-        snprintf(err, errlen, "\"order_id\" is not a positive 64-bit integer");
-        return -1;
-    }
-    if (!ref || !json_is_string(ref) || (n = json_string_length(ref)) == 0 || n > PAY_REF_MAX ||
-        strspn(json_string_value(ref), PAY_REF_CHARS) != n) {
-        snprintf(err, errlen, "\"ref\" is not 1 to %d of [A-Za-z0-9_.:-]", PAY_REF_MAX);
-        return -1;
-    }
-    memcpy(out->ref, json_string_value(ref), n + 1);
-    return 0;
-}
-
-int pay_decode(const void *payload, size_t len, const void *key, size_t key_len, struct pay_msg *out,
-               char *err, size_t errlen)
-{
-    json_error_t jerr;
-    json_t *root = json_loadb(payload, len, JSON_REJECT_DUPLICATES, &jerr);
-    char want[24];
-    int64_t v;
-    int ret = -1, n;
-    memset(out, 0, sizeof(*out));
-    if (!root) {
-        snprintf(err, errlen, "bad JSON: %s", jerr.text);
-        return -1;
-    }
-    if (!json_is_object(root)) {
-        snprintf(err, errlen, "not a JSON object");
-        goto out;
-    }
-    if (get_int(root, "v", 0, INT64_MAX, &v, err, errlen) != 0)
-        goto out;
-    if (v != PAY_VERSION) {
-        snprintf(err, errlen, "unknown version %lld", (long long)v);
-        goto out;
-    }
-    if (get_strings(root, out, err, errlen) != 0 ||
-        get_int(root, "user_id", 1, INT64_MAX, &out->user_id, err, errlen) != 0 ||
-        get_int(root, "paid_at_ms", 1, PAY_AT_MAX_MS, &out->paid_at_ms, err, errlen) != 0)
-        goto out;
-    /* The key routes a user's payments to one partition, as it does their
-     * orders: a payment keyed otherwise is not the user's. */
-    n = snprintf(want, sizeof(want), "%" PRId64, out->user_id);
-    if (!key || key_len != (size_t)n || memcmp(key, want, (size_t)n) != 0) {
-        snprintf(err, errlen, "key is not the user id");
-        goto out;
-    }
-    ret = 0;
-out:
-    json_decref(root);
-    return ret;
-}
 
 /* --- the payments held ---------------------------------------------------------- */
 
@@ -236,26 +188,68 @@ static void pay_free(struct pay *y)
     free(y);
 }
 
-static void append(struct payments *p, struct pay *y)
+/* What a payment held costs in memory (the waiting set's bound). */
+static size_t pay_bytes(const struct pay *y)
 {
-    y->next = NULL;
-    *p->tailp = y;
-    p->tailp = &y->next;
-    p->held++;
+    return sizeof(*y) + y->payload_len + y->key_len;
 }
 
-/* Take *pp (a payment of the list) out of it; returns it. */
-static struct pay *unlink_at(struct payments *p, struct pay **pp)
+static void pl_init(struct plist *l)
+{
+    l->head = NULL;
+    l->tailp = &l->head;
+    l->n = l->bytes = 0;
+}
+
+static void pl_append(struct plist *l, struct pay *y)
+{
+    y->next = NULL;
+    *l->tailp = y;
+    l->tailp = &y->next;
+    l->n++;
+    l->bytes += pay_bytes(y);
+}
+
+/* Take *pp (a payment of l) out of it; returns it. */
+static struct pay *pl_unlink(struct plist *l, struct pay **pp)
 {
     struct pay *y = *pp;
     *pp = y->next;
-    if (p->tailp == &y->next)
-        p->tailp = pp;
+    if (l->tailp == &y->next)
+        l->tailp = pp;
     y->next = NULL;
-    p->held--;
-    if (y->tries > 0)
-        p->waiting--;
+    l->n--;
+    l->bytes -= pay_bytes(y);
     return y;
+}
+
+/* Payments held to be applied: the pause's count (PAY_HELD_MAX). */
+static size_t held(const struct payments *p)
+{
+    return p->fresh.n + p->ready.n;
+}
+
+/* One more event of s; the line says it later (say_flush). */
+static void say_add(struct summary *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say_add(struct summary *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->last, sizeof(s->last), fmt, ap);
+    va_end(ap);
+    s->n++;
+}
+
+/* The line of s's events since the last one, once every_ms passed since
+ * it (or now, when force). */
+static void say_flush(struct summary *s, enum log_level level, const char *what, int64_t every_ms, bool force)
+{
+    int64_t now = util_mono_ms();
+    if (s->n == 0 || (!force && now - s->last_ms < every_ms))
+        return;
+    log_msg(level, "payments: %" PRId64 " %s since the last report; the last: %s", s->n, what, s->last);
+    s->n = 0;
+    s->last_ms = now;
 }
 
 static void store_offsets(struct payments *p)
@@ -282,15 +276,8 @@ static void dead_letter(struct payments *p, struct pay *y, const char *why)
         pay_free(y);
         return;
     }
-    if (util_mono_ms() - p->refuse_log_ms >= 1000) {
-        log_warn("payments: %s[%" PRId32 "]@%" PRId64 " dead-lettered: %s (%" PRId64
-                 " more since the last report)",
-                 p->cfg->kafka.payments_topic, y->partition, y->offset, why, p->refuse_quiet);
-        p->refuse_log_ms = util_mono_ms();
-        p->refuse_quiet = 0;
-    } else {
-        p->refuse_quiet++;
-    }
+    say_add(&p->said_letters, "%s[%" PRId32 "]@%" PRId64 ": %s", p->cfg->kafka.payments_topic, y->partition,
+            y->offset, why);
     m->partition = y->partition;
     m->offset = y->offset;
     m->epoch = y->epoch;
@@ -940,18 +927,237 @@ static void release_batch(struct payments *p)
         lock_release_many(p->lc, p->locks, nh, p->lst);
 }
 
+/* --- the orders looked for, without a lock ------------------------------------------ */
+
+#define PAY_UNKNOWN_WHY "order unknown: not in PostgreSQL within consumer.payment_wait_ms"
+
+/* After a look that found the order nowhere: when to look again (doubling
+ * from PAY_WAIT_BASE_MS to PAY_WAIT_CAP_MS, and once more when the wait is
+ * over), or false: consumer.payment_wait_ms is over. */
+static bool wait_more(struct payments *p, struct pay *y, int64_t now)
+{
+    int shift = y->tries < 5 ? y->tries : 5;
+    int64_t wait_ms = CFG_GET(p->cfg->consumer.payment_wait_ms);
+    if (now - y->first_ms >= wait_ms)
+        return false;
+    y->tries++;
+    int64_t ms = PAY_WAIT_BASE_MS << shift, last = y->first_ms + wait_ms;
+    y->due_ms = now + (ms < PAY_WAIT_CAP_MS ? ms : PAY_WAIT_CAP_MS);
+    if (y->due_ms > last) /* one last look when the wait is over */
+        y->due_ms = last;
+    return true;
+}
+
+/* y waits for its order, at the end of the waiting set. The set holds at
+ * most consumer.payment_wait_max payments and PAY_WAIT_BYTES_MAX of them;
+ * past either, the payment that has waited longest goes to the dead-letter
+ * topic ("waiting set full", counted and alerted) to make room: nothing is
+ * dropped unsaid, and a flood of payments for orders that never come cannot
+ * hold more memory than that. */
+static void wait_add(struct payments *p, struct pay *y)
+{
+    size_t max = (size_t)CFG_GET(p->cfg->consumer.payment_wait_max);
+    while (p->wait.head && (p->wait.n >= max || p->wait.bytes + pay_bytes(y) > PAY_WAIT_BYTES_MAX)) {
+        CM_ADD(payments_wait_full, 1);
+        dead_letter(p, pl_unlink(&p->wait, &p->wait.head),
+                    "waiting set full: consumer.payment_wait_max payments (or 64 MiB) wait for their orders");
+    }
+    log_repeat(&p->say_wait, LOG_LVL_NOTICE, "payments: waiting for orders",
+               "payments: order %" PRId64 " of payment %s is not in PostgreSQL yet: it waits for it, as any "
+               "other payment will whose order is not there (logged once while payments wait; "
+               "seckill_consumer_payments_waiting)",
+               y->m.order_id, y->m.ref);
+    pl_append(&p->wait, y);
+    p->wait_due = y->due_ms < p->wait_due ? y->due_ms : p->wait_due;
+}
+
+/* The highest order id block taken, into max_block (it never goes down). 0;
+ * 1 when the consumer may not read it (migration 015 not applied: said
+ * once while it lasts, and ids go unchecked rather than payments stopping);
+ * -1 when PostgreSQL failed (said once while it lasts). */
+static int read_max_block(struct payments *p)
+{
+    char why[512];
+    int64_t b;
+    PGresult *r = PQexecParams(p->pg, embed_pay_blocks, 0, NULL, NULL, NULL, NULL, 0);
+    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    int ret = 0;
+    if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+        log_repeat_end(&p->say_blocks, "order_id_blocks read");
+        if (PQntuples(r) == 1 && util_parse_i64(PQgetvalue(r, 0, 0), 0, INT64_MAX, &b) == 0 &&
+            b > p->max_block)
+            p->max_block = b;
+    } else if (state && strcmp(state, "42501") == 0) {
+        log_repeat(&p->say_blocks, LOG_LVL_WARNING, "payments: order_id_blocks",
+                   "payments: postgres: the consumer may not read order_id_blocks (apply "
+                   "sql/migrations/015_payment_order_ids.sql): payments for order ids never issued are not "
+                   "refused at once, they wait consumer.payment_wait_ms (logged once while it lasts)");
+        ret = 1;
+    } else {
+        one_line(why, sizeof(why),
+                 PQresultErrorMessage(r)[0] ? PQresultErrorMessage(r) : PQerrorMessage(p->pg));
+        log_repeat(&p->say_pg, LOG_LVL_WARNING, "payments: postgres",
+                   "payments: postgres: reading the highest order id block: %s; retried (logged once while "
+                   "it lasts)",
+                   why);
+        ret = -1;
+    }
+    PQclear(r);
+    if (ret < 0)
+        pg_abort(p);
+    return ret;
+}
+
+/* Refuse the fresh payments whose order id no producer could have issued:
+ * its block (order.h: block << ORDER_ID_SEQ_BITS | seq) above the highest
+ * order_id_blocks holds, read again when a payment names a block above the
+ * one known. A producer takes a block in a committed transaction before it
+ * hands out an id of it, so a payment for a real order never names a block
+ * PostgreSQL does not have. (Block 0 is refused as it is taken: take.)
+ * Such an order never comes: waiting consumer.payment_wait_ms for it would
+ * only hold the partition's offset back and fill the waiting set. 0, or -1
+ * (PostgreSQL failed: the payments stay fresh). */
+static int vet(struct payments *p)
+{
+    char why[160];
+    int r;
+    if (p->over_max == 0)
+        return 0;
+    if ((r = read_max_block(p)) != 0) {
+        p->over_max = r > 0 ? 0 : p->over_max; /* not permitted: the payments go on unchecked */
+        return r > 0 ? 0 : -1;
+    }
+    for (struct pay **pp = &p->fresh.head; *pp;) {
+        struct pay *y = *pp;
+        int64_t block = y->m.order_id >> ORDER_ID_SEQ_BITS;
+        if (block <= p->max_block) {
+            pp = &y->next;
+            continue;
+        }
+        snprintf(why, sizeof(why),
+                 "order id never issued: its block %" PRId64 " is above the highest taken (%" PRId64 ")",
+                 block, p->max_block);
+        CM_ADD(payments_never_issued, 1);
+        dead_letter(p, pl_unlink(&p->fresh, pp), why);
+    }
+    p->over_max = 0;
+    return 0;
+}
+
+/* pay_waiting.sql for the ids gathered in arr[0] (orders) and arr[1]
+ * (users): the orders found join found. 0, or -1. */
+static int look_chunk(struct payments *p)
+{
+    const char *v[2] = { arr_end(&p->arr[0]), arr_end(&p->arr[1]) };
+    int ret = 0;
+    PGresult *r = pg_run(p, embed_pay_waiting, 2, v, PGRES_TUPLES_OK, "looking for the payments' orders");
+    if (!r)
+        return -1;
+    for (int k = 0; k < PQntuples(r) && ret == 0; k++) {
+        int64_t id;
+        if (util_parse_i64(PQgetvalue(r, k, 0), 1, INT64_MAX, &id) == 0 && !i64map_put(&p->found, &id)) {
+            log_error("payments: out of memory looking for the payments' orders; tried again");
+            ret = -1;
+        }
+    }
+    PQclear(r);
+    arr_reset(&p->arr[0]);
+    arr_reset(&p->arr[1]);
+    return ret;
+}
+
+/* y's order and user into the statement; a full one is run. 0, or -1. */
+static int look_add(struct payments *p, const struct pay *y, size_t *n)
+{
+    arr_i64(&p->arr[0], y->m.order_id);
+    arr_i64(&p->arr[1], y->m.user_id);
+    if (++*n < PAY_BATCH)
+        return 0;
+    *n = 0;
+    return look_chunk(p);
+}
+
+/* Look for the orders of every fresh payment and of the waiting ones that
+ * are due: one statement per PAY_BATCH of them, the orders found into found.
+ * 0, or -1. */
+static int look_for(struct payments *p, int64_t now)
+{
+    size_t n = 0;
+    i64map_clear(&p->found);
+    arr_reset(&p->arr[0]);
+    arr_reset(&p->arr[1]);
+    for (struct pay *y = p->wait.head; y; y = y->next)
+        if (y->due_ms <= now && look_add(p, y, &n) != 0)
+            return -1;
+    for (struct pay *y = p->fresh.head; y; y = y->next)
+        if (look_add(p, y, &n) != 0)
+            return -1;
+    return n > 0 ? look_chunk(p) : 0;
+}
+
+/* The waiting payments whose order is found now become ready, behind the
+ * ready ones, in the order they came, every payment of such an order (due
+ * or not: a later payment of an order never overtakes the first); a due
+ * one whose order is still nowhere is looked for again later, or, past
+ * consumer.payment_wait_ms, goes to the dead-letter topic. Then the fresh
+ * ones: ready, or waiting. */
+static void sort_out(struct payments *p, int64_t now)
+{
+    p->wait_due = INT64_MAX;
+    for (struct pay **pp = &p->wait.head; *pp;) {
+        struct pay *y = *pp;
+        if (i64map_has(&p->found, &y->m.order_id)) {
+            y->due_ms = now;
+            pl_append(&p->ready, pl_unlink(&p->wait, pp));
+            continue;
+        }
+        if (y->due_ms <= now && !wait_more(p, y, now)) {
+            dead_letter(p, pl_unlink(&p->wait, pp), PAY_UNKNOWN_WHY);
+            continue;
+        }
+        p->wait_due = y->due_ms < p->wait_due ? y->due_ms : p->wait_due;
+        pp = &y->next;
+    }
+    while (p->fresh.head) {
+        struct pay *y = pl_unlink(&p->fresh, &p->fresh.head);
+        if (i64map_has(&p->found, &y->m.order_id))
+            pl_append(&p->ready, y);
+        else if (wait_more(p, y, now))
+            wait_add(p, y);
+        else /* fresh past the whole wait: PostgreSQL was down that long */
+            dead_letter(p, y, PAY_UNKNOWN_WHY);
+    }
+}
+
+/* Before any lock: the fresh payments of ids never issued are refused, and
+ * the orders of the fresh ones and of the waiting ones due are looked for,
+ * in one statement per PAY_BATCH. Only payments whose orders are found go on
+ * to the batches, under the users' locks: a payment for an order that is not
+ * there takes no lock and writes no fence, and however many wait, the
+ * others' batches are not theirs to share. 0, or -1 (PostgreSQL failed:
+ * nothing moved; hold). */
+static int check(struct payments *p, int64_t now)
+{
+    if (p->fresh.n == 0 && (p->wait.n == 0 || now < p->wait_due))
+        return 0;
+    if (pg_ready(p) != 0 || vet(p) != 0 || look_for(p, now) != 0)
+        return -1;
+    sort_out(p, now);
+    return 0;
+}
+
 /* --- a batch of payments ---------------------------------------------------------- */
 
-static void count(const struct pay *y, const struct paid *d)
+static void count(struct payments *p, const struct pay *y, const struct paid *d)
 {
     switch (y->unmarked ? y->first_kind : d->kind) {
     case PK_APPLIED: CM_ADD(payments_applied, 1); break;
     case PK_REPLAYED: CM_ADD(payments_replayed, 1); break;
     case PK_LATE:
         CM_ADD(late_payments, 1);
-        log_notice("payments: payment %s of order %" PRId64 " (user %" PRId64 ") came when the order was %s: "
-                   "recorded in late_payments, the order and the stock left alone",
-                   y->m.ref, y->m.order_id, y->m.user_id, d->then);
+        say_add(&p->said_late,
+                "payment %s of order %" PRId64 " (user %" PRId64 ") came when the order was %s", y->m.ref,
+                y->m.order_id, y->m.user_id, d->then);
         break;
     }
 }
@@ -974,24 +1180,6 @@ static void run_batch(struct payments *p)
     release_batch(p);
 }
 
-/* After a try that found the order nowhere: wait longer, or give up. */
-static bool wait_more(struct payments *p, struct pay *y, int64_t now)
-{
-    int shift = y->tries < 5 ? y->tries : 5;
-    if (now - y->first_ms >= CFG_GET(p->cfg->consumer.payment_wait_ms))
-        return false;
-    if (y->tries++ == 0) {
-        p->waiting++;
-        log_info("payments: order %" PRId64 " of payment %s is not in PostgreSQL yet: waiting for it",
-                 y->m.order_id, y->m.ref);
-    }
-    int64_t ms = PAY_WAIT_BASE_MS << shift, last = y->first_ms + CFG_GET(p->cfg->consumer.payment_wait_ms);
-    y->due_ms = now + (ms < PAY_WAIT_CAP_MS ? ms : PAY_WAIT_CAP_MS);
-    if (y->due_ms > last) /* one last look when the wait is over */
-        y->due_ms = last;
-    return true;
-}
-
 /* A service failed: nothing is tried before the backoff is over. */
 static void hold(struct payments *p, int64_t now)
 {
@@ -1001,18 +1189,17 @@ static void hold(struct payments *p, int64_t now)
     p->hold_until = now + (ms < PAY_BACKOFF_CAP_MS ? ms : PAY_BACKOFF_CAP_MS);
 }
 
-/* Gather due payments into the batch, in arrival order: at most PAY_BATCH,
- * and one per user, so a user's payments apply in the order they came. A
- * payment also waits behind any earlier one of its order (the first
- * payment of an order pays it; a second is late), and behind an earlier
- * one of its user that is not done, unless that one waits for its order:
- * that may take seconds, and the user's other orders need not wait. */
+/* Gather due ready payments into the batch, in arrival order: at most
+ * PAY_BATCH, and one per user, so a user's payments apply in the order they
+ * came. A payment also waits behind any earlier one of its order (the first
+ * payment of an order pays it; a second is late). The payments waiting for
+ * their orders are not among them (check): they hold back no one. */
 static size_t pick(struct payments *p, int64_t now)
 {
     p->nb = 0;
     i64map_clear(&p->users);
     i64map_clear(&p->orders);
-    for (struct pay *y = p->head; y && p->nb < PAY_BATCH; y = y->next) {
+    for (struct pay *y = p->ready.head; y && p->nb < PAY_BATCH; y = y->next) {
         if (y->due_ms > now) {
             p->next_due = y->due_ms < p->next_due ? y->due_ms : p->next_due;
         } else if (!i64map_has(&p->users, &y->m.user_id) && !i64map_has(&p->orders, &y->m.order_id)) {
@@ -1020,8 +1207,7 @@ static size_t pick(struct payments *p, int64_t now)
             p->b[p->nb++] = y;
         }
         /* Out of memory: the rest waits for a later batch. */
-        if (!i64map_put(&p->orders, &y->m.order_id) ||
-            ((y->picked || y->tries == 0) && !i64map_put(&p->users, &y->m.user_id)))
+        if (!i64map_put(&p->orders, &y->m.order_id) || !i64map_put(&p->users, &y->m.user_id))
             break;
     }
     return p->nb;
@@ -1035,18 +1221,21 @@ static bool settle_one(struct payments *p, struct pay **pp, int64_t now)
     char why[128];
     switch (y->res) {
     case PAY_DONE:
-        count(y, &y->d);
-        finish(p, unlink_at(p, pp));
+        count(p, y, &y->d);
+        finish(p, pl_unlink(&p->ready, pp));
         return true;
     case PAY_REFUSE:
         snprintf(why, sizeof(why), "order %" PRId64 " is not user %" PRId64 "'s", y->m.order_id,
                  y->m.user_id);
-        dead_letter(p, unlink_at(p, pp), why);
+        dead_letter(p, pl_unlink(&p->ready, pp), why);
         return true;
     case PAY_UNKNOWN:
+        /* Found by check, and not by the transaction: it waits again. */
+        y = pl_unlink(&p->ready, pp);
         if (wait_more(p, y, now))
-            break;
-        dead_letter(p, unlink_at(p, pp), "order unknown: not in PostgreSQL within consumer.payment_wait_ms");
+            wait_add(p, y);
+        else
+            dead_letter(p, y, PAY_UNKNOWN_WHY);
         return true;
     case PAY_BUSY: y->due_ms = now + PAY_BUSY_MS; break;
     case PAY_DOWN: return false; /* held back as a whole (hold) */
@@ -1062,7 +1251,7 @@ static void settle(struct payments *p)
     int64_t now = util_mono_ms();
     size_t left = p->nb;
     bool down = false;
-    for (struct pay **pp = &p->head; *pp && left > 0;) {
+    for (struct pay **pp = &p->ready.head; *pp && left > 0;) {
         struct pay *y = *pp;
         if (!y->picked) {
             pp = &y->next;
@@ -1080,14 +1269,37 @@ static void settle(struct payments *p)
         p->fails = 0;
 }
 
-/* Apply the due payments a batch at a time, up to PAY_TURN_BATCHES before
- * the thread fetches and stores offsets again; what is done leaves the
- * list. Stops at a service failure (hold). */
+/* After a turn (or at the stop: force): when the thread is due back, the
+ * gauges, and what is said once per state change or per period. */
+static void after_turn(struct payments *p, bool force)
+{
+    if (p->fresh.n > 0) /* fetched during a hold */
+        p->next_due = p->hold_until < p->next_due ? p->hold_until : p->next_due;
+    if (p->wait.n == 0) {
+        p->wait_due = INT64_MAX;
+        log_repeat_end(&p->say_wait, "no payment waits for its order");
+    }
+    p->next_due = p->wait_due < p->next_due ? p->wait_due : p->next_due;
+    say_flush(&p->said_late, LOG_LVL_NOTICE,
+              "late payments recorded in late_payments (the orders and the stock left alone: refund them)",
+              PAY_SAY_LATE_MS, force);
+    say_flush(&p->said_letters, LOG_LVL_WARNING, "payments dead-lettered", PAY_SAY_LETTERS_MS, force);
+    CM_SET(payments_waiting, (int64_t)p->wait.n);
+    publish_lock_counters(p);
+}
+
+/* Look for the orders of the payments fetched and of the waiting ones due
+ * (check), then apply the ready payments a batch at a time, up to
+ * PAY_TURN_BATCHES before the thread fetches and stores offsets again; what
+ * is done leaves the lists. Stops at a service failure (hold). */
 static void work(struct payments *p)
 {
+    int64_t now = util_mono_ms();
     p->next_due = INT64_MAX;
+    if (now >= p->hold_until && check(p, now) != 0)
+        hold(p, now);
     for (int n = 0; !bgt_stopping(&p->t); n++) {
-        int64_t now = util_mono_ms();
+        now = util_mono_ms();
         if (now < p->hold_until) {
             p->next_due = p->hold_until < p->next_due ? p->hold_until : p->next_due;
             break;
@@ -1101,8 +1313,7 @@ static void work(struct payments *p)
         run_batch(p);
         settle(p);
     }
-    CM_SET(payments_waiting, (int64_t)p->waiting);
-    publish_lock_counters(p);
+    after_turn(p, false);
 }
 
 /* --- Kafka -------------------------------------------------------------------------- */
@@ -1129,26 +1340,34 @@ static void set_paused(struct payments *p, bool pause)
         return;
     p->paused = pause;
     if (pause)
-        log_notice("payments: %zu payments held (waiting for their orders or a service): fetching paused",
-                   p->held);
+        log_notice("payments: %zu payments held (not looked up yet, or held back while a service is down): "
+                   "fetching paused",
+                   held(p));
     else
         log_notice("payments: fetching resumed");
 }
 
 /* Partitions taken away: what is held for them is the next owner's to read
  * again (their offsets never moved past it). */
-static void drop_partitions(struct payments *p, const rd_kafka_topic_partition_list_t *parts)
+static void drop_from(struct plist *l, const rd_kafka_topic_partition_list_t *parts)
 {
-    for (struct pay **pp = &p->head; *pp;) {
+    for (struct pay **pp = &l->head; *pp;) {
         bool gone = false;
         for (int i = 0; i < parts->cnt && !gone; i++)
             gone = parts->elems[i].partition == (*pp)->partition;
         if (gone)
-            pay_free(unlink_at(p, pp));
+            pay_free(pl_unlink(l, pp));
         else
             pp = &(*pp)->next;
     }
-    CM_SET(payments_waiting, (int64_t)p->waiting);
+}
+
+static void drop_partitions(struct payments *p, const rd_kafka_topic_partition_list_t *parts)
+{
+    drop_from(&p->fresh, parts);
+    drop_from(&p->ready, parts);
+    drop_from(&p->wait, parts);
+    CM_SET(payments_waiting, (int64_t)p->wait.n);
 }
 
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts,
@@ -1181,6 +1400,22 @@ static void *dup_bytes(const void *b, size_t n)
     return d;
 }
 
+/* Decode a fetched payment, check its key and its MAC: 0, or -1 with the
+ * reason (a MAC that fails is counted). */
+static int judge(const rd_kafka_message_t *km, struct pay_msg *m, char *why, size_t len)
+{
+    if (paymsg_decode(km->payload, km->len, m, why, len) != 0 ||
+        paymsg_check_key(m, km->key, km->key_len, why, len) != 0)
+        return -1;
+    /* Only a payment the payment service signed may pay an order or write a
+     * late payment: a stolen payments topic password must do neither. */
+    if (psig_verify(m, why, len) != KEYRING_OK) {
+        CM_ADD(payments_unsigned, 1);
+        return -1;
+    }
+    return 0;
+}
+
 /* A message fetched: held as a payment, or dead-lettered. */
 static void take(struct payments *p, const rd_kafka_message_t *km)
 {
@@ -1210,12 +1445,19 @@ static void take(struct payments *p, const rd_kafka_message_t *km)
         pay_free(y); /* tracked and never done: the offset waits */
         goto oom;
     }
-    if (pay_decode(km->payload, km->len, km->key, km->key_len, &y->m, why, sizeof(why)) != 0) {
+    if (judge(km, &y->m, why, sizeof(why)) != 0) {
         dead_letter(p, y, why);
         return;
     }
+    int64_t block = y->m.order_id >> ORDER_ID_SEQ_BITS;
+    if (block == 0) { /* identities start at 1: no producer has block 0 */
+        CM_ADD(payments_never_issued, 1);
+        dead_letter(p, y, "order id never issued: its block is 0");
+        return;
+    }
+    p->over_max += block > p->max_block; /* vet reads the blocks again */
     y->first_ms = y->due_ms = util_mono_ms();
-    append(p, y);
+    pl_append(&p->fresh, y);
     return;
 oom:
     log_error("payments: out of memory at %s[%" PRId32 "]@%" PRId64, p->cfg->kafka.payments_topic,
@@ -1229,7 +1471,7 @@ static void fetch(struct payments *p, int wait_ms)
     for (int n = 1; km; n++) {
         take(p, km);
         rd_kafka_message_destroy(km);
-        km = n < PAY_BURST && p->held < PAY_HELD_MAX ? rd_kafka_consumer_poll(p->rk, 0) : NULL;
+        km = n < PAY_BURST && held(p) < PAY_HELD_MAX ? rd_kafka_consumer_poll(p->rk, 0) : NULL;
     }
 }
 
@@ -1241,7 +1483,7 @@ static void *run(void *arg)
     while (!bgt_stopping(&p->t)) {
         serve_letters(p);
         work(p);
-        set_paused(p, p->held >= PAY_HELD_MAX);
+        set_paused(p, held(p) >= PAY_HELD_MAX);
         int64_t wait = p->next_due == INT64_MAX ? 100 : p->next_due - util_mono_ms();
         fetch(p, (int)(wait < 0 ? 0 : wait > 100 ? 100 : wait));
         store_offsets(p);
@@ -1305,8 +1547,10 @@ static void close_all(struct payments *p)
     if (p->dlq)
         dlq_close(p->dlq, 1000);
     cmsg_free_list(p->dlq_retry);
-    while (p->head)
-        pay_free(unlink_at(p, &p->head));
+    struct plist *lists[] = { &p->fresh, &p->ready, &p->wait };
+    for (size_t i = 0; i < ARRAY_SIZE(lists); i++)
+        while (lists[i]->head)
+            pay_free(pl_unlink(lists[i], &lists[i]->head));
     if (p->off)
         off_close(p->off);
     q_destroy(&p->done);
@@ -1319,6 +1563,7 @@ static void close_all(struct payments *p)
     i64map_free(&p->orders);
     i64map_free(&p->by_user);
     i64map_free(&p->by_order);
+    i64map_free(&p->found);
     free(p);
 }
 
@@ -1333,14 +1578,18 @@ int payments_start(const struct cfg *c, struct payments **out, char *err, size_t
     p->cfg = c;
     p->dcfg = *c;
     p->dcfg.kafka.topic = c->kafka.payments_topic;
-    p->tailp = &p->head;
-    p->refuse_log_ms = INT64_MIN / 2;
+    pl_init(&p->fresh);
+    pl_init(&p->ready);
+    pl_init(&p->wait);
+    p->wait_due = INT64_MAX;
+    p->said_late.last_ms = p->said_letters.last_ms = INT64_MIN / 2;
     p->fn = (struct rfunc)RFUNC_INIT("seckill_mark", RFUNC_LIB_RETURN);
     rp_batch_init(&p->batch);
     i64map_init(&p->users, 1, 0);
     i64map_init(&p->orders, 1, 0);
     i64map_init(&p->by_user, 1, sizeof(size_t));
     i64map_init(&p->by_order, 1, sizeof(size_t));
+    i64map_init(&p->found, 1, 0);
     if (off_open(&p->off) != 0 || i64map_reset(&p->by_user, PAY_BATCH) != 0 ||
         i64map_reset(&p->by_order, PAY_BATCH) != 0) {
         snprintf(err, errlen, "out of memory");
@@ -1375,5 +1624,6 @@ void payments_stop(struct payments *p)
         serve_letters(p);
     }
     store_offsets(p);
+    after_turn(p, true);
     close_all(p);
 }

@@ -4,17 +4,33 @@
  * A thread of the consumer's own, with a Kafka consumer of its own on
  * kafka.payments_topic (group <consumer.group_id>.payments), its own lock
  * client, PostgreSQL and Redis connections, made and remade here with
- * backoff. A payment message is
- *   {"v":1,"order_id":"<decimal>","user_id":N,"paid_at_ms":N,"ref":"<1..64 of [A-Za-z0-9_.:-]>"}
- * keyed by the user id. The payments fetched and due are applied in
- * batches of up to 1,024 (PAY_BATCH in payments.c), each payment
- * exactly as if it were alone:
+ * backoff. A payment message is paymsg.h's, keyed by the user id and
+ * signed by the payment service (paysig.h). A payment fetched goes through:
  *
- * 1. A batch holds one payment per user, taken in arrival order: a user's
- *    payments apply in the order they came, and a second payment of an
- *    order never overtakes the first. A payment waiting for its order holds
- *    back no one else's, nor its user's payments of other orders.
- * 2. Under the users' locks (the workers' own, "user:ID", lock.h), taken in
+ * 0. The message: a malformed one (bad JSON, another version, a key that
+ *    is not its user), one no payment key signed (no "sig", an unknown key
+ *    id, a MAC that does not match: counted as payments_unsigned) and one
+ *    for an order id no producer could have issued (its block, order.h, 0 or
+ *    above the highest order_id_blocks holds, read again when a payment
+ *    names a higher one: payments_never_issued) go to the dead-letter topic
+ *    at once, with their reason, their offsets stored once the broker has
+ *    the letter. They never change an order nor write late_payments.
+ * 1. The look-up, without a lock: once per turn, one statement per 1,024
+ *    (pay_waiting.sql) looks for the orders of the payments fetched and of
+ *    the waiting ones due. A payment whose order is there (or was refused
+ *    for its buyer) is ready; one whose order is not waits, looked for
+ *    again after 50 ms doubling to 1 s, up to consumer.payment_wait_ms from
+ *    when it was fetched, then goes to the dead-letter topic ("order
+ *    unknown"). When an order is found, every payment waiting for it is
+ *    ready, in the order they came. Waiting payments take no lock, write no
+ *    fence and share no batch: however many wait, a payment for a persisted
+ *    order is applied in the turn after it is fetched.
+ * 2. The ready payments are applied in batches of up to 1,024 (PAY_BATCH
+ *    in payments.c), each payment exactly as if it were alone. A batch holds
+ *    one payment per user, taken in arrival order: a user's ready payments
+ *    apply in the order they came, and a second payment of an order never
+ *    overtakes the first.
+ * 3. Under the users' locks (the workers' own, "user:ID", lock.h), taken in
  *    one round trip; a user whose lock is held elsewhere has their payment
  *    tried again soon, the others go on. One transaction for the batch:
  *    advance the users' fences (consumer/sql/pay_fence.sql; a stale one has
@@ -24,24 +40,37 @@
  *    (pay_order.sql): already paid by this payment is a replay (nothing
  *    changes); expired, cancelled, final, paid by another payment or
  *    refused records a late payment (pay_late.sql: late_payments, once per
- *    order and reference) and leaves the order and the stock alone; found
- *    nowhere, the order is not persisted yet: the payment waits (retried
- *    with backoff, its offset held) up to consumer.payment_wait_ms, then
- *    goes to the dead-letter topic ("order unknown"). One commit. A lease
- *    lost before it, or any failure, rolls the batch back: all of it is
- *    tried again.
- * 3. After the commit, the orders paid become 'p' in their items' orders
+ *    order and reference) and leaves the order and the stock alone;
+ *    another buyer's order is dead-lettered. One commit. A lease lost
+ *    before it, or any failure, rolls the batch back: all of it is tried
+ *    again.
+ * 4. After the commit, the orders paid become 'p' in their items' orders
  *    hashes (seckill_mark, the buyers' status calls) in one pipelined round
  *    trip, best effort: PostgreSQL decides, a failure is logged once per
  *    state change and counted. Then the locks are released, in one round
  *    trip.
- * 4. Only then are the messages' offsets stored (never past a payment not
+ * 5. Only then are the messages' offsets stored (never past a payment not
  *    done), so a crash loses none, and a replay changes nothing.
  *
- * A malformed message (bad JSON, another version, a key that is not its
- * user) goes to the dead-letter topic with its reason, its offset stored
- * once the broker has the letter. PostgreSQL or Redis down: retried with
- * backoff, said once per state change.
+ * What bounds what is held. The payments fetched and not looked up yet,
+ * and the ready ones held back while PostgreSQL or Redis is down (retried
+ * with backoff, said once per state change), count towards PAY_HELD_MAX
+ * (10,000): past it, fetching pauses. The waiting payments do not: they
+ * have a bound of their own, consumer.payment_wait_max payments (50,000 by
+ * default) and PAY_WAIT_BYTES_MAX (64 MiB of payments, messages and keys).
+ * Past either, the payment that has waited longest goes to the dead-letter
+ * topic ("waiting set full", counted as payments_wait_full and alerted):
+ * nothing is dropped unsaid; every waiting payment ends applied, late, or
+ * dead-lettered with its reason. A waiting payment's offset is not stored,
+ * so it holds its partition's committed offset back: a consumer that
+ * restarts (or a partition that moves) reads it, and every message after
+ * it, again; those already applied are replays and change nothing, and the
+ * waiting ones wait again, consumer.payment_wait_ms from then.
+ *
+ * Said once per state change: the wait ("order N of payment R is not in
+ * PostgreSQL yet", then "over" once none waits), PostgreSQL and Redis
+ * failures; late payments and dead letters in one line per period at most
+ * (10 s, 1 s), with how many came since.
  *
  * payments_start and payments_stop belong to the consumer's main thread. */
 #ifndef SECKILL_PAYMENTS_H
@@ -52,21 +81,6 @@
 #include <stdint.h>
 
 #include "cfg.h"
-
-/* The longest payment reference. */
-#define PAY_REF_MAX 64
-/* The latest paid_at_ms taken: 9999-12-31T23:59:59.999Z. */
-#define PAY_AT_MAX_MS INT64_C(253402300799999)
-
-struct pay_msg {
-    int64_t order_id, user_id, paid_at_ms;
-    char ref[PAY_REF_MAX + 1];
-};
-
-/* Decode a payment message and check its key (the user id, in decimal).
- * 0, or -1 with the reason in err. Any thread. */
-int pay_decode(const void *payload, size_t len, const void *key, size_t key_len, struct pay_msg *out,
-               char *err, size_t errlen);
 
 struct payments;
 

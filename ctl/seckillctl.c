@@ -8,6 +8,7 @@
 #include "inspect.h"
 #include "item.h"
 #include "lockcmd.h"
+#include "paycmd.h"
 #include "reconcile.h"
 #include "sweepcmd.h"
 #include "token.h"
@@ -41,6 +42,8 @@ static const char usage[] =
     "  functions check                               are they loaded, at this release's version or newer?\n"
     "  token issue (--user ID | --users FIRST-LAST) [--ttl DURATION] [--key KID]\n"
     "                                                sign a buyer's bearer token (development, tests)\n"
+    "  payment sign [--key-separator SEP]            sign payment JSON lines from stdin with\n"
+    "                                                kafka.payment_keys (demo, tests, integration)\n"
     "  config show                                   print the effective configuration\n"
     "  config reference                              print every setting's reference in Markdown\n"
     "                                                (docs/configuration.md; reads no file)\n";
@@ -78,6 +81,8 @@ int main(int argc, char **argv)
         ret = reconcile_cmd(&c, sub_argc, sub_argv);
     } else if (strcmp(sub_argv[0], "token") == 0) {
         ret = token_cmd(&c, sub_argc, sub_argv);
+    } else if (strcmp(sub_argv[0], "payment") == 0) {
+        ret = paycmd(&c, sub_argc, sub_argv);
     } else if (strcmp(sub_argv[0], "watch") == 0) {
         ret = watch_cmd(&c, sub_argc, sub_argv);
     } else if (strcmp(sub_argv[0], "functions") == 0) {

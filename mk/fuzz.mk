@@ -1,6 +1,6 @@
 # Fuzzing (libFuzzer + ASan + UBSan) of the parsers that take bytes from
 # outside: the producer's request body and bearer tokens, and the consumer's
-# Kafka message.
+# Kafka messages (orders, and payments with their MAC).
 #
 #   make fuzz [FUZZ_SECONDS=60]  fuzz each harness for FUZZ_SECONDS, one after the other
 #   make fuzz-regress            run every saved input once (quick; part of make test)
@@ -16,15 +16,16 @@ FUZZ_SECONDS ?= 60
 # Extra libFuzzer flags for make fuzz, e.g. FUZZ_ARGS=-use_value_profile=1
 # (not -jobs: its per-job logs land in the current directory).
 FUZZ_ARGS    ?=
-FUZZ_NAMES   := request order jwt
+FUZZ_NAMES   := request order jwt payment
 FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
 
 # Recursive (=): jansson may only be installed by scripts/stack up, after this
-# file was read. libcrypto: the token checks are OpenSSL's.
+# file was read. libcrypto: the token checks are OpenSSL's; libconfig and
+# librdkafka: cfg.c, which the payment harness links (below).
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) -O1 -g -fno-omit-frame-pointer \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-              $(INC_all_common) -Iproducer $(shell pkg-config --cflags jansson libcrypto)
-FUZZ_LIBS   = $(shell pkg-config --libs jansson libcrypto) -pthread
+              $(INC_all_common) -Iproducer $(shell pkg-config --cflags jansson libcrypto libconfig rdkafka)
+FUZZ_LIBS   = $(shell pkg-config --libs jansson libcrypto libconfig rdkafka) -pthread
 # A hang or a runaway allocation counts as a failure too.
 FUZZ_RUN_FLAGS := -timeout=10 -rss_limit_mb=2048
 # Longer than any body the producer takes by default (producer.body_limit 1024)
@@ -57,6 +58,12 @@ fuzz-toolchain:
 $(FUZZ_DIR)/fuzz_request: tests/fuzz/fuzz_request.c producer/request.c common/base/util.c common/base/jsonint.c
 $(FUZZ_DIR)/fuzz_order: tests/fuzz/fuzz_order.c common/sale/order.c common/base/util.c common/base/jsonint.c
 $(FUZZ_DIR)/fuzz_jwt: tests/fuzz/fuzz_jwt.c common/base/jwt.c common/base/secret.c common/base/util.c
+# The payment's key list goes through keyring.c, which names the setting's
+# place (cfg.c: libconfig, and librdkafka, which checks raw properties) and
+# logs a reload (log.c).
+$(FUZZ_DIR)/fuzz_payment: tests/fuzz/fuzz_payment.c common/sale/paymsg.c common/sale/paysig.c \
+    common/base/keyring.c common/base/cfg.c common/base/netaddr.c common/base/log.c common/base/secret.c \
+    common/base/util.c common/base/jsonint.c
 $(FUZZ_BINS): $(wildcard common/*/*.h producer/*.h) mk/fuzz.mk | fuzz-toolchain
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^) $(FUZZ_LIBS)
 

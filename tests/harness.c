@@ -19,6 +19,7 @@
 #include "keys.h"
 #include "log.h"
 #include "ordersig.h"
+#include "paysig.h"
 #include "pgconn.h"
 #include "rconn.h"
 #include "rpipe.h"
@@ -58,6 +59,10 @@ void harness_cfg(struct cfg *c)
     /* The tests that publish orders sign them as a producer does
      * (osig_sign), or the consumer dead-letters them. */
     if (osig_load(c, err, sizeof(err)) != 0)
+        fail_msg("test config: %s", err);
+    /* And the payments they publish as the payment service does (psig_sign),
+     * or the consumer dead-letters those. */
+    if (psig_load(c, err, sizeof(err)) != 0)
         fail_msg("test config: %s", err);
     log_setup("test", getenv("SECKILL_TEST_DEBUG") ? LOG_LVL_DEBUG : LOG_LVL_NOTICE, LOG_FMT_PLAIN);
     assert_int_equal(util_random_hex(rnd, 4), 0);

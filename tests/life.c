@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "paymsg.h"
+#include "paysig.h"
 #include "rfunc.h"
 #include "sale.h"
 
@@ -343,11 +345,12 @@ void life_produce(rd_kafka_t *rk, const char *topic, const char *key, const void
 void life_payment(rd_kafka_t *rk, const char *topic, int64_t order, int64_t u, int64_t paid_at_ms,
                   const char *ref)
 {
-    char buf[256], key[24];
-    int n = snprintf(buf, sizeof(buf),
-                     "{\"v\":1,\"order_id\":\"%" PRId64 "\",\"user_id\":%" PRId64 ",\"paid_at_ms\":%" PRId64
-                     ",\"ref\":\"%s\"}",
-                     order, u, paid_at_ms, ref);
+    char buf[PAY_MSG_MAX], key[24];
+    struct pay_msg m = { .order_id = order, .user_id = u, .paid_at_ms = paid_at_ms };
+    snprintf(m.ref, sizeof(m.ref), "%s", ref);
+    assert_int_equal(psig_sign(&m), 0);
+    int n = paymsg_encode(&m, buf, sizeof(buf));
+    assert_true(n > 0);
     snprintf(key, sizeof(key), "%" PRId64, u);
     life_produce(rk, topic, key, buf, (size_t)n);
 }

@@ -74,6 +74,8 @@ struct cfg {
         char *ssl_ca_file; /* absolute, or "" for librdkafka's default */
         char *order_key_dir;        /* absolute: resolved against the file's folder */
         struct cfg_list order_keys; /* "KID:FILE", FILE under order_key_dir */
+        char *payment_key_dir;        /* absolute: resolved against the file's folder */
+        struct cfg_list payment_keys; /* "KID:FILE", FILE under payment_key_dir */
     } kafka;
     struct {
         char *host;  /* one host, or "a,b,..." (libpq multi-host) */
@@ -131,6 +133,7 @@ struct cfg {
         int expire_batch;
         int return_backoff_cap_ms;
         int payment_wait_ms;
+        int payment_wait_max;
     } consumer;
     struct {
         int rebuy_after_cancel; /* boolean */
@@ -268,6 +271,11 @@ enum cfg_auth {
     X("kafka.order_keys", CFG_LIST, kafka.order_keys, 0, 0, 0, NULL, CFG_SWAP,                              \
       "order MAC keys, \"KID:FILE\" (FILE under kafka.order_key_dir; a bare name: a systemd credential): "  \
       "the first signs, all verify; required by the producer and the consumer")                            \
+    X("kafka.payment_key_dir", CFG_PATH, kafka.payment_key_dir, 0, 0, 0, ".", CFG_SWAP,                    \
+      "folder of the payment key files; relative: to the configuration file's folder")                      \
+    X("kafka.payment_keys", CFG_LIST, kafka.payment_keys, 0, 0, 0, NULL, CFG_SWAP,                          \
+      "payment MAC keys, \"KID:FILE\" (FILE under kafka.payment_key_dir; a bare name: a systemd "           \
+      "credential): the first signs (seckillctl payment sign), all verify; required by the consumer")       \
     X("postgres.host", CFG_STR, postgres.host, 0, 0, 0, "127.0.0.1", 0,                                     \
       "PostgreSQL host name, address or socket folder; \"a,b\": tried in turn (libpq multi-host)")          \
     X("postgres.port", CFG_PORTS, postgres.port, 1, 65535, 0, "5432", 0,                                    \
@@ -380,6 +388,9 @@ enum cfg_auth {
     X("consumer.payment_wait_ms", CFG_INT, consumer.payment_wait_ms, 1000, 86400000, 300000, NULL,          \
       CFG_RELOAD, "how long a payment for an order not yet in PostgreSQL is retried (its offset held) "     \
       "before it is dead-lettered as \"order unknown\"")                                                   \
+    X("consumer.payment_wait_max", CFG_INT, consumer.payment_wait_max, 100, 10000000, 50000, NULL,          \
+      CFG_RELOAD, "most payments that wait for their orders at once (and 64 MiB of their messages); past "  \
+      "it the one that has waited longest is dead-lettered as \"waiting set full\"")                         \
     X("lock.ttl_ms", CFG_INT, lock.ttl_ms, 100, 600000, 10000, NULL, 0,                                     \
       "lease of a distributed lock, renewed every ttl/3 while held (lock run's default --ttl-ms)")          \
     X("lock.wait_ms", CFG_INT, lock.wait_ms, 0, 600000, 5000, NULL, CFG_RELOAD,                             \

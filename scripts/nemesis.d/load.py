@@ -4,7 +4,9 @@ payer (Kafka user payment) and a canceller (the producer's cancel call) for a
 share of the orders they got; every request is written to the history as it
 is invoked and again when it ends. Imported by scripts/nemesis.
 """
+import hashlib
 import heapq
+import hmac
 import http.client
 import json
 import os
@@ -14,7 +16,7 @@ import subprocess
 import threading
 import time
 
-from machinery import ENGINES, ROOT
+from machinery import ENGINES, ROOT, STATE
 
 # What becomes of an accepted order (the rest expire): paid at once, paid
 # near its pay_by (racing the expiry: some land after it and become late
@@ -23,6 +25,23 @@ from machinery import ENGINES, ROOT
 FATES = [("pay", 0.30), ("pay-late", 0.15), ("cancel", 0.15), ("cancel+pay", 0.05)]
 BOOTSTRAP = ",".join(f"127.0.0.1:{ENGINES[f'kafka3-{n}'][1][0]}" for n in (1, 2, 3))
 PAYMENTS_TOPIC = "seckill.payments"  # config/seckill-ha.cfg's kafka.payments_topic
+# The key the shop's payment service signs payments with (kafka.payment_keys
+# "p1:payment-key-1" of config/seckill-ha.cfg, in the nemesis' state folder):
+# the consumer applies no payment it did not sign.
+PAYMENT_KEY = os.path.join(STATE, "secrets", "payment-key-1")
+
+
+def payment_sig(key, order_id, user, paid_at_ms, ref):
+    """The payment's "sig" (common/sale/paysig.h): p1:HMAC-SHA256 of its text."""
+    text = f"seckill-payment-v1\n{order_id}\n{user}\n{paid_at_ms}\n{ref}\n"
+    return "p1:" + hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+
+def payment_key():
+    """The key file's bytes, one trailing newline excluded (as the consumer reads it)."""
+    with open(PAYMENT_KEY, "rb") as f:
+        key = f.read()
+    return key[:-2] if key.endswith(b"\r\n") else key[:-1] if key.endswith(b"\n") else key
 
 
 class History:
@@ -198,12 +217,15 @@ def pay_batch(hist, batch, timeout):
     topic). It is never fail: a payment the broker refused may still be
     there after a retry inside librdkafka."""
     lines, ops = [], []
+    key = payment_key()
     for o in batch:
         n = hist.next_op()
         ref = f"nemesis-{n}"
         paid_at_ms = int(time.time() * 1000)
         msg = json.dumps({"v": 1, "order_id": o["order_id"], "user_id": o["user"],
-                          "paid_at_ms": paid_at_ms, "ref": ref}, separators=(",", ":"))
+                          "paid_at_ms": paid_at_ms, "ref": ref,
+                          "sig": payment_sig(key, o["order_id"], o["user"], paid_at_ms, ref)},
+                         separators=(",", ":"))
         lines.append(f"{o['user']}|{msg}\n")
         ops.append((n, o, ref))
         hist.record(op=n, f="pay", type="invoke", user=o["user"], item=o["item"], order_id=o["order_id"],

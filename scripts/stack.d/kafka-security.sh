@@ -37,19 +37,21 @@ KAFKA_ACL_VERSION=5
 
 kafka_password() { cat "$SECRETS_DIR/kafka-$1"; }
 
-kafka_secrets() { stack_secrets kafka kafka user "${KAFKA_USERS[@]}"; order_key; }
+kafka_secrets() { stack_secrets kafka kafka user "${KAFKA_USERS[@]}"; mac_key order-key-1 orders; mac_key payment-key-1 payments; }
 
-# order_key: the key producers sign each order with and consumers check
-# (kafka.order_keys, docs/security.md), not a Kafka password: a stolen topic
-# password must not be able to forge orders. 32 random bytes as 64 hex
-# digits (a text file: no trailing byte that looks like a newline), made once.
-order_key() {
-    local f=$SECRETS_DIR/order-key-1
+# mac_key NAME WHAT: a key MACs are made with, not a Kafka password: a stolen
+# topic password must be able to forge neither orders (order-key-1: the
+# producers sign, the consumers check; kafka.order_keys) nor payments
+# (payment-key-1: the shop's payment service signs, the consumers check;
+# kafka.payment_keys; docs/security.md). 32 random bytes as 64 hex digits
+# (a text file: no trailing byte that looks like a newline), made once.
+mac_key() {
+    local f=$SECRETS_DIR/$1
     (umask 077; mkdir -p "$SECRETS_DIR")
     if [ ! -s "$f" ]; then
         (umask 077; openssl rand -hex 32 >"$f.new")
         mv "$f.new" "$f"
-        say "orders: a signing key in $f"
+        say "$2: a signing key in $f"
     fi
     chmod 600 "$f"
 }

@@ -140,13 +140,14 @@ done
 # A minimal valid configuration, with a placeholder line for one defect.
 # mkcfg FILE [DEFECT]: write it; DEFECT (may be empty) goes on line $DEFECT_LINE.
 DEFECT_LINE=5
-# The order key the producer and the consumer require (kafka.order_keys).
-(umask 077; openssl rand -hex 32 >"$T/order-key")
+# The order key the producer and the consumer require (kafka.order_keys),
+# and the payment key the consumer requires (kafka.payment_keys).
+(umask 077; openssl rand -hex 32 >"$T/order-key"; openssl rand -hex 32 >"$T/payment-key")
 mkcfg() {
     {
         echo '# minimal configuration for test_cli.sh'
         echo 'kafka = {'
-        echo "  brokers = \"127.0.0.1:19092\"; order_keys = [ \"k1:$T/order-key\" ];"
+        echo "  brokers = \"127.0.0.1:19092\"; order_keys = [ \"k1:$T/order-key\" ]; payment_keys = [ \"p1:$T/payment-key\" ];"
         echo '};'
         echo "${2:-}"
         echo 'postgres = {'
@@ -162,7 +163,7 @@ expect "the minimal configuration is valid (base of the broken ones)" 0 out "is 
 
 # #45 §1: the producer signs each order and the consumer checks it; neither
 # starts without a key, seckillctl needs none.
-sed 's/ order_keys = .*/ order_keys = [ ];/' "$T/valid.cfg" >"$T/nokey.cfg"
+sed 's/ order_keys = [^;]*;/ order_keys = [ ];/' "$T/valid.cfg" >"$T/nokey.cfg"
 for b in seckill-producer seckill-consumer; do
     expect "$b -t refuses an empty kafka.order_keys" 1 err "kafka.order_keys is empty" -- \
         "$BUILD/$b" -t -c "$T/nokey.cfg"
@@ -171,10 +172,23 @@ for b in seckill-producer seckill-consumer; do
 done
 expect "seckillctl needs no order key" 0 out "is valid" -- "$CTL" -t -c "$T/nokey.cfg"
 (umask 077; printf 'short\n' >"$T/short-key")
-sed "s| order_keys = .*| order_keys = [ \"k1:$T/order-key\", \"k0:$T/short-key\" ];|" "$T/valid.cfg" >"$T/shortkey.cfg"
+sed "s| order_keys = [^;]*;| order_keys = [ \"k1:$T/order-key\", \"k0:$T/short-key\" ];|" "$T/valid.cfg" >"$T/shortkey.cfg"
 expect "seckill-consumer -t refuses a short order key, naming the entry" 1 err \
     "$T/shortkey.cfg:3: kafka.order_keys entry 'k0:$T/short-key'" "at least 32 wanted" -- \
     "$BUILD/seckill-consumer" -t -c "$T/shortkey.cfg"
+# #55 §2: the consumer checks each payment's MAC: it does not start without
+# a payment key; the producer has no use for one, seckillctl needs one only
+# to sign (payment sign).
+sed 's/ payment_keys = [^;]*;/ payment_keys = [ ];/' "$T/valid.cfg" >"$T/nopaykey.cfg"
+expect "seckill-consumer -t refuses an empty kafka.payment_keys" 1 err "kafka.payment_keys is empty" -- \
+    "$BUILD/seckill-consumer" -t -c "$T/nopaykey.cfg"
+expect "seckill-producer needs no payment key" 0 out "is valid" -- "$BUILD/seckill-producer" -t -c "$T/nopaykey.cfg"
+expect "seckillctl needs no payment key" 0 out "is valid" -- "$CTL" -t -c "$T/nopaykey.cfg"
+sed "s| payment_keys = [^;]*;| payment_keys = [ \"p1:$T/payment-key\", \"p0:$T/short-key\" ];|" "$T/valid.cfg" \
+    >"$T/shortpaykey.cfg"
+expect "seckill-consumer -t refuses a short payment key, naming the entry" 1 err \
+    "$T/shortpaykey.cfg:3: kafka.payment_keys entry 'p0:$T/short-key'" "at least 32 wanted" -- \
+    "$BUILD/seckill-consumer" -t -c "$T/shortpaykey.cfg"
 
 mkcfg "$T/syntax.cfg" 'redis = { port = ; };'
 expect "syntax error: exit 1, error at syntax.cfg:$DEFECT_LINE:" 1 err "$T/syntax.cfg:$DEFECT_LINE:" -- \
@@ -320,6 +334,16 @@ for u in seckill-producer.service seckill-consumer@.service; do
         sh -c "grep -q '^Type=notify' '$T/inst/opt/sk/lib/systemd/system/$u' && grep -q '^WatchdogSec=' '$T/inst/opt/sk/lib/systemd/system/$u' && grep -q '^TimeoutStopSec=' '$T/inst/opt/sk/lib/systemd/system/$u'"
 done
 ok_if "install puts the sysusers entry for the seckill user" "missing" test -f "$T/inst/opt/sk/lib/sysusers.d/seckill.conf"
+# The configuration names the keys as the units hand them over (bare names:
+# systemd credentials), not the stack's files.
+for k in 'order_keys = [ "k1:order-key" ];' 'payment_keys = [ "p1:payment-key" ];' \
+    'order_key_dir = "/etc/seckill/secrets";' 'payment_key_dir = "/etc/seckill/secrets";'; do
+    ok_if "the installed configuration says $k" "$(grep -n 'key' "$T/inst/etc/seckill/seckill.cfg" 2>&1)" \
+        grep -qF "$k" "$T/inst/etc/seckill/seckill.cfg"
+done
+ok_if "the consumer's unit loads the payment key" "missing" \
+    grep -qx 'LoadCredential=payment-key:/etc/seckill/secrets/payment-key' \
+    "$T/inst/opt/sk/lib/systemd/system/seckill-consumer@.service"
 if command -v systemd-analyze >/dev/null 2>&1; then
     mkdir -p "$T/units"
     for u in seckill-producer.service seckill-consumer@.service; do

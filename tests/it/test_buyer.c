@@ -1467,7 +1467,7 @@ static void test_restamp_at_opening(void **state)
     /* The re-stamp kept the producer's MAC, and it still verifies: it does
      * not cover reserved_at_ms, and Redis holds no key to sign again. */
     assert_string_equal(got.sig, o.sig);
-    assert_int_equal(osig_verify(&got, err, sizeof(err)), OSIG_OK);
+    assert_int_equal(osig_verify(&got, err, sizeof(err)), KEYRING_OK);
     assert_int_equal(harness_int(rc, "ZSCORE %s %s", k[KEYS_ITEM_UNPUB], oid), at);
     snprintf(field, sizeof(field), "o:%s", oid);
     r = harness_cmd(rc, "HGET %s %s", k[KEYS_ITEM_ORDERS], field);

@@ -341,7 +341,7 @@ static void expect_cancel_published(int64_t oid, int64_t user, int64_t item)
     assert_int_equal(cx->o.item_id, item);
     assert_int_equal(cx->o.qty, 1);
     assert_true(cx->o.reserved_at_ms >= ord->o.reserved_at_ms);
-    if (osig_verify(&cx->o, err, sizeof(err)) != OSIG_OK)
+    if (osig_verify(&cx->o, err, sizeof(err)) != KEYRING_OK)
         fail_msg("cancel of order %" PRId64 ": %s", oid, err);
     /* Keyed by the user, as the order: same partition, after it. */
     snprintf(key, sizeof(key), "%" PRId64, user);
@@ -351,7 +351,7 @@ static void expect_cancel_published(int64_t oid, int64_t user, int64_t item)
     /* The sig is a cancel's: the same ids as an order do not verify. */
     struct order as_buy = cx->o;
     as_buy.kind = ORDER_BUY;
-    assert_int_not_equal(osig_verify(&as_buy, err, sizeof(err)), OSIG_OK);
+    assert_int_not_equal(osig_verify(&as_buy, err, sizeof(err)), KEYRING_OK);
 }
 
 /* No cancel of oid on the topic. */

@@ -594,6 +594,13 @@ static void test_poison_to_dlq(void **state)
     produce_raw(t.topic, NULL, miss, strlen(miss));                                     /* 4 */
     produce_order(t.topic, t.order_base + 2, t.user_base + 2, t.item);                 /* 5 */
     produce_order(t.topic, t.order_base + 3, t.user_base + 3, t.item + 1);             /* 6: no such item */
+    /* 7: a signed order without a Kafka key (#55 §5): refused as a payment is */
+    struct order nokey = { t.order_base + 4, t.user_base + 4, t.item, 1, util_wall_ms() };
+    char nbuf[ORDER_MSG_MAX];
+    assert_int_equal(osig_sign(&nokey), 0);
+    int nlen = order_encode(&nokey, nbuf, sizeof(nbuf));
+    assert_true(nlen > 0);
+    produce_raw(t.topic, NULL, nbuf, (size_t)nlen);
     produce_flush();
 
     start(&t, 0);
@@ -605,19 +612,21 @@ static void test_poison_to_dlq(void **state)
     assert_int_equal(pg_int("SELECT count(*) FROM order_rejections WHERE order_id = $1 AND reason = 'no_item'",
                             t.order_base + 3), 1);
     assert_int_equal(metric(port, "seckill_consumer_rejected_total{reason=\"no_item\"}"), 1);
-    assert_int_equal(metric(port, "seckill_consumer_dead_lettered_total"), 4);
+    assert_int_equal(metric(port, "seckill_consumer_dead_lettered_total"), 5);
+    assert_int_equal(pg_int("SELECT count(*) FROM orders WHERE order_id = $1", t.order_base + 4), 0);
     stop(&t, 0);
 
     struct dlq_seen s;
     read_dlq(t.dlq, t.group, &s);
-    assert_int_equal(s.n, 4);
-    for (int i = 0; i < 4; i++) {
+    assert_int_equal(s.n, 5);
+    for (int i = 0; i < 5; i++) {
         assert_string_equal(s.src_topic[i], t.topic);
-        assert_int_equal(s.src_offset[i], i + 1);
+        assert_int_equal(s.src_offset[i], i < 4 ? i + 1 : 7);
         assert_true(s.err[i][0] != 0);
     }
     assert_non_null(strstr(s.err[0], "JSON"));
     assert_non_null(strstr(s.err[1], "version"));
+    assert_string_equal(s.err[4], "no key: an order is keyed by its user id");
     pg_exec("DELETE FROM order_rejections WHERE item_id = $1", t.item + 1, 0);
     topic_delete(t.dlq);
     ctx_done(&t);
@@ -713,7 +722,7 @@ static void test_order_key_rotation(void **state)
     struct tctx t;
     bool ok;
     char k2[128], cfgnew[256], err[512], entry[160];
-    struct osig_keys *signer = NULL;
+    struct keyring *signer = NULL;
     ctx_init(&t, "keyrot", 1);
     item_create(t.item, 10);
     snprintf(k2, sizeof(k2), "/tmp/sktest-k2-%d", (int)getpid());
@@ -760,7 +769,7 @@ static void test_order_key_rotation(void **state)
     WAIT_UNTIL(rows_of(t.item) == 4, 30000, ok);
     assert_true(ok);
     stop(&t, 0);
-    osig_keys_free(signer);
+    keyring_free(signer);
     const char *old[] = { saved };
     set_order_keys(old, 1);
     free(saved);

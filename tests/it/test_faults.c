@@ -43,6 +43,8 @@
 #include "keys.h"
 #include "order.h"
 #include "ordersig.h"
+#include "paymsg.h"
+#include "paysig.h"
 #include "pgconn.h"
 #include "rconn.h"
 #include "rpipe.h"
@@ -1598,15 +1600,20 @@ static rd_kafka_t *life_payer(const struct scen *s)
     return rk;
 }
 
-/* The payment of order i, keyed by its user: {"v":1,"order_id":..,"user_id":..,"paid_at_ms":..,"ref":..}. */
+/* The payment of order i, keyed by its user and signed as the payment
+ * service signs it (paymsg.h, paysig.h). */
 static void life_pay(struct life *l, int i)
 {
-    char buf[256], key[24];
+    char buf[PAY_MSG_MAX], key[24];
     const struct life_order *o = &l->o[i];
-    int n = snprintf(buf, sizeof(buf),
-                     "{\"v\":1,\"order_id\":\"%" PRId64 "\",\"user_id\":%" PRId64 ",\"paid_at_ms\":%" PRId64
-                     ",\"ref\":\"flt-%" PRId64 "\"}",
-                     o->id, o->user, util_wall_ms(), o->id);
+    struct pay_msg m = { .order_id = o->id, .user_id = o->user, .paid_at_ms = util_wall_ms() };
+    snprintf(m.ref, sizeof(m.ref), "flt-%" PRId64, o->id);
+    /* (No cmocka assert: a thread of the workload runs this.) */
+    int n = psig_sign(&m) == 0 ? paymsg_encode(&m, buf, sizeof(buf)) : -1;
+    if (n < 0) {
+        l->o[i].state = LS_GAVE_UP;
+        return;
+    }
     snprintf(key, sizeof(key), "%" PRId64, o->user);
     rd_kafka_resp_err_t e = rd_kafka_producev(
         l->pay, RD_KAFKA_V_TOPIC(l->topic), RD_KAFKA_V_KEY(key, strlen(key)),

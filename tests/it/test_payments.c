@@ -37,7 +37,9 @@
 #include "life.h"
 #include "order.h"
 #include "ordersig.h"
-#include "payments.h"
+#include "paymsg.h"
+#include "keyring.h"
+#include "paysig.h"
 #include "sale.h"
 
 #define KAFKA_WAIT_MS 20000
@@ -50,9 +52,10 @@ static struct {
     int cport;
     pid_t cons;
     rd_kafka_t *orders, *pay; /* producers: as admin (orders), as payment */
-    int64_t items[8];
+    int64_t items[32];
     int nitems;
     int64_t user_lo, user_hi; /* every user of the run */
+    int64_t block;            /* the run's order ids: a block taken as a producer takes one */
 } S;
 
 /* --- fixtures ------------------------------------------------------------------ */
@@ -118,6 +121,7 @@ static void consumer_cfg(void)
     S.c.consumer.expire_interval_ms = 100;
     S.c.consumer.return_backoff_cap_ms = 300;
     S.c.consumer.payment_wait_ms = 4000;
+    S.c.consumer.payment_wait_max = 50000;
     S.c.consumer.metrics_port = S.cport = harness_free_port();
     harness_cfg_file(&S.c, S.cfgpath, sizeof(S.cfgpath));
     snprintf(S.clog, sizeof(S.clog), "%s.consumer.log", S.cfgpath);
@@ -132,6 +136,13 @@ static int setup(void **state)
         return -1;
     S.user_lo = 7000000 + (int64_t)util_rand_below(1000000) * 4096;
     S.user_hi = S.user_lo + 4095;
+    /* Order ids of a block really taken: the consumer refuses a payment
+     * for an id no producer could have issued (above the highest block). */
+    S.block = life_pg_int("INSERT INTO order_id_blocks (host, pid) VALUES ('sktest-payments', $1::integer) "
+                          "RETURNING block",
+                          (int64_t)getpid());
+    if (S.block <= 0)
+        return -1;
     acl_user_create();
     consumer_cfg();
     if (harness_topic_create(&S.c, S.topic, 4) != 0 || harness_topic_create(&S.c, S.dlq, 1) != 0 ||
@@ -281,10 +292,24 @@ static int64_t item_create(int64_t stock, int pay_s)
     return item;
 }
 
-/* Ids of this run's orders: far above any a producer hands out here. */
+/* Ids of this run's orders, in its block: 4,096 per item (by its place in
+ * S.items), the item's i-th. */
 static int64_t order_id(int64_t item, int i)
 {
-    return INT64_C(7000000000000000000) + (item % 1000000000) * 1000 + i;
+    int slot = 0;
+    while (slot < S.nitems && S.items[slot] != item)
+        slot++;
+    assert_true(slot < S.nitems && i >= 0 && i < 4096);
+    return (S.block << ORDER_ID_SEQ_BITS) | ((int64_t)slot << 12) | i;
+}
+
+/* An id of the run's block no order of it has (above the items' ids): a
+ * payment for an order that never comes, though a producer could have
+ * issued it. */
+static int64_t unknown_id(int i)
+{
+    assert_true(i >= 0 && i < (1 << 18));
+    return (S.block << ORDER_ID_SEQ_BITS) | (INT64_C(1) << 19) | i;
 }
 
 /* n orders of item for users first..first+n-1, published (in groups of
@@ -313,6 +338,16 @@ static void orders_pending(int64_t item, int64_t first, int n)
 }
 
 /* --- the tests ---------------------------------------------------------------------- */
+
+/* A fetched payment's first checks, as the consumer makes them: the
+ * message, then its key. */
+static int pay_decode(const char *json, size_t len, const char *key, size_t key_len, struct pay_msg *m, char *err,
+                      size_t errlen)
+{
+    if (paymsg_decode(json, len, m, err, errlen) != 0)
+        return -1;
+    return paymsg_check_key(m, key, key_len, err, errlen);
+}
 
 /* The message's rules, without the stack: what is taken and what is not. */
 static void test_decode(void **state)
@@ -602,8 +637,19 @@ static void test_payments_race_the_expiry(void **state)
                  (long long)(metric("seckill_consumer_late_payments_total") - late), (long long)expired);
 }
 
-/* The dead letters on the suite's dead-letter topic: each one's error
- * header into why[i] (at most n); checks their source topic. How many. */
+/* Wait until the counter name is want (or fail, naming what). */
+static void wait_metric(const char *name, int64_t want, const char *what)
+{
+    bool ok;
+    WAIT_UNTIL(metric(name) == want, 30000, ok);
+    if (!ok)
+        fail_msg("%s: %s is %lld, want %lld; see %s", what, name, (long long)metric(name), (long long)want,
+                 S.clog);
+}
+
+/* The dead letters on the suite's dead-letter topic, all of them to its
+ * end (the tests' letters are counted by then): each one's error header
+ * into why[i] (at most n); checks their source topic. How many. */
 static int read_letters(char why[][128], int n)
 {
     char err[512];
@@ -618,6 +664,10 @@ static int read_letters(char why[][128], int n)
         rd_kafka_message_t *m = rd_kafka_consume(t, 0, 200);
         if (!m)
             continue;
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            rd_kafka_message_destroy(m);
+            break;
+        }
         rd_kafka_headers_t *h = NULL;
         const void *v;
         size_t len;
@@ -635,6 +685,20 @@ static int read_letters(char why[][128], int n)
     return got;
 }
 
+#define LETTERS_MAX 256
+
+/* Each of want is in one of the n letters' reasons. */
+static void letters_say(char why[][128], int n, const char *const *want, size_t nwant)
+{
+    for (size_t i = 0; i < nwant; i++) {
+        bool found = false;
+        for (int k = 0; k < n && !found; k++)
+            found = strstr(why[k], want[i]) != NULL;
+        if (!found)
+            fail_msg("no dead letter of %d says \"%s\" (the first: %s)", n, want[i], n ? why[0] : "none");
+    }
+}
+
 /* Malformed payments are dead-lettered with their reasons; a payment whose
  * order never comes too, once consumer.payment_wait_ms is over; and one
  * published before its order waits for it and pays it. */
@@ -645,7 +709,7 @@ static void test_dead_letters_and_early_payments(void **state)
     int64_t early = order_id(item, 0), never = order_id(item, 1);
     int64_t letters = metric("seckill_consumer_payments_dead_lettered_total");
     int64_t applied = metric("seckill_consumer_payments_applied_total");
-    char key[24], why[8][128], st[256];
+    char key[24], why[LETTERS_MAX][128], st[256];
     bool ok;
     snprintf(key, sizeof(key), "%" PRId64, u);
     life_produce(S.pay, S.payments, key, "{\"v\":1,", 6);
@@ -683,17 +747,354 @@ static void test_dead_letters_and_early_payments(void **state)
                  (long long)(metric("seckill_consumer_payments_dead_lettered_total") - letters), S.clog);
     assert_int_equal(metric("seckill_consumer_payments_waiting"), 0);
     assert_int_equal(metric("seckill_consumer_payments_applied_total"), applied + 1);
-    assert_int_equal(read_letters(why, 4), 4);
     const char *want[] = { "bad JSON", "unknown version 2", "key is not the user id", "order unknown" };
-    for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
-        bool found = false;
-        for (int k = 0; k < 4 && !found; k++)
-            found = strstr(why[k], want[i]) != NULL;
-        if (!found)
-            fail_msg("no dead letter says \"%s\" (%s | %s | %s | %s)", want[i], why[0], why[1], why[2], why[3]);
-    }
+    letters_say(why, read_letters(why, LETTERS_MAX), want, ARRAY_SIZE(want));
     assert_int_equal(life_pg_int("SELECT count(*) FROM orders WHERE order_id = $1", never), 0);
     assert_int_equal(life_pg_int("SELECT count(*) FROM late_payments WHERE order_id = $1", never), 0);
+}
+
+/* A payment of order with sig as it is ("": unsigned), published as a
+ * forger holding the payments topic's password would. */
+static void publish_raw_payment(int64_t order, int64_t user, int64_t paid_at, const char *ref, const char *sig)
+{
+    struct pay_msg m = { .order_id = order, .user_id = user, .paid_at_ms = paid_at };
+    char buf[PAY_MSG_MAX], key[24];
+    snprintf(m.ref, sizeof(m.ref), "%s", ref);
+    snprintf(m.sig, sizeof(m.sig), "%s", sig);
+    int n = paymsg_encode(&m, buf, sizeof(buf));
+    assert_true(n > 0);
+    snprintf(key, sizeof(key), "%" PRId64, user);
+    life_produce(S.pay, S.payments, key, buf, (size_t)n);
+}
+
+/* A key set of one entry (KID:FILE) on the suite's configuration. */
+static struct keyring *keys_of(const char *entry)
+{
+    struct cfg c = S.c; /* a shallow copy: only its key list differs */
+    char *v[] = { (char *)entry }, err[1024];
+    struct keyring *ks = NULL;
+    c.kafka.payment_keys = (struct cfg_list){ v, 1 };
+    if (psig_keys_load(&c, &ks, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    return ks;
+}
+
+/* #55 §2: payments no payment key signed are dead-lettered with their
+ * reasons and counted, and change nothing: unsigned, a real MAC over
+ * another payment, a forger's own key under the payment key's id, a key id
+ * the consumer lacks, and an unsigned payment of an expired order (which a
+ * real one would record in late_payments). The real payment then pays. */
+static void test_forged_payments(void **state)
+{
+    (void)state;
+    int64_t item = item_create(2, 60), gone_item = item_create(1, 1), u = S.user_lo + 50, now = util_wall_ms();
+    int64_t o = order_id(item, 0), gone = order_id(gone_item, 0);
+    int64_t letters = metric("seckill_consumer_payments_dead_lettered_total");
+    int64_t unsig = metric("seckill_consumer_payments_unsigned_total");
+    int64_t applied = metric("seckill_consumer_payments_applied_total");
+    int64_t late = metric("seckill_consumer_late_payments_total");
+    char path[128], entry[160], why[LETTERS_MAX][128];
+    bool ok;
+    orders_pending(item, u, 1);
+    orders_pending(gone_item, u + 1, 1);
+    WAIT_UNTIL(life_orders_in(gone_item, "expired") == 1, 15000, ok);
+    if (!ok)
+        fail_msg("the order did not expire; see %s", S.clog);
+
+    publish_raw_payment(o, u, now, "forged-1", "");
+    /* The payment service's MAC of a payment of 1 at now, on one of 2. */
+    struct pay_msg real = { .order_id = o, .user_id = u, .paid_at_ms = now };
+    snprintf(real.ref, sizeof(real.ref), "forged-2");
+    assert_int_equal(psig_sign(&real), 0);
+    publish_raw_payment(o, u, now + 1, "forged-2", real.sig);
+    /* A forger's own key, named p1. */
+    snprintf(path, sizeof(path), "/tmp/sktest-payments-forger-%d", (int)getpid());
+    harness_write_secret(path, "a forger's key, 32 bytes or more, named as the real one");
+    snprintf(entry, sizeof(entry), "p1:%s", path);
+    struct keyring *forger = keys_of(entry);
+    struct pay_msg f = { .order_id = o, .user_id = u, .paid_at_ms = now };
+    snprintf(f.ref, sizeof(f.ref), "forged-3");
+    assert_int_equal(psig_keys_sign(forger, &f), 0);
+    keyring_free(forger);
+    unlink(path);
+    publish_raw_payment(o, u, now, "forged-3", f.sig);
+    publish_raw_payment(o, u, now, "forged-4", "zz:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
+    publish_raw_payment(gone, u + 1, now, "forged-5", "");
+    flush(S.pay);
+
+    WAIT_UNTIL(metric("seckill_consumer_payments_dead_lettered_total") == letters + 5, 15000, ok);
+    if (!ok)
+        fail_msg("%lld dead letters of 5; see %s",
+                 (long long)(metric("seckill_consumer_payments_dead_lettered_total") - letters), S.clog);
+    assert_int_equal(metric("seckill_consumer_payments_unsigned_total"), unsig + 5);
+    assert_int_equal(metric("seckill_consumer_payments_applied_total"), applied);
+    assert_int_equal(metric("seckill_consumer_late_payments_total"), late);
+    assert_int_equal(life_orders_in(item, "pending_payment"), 1);
+    assert_int_equal(life_orders_in(gone_item, "expired"), 1);
+    assert_int_equal(life_pg_int2("SELECT count(*) FROM late_payments WHERE order_id IN ($1, $2)", o, gone), 0);
+    const char *want[] = { "not signed by a payment key: no signature",
+                           "not signed by a payment key: bad signature (key id p1)",
+                           "not signed by a payment key: unknown key id zz" };
+    letters_say(why, read_letters(why, LETTERS_MAX), want, ARRAY_SIZE(want));
+
+    /* The payment service's own payment pays the order. */
+    publish_payment(o, u, now, "real-1");
+    flush(S.pay);
+    WAIT_UNTIL(life_orders_in(item, "paid") == 1, 15000, ok);
+    if (!ok)
+        fail_msg("the real payment did not pay the order; see %s", S.clog);
+    assert_int_equal(
+        life_pg_int("SELECT count(*) FROM orders WHERE order_id = $1 AND status_reason = 'paid real-1'", o), 1);
+}
+
+/* Write the suite's consumer a configuration with kafka.payment_keys set
+ * to entries, and SIGHUP it. */
+static void reload_payment_keys(const char *const *entries, size_t n)
+{
+    char path[256];
+    struct cfg_list saved = S.c.kafka.payment_keys;
+    S.c.kafka.payment_keys = (struct cfg_list){ (char **)entries, n };
+    harness_cfg_file(&S.c, path, sizeof(path));
+    S.c.kafka.payment_keys = saved;
+    assert_int_equal(rename(path, S.cfgpath), 0);
+    kill(S.cons, SIGHUP);
+}
+
+/* A payment key rotated on SIGHUP: a bad key file refuses the reload, and
+ * the key the consumer had still verifies; a new key added first is taken,
+ * and payments signed by either key pay. */
+static void test_payment_key_rotation(void **state)
+{
+    (void)state;
+    int64_t item = item_create(3, 60), u = S.user_lo + 60;
+    char k2[128], entry[160], p1[600];
+    bool ok;
+    orders_pending(item, u, 3);
+    snprintf(p1, sizeof(p1), "p1:%s/%s", S.c.kafka.payment_key_dir, strchr(S.c.kafka.payment_keys.v[0], ':') + 1);
+    snprintf(k2, sizeof(k2), "/tmp/sktest-payments-k2-%d", (int)getpid());
+    harness_write_secret(k2, "a second payment key, 32 bytes or more, for the rotation");
+    snprintf(entry, sizeof(entry), "p2:%s", k2);
+
+    const char *bad[] = { "p2:/nonexistent/payment-key" };
+    reload_payment_keys(bad, 1);
+    WAIT_UNTIL(harness_file_has(S.clog, "/nonexistent/payment-key"), 20000, ok);
+    if (!ok)
+        fail_msg("the reload with a bad payment key file was not refused; see %s", S.clog);
+    publish_payment(order_id(item, 0), u, util_wall_ms(), "rot-1"); /* p1, still held */
+    flush(S.pay);
+    WAIT_UNTIL(life_orders_in(item, "paid") == 1, 15000, ok);
+    if (!ok)
+        fail_msg("the refused reload dropped the payment key; see %s", S.clog);
+
+    const char *both[] = { entry, p1 };
+    reload_payment_keys(both, 2);
+    WAIT_UNTIL(harness_file_has(S.clog, "payment keys: 2 loaded"), 20000, ok);
+    if (!ok)
+        fail_msg("the payment keys were not reloaded; see %s", S.clog);
+    struct keyring *signer = keys_of(entry);
+    struct pay_msg m = { .order_id = order_id(item, 1), .user_id = u + 1, .paid_at_ms = util_wall_ms() };
+    snprintf(m.ref, sizeof(m.ref), "rot-2");
+    assert_int_equal(psig_keys_sign(signer, &m), 0);
+    keyring_free(signer);
+    publish_raw_payment(m.order_id, m.user_id, m.paid_at_ms, m.ref, m.sig);
+    publish_payment(order_id(item, 2), u + 2, util_wall_ms(), "rot-3"); /* p1 */
+    flush(S.pay);
+    WAIT_UNTIL(life_orders_in(item, "paid") == 3, 15000, ok);
+    /* Back to the suite's own keys, for the tests after this one. */
+    const char *own[] = { p1 };
+    reload_payment_keys(own, 1);
+    WAIT_UNTIL(harness_file_lines(S.clog, "payment keys: 1 loaded") >= 1, 20000, ok);
+    unlink(k2);
+    if (life_orders_in(item, "paid") != 3)
+        fail_msg("%lld of 3 paid after the rotation; see %s", (long long)life_orders_in(item, "paid"), S.clog);
+    assert_true(ok);
+}
+
+/* Write S.c as the suite consumer's configuration, SIGHUP it and wait for
+ * the reload to be taken. */
+static void reload_consumer(void)
+{
+    char path[256];
+    bool ok;
+    int before = harness_file_lines(S.clog, "configuration reloaded from");
+    harness_cfg_file(&S.c, path, sizeof(path));
+    assert_int_equal(rename(path, S.cfgpath), 0);
+    kill(S.cons, SIGHUP);
+    WAIT_UNTIL(harness_file_lines(S.clog, "configuration reloaded from") > before, 20000, ok);
+    if (!ok)
+        fail_msg("the consumer did not reload; see %s", S.clog);
+}
+
+/* Publish n payments, signed, for ids of the run's block that no order has
+ * (unknown_id(first..first+n-1)), by users of their own, through rk. */
+static void publish_unknown(rd_kafka_t *rk, int first, int n, const char *prefix)
+{
+    char ref[32];
+    for (int i = first; i < first + n; i++) {
+        snprintf(ref, sizeof(ref), "%s-%d", prefix, i);
+        life_payment(rk, S.payments, unknown_id(i), S.user_lo + 200 + i % 700, util_wall_ms(), ref);
+    }
+}
+
+/* #55 §3: a payment for an id no producer could have issued (block 0, or a
+ * block above the highest order_id_blocks holds) is dead-lettered at once,
+ * not after consumer.payment_wait_ms; an id of a block taken after the
+ * consumer last read the blocks is not refused (it reads them again). */
+static void test_never_issued_ids_refused_at_once(void **state)
+{
+    (void)state;
+    int64_t u = S.user_lo + 80, now = util_wall_ms();
+    int64_t never = metric("seckill_consumer_payments_never_issued_total");
+    int64_t letters = metric("seckill_consumer_payments_dead_lettered_total");
+    int64_t max = life_pg_int("SELECT max(block) FROM order_id_blocks WHERE $1::bigint > 0", 1);
+    char why[LETTERS_MAX][128];
+    bool ok;
+    int64_t t0 = util_mono_ms();
+    publish_payment(42, u, now, "never-0");
+    publish_payment(((max + 1000) << ORDER_ID_SEQ_BITS) | 7, u + 1, now, "never-1");
+    flush(S.pay);
+    WAIT_UNTIL(metric("seckill_consumer_payments_never_issued_total") == never + 2, 15000, ok);
+    int64_t ms = util_mono_ms() - t0;
+    if (!ok)
+        fail_msg("%lld of 2 payments refused as never issued; see %s",
+                 (long long)(metric("seckill_consumer_payments_never_issued_total") - never), S.clog);
+    printf("# both refused %lld ms after they were published (consumer.payment_wait_ms %d)\n", (long long)ms,
+           S.c.consumer.payment_wait_ms);
+    assert_true(ms < S.c.consumer.payment_wait_ms);
+    WAIT_UNTIL(metric("seckill_consumer_payments_dead_lettered_total") == letters + 2, 10000, ok);
+    assert_true(ok);
+    const char *want[] = { "order id never issued: its block is 0",
+                           "order id never issued: its block", "is above the highest taken" };
+    letters_say(why, read_letters(why, LETTERS_MAX), want, ARRAY_SIZE(want));
+
+    /* A block taken now, above the one the consumer read: its order is
+     * paid, not refused. */
+    int64_t item = item_create(1, 60);
+    int64_t block = life_pg_int("INSERT INTO order_id_blocks (host, pid) VALUES ('sktest-payments', $1::integer) "
+                                "RETURNING block",
+                                (int64_t)getpid());
+    int64_t o = (block << ORDER_ID_SEQ_BITS) | 1;
+    publish_order(o, u + 2, item);
+    flush(S.orders);
+    WAIT_UNTIL(life_orders_in(item, "pending_payment") == 1, 20000, ok);
+    assert_true(ok);
+    publish_payment(o, u + 2, util_wall_ms(), "new-block-1");
+    flush(S.pay);
+    WAIT_UNTIL(life_orders_in(item, "paid") == 1, 15000, ok);
+    if (!ok)
+        fail_msg("the payment of an order in a new block was not applied; see %s", S.clog);
+    assert_int_equal(metric("seckill_consumer_payments_never_issued_total"), never + 2);
+}
+
+/* The small one of #55 §5: a hundred late payments (their orders expired)
+ * are recorded, and the log says so in a line or two, not a line each. */
+static void test_late_payments_logged_once(void **state)
+{
+    (void)state;
+    enum { N = 100 };
+    int64_t item = item_create(N, 2), first = S.user_lo + 3000;
+    int64_t late = metric("seckill_consumer_late_payments_total");
+    int lines = harness_file_lines(S.clog, "came when the order was");
+    char ref[32];
+    bool ok;
+    for (int i = 0; i < N; i++)
+        publish_order(order_id(item, i), first + i, item);
+    flush(S.orders);
+    WAIT_UNTIL(life_orders_in(item, "expired") == N, 30000, ok);
+    if (!ok)
+        fail_msg("%lld of %d orders expired; see %s", (long long)life_orders_in(item, "expired"), N, S.clog);
+    for (int i = 0; i < N; i++) {
+        snprintf(ref, sizeof(ref), "late-log-%d", i);
+        publish_payment(order_id(item, i), first + i, util_wall_ms(), ref);
+    }
+    flush(S.pay);
+    wait_metric("seckill_consumer_late_payments_total", late + N, "the late payments");
+    WAIT_UNTIL(harness_file_lines(S.clog, "came when the order was") > lines, 20000, ok);
+    if (!ok)
+        fail_msg("the late payments were never said; see %s", S.clog);
+    int said = harness_file_lines(S.clog, "came when the order was") - lines;
+    printf("# %d late payments, said in %d lines\n", N, said);
+    assert_true(said <= 2);
+    assert_true(harness_file_has(S.clog, "late payments recorded in late_payments (the orders and the stock"));
+}
+
+/* The waiting set is bounded (consumer.payment_wait_max): past it, the
+ * payment that waited longest is dead-lettered ("waiting set full",
+ * counted) to make room, and every payment still ends somewhere: the ones
+ * that stay wait out consumer.payment_wait_ms and are dead-lettered too. */
+static void test_waiting_set_full(void **state)
+{
+    (void)state;
+    enum { MAX = 100, N = 150 };
+    int64_t letters = metric("seckill_consumer_payments_dead_lettered_total");
+    int64_t full = metric("seckill_consumer_payments_wait_full_total");
+    char why[LETTERS_MAX][128];
+    bool ok;
+    S.c.consumer.payment_wait_max = MAX;
+    reload_consumer();
+    publish_unknown(S.pay, 20000, N, "full");
+    flush(S.pay);
+    WAIT_UNTIL(metric("seckill_consumer_payments_wait_full_total") == full + (N - MAX), 15000, ok);
+    int64_t waiting = metric("seckill_consumer_payments_waiting");
+    if (!ok)
+        fail_msg("%lld dead-lettered as the waiting set full, want %d; see %s",
+                 (long long)(metric("seckill_consumer_payments_wait_full_total") - full), N - MAX, S.clog);
+    assert_true(waiting <= MAX);
+    /* The rest once their wait is over: all of them, each once. */
+    wait_metric("seckill_consumer_payments_dead_lettered_total", letters + N, "every payment of the full set");
+    assert_int_equal(metric("seckill_consumer_payments_wait_full_total"), full + (N - MAX));
+    assert_int_equal(metric("seckill_consumer_payments_waiting"), 0);
+    const char *want[] = { "waiting set full", "order unknown" };
+    letters_say(why, read_letters(why, LETTERS_MAX), want, ARRAY_SIZE(want));
+    S.c.consumer.payment_wait_max = 50000;
+    reload_consumer();
+}
+
+/* #55 §3: 10,000 payments for orders that never come (ids a producer could
+ * have issued) wait for them; a payment for a persisted order published
+ * behind them is applied within 2 s: the waiting ones are looked for
+ * without a lock, apart from the payments to apply, and do not count
+ * towards the pause. They end as dead letters once consumer.payment_wait_ms
+ * is over, each once, and the log says the wait once. */
+static void test_unknown_payments_hold_back_none(void **state)
+{
+    (void)state;
+    enum { N = 10000 };
+    int64_t item = item_create(1, 10), u = S.user_lo + 90;
+    int64_t letters = metric("seckill_consumer_payments_dead_lettered_total");
+    int said = harness_file_lines(S.clog, "is not in PostgreSQL yet");
+    bool ok;
+    orders_pending(item, u, 1);
+    rd_kafka_t *rk = life_producer(&harness_conf, "payment", "50");
+    int64_t p0 = util_mono_ms();
+    publish_unknown(rk, 0, N, "unknown");
+    flush(rk);
+    rd_kafka_destroy(rk);
+    int64_t pub_ms = util_mono_ms() - p0;
+    WAIT_UNTIL(metric("seckill_consumer_payments_waiting") >= N / 2, 20000, ok);
+    if (!ok)
+        fail_msg("%lld payments wait; see %s", (long long)metric("seckill_consumer_payments_waiting"), S.clog);
+
+    int64_t t0 = util_mono_ms();
+    publish_payment(order_id(item, 0), u, util_wall_ms(), "behind-10k");
+    flush(S.pay);
+    WAIT_UNTIL(life_orders_in(item, "paid") == 1, 30000, ok);
+    int64_t ms = util_mono_ms() - t0;
+    int64_t waiting = metric("seckill_consumer_payments_waiting");
+    printf("# %d unknown payments published in %lld ms; the real one behind them applied in %lld ms "
+           "(%lld waiting then)\n",
+           N, (long long)pub_ms, (long long)ms, (long long)waiting);
+    if (!ok)
+        fail_msg("the real payment was not applied; see %s", S.clog);
+    assert_true(ms < 2000);
+
+    wait_metric("seckill_consumer_payments_dead_lettered_total", letters + N, "the unknown payments");
+    WAIT_UNTIL(metric("seckill_consumer_payments_waiting") == 0, 10000, ok);
+    assert_true(ok);
+    assert_int_equal(harness_file_lines(S.clog, "is not in PostgreSQL yet"), said + 1);
+    assert_int_equal(life_pg_int2("SELECT count(*) FROM orders WHERE order_id BETWEEN $1 AND $2",
+                                  unknown_id(0), unknown_id(N - 1)),
+                     0);
 }
 
 /* Turn the consumer's Redis user on or off; off also drops its
@@ -784,16 +1185,6 @@ static void publish_burst(rd_kafka_t *rk, int64_t item, int64_t first, int i, in
     char ref[32];
     snprintf(ref, sizeof(ref), "%s-%d", prefix, i);
     life_payment(rk, S.payments, order_id(item, i), first + i, paid_at, ref);
-}
-
-/* Wait until the counter name is want (or fail, naming what). */
-static void wait_metric(const char *name, int64_t want, const char *what)
-{
-    bool ok;
-    WAIT_UNTIL(metric(name) == want, 30000, ok);
-    if (!ok)
-        fail_msg("%s: %s is %lld, want %lld; see %s", what, name, (long long)metric(name), (long long)want,
-                 S.clog);
 }
 
 /* A burst of payments at once, as a sale's end brings (SECKILL_PAY_BURST,
@@ -911,7 +1302,7 @@ static void publish_cancel(int64_t order, int64_t user, int64_t item)
  * late payment; each item's Redis stock and orders hash. Caller frees. */
 static char *run_state(void)
 {
-    char lo[24], hi[24], items[8 * 24 + 2] = "{", *out = NULL;
+    char lo[24], hi[24], items[ARRAY_SIZE(S.items) * 24 + 2] = "{", *out = NULL;
     size_t len = 0;
     for (int i = 0; i < S.nitems; i++)
         snprintf(items + strlen(items), sizeof(items) - strlen(items), "%s%" PRId64, i ? "," : "", S.items[i]);
@@ -1057,6 +1448,12 @@ int main(void)
         cmocka_unit_test(test_late_payment_of_expired_order),
         cmocka_unit_test(test_payments_race_the_expiry),
         cmocka_unit_test(test_dead_letters_and_early_payments),
+        cmocka_unit_test(test_forged_payments),
+        cmocka_unit_test(test_payment_key_rotation),
+        cmocka_unit_test(test_never_issued_ids_refused_at_once),
+        cmocka_unit_test(test_late_payments_logged_once),
+        cmocka_unit_test(test_waiting_set_full),
+        cmocka_unit_test(test_unknown_payments_hold_back_none),
         cmocka_unit_test(test_payment_waits_out_redis_and_postgres),
         cmocka_unit_test(test_payment_burst),
         cmocka_unit_test(test_replay_both_topics),

@@ -144,7 +144,7 @@ static void topic_mark(struct topic_mark *m)
 }
 
 /* The key id of the last order topic_orders read. */
-static char last_kid[OSIG_KID_MAX + 1];
+static char last_kid[KEYRING_KID_MAX + 1];
 
 /* Read every message after the mark up to the current end; collect the
  * order ids of item's orders into ids (up to max), each of which a
@@ -180,7 +180,7 @@ static int topic_orders(const struct topic_mark *m, int64_t item, int64_t *ids, 
                 assert_int_equal((int)msg->key_len, (int)strlen(key));
                 assert_memory_equal(msg->key, key, msg->key_len);
                 /* #45 §1: signed, the sweeper's re-published ones too. */
-                if (osig_verify(&o, err, sizeof(err)) != OSIG_OK)
+                if (osig_verify(&o, err, sizeof(err)) != KEYRING_OK)
                     fail_msg("order %lld: %s", (long long)o.order_id, err);
                 snprintf(last_kid, sizeof(last_kid), "%.*s", (int)strcspn(o.sig, ":"), o.sig);
                 ids[found++] = o.order_id;

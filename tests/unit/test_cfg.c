@@ -109,6 +109,7 @@ static void test_defaults(void **state)
      * waited for five minutes. */
     assert_string_equal(c.kafka.payments_topic, "seckill.payments");
     assert_int_equal(c.consumer.payment_wait_ms, 300000);
+    assert_int_equal(c.consumer.payment_wait_max, 50000);
     cfg_free(&c);
 }
 
@@ -152,9 +153,10 @@ static void test_payment_settings(void **state)
     if (cfg_load(path, &c, err, sizeof(err)) != 0)
         fail_msg("%s", err);
     assert_int_equal(c.consumer.payment_wait_ms, 5000);
-    write_cfg(MINIMAL "consumer = { payment_wait_ms = 60000; };\n");
+    write_cfg(MINIMAL "consumer = { payment_wait_ms = 60000; payment_wait_max = 100; };\n");
     assert_int_equal(cfg_load(path, &n, err, sizeof(err)), 0);
-    assert_int_equal(cfg_reload_check(&c, &n, err, sizeof(err)), 0);
+    assert_int_equal(n.consumer.payment_wait_max, 100);
+    assert_int_equal(cfg_reload_check(&c, &n, err, sizeof(err)), 0); /* both reloadable */
     cfg_free(&n);
     write_cfg("kafka = { brokers = \"127.0.0.1:19092\"; payments_topic = \"shop.payments\"; };\n"
               "postgres = { dbname = \"d\"; admin_user = \"u\"; };\n");
@@ -166,6 +168,8 @@ static void test_payment_settings(void **state)
     cfg_free(&c);
     expect_error(MINIMAL "consumer = { payment_wait_ms = 999; };\n",
                  "'consumer.payment_wait_ms' = 999 is out of range");
+    expect_error(MINIMAL "consumer = { payment_wait_max = 99; };\n",
+                 "'consumer.payment_wait_max' = 99 is out of range");
     expect_error("kafka = { brokers = \"127.0.0.1:19092\"; payments_topic = \"seckill.orders\"; };\n"
                  "postgres = { dbname = \"d\"; admin_user = \"u\"; };\n",
                  "'kafka.payments_topic' is 'kafka.topic'");
