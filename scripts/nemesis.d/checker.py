@@ -9,6 +9,8 @@ import json
 import re
 import time
 
+from replays import burst_window
+
 HOLDING = ("final", "pending_payment", "paid")  # the statuses that hold a unit
 
 
@@ -160,6 +162,24 @@ def check_after(ops, orders, returns, late, left, redis, items, holding):
     }
 
 
+def check_replays(c, ops, late, items, events):
+    """Issue #55, item 7: refused orders brought back by the replays (an order id both refused
+    and persisted for the same buyer), and payments made late by the burst (paid at once, in
+    the burst's quiet slot, and still recorded late: the burst held them past their window)."""
+    ids = ",".join(str(i) for i, _ in items)
+    back = [r[0] for r in query(c, "SELECT o.order_id FROM orders o JOIN order_rejections r ON "
+                                   "r.order_id = o.order_id AND r.user_id = o.user_id AND r.item_id = o.item_id "
+                                   f"WHERE o.item_id IN ({ids})")]
+    window, late_by_burst = burst_window(events), []
+    if window:
+        for p in by_type(ops, "pay")["ok"]:
+            if (p.get("fate") == "pay" and window[0] <= p["t"] <= window[1]
+                    and (str(p["order_id"]), p["ref"]) in late):
+                late_by_burst.append(p["order_id"])
+    return {"refused_back": len(back), "late_by_burst": len(late_by_burst), "burst": bool(window),
+            "replay_evidence": {"refused_back": back[:50], "late_by_burst": late_by_burst[:50]}}
+
+
 def count_why(ops):
     why = {}
     for o in ops:
@@ -168,11 +188,12 @@ def count_why(ops):
     return why
 
 
-def check(c, items, history):
+def check(c, items, history, events):
     ops = read_history(history)
     orders, returns, late, left, redis = stores(c, items)
     b = check_buys(ops, orders, items)
     a = check_after(ops, orders, returns, late, left, redis, items, b["holding"])
+    rp = check_replays(c, ops, late, items, events)
     rec = c.ctl("reconcile", check=False)
     buys = b["buys"]
     r = {
@@ -189,7 +210,9 @@ def check(c, items, history):
                      "unexpected": b["unexpected"][:50], "reconcile": rec.stdout[-4000:]},
     }
     r["evidence"].update(a.pop("after_evidence"))
+    r["evidence"].update(rp.pop("replay_evidence"))
     r.update(a)
+    r.update(rp)
     return r
 
 

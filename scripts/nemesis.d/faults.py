@@ -7,6 +7,7 @@ import signal
 import time
 
 from machinery import BROKERS, DOWN_AFTER_MS, LOCK_TTL_MS, REDIS_SERVICE_OF_HOST, SENTINELS
+from replays import replays
 
 KINDS = ["partitions", "netem", "pauses", "clocks", "kills"]
 
@@ -118,9 +119,12 @@ FAULTS = {"partitions": fault_partition, "netem": fault_loss, "pauses": fault_pa
 
 
 def schedule(c, rng, seconds, counts, events):
-    """Fault, hold, heal, settle, until SECONDS pass and every kind ran once."""
+    """Fault, hold, heal, settle, until SECONDS pass and every kind ran once;
+    once, after half of them, both topics replayed and a burst of payments
+    for unknown ids, in a slot of its own (replays.py)."""
     order = []
     end = c.t() + seconds
+    mid = c.t() + seconds / 2
     while c.t() < end or any(counts[k] == 0 for k in KINDS):
         if not order:
             order = KINDS[:]
@@ -137,3 +141,6 @@ def schedule(c, rng, seconds, counts, events):
         c.say(f"heal ({kind}); settle 4 s")
         time.sleep(4)
         c.restart_exited()
+        if mid is not None and c.t() >= mid:
+            replays(c, events)
+            mid = None

@@ -77,8 +77,8 @@ class Cluster:
     def say(self, msg):
         log(f"[{self.t():6.1f}s] {msg}")
 
-    def run(self, *cmd, check=True, quiet=True, timeout=300):
-        r = subprocess.run(cmd, env=self.env, cwd=ROOT, text=True, timeout=timeout,
+    def run(self, *cmd, check=True, quiet=True, timeout=300, input=None):
+        r = subprocess.run(cmd, env=self.env, cwd=ROOT, text=True, timeout=timeout, input=input,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         if check and r.returncode != 0:
             raise Broken(f"{' '.join(cmd)}: exit {r.returncode}\n{r.stdout[-3000:]}")

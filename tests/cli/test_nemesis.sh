@@ -29,7 +29,7 @@ trap 'rm -rf "$T"' EXIT
 # SECONDS=300 runs it again.
 SEED=32
 
-echo "1..7"
+echo "1..8"
 
 scripts/nemesis --seed $SEED --seconds 60 --build build --json "$T/nemesis.json" >"$T/out" 2>&1
 rc=$?
@@ -37,7 +37,7 @@ if [ $rc -eq 0 ]; then pass "seed $SEED, 60 s: exit 0, nothing broken"
 else fail "seed $SEED, 60 s: exit 0, nothing broken (exit $rc)" "$(tail -n 40 "$T/out")"; fi
 
 line=$(tail -n 1 "$T/out")
-re='^nemesis: seed [0-9]+, [0-9]+ faults \(partitions [0-9]+, netem [0-9]+, pauses [0-9]+, clocks [0-9]+, kills [0-9]+\), accepted [0-9]+, persisted [0-9]+, lost 0, duplicated 0, oversold 0, unexpected 0, info [0-9]+, recovered [0-9]+, payments [0-9]+, cancels [0-9]+, expired [0-9]+, returned twice 0, not returned 0, payments lost 0, paid resold 0, reconcile clean$'
+re='^nemesis: seed [0-9]+, [0-9]+ faults \(partitions [0-9]+, netem [0-9]+, pauses [0-9]+, clocks [0-9]+, kills [0-9]+\), accepted [0-9]+, persisted [0-9]+, lost 0, duplicated 0, oversold 0, unexpected 0, info [0-9]+, recovered [0-9]+, payments [0-9]+, cancels [0-9]+, expired [0-9]+, returned twice 0, not returned 0, payments lost 0, paid resold 0, refused brought back 0, paid late by the burst 0, reconcile clean$'
 if [[ $line =~ $re ]]; then pass "the summary line: $line"
 else fail "the summary line" "got: $line"; fi
 
@@ -56,6 +56,14 @@ print(r["payments"] > 0, r["paid"] > 0, r["cancels"] > 0, r["cancelled"] > 0, r[
       any(v["orders"] > v["stock"] for v in r["per_item"].values()))' "$T/nemesis.json" 2>&1)
 is "payments paid, cancels applied, orders expired, and returned units sold again" "$after" \
     "True True True True True True"
+
+# Issue #55, item 7: mid-run, both topics replayed and a burst of payments for unknown ids.
+replays=$(python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+k = {e["kind"]: e for e in r["schedule"]}
+print(r["burst"], k.get("replays", {}).get("orders_replay_exit"), k.get("replays", {}).get("payments_replayed", 0) > 0)' \
+    "$T/nemesis.json" 2>&1)
+is "the orders topic replayed (exit 0), the payments published again, the burst sent" "$replays" "True 0 True"
 
 is "the schedule was printed as it went (a line per fault, a heal after each)" \
     "$([ "$(grep -c '] heal (' "$T/out")" -ge 5 ] && grep -q '] partition ' "$T/out" && echo printed)" printed
