@@ -6,25 +6,18 @@
 #include <string.h>
 
 #include "cmetrics.h"
+#include "msgenv.h"
 #include "order.h"
 #include "ordersig.h"
 
 static int check_key(const rd_kafka_message_t *km, const struct order *o, char *err, size_t errlen)
 {
-    char want[ORDER_ID_STR_MAX];
-    int n = snprintf(want, sizeof(want), "%" PRId64, o->user_id);
     /* The key routes a user's orders to one partition; a message without a
      * key, or whose key is not its user, could be overtaken by that user's
      * other orders and cancels (a cancel must reach the consumer after its
      * order): refused as the payments' are. */
-    if (!km->key) {
-        snprintf(err, errlen, "no key: an order is keyed by its user id");
+    if (msgenv_key_is_user(km->key, km->key_len, o->user_id, "an order", err, errlen) != 0)
         return -1;
-    }
-    if (km->key_len != (size_t)n || memcmp(km->key, want, (size_t)n) != 0) {
-        snprintf(err, errlen, "key is not the user id");
-        return -1;
-    }
     if (o->reserved_at_ms > INMSG_RESERVED_AT_MAX_MS) {
         snprintf(err, errlen, "\"reserved_at_ms\" out of range");
         return -1;

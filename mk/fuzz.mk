@@ -56,13 +56,14 @@ fuzz-toolchain:
 # Each harness is compiled together with just the sources it exercises, all
 # instrumented, so coverage reaches into them (jansson and OpenSSL are not).
 $(FUZZ_DIR)/fuzz_request: tests/fuzz/fuzz_request.c producer/request.c common/base/util.c common/base/jsonint.c
-$(FUZZ_DIR)/fuzz_order: tests/fuzz/fuzz_order.c common/sale/order.c common/base/util.c common/base/jsonint.c
+$(FUZZ_DIR)/fuzz_order: tests/fuzz/fuzz_order.c common/sale/order.c common/sale/msgenv.c common/base/util.c \
+    common/base/jsonint.c
 $(FUZZ_DIR)/fuzz_jwt: tests/fuzz/fuzz_jwt.c common/base/jwt.c common/base/secret.c common/base/util.c
 # The payment's key list goes through keyring.c, which names the setting's
-# place (cfg.c and cfglit.c: libconfig, and librdkafka, which checks raw properties) and
-# logs a reload (log.c).
-$(FUZZ_DIR)/fuzz_payment: tests/fuzz/fuzz_payment.c common/sale/paymsg.c common/sale/paysig.c \
-    common/base/keyring.c common/base/cfg.c common/base/cfglit.c common/base/netaddr.c common/base/log.c \
+# place (cfg.c and cfglit.c: libconfig, and librdkafka, which checks raw
+# properties) and logs a reload (log.c).
+$(FUZZ_DIR)/fuzz_payment: tests/fuzz/fuzz_payment.c common/sale/paymsg.c common/sale/msgenv.c \
+    common/sale/paysig.c common/base/keyring.c common/base/cfg.c common/base/cfglit.c common/base/netaddr.c common/base/log.c \
     common/base/secret.c common/base/util.c common/base/jsonint.c
 $(FUZZ_BINS): $(wildcard common/*/*.h producer/*.h) mk/fuzz.mk | fuzz-toolchain
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^) $(FUZZ_LIBS)

@@ -4,8 +4,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "jsonint.h"
+#include "msgenv.h"
 #include "util.h"
+
+/* A signature "KID:HEX" (ordersig.h checks its form), at most
+ * ORDER_SIG_MAX - 1 characters. */
+static const char SIG_CHARS[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_:-";
+#define SIG_WHAT "a string of 1 to 103 of [A-Za-z0-9_:-]"
+_Static_assert(ORDER_SIG_MAX - 1 == 103, "SIG_WHAT names ORDER_SIG_MAX - 1");
 
 int order_encode(const struct order *o, char *buf, size_t len)
 {
@@ -24,28 +30,6 @@ int order_encode(const struct order *o, char *buf, size_t len)
     return n;
 }
 
-/* The optional "sig" member into out->sig; 0, or -1 with err set. */
-static int get_sig(json_t *root, struct order *out, char *err, size_t errlen)
-{
-    json_t *v = json_object_get(root, "sig");
-    const char *s;
-    size_t n;
-    memset(out->sig, 0, sizeof(out->sig)); /* all of it: a decoded order compares whole */
-    if (!v)
-        return 0;
-    if (!json_is_string(v) || (n = json_string_length(v)) == 0 || n >= sizeof(out->sig)) {
-        snprintf(err, errlen, "\"sig\" is not a string of 1 to %d characters", ORDER_SIG_MAX - 1);
-        return -1;
-    }
-    s = json_string_value(v);
-    if (strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_:-") != n) {
-        snprintf(err, errlen, "\"sig\" has a character other than [A-Za-z0-9_:-]");
-        return -1;
-    }
-    memcpy(out->sig, s, n + 1);
-    return 0;
-}
-
 /* The optional "type" member into out->kind; 0, or -1 with err set. */
 static int get_kind(json_t *root, struct order *out, char *err, size_t errlen)
 {
@@ -62,61 +46,23 @@ static int get_kind(json_t *root, struct order *out, char *err, size_t errlen)
     return 0;
 }
 
-/* A JSON integer member in [min, max]; 0, or -1 with err set. */
-static int get_int(json_t *root, const char *name, int64_t min, int64_t max, int64_t *out,
-                   char *err, size_t errlen)
-{
-    switch (jsonint_get(root, name, min, max, out)) {
-    case JSONINT_OK: return 0;
-    case JSONINT_MISSING: snprintf(err, errlen, "missing \"%s\"", name); break;
-    case JSONINT_NOT_INTEGER: snprintf(err, errlen, "\"%s\" is not an integer", name); break;
-    case JSONINT_OUT_OF_RANGE: snprintf(err, errlen, "\"%s\" out of range", name); break;
-    }
-    return -1;
-}
-
 int order_decode(const char *buf, size_t len, struct order *out, char *err, size_t errlen)
 {
-    json_error_t jerr;
-    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
-    int64_t v;
-    json_t *id;
-    if (!root) {
-        snprintf(err, errlen, "bad JSON: %s", jerr.text);
-        goto fail;
-    }
-    if (!json_is_object(root)) {
-        snprintf(err, errlen, "not a JSON object");
-        goto fail;
-    }
-    if (get_int(root, "v", 0, INT64_MAX, &v, err, errlen) != 0)
-        goto fail;
-    if (v != ORDER_VERSION) {
-        snprintf(err, errlen, "unknown version %lld", (long long)v);
-        goto fail;
-    }
-    if (get_kind(root, out, err, errlen) != 0)
-        goto fail;
-    id = json_object_get(root, "order_id");
-    if (!id || !json_is_string(id)) {
-        snprintf(err, errlen, "missing \"order_id\" string");
-        goto fail;
-    }
-    if (util_parse_i64(json_string_value(id), 1, INT64_MAX, &out->order_id) != 0) {
-        snprintf(err, errlen, "\"order_id\" is not a positive 64-bit integer");
-        goto fail;
-    }
-    if (get_int(root, "user_id", 1, INT64_MAX, &out->user_id, err, errlen) != 0 ||
-        get_int(root, "item_id", 1, INT64_MAX, &out->item_id, err, errlen) != 0 ||
-        get_int(root, "qty", 1, 1, &out->qty, err, errlen) != 0 ||
-        get_int(root, "reserved_at_ms", 1, INT64_MAX, &out->reserved_at_ms, err, errlen) != 0 ||
-        get_sig(root, out, err, errlen) != 0)
-        goto fail;
+    json_t *root;
+    int ret = -1;
+    if (msgenv_open(buf, len, ORDER_VERSION, &root, err, errlen) != 0)
+        return -1;
+    if (get_kind(root, out, err, errlen) != 0 || msgenv_order_id(root, &out->order_id, err, errlen) != 0 ||
+        msgenv_int(root, "user_id", 1, INT64_MAX, &out->user_id, err, errlen) != 0 ||
+        msgenv_int(root, "item_id", 1, INT64_MAX, &out->item_id, err, errlen) != 0 ||
+        msgenv_int(root, "qty", 1, 1, &out->qty, err, errlen) != 0 ||
+        msgenv_int(root, "reserved_at_ms", 1, INT64_MAX, &out->reserved_at_ms, err, errlen) != 0 ||
+        msgenv_word(root, "sig", SIG_CHARS, out->sig, sizeof(out->sig), 1, SIG_WHAT, err, errlen) != 0)
+        goto out;
+    ret = 0;
+out:
     json_decref(root);
-    return 0;
-fail:
-    json_decref(root);
-    return -1;
+    return ret;
 }
 
 int64_t order_id_make(int64_t block, int64_t seq)
