@@ -113,7 +113,7 @@ static void format_vals(struct cmsg *const *m, size_t n, char (*vals)[24])
         char(*o)[24] = &vals[i * SETTLE_VALS];
         snprintf(o[0], sizeof(o[0]), "%" PRId64, r->order_id);
         snprintf(o[1], sizeof(o[1]), "%" PRId64, r->user_id);
-        snprintf(o[2], sizeof(o[2]), "%c", cmsg_status(m[i]->outcome));
+        snprintf(o[2], sizeof(o[2]), "%c", ost_letter(cmsg_status(m[i]->outcome)));
         snprintf(o[3], sizeof(o[3]), "%" PRId64, r->reserved_at_ms);
         snprintf(o[4], sizeof(o[4]), "%s", why ? why : "");
         snprintf(o[5], sizeof(o[5]), "%" PRId64, m[i]->pay_by_ms);
@@ -310,13 +310,13 @@ static int clear_try(struct settle *s)
 }
 
 /* Append the orders of v[0..n) to the backlog; a message that has nothing
- * to settle in Redis (a cancel: cmsg_status 0) goes back at once. Out of
+ * to settle in Redis (a cancel: cmsg_status OST_NONE) goes back at once. Out of
  * memory, they are held nowhere: handed back uncleared, as given up. */
 static void backlog_add(struct settle *s, struct cmsg *const *v, size_t n)
 {
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (cmsg_status(v[i]->outcome) == 0)
+        if (cmsg_status(v[i]->outcome) == OST_NONE)
             hand_back(s, v[i]);
         else
             k++;
@@ -329,7 +329,7 @@ static void backlog_add(struct settle *s, struct cmsg *const *v, size_t n)
             log_error("worker %d: out of memory: %zu reservations of persisted orders left for "
                       "'seckillctl reconcile --fix'", s->id, k);
             for (size_t i = 0; i < n; i++)
-                if (cmsg_status(v[i]->outcome) != 0)
+                if (cmsg_status(v[i]->outcome) != OST_NONE)
                     hand_back(s, v[i]);
             return;
         }
@@ -337,7 +337,7 @@ static void backlog_add(struct settle *s, struct cmsg *const *v, size_t n)
         s->capunclear = cap;
     }
     for (size_t i = 0; i < n; i++)
-        if (cmsg_status(v[i]->outcome) != 0)
+        if (cmsg_status(v[i]->outcome) != OST_NONE)
             s->unclear[s->nunclear++] = v[i];
 }
 

@@ -19,7 +19,7 @@
  * (consumer/lua/seckill_return.lua), right after the item's seckill_settle
  * in the same round trip; an item without a payment window costs nothing
  * more. The item's orders leave the backlog only when both calls answered.
- * A buyer's cancel has nothing to settle here (cmsg_status 0): it comes
+ * A buyer's cancel has nothing to settle here (cmsg_status OST_NONE): it comes
  * back at once; its unit goes back to Redis from order_returns
  * (consumer/expiry.c).
  *
