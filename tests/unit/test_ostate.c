@@ -247,8 +247,12 @@ static bool by_mark(enum ost_state s) { return ost_writer(s) == OST_BY_MARK; }
 static void test_lua_letters_known(void **state)
 {
     (void)state;
-    static const char *const files[] = { "consumer/lua/seckill_return.lua", "consumer/lua/seckill_consumer.lua",
-                                         "producer/lua/seckill_producer.lua", "ctl/lua/seckill_ctl.lua" };
+    static const char *const files[] = {
+        "consumer/lua/seckill_return.lua",
+        "consumer/lua/seckill_consumer.lua",
+        "producer/lua/seckill_producer.lua",
+        "ctl/lua/seckill_ctl.lua",
+    };
     for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
         char *lua = slurp(files[i]), seen[32] = "", written[32] = "", all[64];
         strip_comments(lua);
