@@ -1,7 +1,6 @@
 #include "rstate.h"
 
 #include <hiredis/hiredis.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
