@@ -50,8 +50,8 @@ struct expiry {
     int64_t counted_ms;   /* when the gauge of returns not done was last read */
     struct ret_row *rows; /* the pass's due returns, sorted by item */
     size_t nrows, cap;
-    const char **argv; /* room for one call: keys, flag, two per order */
-    char (*vals)[24];  /* the orders' ids and users as text */
+    const char **argv; /* room for one call: keys, flag, two (or three) per order */
+    char (*vals)[24];  /* the orders' ids, users and times as text */
     char *ids;         /* an array parameter's text */
 };
 

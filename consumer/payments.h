@@ -44,9 +44,9 @@
  *    another buyer's order is dead-lettered. One commit. A lease lost
  *    before it, or any failure, rolls the batch back: all of it is tried
  *    again.
- * 4. After the commit, the orders paid are marked paid in their items'
- *    orders hashes (seckill_mark through rstate.h, the buyers' status calls)
- *    in one pipelined round trip, best effort: PostgreSQL decides, a failure is logged once per
+ * 4. After the commit, the orders paid become 'p' in their items' orders
+ *    hashes (seckill_mark, the buyers' status calls) in one pipelined round
+ *    trip, best effort: PostgreSQL decides, a failure is logged once per
  *    state change and counted. Then the locks are released, in one round
  *    trip.
  * 5. Only then are the messages' offsets stored (never past a payment not
