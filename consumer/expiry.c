@@ -16,12 +16,13 @@
 #include "pgconn.h"
 #include "rfunc.h"
 #include "rpipe.h"
+#include "rstate.h"
 #include "util.h"
 
-/* seckill_return's keys; its arguments are the rebuy flag, then two per order. */
+/* seckill_return's keys; its arguments are the rebuy flag, then two per
+ * order (its id and user). */
 #define EXP_KEYS 4
-/* seckill_mark's one key (the orders hash); its arguments are three per order. */
-#define EXP_MARK_ARGS 3
+#define EXP_RETURN_ARGS 2
 /* After a failed pass (a service down) the thread waits this long, doubling
  * to the cap: the connections are remade on the next pass. */
 #define EXP_BACKOFF_BASE_MS 100
@@ -31,9 +32,9 @@
 
 struct ret_row {
     int64_t order_id, item_id, user_id;
-    int64_t changed_ms; /* when it expired or was cancelled (order_returns.created_at) */
-    const char *state;  /* seckill_mark's letter: "x" expired, "k" cancelled */
-    bool ok;            /* Redis has its unit back and its state (or holds no item to give them to) */
+    int64_t changed_ms;   /* when it expired or was cancelled (order_returns.created_at) */
+    enum ost_state state; /* OST_EXPIRED or OST_CANCELLED (ostate.h) */
+    bool ok;              /* Redis has its unit back and its state (or holds no item to give them to) */
 };
 
 struct expiry {
@@ -42,8 +43,8 @@ struct expiry {
     PGconn *pg;
     struct rp *rp;
     struct rp_batch batch;
-    struct rfunc fn;   /* seckill_return */
-    struct rfunc mark; /* seckill_mark, of the same library */
+    struct rfunc return_fn; /* seckill_return */
+    struct rs rs;           /* the orders' states (rstate.h) */
     struct log_repeat say_pg, say_redis, say_missing, say_short;
     int fails;            /* failed passes in a row: the backoff's exponent */
     int64_t counted_ms;   /* when the gauge of returns not done was last read */
@@ -117,10 +118,10 @@ static int reserve(struct expiry *e, size_t limit)
     struct ret_row *rows = realloc(e->rows, limit * sizeof(*rows));
     if (rows)
         e->rows = rows;
-    const char **argv = realloc(e->argv, (limit * EXP_MARK_ARGS + EXP_KEYS + 1) * sizeof(*argv));
+    const char **argv = realloc(e->argv, (limit * EXP_RETURN_ARGS + EXP_KEYS + 1) * sizeof(*argv));
     if (argv)
         e->argv = argv;
-    char(*vals)[24] = realloc(e->vals, limit * 3 * sizeof(*vals));
+    char(*vals)[24] = realloc(e->vals, limit * EXP_RETURN_ARGS * sizeof(*vals));
     if (vals)
         e->vals = vals;
     char *ids = realloc(e->ids, limit * EXP_ID_CHARS + 3);
@@ -139,8 +140,10 @@ static int parse_due(const PGresult *res, int i, struct ret_row *r)
 {
     const char *why = PQgetvalue(res, i, 3);
     r->ok = false;
-    r->state = strcmp(why, "expired") == 0 ? "x" : strcmp(why, "cancelled") == 0 ? "k" : NULL;
-    if (!r->state || util_parse_i64(PQgetvalue(res, i, 0), 1, INT64_MAX, &r->order_id) != 0 ||
+    /* A return's reason is the state of an order that gave its unit back. */
+    r->state = ost_of_pg_word(why);
+    if (r->state == OST_NONE || ost_holds_unit(r->state) ||
+        util_parse_i64(PQgetvalue(res, i, 0), 1, INT64_MAX, &r->order_id) != 0 ||
         util_parse_i64(PQgetvalue(res, i, 1), 1, INT64_MAX, &r->item_id) != 0 ||
         util_parse_i64(PQgetvalue(res, i, 2), 1, INT64_MAX, &r->user_id) != 0 ||
         util_parse_i64(PQgetvalue(res, i, 4), 1, INT64_MAX, &r->changed_ms) != 0) {
@@ -291,24 +294,26 @@ static int add_return(struct expiry *e, size_t i, size_t j, char k[][KEYS_MAX], 
     e->argv[a++] = returned;
     e->argv[a++] = CFG_GET(e->cfg->sale.rebuy_after_cancel) ? "1" : "0";
     for (size_t m = i; m < j; m++) {
-        e->argv[a++] = e->vals[3 * m];
-        e->argv[a++] = e->vals[3 * m + 1];
+        snprintf(e->vals[EXP_RETURN_ARGS * m], sizeof(e->vals[0]), "%" PRId64, e->rows[m].order_id);
+        snprintf(e->vals[EXP_RETURN_ARGS * m + 1], sizeof(e->vals[0]), "%" PRId64, e->rows[m].user_id);
+        e->argv[a++] = e->vals[EXP_RETURN_ARGS * m];
+        e->argv[a++] = e->vals[EXP_RETURN_ARGS * m + 1];
     }
-    return rp_fcall(&e->batch, e->fn.name, EXP_KEYS, (int)(a - EXP_KEYS), e->argv, NULL) < 0 ? -1 : 0;
+    return rp_fcall(&e->batch, e->return_fn.name, EXP_KEYS, (int)(a - EXP_KEYS), e->argv, NULL) < 0 ? -1 : 0;
 }
 
-/* The seckill_mark call of rows i..j (one item): their states, expired or
- * cancelled with the time, for the buyers' status calls. 0, or -1. */
-static int add_mark(struct expiry *e, size_t i, size_t j, char k[][KEYS_MAX])
+/* The marks of rows i..j (one item): their states, expired or cancelled
+ * with the time, for the buyers' status calls; one seckill_mark call
+ * (rstate.h). 0, or -1. */
+static int add_return_marks(struct expiry *e, size_t i, size_t j)
 {
-    size_t a = 0;
-    e->argv[a++] = k[KEYS_ITEM_ORDERS];
     for (size_t m = i; m < j; m++) {
-        e->argv[a++] = e->vals[3 * m];
-        e->argv[a++] = e->rows[m].state;
-        e->argv[a++] = e->vals[3 * m + 2];
+        const struct ret_row *r = &e->rows[m];
+        struct rs_row row = { r->order_id, r->item_id, r->state, r->changed_ms };
+        if (rs_put(&e->rs, &row) != 0)
+            return -1;
     }
-    return rp_fcall(&e->batch, e->mark.name, 1, (int)(a - 1), e->argv, NULL) < 0 ? -1 : 0;
+    return rs_add(&e->rs, &e->batch) == 1 ? 0 : -1;
 }
 
 /* Two calls per item of the due rows, routed by the item's keys (one slot):
@@ -319,25 +324,22 @@ static int add_calls(struct expiry *e)
 {
     char k[KEYS_ITEM_PARTS][KEYS_MAX], returned[KEYS_MAX];
     rp_batch_reset(&e->batch);
+    rs_begin(&e->rs);
     for (size_t i = 0, j; i < e->nrows; i = j) {
         j = item_end(e, i);
         if (keys_item_all(k, e->cfg->redis.key_prefix, e->rows[i].item_id) != 0 ||
             keys_item(returned, sizeof(returned), e->cfg->redis.key_prefix, e->rows[i].item_id,
                       KEYS_ITEM_RETURNED) < 0)
             return -1;
-        for (size_t m = i; m < j; m++) {
-            snprintf(e->vals[3 * m], sizeof(e->vals[0]), "%" PRId64, e->rows[m].order_id);
-            snprintf(e->vals[3 * m + 1], sizeof(e->vals[0]), "%" PRId64, e->rows[m].user_id);
-            snprintf(e->vals[3 * m + 2], sizeof(e->vals[0]), "%" PRId64, e->rows[m].changed_ms);
-        }
-        if (add_return(e, i, j, k, returned) != 0 || add_mark(e, i, j, k) != 0)
+        if (add_return(e, i, j, k, returned) != 0 || add_return_marks(e, i, j) != 0)
             return -1;
     }
     return 0;
 }
 
-/* Call c answered an integer; if not, its text goes into why (the first one). */
-static bool call_ok(struct expiry *e, int c, char *why, size_t whylen)
+/* seckill_return call c answered an integer; if not, its words go into why
+ * (the first one). */
+static bool gave_back(struct expiry *e, int c, char *why, size_t whylen)
 {
     const redisReply *r = rp_reply(&e->batch, c);
     bool ok = rp_status(&e->batch, c) == RP_OK && r != NULL && r->type == REDIS_REPLY_INTEGER;
@@ -347,16 +349,18 @@ static bool call_ok(struct expiry *e, int c, char *why, size_t whylen)
 }
 
 /* Which items Redis answered both calls of: their rows are ok. The first
- * failure's text goes into why. How many rows are not ok. */
+ * failure's words go into why. How many rows are not ok. */
 static size_t take_replies(struct expiry *e, char *why, size_t whylen)
 {
+    struct rs_said said;
     size_t failed = 0;
-    int c = 0;
-    for (size_t i = 0, j; i < e->nrows; i = j, c += 2) {
+    int c = 0, k = 0;
+    rs_read(&e->rs, &e->batch, &said);
+    for (size_t i = 0, j; i < e->nrows; i = j, c += 2, k++) {
         j = item_end(e, i);
         const redisReply *r = rp_reply(&e->batch, c);
-        bool ok = call_ok(e, c, why, whylen);
-        ok = call_ok(e, c + 1, why, whylen) && ok;
+        bool ok = gave_back(e, c, why, whylen);
+        ok = rs_answered(&e->rs, k) && ok;
         if (ok && r->integer > 0)
             CM_ADD(returned, r->integer);
         if (ok && r->integer < 0)
@@ -367,6 +371,8 @@ static size_t take_replies(struct expiry *e, char *why, size_t whylen)
             e->rows[m].ok = ok;
         failed += ok ? 0 : j - i;
     }
+    if (said.answered < said.calls && why[0] == '\0')
+        snprintf(why, whylen, "%s", said.why[0] ? said.why : "no answer");
     return failed;
 }
 
@@ -408,7 +414,7 @@ static void send_returns(struct expiry *e)
     if (rp_run(e->rp, &e->batch, err, sizeof(err)) != 0)
         log_debug("expiry: redis: %s", err);
     if (e->batch.missing > 0) {
-        rfunc_missing_text(&e->fn, why, sizeof(why));
+        rfunc_missing_text(&e->return_fn, why, sizeof(why));
         log_repeat(&e->say_missing, LOG_LVL_ERROR, "expiry: function missing",
                    "expiry: redis: %s; units wait in order_returns (logged once while it lasts)", why);
     }
@@ -489,8 +495,8 @@ int expiry_start(const struct cfg *c, struct expiry **out, char *err, size_t err
         return -1;
     }
     e->cfg = c;
-    e->fn = (struct rfunc)RFUNC_INIT("seckill_return", RFUNC_LIB_RETURN);
-    e->mark = (struct rfunc)RFUNC_INIT("seckill_mark", RFUNC_LIB_RETURN);
+    e->return_fn = (struct rfunc)RFUNC_INIT("seckill_return", RFUNC_LIB_RETURN);
+    rs_init(&e->rs, c);
     rp_batch_init(&e->batch);
     if (bgt_start(&e->t, run, e) != 0) {
         snprintf(err, errlen, "expiry: cannot start its thread");
@@ -509,6 +515,7 @@ void expiry_stop(struct expiry *e)
     PQfinish(e->pg);
     rp_close(e->rp);
     rp_batch_free(&e->batch);
+    rs_free(&e->rs);
     free(e->rows);
     free(e->argv);
     free(e->vals);

@@ -21,10 +21,11 @@
  *    cancelled) go to seckill_return (consumer/lua/seckill_return.lua), one
  *    call per item in one pipelined round trip; Redis gives each order id's
  *    unit back once, so a retry, a replay or two consumers sending one
- *    return give it once. In the same round trip seckill_mark writes each
- *    order's state ('x' expired, 'k' cancelled, with the time of the change)
- *    into the item's orders hash, which the buyers' status calls read; it
- *    only moves a state forward, so sending it again changes nothing.
+ *    return give it once. In the same round trip seckill_mark (rstate.h)
+ *    writes each order's state (expired or cancelled, with the time of the
+ *    change) into the item's orders hash, which the buyers' status calls
+ *    read; it only moves a state forward, so sending it again changes
+ *    nothing.
  *    A return whose two calls Redis took is marked done (so a crash between
  *    them sends both again); one that failed waits longer each
  *    time (from 100 ms, doubling, up to consumer.return_backoff_cap_ms) and

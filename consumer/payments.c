@@ -1,6 +1,5 @@
 #include "payments.h"
 
-#include <hiredis/hiredis.h>
 #include <inttypes.h>
 #include <libpq-fe.h>
 #include <librdkafka/rdkafka.h>
@@ -17,7 +16,6 @@
 #include "i64map.h"
 #include "kconf.h"
 #include "kparts.h"
-#include "keys.h"
 #include "lock.h"
 #include "log.h"
 #include "offsets.h"
@@ -25,8 +23,8 @@
 #include "paysig.h"
 #include "pgconn.h"
 #include "queue.h"
-#include "rfunc.h"
 #include "rpipe.h"
+#include "rstate.h"
 #include "util.h"
 
 /* Payments held at once to be applied (fetched and not looked up yet, or
@@ -158,11 +156,10 @@ struct payments {
     PGconn *pg;
     struct rp *rp;
     struct rp_batch batch;
-    struct rfunc fn; /* seckill_mark */
+    struct rs rs; /* the paid orders' states (rstate.h) */
     /* The batch under way: one payment per user, its user's lock, and
      * whether it is still to be decided in the transaction (go). */
     struct pay *b[PAY_BATCH];
-    char mark_ids[PAY_BATCH][24], mark_ats[PAY_BATCH][24]; /* add_marks' arguments */
     size_t nb;
     char names[PAY_BATCH][32];
     const char *namep[PAY_BATCH];
@@ -553,7 +550,7 @@ static int apply(struct payments *p)
 }
 
 /* The order, found paid by this payment before: a replay (told again to
- * Redis, which keeps 'p' as it is: the commit may have been the last thing a
+ * Redis, which keeps it paid as it is: the commit may have been the last thing a
  * consumer did before it died). */
 static void found_paid(const struct pay *y, PGresult *r, int i, struct paid *out)
 {
@@ -744,83 +741,56 @@ static bool to_mark(const struct payments *p, size_t i)
     return p->b[i]->res == PAY_DONE && p->b[i]->d.mark;
 }
 
-/* One FCALL seckill_mark per item for the orders of the batch paid (now, or
- * before by the same payment) into p->batch: a sale's payments are mostly
- * for one item, and one call marking them all costs Redis far less than
- * one call each. How many calls, or -1 with err. */
-static int add_marks(struct payments *p, char *err, size_t errlen)
+/* The orders of the batch paid (now, or before by the same payment) into
+ * p->batch: one seckill_mark call per item (rstate.h), for a sale's
+ * payments are mostly for one item, and one call marking them all costs
+ * Redis far less than one call each. How many calls, or -1 with err. */
+static int add_paid_marks(struct payments *p, char *err, size_t errlen)
 {
-    char(*ids)[24] = p->mark_ids, (*ats)[24] = p->mark_ats;
-    const char *argv[1 + 3 * PAY_BATCH];
-    char key[KEYS_MAX];
-    bool done[PAY_BATCH] = { false };
-    int calls = 0;
     rp_batch_reset(&p->batch);
+    rs_begin(&p->rs);
     for (size_t i = 0; i < p->nb; i++) {
-        if (done[i] || !to_mark(p, i))
-            continue;
-        int64_t item = p->b[i]->d.item_id;
-        if (keys_item(key, sizeof(key), p->cfg->redis.key_prefix, item, KEYS_ITEM_ORDERS) < 0) {
-            snprintf(err, errlen, "the item's key is too long");
-            return -1;
-        }
-        int argc = 0;
-        argv[argc++] = key;
-        for (size_t j = i; j < p->nb; j++) {
-            if (done[j] || !to_mark(p, j) || p->b[j]->d.item_id != item)
-                continue;
-            done[j] = true;
-            util_i64_text(ids[j], p->b[j]->m.order_id);
-            util_i64_text(ats[j], p->b[j]->d.at_ms);
-            argv[argc++] = ids[j], argv[argc++] = "p", argv[argc++] = ats[j];
-        }
-        if (rp_fcall(&p->batch, p->fn.name, 1, argc - 1, argv, NULL) < 0) {
+        const struct pay *y = p->b[i];
+        struct rs_row row = { y->m.order_id, y->d.item_id, OST_PAID, y->d.at_ms };
+        if (to_mark(p, i) && rs_put(&p->rs, &row) != 0) {
             snprintf(err, errlen, "out of memory");
             return -1;
         }
-        calls++;
     }
+    int calls = rs_add(&p->rs, &p->batch);
+    if (calls < 0)
+        snprintf(err, errlen, "out of memory, or an item's key too long");
     return calls;
 }
 
 /* One round trip of the batch's marks. 0, or -1 with err. */
 static int mark_once(struct payments *p, char *err, size_t errlen)
 {
-    char why[256] = "";
-    const redisReply *r = NULL;
-    int n = add_marks(p, err, errlen), bad = -1;
+    struct rs_said said;
+    int n = add_paid_marks(p, err, errlen);
     if (n <= 0)
         return n;
     if (!p->rp && rp_open(p->cfg, cfg_role_self(), &p->rp, err, errlen) != 0)
         return -1;
-    /* Durable (rpipe.h): a 'p' fewer replicas hold than redis.min_replicas_ack
-     * asks would be lost at a failover, the buyer shown "waiting" for an
-     * order PostgreSQL has paid (issue #55). */
-    rp_durable(&p->batch);
+    /* Durable (rs_add): a paid mark fewer replicas hold than
+     * redis.min_replicas_ack asks would be lost at a failover, the buyer
+     * shown "waiting" for an order PostgreSQL has paid (issue #55). */
     rp_run(p->rp, &p->batch, err, errlen);
-    for (int i = 0; i < n && bad < 0; i++) {
-        r = rp_reply(&p->batch, i);
-        if (rp_status(&p->batch, i) != RP_OK || !r || r->type != REDIS_REPLY_INTEGER)
-            bad = i;
-    }
-    if (bad < 0 && rp_replicas_short(&p->batch)) {
-        snprintf(err, errlen, "fewer than %d replicas hold the paid marks", p->batch.wait_replicas);
-        return -1;
-    }
-    if (bad < 0)
+    rs_read(&p->rs, &p->batch, &said);
+    if (said.done == said.calls)
         return 0;
-    if (p->batch.missing > 0)
-        rfunc_missing_text(&p->fn, why, sizeof(why));
-    else if (r && r->type == REDIS_REPLY_ERROR)
-        snprintf(why, sizeof(why), "%s", r->str);
-    if (why[0])
-        snprintf(err, errlen, "%s", why);
+    if (said.answered == said.calls)
+        snprintf(err, errlen, "fewer than %d replicas hold the paid marks", p->batch.wait_replicas);
+    else if (said.missing > 0)
+        rs_missing_text(&p->rs, err, errlen);
+    else if (said.why[0])
+        snprintf(err, errlen, "%s", said.why);
     else if (!err[0])
         snprintf(err, errlen, "not answered");
     return -1;
 }
 
-/* The orders paid become 'p' in their items' orders hashes, in one
+/* The orders paid are marked paid in their items' orders hashes, in one
  * pipelined round trip (one per primary on a Redis Cluster). A connection
  * Redis closed (a restart, a failover) is opened again by the second try;
  * marks are safe to repeat. When both fail, the batch's paid payments are
@@ -1559,6 +1529,7 @@ static void close_all(struct payments *p)
     PQfinish(p->pg);
     rp_close(p->rp);
     rp_batch_free(&p->batch);
+    rs_free(&p->rs);
     i64map_free(&p->users);
     i64map_free(&p->orders);
     i64map_free(&p->by_user);
@@ -1583,7 +1554,7 @@ int payments_start(const struct cfg *c, struct payments **out, char *err, size_t
     pl_init(&p->wait);
     p->wait_due = INT64_MAX;
     p->said_late.last_ms = p->said_letters.last_ms = INT64_MIN / 2;
-    p->fn = (struct rfunc)RFUNC_INIT("seckill_mark", RFUNC_LIB_RETURN);
+    rs_init(&p->rs, c);
     rp_batch_init(&p->batch);
     i64map_init(&p->users, 1, 0);
     i64map_init(&p->orders, 1, 0);

@@ -11,7 +11,7 @@
 static const struct {
     const char *reason;
     bool refusal;
-    char status;
+    enum ost_state status;
 } outcomes[] = {
 #define CMSG_ROW(name, reason, metric, refusal, status) [CMSG_##name] = { reason, refusal, status },
     CMSG_OUTCOMES(CMSG_ROW)
@@ -46,9 +46,9 @@ const char *cmsg_refusal_reason(const struct cmsg *m)
     return cmsg_reason(m->outcome == CMSG_REFUSED_BEFORE ? m->refused_as : m->outcome);
 }
 
-char cmsg_status(int outcome)
+enum ost_state cmsg_status(int outcome)
 {
-    return known(outcome) ? outcomes[outcome].status : 0;
+    return known(outcome) ? outcomes[outcome].status : OST_NONE;
 }
 
 void cmsg_free(struct cmsg *m)

@@ -14,6 +14,7 @@
 
 #include "fifo.h"
 #include "order.h"
+#include "ostate.h"
 
 /* How a message was settled: every outcome declared once, here.
  *
@@ -28,37 +29,38 @@
  *            once Kafka acknowledges them, in the pipeline)
  *   refusal  1 when the order is refused for good and recorded in
  *            order_rejections
- *   status   the letter seckill_settle stores as the buyer's status: 'c'
- *            (confirmed), 'r' (refused: now, or before for REFUSED_BEFORE,
- *            with the reason it was refused for then), 0 for an outcome that never reaches
- *            Redis through it (not settled, dead-lettered, or a cancel: its
- *            unit goes back to Redis from order_returns, consumer/expiry.c)
+ *   status   the state seckill_settle stores as the buyer's status
+ *            (common/sale/ostate.h): OST_CONFIRMED, OST_REFUSED (now, or
+ *            before for REFUSED_BEFORE, with the reason it was refused for
+ *            then), OST_NONE for an outcome that never reaches Redis through
+ *            it (not settled, dead-lettered, or a cancel: its unit goes back
+ *            to Redis from order_returns, consumer/expiry.c)
  *
  * A cancel's outcome is CANCELLED or CANCEL_NOOP (or DEAD_LETTER, RETRY);
  * an order's is never one of those two. */
-#define CMSG_OUTCOMES(X)                                                                         \
-    X(PENDING, NULL, CMSG_NO_METRIC, 0, 0)                    /* not decided yet */               \
-    X(INSERTED, NULL, CMSG_METRIC(persisted), 0, 'c')         /* a new row in orders */           \
-    X(DUPLICATE, NULL, CMSG_METRIC(duplicates), 0, 'c')       /* already there (redelivery) */    \
-    X(NO_ITEM, "no_item", CMSG_METRIC(rej_no_item), 1, 'r')   /* the item does not exist */       \
-    X(NO_STOCK, "no_stock", CMSG_METRIC(rej_no_stock), 1, 'r') /* stock would go below zero */    \
-    /* the order id exists with another user or item */                                          \
-    X(ID_CONFLICT, "id_conflict", CMSG_METRIC(rej_id_conflict), 1, 'r')                          \
-    /* the user holds another order for the item */                                              \
-    X(DUP_BUYER, "dup_buyer", CMSG_METRIC(rej_dup_buyer), 1, 'r')                                \
-    /* refused before (order_rejections holds it): a redelivery, a replay or a re-publication; \
-     * counted as a duplicate, and refused still, whatever came back to the stock since */      \
-    X(REFUSED_BEFORE, NULL, CMSG_METRIC(duplicates), 0, 'r')                                     \
-    /* written to the dead-letter topic and acknowledged */                                      \
-    X(DEAD_LETTER, NULL, CMSG_NO_METRIC, 0, 0)                                                   \
-    /* not settled yet: stale fence or lost race, try again */                                   \
-    X(RETRY, NULL, CMSG_NO_METRIC, 0, 0)                                                         \
-    /* a buyer's cancel (kind ORDER_CANCEL): the order was pending payment and is cancelled now, \
-     * its unit given back to stock_left and recorded in order_returns for Redis */              \
-    X(CANCELLED, NULL, CMSG_METRIC(cancels_applied), 0, 0)                                       \
-    /* a buyer's cancel that changes nothing: the order is not pending payment (paid, expired,   \
-     * cancelled already, final, or unknown); a replay of the topic lands here */                \
-    X(CANCEL_NOOP, NULL, CMSG_METRIC(cancels_noop), 0, 0)
+#define CMSG_OUTCOMES(X)                                                                            \
+    X(PENDING, NULL, CMSG_NO_METRIC, 0, OST_NONE)                 /* not decided yet */              \
+    X(INSERTED, NULL, CMSG_METRIC(persisted), 0, OST_CONFIRMED)   /* a new row in orders */          \
+    X(DUPLICATE, NULL, CMSG_METRIC(duplicates), 0, OST_CONFIRMED) /* already there (redelivery) */   \
+    X(NO_ITEM, "no_item", CMSG_METRIC(rej_no_item), 1, OST_REFUSED) /* the item does not exist */    \
+    X(NO_STOCK, "no_stock", CMSG_METRIC(rej_no_stock), 1, OST_REFUSED) /* stock would go below zero */\
+    /* the order id exists with another user or item */                                             \
+    X(ID_CONFLICT, "id_conflict", CMSG_METRIC(rej_id_conflict), 1, OST_REFUSED)                     \
+    /* the user holds another order for the item */                                                 \
+    X(DUP_BUYER, "dup_buyer", CMSG_METRIC(rej_dup_buyer), 1, OST_REFUSED)                           \
+    /* refused before (order_rejections holds it): a redelivery, a replay or a re-publication;      \
+     * counted as a duplicate, and refused still, whatever came back to the stock since */         \
+    X(REFUSED_BEFORE, NULL, CMSG_METRIC(duplicates), 0, OST_REFUSED)                                \
+    /* written to the dead-letter topic and acknowledged */                                         \
+    X(DEAD_LETTER, NULL, CMSG_NO_METRIC, 0, OST_NONE)                                               \
+    /* not settled yet: stale fence or lost race, try again */                                      \
+    X(RETRY, NULL, CMSG_NO_METRIC, 0, OST_NONE)                                                     \
+    /* a buyer's cancel (kind ORDER_CANCEL): the order was pending payment and is cancelled now,    \
+     * its unit given back to stock_left and recorded in order_returns for Redis */                 \
+    X(CANCELLED, NULL, CMSG_METRIC(cancels_applied), 0, OST_NONE)                                   \
+    /* a buyer's cancel that changes nothing: the order is not pending payment (paid, expired,      \
+     * cancelled already, final, or unknown); a replay of the topic lands here */                   \
+    X(CANCEL_NOOP, NULL, CMSG_METRIC(cancels_noop), 0, OST_NONE)
 
 /* The metric column names a counter of cmetrics.h; it expands only where
  * that header is included (cmetrics.c), so queue.h stays free of it. */
@@ -81,7 +83,7 @@ struct cmsg {
     int outcome;           /* enum cmsg_outcome */
     /* INSERTED or DUPLICATE: the end of the order's payment window in ms
      * since the epoch while it is pending payment (sink_write), for the
-     * buyers' status ('w', settle.h); 0 for any other order. */
+     * buyers' status (OST_PENDING_PAYMENT, settle.h); 0 for any other order. */
     int64_t pay_by_ms;
     /* REFUSED_BEFORE: the refusal it was recorded under then (a refusal's
      * outcome), for the buyer's status; 0 otherwise. */
@@ -107,8 +109,9 @@ int cmsg_of_reason(const char *reason);
  * the one it was refused for before (REFUSED_BEFORE); NULL when m is not
  * refused. */
 const char *cmsg_refusal_reason(const struct cmsg *m);
-/* The buyer's status letter ('c' or 'r'), 0 for an outcome never settled in Redis. */
-char cmsg_status(int outcome);
+/* The buyer's status seckill_settle stores (OST_CONFIRMED or OST_REFUSED),
+ * OST_NONE for an outcome never settled in Redis. */
+enum ost_state cmsg_status(int outcome);
 /* Free a chain of messages linked through next. */
 void cmsg_free_list(struct cmsg *m);
 

@@ -13,13 +13,11 @@
 #include "log.h"
 #include "rfunc.h"
 #include "rpipe.h"
+#include "rstate.h"
 #include "util.h"
 
 /* Values per order after seckill_settle's first argument. */
 #define SETTLE_ARGS 5
-/* Strings kept per order: seckill_settle's values, then its pay_by (ms) for
- * seckill_mark. */
-#define SETTLE_VALS (SETTLE_ARGS + 1)
 /* Keys per seckill_settle call, and its one leading argument (now). */
 #define SETTLE_KEYS 4
 /* How often an idle worker retries its backlog. */
@@ -30,8 +28,8 @@ struct settle {
     int id;
     struct rp *rp;        /* its Redis: one node or a Cluster (rpipe.h) */
     struct rp_batch batch;
-    struct rfunc fn;      /* seckill_settle */
-    struct rfunc mark_fn; /* seckill_mark: 'w', pending payment (consumer/lua/seckill_return.lua) */
+    struct rfunc settle_fn; /* seckill_settle */
+    struct rs rs;           /* the marks pending payment (rstate.h) */
     struct log_repeat say_missing; /* the function missing, once while it lasts */
     struct log_repeat say_mark;    /* seckill_mark refused (an error reply), once while it lasts */
     struct log_repeat say_short;   /* the replicas short of min_replicas_ack, once while it lasts */
@@ -44,7 +42,7 @@ struct settle {
     struct fifo out;      /* cleared (or given up): back to the worker */
     int64_t retry_ms;     /* monotonic: the next idle retry */
     const char **argv; /* room for every order's values and a call's keys */
-    char (*vals)[24];  /* SETTLE_VALS strings per order of the backlog */
+    char (*vals)[24];  /* SETTLE_ARGS strings per order of the backlog */
     size_t capargs;    /* orders argv and vals have room for */
 };
 
@@ -57,8 +55,8 @@ int settle_open(const struct cfg *c, int id, struct settle **out, char *err, siz
     }
     s->cfg = c;
     s->id = id;
-    s->fn = (struct rfunc)RFUNC_INIT("seckill_settle", RFUNC_LIB_CONSUMER);
-    s->mark_fn = (struct rfunc)RFUNC_INIT("seckill_mark", RFUNC_LIB_RETURN);
+    s->settle_fn = (struct rfunc)RFUNC_INIT("seckill_settle", RFUNC_LIB_CONSUMER);
+    rs_init(&s->rs, c);
     fifo_init(&s->out, FIFO_LINK(struct cmsg, next));
     if (rp_open(c, cfg_role_self(), &s->rp, err, errlen) != 0)
         goto fail;
@@ -75,6 +73,7 @@ void settle_close(struct settle *s)
         return;
     CM_ADD(uncleared, -(int64_t)s->counted);
     rp_batch_free(&s->batch);
+    rs_free(&s->rs);
     rp_close(s->rp);
     free(s->unclear);
     free(s->argv);
@@ -104,19 +103,18 @@ static int cmp_item(const void *a, const void *b)
 }
 
 /* seckill_settle's values of each order: id, user, status letter, reserved at,
- * reason ('' when confirmed); then its pay_by for seckill_mark. */
+ * reason ('' when confirmed). */
 static void format_vals(struct cmsg *const *m, size_t n, char (*vals)[24])
 {
     for (size_t i = 0; i < n; i++) {
         const struct order *r = &m[i]->o;
         const char *why = cmsg_refusal_reason(m[i]);
-        char(*o)[24] = &vals[i * SETTLE_VALS];
+        char(*o)[24] = &vals[i * SETTLE_ARGS];
         snprintf(o[0], sizeof(o[0]), "%" PRId64, r->order_id);
         snprintf(o[1], sizeof(o[1]), "%" PRId64, r->user_id);
-        snprintf(o[2], sizeof(o[2]), "%c", cmsg_status(m[i]->outcome));
+        snprintf(o[2], sizeof(o[2]), "%c", ost_letter(cmsg_status(m[i]->outcome)));
         snprintf(o[3], sizeof(o[3]), "%" PRId64, r->reserved_at_ms);
         snprintf(o[4], sizeof(o[4]), "%s", why ? why : "");
-        snprintf(o[5], sizeof(o[5]), "%" PRId64, m[i]->pay_by_ms);
     }
 }
 
@@ -139,17 +137,32 @@ static size_t item_end(const struct settle *s, size_t i)
     return j;
 }
 
+/* The marks of the orders [i, j) of the backlog (one item) pending
+ * payment: OST_PENDING_PAYMENT with their pay_by, one seckill_mark call
+ * (rstate.h). 0, or -1 out of memory. */
+static int add_pending_marks(struct settle *s, size_t i, size_t j)
+{
+    for (size_t m = i; m < j; m++) {
+        const struct cmsg *c = s->unclear[m];
+        struct rs_row row = { c->o.order_id, c->o.item_id, OST_PENDING_PAYMENT, c->pay_by_ms };
+        if (c->pay_by_ms > 0 && rs_put(&s->rs, &row) != 0)
+            return -1;
+    }
+    return rs_add(&s->rs, &s->batch) == 1 ? 0 : -1;
+}
+
 /* Add one seckill_settle call per item of s->unclear (sorted by item) to
  * the empty batch, routed by the item's keys: on a Cluster each goes to its
- * item's primary. An item with orders pending payment gets a seckill_mark
- * call right after, on the same key's connection, so in the same round trip
- * and after the settlement it builds on: 'w' and pay_by for each of those
- * orders (the function moves a state only forward: 'w' replaces 'q' or 'c',
- * never 'p', 'x' or 'k'). 0, or -1 out of memory. */
+ * item's primary. An item with orders pending payment gets their marks
+ * right after (add_pending_marks), on the same key's connection, so in the
+ * same round trip and after the settlement they build on (seckill_mark
+ * moves a state only forward: pending payment replaces queued or
+ * confirmed, never paid, expired or cancelled). 0, or -1 out of memory. */
 static int clear_add(struct settle *s)
 {
     char k[KEYS_ITEM_PARTS][KEYS_MAX], now[24];
     snprintf(now, sizeof(now), "%" PRId64, util_wall_ms());
+    rs_begin(&s->rs);
     for (size_t i = 0, j; i < s->nunclear; i = j) {
         size_t a = 0;
         j = item_end(s, i);
@@ -162,45 +175,38 @@ static int clear_add(struct settle *s)
         s->argv[a++] = now;
         for (size_t m = i; m < j; m++)
             for (int v = 0; v < SETTLE_ARGS; v++)
-                s->argv[a++] = s->vals[m * SETTLE_VALS + (size_t)v];
-        if (rp_fcall(&s->batch, s->fn.name, SETTLE_KEYS, (int)(a - SETTLE_KEYS), s->argv, NULL) < 0)
+                s->argv[a++] = s->vals[m * SETTLE_ARGS + (size_t)v];
+        if (rp_fcall(&s->batch, s->settle_fn.name, SETTLE_KEYS, (int)(a - SETTLE_KEYS), s->argv, NULL) < 0)
             return -1;
-        if (!item_waits_payment(s, i, j))
-            continue;
-        a = 0;
-        s->argv[a++] = k[KEYS_ITEM_ORDERS];
-        for (size_t m = i; m < j; m++) {
-            if (s->unclear[m]->pay_by_ms <= 0)
-                continue;
-            s->argv[a++] = s->vals[m * SETTLE_VALS];
-            s->argv[a++] = "w";
-            s->argv[a++] = s->vals[m * SETTLE_VALS + 5];
-        }
-        if (rp_fcall(&s->batch, s->mark_fn.name, 1, (int)(a - 1), s->argv, NULL) < 0)
+        if (item_waits_payment(s, i, j) && add_pending_marks(s, i, j) != 0)
             return -1;
     }
     return 0;
 }
 
-/* Whether call c of the batch answered (an error reply is no answer). A
- * function missing is counted in *missing, and the first other error
- * reply's text goes into refused_why, when they are not NULL. */
-static bool call_ok(const struct settle *s, int c, int *missing, char *refused_why, size_t whylen)
+/* Whether seckill_settle call c of the batch answered (an error reply is
+ * no answer). */
+static bool settled(const struct settle *s, int c)
 {
-    const redisReply *r = rp_reply(&s->batch, c);
-    if (rp_status(&s->batch, c) != RP_OK || r == NULL)
-        return false;
-    switch (rp_classify(r)) {
-    case RP_REPLY_ANSWER: return true;
-    case RP_REPLY_NO_FUNCTION:
-        if (missing)
-            (*missing)++;
-        return false;
-    case RP_REPLY_ERROR:
-        if (refused_why && !refused_why[0])
-            snprintf(refused_why, whylen, "%s", r->str);
-        return false;
-    default: return false;
+    return rp_status(&s->batch, c) == RP_OK && rp_classify(rp_reply(&s->batch, c)) == RP_REPLY_ANSWER;
+}
+
+/* Say once while it lasts that seckill_mark did not answer (the marks
+ * pending payment), or that it does again. */
+static void say_marks(struct settle *s, const struct rs_said *said)
+{
+    if (said->missing > 0 || said->why[0]) {
+        char why[512];
+        if (said->missing > 0)
+            rs_missing_text(&s->rs, why, sizeof(why));
+        else
+            snprintf(why, sizeof(why), "%s", said->why);
+        log_repeat(&s->say_mark, LOG_LVL_ERROR, "settle: seckill_mark",
+                   "worker %d: redis: seckill_mark (orders pending payment): %s; their reservations wait "
+                   "in the backlog (logged once while it lasts)",
+                   s->id, why);
+    } else if (said->calls > 0 && said->answered == said->calls) {
+        log_repeat_end(&s->say_mark, "seckill_mark answered");
     }
 }
 
@@ -215,8 +221,9 @@ static bool call_ok(const struct settle *s, int c, int *missing, char *refused_w
  * to run again. */
 static void clear_keep_failed(struct settle *s)
 {
+    struct rs_said said;
     size_t kept = 0;
-    int c = 0;
+    int c = 0, k = 0;
     if (rp_replicas_short(&s->batch)) {
         log_repeat(&s->say_short, LOG_LVL_WARNING, "settle: replicas short",
                    "worker %d: redis: fewer than %d replicas hold the cleared reservations; they are cleared "
@@ -224,21 +231,18 @@ static void clear_keep_failed(struct settle *s)
         return;
     }
     log_repeat_end(&s->say_short, "the replicas hold the clears");
-    int mark_missing = 0, marks = 0, marks_ok = 0;
-    char refused[256] = "";
+    rs_read(&s->rs, &s->batch, &said);
     for (size_t i = 0, j; i < s->nunclear; i = j, c++) {
         j = item_end(s, i);
-        bool ok = call_ok(s, c, NULL, NULL, 0);
+        bool ok = settled(s, c);
         /* An item's orders stay until Redis has both: the settlement and,
-         * for an order pending payment, its 'w' (both calls are safe to
+         * for an order pending payment, its mark (both calls are safe to
          * repeat). A message is reported done only then, so a consumer
          * that dies before has Kafka deliver it again, and the duplicate
          * brings its pay_by back (cons_existing.sql). */
         if (item_waits_payment(s, i, j)) {
-            bool m = call_ok(s, ++c, &mark_missing, refused, sizeof(refused));
-            marks++;
-            marks_ok += m;
-            ok = ok && m;
+            ok = rs_done(&s->rs, k++) && ok;
+            c++;
         }
         if (ok) {
             for (size_t m = i; m < j; m++)
@@ -249,19 +253,7 @@ static void clear_keep_failed(struct settle *s)
         kept += j - i;
     }
     s->nunclear = kept;
-    if (mark_missing > 0 || refused[0]) {
-        char why[512];
-        if (mark_missing > 0)
-            rfunc_missing_text(&s->mark_fn, why, sizeof(why));
-        else
-            snprintf(why, sizeof(why), "%s", refused);
-        log_repeat(&s->say_mark, LOG_LVL_ERROR, "settle: seckill_mark",
-                   "worker %d: redis: seckill_mark (orders pending payment): %s; their reservations wait "
-                   "in the backlog (logged once while it lasts)",
-                   s->id, why);
-    } else if (marks > 0 && marks_ok == marks) {
-        log_repeat_end(&s->say_mark, "seckill_mark answered");
-    }
+    say_marks(s, &said);
 }
 
 /* Whether a seckill_settle call of the batch was answered "function not
@@ -296,7 +288,7 @@ static int clear_try(struct settle *s)
      * seckill_mark is said by clear_keep_failed, which knows which call.) */
     if (s->batch.missing > 0 && settle_missing(s)) {
         char why[512];
-        rfunc_missing_text(&s->fn, why, sizeof(why));
+        rfunc_missing_text(&s->settle_fn, why, sizeof(why));
         log_repeat(&s->say_missing, LOG_LVL_ERROR, "settle: function missing",
                    "worker %d: redis: %s; reservations wait in the backlog (logged once while it lasts)",
                    s->id, why);
@@ -310,13 +302,13 @@ static int clear_try(struct settle *s)
 }
 
 /* Append the orders of v[0..n) to the backlog; a message that has nothing
- * to settle in Redis (a cancel: cmsg_status 0) goes back at once. Out of
+ * to settle in Redis (a cancel: cmsg_status OST_NONE) goes back at once. Out of
  * memory, they are held nowhere: handed back uncleared, as given up. */
 static void backlog_add(struct settle *s, struct cmsg *const *v, size_t n)
 {
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (cmsg_status(v[i]->outcome) == 0)
+        if (cmsg_status(v[i]->outcome) == OST_NONE)
             hand_back(s, v[i]);
         else
             k++;
@@ -329,7 +321,7 @@ static void backlog_add(struct settle *s, struct cmsg *const *v, size_t n)
             log_error("worker %d: out of memory: %zu reservations of persisted orders left for "
                       "'seckillctl reconcile --fix'", s->id, k);
             for (size_t i = 0; i < n; i++)
-                if (cmsg_status(v[i]->outcome) != 0)
+                if (cmsg_status(v[i]->outcome) != OST_NONE)
                     hand_back(s, v[i]);
             return;
         }
@@ -337,7 +329,7 @@ static void backlog_add(struct settle *s, struct cmsg *const *v, size_t n)
         s->capunclear = cap;
     }
     for (size_t i = 0; i < n; i++)
-        if (cmsg_status(v[i]->outcome) != 0)
+        if (cmsg_status(v[i]->outcome) != OST_NONE)
             s->unclear[s->nunclear++] = v[i];
 }
 
@@ -350,7 +342,7 @@ static int reserve_args(struct settle *s)
     const char **argv = realloc(s->argv, (n * SETTLE_ARGS + SETTLE_KEYS + 1) * sizeof(*argv));
     if (argv)
         s->argv = argv;
-    char(*vals)[24] = realloc(s->vals, n * SETTLE_VALS * sizeof(*vals));
+    char(*vals)[24] = realloc(s->vals, n * SETTLE_ARGS * sizeof(*vals));
     if (vals)
         s->vals = vals;
     if (!argv || !vals)

@@ -14,12 +14,13 @@
  * failed stay behind.
  *
  * An order persisted pending payment (its message's pay_by_ms, from
- * sink_write) is also marked 'w' with its pay_by for the status calls
- * (pending_payment): one seckill_mark call per item that has such orders
- * (consumer/lua/seckill_return.lua), right after the item's seckill_settle
- * in the same round trip; an item without a payment window costs nothing
- * more. The item's orders leave the backlog only when both calls answered.
- * A buyer's cancel has nothing to settle here (cmsg_status 0): it comes
+ * sink_write) is also marked pending payment with its pay_by for the status
+ * calls: one seckill_mark call per item that has such orders, built by the
+ * consumer's writer of states (rstate.h), right after the item's
+ * seckill_settle in the same round trip; an item without a payment window
+ * costs nothing more. The item's orders leave the backlog only when both
+ * calls answered.
+ * A buyer's cancel has nothing to settle here (cmsg_status OST_NONE): it comes
  * back at once; its unit goes back to Redis from order_returns
  * (consumer/expiry.c).
  *

@@ -13,6 +13,7 @@
 #include "kmeta.h"
 #include "keys.h"
 #include "orderidx.h"
+#include "ostate.h"
 #include "rfunc.h"
 #include "rpipe.h"
 #include "sweepage.h"
@@ -169,8 +170,10 @@ static int state_args(const PGresult *res, const char **argv, char (*vals)[24])
             snprintf(v[f], sizeof(v[f]), "%s", PQgetvalue(res, i, f));
             argv[(size_t)i * RB_STATE_ARGS + (size_t)f] = v[f];
         }
-        /* the states holding a unit (seckill_ctl.lua's holds_unit) */
-        persisted += strchr("cwp", v[2][0]) != NULL;
+        /* the states holding a unit (seckill_ctl.lua's holds_unit; the
+         * database has no queued order) */
+        enum ost_state st = ost_of_letter(v[2][0]);
+        persisted += st != OST_NONE && ost_holds_unit(st);
     }
     return persisted;
 }

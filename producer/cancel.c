@@ -108,37 +108,41 @@ static void publish(struct cx *x, struct cx_req *q)
     finish(q, CX_UNAVAILABLE);
 }
 
-/* Status thread: the order's state decides. */
+/* The answer to a cancel of an order in state o, final (ostate.h). */
+static enum cx_outcome final_outcome(enum ost_state o)
+{
+    switch (o) {
+    case OST_CANCELLED: return CX_CANCELLED;
+    case OST_PAID: return CX_PAID;
+    case OST_EXPIRED: return CX_EXPIRED;
+    case OST_REFUSED: return CX_REFUSED;
+    case OST_CONFIRMED: return CX_FINAL; /* persisted, of an item without a payment window */
+    default:
+        /* a final state this module does not know is never guessed to be
+         * cancellable, nor answered as one it knows */
+        return CX_UNAVAILABLE;
+    }
+}
+
+/* Status thread: the order's state decides. A state not final is
+ * published (a queued order, one pending payment, and one persisted of an
+ * item with a payment window: the consumer marks it pending payment right
+ * after it settles it, and a failover or a split between the two calls
+ * leaves it settled alone, not known final): the consumer decides, under
+ * the user's lock (PostgreSQL knows). */
 static void on_found(struct st_req *sr)
 {
     struct cx_req *q = (struct cx_req *)sr;
-    switch (sr->state) {
-    case ST_QUEUED:
-    case ST_PENDING_PAYMENT:
-        publish(q->owner, q);
-        return;
-    case ST_CONFIRMED:
-        /* Persisted. Final when its item has no payment window; with one,
-         * the consumer marks it pending payment right after it settles it,
-         * and a failover or a split between the two calls leaves it settled
-         * alone: not known final, so the consumer decides, as for a
-         * pending one (PostgreSQL knows). */
-        if (sr->item_pays)
-            publish(q->owner, q);
-        else
-            finish(q, CX_FINAL);
-        return;
-    case ST_CANCELLED: finish(q, CX_CANCELLED); return;
-    case ST_PAID: finish(q, CX_PAID); return;
-    case ST_EXPIRED: finish(q, CX_EXPIRED); return;
-    case ST_REFUSED: finish(q, CX_REFUSED); return;
-    case ST_NOT_FOUND: finish(q, CX_NOT_FOUND); return;
-    default:
-        /* ST_UNAVAILABLE; ST_NONE is by item only, and a state this
-         * module does not know is never guessed to be cancellable. */
-        finish(q, CX_UNAVAILABLE);
+    enum ost_state o = st_order(sr->state);
+    if (o == OST_NONE) {
+        /* ST_NOT_FOUND; ST_UNAVAILABLE; ST_NONE is by item only */
+        finish(q, sr->state == ST_NOT_FOUND ? CX_NOT_FOUND : CX_UNAVAILABLE);
         return;
     }
+    if (!ost_final(o, sr->item_pays))
+        publish(q->owner, q);
+    else
+        finish(q, final_outcome(o));
 }
 
 int cx_new(struct st *st, struct pub *p, struct cx **out, char *err, size_t errlen)

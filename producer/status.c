@@ -37,96 +37,43 @@ struct st {
 
 const char *st_state_name(enum st_state s)
 {
-    static const char *const names[] = {
-        "none", "queued", "confirmed", "refused", "pending_payment", "paid", "expired", "cancelled",
-        "not_found", "unavailable"
-    };
-    return names[s];
-}
-
-/* The next '|'-separated field of [*p, end) into out (NUL-terminated). */
-static int field(const char **p, const char *end, char *out, size_t outlen)
-{
-    const char *bar = memchr(*p, '|', (size_t)(end - *p));
-    size_t n = (size_t)((bar ? bar : end) - *p);
-    if (n >= outlen)
-        return -1;
-    memcpy(out, *p, n);
-    out[n] = 0;
-    *p = bar ? bar + 1 : end;
-    return bar ? 1 : 0;
-}
-
-/* The state after the sale (seckill_mark, consumer/lua/seckill_return.lua):
- * S is w (DETAIL the end of the payment window), p, x or k (DETAIL when it
- * was paid, expired or cancelled), DETAIL milliseconds. 0, or -1 when it is
- * not one of those. */
-static int st_parse_after(char s, const char *detail, struct st_req *q)
-{
-    static const struct {
-        char letter;
-        enum st_state state;
-    } after[] = { { 'w', ST_PENDING_PAYMENT }, { 'p', ST_PAID }, { 'x', ST_EXPIRED }, { 'k', ST_CANCELLED } };
-    int64_t ms;
-    for (size_t i = 0; i < ARRAY_SIZE(after); i++) {
-        if (after[i].letter != s)
-            continue;
-        if (util_parse_i64(detail, 1, INT64_MAX, &ms) != 0)
-            return -1;
-        q->state = after[i].state;
-        if (q->state == ST_PENDING_PAYMENT)
-            q->pay_by_ms = ms;
-        else
-            q->changed_at_ms = ms;
-        return 0;
+    switch (s) {
+    case ST_NONE: return "none";
+    case ST_NOT_FOUND: return "not_found";
+    case ST_UNAVAILABLE: return "unavailable";
+    default: return ost_json_word(st_order(s));
     }
-    return -1;
 }
 
-/* Parse an orders-hash state "USER|S|RESERVED_MS|SETTLED_MS|REASON" (S is
- * q, c or r, or a state after the sale with its DETAIL in REASON's place;
- * SETTLED_MS and REASON may be empty) into q's out fields and *user. 0, or
- * -1 when it is not one. */
+/* The order's states sit in enum st_state as they sit in the table. */
+_Static_assert(ST_NOT_FOUND == ST_NONE + 1 + OST_NSTATES, "enum st_state holds the table's states in a row");
+
+enum st_state st_of_order(enum ost_state o)
+{
+    return (enum st_state)(ST_NONE + 1 + (int)o);
+}
+
+enum ost_state st_order(enum st_state s)
+{
+    return s > ST_NONE && s < ST_NOT_FOUND ? (enum ost_state)(s - ST_NONE - 1) : OST_NONE;
+}
+
+/* An orders-hash value (ostate.h) into q's out fields and *user. 0, or -1
+ * when it is not one. */
 static int st_parse_state(const char *v, size_t len, struct st_req *q, int64_t *user)
 {
-    const char *p = v, *end = v + len;
-    char f[5][24];
-    int64_t u, reserved, settled = 0;
-    for (int i = 0; i < 5; i++) {
-        int more = field(&p, end, f[i], sizeof(f[i]));
-        if (more < 0 || (more == 0) != (i == 4))
-            return -1;
-    }
-    if (util_parse_i64(f[0], 1, INT64_MAX, &u) != 0 || util_parse_i64(f[2], 0, INT64_MAX, &reserved) != 0 ||
-        (f[3][0] && util_parse_i64(f[3], 0, INT64_MAX, &settled) != 0) || f[1][1] != 0)
+    struct ost_value d;
+    if (ost_decode(v, len, &d) != 0)
         return -1;
-    switch (f[1][0]) {
-    case 'q':
-        if (f[3][0] || f[4][0])
-            return -1;
-        q->state = ST_QUEUED;
-        break;
-    case 'c':
-        if (!f[3][0] || f[4][0])
-            return -1;
-        q->state = ST_CONFIRMED;
-        break;
-    case 'r':
-        /* A reason is one of cmsg_reason()'s words, nothing to escape. */
-        if (!f[3][0] || !f[4][0] || strspn(f[4], "abcdefghijklmnopqrstuvwxyz_") != strlen(f[4]))
-            return -1;
-        q->state = ST_REFUSED;
-        break;
-    default:
-        if (st_parse_after(f[1][0], f[4], q) != 0)
-            return -1;
-        f[4][0] = 0; /* a time, not a reason */
-        break;
-    }
-    snprintf(q->reason, sizeof(q->reason), "%s", f[4]);
-    q->reserved_at_ms = reserved;
-    q->settled_at_ms = settled;
-    *user = u;
+    q->state = st_of_order(d.state);
+    if (ost_detail(d.state) == OST_DETAIL_MS && d.state == OST_PENDING_PAYMENT)
+        q->pay_by_ms = d.detail_ms;
+    else if (ost_detail(d.state) == OST_DETAIL_MS)
+        q->changed_at_ms = d.detail_ms;
+    snprintf(q->reason, sizeof(q->reason), "%s", d.reason);
+    q->reserved_at_ms = d.reserved_ms;
+    q->settled_at_ms = d.settled_ms;
+    *user = d.user_id;
     return 0;
 }
 

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "cfg.h"
+#include "ostate.h"
 
 enum st_kind {
     ST_BY_ORDER, /* id is an order id */
@@ -28,16 +29,16 @@ enum st_kind {
 };
 
 enum st_state {
-    ST_NONE,        /* by item: the caller holds no order for it */
-    ST_QUEUED,      /* reserved, not yet in the database */
-    ST_CONFIRMED,   /* persisted in PostgreSQL */
-    ST_REFUSED,     /* the consumer recorded a refusal (reason says why) */
-    /* After the sale (issue #44), for an item with a payment window; the
-     * consumer copies each change PostgreSQL made (seckill_mark). */
-    ST_PENDING_PAYMENT, /* persisted, to be paid by pay_by_ms */
-    ST_PAID,            /* paid at changed_at_ms */
-    ST_EXPIRED,         /* not paid in time; its unit went back on sale */
-    ST_CANCELLED,       /* cancelled by its buyer; its unit went back on sale */
+    ST_NONE, /* by item: the caller holds no order for it */
+    /* The order's own states, in the table's order (common/sale/ostate.h):
+     * ST_QUEUED (reserved, not yet in the database), ST_CONFIRMED, ST_REFUSED
+     * (reason says why), and after the sale (issue #44), for an item with a
+     * payment window, ST_PENDING_PAYMENT (to be paid by pay_by_ms), ST_PAID,
+     * ST_EXPIRED, ST_CANCELLED (changed_at_ms says when). st_of_order()
+     * leads from one to the other. */
+#define ST_ORDER_STATE(name, letter, pg, json, unit, final, writer, detail) ST_##name,
+    OST_STATES(ST_ORDER_STATE)
+#undef ST_ORDER_STATE
     ST_NOT_FOUND,   /* by order: no such order, or not the caller's */
     ST_UNAVAILABLE, /* Redis could not answer */
 };
@@ -61,7 +62,7 @@ struct st_req {
     int64_t pay_by_ms;     /* ST_PENDING_PAYMENT: the end of the payment window */
     int64_t changed_at_ms; /* ST_PAID, ST_EXPIRED, ST_CANCELLED: when */
     int item_pays;         /* want_pay_window: the item has a payment window */
-    char reason[24];
+    char reason[OST_FIELD_MAX];
 };
 
 struct st;
@@ -75,6 +76,11 @@ void st_stop(struct st *s);
 
 /* The JSON word of a state ("queued", "pending_payment" ...). */
 const char *st_state_name(enum st_state s);
+/* The answer for an order in state o (one of the table's). */
+enum st_state st_of_order(enum ost_state o);
+/* The order's state an answer stands for, or OST_NONE (ST_NONE,
+ * ST_NOT_FOUND, ST_UNAVAILABLE). */
+enum ost_state st_order(enum st_state s);
 
 
 #endif

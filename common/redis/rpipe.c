@@ -285,6 +285,14 @@ redisReply *rp_take(struct rp_batch *b, int i)
     return r;
 }
 
+const char *rp_command(const struct rp_batch *b, int i, size_t *len, const char **key)
+{
+    if (key)
+        *key = b->cmd[i].key;
+    *len = b->cmd[i].fmtlen;
+    return b->cmd[i].fmt;
+}
+
 /* --- running ------------------------------------------------------------- */
 
 enum rp_reply_kind rp_classify(const redisReply *r)

@@ -143,6 +143,12 @@ int rp_run_on(struct rp *p, int node, struct rp_batch *b, char *err, size_t errl
 enum rp_status rp_status(const struct rp_batch *b, int i);
 const redisReply *rp_reply(const struct rp_batch *b, int i);
 redisReply *rp_take(struct rp_batch *b, int i);
+/* Command i as it goes out: its text in the protocol (an array of bulk
+ * strings, which hiredis's reader reads back as an array reply) into *len
+ * bytes, and the key that routes it into *key when key is not NULL (NULL:
+ * any primary). The batch's until reset. For tests that check what a
+ * caller put in a batch, without a Redis. */
+const char *rp_command(const struct rp_batch *b, int i, size_t *len, const char **key);
 
 /* What a reply is, for the cases every caller treats alike. The transport
  * knows them because they are Redis's own words, whatever was called. */

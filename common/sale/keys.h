@@ -20,8 +20,9 @@ enum keys_item_part {
     KEYS_ITEM_WINDOW,  /* hash: starts_ms, ends_ms (each optional): the sale window;
                         * KEYS_WINDOW_PAY when its orders wait for a payment */
     KEYS_ITEM_ORDERS,  /* hash: what became of each order, for the buyers' status
-                        * calls: "o:ORDER" -> state (see order_state.h), "u:USER" -> ORDER;
-                        * "given_back" -> units given back (producer/soldout.h) */
+                        * calls: "o:ORDER" -> its state (the value and its letters:
+                        * ostate.h), "u:USER" -> ORDER; "given_back" -> units
+                        * given back (producer/soldout.h) */
     /* Beyond KEYS_ITEM_PARTS, the keys every reservation passes (the
      * producer's ACL user knows none of these): */
     KEYS_ITEM_RETURNED, /* set: ids of expired or cancelled orders whose unit went back

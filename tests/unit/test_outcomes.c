@@ -87,7 +87,7 @@ static void test_check_list_is_the_table(void **state)
     free(sql);
 }
 
-/* The columns of one row agree: a refusal has a reason and the 'r' status;
+/* The columns of one row agree: a refusal has a reason and the refused status;
  * so has an order refused before (REFUSED_BEFORE: 'r', its reason the one
  * it was refused for then), which is no new refusal to record. */
 static void test_columns_agree(void **state)
@@ -96,7 +96,7 @@ static void test_columns_agree(void **state)
     for (int o = 0; o < CMSG_NOUTCOMES; o++) {
         bool refusal = cmsg_is_refusal(o);
         assert_int_equal(refusal, cmsg_reason(o) != NULL);
-        assert_int_equal(refusal || o == CMSG_REFUSED_BEFORE, cmsg_status(o) == 'r');
+        assert_int_equal(refusal || o == CMSG_REFUSED_BEFORE, cmsg_status(o) == OST_REFUSED);
         /* The word a refusal is recorded under leads back to it. */
         if (refusal)
             assert_int_equal(cmsg_of_reason(cmsg_reason(o)), o);
@@ -110,12 +110,12 @@ static void test_columns_agree(void **state)
     assert_string_equal(cmsg_refusal_reason(&m), "dup_buyer");
     m = (struct cmsg){ .outcome = CMSG_DUPLICATE };
     assert_null(cmsg_refusal_reason(&m));
-    assert_int_equal(cmsg_status(CMSG_INSERTED), 'c');
-    assert_int_equal(cmsg_status(CMSG_DUPLICATE), 'c');
-    assert_int_equal(cmsg_status(CMSG_RETRY), 0);
+    assert_int_equal(cmsg_status(CMSG_INSERTED), OST_CONFIRMED);
+    assert_int_equal(cmsg_status(CMSG_DUPLICATE), OST_CONFIRMED);
+    assert_int_equal(cmsg_status(CMSG_RETRY), OST_NONE);
     /* A cancel never reaches seckill_settle, and refuses nothing. */
-    assert_int_equal(cmsg_status(CMSG_CANCELLED), 0);
-    assert_int_equal(cmsg_status(CMSG_CANCEL_NOOP), 0);
+    assert_int_equal(cmsg_status(CMSG_CANCELLED), OST_NONE);
+    assert_int_equal(cmsg_status(CMSG_CANCEL_NOOP), OST_NONE);
     assert_false(cmsg_is_refusal(CMSG_CANCELLED));
     assert_false(cmsg_is_refusal(CMSG_CANCEL_NOOP));
     assert_null(cmsg_reason(CMSG_CANCELLED));
@@ -125,7 +125,7 @@ static void test_columns_agree(void **state)
     assert_null(cmsg_reason(-1));
     assert_null(cmsg_reason(CMSG_NOUTCOMES));
     assert_false(cmsg_is_refusal(CMSG_NOUTCOMES));
-    assert_int_equal(cmsg_status(CMSG_NOUTCOMES), 0);
+    assert_int_equal(cmsg_status(CMSG_NOUTCOMES), OST_NONE);
 }
 
 /* Each refusal's counter is seckill_consumer_rejected_total{reason="<its reason>"}. */
