@@ -55,13 +55,14 @@ struct expiry {
 
 /* --- PostgreSQL ------------------------------------------------------------ */
 
-/* The statements of the expiry's session, prepared on each connection. */
+/* The statements of the expiry's session, each planned for the values it
+ * is given (plan_each_run), as they always were: a pass runs each once. */
 static const struct pgsess_stmt exp_stmts[] = {
-    { "expire", embed_cons_expire, 2 },
-    { "returns_due", embed_cons_returns_due, 1 },
-    { "return_done", embed_cons_return_done, 1 },
-    { "return_later", embed_cons_return_later, 2 },
-    { "returns_pending", embed_cons_returns_pending, 0 },
+    { "expire", embed_cons_expire, 2, true },
+    { "returns_due", embed_cons_returns_due, 1, true },
+    { "return_done", embed_cons_return_done, 1, true },
+    { "return_later", embed_cons_return_later, 2, true },
+    { "returns_pending", embed_cons_returns_pending, 0, true },
 };
 
 /* Run the statement queued on e->trip, in a round trip (and a transaction)

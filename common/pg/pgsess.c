@@ -1,6 +1,5 @@
 #include "pgsess.h"
 
-#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +33,14 @@ void pgsess_init(struct pgsess *s, const struct cfg *c, const struct pgsess_conf
     }
 }
 
+const struct pgsess_stmt *pgsess_stmt(const struct pgsess *s, const char *name)
+{
+    for (size_t i = 0; i < s->conf.nstmts; i++)
+        if (strcmp(s->conf.stmts[i].name, name) == 0)
+            return &s->conf.stmts[i];
+    return NULL;
+}
+
 void pgsess_drop(struct pgsess *s)
 {
     if (s->pg)
@@ -62,6 +69,8 @@ static int set_up(struct pgsess *s, char *err, size_t errlen)
             return -1;
     }
     for (size_t i = 0; i < c->nstmts; i++) {
+        if (c->stmts[i].plan_each_run)
+            continue;
         r = PQprepare(s->pg, c->stmts[i].name, c->stmts[i].sql, c->stmts[i].nparams, NULL);
         bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
         if (!ok)

@@ -4,8 +4,8 @@
  * Connecting (pgconn: the program's role, keyword/value parameters) is
  * followed by what every new connection needs before its first trip: the
  * session settings statement, when the caller gives one, with its text
- * parameters; each of the caller's statements prepared under its name; then
- * pipeline mode, in which every statement of the session goes from then on
+ * parameters; the caller's statements prepared under their names (but
+ * those planned at each run); then pipeline mode, in which every statement of the session goes from then on
  * (PQexec* is refused in it: use pgtrip). A database that is down or
  * refuses the password is a state to wait out, not a failure: pgsess_ready
  * tries again at each call, and, given a log_repeat of the caller's, says
@@ -18,6 +18,7 @@
 #define SECKILL_PGSESS_H
 
 #include <libpq-fe.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "cfg.h"
@@ -26,12 +27,18 @@
 /* The most text parameters of the session settings statement. */
 #define PGSESS_SETTINGS_MAX 2
 
-/* A statement prepared on each connection, run by name (pgtrip_prepared).
- * Its parameters' types come from its SQL ($1::bigint[]). */
+/* A statement of the session, run by name (pgtrip_params). Its parameters'
+ * types come from its SQL ($1::bigint[]). Prepared once per connection, and
+ * then planned as the server's plan cache decides (a generic plan after a
+ * few runs); or, plan_each_run, sent with its text each time (an unnamed
+ * statement, as PQexecParams sends it) and planned for the values it is
+ * given: for a statement whose best plan depends on how many ids an array
+ * holds, which a generic plan does not know. */
 struct pgsess_stmt {
     const char *name;
     const char *sql;
     int nparams;
+    bool plan_each_run;
 };
 
 struct pgsess_conf {
@@ -39,7 +46,7 @@ struct pgsess_conf {
     const char *settings_sql; /* run once per connection, before anything else; NULL: none */
     int nsettings;            /* its text parameters: settings[0..nsettings) */
     const char *settings[PGSESS_SETTINGS_MAX];
-    const struct pgsess_stmt *stmts; /* prepared once per connection */
+    const struct pgsess_stmt *stmts; /* the statements pgtrip_params runs by name */
     size_t nstmts;
     /* How a failure to connect is said: NULL when the caller says it.
      * Otherwise once while it lasts, under the key "<who>: postgres" (which
@@ -70,6 +77,8 @@ void pgsess_init(struct pgsess *s, const struct cfg *c, const struct pgsess_conf
  * configuration holds now). 0 when connected; -1 with why in err (and said,
  * when conf.say). */
 int pgsess_ready(struct pgsess *s, char *err, size_t errlen);
+/* The statement of conf.stmts called name, or NULL. */
+const struct pgsess_stmt *pgsess_stmt(const struct pgsess *s, const char *name);
 /* Close the connection (the server rolls back what it held); the next
  * pgsess_ready connects again. */
 void pgsess_drop(struct pgsess *s);

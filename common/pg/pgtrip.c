@@ -69,19 +69,25 @@ static int room(struct pgtrip *t)
     return 0;
 }
 
-/* Queue through libpq (prepared when name, else the constant sql). */
+/* Queue through libpq: the session's statement name, or the constant sql. */
 static int queue(struct pgtrip *t, const char *name, const char *sql, int n, const char *const *vals,
                  const int *lens, const int *fmts, ExecStatusType want)
 {
     const char *what = name ? name : sql;
+    const struct pgsess_stmt *st = name ? pgsess_stmt(t->s, name) : NULL;
+    int ok;
     if (t->bad)
         return -1;
+    if (name && !st)
+        return not_queued(t, what, "not a statement of the session");
     if (!t->s->pg)
         return not_queued(t, what, "not connected");
     if (room(t) != 0)
         return not_queued(t, what, "out of memory");
-    int ok = name ? PQsendQueryPrepared(t->s->pg, name, n, vals, lens, fmts, 0)
-                  : PQsendQueryParams(t->s->pg, sql, 0, NULL, NULL, NULL, NULL, 0);
+    if (st && !st->plan_each_run)
+        ok = PQsendQueryPrepared(t->s->pg, name, n, vals, lens, fmts, 0);
+    else
+        ok = PQsendQueryParams(t->s->pg, st ? st->sql : sql, n, NULL, vals, lens, fmts, 0);
     if (!ok)
         return not_queued(t, what, NULL);
     t->st[t->n] = (struct pgtrip_stmt){ what, want, NULL };

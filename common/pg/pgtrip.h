@@ -2,7 +2,7 @@
  * policy that tells a failure the server will get over from one it never
  * will.
  *
- * Statements are queued one after the other without waiting (prepared ones
+ * Statements are queued one after the other without waiting (the session's
  * by name, constant ones by their text), each with the status it must
  * answer; pgtrip_run sends one sync and reads every result: one round trip
  * for them all. Without a BEGIN the statements of a trip are one implicit
@@ -84,9 +84,9 @@ void pgtrip_reset(struct pgtrip *t);
  * index in the trip, or -1 (pgtrip_run then fails: PGT_TRANSIENT). The
  * session must be ready (pgsess_ready). */
 int pgtrip_sql(struct pgtrip *t, const char *sql, ExecStatusType want);
-/* Queue the prepared statement name with its n parameters p (at most
- * PGTRIP_PARAMS_MAX). Its index, or -1 (as pgtrip_sql; an array that
- * failed counts as out of memory). */
+/* Queue the session's statement name (pgsess_conf.stmts) with its n
+ * parameters p (at most PGTRIP_PARAMS_MAX). Its index, or -1 (as
+ * pgtrip_sql; an array that failed counts as out of memory). */
 int pgtrip_params(struct pgtrip *t, const char *name, const struct pgparam *p, int n, ExecStatusType want);
 /* The same for a statement whose parameters are all arrays: a[0..n). */
 int pgtrip_arrays(struct pgtrip *t, const char *name, const struct pgarr *const *a, int n,

@@ -86,12 +86,33 @@ static void test_failed_array(void **state)
     pgsess_close(&s);
 }
 
+/* A name the session does not know is never sent. */
+static void test_unknown_statement(void **state)
+{
+    (void)state;
+    static const struct pgsess_stmt stmts[] = { { "fence", "SELECT 1", 0, false } };
+    struct pgsess s;
+    struct pgtrip t;
+    struct pgsess_conf conf = { .appname = "test_pgtrip", .stmts = stmts, .nstmts = 1 };
+    char err[256] = "";
+    pgsess_init(&s, &harness_conf, &conf);
+    pgtrip_init(&t, &s);
+    assert_non_null(pgsess_stmt(&s, "fence"));
+    assert_null(pgsess_stmt(&s, "fences"));
+    assert_int_equal(pgtrip_params(&t, "fences", NULL, 0, PGRES_TUPLES_OK), -1);
+    assert_int_equal(pgtrip_run(&t, err, sizeof(err)), PGT_TRANSIENT);
+    assert_non_null(strstr(err, "fences: not a statement of the session"));
+    pgtrip_free(&t);
+    pgsess_close(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_class),
         cmocka_unit_test(test_not_connected),
         cmocka_unit_test(test_failed_array),
+        cmocka_unit_test(test_unknown_statement),
     };
     return cmocka_run_group_tests_name("pgtrip", tests, NULL, NULL);
 }
