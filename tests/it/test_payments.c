@@ -439,7 +439,10 @@ static void test_payment_user_writes_payments_only(void **state)
 static void test_pay_then_replay(void **state)
 {
     (void)state;
-    int64_t item = item_create(3, 60), u = S.user_lo, paid_at = util_wall_ms();
+    /* 600 s: the order it leaves waiting must not expire before the suite's
+     * last test compares the stores before and after a replay (the suite
+     * takes about a minute). */
+    int64_t item = item_create(3, 600), u = S.user_lo, paid_at = util_wall_ms();
     int64_t o = order_id(item, 0);
     int64_t applied = metric("seckill_consumer_payments_applied_total");
     int64_t replayed = metric("seckill_consumer_payments_replayed_total");
