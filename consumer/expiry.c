@@ -477,9 +477,6 @@ int expiry_start(const struct cfg *c, struct expiry **out, char *err, size_t err
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    e->cfg = c;
-    e->fn = (struct rfunc)RFUNC_INIT("seckill_return", RFUNC_LIB_RETURN);
-    e->mark = (struct rfunc)RFUNC_INIT("seckill_mark", RFUNC_LIB_RETURN);
     /* Why PostgreSQL cannot be reached (a password, a certificate) is the
      * workers' to say, once: their connections fail the same way. */
     struct pgsess_conf pc = { .appname = "seckill-consumer-expiry", .stmts = exp_stmts,
@@ -488,6 +485,9 @@ int expiry_start(const struct cfg *c, struct expiry **out, char *err, size_t err
                               .why_elsewhere = "the workers' log says why" };
     pgsess_init(&e->pg, c, &pc);
     pgtrip_init(&e->trip, &e->pg);
+    e->cfg = c;
+    e->fn = (struct rfunc)RFUNC_INIT("seckill_return", RFUNC_LIB_RETURN);
+    e->mark = (struct rfunc)RFUNC_INIT("seckill_mark", RFUNC_LIB_RETURN);
     rp_batch_init(&e->batch);
     if (bgt_start(&e->t, run, e) != 0) {
         snprintf(err, errlen, "expiry: cannot start its thread");

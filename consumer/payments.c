@@ -1594,6 +1594,12 @@ int payments_start(const struct cfg *c, struct payments **out, char *err, size_t
     p->wait_due = INT64_MAX;
     p->said_late.last_ms = p->said_letters.last_ms = INT64_MIN / 2;
     p->fn = (struct rfunc)RFUNC_INIT("seckill_mark", RFUNC_LIB_RETURN);
+    rp_batch_init(&p->batch);
+    i64map_init(&p->users, 1, 0);
+    i64map_init(&p->orders, 1, 0);
+    i64map_init(&p->by_user, 1, sizeof(size_t));
+    i64map_init(&p->by_order, 1, sizeof(size_t));
+    i64map_init(&p->found, 1, 0);
     /* A session idle in a transaction past the lock's lease is ended by
      * the server (a consumer frozen mid-payment holds the user's row). */
     snprintf(p->idle_ms, sizeof(p->idle_ms), "%d", c->lock.ttl_ms);
@@ -1603,12 +1609,6 @@ int payments_start(const struct cfg *c, struct payments **out, char *err, size_t
                               .meanwhile = "payments wait" };
     pgsess_init(&p->pg, c, &pc);
     pgtrip_init(&p->trip, &p->pg);
-    rp_batch_init(&p->batch);
-    i64map_init(&p->users, 1, 0);
-    i64map_init(&p->orders, 1, 0);
-    i64map_init(&p->by_user, 1, sizeof(size_t));
-    i64map_init(&p->by_order, 1, sizeof(size_t));
-    i64map_init(&p->found, 1, 0);
     if (off_open(&p->off) != 0 || i64map_reset(&p->by_user, PAY_BATCH) != 0 ||
         i64map_reset(&p->by_order, PAY_BATCH) != 0) {
         snprintf(err, errlen, "out of memory");
