@@ -13,7 +13,7 @@
 #include "embed.h"
 #include "keys.h"
 #include "log.h"
-#include "pgconn.h"
+#include "pgtrip.h"
 #include "rfunc.h"
 #include "rpipe.h"
 #include "rstate.h"
@@ -27,8 +27,6 @@
  * to the cap: the connections are remade on the next pass. */
 #define EXP_BACKOFF_BASE_MS 100
 #define EXP_BACKOFF_CAP_MS 5000
-/* Room per order id in an array parameter ("{1,2,...}"): 19 digits, a sign, a comma. */
-#define EXP_ID_CHARS 21
 
 struct ret_row {
     int64_t order_id, item_id, user_id;
@@ -40,7 +38,8 @@ struct ret_row {
 struct expiry {
     const struct cfg *cfg;
     struct bgthread t;
-    PGconn *pg;
+    struct pgsess pg;
+    struct pgtrip trip;
     struct rp *rp;
     struct rp_batch batch;
     struct rfunc return_fn; /* seckill_return */
@@ -52,56 +51,49 @@ struct expiry {
     size_t nrows, cap;
     const char **argv; /* room for one call: keys, flag, two (or three) per order */
     char (*vals)[24];  /* the orders' ids, users and times as text */
-    char *ids;         /* an array parameter's text */
+    struct pgarr ids;  /* the orders of a return statement (cons_return_done, cons_return_later) */
 };
 
 /* --- PostgreSQL ------------------------------------------------------------ */
 
-static int pg_ready(struct expiry *e)
+/* The statements of the expiry's session, each planned for the values it
+ * is given (plan_each_run), as they always were: a pass runs each once. */
+static const struct pgsess_stmt exp_stmts[] = {
+    { "expire", embed_cons_expire, 2, true },
+    { "returns_due", embed_cons_returns_due, 1, true },
+    { "return_done", embed_cons_return_done, 1, true },
+    { "return_later", embed_cons_return_later, 2, true },
+    { "returns_pending", embed_cons_returns_pending, 0, true },
+};
+
+/* Run the statement queued on e->trip, in a round trip (and a transaction)
+ * of its own: its result, valid until pgtrip_reset; or NULL, the failure
+ * said once while it lasts: a transient one (the connection, a deadlock) is
+ * retried after the backoff, the connection remade if it broke; a refusal
+ * of the data too, as an error an operator must look at (the same rows
+ * would be refused again: they stay where they are, nothing is lost). */
+static PGresult *run_one(struct expiry *e, int at, const char *what)
 {
     char err[512];
-    if (e->pg && PQstatus(e->pg) == CONNECTION_OK)
-        return 0;
-    PQfinish(e->pg);
-    e->pg = NULL;
-    if (pgconn_open(e->cfg, "seckill-consumer-expiry", &e->pg, err, sizeof(err)) != 0) {
-        /* Why (a password, a certificate) is the workers' to say, once: their
-         * connections fail the same way, and one reason said twice would
-         * read as two problems. */
-        log_debug("expiry: postgres: %s", err);
+    enum pgt_status st = pgtrip_run(&e->trip, err, sizeof(err));
+    if (st == PGT_OK)
+        return pgtrip_result(&e->trip, at);
+    pgtrip_rollback(&e->trip);
+    if (st == PGT_DATA)
+        log_repeat(&e->say_pg, LOG_LVL_ERROR, "expiry: postgres refused",
+                   "expiry: postgres refused %s: %s; retried after the backoff (logged once while it lasts)",
+                   what, err);
+    else
         log_repeat(&e->say_pg, LOG_LVL_WARNING, "expiry: postgres",
-                   "expiry: postgres unreachable (the workers' log says why); orders past their payment "
-                   "window wait (logged once while it lasts)");
-        return -1;
-    }
-    log_repeat_end(&e->say_pg, "connected");
-    return 0;
+                   "expiry: postgres: %s: %s; retried (logged once while it lasts)", what, err);
+    return NULL;
 }
 
-/* res did not go as want: say so once while it lasts, and drop a broken
- * connection for the next pass to remake. Frees res. -1. */
-static int pg_failed(struct expiry *e, PGresult *res, const char *what)
+/* Queue the prepared statement name with its n parameters p and run it. */
+static PGresult *run_params(struct expiry *e, const char *name, int n, const struct pgparam *p,
+                            ExecStatusType want, const char *what)
 {
-    log_repeat(&e->say_pg, LOG_LVL_WARNING, "expiry: postgres",
-               "expiry: postgres: %s: %s; retried (logged once while it lasts)", what, PQerrorMessage(e->pg));
-    PQclear(res);
-    if (PQstatus(e->pg) != CONNECTION_OK) {
-        PQfinish(e->pg);
-        e->pg = NULL;
-    }
-    return -1;
-}
-
-/* Run sql with n text parameters; the result, or NULL after pg_failed. */
-static PGresult *pg_run(struct expiry *e, const char *sql, int n, const char *const *p, ExecStatusType want,
-                        const char *what)
-{
-    PGresult *res = PQexecParams(e->pg, sql, n, NULL, p, NULL, NULL, 0);
-    if (PQresultStatus(res) != want) {
-        pg_failed(e, res, what);
-        return NULL;
-    }
-    return res;
+    return run_one(e, pgtrip_params(&e->trip, name, p, n, want), what);
 }
 
 static int cmp_item(const void *a, const void *b)
@@ -124,10 +116,7 @@ static int reserve(struct expiry *e, size_t limit)
     char(*vals)[24] = realloc(e->vals, limit * EXP_RETURN_ARGS * sizeof(*vals));
     if (vals)
         e->vals = vals;
-    char *ids = realloc(e->ids, limit * EXP_ID_CHARS + 3);
-    if (ids)
-        e->ids = ids;
-    if (!rows || !argv || !vals || !ids)
+    if (!rows || !argv || !vals)
         return -1;
     e->cap = limit;
     return 0;
@@ -161,19 +150,19 @@ static int load_due(struct expiry *e, int limit)
 {
     char lim[16];
     snprintf(lim, sizeof(lim), "%d", limit);
-    const char *p[] = { lim };
+    const struct pgparam p[] = { { .text = lim } };
     e->nrows = 0;
     if (reserve(e, (size_t)limit) != 0) {
         log_error("expiry: out of memory for %d returns", limit);
         return -1;
     }
-    PGresult *res = pg_run(e, embed_cons_returns_due, 1, p, PGRES_TUPLES_OK, "reading the returns due");
+    PGresult *res = run_params(e, "returns_due", 1, p, PGRES_TUPLES_OK, "reading the returns due");
     if (!res)
         return -1;
     for (int i = 0; i < PQntuples(res) && (size_t)i < e->cap; i++)
         if (parse_due(res, i, &e->rows[e->nrows]) == 0)
             e->nrows++;
-    PQclear(res);
+    pgtrip_reset(&e->trip);
     qsort(e->rows, e->nrows, sizeof(*e->rows), cmp_item);
     return 0;
 }
@@ -189,7 +178,7 @@ static int expire_due(struct expiry *e, int limit, int *n, int64_t *taken)
     char lim[16], first[16];
     snprintf(lim, sizeof(lim), "%d", limit);
     snprintf(first, sizeof(first), "%d", EXPIRY_FIRST_TRY_MS);
-    const char *p[] = { lim, first };
+    const struct pgparam p[] = { { .text = lim }, { .text = first } };
     e->nrows = 0;
     *n = 0;
     *taken = 0;
@@ -197,7 +186,7 @@ static int expire_due(struct expiry *e, int limit, int *n, int64_t *taken)
         log_error("expiry: out of memory for %d returns", limit);
         return -1;
     }
-    PGresult *res = pg_run(e, embed_cons_expire, 2, p, PGRES_TUPLES_OK, "expiring orders");
+    PGresult *res = run_params(e, "expire", 2, p, PGRES_TUPLES_OK, "expiring orders");
     if (!res)
         return -1;
     if (PQntuples(res) > 0 && util_parse_i64(PQgetvalue(res, 0, 5), 0, INT64_MAX, taken) != 0)
@@ -209,7 +198,7 @@ static int expire_due(struct expiry *e, int limit, int *n, int64_t *taken)
         if (parse_due(res, i, &e->rows[e->nrows]) == 0)
             e->nrows++;
     }
-    PQclear(res);
+    pgtrip_reset(&e->trip);
     qsort(e->rows, e->nrows, sizeof(*e->rows), cmp_item);
     if (*n > 0) {
         CM_ADD(expired, *n);
@@ -218,17 +207,18 @@ static int expire_due(struct expiry *e, int limit, int *n, int64_t *taken)
     return 0;
 }
 
-/* "{id,id,...}" of the rows whose ok is want, into e->ids; how many. */
-static size_t ids_text(struct expiry *e, bool want)
+/* The ids of the rows whose ok is want, as a bigint[] into e->ids; how
+ * many. */
+static size_t ids_of(struct expiry *e, bool want)
 {
-    size_t n = 0, at = 0;
-    e->ids[at++] = '{';
+    size_t n = 0;
+    pgarr_begin(&e->ids, PGARR_INT8);
     for (size_t i = 0; i < e->nrows; i++)
-        if (e->rows[i].ok == want)
-            at += (size_t)snprintf(e->ids + at, EXP_ID_CHARS + 1, "%s%" PRId64, n++ ? "," : "",
-                                   e->rows[i].order_id);
-    e->ids[at++] = '}';
-    e->ids[at] = '\0';
+        if (e->rows[i].ok == want) {
+            pgarr_add_i64(&e->ids, e->rows[i].order_id);
+            n++;
+        }
+    pgarr_end(&e->ids);
     return n;
 }
 
@@ -236,20 +226,17 @@ static size_t ids_text(struct expiry *e, bool want)
 static int mark(struct expiry *e)
 {
     char cap[16];
+    const struct pgparam done[] = { { .arr = &e->ids } }, later[] = { { .arr = &e->ids }, { .text = cap } };
     snprintf(cap, sizeof(cap), "%d", CFG_GET(e->cfg->consumer.return_backoff_cap_ms));
-    if (ids_text(e, true) > 0) {
-        const char *p[] = { e->ids };
-        PGresult *res = pg_run(e, embed_cons_return_done, 1, p, PGRES_COMMAND_OK, "marking returns done");
-        if (!res)
+    if (ids_of(e, true) > 0) {
+        if (!run_params(e, "return_done", 1, done, PGRES_COMMAND_OK, "marking returns done"))
             return -1;
-        PQclear(res);
+        pgtrip_reset(&e->trip);
     }
-    if (ids_text(e, false) > 0) {
-        const char *p[] = { e->ids, cap };
-        PGresult *res = pg_run(e, embed_cons_return_later, 2, p, PGRES_COMMAND_OK, "deferring returns");
-        if (!res)
+    if (ids_of(e, false) > 0) {
+        if (!run_params(e, "return_later", 2, later, PGRES_COMMAND_OK, "deferring returns"))
             return -1;
-        PQclear(res);
+        pgtrip_reset(&e->trip);
     }
     return 0;
 }
@@ -263,12 +250,12 @@ static int count_pending(struct expiry *e)
     int64_t n = 0, now = util_mono_ms();
     if (now - e->counted_ms < CFG_GET(e->cfg->consumer.expire_interval_ms))
         return 0;
-    PGresult *res = pg_run(e, embed_cons_returns_pending, 0, NULL, PGRES_TUPLES_OK, "counting returns");
+    PGresult *res = run_params(e, "returns_pending", 0, NULL, PGRES_TUPLES_OK, "counting returns");
     if (!res)
         return -1;
     if (util_parse_i64(PQgetvalue(res, 0, 0), 0, INT64_MAX, &n) == 0)
         CM_SET(returns_pending, n);
-    PQclear(res);
+    pgtrip_reset(&e->trip);
     e->counted_ms = now;
     return 0;
 }
@@ -457,7 +444,9 @@ static int pass(struct expiry *e, bool *more)
     int limit = CFG_GET(e->cfg->consumer.expire_batch), n = 0;
     int64_t taken = 0;
     *more = false;
-    if (pg_ready(e) != 0 || expire_due(e, limit, &n, &taken) != 0 || give_back(e) != 0)
+    char err[512];
+    if (pgsess_ready(&e->pg, err, sizeof(err)) != 0 || expire_due(e, limit, &n, &taken) != 0 ||
+        give_back(e) != 0)
         return -1;
     if (load_due(e, limit) != 0 || give_back(e) != 0 || count_pending(e) != 0)
         return -1;
@@ -494,6 +483,14 @@ int expiry_start(const struct cfg *c, struct expiry **out, char *err, size_t err
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    /* Why PostgreSQL cannot be reached (a password, a certificate) is the
+     * workers' to say, once: their connections fail the same way. */
+    struct pgsess_conf pc = { .appname = "seckill-consumer-expiry", .stmts = exp_stmts,
+                              .nstmts = ARRAY_SIZE(exp_stmts), .say = &e->say_pg, .who = "expiry",
+                              .meanwhile = "orders past their payment window wait",
+                              .why_elsewhere = "the workers' log says why" };
+    pgsess_init(&e->pg, c, &pc);
+    pgtrip_init(&e->trip, &e->pg);
     e->cfg = c;
     e->return_fn = (struct rfunc)RFUNC_INIT("seckill_return", RFUNC_LIB_RETURN);
     rs_init(&e->rs, c);
@@ -512,13 +509,14 @@ void expiry_stop(struct expiry *e)
     if (!e)
         return;
     bgt_stop(&e->t);
-    PQfinish(e->pg);
+    pgtrip_free(&e->trip);
+    pgsess_close(&e->pg);
     rp_close(e->rp);
     rp_batch_free(&e->batch);
     rs_free(&e->rs);
     free(e->rows);
     free(e->argv);
     free(e->vals);
-    free(e->ids);
+    pgarr_free(&e->ids);
     free(e);
 }

@@ -3,8 +3,12 @@
  *
  * A thread of the consumer's own, with its own PostgreSQL and Redis
  * connections, made and remade here with backoff (a service down is a state
- * to wait out, not a failure). Every consumer.expire_interval_ms, and at once
- * again after a full batch:
+ * to wait out, not a failure). A statement PostgreSQL refuses for what it
+ * carries (pgtrip_class: not the connection, a deadlock or the like) is
+ * said as an error, once while it lasts, and the pass retried with the
+ * same backoff: an expiry has no message to set aside, the rows stay where
+ * they are, nothing is lost, and an operator must look. Every
+ * consumer.expire_interval_ms, and at once again after a full batch:
  *
  * 1. Expire: one statement (consumer/sql/cons_expire.sql), so one
  *    transaction, takes up to consumer.expire_batch windows that ended from

@@ -21,7 +21,7 @@
 #include "offsets.h"
 #include "order.h"
 #include "paysig.h"
-#include "pgconn.h"
+#include "pgtrip.h"
 #include "queue.h"
 #include "rpipe.h"
 #include "rstate.h"
@@ -64,10 +64,6 @@
 #define PAY_BATCH 1024
 /* Batches per turn of the thread before it fetches and stores offsets again. */
 #define PAY_TURN_BATCHES 8
-/* A PostgreSQL array literal of a batch: of ids, or of words of
- * [A-Za-z0-9_.:-] (references, status_then), each quoted and one comma. */
-#define PAY_ARR_MAX (PAY_BATCH * (PAY_REF_MAX + 3) + 3)
-
 /* How one try at a payment went. */
 enum pay_result {
     PAY_DONE,    /* paid, a replay, or recorded late: its offset may move */
@@ -75,6 +71,7 @@ enum pay_result {
     PAY_BUSY,    /* the user's lock is held elsewhere, or the fence was stale: again soon */
     PAY_DOWN,    /* PostgreSQL or Redis failed: back off */
     PAY_REFUSE,  /* never payable: dead-letter it */
+    PAY_DATA,    /* refused by PostgreSQL on its own (pay.refused says why): dead-letter it */
 };
 
 /* What a committed payment did, for the metrics and Redis. */
@@ -107,6 +104,7 @@ struct pay {
      * counted as what its first commit did. */
     bool unmarked;
     enum pay_kind first_kind;
+    char *refused; /* PAY_DATA: the server's words */
 };
 
 /* Payments in the order they joined the list, and what they weigh. */
@@ -120,12 +118,6 @@ struct plist {
 struct summary {
     int64_t n, last_ms;
     char last[320];
-};
-
-/* A statement's parameter: a PostgreSQL array literal (text, never SQL). */
-struct arr {
-    size_t n;
-    char s[PAY_ARR_MAX];
 };
 
 struct payments {
@@ -153,7 +145,10 @@ struct payments {
     struct i64map found;                    /* check: the orders found */
     struct summary said_late, said_letters;
     struct lock_client *lc;
-    PGconn *pg;
+    struct pgsess pg;
+    struct pgtrip trip;
+    char idle_ms[24];  /* the session's idle_in_transaction_session_timeout */
+    char pg_err[512];  /* the last PostgreSQL failure's words */
     struct rp *rp;
     struct rp_batch batch;
     struct rs rs; /* the paid orders' states (rstate.h) */
@@ -168,7 +163,7 @@ struct payments {
     bool go[PAY_BATCH];
     struct i64map users, orders; /* picking: whose payments wait */
     struct i64map by_user, by_order; /* the batch: a payment's place in b by its user, its order */
-    struct arr arr[5];           /* a statement's parameters */
+    struct pgarr arr[5];         /* a statement's parameters */
     _Atomic int fatal;
     _Atomic int kafka_err;
     struct log_repeat say_pg, say_redis, say_mark, say_kafka, say_wait, say_blocks;
@@ -182,6 +177,7 @@ static void pay_free(struct pay *y)
         return;
     free(y->payload);
     free(y->key);
+    free(y->refused);
     free(y);
 }
 
@@ -309,128 +305,45 @@ static void serve_letters(struct payments *p)
 
 /* --- PostgreSQL ------------------------------------------------------------------ */
 
-/* libpq's message on one line (it spans lines; a log line must not). */
-static void one_line(char *out, size_t len, const char *m)
-{
-    size_t n = strlen(m);
-    while (n && (m[n - 1] == '\n' || m[n - 1] == ' '))
-        n--;
-    snprintf(out, len, "%.*s", (int)n, m);
-    for (char *c = out; *c; c++)
-        if (*c == '\n' || *c == '\t')
-            *c = ' ';
-}
+/* The statements of the payments' session. The fence is the workers' own
+ * statement (cons_fence.sql): a user's orders and payments advance one
+ * fence. Each is planned for the arrays it is given (plan_each_run): a
+ * generic plan cannot tell a batch of 1,024 from one of 3, and the planner
+ * took the wrong join for some sizes before (pay_apply.sql says which). */
+static const struct pgsess_stmt pay_stmts[] = {
+    { "fence", embed_cons_fence, 2, true },
+    { "apply", embed_pay_apply, 4, true },
+    { "order", embed_pay_order, 2, true },
+    { "late", embed_pay_late, 5, true },
+    { "waiting", embed_pay_waiting, 2, true },
+    { "blocks", embed_pay_blocks, 0, true },
+};
 
-static int pg_ready(struct payments *p)
+/* Run the round trip queued on p->trip. PGT_OK, its results in the trip
+ * until pgtrip_reset. Otherwise the failure's class, its words in
+ * p->pg_err, the transaction rolled back; said once while it lasts, but for
+ * a batch's data error (quiet: its payments are tried one at a time, and
+ * the one refused alone is dead-lettered with those words). */
+static enum pgt_status pg_trip(struct payments *p, bool batch)
 {
-    char err[512], idle[24];
-    if (p->pg && PQstatus(p->pg) == CONNECTION_OK)
-        return 0;
-    PQfinish(p->pg);
-    p->pg = NULL;
-    if (pgconn_open(p->cfg, "seckill-consumer-payments", &p->pg, err, sizeof(err)) != 0) {
+    enum pgt_status st = pgtrip_run(&p->trip, p->pg_err, sizeof(p->pg_err));
+    if (st == PGT_OK)
+        return PGT_OK;
+    pgtrip_rollback(&p->trip);
+    if (st == PGT_TRANSIENT)
         log_repeat(&p->say_pg, LOG_LVL_WARNING, "payments: postgres",
-                   "payments: postgres unreachable: %s; payments wait (logged once while it lasts)", err);
-        return -1;
-    }
-    /* A session idle in a transaction past the lock's lease is ended by
-     * the server (a consumer frozen mid-payment holds the user's row). */
-    snprintf(idle, sizeof(idle), "%d", p->cfg->lock.ttl_ms);
-    const char *v[] = { idle };
-    PGresult *r = PQexecParams(p->pg, embed_cons_session, 1, NULL, v, NULL, NULL, 0);
-    bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
-    one_line(err, sizeof(err), PQresultErrorMessage(r));
-    PQclear(r);
-    if (!ok) {
-        log_repeat(&p->say_pg, LOG_LVL_WARNING, "payments: postgres",
-                   "payments: postgres: session settings: %s; retried (logged once while it lasts)", err);
-        PQfinish(p->pg);
-        p->pg = NULL;
-        return -1;
-    }
-    return 0;
-}
-
-/* The transaction is over, whatever state it was in: rolled back when the
- * connection still holds one, dropped when the connection broke. */
-static void pg_abort(struct payments *p)
-{
-    if (!p->pg)
-        return;
-    if (PQstatus(p->pg) != CONNECTION_OK) {
-        PQfinish(p->pg);
-        p->pg = NULL;
-        return;
-    }
-    if (PQtransactionStatus(p->pg) != PQTRANS_IDLE)
-        PQclear(PQexec(p->pg, "ROLLBACK"));
-}
-
-/* Run sql with n text parameters: the result, or NULL (said once while it
- * lasts; the transaction rolled back). */
-static PGresult *pg_run(struct payments *p, const char *sql, int n, const char *const *v, ExecStatusType want,
-                        const char *what)
-{
-    char why[512];
-    PGresult *r = PQexecParams(p->pg, sql, n, NULL, v, NULL, NULL, 0);
-    if (PQresultStatus(r) == want)
-        return r;
-    one_line(why, sizeof(why), PQresultErrorMessage(r)[0] ? PQresultErrorMessage(r) : PQerrorMessage(p->pg));
-    log_repeat(&p->say_pg, LOG_LVL_WARNING, "payments: postgres",
-               "payments: postgres: %s: %s; retried (logged once while it lasts)", what, why);
-    PQclear(r);
-    pg_abort(p);
-    return NULL;
+                   "payments: postgres: %s; retried (logged once while it lasts)", p->pg_err);
+    else if (!batch)
+        log_repeat(&p->say_pg, LOG_LVL_ERROR, "payments: postgres refused",
+                   "payments: postgres refused a statement as data: %s; retried after the backoff (logged "
+                   "once while it lasts)",
+                   p->pg_err);
+    else
+        log_debug("payments: postgres refused a batch: %s; its payments are tried one at a time", p->pg_err);
+    return st;
 }
 
 /* --- PostgreSQL: a batch's transaction ------------------------------------------ */
-
-static void arr_reset(struct arr *a)
-{
-    a->n = 0;
-    a->s[0] = '\0';
-}
-
-/* Append len bytes of text; what does not fit is dropped (the limit fits a
- * batch of the longest words, so it never is). */
-static void arr_put(struct arr *a, const char *text, size_t len)
-{
-    if (len < sizeof(a->s) - a->n) {
-        memcpy(a->s + a->n, text, len);
-        a->n += len;
-        a->s[a->n] = '\0';
-    }
-}
-
-/* One more element: an id, or a word quoted (so that a reference spelled
- * NULL stays a word). Built with memcpy, not snprintf: a batch formats five
- * arrays of 1,024, and snprintf was a quarter of the thread's CPU (perf). */
-static void arr_add(struct arr *a, const char *word, bool quote)
-{
-    arr_put(a, a->n ? "," : "{", 1);
-    if (quote)
-        arr_put(a, "\"", 1);
-    arr_put(a, word, strlen(word));
-    if (quote)
-        arr_put(a, "\"", 1);
-}
-
-static void arr_i64(struct arr *a, int64_t v)
-{
-    char b[UTIL_I64_CHARS + 1];
-    b[0] = a->n ? ',' : '{';
-    arr_put(a, b, 1 + util_i64_text(b + 1, v));
-}
-
-/* The literal, closed; "{}" when empty. */
-static const char *arr_end(struct arr *a)
-{
-    if (a->n)
-        arr_put(a, "}", 1);
-    else
-        arr_put(a, "{}", 2);
-    return a->s;
-}
 
 /* The batch's payment whose order (or, by_user, user) is the id in text,
  * or -1. A batch holds one payment per order and per user; a result row is
@@ -457,83 +370,95 @@ static void index_batch(struct payments *p)
     }
 }
 
-/* Every payment whose user is locked gets res: the transaction failed or
- * was rolled back, so none of them is done. */
-static void set_locked(struct payments *p, enum pay_result res)
+/* From payment i on, every payment whose user is locked gets res: a
+ * transaction failed or was rolled back, so none of them is done. */
+static void set_locked(struct payments *p, size_t i, enum pay_result res)
 {
-    for (size_t i = 0; i < p->nb; i++)
+    for (; i < p->nb; i++)
         if (p->lst[i] == LOCK_OK)
             p->b[i]->res = res;
 }
 
-/* BEGIN and the fences of the users locked: the payment of a user whose
- * fence is stale leaves the transaction (PAY_BUSY: again under a fresh
- * lock); the others go on. 0, or -1 (rolled back). */
-static int fences(struct payments *p)
+/* BEGIN and the fences of the payments to decide (go), in one round trip: a
+ * payment whose user's fence is stale leaves the transaction (PAY_BUSY:
+ * again under a fresh lock); the others go on. */
+static enum pgt_status fences(struct payments *p)
 {
-    const char *v[2];
-    arr_reset(&p->arr[0]);
-    arr_reset(&p->arr[1]);
+    const struct pgarr *const a[] = { &p->arr[0], &p->arr[1] };
+    enum pgt_status st;
+    int64_t asked = 0, passed = 0;
+    pgarr_begin(&p->arr[0], PGARR_INT8);
+    pgarr_begin(&p->arr[1], PGARR_INT8);
     for (size_t i = 0; i < p->nb; i++) {
         if (!p->go[i])
             continue;
-        arr_i64(&p->arr[0], p->b[i]->m.user_id);
-        arr_i64(&p->arr[1], lock_fence(p->locks[i]));
+        pgarr_add_i64(&p->arr[0], p->b[i]->m.user_id);
+        pgarr_add_i64(&p->arr[1], lock_fence(p->locks[i]));
         p->go[i] = false; /* until its fence is seen to pass */
+        asked++;
     }
-    v[0] = arr_end(&p->arr[0]);
-    v[1] = arr_end(&p->arr[1]);
-    PGresult *r = pg_run(p, "BEGIN", 0, NULL, PGRES_COMMAND_OK, "BEGIN");
-    if (!r)
-        return -1;
-    PQclear(r);
-    if (!(r = pg_run(p, embed_pay_fence, 2, v, PGRES_TUPLES_OK, "advancing the users' fences")))
-        return -1;
+    pgarr_end(&p->arr[0]);
+    pgarr_end(&p->arr[1]);
+    pgtrip_sql(&p->trip, "BEGIN", PGRES_COMMAND_OK);
+    int at = pgtrip_arrays(&p->trip, "fence", a, 2, PGRES_TUPLES_OK);
+    if ((st = pg_trip(p, true)) != PGT_OK)
+        return st;
+    PGresult *r = pgtrip_result(&p->trip, at);
     for (int k = 0; k < PQntuples(r); k++) {
         int i = slot_of(p, PQgetvalue(r, k, 0), true);
-        if (i >= 0)
+        if (i >= 0 && !p->go[i]) {
             p->go[i] = true;
+            passed++;
+        }
     }
-    PQclear(r);
-    for (size_t i = 0; i < p->nb; i++)
-        if (p->lst[i] == LOCK_OK && !p->go[i])
-            CM_ADD(stale_fence, 1);
-    return 0;
+    pgtrip_reset(&p->trip);
+    CM_ADD(stale_fence, asked - passed);
+    return PGT_OK;
 }
 
-/* The parameters of the payments still to decide (go), or of payment only
- * (>= 0): order, user, paid_at, reference, and what the order was. */
-static size_t fill(struct payments *p, int only, const char **v)
+/* The arrays of the payments still to decide (go), or of payment only
+ * (>= 0): order, user, paid_at, reference, and what the order was. How
+ * many payments. */
+static size_t fill(struct payments *p, int only)
 {
     size_t n = 0;
     for (int k = 0; k < 5; k++)
-        arr_reset(&p->arr[k]);
+        pgarr_begin(&p->arr[k], k < 3 ? PGARR_INT8 : PGARR_TEXT);
     for (size_t i = 0; i < p->nb; i++) {
         const struct pay *y = p->b[i];
+        const char *then = y->d.then ? y->d.then : "";
         if (only >= 0 ? (int)i != only : !p->go[i])
             continue;
-        arr_i64(&p->arr[0], y->m.order_id);
-        arr_i64(&p->arr[1], y->m.user_id);
-        arr_i64(&p->arr[2], y->m.paid_at_ms);
-        arr_add(&p->arr[3], y->m.ref, true);
-        arr_add(&p->arr[4], y->d.then ? y->d.then : "", true);
+        pgarr_add_i64(&p->arr[0], y->m.order_id);
+        pgarr_add_i64(&p->arr[1], y->m.user_id);
+        pgarr_add_i64(&p->arr[2], y->m.paid_at_ms);
+        pgarr_add_text(&p->arr[3], y->m.ref, strlen(y->m.ref));
+        pgarr_add_text(&p->arr[4], then, strlen(then));
         n++;
     }
     for (int k = 0; k < 5; k++)
-        v[k] = arr_end(&p->arr[k]);
+        pgarr_end(&p->arr[k]);
     return n;
 }
 
-/* Pay the orders of the payments to decide (pay_apply.sql): those paid now
- * are done. 0, or -1 (rolled back). */
-static int apply(struct payments *p)
+/* Queue statement name with the first n arrays fill made. */
+static int add_filled(struct payments *p, const char *name, int n, ExecStatusType want)
 {
-    const char *v[5];
-    if (fill(p, -1, v) == 0)
-        return 0;
-    PGresult *r = pg_run(p, embed_pay_apply, 4, v, PGRES_TUPLES_OK, "paying the orders");
-    if (!r)
-        return -1;
+    const struct pgarr *const a[] = { &p->arr[0], &p->arr[1], &p->arr[2], &p->arr[3], &p->arr[4] };
+    return pgtrip_arrays(&p->trip, name, a, n, want);
+}
+
+/* Pay the orders of the payments to decide (pay_apply.sql): those paid now
+ * are done. */
+static enum pgt_status apply(struct payments *p)
+{
+    enum pgt_status st;
+    if (fill(p, -1) == 0)
+        return PGT_OK;
+    int at = add_filled(p, "apply", 4, PGRES_TUPLES_OK);
+    if ((st = pg_trip(p, true)) != PGT_OK)
+        return st;
+    PGresult *r = pgtrip_result(&p->trip, at);
     for (int k = 0; k < PQntuples(r); k++) {
         int i = slot_of(p, PQgetvalue(r, k, 0), false);
         if (i < 0)
@@ -545,8 +470,8 @@ static int apply(struct payments *p)
         y->d.mark = util_parse_i64(PQgetvalue(r, k, 1), 1, INT64_MAX, &y->d.item_id) == 0;
         p->go[i] = false;
     }
-    PQclear(r);
-    return 0;
+    pgtrip_reset(&p->trip);
+    return PGT_OK;
 }
 
 /* The order, found paid by this payment before: a replay (told again to
@@ -610,15 +535,16 @@ static enum pay_result classify(const struct pay *y, PGresult *r, struct paid *o
 }
 
 /* Why the payments still to decide paid nothing (pay_order.sql, one
- * statement): each one classified. 0, or -1 (rolled back). */
-static int look_up(struct payments *p)
+ * statement): each one classified. */
+static enum pgt_status look_up(struct payments *p)
 {
-    const char *v[5];
-    if (fill(p, -1, v) == 0)
-        return 0;
-    PGresult *r = pg_run(p, embed_pay_order, 2, v, PGRES_TUPLES_OK, "reading the orders");
-    if (!r)
-        return -1;
+    enum pgt_status st;
+    if (fill(p, -1) == 0)
+        return PGT_OK;
+    int at = add_filled(p, "order", 2, PGRES_TUPLES_OK);
+    if ((st = pg_trip(p, true)) != PGT_OK)
+        return st;
+    PGresult *r = pgtrip_result(&p->trip, at);
     for (size_t i = 0; i < p->nb; i++) {
         if (!p->go[i])
             continue;
@@ -626,78 +552,76 @@ static int look_up(struct payments *p)
         /* Late: recorded next (record_late); anything else is decided. */
         p->go[i] = p->b[i]->res == PAY_DONE && p->b[i]->d.kind == PK_LATE;
     }
-    PQclear(r);
-    return 0;
+    pgtrip_reset(&p->trip);
+    return PGT_OK;
 }
 
-/* pay_late.sql for the late payments still to decide (go), or for payment
- * only: how many rows are new into *rows. 0, or -1 (rolled back). */
-static int insert_late(struct payments *p, int only, long *rows)
-{
-    const char *v[5];
-    fill(p, only, v);
-    PGresult *r = pg_run(p, embed_pay_late, 5, v, PGRES_COMMAND_OK, "recording late payments");
-    if (!r)
-        return -1;
-    *rows = strtol(PQcmdTuples(r), NULL, 10);
-    PQclear(r);
-    return 0;
-}
-
-/* Record the batch's late payments in one statement; one recorded before is
- * a replay. The consumer may not read late_payments back: the command tag
- * says how many rows are new, so all or none tells each one's kind, and a
- * mix (a replay of a batch cut short, or some second payments replayed) is
- * rolled back to the savepoint and recorded one at a time to tell which.
- * 0, or -1 (rolled back). */
-static int record_late(struct payments *p)
+/* Record the batch's late payments in one statement (pay_late.sql), after
+ * a savepoint, in one round trip; one recorded before is a replay. The
+ * consumer may not read late_payments back: the command tag says how many
+ * rows are new, so all or none tells each one's kind; a mix (a replay of a
+ * batch cut short, or some second payments replayed) sets *mixed: commit
+ * rolls back to the savepoint and records them one at a time to tell
+ * which. */
+static enum pgt_status record_late(struct payments *p, bool *mixed)
 {
     long n = 0, rows;
-    PGresult *r;
+    enum pgt_status st;
+    *mixed = false;
     for (size_t i = 0; i < p->nb; i++)
         n += p->go[i];
     if (n == 0)
-        return 0;
-    if (!(r = pg_run(p, "SAVEPOINT late", 0, NULL, PGRES_COMMAND_OK, "SAVEPOINT")))
-        return -1;
-    PQclear(r);
-    if (insert_late(p, -1, &rows) != 0)
-        return -1;
-    bool mixed = rows != 0 && rows != n;
-    if (mixed) {
-        if (!(r = pg_run(p, "ROLLBACK TO SAVEPOINT late", 0, NULL, PGRES_COMMAND_OK, "ROLLBACK TO")))
-            return -1;
-        PQclear(r);
-    }
-    for (size_t i = 0; i < p->nb; i++) {
-        if (!p->go[i])
-            continue;
-        if (mixed && insert_late(p, (int)i, &rows) != 0)
-            return -1;
-        if (rows == 0)
+        return PGT_OK;
+    pgtrip_sql(&p->trip, "SAVEPOINT late", PGRES_COMMAND_OK);
+    fill(p, -1);
+    int at = add_filled(p, "late", 5, PGRES_COMMAND_OK);
+    if ((st = pg_trip(p, true)) != PGT_OK)
+        return st;
+    rows = strtol(PQcmdTuples(pgtrip_result(&p->trip, at)), NULL, 10);
+    pgtrip_reset(&p->trip);
+    *mixed = rows != 0 && rows != n;
+    for (size_t i = 0; i < p->nb && !*mixed; i++) {
+        if (p->go[i] && rows == 0)
             p->b[i]->d.kind = PK_REPLAYED;
         p->go[i] = false;
     }
-    return 0;
+    return PGT_OK;
 }
 
-/* COMMIT. 0, or -1 (the server rolled back, or the connection broke). */
-static int commit(struct payments *p)
+/* COMMIT, in one round trip with, when the late payments were mixed
+ * (record_late), the rollback to the savepoint and each of them recorded
+ * again alone: its command tag tells a replay from a new one. */
+static enum pgt_status commit(struct payments *p, bool mixed)
 {
-    PGresult *r = pg_run(p, "COMMIT", 0, NULL, PGRES_COMMAND_OK, "COMMIT");
-    if (!r)
-        return -1;
+    struct pgtrip *t = &p->trip;
+    enum pgt_status st;
+    if (mixed) {
+        pgtrip_sql(t, "ROLLBACK TO SAVEPOINT late", PGRES_COMMAND_OK);
+        for (size_t i = 0; i < p->nb; i++)
+            if (p->go[i] && fill(p, (int)i) > 0)
+                add_filled(p, "late", 5, PGRES_COMMAND_OK);
+    }
+    int at = pgtrip_sql(t, "COMMIT", PGRES_COMMAND_OK);
+    if ((st = pg_trip(p, true)) != PGT_OK)
+        return st;
     /* COMMIT of a transaction the server had aborted answers ROLLBACK. */
-    bool committed = strcmp(PQcmdStatus(r), "COMMIT") == 0;
-    PQclear(r);
-    if (!committed) {
+    if (strcmp(PQcmdStatus(pgtrip_result(t, at)), "COMMIT") != 0) {
+        pgtrip_reset(t);
         log_repeat(&p->say_pg, LOG_LVL_WARNING, "payments: postgres",
                    "payments: postgres: COMMIT: the server rolled back; retried (logged once while it "
                    "lasts)");
-        return -1;
+        return PGT_TRANSIENT;
     }
+    for (size_t i = 0, k = 1; i < p->nb && mixed; i++) {
+        if (!p->go[i])
+            continue;
+        if (strtol(PQcmdTuples(pgtrip_result(t, (int)k++)), NULL, 10) == 0)
+            p->b[i]->d.kind = PK_REPLAYED;
+        p->go[i] = false;
+    }
+    pgtrip_reset(t);
     log_repeat_end(&p->say_pg, "a payment committed");
-    return 0;
+    return PGT_OK;
 }
 
 /* True when a lease of the batch can no longer be trusted. */
@@ -709,28 +633,97 @@ static bool any_lease_lost(const struct payments *p)
     return false;
 }
 
-/* The batch's transaction, under its users' locks: fences, payments, why
- * the rest paid nothing, late payments, one commit. Each payment's res says
- * how it went. A failure leaves nothing done: every payment of the
- * transaction is tried again, after the backoff (PAY_DOWN), or soon under
- * fresh locks when a lease was lost (PAY_BUSY: the whole batch again is
- * simpler than telling apart what the other users wrote). */
+/* How a transaction of payments ended. */
+enum txn { TXN_COMMITTED, TXN_DOWN, TXN_DATA, TXN_LEASE_LOST };
+
+/* The transaction of the payments to decide (go), under their users'
+ * locks: fences, payments, why the rest paid nothing, late payments, one
+ * commit; as few round trips as the decisions between them allow (two when
+ * every payment pays its order, the fences with BEGIN). Each payment's res
+ * says how it went when committed; otherwise the transaction is rolled
+ * back, nothing of it done. */
+static enum txn txn(struct payments *p)
+{
+    char err[512];
+    enum pgt_status st;
+    bool mixed = false;
+    if (pgsess_ready(&p->pg, err, sizeof(err)) != 0)
+        return TXN_DOWN;
+    if ((st = fences(p)) != PGT_OK || (st = apply(p)) != PGT_OK || (st = look_up(p)) != PGT_OK ||
+        (st = record_late(p, &mixed)) != PGT_OK)
+        return st == PGT_DATA ? TXN_DATA : TXN_DOWN;
+    /* The last look at the leases, before the trip that commits; losing one
+     * during it is what the fences (whose rows this transaction holds) are
+     * for. */
+    if (any_lease_lost(p)) {
+        pgtrip_rollback(&p->trip);
+        return TXN_LEASE_LOST;
+    }
+    st = commit(p, mixed);
+    return st == PGT_OK ? TXN_COMMITTED : st == PGT_DATA ? TXN_DATA : TXN_DOWN;
+}
+
+/* Payment i of the batch, refused by the server on its own: for the
+ * dead-letter topic, with the server's words (PAY_DATA). */
+static void refused_alone(struct payments *p, size_t i)
+{
+    struct pay *y = p->b[i];
+    free(y->refused);
+    y->refused = strdup(p->pg_err);
+    y->res = PAY_DATA;
+}
+
+/* The server refused the batch's transaction for what it carries: each of
+ * its payments again in a transaction of its own (still under its lock), so
+ * that one payment the server refuses holds up no other; the one refused
+ * alone goes to the dead-letter topic with the server's words. A failure
+ * that is not the data's leaves the rest to be tried again. */
+static void one_by_one(struct payments *p)
+{
+    for (size_t i = 0; i < p->nb; i++) {
+        if (p->lst[i] != LOCK_OK)
+            continue;
+        for (size_t j = 0; j < p->nb; j++)
+            p->go[j] = j == i;
+        p->b[i]->res = PAY_BUSY;
+        memset(&p->b[i]->d, 0, sizeof(p->b[i]->d));
+        switch (txn(p)) {
+        case TXN_COMMITTED: break;
+        case TXN_DATA: refused_alone(p, i); break;
+        case TXN_DOWN: set_locked(p, i, PAY_DOWN); return;
+        case TXN_LEASE_LOST:
+            CM_ADD(lease_lost, 1);
+            set_locked(p, i, PAY_BUSY);
+            return;
+        }
+    }
+}
+
+/* The batch's transaction. A failure leaves nothing done: every payment of
+ * the transaction is tried again, after the backoff (PAY_DOWN), or soon
+ * under fresh locks when a lease was lost (PAY_BUSY: the whole batch again
+ * is simpler than telling apart what the other users wrote); a refusal of
+ * the data, one payment at a time (one_by_one), unless it was alone. */
 static void batch_txn(struct payments *p)
 {
-    if (pg_ready(p) != 0 || fences(p) != 0 || apply(p) != 0 || look_up(p) != 0 || record_late(p) != 0)
-        goto down;
-    /* The last look at the leases; losing one during the commit is what
-     * the fences (whose rows this transaction holds) are for. */
-    if (any_lease_lost(p)) {
+    size_t locked = 0, last = 0;
+    for (size_t i = 0; i < p->nb; i++)
+        if (p->lst[i] == LOCK_OK)
+            locked++, last = i;
+    switch (txn(p)) {
+    case TXN_COMMITTED: return;
+    case TXN_DOWN: set_locked(p, 0, PAY_DOWN); return;
+    case TXN_LEASE_LOST:
         CM_ADD(lease_lost, 1);
-        pg_abort(p);
-        set_locked(p, PAY_BUSY);
+        set_locked(p, 0, PAY_BUSY);
+        return;
+    case TXN_DATA:
+        if (locked > 1)
+            one_by_one(p);
+        else
+            refused_alone(p, last);
         return;
     }
-    if (commit(p) == 0)
-        return;
-down:
-    set_locked(p, PAY_DOWN);
 }
 
 /* --- Redis ------------------------------------------------------------------------ */
@@ -947,12 +940,13 @@ static void wait_add(struct payments *p, struct pay *y)
  * -1 when PostgreSQL failed (said once while it lasts). */
 static int read_max_block(struct payments *p)
 {
-    char why[512];
     int64_t b;
-    PGresult *r = PQexecParams(p->pg, embed_pay_blocks, 0, NULL, NULL, NULL, NULL, 0);
-    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    int at = pgtrip_params(&p->trip, "blocks", NULL, 0, PGRES_TUPLES_OK);
+    enum pgt_status st = pgtrip_run(&p->trip, p->pg_err, sizeof(p->pg_err));
+    PGresult *r = pgtrip_result(&p->trip, at);
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
     int ret = 0;
-    if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+    if (st == PGT_OK) {
         log_repeat_end(&p->say_blocks, "order_id_blocks read");
         if (PQntuples(r) == 1 && util_parse_i64(PQgetvalue(r, 0, 0), 0, INT64_MAX, &b) == 0 &&
             b > p->max_block)
@@ -964,17 +958,13 @@ static int read_max_block(struct payments *p)
                    "refused at once, they wait consumer.payment_wait_ms (logged once while it lasts)");
         ret = 1;
     } else {
-        one_line(why, sizeof(why),
-                 PQresultErrorMessage(r)[0] ? PQresultErrorMessage(r) : PQerrorMessage(p->pg));
         log_repeat(&p->say_pg, LOG_LVL_WARNING, "payments: postgres",
                    "payments: postgres: reading the highest order id block: %s; retried (logged once while "
                    "it lasts)",
-                   why);
+                   p->pg_err);
         ret = -1;
     }
-    PQclear(r);
-    if (ret < 0)
-        pg_abort(p);
+    pgtrip_rollback(&p->trip);
     return ret;
 }
 
@@ -1014,55 +1004,67 @@ static int vet(struct payments *p)
     return 0;
 }
 
-/* pay_waiting.sql for the ids gathered in arr[0] (orders) and arr[1]
- * (users): the orders found join found. 0, or -1. */
-static int look_chunk(struct payments *p)
+/* Queue pay_waiting.sql for the ids gathered in arr[0] (orders) and
+ * arr[1] (users), and start the next chunk (libpq copied the arrays). */
+static void look_chunk(struct payments *p)
 {
-    const char *v[2] = { arr_end(&p->arr[0]), arr_end(&p->arr[1]) };
-    int ret = 0;
-    PGresult *r = pg_run(p, embed_pay_waiting, 2, v, PGRES_TUPLES_OK, "looking for the payments' orders");
-    if (!r)
-        return -1;
-    for (int k = 0; k < PQntuples(r) && ret == 0; k++) {
-        int64_t id;
-        if (util_parse_i64(PQgetvalue(r, k, 0), 1, INT64_MAX, &id) == 0 && !i64map_put(&p->found, &id)) {
-            log_error("payments: out of memory looking for the payments' orders; tried again");
-            ret = -1;
-        }
-    }
-    PQclear(r);
-    arr_reset(&p->arr[0]);
-    arr_reset(&p->arr[1]);
-    return ret;
+    const struct pgarr *const a[] = { &p->arr[0], &p->arr[1] };
+    pgarr_end(&p->arr[0]);
+    pgarr_end(&p->arr[1]);
+    pgtrip_arrays(&p->trip, "waiting", a, 2, PGRES_TUPLES_OK);
+    pgarr_begin(&p->arr[0], PGARR_INT8);
+    pgarr_begin(&p->arr[1], PGARR_INT8);
 }
 
-/* y's order and user into the statement; a full one is run. 0, or -1. */
-static int look_add(struct payments *p, const struct pay *y, size_t *n)
+/* y's order and user into the chunk; a full one is queued. */
+static void look_add(struct payments *p, const struct pay *y, size_t *n)
 {
-    arr_i64(&p->arr[0], y->m.order_id);
-    arr_i64(&p->arr[1], y->m.user_id);
-    if (++*n < PAY_BATCH)
-        return 0;
-    *n = 0;
-    return look_chunk(p);
+    pgarr_add_i64(&p->arr[0], y->m.order_id);
+    pgarr_add_i64(&p->arr[1], y->m.user_id);
+    if (++*n % PAY_BATCH == 0)
+        look_chunk(p);
+}
+
+/* The orders each chunk found, into found. 0, or -1 out of memory. */
+static int take_found(struct payments *p)
+{
+    for (int c = 0; c < p->trip.n; c++) {
+        PGresult *r = pgtrip_result(&p->trip, c);
+        for (int k = 0; k < PQntuples(r); k++) {
+            int64_t id;
+            if (util_parse_i64(PQgetvalue(r, k, 0), 1, INT64_MAX, &id) == 0 && !i64map_put(&p->found, &id)) {
+                log_error("payments: out of memory looking for the payments' orders; tried again");
+                return -1;
+            }
+        }
+    }
+    return 0;
 }
 
 /* Look for the orders of every fresh payment and of the waiting ones that
- * are due: one statement per PAY_BATCH of them, the orders found into found.
- * 0, or -1. */
+ * are due: one statement per PAY_BATCH of them, all in one round trip, the
+ * orders found into found. 0, or -1. */
 static int look_for(struct payments *p, int64_t now)
 {
     size_t n = 0;
+    int ret;
     i64map_clear(&p->found);
-    arr_reset(&p->arr[0]);
-    arr_reset(&p->arr[1]);
+    pgarr_begin(&p->arr[0], PGARR_INT8);
+    pgarr_begin(&p->arr[1], PGARR_INT8);
     for (struct pay *y = p->wait.head; y; y = y->next)
-        if (y->due_ms <= now && look_add(p, y, &n) != 0)
-            return -1;
+        if (y->due_ms <= now)
+            look_add(p, y, &n);
     for (struct pay *y = p->fresh.head; y; y = y->next)
-        if (look_add(p, y, &n) != 0)
-            return -1;
-    return n > 0 ? look_chunk(p) : 0;
+        look_add(p, y, &n);
+    if (n % PAY_BATCH != 0)
+        look_chunk(p);
+    if (n == 0)
+        return 0;
+    if (pg_trip(p, false) != PGT_OK)
+        return -1;
+    ret = take_found(p);
+    pgtrip_reset(&p->trip);
+    return ret;
 }
 
 /* The waiting payments whose order is found now become ready, behind the
@@ -1110,7 +1112,8 @@ static int check(struct payments *p, int64_t now)
 {
     if (p->fresh.n == 0 && (p->wait.n == 0 || now < p->wait_due))
         return 0;
-    if (pg_ready(p) != 0 || vet(p) != 0 || look_for(p, now) != 0)
+    char err[512];
+    if (pgsess_ready(&p->pg, err, sizeof(err)) != 0 || vet(p) != 0 || look_for(p, now) != 0)
         return -1;
     sort_out(p, now);
     return 0;
@@ -1188,7 +1191,7 @@ static size_t pick(struct payments *p, int64_t now)
 static bool settle_one(struct payments *p, struct pay **pp, int64_t now)
 {
     struct pay *y = *pp;
-    char why[128];
+    char why[600];
     switch (y->res) {
     case PAY_DONE:
         count(p, y, &y->d);
@@ -1197,6 +1200,10 @@ static bool settle_one(struct payments *p, struct pay **pp, int64_t now)
     case PAY_REFUSE:
         snprintf(why, sizeof(why), "order %" PRId64 " is not user %" PRId64 "'s", y->m.order_id,
                  y->m.user_id);
+        dead_letter(p, pl_unlink(&p->ready, pp), why);
+        return true;
+    case PAY_DATA:
+        snprintf(why, sizeof(why), "refused by PostgreSQL: %s", y->refused ? y->refused : "?");
         dead_letter(p, pl_unlink(&p->ready, pp), why);
         return true;
     case PAY_UNKNOWN:
@@ -1526,7 +1533,10 @@ static void close_all(struct payments *p)
     q_destroy(&p->done);
     if (p->lc)
         lock_client_close(p->lc);
-    PQfinish(p->pg);
+    pgtrip_free(&p->trip);
+    pgsess_close(&p->pg);
+    for (int k = 0; k < 5; k++)
+        pgarr_free(&p->arr[k]);
     rp_close(p->rp);
     rp_batch_free(&p->batch);
     rs_free(&p->rs);
@@ -1561,6 +1571,15 @@ int payments_start(const struct cfg *c, struct payments **out, char *err, size_t
     i64map_init(&p->by_user, 1, sizeof(size_t));
     i64map_init(&p->by_order, 1, sizeof(size_t));
     i64map_init(&p->found, 1, 0);
+    /* A session idle in a transaction past the lock's lease is ended by
+     * the server (a consumer frozen mid-payment holds the user's row). */
+    snprintf(p->idle_ms, sizeof(p->idle_ms), "%d", c->lock.ttl_ms);
+    struct pgsess_conf pc = { .appname = "seckill-consumer-payments", .settings_sql = embed_cons_session,
+                              .nsettings = 1, .settings = { p->idle_ms }, .stmts = pay_stmts,
+                              .nstmts = ARRAY_SIZE(pay_stmts), .say = &p->say_pg, .who = "payments",
+                              .meanwhile = "payments wait" };
+    pgsess_init(&p->pg, c, &pc);
+    pgtrip_init(&p->trip, &p->pg);
     if (off_open(&p->off) != 0 || i64map_reset(&p->by_user, PAY_BATCH) != 0 ||
         i64map_reset(&p->by_order, PAY_BATCH) != 0) {
         snprintf(err, errlen, "out of memory");

@@ -33,17 +33,27 @@
  * 3. Under the users' locks (the workers' own, "user:ID", lock.h), taken in
  *    one round trip; a user whose lock is held elsewhere has their payment
  *    tried again soon, the others go on. One transaction for the batch:
- *    advance the users' fences (consumer/sql/pay_fence.sql; a stale one has
- *    its payment retried under a fresh lock, the others go on), then pay
- *    each order still pending_payment (pay_apply.sql, one conditional
- *    UPDATE for the batch). A payment that paid nothing is told apart
- *    (pay_order.sql): already paid by this payment is a replay (nothing
- *    changes); expired, cancelled, final, paid by another payment or
- *    refused records a late payment (pay_late.sql: late_payments, once per
- *    order and reference) and leaves the order and the stock alone;
- *    another buyer's order is dead-lettered. One commit. A lease lost
- *    before it, or any failure, rolls the batch back: all of it is tried
- *    again.
+ *    advance the users' fences (consumer/sql/cons_fence.sql, the workers'
+ *    own statement; a stale one has its payment retried under a fresh lock,
+ *    the others go on), then pay each order still pending_payment
+ *    (pay_apply.sql, one conditional UPDATE for the batch). A payment that
+ *    paid nothing is told apart (pay_order.sql): already paid by this
+ *    payment is a replay (nothing changes); expired, cancelled, final, paid
+ *    by another payment or refused records a late payment (pay_late.sql:
+ *    late_payments, once per order and reference) and leaves the order and
+ *    the stock alone; another buyer's order is dead-lettered. One commit.
+ *    The statements go pipelined (common/pg/pgtrip.h), a round trip only
+ *    where a decision waits for an answer: BEGIN with the fences, the
+ *    payments, then the commit when every order was paid (why the others
+ *    were not, and their late payments, a round trip each before it). A
+ *    lease lost before the commit, or a failure the server will get over
+ *    (the connection, a deadlock: pgtrip_class), rolls the batch back: all
+ *    of it is tried again, after the backoff. A statement the server
+ *    refuses for what it carries rolls the batch back too, and its
+ *    payments are applied again one per transaction (still under their
+ *    locks), as the workers do with orders: the payment the server refuses
+ *    alone goes to the dead-letter topic with the server's words, the
+ *    others are applied.
  * 4. After the commit, the orders paid become 'p' in their items' orders
  *    hashes (seckill_mark, the buyers' status calls) in one pipelined round
  *    trip, best effort: PostgreSQL decides, a failure is logged once per
@@ -66,6 +76,11 @@
  * restarts (or a partition that moves) reads it, and every message after
  * it, again; those already applied are replays and change nothing, and the
  * waiting ones wait again, consumer.payment_wait_ms from then.
+ *
+ * The look-up of step 1 and the read of the highest block carry no payment's
+ * words, only ids: a refusal there is the schema's (a migration missing),
+ * not a payment's, and is said and waited out with the backoff like
+ * PostgreSQL down.
  *
  * Said once per state change: the wait ("order N of payment R is not in
  * PostgreSQL yet", then "over" once none waits), PostgreSQL and Redis

@@ -1,6 +1,5 @@
 #include "sink.h"
 
-#include <endian.h>
 #include <inttypes.h>
 #include <libpq-fe.h>
 #include <stdbool.h>
@@ -11,38 +10,33 @@
 #include "embed.h"
 #include "i64map.h"
 #include "metrics.h"
-#include "pgconn.h"
+#include "pgarr.h"
+#include "pgsess.h"
+#include "pgtrip.h"
 #include "queue.h"
 #include "util.h"
 
 /* --- per-batch scratch, kept from one batch to the next ------------------ */
 
-/* A parameter in binary form. */
-struct bytes {
-    unsigned char *data;
-    size_t len, cap;
-    bool oom;
-};
-
-/* The binary parameters of the statements, one buffer per parameter of
- * each. (libpq copies a parameter when the statement is queued, so one
- * buffer could serve several statements; then it would mean one thing in
- * one statement and another in the next.) */
+/* The array parameters of the statements, one per parameter of each.
+ * (libpq copies a parameter when the statement is queued, so one array
+ * could serve several statements; then it would mean one thing in one
+ * statement and another in the next.) */
 struct fence_params {
-    struct bytes users, fences;
+    struct pgarr users, fences;
 };
 struct existing_params {
-    struct bytes ids, users, items;
+    struct pgarr ids, users, items;
 };
 struct insert_params {
-    struct bytes ids, users, items, reserved_at, fences;
+    struct pgarr ids, users, items, reserved_at, fences;
 };
 struct reject_params {
-    struct bytes ids, users, items, reserved_at; /* and the reasons: work.why */
+    struct pgarr ids, users, items, why, reserved_at; /* why: the reasons, a text[] */
 };
 struct cancel_params {
-    struct bytes lock_ids;         /* cons_cancel_lock.sql */
-    struct bytes ids, users, items; /* cons_cancel.sql */
+    struct pgarr lock_ids;          /* cons_cancel_lock.sql */
+    struct pgarr ids, users, items; /* cons_cancel.sql */
 };
 
 /* A user of the batch: the fence its orders carry, and whether the fence
@@ -73,11 +67,10 @@ struct work {
     size_t ncancel; /* cancels in the batch (counted by attempt, for send_first) */
     struct fence_params fence;
     struct existing_params existing;
-    struct bytes stock_items; /* peek, items: the batch's items, its cancels' too */
+    struct pgarr stock_items; /* peek, items: the batch's items, its cancels' too */
     struct insert_params insert;
     struct reject_params reject;
     struct cancel_params cancel;
-    struct mbuf why; /* the reasons of the refusals, a text[] literal */
     struct i64map fence_ok; /* user -> struct user_fence */
     struct i64map by_id;    /* order -> struct order_holder: there, or inserted by the batch */
     struct i64map by_pair;  /* (user, item) of those orders, a set */
@@ -88,7 +81,9 @@ struct work {
 struct sink {
     const struct cfg *cfg;
     char appname[64];
-    PGconn *pg;
+    char idle_ms[24];
+    struct pgsess sess;
+    struct pgtrip trip; /* the round trip under way */
     /* Look up the orders already there before inserting: set when a batch
      * met one it had not looked up (a redelivery, a replay), cleared when a
      * lookup finds none. Live traffic is new orders: the lookup would cost
@@ -98,15 +93,14 @@ struct sink {
 };
 
 /* What sink's helpers return, one enum for all of them so that no value
- * means two things: queueing a statement, running a trip, an attempt at the
- * batch. sink_write alone turns it into the public enum sink_status
- * (status_of), once the redos are done. */
+ * means two things: running a trip, an attempt at the batch. sink_write
+ * alone turns it into the public enum sink_status (status_of), once the
+ * redos are done. */
 enum step {
-    STEP_OK,          /* queued, ran, committed */
-    STEP_NO_MEMORY,   /* a statement's parameters or the scratch could not grow: transient */
-    STEP_NOT_QUEUED,  /* libpq refused to queue a statement (the connection is unusable): transient */
-    STEP_TRANSIENT,   /* connection, serialization or deadlock (classify) */
-    STEP_DATA,        /* the server refused the data (classify) */
+    STEP_OK,          /* ran, committed */
+    STEP_NO_MEMORY,   /* the scratch could not grow: transient */
+    STEP_TRANSIENT,   /* connection, serialization or deadlock, or not queued (pgtrip_class) */
+    STEP_DATA,        /* the server refused the data (pgtrip_class) */
     STEP_ABORTED,     /* precommit said no */
     /* Two refusals of the insert that are not the data's fault; the batch is
      * rolled back and redone, knowing more (insert_redo): */
@@ -117,11 +111,7 @@ enum step {
                        * orders): redone after looking up what is there */
 };
 
-static const struct {
-    const char *name;
-    const char *sql;
-    int nparams;
-} stmts[] = {
+static const struct pgsess_stmt stmts[] = {
     { "fence", embed_cons_fence, 2 },
     { "peek", embed_cons_peek, 1 },
     { "items", embed_cons_items, 1 },
@@ -132,74 +122,14 @@ static const struct {
     { "cancel", embed_cons_cancel, 3 },
 };
 
-static void set_err(char *err, size_t errlen, const char *what, PGconn *pg, const PGresult *res)
-{
-    const char *m = res ? PQresultErrorMessage(res) : PQerrorMessage(pg);
-    size_t n = strlen(m);
-    while (n && (m[n - 1] == '\n' || m[n - 1] == ' '))
-        n--;
-    snprintf(err, errlen, "%s: %.*s", what, (int)n, m);
-    /* libpq's messages span lines; a log line must not */
-    for (char *c = err; *c; c++)
-        if (*c == '\n' || *c == '\t')
-            *c = ' ';
-}
-
-static void drop_conn(struct sink *s)
-{
-    if (s->pg)
-        PQfinish(s->pg);
-    s->pg = NULL;
-}
-
-static int sink_connect(struct sink *s, char *err, size_t errlen)
-{
-    char idle[24];
-    if (pgconn_open(s->cfg, s->appname, &s->pg, err, errlen) != 0)
-        return -1;
-    /* The lock's lease: past it the batch could not commit anyway. */
-    snprintf(idle, sizeof(idle), "%lld", (long long)s->cfg->lock.ttl_ms);
-    const char *p1[] = { idle };
-    PGresult *sr = PQexecParams(s->pg, embed_cons_session, 1, NULL, p1, NULL, NULL, 0);
-    if (PQresultStatus(sr) != PGRES_TUPLES_OK) {
-        set_err(err, errlen, "session settings", s->pg, sr);
-        PQclear(sr);
-        goto fail;
-    }
-    PQclear(sr);
-    for (size_t i = 0; i < ARRAY_SIZE(stmts); i++) {
-        PGresult *r = PQprepare(s->pg, stmts[i].name, stmts[i].sql, stmts[i].nparams, NULL);
-        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-            set_err(err, errlen, stmts[i].name, s->pg, r);
-            PQclear(r);
-            goto fail;
-        }
-        PQclear(r);
-    }
-    /* From here on every statement is sent pipelined (sink_write). */
-    if (!PQenterPipelineMode(s->pg)) {
-        set_err(err, errlen, "pipeline mode", s->pg, NULL);
-        goto fail;
-    }
-    return 0;
-fail:
-    drop_conn(s);
-    return -1;
-}
-
-static void bytes_free(struct bytes *b)
-{
-    free(b->data);
-}
-
 static void work_free(struct work *w)
 {
-    struct bytes *all[] = {
+    struct pgarr *all[] = {
         &w->fence.users,  &w->fence.fences,
         &w->existing.ids, &w->existing.users, &w->existing.items,
         &w->stock_items,
         &w->insert.ids,   &w->insert.users,   &w->insert.items, &w->insert.reserved_at, &w->insert.fences,
-        &w->reject.ids,   &w->reject.users,   &w->reject.items, &w->reject.reserved_at,
+        &w->reject.ids,   &w->reject.users,   &w->reject.items, &w->reject.why, &w->reject.reserved_at,
         &w->cancel.lock_ids, &w->cancel.ids,  &w->cancel.users, &w->cancel.items,
     };
     free(w->users);
@@ -212,8 +142,7 @@ static void work_free(struct work *w)
     free(w->fc);
     free(w->ex);
     for (size_t i = 0; i < ARRAY_SIZE(all); i++)
-        bytes_free(all[i]);
-    mbuf_free(&w->why);
+        pgarr_free(all[i]);
     i64map_free(&w->fence_ok);
     i64map_free(&w->by_id);
     i64map_free(&w->by_pair);
@@ -230,6 +159,13 @@ int sink_open(const struct cfg *c, const char *appname, struct sink **out, char 
     }
     s->cfg = c;
     snprintf(s->appname, sizeof(s->appname), "%s", appname);
+    /* The lock's lease: past it the batch could not commit anyway
+     * (cons_session.sql). The worker says PostgreSQL's state (say NULL). */
+    snprintf(s->idle_ms, sizeof(s->idle_ms), "%lld", (long long)c->lock.ttl_ms);
+    struct pgsess_conf pc = { .appname = s->appname, .settings_sql = embed_cons_session, .nsettings = 1,
+                              .settings = { s->idle_ms }, .stmts = stmts, .nstmts = ARRAY_SIZE(stmts) };
+    pgsess_init(&s->sess, c, &pc);
+    pgtrip_init(&s->trip, &s->sess);
     i64map_init(&s->w.fence_ok, 1, sizeof(struct user_fence));
     i64map_init(&s->w.by_id, 1, sizeof(struct order_holder));
     i64map_init(&s->w.by_pair, 2, 0);
@@ -243,72 +179,18 @@ void sink_close(struct sink *s)
 {
     if (!s)
         return;
-    drop_conn(s);
+    pgtrip_free(&s->trip);
+    pgsess_close(&s->sess);
     work_free(&s->w);
     free(s);
 }
 
 int sink_ready(struct sink *s, char *err, size_t errlen)
 {
-    if (s->pg && PQstatus(s->pg) == CONNECTION_OK)
-        return 0;
-    drop_conn(s);
-    return sink_connect(s, err, errlen);
+    return pgsess_ready(&s->sess, err, errlen);
 }
 
 /* --- small helpers ------------------------------------------------------- */
-
-static void bytes_put(struct bytes *b, const void *p, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n)
-            cap *= 2;
-        unsigned char *d = realloc(b->data, cap);
-        if (!d) {
-            b->oom = true;
-            return;
-        }
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-}
-
-static void bytes_put32(struct bytes *b, uint32_t v)
-{
-    v = htobe32(v);
-    bytes_put(b, &v, sizeof(v));
-}
-
-/* int8 in pg_type (catalog/pg_type_d.h is a server header). */
-#define SINK_INT8_OID 20
-
-/* A bigint[] parameter in PostgreSQL's binary array format (array_send:
- * dimensions, a no-nulls flag, the element type, then length and lower bound
- * per dimension, then each element as its length and its big-endian value).
- * A batch sends thousands of ids: in binary the server copies them instead of
- * parsing decimal text, and the consumer formats none. */
-static void arr_i64(struct bytes *b, const int64_t *v, size_t n)
-{
-    b->len = 0;
-    b->oom = false;
-    bytes_put32(b, n ? 1 : 0);
-    bytes_put32(b, 0);
-    bytes_put32(b, SINK_INT8_OID);
-    if (n) {
-        bytes_put32(b, (uint32_t)n);
-        bytes_put32(b, 1);
-    }
-    for (size_t i = 0; i < n; i++) {
-        uint64_t x = htobe64((uint64_t)v[i]);
-        bytes_put32(b, sizeof(x));
-        bytes_put(b, &x, sizeof(x));
-    }
-}
 
 static int grow_i64(int64_t **p, size_t n)
 {
@@ -339,23 +221,6 @@ static int work_reserve(struct work *w, size_t n)
     return 0;
 }
 
-static bool transient_state(const char *st)
-{
-    /* 08 connection, 40001 serialization, 40P01 deadlock, 57P0x shutdown or
-     * not accepting connections yet, 53 out of resources, 55P03 lock timeout. */
-    return st == NULL || strncmp(st, "08", 2) == 0 || strcmp(st, "40001") == 0 ||
-           strcmp(st, "40P01") == 0 || strncmp(st, "57P", 3) == 0 || strncmp(st, "53", 2) == 0 ||
-           strcmp(st, "55P03") == 0;
-}
-
-/* Why a statement failed: STEP_TRANSIENT or STEP_DATA. */
-static enum step classify(struct sink *s, const PGresult *r)
-{
-    if (PQstatus(s->pg) != CONNECTION_OK)
-        return STEP_TRANSIENT;
-    return transient_state(r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL) ? STEP_TRANSIENT : STEP_DATA;
-}
-
 /* Attempts at one batch before giving up as transient: insert-first, then
  * looked up, then locked, and one more for a writer that raced the lookup. */
 #define SINK_ATTEMPTS 4
@@ -378,101 +243,15 @@ static enum step insert_redo(const PGresult *r, bool lock_items, enum step faile
     return failed;
 }
 
-/* --- pipelined round trips ----------------------------------------------- */
-
-/* The statements of one round trip: sent one after the other without
- * waiting, then a sync, then all the results are read. The most: BEGIN,
- * fence, existing, cancel_lock, stock. */
-#define TRIP_MAX 5
-
-struct trip {
-    int n;
-    const char *name[TRIP_MAX];
-    ExecStatusType want[TRIP_MAX];
-    PGresult *r[TRIP_MAX];
-    bool synced; /* the sync went out: the server answers every statement */
-    int failed;  /* the statement that failed first, or -1 */
-};
-
-static void trip_clear(struct trip *t)
+/* Run the trip queued: STEP_OK, or the first failure's class, said in err. */
+static enum step trip_run(struct sink *s, char *err, size_t errlen)
 {
-    for (int i = 0; i < t->n; i++)
-        PQclear(t->r[i]);
-    memset(t, 0, sizeof(*t));
-}
-
-/* Queue a prepared statement (name) or, with nparams < 0, a constant one
- * (sql). Parameters are bigint[] in binary, except the ones fmts says are
- * text. STEP_OK, or STEP_NOT_QUEUED when libpq refused. */
-static enum step trip_add(struct sink *s, struct trip *t, const char *name, int nparams,
-                          const char *const *vals, const int *lens, const int *fmts, ExecStatusType want)
-{
-    int ok = nparams < 0 ? PQsendQueryParams(s->pg, name, 0, NULL, NULL, NULL, NULL, 0)
-                         : PQsendQueryPrepared(s->pg, name, nparams, vals, lens, fmts, 0);
-    if (!ok)
-        return STEP_NOT_QUEUED;
-    t->name[t->n] = name;
-    t->want[t->n] = want;
-    t->r[t->n++] = NULL;
-    return STEP_OK;
-}
-
-/* Send the sync and read every result of the trip. STEP_OK when each
- * statement got its wanted status. Otherwise why (classify), and err says
- * which statement: the first one that failed (the ones after it, skipped
- * by the server, come back PGRES_PIPELINE_ABORTED); a connection lost or a
- * reply out of step drops the connection (STEP_TRANSIENT; the server rolls
- * back). */
-static enum step trip_run(struct sink *s, struct trip *t, char *err, size_t errlen)
-{
-    enum step status = STEP_OK;
-    PGresult *r;
-    t->failed = -1;
-    t->synced = true;
-    if (!PQpipelineSync(s->pg))
-        goto broken;
-    for (int i = 0; i < t->n; i++) {
-        if ((t->r[i] = PQgetResult(s->pg)) == NULL)
-            goto broken;
-        if ((r = PQgetResult(s->pg)) != NULL) { /* one result per statement, then NULL */
-            PQclear(r);
-            goto broken;
-        }
-        if (t->failed < 0 && PQresultStatus(t->r[i]) != t->want[i]) {
-            t->failed = i;
-            set_err(err, errlen, t->name[i], s->pg, t->r[i]);
-            status = classify(s, t->r[i]);
-        }
+    switch (pgtrip_run(&s->trip, err, errlen)) {
+    case PGT_OK: return STEP_OK;
+    case PGT_DATA: return STEP_DATA;
+    case PGT_TRANSIENT: return STEP_TRANSIENT;
     }
-    r = PQgetResult(s->pg);
-    if (PQresultStatus(r) != PGRES_PIPELINE_SYNC) {
-        PQclear(r);
-        goto broken;
-    }
-    PQclear(r);
-    if (t->failed >= 0 && PQstatus(s->pg) != CONNECTION_OK)
-        goto broken_logged;
-    return status;
-broken:
-    set_err(err, errlen, "pipeline", s->pg, NULL);
-broken_logged:
-    drop_conn(s);
-    return STEP_TRANSIENT;
-}
-
-/* After a failure: end the transaction if one is open (aborted or not).
- * A connection that cannot even roll back is dropped (the server rolls back
- * when it goes). */
-static void rollback(struct sink *s)
-{
-    struct trip t = { 0 };
-    char e[8];
-    if (!s->pg || PQtransactionStatus(s->pg) == PQTRANS_IDLE)
-        return;
-    if (trip_add(s, &t, "ROLLBACK", -1, NULL, NULL, NULL, PGRES_COMMAND_OK) != STEP_OK ||
-        trip_run(s, &t, e, sizeof(e)) != STEP_OK)
-        drop_conn(s);
-    trip_clear(&t);
+    return STEP_TRANSIENT; /* not reached: every status is above (-Wswitch) */
 }
 
 static enum step fail_oom(char *err, size_t errlen)
@@ -481,35 +260,11 @@ static enum step fail_oom(char *err, size_t errlen)
     return STEP_NO_MEMORY;
 }
 
-/* A statement that could not be queued (st: STEP_NO_MEMORY or
- * STEP_NOT_QUEUED), said in err. Returns st. */
-static enum step not_queued(struct sink *s, enum step st, char *err, size_t errlen)
-{
-    if (st == STEP_NO_MEMORY)
-        return fail_oom(err, errlen);
-    set_err(err, errlen, "pipeline", s->pg, NULL);
-    return st;
-}
-
-/* The values and lengths for libpq of the binary parameters b[0..k); a
- * NULL b[i] is a text parameter, the caller's to set. false when one of
- * them could not grow. */
-static bool params(const struct bytes *const *b, size_t k, const char **vals, int *lens)
-{
-    for (size_t i = 0; i < k; i++) {
-        if (!b[i])
-            continue;
-        if (b[i]->oom)
-            return false;
-        vals[i] = (const char *)b[i]->data;
-        lens[i] = (int)b[i]->len;
-    }
-    return true;
-}
-
-static const int bin5[5] = { 1, 1, 1, 1, 1 };
 
 /* --- the first trip: fences, what is there, the stock -------------------- */
+
+/* The statements below are queued on s->trip; each returns its index in the
+ * trip, or -1 when it could not be (the trip then fails when run). */
 
 static bool is_cancel(const struct sink_order *so)
 {
@@ -518,13 +273,11 @@ static bool is_cancel(const struct sink_order *so)
 
 /* Queue the lookup of the orders already there for any of the batch's
  * orders' keys (not its cancels': a cancel takes no id nor place). */
-static enum step add_existing(struct sink *s, struct trip *t, const struct sink_order *v, size_t n)
+static int add_existing(struct sink *s, const struct sink_order *v, size_t n)
 {
     struct work *w = &s->w;
     struct existing_params *e = &w->existing;
-    const struct bytes *const b[] = { &e->ids, &e->users, &e->items };
-    const char *vals[3];
-    int lens[3];
+    const struct pgarr *const a[] = { &e->ids, &e->users, &e->items };
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (is_cancel(&v[i]))
@@ -534,41 +287,38 @@ static enum step add_existing(struct sink *s, struct trip *t, const struct sink_
         w->iids[k] = v[i].o->item_id;
         k++;
     }
-    arr_i64(&e->ids, w->ids, k);
-    arr_i64(&e->users, w->uids, k);
-    arr_i64(&e->items, w->iids, k);
-    if (!params(b, 3, vals, lens))
-        return STEP_NO_MEMORY;
-    return trip_add(s, t, "existing", 3, vals, lens, bin5, PGRES_TUPLES_OK);
+    pgarr_i64(&e->ids, w->ids, k);
+    pgarr_i64(&e->users, w->uids, k);
+    pgarr_i64(&e->items, w->iids, k);
+    return pgtrip_arrays(&s->trip, "existing", a, 3, PGRES_TUPLES_OK);
 }
 
 /* Queue the stock of the batch's items (stock_items, set by send_first),
  * locked or not. */
-static enum step add_stock(struct sink *s, struct trip *t, bool lock_items)
+static int add_stock(struct sink *s, bool lock_items)
 {
-    const char *vals[1] = { (const char *)s->w.stock_items.data };
-    int lens[1] = { (int)s->w.stock_items.len };
-    return trip_add(s, t, lock_items ? "items" : "peek", 1, vals, lens, bin5, PGRES_TUPLES_OK);
+    const struct pgarr *const a[] = { &s->w.stock_items };
+    return pgtrip_arrays(&s->trip, lock_items ? "items" : "peek", a, 1, PGRES_TUPLES_OK);
 }
 
 /* Queue the lock of the orders the batch's cancels name (w->ncancel > 0),
  * before any item row is locked (cons_cancel_lock.sql says why). */
-static enum step add_cancel_lock(struct sink *s, struct trip *t, const struct sink_order *v, size_t n)
+static int add_cancel_lock(struct sink *s, const struct sink_order *v, size_t n)
 {
     struct work *w = &s->w;
-    const char *vals[1];
-    int lens[1];
+    const struct pgarr *const a[] = { &w->cancel.lock_ids };
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (is_cancel(&v[i]))
             w->ids[k++] = v[i].o->order_id;
-    arr_i64(&w->cancel.lock_ids, w->ids, k);
-    if (w->cancel.lock_ids.oom)
-        return STEP_NO_MEMORY;
-    vals[0] = (const char *)w->cancel.lock_ids.data;
-    lens[0] = (int)w->cancel.lock_ids.len;
-    return trip_add(s, t, "cancel_lock", 1, vals, lens, bin5, PGRES_TUPLES_OK);
+    pgarr_i64(&w->cancel.lock_ids, w->ids, k);
+    return pgtrip_arrays(&s->trip, "cancel_lock", a, 1, PGRES_TUPLES_OK);
 }
+
+/* Where first_trip's answers are in the trip (-1: not asked). */
+struct first_at {
+    int fence, existing, stock;
+};
 
 /* Queue BEGIN; the fence of each user of the batch; when lookup, the orders
  * already there for any of the batch's orders' keys; with cancels, the lock
@@ -576,15 +326,12 @@ static enum step add_cancel_lock(struct sink *s, struct trip *t, const struct si
  * locked or not. What is there is looked up for every order, even those of
  * users whose fence turns out stale: the statements go out before that is
  * known. */
-static enum step send_first(struct sink *s, struct trip *t, const struct sink_order *v, size_t n, bool lookup,
-                            bool lock_items)
+static void send_first(struct sink *s, const struct sink_order *v, size_t n, bool lookup, bool lock_items,
+                       struct first_at *at)
 {
     struct work *w = &s->w;
-    const struct bytes *const b[] = { &w->fence.users, &w->fence.fences };
-    const char *vals[2];
-    int lens[2];
+    const struct pgarr *const a[] = { &w->fence.users, &w->fence.fences };
     size_t nu = 0, ni;
-    enum step q;
 
     for (size_t i = 0; i < n; i++)
         w->users[nu++] = v[i].o->user_id;
@@ -599,25 +346,18 @@ static enum step send_first(struct sink *s, struct trip *t, const struct sink_or
         const struct user_fence *f = i64map_get(&w->fence_ok, &w->users[i]);
         w->fences[i] = f->fence;
     }
-    if ((q = trip_add(s, t, "BEGIN", -1, NULL, NULL, NULL, PGRES_COMMAND_OK)) != STEP_OK)
-        return q;
-    arr_i64(&w->fence.users, w->users, nu);
-    arr_i64(&w->fence.fences, w->fences, nu);
-    if (!params(b, 2, vals, lens))
-        return STEP_NO_MEMORY;
-    if ((q = trip_add(s, t, "fence", 2, vals, lens, bin5, PGRES_TUPLES_OK)) != STEP_OK)
-        return q;
-    if (lookup && (q = add_existing(s, t, v, n)) != STEP_OK)
-        return q;
-    if (w->ncancel > 0 && (q = add_cancel_lock(s, t, v, n)) != STEP_OK)
-        return q;
+    pgtrip_sql(&s->trip, "BEGIN", PGRES_COMMAND_OK);
+    pgarr_i64(&w->fence.users, w->users, nu);
+    pgarr_i64(&w->fence.fences, w->fences, nu);
+    at->fence = pgtrip_arrays(&s->trip, "fence", a, 2, PGRES_TUPLES_OK);
+    at->existing = lookup ? add_existing(s, v, n) : -1;
+    if (w->ncancel > 0)
+        add_cancel_lock(s, v, n);
     for (size_t i = 0; i < n; i++)
         w->items[i] = v[i].o->item_id;
     ni = util_sort_unique_i64(w->items, n);
-    arr_i64(&w->stock_items, w->items, ni);
-    if (w->stock_items.oom)
-        return STEP_NO_MEMORY;
-    return add_stock(s, t, lock_items);
+    pgarr_i64(&w->stock_items, w->items, ni);
+    at->stock = add_stock(s, lock_items);
 }
 
 /* fence_ok: passed for the users whose fence the statement returned; the
@@ -779,13 +519,11 @@ static bool decide(struct work *w, struct sink_order *v, size_t n, size_t *ninse
 
 /* --- the last trip: insert, refusals, commit ----------------------------- */
 
-static enum step send_insert(struct sink *s, struct trip *t, const struct sink_order *v, size_t n)
+static int send_insert(struct sink *s, const struct sink_order *v, size_t n)
 {
     struct work *w = &s->w;
     struct insert_params *p = &w->insert;
-    const struct bytes *const b[] = { &p->ids, &p->users, &p->items, &p->reserved_at, &p->fences };
-    const char *vals[5];
-    int lens[5];
+    const struct pgarr *const a[] = { &p->ids, &p->users, &p->items, &p->reserved_at, &p->fences };
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (v[i].outcome != CMSG_INSERTED)
@@ -797,57 +535,46 @@ static enum step send_insert(struct sink *s, struct trip *t, const struct sink_o
         w->fc[k] = v[i].fence;
         k++;
     }
-    arr_i64(&p->ids, w->ids, k);
-    arr_i64(&p->users, w->uids, k);
-    arr_i64(&p->items, w->iids, k);
-    arr_i64(&p->reserved_at, w->rat, k);
-    arr_i64(&p->fences, w->fc, k);
-    if (!params(b, 5, vals, lens))
-        return STEP_NO_MEMORY;
-    return trip_add(s, t, "insert", 5, vals, lens, bin5, PGRES_TUPLES_OK);
+    pgarr_i64(&p->ids, w->ids, k);
+    pgarr_i64(&p->users, w->uids, k);
+    pgarr_i64(&p->items, w->iids, k);
+    pgarr_i64(&p->reserved_at, w->rat, k);
+    pgarr_i64(&p->fences, w->fc, k);
+    return pgtrip_arrays(&s->trip, "insert", a, 5, PGRES_TUPLES_OK);
 }
 
-static enum step send_reject(struct sink *s, struct trip *t, const struct sink_order *v, size_t n)
+static int send_reject(struct sink *s, const struct sink_order *v, size_t n)
 {
-    static const int fmts[5] = { 1, 1, 1, 0, 1 }; /* the reasons go as a text[] literal */
     struct work *w = &s->w;
     struct reject_params *p = &w->reject;
-    const struct bytes *const b[] = { &p->ids, &p->users, &p->items, NULL, &p->reserved_at };
-    const char *vals[5];
-    int lens[5];
+    const struct pgarr *const a[] = { &p->ids, &p->users, &p->items, &p->why, &p->reserved_at };
     size_t k = 0;
-    w->why.len = 0;
-    mbuf_printf(&w->why, "{");
+    pgarr_begin(&p->why, PGARR_TEXT);
     for (size_t i = 0; i < n; i++) {
         if (!cmsg_is_refusal(v[i].outcome))
             continue;
+        const char *why = cmsg_reason(v[i].outcome);
         w->ids[k] = v[i].o->order_id;
         w->uids[k] = v[i].o->user_id;
         w->iids[k] = v[i].o->item_id;
         w->rat[k] = v[i].o->reserved_at_ms;
-        mbuf_printf(&w->why, k ? ",%s" : "%s", cmsg_reason(v[i].outcome));
+        pgarr_add_text(&p->why, why, strlen(why));
         k++;
     }
-    mbuf_printf(&w->why, "}");
-    arr_i64(&p->ids, w->ids, k);
-    arr_i64(&p->users, w->uids, k);
-    arr_i64(&p->items, w->iids, k);
-    arr_i64(&p->reserved_at, w->rat, k);
-    if (!params(b, 5, vals, lens) || w->why.oom || !w->why.data)
-        return STEP_NO_MEMORY;
-    vals[3] = w->why.data;
-    lens[3] = 0;
-    return trip_add(s, t, "reject", 5, vals, lens, fmts, PGRES_COMMAND_OK);
+    pgarr_end(&p->why);
+    pgarr_i64(&p->ids, w->ids, k);
+    pgarr_i64(&p->users, w->uids, k);
+    pgarr_i64(&p->items, w->iids, k);
+    pgarr_i64(&p->reserved_at, w->rat, k);
+    return pgtrip_arrays(&s->trip, "reject", a, 5, PGRES_COMMAND_OK);
 }
 
 /* The cancels whose fence passed (decide made them CMSG_CANCEL_NOOP). */
-static enum step send_cancel(struct sink *s, struct trip *t, const struct sink_order *v, size_t n)
+static int send_cancel(struct sink *s, const struct sink_order *v, size_t n)
 {
     struct work *w = &s->w;
     struct cancel_params *p = &w->cancel;
-    const struct bytes *const b[] = { &p->ids, &p->users, &p->items };
-    const char *vals[3];
-    int lens[3];
+    const struct pgarr *const a[] = { &p->ids, &p->users, &p->items };
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (v[i].outcome != CMSG_CANCEL_NOOP)
@@ -857,12 +584,10 @@ static enum step send_cancel(struct sink *s, struct trip *t, const struct sink_o
         w->iids[k] = v[i].o->item_id;
         k++;
     }
-    arr_i64(&p->ids, w->ids, k);
-    arr_i64(&p->users, w->uids, k);
-    arr_i64(&p->items, w->iids, k);
-    if (!params(b, 3, vals, lens))
-        return STEP_NO_MEMORY;
-    return trip_add(s, t, "cancel", 3, vals, lens, bin5, PGRES_TUPLES_OK);
+    pgarr_i64(&p->ids, w->ids, k);
+    pgarr_i64(&p->users, w->uids, k);
+    pgarr_i64(&p->items, w->iids, k);
+    return pgtrip_arrays(&s->trip, "cancel", a, 3, PGRES_TUPLES_OK);
 }
 
 /* --- what the last trip answered ----------------------------------------- */
@@ -915,42 +640,40 @@ static void finish_outcomes(struct work *w, struct sink_order *v, size_t n)
 
 /* The first trip: BEGIN, fences, what is there (when lookup), the stock
  * (locked when lock_items); its answers taken into s->w. */
-static enum step first_trip(struct sink *s, struct trip *t, const struct sink_order *v, size_t n, bool lookup,
+static enum step first_trip(struct sink *s, const struct sink_order *v, size_t n, bool lookup,
                             bool lock_items, char *err, size_t errlen)
 {
     struct work *w = &s->w;
+    struct first_at at;
     enum step st;
-    if ((st = send_first(s, t, v, n, lookup, lock_items)) != STEP_OK)
-        return not_queued(s, st, err, errlen);
-    if ((st = trip_run(s, t, err, errlen)) != STEP_OK)
+    send_first(s, v, n, lookup, lock_items, &at);
+    if ((st = trip_run(s, err, errlen)) != STEP_OK)
         return st;
-    take_fences(w, t->r[1]);
+    take_fences(w, pgtrip_result(&s->trip, at.fence));
     w->nex = 0;
-    if (lookup && take_existing(w, t->r[2]) != 0)
+    if (lookup && take_existing(w, pgtrip_result(&s->trip, at.existing)) != 0)
         return fail_oom(err, errlen);
-    take_stock(w, t->r[t->n - 1]);
-    trip_clear(t);
+    take_stock(w, pgtrip_result(&s->trip, at.stock));
+    pgtrip_reset(&s->trip);
     return STEP_OK;
 }
 
 /* Refusing needs the truth: the stock read again, locked, and the orders
  * already there (a redelivered order of a sold-out item is a duplicate, not
  * a refusal), looked up now unless they were (lookup). */
-static enum step locked_trip(struct sink *s, struct trip *t, const struct sink_order *v, size_t n,
-                             bool lookup, char *err, size_t errlen)
+static enum step locked_trip(struct sink *s, const struct sink_order *v, size_t n, bool lookup, char *err,
+                             size_t errlen)
 {
     struct work *w = &s->w;
-    enum step st = lookup ? STEP_OK : add_existing(s, t, v, n);
-    if (st == STEP_OK)
-        st = add_stock(s, t, true);
-    if (st != STEP_OK)
-        return not_queued(s, st, err, errlen);
-    if ((st = trip_run(s, t, err, errlen)) != STEP_OK)
+    int at_existing = lookup ? -1 : add_existing(s, v, n);
+    int at_stock = add_stock(s, true);
+    enum step st;
+    if ((st = trip_run(s, err, errlen)) != STEP_OK)
         return st;
-    if (!lookup && take_existing(w, t->r[0]) != 0)
+    if (!lookup && take_existing(w, pgtrip_result(&s->trip, at_existing)) != 0)
         return fail_oom(err, errlen);
-    take_stock(w, t->r[t->n - 1]);
-    trip_clear(t);
+    take_stock(w, pgtrip_result(&s->trip, at_stock));
+    pgtrip_reset(&s->trip);
     return STEP_OK;
 }
 
@@ -958,41 +681,31 @@ static enum step locked_trip(struct sink *s, struct trip *t, const struct sink_o
  * refused for a reason a redo cures (insert_redo) says so instead of its
  * failure. The cancels go after the insert: a cancel sees the order its
  * batch inserted. */
-static enum step last_trip(struct sink *s, struct trip *t, const struct sink_order *v, size_t n,
-                           size_t ninsert, size_t nreject, size_t ncancel, bool lock_items, char *err,
-                           size_t errlen)
+static enum step last_trip(struct sink *s, const struct sink_order *v, size_t n, size_t ninsert,
+                           size_t nreject, size_t ncancel, bool lock_items, char *err, size_t errlen)
 {
-    enum step st = STEP_OK;
-    int at_insert = -1, at_cancel = -1;
-    if (ninsert > 0) {
-        at_insert = t->n;
-        st = send_insert(s, t, v, n);
-    }
-    if (st == STEP_OK && ncancel > 0) {
-        at_cancel = t->n;
-        st = send_cancel(s, t, v, n);
-    }
-    if (st == STEP_OK && nreject > 0)
-        st = send_reject(s, t, v, n);
-    if (st == STEP_OK)
-        st = trip_add(s, t, "COMMIT", -1, NULL, NULL, NULL, PGRES_COMMAND_OK);
-    if (st != STEP_OK)
-        return not_queued(s, st, err, errlen);
-    if ((st = trip_run(s, t, err, errlen)) != STEP_OK) {
-        if (ninsert > 0 && t->failed == 0) /* the insert went first */
-            st = insert_redo(t->r[0], lock_items, st);
+    struct pgtrip *t = &s->trip;
+    enum step st;
+    int at_insert = ninsert > 0 ? send_insert(s, v, n) : -1;
+    int at_cancel = ncancel > 0 ? send_cancel(s, v, n) : -1;
+    if (nreject > 0)
+        send_reject(s, v, n);
+    int at_commit = pgtrip_sql(t, "COMMIT", PGRES_COMMAND_OK);
+    if ((st = trip_run(s, err, errlen)) != STEP_OK) {
+        if (at_insert >= 0 && t->failed == at_insert) /* the insert failed: why? */
+            st = insert_redo(pgtrip_result(t, at_insert), lock_items, st);
         return st;
     }
     /* COMMIT in a transaction the server had already aborted answers
      * ROLLBACK, with a success status. */
-    if (strcmp(PQcmdStatus(t->r[t->n - 1]), "COMMIT") != 0) {
+    if (strcmp(PQcmdStatus(pgtrip_result(t, at_commit)), "COMMIT") != 0) {
         snprintf(err, errlen, "COMMIT: the server rolled back");
         return STEP_TRANSIENT;
     }
     if (at_insert >= 0)
-        take_inserted(&s->w, t->r[at_insert]);
+        take_inserted(&s->w, pgtrip_result(t, at_insert));
     if (at_cancel >= 0)
-        take_cancelled(&s->w, t->r[at_cancel]);
+        take_cancelled(&s->w, pgtrip_result(t, at_cancel));
     return STEP_OK;
 }
 
@@ -1015,7 +728,6 @@ static enum step attempt(struct sink *s, struct sink_order *v, size_t n, bool lo
                          size_t errlen)
 {
     struct work *w = &s->w;
-    struct trip t = { 0 };
     size_t ninsert, nreject, ncancel;
     enum step st;
 
@@ -1026,10 +738,10 @@ static enum step attempt(struct sink *s, struct sink_order *v, size_t n, bool lo
     w->ncancel = 0;
     for (size_t i = 0; i < n; i++)
         w->ncancel += is_cancel(&v[i]);
-    if ((st = first_trip(s, &t, v, n, lookup, lock_items, err, errlen)) != STEP_OK)
+    if ((st = first_trip(s, v, n, lookup, lock_items, err, errlen)) != STEP_OK)
         goto fail;
     if (decide(w, v, n, &ninsert, &nreject, &ncancel) && !(lookup && lock_items)) {
-        if ((st = locked_trip(s, &t, v, n, lookup, err, errlen)) != STEP_OK)
+        if ((st = locked_trip(s, v, n, lookup, err, errlen)) != STEP_OK)
             goto fail;
         lookup = lock_items = true;
         decide(w, v, n, &ninsert, &nreject, &ncancel);
@@ -1042,22 +754,16 @@ static enum step attempt(struct sink *s, struct sink_order *v, size_t n, bool lo
         st = STEP_ABORTED;
         goto fail;
     }
-    if ((st = last_trip(s, &t, v, n, ninsert, nreject, ncancel, lock_items, err, errlen)) != STEP_OK)
+    if ((st = last_trip(s, v, n, ninsert, nreject, ncancel, lock_items, err, errlen)) != STEP_OK)
         goto fail;
     finish_outcomes(w, v, n);
     if (lookup)
         s->lookup_first = w->nex > 0;
     tr->looked_up = lookup;
-    trip_clear(&t);
+    pgtrip_reset(&s->trip);
     return STEP_OK;
 fail:
-    /* Statements queued without their sync (out of memory half-way, libpq
-     * refusing one) leave the pipeline out of step: drop the connection
-     * rather than guess; the server rolls back. */
-    if (t.n > 0 && !t.synced)
-        drop_conn(s);
-    trip_clear(&t);
-    rollback(s);
+    pgtrip_rollback(&s->trip);
     return st;
 }
 
@@ -1071,7 +777,6 @@ static enum sink_status status_of(enum step st)
     case STEP_DATA: return SINK_DATA;
     case STEP_ABORTED: return SINK_ABORTED;
     case STEP_NO_MEMORY:
-    case STEP_NOT_QUEUED:
     case STEP_TRANSIENT:
     case STEP_STOCK_RACE:
     case STEP_EXISTS: return SINK_TRANSIENT;

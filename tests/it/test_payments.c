@@ -440,7 +440,10 @@ static void test_payment_user_writes_payments_only(void **state)
 static void test_pay_then_replay(void **state)
 {
     (void)state;
-    int64_t item = item_create(3, 60), u = S.user_lo, paid_at = util_wall_ms();
+    /* 600 s: the order it leaves waiting must not expire before the suite's
+     * last test compares the stores before and after a replay (the suite
+     * takes about a minute). */
+    int64_t item = item_create(3, 600), u = S.user_lo, paid_at = util_wall_ms();
     int64_t o = order_id(item, 0);
     int64_t applied = metric("seckill_consumer_payments_applied_total");
     int64_t replayed = metric("seckill_consumer_payments_replayed_total");
@@ -752,6 +755,53 @@ static void test_dead_letters_and_early_payments(void **state)
     letters_say(why, read_letters(why, LETTERS_MAX), want, ARRAY_SIZE(want));
     assert_int_equal(life_pg_int("SELECT count(*) FROM orders WHERE order_id = $1", never), 0);
     assert_int_equal(life_pg_int("SELECT count(*) FROM late_payments WHERE order_id = $1", never), 0);
+}
+
+/* A statement the server refuses for what one payment brings to it (here
+ * its order's row: a status time pay_order.sql cannot turn into
+ * milliseconds) holds up no other payment: the batch is rolled back, its
+ * payments applied again one per transaction, and the one refused alone
+ * goes to the dead-letter topic with the server's words; its order and
+ * late_payments are left alone. (Before, every failure was "PostgreSQL
+ * down": the batch was held back and retried forever.) */
+static void test_payment_refused_as_data_dead_lettered(void **state)
+{
+    (void)state;
+    int64_t item = item_create(3, 60), u = S.user_lo + 70;
+    int64_t poison = order_id(item, 1);
+    int64_t letters = metric("seckill_consumer_payments_dead_lettered_total");
+    int64_t applied = metric("seckill_consumer_payments_applied_total");
+    char why[LETTERS_MAX][128];
+    const char *want[] = { "refused by PostgreSQL: order: ERROR:  cannot convert infinity to bigint" };
+    bool ok;
+    orders_pending(item, u, 3);
+    assert_int_equal(harness_pg_try(&harness_conf,
+                                    "UPDATE orders SET status = 'expired', status_changed_at = 'infinity' "
+                                    "WHERE order_id = $1 AND user_id = $2",
+                                    poison, u + 1),
+                     0);
+    for (int i = 0; i < 3; i++)
+        publish_payment(order_id(item, i), u + i, util_wall_ms(), i == 1 ? "poison-1" : "fine-1");
+    flush(S.pay);
+    WAIT_UNTIL(metric("seckill_consumer_payments_dead_lettered_total") == letters + 1, 20000, ok);
+    if (!ok)
+        fail_msg("the payment PostgreSQL refuses was not dead-lettered; see %s", S.clog);
+    WAIT_UNTIL(life_orders_in(item, "paid") == 2, 10000, ok);
+    if (!ok)
+        fail_msg("%lld of the 2 other orders paid; see %s", (long long)life_orders_in(item, "paid"), S.clog);
+    WAIT_UNTIL(metric("seckill_consumer_payments_applied_total") == applied + 2, 5000, ok);
+    assert_true(ok);
+    letters_say(why, read_letters(why, LETTERS_MAX), want, ARRAY_SIZE(want));
+    assert_int_equal(
+        life_pg_int("SELECT count(*) FROM orders WHERE order_id = $1 AND status = 'expired'", poison), 1);
+    assert_int_equal(life_pg_int("SELECT count(*) FROM late_payments WHERE order_id = $1", poison), 0);
+    /* Nothing is held back after it: the next payment is applied at once. */
+    publish_payment(order_id(item, 0), u, util_wall_ms(), "fine-2");
+    flush(S.pay);
+    WAIT_UNTIL(late_rows(order_id(item, 0), "paid_other") == 1, 15000, ok);
+    if (!ok)
+        fail_msg("a payment after the refused one was not recorded; see %s", S.clog);
+    assert_int_equal(metric("seckill_consumer_payments_dead_lettered_total"), letters + 1);
 }
 
 /* A payment of order with sig as it is ("": unsigned), published as a
@@ -1449,6 +1499,7 @@ int main(void)
         cmocka_unit_test(test_late_payment_of_expired_order),
         cmocka_unit_test(test_payments_race_the_expiry),
         cmocka_unit_test(test_dead_letters_and_early_payments),
+        cmocka_unit_test(test_payment_refused_as_data_dead_lettered),
         cmocka_unit_test(test_forged_payments),
         cmocka_unit_test(test_payment_key_rotation),
         cmocka_unit_test(test_never_issued_ids_refused_at_once),
