@@ -11,7 +11,8 @@
  *
  * A failure is classified once, here (pgtrip_class): TRANSIENT when the
  * connection is lost or the server may well take the same statement later
- * (serialization, deadlock, shutting down, out of resources, lock timeout):
+ * (serialization, deadlock, shutting down, out of resources, lock timeout,
+ * a statement cancelled):
  * retry it, after a backoff; DATA when the server refused the statement
  * for what it is or carries: the same statement fails again, so the caller
  * isolates what it carries (sink: the batch again one order at a time, the
@@ -36,7 +37,8 @@
 
 enum pgt_status {
     PGT_OK = 0,    /* every statement answered its wanted status */
-    PGT_TRANSIENT, /* connection, serialization, deadlock, shutdown, resources, lock timeout, or not queued */
+    PGT_TRANSIENT, /* connection, serialization, deadlock, shutdown, resources, lock timeout, a cancel,
+                    * or not queued */
     PGT_DATA,      /* the server refused a statement for what it is or carries */
 };
 
@@ -69,8 +71,8 @@ struct pgtrip {
 /* The class of a failure whose SQLSTATE is state (NULL, no SQLSTATE: a
  * connection lost): PGT_TRANSIENT for 08 (connection), 40001
  * (serialization), 40P01 (deadlock), 57P (shutdown, not accepting
- * connections yet), 53 (out of resources), 55P03 (lock timeout);
- * PGT_DATA for every other. */
+ * connections yet), 53 (out of resources), 55P03 (lock timeout), 57014
+ * (cancelled, or statement_timeout); PGT_DATA for every other. */
 enum pgt_status pgtrip_class(const char *state);
 
 void pgtrip_init(struct pgtrip *t, struct pgsess *s);

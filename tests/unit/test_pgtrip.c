@@ -21,6 +21,7 @@ static void test_class(void **state)
         "57P01", "57P02", "57P03", "57P04",          /* admin/crash shutdown, cannot connect now */
         "53000", "53100", "53200", "53300",          /* out of resources: disk, memory, connections */
         "55P03",                                     /* lock_not_available (lock_timeout) */
+        "57014",                                     /* query_canceled: a cancel or statement_timeout */
     };
     const char *data[] = {
         "23505", "23514", "23503", "23502", /* unique, check, foreign key, not null */
@@ -28,7 +29,6 @@ static void test_class(void **state)
         "42501", "42P01", "42883", "42703", /* privilege, no table, no function, no column */
         "40002",                            /* transaction_integrity_constraint_violation: not 40001 */
         "55000", "55006",                   /* object not in prerequisite state, object in use */
-        "57014",                            /* query_canceled (statement_timeout): not 57P */
         "25P02", "XX000", "P0001",          /* in failed transaction, internal, raise_exception */
     };
     for (size_t i = 0; i < ARRAY_SIZE(transient); i++)
