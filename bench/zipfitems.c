@@ -17,6 +17,7 @@
 
 #include "cfg.h"
 #include "embed.h"
+#include "funclibs.h"
 #include "keys.h"
 #include "pgconn.h"
 #include "rpipe.h"
@@ -71,7 +72,7 @@ static int pg_items(PGconn *pg, int64_t first, int64_t count, const char *stock,
 static int check_functions(struct rp *p)
 {
     char err[512];
-    if (rfunc_check_all(p, RFUNC_LIB_CTL, NULL, NULL, err, sizeof(err)) != RFUNC_OK) {
+    if (rfunc_check_all(p, &funclib_ctl, NULL, NULL, err, sizeof(err)) != RFUNC_OK) {
         fprintf(stderr, "zipfitems: %s\n", err);
         return -1;
     }
@@ -83,7 +84,7 @@ static int check_functions(struct rp *p)
 static int redis_items(const struct cfg *c, int64_t first, int64_t count, const char *stock)
 {
     char k[KEYS_ITEM_PARTS][KEYS_MAX], reg[KEYS_MAX], err[256];
-    const struct rfunc s = RFUNC_INIT("seckill_item_load", RFUNC_LIB_CTL);
+    const struct rfunc s = RFUNC_INIT("seckill_item_load", &funclib_ctl);
     struct rp *p = NULL;
     struct rp_batch b;
     const char **sadd = NULL;

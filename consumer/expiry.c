@@ -11,6 +11,7 @@
 #include "bgthread.h"
 #include "cmetrics.h"
 #include "embed.h"
+#include "funclibs.h"
 #include "keys.h"
 #include "log.h"
 #include "pgtrip.h"
@@ -492,7 +493,7 @@ int expiry_start(const struct cfg *c, struct expiry **out, char *err, size_t err
     pgsess_init(&e->pg, c, &pc);
     pgtrip_init(&e->trip, &e->pg);
     e->cfg = c;
-    e->return_fn = (struct rfunc)RFUNC_INIT("seckill_return", RFUNC_LIB_RETURN);
+    e->return_fn = (struct rfunc)RFUNC_INIT("seckill_return", &funclib_return);
     rs_init(&e->rs, c);
     rp_batch_init(&e->batch);
     if (bgt_start(&e->t, run, e) != 0) {

@@ -8,6 +8,7 @@
 #include "cmetrics.h"
 #include "daemon.h"
 #include "expiry.h"
+#include "funclibs.h"
 #include "httpd.h"
 #include "kconf.h"
 #include "log.h"
@@ -172,7 +173,7 @@ static int start(struct cfg *c, struct pipe **p, struct httpd **h)
     /* Its functions before anything else: without them it could take
      * orders off Kafka and never settle them. Missing or older ones are not
      * waited for (an operator must load them): no start. */
-    static const enum rfunc_lib libs[] = { RFUNC_LIB_CONSUMER, RFUNC_LIB_LOCK, RFUNC_LIB_RETURN };
+    static const struct rfunc_lib *const libs[] = { &funclib_consumer, &funclib_lock, &funclib_return };
     struct rfunc_need need = { .cfg = c, .libs = libs, .n = ARRAY_SIZE(libs) };
     if (daemon_retry("redis functions", rfunc_need_attempt, &need) != 0) {
         daemon_signals_unblock();

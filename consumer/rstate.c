@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "funclibs.h"
 #include "keys.h"
 #include "util.h"
 
@@ -15,7 +16,7 @@ void rs_init(struct rs *w, const struct cfg *c)
 {
     memset(w, 0, sizeof(*w));
     w->cfg = c;
-    w->mark_fn = (struct rfunc)RFUNC_INIT("seckill_mark", RFUNC_LIB_RETURN);
+    w->mark_fn = (struct rfunc)RFUNC_INIT("seckill_mark", &funclib_return);
 }
 
 void rs_free(struct rs *w)

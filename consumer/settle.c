@@ -9,6 +9,7 @@
 
 #include "cmetrics.h"
 #include "fifo.h"
+#include "funclibs.h"
 #include "keys.h"
 #include "log.h"
 #include "rfunc.h"
@@ -55,7 +56,7 @@ int settle_open(const struct cfg *c, int id, struct settle **out, char *err, siz
     }
     s->cfg = c;
     s->id = id;
-    s->settle_fn = (struct rfunc)RFUNC_INIT("seckill_settle", RFUNC_LIB_CONSUMER);
+    s->settle_fn = (struct rfunc)RFUNC_INIT("seckill_settle", &funclib_consumer);
     rs_init(&s->rs, c);
     fifo_init(&s->out, FIFO_LINK(struct cmsg, next));
     if (rp_open(c, cfg_role_self(), &s->rp, err, errlen) != 0)

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "funclibs.h"
 #include "rfunc.h"
 #include "rpipe.h"
 
@@ -25,7 +26,7 @@ static const char *where(const struct rp *p, int node, char *buf, size_t len)
  * the whole Redis hold them?", not the check's. */
 struct said {
     struct rp *p;
-    enum rfunc_lib lib;
+    const struct rfunc_lib *lib;
     int failed;
 };
 
@@ -44,7 +45,7 @@ static void say_checked(void *arg, const struct rfunc_node *n)
     if (n->st != RFUNC_OK)
         say_failed(s, n);
     else
-        printf("%s: ok (version %d or newer)%s\n", rfunc_lib_name(s->lib), rfunc_lib_version(s->lib),
+        printf("%s: ok (version %d or newer)%s\n", s->lib->name, rfunc_lib_version(s->lib),
                where(s->p, n->node, at, sizeof(at)));
 }
 
@@ -55,10 +56,10 @@ static void say_loaded(void *arg, const struct rfunc_node *n)
     if (n->st != RFUNC_OK)
         say_failed(s, n);
     else if (n->was < 0)
-        printf("%s: loaded version %d (none before)%s\n", rfunc_lib_name(s->lib), rfunc_lib_version(s->lib),
+        printf("%s: loaded version %d (none before)%s\n", s->lib->name, rfunc_lib_version(s->lib),
                where(s->p, n->node, at, sizeof(at)));
     else
-        printf("%s: loaded version %d (was %d)%s\n", rfunc_lib_name(s->lib), rfunc_lib_version(s->lib),
+        printf("%s: loaded version %d (was %d)%s\n", s->lib->name, rfunc_lib_version(s->lib),
                n->was, where(s->p, n->node, at, sizeof(at)));
 }
 
@@ -71,8 +72,8 @@ static int each_library(struct rp *p, bool load)
 {
     char err[512];
     struct said s = { .p = p };
-    for (int l = 0; l < RFUNC_LIBS; l++) {
-        s.lib = (enum rfunc_lib)l;
+    for (const struct rfunc_lib *const *l = funclib_all; *l; l++) {
+        s.lib = *l;
         if (load)
             (void)rfunc_load_all(p, s.lib, say_loaded, &s);
         else

@@ -8,6 +8,7 @@
 #include "ctlpg.h"
 #include "ctlrp.h"
 #include "embed.h"
+#include "funclibs.h"
 #include "keys.h"
 #include "log.h"
 #include "pgconn.h"
@@ -45,7 +46,7 @@ static int redis_load(const struct cfg *c, int64_t item_id, int64_t stock, const
     char k[KEYS_ITEM_PARTS][KEYS_MAX], sstock[24], sid[24], err[256], starts[24], ends[24];
     struct rp *p = NULL;
     redisReply *r = NULL;
-    const struct rfunc s = RFUNC_INIT("seckill_item_load", RFUNC_LIB_CTL);
+    const struct rfunc s = RFUNC_INIT("seckill_item_load", &funclib_ctl);
     enum rp_status st;
     int ret = -1;
 

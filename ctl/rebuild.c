@@ -10,6 +10,7 @@
 #include "ctlpg.h"
 #include "ctlrp.h"
 #include "embed.h"
+#include "funclibs.h"
 #include "kmeta.h"
 #include "keys.h"
 #include "orderidx.h"
@@ -293,7 +294,7 @@ fail:
 
 int rebuild_items(const struct cfg *c, const int64_t *ids, size_t n, int all, int64_t wait_ms)
 {
-    const struct rfunc s = RFUNC_INIT("seckill_item_rebuild2", RFUNC_LIB_CTL);
+    const struct rfunc s = RFUNC_INIT("seckill_item_rebuild2", &funclib_ctl);
     struct rp *p = NULL;
     PGconn *pg = NULL;
     int64_t *todo = NULL, *list = NULL;

@@ -10,6 +10,7 @@
 #include "ctlpg.h"
 #include "ctlrp.h"
 #include "embed.h"
+#include "funclibs.h"
 #include "keys.h"
 #include "order.h"
 #include "publish.h"
@@ -717,12 +718,12 @@ int reconcile_cmd(const struct cfg *c, int argc, char **argv)
     };
     struct rctx x = {
         .c = c,
-        .snap = RFUNC_INIT("seckill_recon_snapshot2", RFUNC_LIB_CTL),
-        .drop = RFUNC_INIT("seckill_recon_drop", RFUNC_LIB_CTL),
-        .buyers = RFUNC_INIT("seckill_recon_buyers", RFUNC_LIB_CTL),
-        .lower = RFUNC_INIT("seckill_recon_lower", RFUNC_LIB_CTL),
-        .window = RFUNC_INIT("seckill_recon_window", RFUNC_LIB_CTL),
-        .states = RFUNC_INIT("seckill_recon_states", RFUNC_LIB_CTL),
+        .snap = RFUNC_INIT("seckill_recon_snapshot2", &funclib_ctl),
+        .drop = RFUNC_INIT("seckill_recon_drop", &funclib_ctl),
+        .buyers = RFUNC_INIT("seckill_recon_buyers", &funclib_ctl),
+        .lower = RFUNC_INIT("seckill_recon_lower", &funclib_ctl),
+        .window = RFUNC_INIT("seckill_recon_window", &funclib_ctl),
+        .states = RFUNC_INIT("seckill_recon_states", &funclib_ctl),
     };
     int64_t item = 0, *ids = NULL;
     size_t n = 0, bad = 0;

@@ -11,6 +11,7 @@
 #include "bgthread.h"
 #include "daemon.h"
 #include "fifo.h"
+#include "funclibs.h"
 #include "keys.h"
 #include "log.h"
 #include "order.h"
@@ -123,7 +124,7 @@ void rsv_count(enum rsv_outcome o)
 static enum rfunc_status check_functions(struct rp *p, void *arg, char *err, size_t errlen)
 {
     (void)arg;
-    enum rfunc_status st = rfunc_check_all(p, RFUNC_LIB_PRODUCER, NULL, NULL, err, errlen);
+    enum rfunc_status st = rfunc_check_all(p, &funclib_producer, NULL, NULL, err, errlen);
     if (st != RFUNC_UNREACHABLE)
         PM_SET(redis_functions_missing, st == RFUNC_MISSING);
     return st;
@@ -734,8 +735,8 @@ int rsv_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct rs
     r->cfg = c;
     r->pub = p;
     r->gen = gen;
-    r->reserve = (struct rfunc)RFUNC_INIT("seckill_reserve", RFUNC_LIB_PRODUCER);
-    r->restore = (struct rfunc)RFUNC_INIT("seckill_restore", RFUNC_LIB_PRODUCER);
+    r->reserve = (struct rfunc)RFUNC_INIT("seckill_reserve", &funclib_producer);
+    r->restore = (struct rfunc)RFUNC_INIT("seckill_restore", &funclib_producer);
     r->link = (struct rlink){
         .cfg = c, .what = "orders", .prepare = check_functions, .arg = r, .report_up = 1, .count_trips = 1
     };

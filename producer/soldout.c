@@ -9,6 +9,7 @@
 
 #include "bgthread.h"
 #include "daemon.h"
+#include "funclibs.h"
 #include "i64map.h"
 #include "keys.h"
 #include "log.h"
@@ -180,7 +181,7 @@ void so_mark(struct so *s, int64_t item_id)
 static enum rfunc_status check_functions(struct rp *p, void *arg, char *err, size_t errlen)
 {
     (void)arg;
-    return rfunc_check_all(p, RFUNC_LIB_PRODUCER, NULL, NULL, err, errlen);
+    return rfunc_check_all(p, &funclib_producer, NULL, NULL, err, errlen);
 }
 
 /* seckill_soldout's keys: stock, buyers, orders, window. */
@@ -512,7 +513,7 @@ int so_start(const struct cfg *c, struct win *w, struct so **out, char *err, siz
     }
     s->cfg = c;
     s->w = w;
-    s->check = (struct rfunc)RFUNC_INIT("seckill_soldout", RFUNC_LIB_PRODUCER);
+    s->check = (struct rfunc)RFUNC_INIT("seckill_soldout", &funclib_producer);
     s->link = (struct rlink){ .cfg = c,
                               .what = "sold-out and winners checks",
                               .meanwhile = "items known sold out stay so, the others and repeated presses of "

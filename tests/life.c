@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "funclibs.h"
 #include "harness.h"
 #include "paymsg.h"
 #include "paysig.h"
@@ -29,7 +30,7 @@ int life_load_return(void)
     char err[512];
     int was = -1;
     redisContext *rc = harness_redis(&harness_conf);
-    enum rfunc_status st = rfunc_load(rc, RFUNC_LIB_RETURN, &was, err, sizeof(err));
+    enum rfunc_status st = rfunc_load(rc, &funclib_return, &was, err, sizeof(err));
     redisFree(rc);
     if (st != RFUNC_OK && st != RFUNC_NEWER) {
         fprintf(stderr, "# loading seckill_return: %s\n", err);

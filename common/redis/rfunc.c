@@ -6,31 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "embed.h"
-
-static const struct {
-    const char *name;
-    const char *source;
-} libs[RFUNC_LIBS] = {
-    [RFUNC_LIB_PRODUCER] = { "seckill_producer", embed_seckill_producer },
-    [RFUNC_LIB_CONSUMER] = { "seckill_consumer", embed_seckill_consumer },
-    [RFUNC_LIB_LOCK] = { "seckill_lock", embed_seckill_lock },
-    [RFUNC_LIB_CTL] = { "seckill_ctl", embed_seckill_ctl },
-    [RFUNC_LIB_RETURN] = { "seckill_return", embed_seckill_return },
-};
-
 /* What every message about a missing or older library ends with. */
 #define RFUNC_HOW "load them: seckillctl functions load (as the admin user; docs/operations.md)"
 
-const char *rfunc_lib_name(enum rfunc_lib lib) { return libs[lib].name; }
-const char *rfunc_lib_source(enum rfunc_lib lib) { return libs[lib].source; }
-
-int rfunc_lib_version(enum rfunc_lib lib)
+int rfunc_lib_version(const struct rfunc_lib *lib)
 {
     /* The one place the version is written is the library's text, so that
      * the file an operator loads by hand says the same as the binary. */
     static const char mark[] = "\nlocal VERSION = ";
-    const char *p = strstr(libs[lib].source, mark);
+    const char *p = strstr(lib->source, mark);
     if (!p)
         return -1;
     char *end;
@@ -64,10 +48,10 @@ static int lists(const redisReply *r, const char *name)
     return 0;
 }
 
-int rfunc_loaded_version(redisContext *rc, enum rfunc_lib lib, int *out, char *err, size_t errlen)
+int rfunc_loaded_version(redisContext *rc, const struct rfunc_lib *lib, int *out, char *err, size_t errlen)
 {
     char vfn[64];
-    const char *name = libs[lib].name;
+    const char *name = lib->name;
     redisReply *r = redisCommand(rc, "FUNCTION LIST LIBRARYNAME %s", name);
     int ret = -1;
     if (!r) {
@@ -105,11 +89,11 @@ fail:
     return ret;
 }
 
-enum rfunc_status rfunc_check(redisContext *rc, enum rfunc_lib lib, char *err, size_t errlen)
+enum rfunc_status rfunc_check(redisContext *rc, const struct rfunc_lib *lib, char *err, size_t errlen)
 {
     int want = rfunc_lib_version(lib), have;
     if (want < 0) {
-        snprintf(err, errlen, "the library %s built into this program has no VERSION line", libs[lib].name);
+        snprintf(err, errlen, "the library %s built into this program has no VERSION line", lib->name);
         return RFUNC_MISSING;
     }
     if (rfunc_loaded_version(rc, lib, &have, err, errlen) != 0)
@@ -117,13 +101,13 @@ enum rfunc_status rfunc_check(redisContext *rc, enum rfunc_lib lib, char *err, s
     if (have < 0) {
         snprintf(err, errlen,
                  "the function library %s is not loaded (this program needs version %d); " RFUNC_HOW,
-                 libs[lib].name, want);
+                 lib->name, want);
         return RFUNC_MISSING;
     }
     if (have < want) {
         snprintf(err, errlen,
                  "the function library %s is version %d, older than the %d this program needs; " RFUNC_HOW,
-                 libs[lib].name, have, want);
+                 lib->name, have, want);
         return RFUNC_MISSING;
     }
     return RFUNC_OK;
@@ -140,8 +124,8 @@ static void say_at(struct rp *p, int node, const char *why, char *err, size_t er
         snprintf(err, errlen, "%s", why);
 }
 
-enum rfunc_status rfunc_check_all(struct rp *p, enum rfunc_lib lib, rfunc_node_fn *each, void *arg, char *err,
-                                  size_t errlen)
+enum rfunc_status rfunc_check_all(struct rp *p, const struct rfunc_lib *lib, rfunc_node_fn *each, void *arg,
+                                  char *err, size_t errlen)
 {
     char why[512];
     int asked = 0, missing = 0;
@@ -192,11 +176,12 @@ fail:
     return ret;
 }
 
-enum rfunc_status rfunc_load(redisContext *rc, enum rfunc_lib lib, int *was, char *err, size_t errlen)
+enum rfunc_status rfunc_load(redisContext *rc, const struct rfunc_lib *lib, int *was, char *err,
+                              size_t errlen)
 {
     int want = rfunc_lib_version(lib);
     if (want < 0) {
-        snprintf(err, errlen, "the library %s built into this program has no VERSION line", libs[lib].name);
+        snprintf(err, errlen, "the library %s built into this program has no VERSION line", lib->name);
         return RFUNC_UNREACHABLE;
     }
     if (rfunc_loaded_version(rc, lib, was, err, errlen) != 0)
@@ -205,25 +190,25 @@ enum rfunc_status rfunc_load(redisContext *rc, enum rfunc_lib lib, int *was, cha
         snprintf(err, errlen,
                  "the function library %s is version %d, newer than this seckillctl's %d: not replaced "
                  "(the newer release's seckillctl loads it)",
-                 libs[lib].name, *was, want);
+                 lib->name, *was, want);
         return RFUNC_NEWER;
     }
     /* REPLACE: one atomic swap, so a daemon's call never finds the library
      * half loaded; a call that runs meanwhile runs whole on the old one. */
-    redisReply *r = redisCommand(rc, "FUNCTION LOAD REPLACE %s", libs[lib].source);
+    redisReply *r = redisCommand(rc, "FUNCTION LOAD REPLACE %s", lib->source);
     if (!r) {
         snprintf(err, errlen, "redis: FUNCTION LOAD: %s", rc->errstr);
         return RFUNC_UNREACHABLE;
     }
-    int ok = r->type == REDIS_REPLY_STRING && strcmp(r->str, libs[lib].name) == 0;
+    int ok = r->type == REDIS_REPLY_STRING && strcmp(r->str, lib->name) == 0;
     if (!ok)
-        snprintf(err, errlen, "redis: FUNCTION LOAD %s: %s", libs[lib].name,
+        snprintf(err, errlen, "redis: FUNCTION LOAD %s: %s", lib->name,
                  r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
     freeReplyObject(r);
     return ok ? RFUNC_OK : RFUNC_UNREACHABLE;
 }
 
-int rfunc_load_all(struct rp *p, enum rfunc_lib lib, rfunc_node_fn *each, void *arg)
+int rfunc_load_all(struct rp *p, const struct rfunc_lib *lib, rfunc_node_fn *each, void *arg)
 {
     char why[512];
     int ret = 0;
@@ -241,7 +226,7 @@ int rfunc_load_all(struct rp *p, enum rfunc_lib lib, rfunc_node_fn *each, void *
 void rfunc_missing_text(const struct rfunc *f, char *buf, size_t len)
 {
     snprintf(buf, len, "the function %s is not loaded (library %s, version %d or newer); " RFUNC_HOW, f->name,
-             libs[f->lib].name, rfunc_lib_version(f->lib));
+             f->lib->name, rfunc_lib_version(f->lib));
 }
 
 const char *rfunc_error_text(const struct rfunc *f, const redisContext *rc, const redisReply *r, char *buf,

@@ -1,10 +1,9 @@
 /* rfunc: the programs' Redis functions (issue #34), called by name.
  *
- * The Lua lives in five libraries, one file each, compiled into every binary
- * (scripts/embed): seckill_producer (producer/lua), seckill_consumer
- * (consumer/lua), seckill_lock (common/sale/lua: the consumer's and seckillctl's
- * locks), seckill_ctl (ctl/lua) and seckill_return (consumer/lua: units of
- * expired orders back on sale, issue #44). The daemons never load code: their ACL
+ * The Lua lives in libraries, one file each, compiled into every binary
+ * (scripts/embed) and listed by the layer that knows them
+ * (common/sale/funclibs.h): this module takes a library as its name and
+ * text, and knows none by name. The daemons never load code: their ACL
  * users may FCALL and FUNCTION LIST, not FUNCTION LOAD, SCRIPT LOAD or EVAL,
  * so a stolen daemon password runs the functions an operator loaded, never
  * its own Lua. The admin user loads them (rfunc_load: `seckillctl functions
@@ -40,34 +39,30 @@
 #include "cfg.h"
 #include "rpipe.h"
 
-enum rfunc_lib {
-    RFUNC_LIB_PRODUCER,
-    RFUNC_LIB_CONSUMER,
-    RFUNC_LIB_LOCK,
-    RFUNC_LIB_CTL,
-    RFUNC_LIB_RETURN,
-    RFUNC_LIBS
+/* A library: its name in Redis ("seckill_producer") and its Lua text (the
+ * file, as built in). Which libraries there are is the sale's business, not
+ * the link layer's: common/sale/funclibs.h lists them. */
+struct rfunc_lib {
+    const char *name;
+    const char *source;
 };
 
 /* One function of a library: its name in Redis ("seckill_reserve"). */
 struct rfunc {
     const char *name;
-    enum rfunc_lib lib;
+    const struct rfunc_lib *lib;
 };
 
 #define RFUNC_INIT(name, lib) { name, lib }
 
-/* The library's name ("seckill_producer") and its Lua text (the file). */
-const char *rfunc_lib_name(enum rfunc_lib lib);
-const char *rfunc_lib_source(enum rfunc_lib lib);
 /* This build's version of the library (its `local VERSION = N`), or -1 when
  * the text has none (a build error the first check reports). */
-int rfunc_lib_version(enum rfunc_lib lib);
+int rfunc_lib_version(const struct rfunc_lib *lib);
 
 /* The version of the library Redis holds: 0 and *out (-1 when it has none,
  * 0 when it has one without a version function), or -1 with err (the
  * connection failed, or the user may not FUNCTION LIST). */
-int rfunc_loaded_version(redisContext *rc, enum rfunc_lib lib, int *out, char *err, size_t errlen);
+int rfunc_loaded_version(redisContext *rc, const struct rfunc_lib *lib, int *out, char *err, size_t errlen);
 
 /* What a check or a load of a library found. The values keep the error
  * idiom (0 fine, -1 failed) for callers that only tell those apart. */
@@ -89,7 +84,7 @@ enum rfunc_status {
  * or RFUNC_UNREACHABLE or RFUNC_MISSING with err (for a missing or older
  * one, err names the library, both versions and the command that loads
  * it). */
-enum rfunc_status rfunc_check(redisContext *rc, enum rfunc_lib lib, char *err, size_t errlen);
+enum rfunc_status rfunc_check(redisContext *rc, const struct rfunc_lib *lib, char *err, size_t errlen);
 
 /* What one primary answered, for a caller that reports each one
  * (`seckillctl functions`): its index among rp_nodes() (rp_node_name says
@@ -122,8 +117,8 @@ typedef void rfunc_node_fn(void *arg, const struct rfunc_node *n);
  *   would stop the other shards' sales for one shard's outage.
  * On a Cluster err starts with the primary's address ("on
  * 127.0.0.1:16402: ..."). */
-enum rfunc_status rfunc_check_all(struct rp *p, enum rfunc_lib lib, rfunc_node_fn *each, void *arg, char *err,
-                                  size_t errlen);
+enum rfunc_status rfunc_check_all(struct rp *p, const struct rfunc_lib *lib, rfunc_node_fn *each, void *arg,
+                                  char *err, size_t errlen);
 
 /* A daemon's start step (a daemon_attempt_fn, common/base/daemon.h): connect as
  * the program's own user and check each of its n libraries on every primary
@@ -134,7 +129,7 @@ enum rfunc_status rfunc_check_all(struct rp *p, enum rfunc_lib lib, rfunc_node_f
  * the daemon refuses to start. */
 struct rfunc_need {
     const struct cfg *cfg;
-    const enum rfunc_lib *libs;
+    const struct rfunc_lib *const *libs;
     size_t n;
     int missing;
     char why[512];
@@ -147,12 +142,13 @@ int rfunc_need_attempt(void *arg, char *err, size_t errlen);
  * none), or RFUNC_UNREACHABLE with err (the connection failed, Redis
  * refused, or this build's text has no version). Needs +function|load (the
  * admin user). */
-enum rfunc_status rfunc_load(redisContext *rc, enum rfunc_lib lib, int *was, char *err, size_t errlen);
+enum rfunc_status rfunc_load(redisContext *rc, const struct rfunc_lib *lib, int *was, char *err,
+                              size_t errlen);
 
 /* rfunc_load on every primary of p, each one tried whatever the others
  * answered (a load mends what it reaches), each answer told to each (not
  * NULL). 0 when every primary took it, else -1. */
-int rfunc_load_all(struct rp *p, enum rfunc_lib lib, rfunc_node_fn *each, void *arg);
+int rfunc_load_all(struct rp *p, const struct rfunc_lib *lib, rfunc_node_fn *each, void *arg);
 
 /* What to say about f missing, for the log: the function, its library and
  * version, and the command that loads it. */

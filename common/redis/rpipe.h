@@ -28,8 +28,8 @@
  *   (rp_classify): READONLY, and "ERR Function not found", Redis's answer
  *   to an FCALL of a function it does not hold. Both are counted per batch
  *   (the batch's readonly and missing), the latter for the caller to say
- *   once which function and how to load it (rfunc.h, a layer above: the
- *   daemons may not load code).
+ *   once which function and how to load it (the daemons may not load code;
+ *   rpipe knows no library, only the replies).
  * - Durability (rp_durable), the one rule for every writer: a batch that
  *   writes what a failover must not lose is marked durable, and after its
  *   commands every node it reached is asked (WAIT) for redis.min_replicas_ack
@@ -97,9 +97,9 @@ const char *rp_node_name(const struct rp *p, int node, char *buf, size_t len);
 /* The primary that serves key now (0 without a Cluster), or -1 when none
  * does (the map has a hole there). */
 int rp_node_of_key(const struct rp *p, const char *key, size_t keylen);
-/* The connection to primary node (opened if need be), for a command that
- * needs the context itself (a layer above: rfunc_check); still the rp's.
- * NULL with err. */
+/* The connection to primary node (opened if need be), for a caller whose
+ * command needs the context itself (checking a node's function libraries);
+ * still the rp's. NULL with err. */
 redisContext *rp_node_conn(struct rp *p, int node, char *err, size_t errlen);
 
 /* Batches: zero-initialised, or rp_batch_init. rp_batch_reset drops the
@@ -116,8 +116,7 @@ int rp_add(struct rp_batch *b, const char *key, int argc, const char **argv, con
  * one argument, never text spliced into the command. */
 int rp_addf(struct rp_batch *b, const char *key, const char *format, ...);
 /* FCALL function (its name in Redis) with nkeys keys then nargs arguments;
- * the first key routes it (none: any primary). The caller's struct rfunc
- * (rfunc.h) holds the name, and what to say when Redis lacks it. */
+ * the first key routes it (none: any primary). */
 int rp_fcall(struct rp_batch *b, const char *function, int nkeys, int nargs, const char **argv,
              const size_t *argvlen);
 /* The batch writes what a failover must not lose: rp_run WAITs after its

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bgthread.h"
+#include "funclibs.h"
 #include "keys.h"
 #include "log.h"
 #include "rconn.h"
@@ -444,9 +445,9 @@ int lock_client_open(const struct cfg *cfg, struct lock_client **out, char *err,
         return -1;
     }
     lc->cfg = cfg;
-    lc->s_acquire = (struct rfunc)RFUNC_INIT("seckill_lock_acquire", RFUNC_LIB_LOCK);
-    lc->s_release = (struct rfunc)RFUNC_INIT("seckill_lock_release", RFUNC_LIB_LOCK);
-    lc->w_extend = (struct rfunc)RFUNC_INIT("seckill_lock_extend", RFUNC_LIB_LOCK);
+    lc->s_acquire = (struct rfunc)RFUNC_INIT("seckill_lock_acquire", &funclib_lock);
+    lc->s_release = (struct rfunc)RFUNC_INIT("seckill_lock_release", &funclib_lock);
+    lc->w_extend = (struct rfunc)RFUNC_INIT("seckill_lock_extend", &funclib_lock);
     lc->wkeys = calloc(LOCK_RENEW_BATCH, sizeof(*lc->wkeys));
     lc->wplan = malloc(sizeof(*lc->wplan));
     if (lc->wkeys == NULL || lc->wplan == NULL || plan_alloc(lc->wplan, LOCK_RENEW_BATCH) != 0) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "funclibs.h"
 #include "keys.h"
 #include "log.h"
 #include "order.h"
@@ -232,7 +233,7 @@ int sweep_once(const struct cfg *c, struct rp *rp, struct pub *p, int64_t age_ms
                struct sweep_stats *out, char *err, size_t errlen)
 {
     char key[KEYS_MAX];
-    const struct rfunc claim = RFUNC_INIT("seckill_sweep_claim", RFUNC_LIB_PRODUCER);
+    const struct rfunc claim = RFUNC_INIT("seckill_sweep_claim", &funclib_producer);
     redisReply *items = NULL;
     int ret = -1;
     memset(out, 0, sizeof(*out));

@@ -9,6 +9,7 @@
  * and a Redis key prefix of their own; the rotation test starts a producer
  * of its own with keys of its own. Every test makes its own items, removed
  * from PostgreSQL at the end. */
+#include "funclibs.h"
 #include "harness.h"
 
 #include <errno.h>
@@ -1429,7 +1430,7 @@ static redisReply *fcall(const struct cfg *c, const struct rfunc *f, int nkeys, 
 static void test_restamp_at_opening(void **state)
 {
     (void)state;
-    const struct rfunc sc = RFUNC_INIT("seckill_reserve", RFUNC_LIB_PRODUCER);
+    const struct rfunc sc = RFUNC_INIT("seckill_reserve", &funclib_producer);
     char k[KEYS_ITEM_PARTS][KEYS_MAX], msg[ORDER_MSG_MAX], user[24], oid[24], ts[24], field[32];
     int64_t item = new_item_id(), u = new_user_base(), order = (1LL << 43) + (int64_t)util_rand_below(1u << 30);
     redisContext *rc = harness_redis(&R.c);

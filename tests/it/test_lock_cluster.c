@@ -15,6 +15,7 @@
  *   shard's stay in the backlog, cleared once the library is back.
  * Every check of where a key lives asks the primary itself, without
  * following a redirection: a key routed to the wrong node is not found. */
+#include "funclibs.h"
 #include "harness.h"
 
 #include <inttypes.h>
@@ -105,7 +106,7 @@ static int teardown(void **state)
                 freeReplyObject(harness_cmd(rc, "DEL %s", r->element[1]->element[k]->str));
             freeReplyObject(r);
         } while (strcmp(cursor, "0") != 0);
-        if (rfunc_load(rc, RFUNC_LIB_CONSUMER, &was, err, sizeof(err)) != 0)
+        if (rfunc_load(rc, &funclib_consumer, &was, err, sizeof(err)) != 0)
             fprintf(stderr, "# FUNCTION LOAD on %s:%d: %s\n", map.node[i].host, map.node[i].port, err);
         redisFree(rc);
     }
@@ -424,7 +425,7 @@ static void test_settle_one_shard_refusing(void **state)
         else
             cleared += left == 0;
     }
-    assert_int_equal(rfunc_load(rc[victim], RFUNC_LIB_CONSUMER, &was, err, sizeof(err)), 0);
+    assert_int_equal(rfunc_load(rc[victim], &funclib_consumer, &was, err, sizeof(err)), 0);
     /* its first retry is due at once: the victim's orders come back now */
     assert_int_equal(shard_count(settle_idle(st, &back), victim), STUCK);
     assert_int_equal(back, STUCK);

@@ -23,6 +23,7 @@
  * Items are loaded through rpipe as the stack's user (seckill_item_load on
  * the item's shard, and the registry), so nothing but the producer and the
  * Cluster is under test. */
+#include "funclibs.h"
 #include "harness.h"
 
 #include <inttypes.h>
@@ -232,7 +233,7 @@ static void pick_items(struct item *it, int64_t base)
  * shard, and the registry (one key, somewhere). */
 static void load_items(const struct item *it, const char *stock)
 {
-    const struct rfunc load = RFUNC_INIT("seckill_item_load", RFUNC_LIB_CTL);
+    const struct rfunc load = RFUNC_INIT("seckill_item_load", &funclib_ctl);
     struct rp_batch b;
     char err[256], reg[KEYS_MAX], sid[24];
     rp_batch_init(&b);
@@ -362,7 +363,7 @@ static void test_sale_on_every_primary(void **state)
  * leaves it: seckill_reserve, stamped a minute ago, never marked. */
 static void orphan_items(const struct item *it, int64_t *oids)
 {
-    const struct rfunc reserve = RFUNC_INIT("seckill_reserve", RFUNC_LIB_PRODUCER);
+    const struct rfunc reserve = RFUNC_INIT("seckill_reserve", &funclib_producer);
     static char msg[ITEMS][ORDER_MSG_MAX];
     char k[KEYS_ITEM_PARTS][KEYS_MAX], user[24], oid[24], ts[24], err[256];
     struct rp_batch b;
@@ -483,10 +484,10 @@ static void functions_on(int i, bool there)
     char err[512];
     int was;
     if (there) {
-        if (rfunc_load(rc, RFUNC_LIB_PRODUCER, &was, err, sizeof(err)) != 0)
+        if (rfunc_load(rc, &funclib_producer, &was, err, sizeof(err)) != 0)
             fail_msg("loading the functions again: %s", err);
     } else {
-        redisReply *r = harness_cmd(rc, "FUNCTION DELETE %s", rfunc_lib_name(RFUNC_LIB_PRODUCER));
+        redisReply *r = harness_cmd(rc, "FUNCTION DELETE %s", funclib_producer.name);
         assert_int_equal(r->type, REDIS_REPLY_STATUS);
         freeReplyObject(r);
     }

@@ -12,6 +12,7 @@
  * scripts/stack.d/redis.sh (redis_acl_rules); the table is in docs/security.md. (That
  * each program works end to end with its own user is what every other
  * suite shows.) */
+#include "funclibs.h"
 #include "harness.h"
 
 #include <errno.h>
@@ -524,7 +525,7 @@ static void test_functions_missing_then_loaded(void **state)
     harness_producer_ports(&c);
     int port = c.producer.port, mport = c.producer.metrics_port;
     harness_cfg_file(&c, cfgpath, sizeof(cfgpath));
-    int want_v = rfunc_lib_version(RFUNC_LIB_PRODUCER);
+    int want_v = rfunc_lib_version(&funclib_producer);
     assert_true(want_v >= 1);
 
     /* 1. Nothing loaded: neither daemon starts. */
@@ -543,7 +544,7 @@ static void test_functions_missing_then_loaded(void **state)
     char mark[32], older[32];
     snprintf(mark, sizeof(mark), "\nlocal VERSION = %d\n", want_v);
     snprintf(older, sizeof(older), "\nlocal VERSION = %d\n", want_v - 1);
-    const char *src = rfunc_lib_source(RFUNC_LIB_PRODUCER), *at = strstr(src, mark);
+    const char *src = funclib_producer.source, *at = strstr(src, mark);
     assert_non_null(at);
     size_t len = strlen(src) + 8;
     char *old = malloc(len);

@@ -10,6 +10,7 @@
  *   Cluster every primary the batch wrote to confirms its replica;
  * - rp_run_on visits each primary, and only it;
  * - a program's own ACL user reads the slot map (+cluster|slots). */
+#include "funclibs.h"
 #include "harness.h"
 
 #include <stdio.h>
@@ -133,14 +134,14 @@ static void test_single_functions(void **state)
     struct rp *p = open_as_stack(&harness_conf);
     struct rp_batch b;
     char err[256];
-    const struct rfunc have = RFUNC_INIT("seckill_producer_version", RFUNC_LIB_PRODUCER);
-    const struct rfunc lack = RFUNC_INIT("seckill_no_such_function", RFUNC_LIB_PRODUCER);
+    const struct rfunc have = RFUNC_INIT("seckill_producer_version", &funclib_producer);
+    const struct rfunc lack = RFUNC_INIT("seckill_no_such_function", &funclib_producer);
     rp_batch_init(&b);
     rp_fcall(&b, have.name, 0, 0, NULL, NULL);
     rp_fcall(&b, lack.name, 0, 0, NULL, NULL);
     assert_int_equal(rp_run(p, &b, err, sizeof(err)), 0); /* both answered: an error reply is an answer */
     assert_int_equal(rp_reply(&b, 0)->type, REDIS_REPLY_INTEGER);
-    assert_int_equal(rp_reply(&b, 0)->integer, rfunc_lib_version(RFUNC_LIB_PRODUCER));
+    assert_int_equal(rp_reply(&b, 0)->integer, rfunc_lib_version(&funclib_producer));
     assert_int_equal(rp_classify(rp_reply(&b, 1)), RP_REPLY_NO_FUNCTION);
     assert_int_equal(b.missing, 1);
     rp_batch_free(&b);
@@ -310,13 +311,13 @@ static void test_cluster_program_user(void **state)
     char err[256];
     if (rp_open(&cluster_conf, CFG_ROLE_PRODUCER, &p, err, sizeof(err)) != 0)
         fail_msg("rp_open as the producer: %s", err);
-    const struct rfunc v = RFUNC_INIT("seckill_producer_version", RFUNC_LIB_PRODUCER);
+    const struct rfunc v = RFUNC_INIT("seckill_producer_version", &funclib_producer);
     for (int node = 0; node < rp_nodes(p); node++) {
         struct rp_batch b;
         rp_batch_init(&b);
         rp_fcall(&b, v.name, 0, 0, NULL, NULL);
         assert_int_equal(rp_run_on(p, node, &b, err, sizeof(err)), 0);
-        assert_int_equal(rp_reply(&b, 0)->integer, rfunc_lib_version(RFUNC_LIB_PRODUCER));
+        assert_int_equal(rp_reply(&b, 0)->integer, rfunc_lib_version(&funclib_producer));
         rp_batch_free(&b);
     }
     rp_close(p);

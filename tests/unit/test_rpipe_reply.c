@@ -5,6 +5,7 @@
  * primary answers a write. Then what rfunc, above it, says of such a reply.
  * The same words from a live Redis are in tests/it/test_rpipe.c
  * (test_single_functions). */
+#include "funclibs.h"
 #include "harness.h"
 
 #include <stdio.h>
@@ -51,15 +52,15 @@ static void test_readonly_and_others(void **state)
 static void test_rfunc_says_missing(void **state)
 {
     (void)state;
-    const struct rfunc f = RFUNC_INIT("seckill_reserve", RFUNC_LIB_PRODUCER);
+    const struct rfunc f = RFUNC_INIT("seckill_reserve", &funclib_producer);
     char buf[512], want[128];
     redisReply *r = harness_resp("-ERR Function not found\r\n");
     rfunc_error_text(&f, NULL, r, buf, sizeof(buf));
     freeReplyObject(r);
     snprintf(want, sizeof(want),
              "the function seckill_reserve is not loaded (library seckill_producer, version %d",
-             rfunc_lib_version(RFUNC_LIB_PRODUCER));
-    assert_true(rfunc_lib_version(RFUNC_LIB_PRODUCER) > 0);
+             rfunc_lib_version(&funclib_producer));
+    assert_true(rfunc_lib_version(&funclib_producer) > 0);
     assert_non_null(strstr(buf, want));
     assert_non_null(strstr(buf, "seckillctl functions load"));
     /* any other error reply is said as it came */
