@@ -71,6 +71,11 @@ static void prod_start(struct prod *p, int max_inflight, bool want_healthy)
         WAIT_UNTIL(healthz(p->port) > 0, 30000, ok);
     if (!ok)
         fail_msg("producer on port %d did not come up; see %s", p->port, p->log);
+    /* The operators' listener opens after the buyers': a test that reads
+     * /metrics right away would otherwise race it (seen under TSan). */
+    WAIT_UNTIL(healthz(p->mport) > 0, 30000, ok);
+    if (!ok)
+        fail_msg("producer's /metrics on port %d did not come up; see %s", p->mport, p->log);
 }
 
 /* SIGTERM: a clean stop exits 0. */
