@@ -16,7 +16,6 @@
 #include "i64map.h"
 #include "kconf.h"
 #include "kparts.h"
-#include "lock.h"
 #include "log.h"
 #include "offsets.h"
 #include "order.h"
@@ -25,6 +24,7 @@
 #include "queue.h"
 #include "rpipe.h"
 #include "rstate.h"
+#include "ulocks.h"
 #include "util.h"
 
 /* Payments held at once to be applied (fetched and not looked up yet, or
@@ -144,7 +144,6 @@ struct payments {
     size_t over_max;                        /* fresh payments of a block above it */
     struct i64map found;                    /* check: the orders found */
     struct summary said_late, said_letters;
-    struct lock_client *lc;
     struct pgsess pg;
     struct pgtrip trip;
     char idle_ms[24];  /* the session's idle_in_transaction_session_timeout */
@@ -152,14 +151,13 @@ struct payments {
     struct rp *rp;
     struct rp_batch batch;
     struct rs rs; /* the paid orders' states (rstate.h) */
-    /* The batch under way: one payment per user, its user's lock, and
-     * whether it is still to be decided in the transaction (go). */
+    /* The batch under way: one payment per user, its user (whose lock is
+     * ul's i), and whether it is still to be decided in the transaction
+     * (go). */
     struct pay *b[PAY_BATCH];
     size_t nb;
-    char names[PAY_BATCH][32];
-    const char *namep[PAY_BATCH];
-    struct lock *locks[PAY_BATCH];
-    int lst[PAY_BATCH];
+    int64_t uids[PAY_BATCH];
+    struct ul_batch ul;
     bool go[PAY_BATCH];
     struct i64map users, orders; /* picking: whose payments wait */
     struct i64map by_user, by_order; /* the batch: a payment's place in b by its user, its order */
@@ -375,7 +373,7 @@ static void index_batch(struct payments *p)
 static void set_locked(struct payments *p, size_t i, enum pay_result res)
 {
     for (; i < p->nb; i++)
-        if (p->lst[i] == LOCK_OK)
+        if (ul_held(&p->ul, i))
             p->b[i]->res = res;
 }
 
@@ -393,7 +391,7 @@ static enum pgt_status fences(struct payments *p)
         if (!p->go[i])
             continue;
         pgarr_add_i64(&p->arr[0], p->b[i]->m.user_id);
-        pgarr_add_i64(&p->arr[1], lock_fence(p->locks[i]));
+        pgarr_add_i64(&p->arr[1], ul_fence(&p->ul, i));
         p->go[i] = false; /* until its fence is seen to pass */
         asked++;
     }
@@ -624,15 +622,6 @@ static enum pgt_status commit(struct payments *p, bool mixed)
     return PGT_OK;
 }
 
-/* True when a lease of the batch can no longer be trusted. */
-static bool any_lease_lost(const struct payments *p)
-{
-    for (size_t i = 0; i < p->nb; i++)
-        if (p->lst[i] == LOCK_OK && lock_lost(p->locks[i]))
-            return true;
-    return false;
-}
-
 /* How a transaction of payments ended. */
 enum txn { TXN_COMMITTED, TXN_DOWN, TXN_DATA, TXN_LEASE_LOST };
 
@@ -655,7 +644,7 @@ static enum txn txn(struct payments *p)
     /* The last look at the leases, before the trip that commits; losing one
      * during it is what the fences (whose rows this transaction holds) are
      * for. */
-    if (any_lease_lost(p)) {
+    if (ul_any_lost(&p->ul)) {
         pgtrip_rollback(&p->trip);
         return TXN_LEASE_LOST;
     }
@@ -681,7 +670,7 @@ static void refused_alone(struct payments *p, size_t i)
 static void one_by_one(struct payments *p)
 {
     for (size_t i = 0; i < p->nb; i++) {
-        if (p->lst[i] != LOCK_OK)
+        if (!ul_held(&p->ul, i))
             continue;
         for (size_t j = 0; j < p->nb; j++)
             p->go[j] = j == i;
@@ -708,7 +697,7 @@ static void batch_txn(struct payments *p)
 {
     size_t locked = 0, last = 0;
     for (size_t i = 0; i < p->nb; i++)
-        if (p->lst[i] == LOCK_OK)
+        if (ul_held(&p->ul, i))
             locked++, last = i;
     switch (txn(p)) {
     case TXN_COMMITTED: return;
@@ -816,57 +805,29 @@ static void mark_paid(struct payments *p)
     }
 }
 
-static int lock_open(struct payments *p)
-{
-    char err[256];
-    if (lock_client_open(p->cfg, &p->lc, err, sizeof(err)) == 0)
-        return 0;
-    p->lc = NULL;
-    log_repeat(&p->say_redis, LOG_LVL_WARNING, "payments: redis",
-               "payments: redis: %s; no user's lock, payments wait (logged once while it lasts)", err);
-    return -1;
-}
-
-/* The lock client's counters beside the workers' (cm.lock, summed), in the
- * slot after theirs. */
-static void publish_lock_counters(struct payments *p)
-{
-    struct lock_counters lcnt;
-    int slot = p->cfg->consumer.workers;
-    if (!p->lc || slot < 0 || slot >= CM_MAX_WORKERS)
-        return;
-    lock_client_counters(p->lc, &lcnt);
-#define CM_X(m, name, help) atomic_store_explicit(&cm.lock[slot].m, lcnt.m, memory_order_relaxed);
-    CM_LOCK_COUNTERS(CM_X)
-#undef CM_X
-}
-
 /* Lock the batch's users (one payment each) in one round trip. How many
  * were locked; the payments of the others are tried again soon (PAY_BUSY),
  * or after the backoff when Redis failed and none could be had (PAY_DOWN). */
 static size_t lock_batch(struct payments *p)
 {
-    size_t got;
-    bool any_error = false;
-    if (!p->lc && lock_open(p) != 0)
+    char err[256];
+    struct ul_tally t;
+    if (ul_connect(&p->ul, err, sizeof(err)) != 0) {
+        log_repeat(&p->say_redis, LOG_LVL_WARNING, "payments: redis",
+                   "payments: redis: %s; no user's lock, payments wait (logged once while it lasts)", err);
         goto down;
-    for (size_t i = 0; i < p->nb; i++) {
-        memcpy(p->names[i], "user:", 5);
-        util_i64_text(p->names[i] + 5, p->b[i]->m.user_id);
-        p->namep[i] = p->names[i];
     }
-    got = lock_acquire_many(p->lc, p->namep, p->nb, CFG_GET(p->cfg->lock.wait_ms), p->locks, p->lst);
-    for (size_t i = 0; i < p->nb; i++) {
-        p->go[i] = p->lst[i] == LOCK_OK;
-        any_error |= p->lst[i] == LOCK_ERROR;
-        if (p->lst[i] == LOCK_BUSY)
-            CM_ADD(lock_busy, 1);
-    }
-    if (got > 0) {
+    for (size_t i = 0; i < p->nb; i++)
+        p->uids[i] = p->b[i]->m.user_id;
+    ul_lock(&p->ul, p->uids, p->nb, &t);
+    for (size_t i = 0; i < p->nb; i++)
+        p->go[i] = ul_held(&p->ul, i);
+    CM_ADD(lock_busy, (int64_t)t.busy);
+    if (t.got > 0) {
         log_repeat_end(&p->say_redis, "a user's lock taken");
-        return got;
+        return t.got;
     }
-    if (!any_error)
+    if (t.errors == 0)
         return 0;
     CM_ADD(redis_errors, 1);
     log_repeat(&p->say_redis, LOG_LVL_WARNING, "payments: redis",
@@ -876,18 +837,6 @@ down:
     for (size_t i = 0; i < p->nb; i++)
         p->b[i]->res = PAY_DOWN;
     return 0;
-}
-
-/* Release the batch's locks in one round trip; the lease of a failed
- * release runs out on its own. */
-static void release_batch(struct payments *p)
-{
-    size_t nh = 0;
-    for (size_t i = 0; i < p->nb; i++)
-        if (p->lst[i] == LOCK_OK)
-            p->locks[nh++] = p->locks[i];
-    if (nh > 0)
-        lock_release_many(p->lc, p->locks, nh, p->lst);
 }
 
 /* --- the orders looked for, without a lock ------------------------------------------ */
@@ -1150,7 +1099,7 @@ static void run_batch(struct payments *p)
         return;
     batch_txn(p);
     mark_paid(p);
-    release_batch(p);
+    ul_release(&p->ul);
 }
 
 /* A service failed: nothing is tried before the backoff is over. */
@@ -1262,7 +1211,7 @@ static void after_turn(struct payments *p, bool force)
               PAY_SAY_LATE_MS, force);
     say_flush(&p->said_letters, LOG_LVL_WARNING, "payments dead-lettered", PAY_SAY_LETTERS_MS, force);
     CM_SET(payments_waiting, (int64_t)p->wait.n);
-    publish_lock_counters(p);
+    ul_publish(&p->ul);
 }
 
 /* Look for the orders of the payments fetched and of the waiting ones due
@@ -1531,8 +1480,7 @@ static void close_all(struct payments *p)
     if (p->off)
         off_close(p->off);
     q_destroy(&p->done);
-    if (p->lc)
-        lock_client_close(p->lc);
+    ul_free(&p->ul);
     pgtrip_free(&p->trip);
     pgsess_close(&p->pg);
     for (int k = 0; k < 5; k++)
@@ -1580,7 +1528,8 @@ int payments_start(const struct cfg *c, struct payments **out, char *err, size_t
                               .meanwhile = "payments wait" };
     pgsess_init(&p->pg, c, &pc);
     pgtrip_init(&p->trip, &p->pg);
-    if (off_open(&p->off) != 0 || i64map_reset(&p->by_user, PAY_BATCH) != 0 ||
+    if (off_open(&p->off) != 0 || ul_init(&p->ul, c, PAY_BATCH, c->consumer.workers) != 0 ||
+        i64map_reset(&p->by_user, PAY_BATCH) != 0 ||
         i64map_reset(&p->by_order, PAY_BATCH) != 0) {
         snprintf(err, errlen, "out of memory");
         goto fail;
