@@ -4,20 +4,16 @@
 #include <libpq-fe.h>
 #include <librdkafka/rdkafka.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bgthread.h"
 #include "cmetrics.h"
-#include "dlq.h"
 #include "embed.h"
 #include "i64map.h"
-#include "kconf.h"
-#include "kparts.h"
+#include "kloop.h"
 #include "log.h"
-#include "offsets.h"
 #include "order.h"
 #include "paysig.h"
 #include "pgtrip.h"
@@ -122,17 +118,9 @@ struct summary {
 
 struct payments {
     const struct cfg *cfg;
-    /* cfg, but kafka.topic is the payments topic: the dead letters' source
-     * (dlq.h reads both topics from the cfg it is given). */
-    struct cfg dcfg;
     struct bgthread t;
-    rd_kafka_t *rk;
-    bool paused;
-    struct off_table *off;
-    struct queue done; /* dead letters the broker acknowledged (dlq.h) */
-    struct dlq *dlq;
-    struct cmsg *dlq_retry; /* dead letters the producer would not queue yet */
-    int letters;            /* dead letters sent and not acknowledged */
+    struct kloop *k; /* the consumer, its offsets, its dead letters (kloop.h) */
+    char group[512];  /* <consumer.group_id>.payments */
     /* A payment fetched is fresh until its order is looked for (check, no
      * lock); found, it is ready (batches, under the user's lock); not
      * found, it waits (looked for again) until its order comes or
@@ -162,9 +150,7 @@ struct payments {
     struct i64map users, orders; /* picking: whose payments wait */
     struct i64map by_user, by_order; /* the batch: a payment's place in b by its user, its order */
     struct pgarr arr[5];         /* a statement's parameters */
-    _Atomic int fatal;
-    _Atomic int kafka_err;
-    struct log_repeat say_pg, say_redis, say_mark, say_kafka, say_wait, say_blocks;
+    struct log_repeat say_pg, say_redis, say_mark, say_wait, say_blocks;
 };
 
 /* --- the payments held ---------------------------------------------------------- */
@@ -243,15 +229,10 @@ static void say_flush(struct summary *s, enum log_level level, const char *what,
     s->last_ms = now;
 }
 
-static void store_offsets(struct payments *p)
-{
-    kp_store(p->rk, p->off, p->cfg->kafka.payments_topic, "payments: ");
-}
-
 /* A payment done: its offset may move once those before it are done too. */
 static void finish(struct payments *p, struct pay *y)
 {
-    off_done(p->off, y->partition, y->epoch, y->offset);
+    kl_done(p->k, y->partition, y->epoch, y->offset);
     pay_free(y);
 }
 
@@ -278,27 +259,15 @@ static void dead_letter(struct payments *p, struct pay *y, const char *why)
     m->key_len = y->key_len;
     y->payload = y->key = NULL;
     pay_free(y);
-    p->letters++;
-    if (dlq_send(p->dlq, m) != 0) {
-        m->next = p->dlq_retry;
-        p->dlq_retry = m;
-    }
+    kl_letter(p->k, m);
 }
 
 /* Dead letters the broker took: their offsets may move; and the ones the
  * producer would not queue before, sent again. */
-static void serve_letters(struct payments *p)
+static void serve_letters(struct payments *p, int wait_ms)
 {
-    dlq_poll(p->dlq, 0);
-    if (p->dlq_retry)
-        p->dlq_retry = dlq_send_list(p->dlq, p->dlq_retry);
-    for (struct cmsg *m = q_take_all(&p->done), *n; m; m = n) {
-        n = m->next;
-        CM_ADD(payments_dead_letter, 1);
-        p->letters--;
-        off_done(p->off, m->partition, m->epoch, m->offset);
-        cmsg_free(m);
-    }
+    kl_serve(p->k, wait_ms);
+    kl_drain(p->k);
 }
 
 /* --- PostgreSQL ------------------------------------------------------------------ */
@@ -1244,35 +1213,6 @@ static void work(struct payments *p)
 
 /* --- Kafka -------------------------------------------------------------------------- */
 
-static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
-{
-    struct payments *p = opaque;
-    if (kconf_fatal(rk, err, &p->fatal))
-        return;
-    /* A broker down or a refusal is the pipeline's news too (its error
-     * callback says it once); said here at debug level. */
-    if (kconf_refused(err, reason) || err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN ||
-        err == RD_KAFKA_RESP_ERR__TRANSPORT) {
-        log_debug("payments: kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
-        return;
-    }
-    if (atomic_exchange(&p->kafka_err, err) != err)
-        log_warn("payments: kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
-}
-
-static void set_paused(struct payments *p, bool pause)
-{
-    if (pause == p->paused || kp_pause(p->rk, pause) != RD_KAFKA_RESP_ERR_NO_ERROR)
-        return;
-    p->paused = pause;
-    if (pause)
-        log_notice("payments: %zu payments held (not looked up yet, or held back while a service is down): "
-                   "fetching paused",
-                   held(p));
-    else
-        log_notice("payments: fetching resumed");
-}
-
 /* Partitions taken away: what is held for them is the next owner's to read
  * again (their offsets never moved past it). */
 static void drop_from(struct plist *l, const rd_kafka_topic_partition_list_t *parts)
@@ -1288,34 +1228,13 @@ static void drop_from(struct plist *l, const rd_kafka_topic_partition_list_t *pa
     }
 }
 
-static void drop_partitions(struct payments *p, const rd_kafka_topic_partition_list_t *parts)
+static void revoked(void *arg, const rd_kafka_topic_partition_list_t *parts)
 {
+    struct payments *p = arg;
     drop_from(&p->fresh, parts);
     drop_from(&p->ready, parts);
     drop_from(&p->wait, parts);
     CM_SET(payments_waiting, (int64_t)p->wait.n);
-}
-
-static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts,
-                         void *opaque)
-{
-    struct payments *p = opaque;
-    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-        kp_assign(rk, p->off, parts, "payments: ");
-        if (p->paused)
-            rd_kafka_pause_partitions(rk, parts);
-        CM_ADD(payments_assigned, parts->cnt);
-        if (parts->cnt > 0)
-            log_notice("payments: assigned %d partitions of %s", parts->cnt, p->cfg->kafka.payments_topic);
-    } else {
-        if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS && !rd_kafka_assignment_lost(rk))
-            kp_commit(rk, p->off, p->cfg->kafka.payments_topic, "payments: ");
-        drop_partitions(p, parts);
-        kp_unassign(rk, p->off, parts, "payments: ");
-        CM_ADD(payments_assigned, -parts->cnt);
-        if (parts->cnt > 0)
-            log_notice("payments: revoked %d partitions of %s", parts->cnt, p->cfg->kafka.payments_topic);
-    }
 }
 
 static void *dup_bytes(const void *b, size_t n)
@@ -1342,26 +1261,20 @@ static int judge(const rd_kafka_message_t *km, struct pay_msg *m, char *why, siz
     return 0;
 }
 
-/* A message fetched: held as a payment, or dead-lettered. */
-static void take(struct payments *p, const rd_kafka_message_t *km)
+/* A message fetched: held as a payment, or dead-lettered. Whether there is
+ * room for more (PAY_HELD_MAX). */
+static bool take(void *arg, const rd_kafka_message_t *km)
 {
+    struct payments *p = arg;
     char why[256];
     struct pay *y;
-    if (km->err) {
-        if (km->err == RD_KAFKA_RESP_ERR__PARTITION_EOF || kconf_fatal(p->rk, km->err, &p->fatal))
-            return;
-        log_repeat(&p->say_kafka, LOG_LVL_WARNING, rd_kafka_err2name(km->err),
-                   "payments: kafka: %s (logged once while it lasts)", rd_kafka_message_errstr(km));
-        return;
-    }
-    log_repeat_end(&p->say_kafka, "a payment fetched");
     if (!(y = calloc(1, sizeof(*y))))
         goto oom;
     y->partition = km->partition;
     y->offset = km->offset;
-    if (off_track(p->off, km->partition, km->offset, &y->epoch) != 0) {
+    if (kl_track(p->k, km->partition, km->offset, &y->epoch) != 0) {
         free(y); /* a partition no longer ours */
-        return;
+        return true;
     }
     y->payload = dup_bytes(km->payload, km->len);
     y->payload_len = km->len;
@@ -1373,32 +1286,22 @@ static void take(struct payments *p, const rd_kafka_message_t *km)
     }
     if (judge(km, &y->m, why, sizeof(why)) != 0) {
         dead_letter(p, y, why);
-        return;
+        return true;
     }
     int64_t block = y->m.order_id >> ORDER_ID_SEQ_BITS;
     if (block == 0) { /* identities start at 1: no producer has block 0 */
         CM_ADD(payments_never_issued, 1);
         dead_letter(p, y, "order id never issued: its block is 0");
-        return;
+        return true;
     }
     p->over_max += block > p->max_block; /* vet reads the blocks again */
     y->first_ms = y->due_ms = util_mono_ms();
     pl_append(&p->fresh, y);
-    return;
+    return held(p) < PAY_HELD_MAX;
 oom:
     log_error("payments: out of memory at %s[%" PRId32 "]@%" PRId64, p->cfg->kafka.payments_topic,
               km->partition, km->offset);
-}
-
-/* Fetch for up to wait_ms, then whatever else is there now. */
-static void fetch(struct payments *p, int wait_ms)
-{
-    rd_kafka_message_t *km = rd_kafka_consumer_poll(p->rk, wait_ms);
-    for (int n = 1; km; n++) {
-        take(p, km);
-        rd_kafka_message_destroy(km);
-        km = n < PAY_BURST && held(p) < PAY_HELD_MAX ? rd_kafka_consumer_poll(p->rk, 0) : NULL;
-    }
+    return true;
 }
 
 /* --- the thread ------------------------------------------------------------------- */
@@ -1406,13 +1309,17 @@ static void fetch(struct payments *p, int wait_ms)
 static void *run(void *arg)
 {
     struct payments *p = arg;
+    char why[160];
     while (!bgt_stopping(&p->t)) {
-        serve_letters(p);
+        serve_letters(p, 0);
         work(p);
-        set_paused(p, held(p) >= PAY_HELD_MAX);
+        snprintf(why, sizeof(why),
+                 "%zu payments held (not looked up yet, or held back while a service is down)", held(p));
+        kl_pause(p->k, held(p) >= PAY_HELD_MAX, why);
         int64_t wait = p->next_due == INT64_MAX ? 100 : p->next_due - util_mono_ms();
-        fetch(p, (int)(wait < 0 ? 0 : wait > 100 ? 100 : wait));
-        store_offsets(p);
+        /* Fetch for up to wait, then whatever else is there now. */
+        kl_fetch(p->k, NULL, (int)(wait < 0 ? 0 : wait > 100 ? 100 : wait), PAY_BURST);
+        kl_store(p->k);
     }
     return NULL;
 }
@@ -1425,61 +1332,13 @@ static const char *const pay_defaults[] = {
     NULL,
 };
 
-static int kafka_open(struct payments *p, char *err, size_t errlen)
-{
-    const struct cfg *c = p->cfg;
-    char group[512], kerr[512];
-    rd_kafka_topic_partition_list_t *sub;
-    rd_kafka_conf_t *conf = kconf_new(c, &c->kafka.consumer_properties, pay_defaults, err, errlen);
-    if (!conf)
-        return -1;
-    snprintf(group, sizeof(group), "%s.payments", c->consumer.group_id);
-    if (kconf_set(conf, "group.id", group, err, errlen) != 0 ||
-        kconf_set(conf, "partition.assignment.strategy", KP_ASSIGNOR, err, errlen) != 0 ||
-        kconf_set(conf, "enable.auto.offset.store", "false", err, errlen) != 0 ||
-        (c->consumer.instance_id[0] &&
-         kconf_set(conf, "group.instance.id", c->consumer.instance_id, err, errlen) != 0)) {
-        rd_kafka_conf_destroy(conf);
-        return -1;
-    }
-    rd_kafka_conf_set_opaque(conf, p);
-    rd_kafka_conf_set_error_cb(conf, error_cb);
-    rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
-    if (!(p->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, kerr, sizeof(kerr)))) {
-        rd_kafka_conf_destroy(conf);
-        snprintf(err, errlen, "payments consumer: %s", kerr);
-        return -1;
-    }
-    kconf_track(p->rk);
-    rd_kafka_poll_set_consumer(p->rk);
-    if (!(sub = rd_kafka_topic_partition_list_new(1))) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    rd_kafka_topic_partition_list_add(sub, c->kafka.payments_topic, RD_KAFKA_PARTITION_UA);
-    rd_kafka_resp_err_t e = rd_kafka_subscribe(p->rk, sub);
-    rd_kafka_topic_partition_list_destroy(sub);
-    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        snprintf(err, errlen, "kafka subscribe %s: %s", c->kafka.payments_topic, rd_kafka_err2str(e));
-        return -1;
-    }
-    log_notice("payments: consuming %s as group %s", c->kafka.payments_topic, group);
-    return 0;
-}
-
 static void close_all(struct payments *p)
 {
-    kp_close(p->rk, "payments: ");
-    if (p->dlq)
-        dlq_close(p->dlq, 1000);
-    cmsg_free_list(p->dlq_retry);
+    kl_close(p->k); /* its last rebalance drops what is held (revoked) */
     struct plist *lists[] = { &p->fresh, &p->ready, &p->wait };
     for (size_t i = 0; i < ARRAY_SIZE(lists); i++)
         while (lists[i]->head)
             pay_free(pl_unlink(lists[i], &lists[i]->head));
-    if (p->off)
-        off_close(p->off);
-    q_destroy(&p->done);
     ul_free(&p->ul);
     pgtrip_free(&p->trip);
     pgsess_close(&p->pg);
@@ -1499,14 +1358,11 @@ static void close_all(struct payments *p)
 int payments_start(const struct cfg *c, struct payments **out, char *err, size_t errlen)
 {
     struct payments *p = calloc(1, sizeof(*p));
-    if (!p || q_init(&p->done) != 0) {
-        free(p);
+    if (!p) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     p->cfg = c;
-    p->dcfg = *c;
-    p->dcfg.kafka.topic = c->kafka.payments_topic;
     pl_init(&p->fresh);
     pl_init(&p->ready);
     pl_init(&p->wait);
@@ -1528,13 +1384,19 @@ int payments_start(const struct cfg *c, struct payments **out, char *err, size_t
                               .meanwhile = "payments wait" };
     pgsess_init(&p->pg, c, &pc);
     pgtrip_init(&p->trip, &p->pg);
-    if (off_open(&p->off) != 0 || ul_init(&p->ul, c, PAY_BATCH, c->consumer.workers) != 0 ||
+    if (ul_init(&p->ul, c, PAY_BATCH, c->consumer.workers) != 0 ||
         i64map_reset(&p->by_user, PAY_BATCH) != 0 ||
         i64map_reset(&p->by_order, PAY_BATCH) != 0) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    if (dlq_open(&p->dcfg, &p->done, &p->dlq, err, errlen) != 0 || kafka_open(p, err, errlen) != 0)
+    snprintf(p->group, sizeof(p->group), "%s.payments", c->consumer.group_id);
+    const struct kl_conf kc = {
+        .topic = c->kafka.payments_topic, .group = p->group, .who = "payments: ", .defaults = pay_defaults,
+        .assigned = &cm.payments_assigned, .letters = &cm.payments_dead_letter, .letters_close_ms = 1000,
+        .hooks = { .arg = p, .take = take, .revoked = revoked },
+    };
+    if (kl_open(c, &kc, &p->k, err, errlen) != 0 || kl_subscribe(p->k, err, errlen) != 0)
         goto fail;
     if (bgt_start(&p->t, run, p) != 0) {
         snprintf(err, errlen, "payments: cannot start its thread");
@@ -1549,7 +1411,7 @@ fail:
 
 bool payments_fatal(const struct payments *p)
 {
-    return p && (atomic_load(&p->fatal) != 0 || (p->dlq && dlq_fatal(p->dlq)));
+    return p && kl_fatal(p->k);
 }
 
 void payments_stop(struct payments *p)
@@ -1558,11 +1420,9 @@ void payments_stop(struct payments *p)
         return;
     bgt_stop(&p->t);
     /* The dead letters sent: their offsets may move once the broker has them. */
-    for (int64_t end = util_mono_ms() + PAY_STOP_LETTERS_MS; p->letters > 0 && util_mono_ms() < end;) {
-        dlq_poll(p->dlq, 50);
-        serve_letters(p);
-    }
-    store_offsets(p);
+    for (int64_t end = util_mono_ms() + PAY_STOP_LETTERS_MS; kl_letters_out(p->k) && util_mono_ms() < end;)
+        serve_letters(p, 50);
+    kl_store(p->k);
     after_turn(p, true);
     close_all(p);
 }
