@@ -180,7 +180,6 @@ int kl_subscribe(struct kloop *k, char *err, size_t errlen)
         snprintf(err, errlen, "kafka subscribe %s: %s", k->conf.topic, rd_kafka_err2str(e));
         return -1;
     }
-    log_notice("%sconsuming %s as group %s", k->conf.who, k->conf.topic, k->conf.group);
     return 0;
 }
 

@@ -89,7 +89,7 @@ struct kl_conf {
  * conf is copied; its strings and c must outlive the kloop. 0, or -1 with
  * err (nothing left open). */
 int kl_open(const struct cfg *c, const struct kl_conf *conf, struct kloop **out, char *err, size_t errlen);
-/* Join the group on conf.topic (said once). 0, or -1 with err. */
+/* Join the group on conf.topic. 0, or -1 with err. */
 int kl_subscribe(struct kloop *k, char *err, size_t errlen);
 /* Leave the group (revoked partitions commit as in a rebalance, the hooks
  * run), close the consumer, wait conf.letters_close_ms for the dead letters,

@@ -1398,6 +1398,7 @@ int payments_start(const struct cfg *c, struct payments **out, char *err, size_t
     };
     if (kl_open(c, &kc, &p->k, err, errlen) != 0 || kl_subscribe(p->k, err, errlen) != 0)
         goto fail;
+    log_notice("payments: consuming %s as group %s", c->kafka.payments_topic, p->group);
     if (bgt_start(&p->t, run, p) != 0) {
         snprintf(err, errlen, "payments: cannot start its thread");
         goto fail;
