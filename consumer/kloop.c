@@ -61,7 +61,7 @@ static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
     return 0; /* librdkafka frees json */
 }
 
-static void assign(struct kloop *k, rd_kafka_topic_partition_list_t *parts)
+static void rebalance_assign(struct kloop *k, rd_kafka_topic_partition_list_t *parts)
 {
     const struct kl_hooks *h = &k->conf.hooks;
     if (h->assigning)
@@ -74,7 +74,7 @@ static void assign(struct kloop *k, rd_kafka_topic_partition_list_t *parts)
         log_notice("%sassigned %d partitions of %s", k->conf.who, parts->cnt, k->conf.topic);
 }
 
-static void revoke(struct kloop *k, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts)
+static void rebalance_revoke(struct kloop *k, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts)
 {
     const struct kl_hooks *h = &k->conf.hooks;
     if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS && !rd_kafka_assignment_lost(k->rk)) {
@@ -100,9 +100,9 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
 {
     (void)rk;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS)
-        assign(opaque, parts);
+        rebalance_assign(opaque, parts);
     else
-        revoke(opaque, err, parts);
+        rebalance_revoke(opaque, err, parts);
 }
 
 /* --- open and close ------------------------------------------------------------ */

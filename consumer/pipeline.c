@@ -102,7 +102,7 @@ static void part_unroute(struct pipe *p, int32_t part)
 
 /* --- rebalance (kloop's hooks) ------------------------------------------------ */
 
-static void assigning(void *arg, const rd_kafka_topic_partition_list_t *parts)
+static void route_assigned(void *arg, const rd_kafka_topic_partition_list_t *parts)
 {
     for (int i = 0; i < parts->cnt; i++)
         part_route(arg, parts->elems[i].partition);
@@ -110,7 +110,7 @@ static void assigning(void *arg, const rd_kafka_topic_partition_list_t *parts)
 
 /* Wait until the given partitions have nothing in flight, settling what the
  * workers hand back meanwhile; give up at the deadline. */
-static void finishing(void *arg, const rd_kafka_topic_partition_list_t *parts)
+static void finish_revoked(void *arg, const rd_kafka_topic_partition_list_t *parts)
 {
     struct pipe *p = arg;
     int64_t end = util_mono_ms() + CFG_GET(p->cfg->consumer.drain_timeout_ms);
@@ -129,7 +129,7 @@ static void finishing(void *arg, const rd_kafka_topic_partition_list_t *parts)
     }
 }
 
-static void revoked(void *arg, const rd_kafka_topic_partition_list_t *parts)
+static void unroute_revoked(void *arg, const rd_kafka_topic_partition_list_t *parts)
 {
     struct pipe *p = arg;
     for (int i = 0; i < parts->cnt; i++)
@@ -163,7 +163,7 @@ static void invalid(struct pipe *p, const rd_kafka_message_t *km, struct cmsg *m
 }
 
 /* A message fetched: to its user's worker, or to the dead-letter topic. */
-static bool take(void *arg, const rd_kafka_message_t *km)
+static bool take_order(void *arg, const rd_kafka_message_t *km)
 {
     struct pipe *p = arg;
     char err[256];
@@ -221,8 +221,8 @@ int pipe_open(struct cfg *c, struct pipe **out, char *err, size_t errlen)
         .topic = c->kafka.topic, .group = c->consumer.group_id, .who = "", .defaults = pipe_defaults,
         .brokers = true, .assigned = &cm.assigned, .letters = &cm.dead_lettered, .paused = &cm.paused,
         .commits = &cm.offset_commits, .letters_close_ms = 10000,
-        .hooks = { .arg = p, .take = take, .assigning = assigning, .finishing = finishing,
-                   .revoked = revoked },
+        .hooks = { .arg = p, .take = take_order, .assigning = route_assigned, .finishing = finish_revoked,
+                   .revoked = unroute_revoked },
     };
     /* The workers before the group is joined: they are what its messages go to. */
     if (kl_open(c, &kc, &p->k, err, errlen) != 0 ||
