@@ -15,19 +15,6 @@
 #include "kloop.h"
 #include "util.h"
 
-static struct cfg test_cfg(void)
-{
-    struct cfg c;
-    memset(&c, 0, sizeof(c));
-    c.kafka.brokers = (char *)"127.0.0.1:1";
-    c.kafka.security_protocol = (char *)"plaintext";
-    c.kafka.ssl_ca_file = (char *)"";
-    c.kafka.topic = (char *)"sktest-kloop";
-    c.kafka.dlq_topic = (char *)"sktest-kloop.dlq";
-    c.consumer.instance_id = (char *)"";
-    return c;
-}
-
 static bool take(void *arg, const rd_kafka_message_t *km)
 {
     (void)km;
@@ -35,13 +22,28 @@ static bool take(void *arg, const rd_kafka_message_t *km)
     return true;
 }
 
-static struct kl_conf test_conf(int *taken)
+/* A loop on sktest-kloop (its dead letters to dlq), not subscribed; NULL
+ * when kl_open refused, its words in err. */
+static struct kloop *open_loop(const char *dlq, int *taken, char *err, size_t errlen)
 {
     static const char *const defaults[] = { "reconnect.backoff.max.ms", "1000", NULL };
-    return (struct kl_conf){ .topic = "sktest-kloop", .group = "sktest-kloop", .who = "test: ",
-                             .defaults = defaults, .assigned = &cm.assigned, .letters = &cm.dead_lettered,
-                             .paused = &cm.paused, .letters_close_ms = 100,
-                             .hooks = { .arg = taken, .take = take } };
+    static struct cfg c;
+    struct kloop *k = NULL;
+    harness_cfg_no_broker(&c, "sktest-kloop", dlq);
+    const struct kl_conf kc = { .topic = "sktest-kloop", .group = "sktest-kloop", .who = "test: ",
+                                .defaults = defaults, .assigned = &cm.assigned, .letters = &cm.dead_lettered,
+                                .paused = &cm.paused, .letters_close_ms = 100,
+                                .hooks = { .arg = taken, .take = take } };
+    return kl_open(&c, &kc, &k, err, errlen) == 0 ? k : NULL;
+}
+
+static struct kloop *loop(int *taken)
+{
+    char err[256];
+    struct kloop *k = open_loop("sktest-kloop.dlq", taken, err, sizeof(err));
+    if (!k)
+        fail_msg("%s", err);
+    return k;
 }
 
 static void test_dlq_topic_must_differ(void **state)
@@ -49,24 +51,16 @@ static void test_dlq_topic_must_differ(void **state)
     (void)state;
     char err[256] = "";
     int taken = 0;
-    struct cfg c = test_cfg();
-    struct kl_conf kc = test_conf(&taken);
-    struct kloop *k = NULL;
-    c.kafka.dlq_topic = (char *)"sktest-kloop";
-    assert_int_equal(kl_open(&c, &kc, &k, err, sizeof(err)), -1);
+    assert_null(open_loop("sktest-kloop", &taken, err, sizeof(err)));
     assert_non_null(strstr(err, "kafka.dlq_topic must differ from sktest-kloop"));
 }
 
 static void test_pause_and_stop(void **state)
 {
     (void)state;
-    char err[256];
     int taken = 0;
-    struct cfg c = test_cfg();
-    struct kl_conf kc = test_conf(&taken);
-    struct kloop *k;
     CM_SET(paused, 0);
-    assert_int_equal(kl_open(&c, &kc, &k, err, sizeof(err)), 0);
+    struct kloop *k = loop(&taken);
     assert_false(kl_paused(k));
     kl_pause(k, true, "a test");
     assert_true(kl_paused(k));
@@ -87,13 +81,9 @@ static void test_pause_and_stop(void **state)
 static void test_offsets_and_fetch(void **state)
 {
     (void)state;
-    char err[256];
     int taken = 0;
     uint32_t epoch;
-    struct cfg c = test_cfg();
-    struct kl_conf kc = test_conf(&taken);
-    struct kloop *k;
-    assert_int_equal(kl_open(&c, &kc, &k, err, sizeof(err)), 0);
+    struct kloop *k = loop(&taken);
     /* nothing assigned: a message of partition 0 is not ours */
     assert_int_equal(kl_track(k, 0, 10, &epoch), -1);
     assert_int_equal(kl_pending(k), 0);
@@ -110,11 +100,7 @@ static void test_offsets_and_fetch(void **state)
 static void test_letter_out_until_close(void **state)
 {
     (void)state;
-    char err[256];
     int taken = 0;
-    struct cfg c = test_cfg();
-    struct kl_conf kc = test_conf(&taken);
-    struct kloop *k;
     struct cmsg *m = calloc(1, sizeof(*m));
     assert_non_null(m);
     m->payload = strdup("{}");
@@ -122,7 +108,7 @@ static void test_letter_out_until_close(void **state)
     m->key = strdup("1");
     m->key_len = 1;
     m->error = strdup("a test");
-    assert_int_equal(kl_open(&c, &kc, &k, err, sizeof(err)), 0);
+    struct kloop *k = loop(&taken);
     assert_false(kl_letters_out(k));
     kl_letter(k, m);
     assert_true(kl_letters_out(k));
