@@ -12,6 +12,7 @@
 
 struct dlq {
     const struct cfg *cfg;
+    const char *topic; /* the source topic */
     rd_kafka_t *rk;
     struct queue *done;
     _Atomic int outstanding;
@@ -30,11 +31,11 @@ static int produce(struct dlq *d, struct cmsg *m)
         d->rk, RD_KAFKA_V_TOPIC(d->cfg->kafka.dlq_topic), RD_KAFKA_V_VALUE(m->payload, m->payload_len),
         RD_KAFKA_V_KEY(m->key, m->key_len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
         RD_KAFKA_V_HEADER("error", why, (ssize_t)strlen(why)),
-        RD_KAFKA_V_HEADER("source_topic", d->cfg->kafka.topic, (ssize_t)strlen(d->cfg->kafka.topic)),
+        RD_KAFKA_V_HEADER("source_topic", d->topic, (ssize_t)strlen(d->topic)),
         RD_KAFKA_V_HEADER("source_partition", part, (ssize_t)strlen(part)),
         RD_KAFKA_V_HEADER("source_offset", off, (ssize_t)strlen(off)), RD_KAFKA_V_OPAQUE(m), RD_KAFKA_V_END);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        log_warn("dead letter for %s[%" PRId32 "]@%" PRId64 " not queued: %s", d->cfg->kafka.topic,
+        log_warn("dead letter for %s[%" PRId32 "]@%" PRId64 " not queued: %s", d->topic,
                  m->partition, m->offset, rd_kafka_err2str(e));
         return -1;
     }
@@ -63,7 +64,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *km, void *opaque)
     }
     if (!d->failing) {
         log_error("dead letter for %s[%" PRId32 "]@%" PRId64 " failed: %s; sending it again",
-                  d->cfg->kafka.topic, m->partition, m->offset, rd_kafka_err2str(km->err));
+                  d->topic, m->partition, m->offset, rd_kafka_err2str(km->err));
         d->failing = 1;
     }
     /* The offset must not move without the letter: send it again. If even
@@ -93,7 +94,8 @@ bool dlq_fatal(const struct dlq *d)
     return atomic_load(&d->fatal) != 0;
 }
 
-int dlq_open(const struct cfg *c, struct queue *done, struct dlq **out, char *err, size_t errlen)
+int dlq_open(const struct cfg *c, const char *source_topic, struct queue *done, struct dlq **out, char *err,
+             size_t errlen)
 {
     static const char *const defaults[] = { "linger.ms", "5", NULL };
     char kerr[512];
@@ -104,6 +106,7 @@ int dlq_open(const struct cfg *c, struct queue *done, struct dlq **out, char *er
         return -1;
     }
     d->cfg = c;
+    d->topic = source_topic;
     d->done = done;
     if (!(conf = kconf_new(c, &c->kafka.producer_properties, defaults, err, errlen)))
         goto fail;
@@ -155,8 +158,7 @@ void dlq_poll(struct dlq *d, int timeout_ms)
     rd_kafka_poll(d->rk, timeout_ms);
 }
 
-/* Letters sent and not yet acknowledged. */
-static int dlq_outstanding(struct dlq *d)
+int dlq_outstanding(const struct dlq *d)
 {
     return atomic_load(&d->outstanding);
 }

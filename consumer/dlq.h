@@ -16,8 +16,11 @@
 
 struct dlq;
 
-/* done receives each message once its dead letter is acknowledged. */
-int dlq_open(const struct cfg *c, struct queue *done, struct dlq **out, char *err, size_t errlen);
+/* A producer of dead letters for the messages of source_topic (their
+ * source_topic header); done receives each message once its dead letter is
+ * acknowledged. c and source_topic must outlive it. */
+int dlq_open(const struct cfg *c, const char *source_topic, struct queue *done, struct dlq **out, char *err,
+             size_t errlen);
 /* Hand m (with payload, key and error set) over; thread-safe. m belongs to
  * the dlq until it shows up on the done queue. 0 or -1 (m is still yours). */
 int dlq_send(struct dlq *d, struct cmsg *m);
@@ -26,6 +29,8 @@ int dlq_send(struct dlq *d, struct cmsg *m);
 struct cmsg *dlq_send_list(struct dlq *d, struct cmsg *list);
 /* Serve delivery reports; call often from one thread. */
 void dlq_poll(struct dlq *d, int timeout_ms);
+/* Letters handed over and not acknowledged yet; any thread. */
+int dlq_outstanding(const struct dlq *d);
 /* True once the producer hit a fatal error: no dead letter can be written
  * any more, and the consumer must stop (kconf_fatal). */
 bool dlq_fatal(const struct dlq *d);

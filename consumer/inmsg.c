@@ -9,6 +9,7 @@
 #include "msgenv.h"
 #include "order.h"
 #include "ordersig.h"
+#include "util.h"
 
 static int check_key(const rd_kafka_message_t *km, const struct order *o, char *err, size_t errlen)
 {
@@ -38,18 +39,10 @@ int inmsg_decode(const rd_kafka_message_t *km, struct cmsg *m, char *err, size_t
     return check_key(km, &m->o, err, errlen);
 }
 
-static void *dup_bytes(const void *b, size_t n)
-{
-    void *d = malloc(n ? n : 1);
-    if (d && n)
-        memcpy(d, b, n);
-    return d;
-}
-
 int inmsg_keep_raw(const rd_kafka_message_t *km, struct cmsg *m, const char *reason)
 {
-    void *payload = dup_bytes(km->payload, km->len);
-    void *key = km->key ? dup_bytes(km->key, km->key_len) : NULL;
+    void *payload = util_memdup(km->payload, km->len);
+    void *key = km->key ? util_memdup(km->key, km->key_len) : NULL;
     char *error = strdup(reason);
     if (!payload || (km->key && !key) || !error) {
         free(payload);

@@ -1,9 +1,9 @@
 /* kparts: a consumer's assigned partitions, between librdkafka and the
  * offsets table (offsets.h, which knows nothing of Kafka).
  *
- * Both consumers of the daemon (the orders pipeline and the payments
- * consumer) keep their in-flight offsets in an off_table and do the same
- * few things with librdkafka around it; they are done here once:
+ * The daemon's Kafka consumer loop (kloop.h: the orders pipeline's and the
+ * payments') keeps its in-flight offsets in an off_table and does a few
+ * things with librdkafka around it; they are here:
  * - kp_store: every partition whose watermark moved gets its next offset
  *   stored (rd_kafka_offsets_store), for the next commit to carry;
  * - kp_commit: that, then a synchronous commit, before partitions are given

@@ -7,7 +7,7 @@
 #include "cli.h"
 #include "cmetrics.h"
 #include "daemon.h"
-#include "expiry.h"
+#include "deadline.h"
 #include "funclibs.h"
 #include "httpd.h"
 #include "kconf.h"
@@ -202,14 +202,14 @@ static int start(struct cfg *c, struct pipe **p, struct httpd **h)
     return 0;
 }
 
-/* The expiry and the payments, started after the pipeline with the signals
- * blocked, as the pipeline's threads are (the payments' librdkafka threads
- * too). 0, or -1 (logged). */
-static int start_threads(const struct cfg *c, struct expiry **e, struct payments **pay)
+/* The deadline thread (expiry and returns) and the payments, started after
+ * the pipeline with the signals blocked, as the pipeline's threads are (the
+ * payments' librdkafka threads too). 0, or -1 (logged). */
+static int start_threads(const struct cfg *c, struct deadline **e, struct payments **pay)
 {
     char err[256];
     daemon_signals_block();
-    int ret = expiry_start(c, e, err, sizeof(err));
+    int ret = dl_start(c, e, err, sizeof(err));
     if (ret == 0)
         ret = payments_start(c, pay, err, sizeof(err));
     daemon_signals_unblock();
@@ -246,15 +246,16 @@ static int run(const struct cli *cli, struct cfg *c, struct pipe *p, const struc
     return 0;
 }
 
-/* Finish what is in flight, then stop. The payments and the expiry first:
- * a payment waiting for its order is read again by the next consumer (its
- * offset never moved), and what the expiry has not returned to Redis stays
- * in order_returns for the next consumer. */
-static void stop(const struct cfg *c, struct pipe *p, struct httpd *h, struct expiry *e, struct payments *pay)
+/* Finish what is in flight, then stop. The payments and the deadline
+ * thread first: a payment waiting for its order is read again by the next
+ * consumer (its offset never moved), and what the outbox has not returned to
+ * Redis stays in order_returns for the next consumer. */
+static void stop(const struct cfg *c, struct pipe *p, struct httpd *h, struct deadline *e,
+                 struct payments *pay)
 {
     daemon_notify("STOPPING=1\nSTATUS=finishing in-flight orders");
     payments_stop(pay);
-    expiry_stop(e);
+    dl_stop(e);
     if (pipe_drain(p, CFG_GET(c->consumer.drain_timeout_ms), &daemon_stop_signals) < 0) {
         /* A second signal: the operator wants out now. Nothing unsettled
          * was stored, so what is lost here is only time. */
@@ -286,7 +287,7 @@ int main(int argc, char **argv)
     struct cfg c;
     struct pipe *p = NULL;
     struct httpd *h = NULL;
-    struct expiry *e = NULL;
+    struct deadline *e = NULL;
     struct payments *pay = NULL;
     /* Its own database role: cfg_load reads that role's password file only. */
     cfg_role_set(CFG_ROLE_CONSUMER, 0);

@@ -1,11 +1,15 @@
 /* payments: the shop's payments move orders from pending_payment to paid,
  * each exactly once (issue #44).
  *
- * A thread of the consumer's own, with a Kafka consumer of its own on
- * kafka.payments_topic (group <consumer.group_id>.payments), its own lock
- * client, PostgreSQL and Redis connections, made and remade here with
+ * A thread of the consumer's own, with a Kafka consumer loop of its own on
+ * kafka.payments_topic (kloop.h; group <consumer.group_id>.payments), its
+ * own lock client, PostgreSQL and Redis connections, made and remade with
  * backoff. A payment message is paymsg.h's, keyed by the user id and
- * signed by the payment service (paysig.h). A payment fetched goes through:
+ * signed by the payment service (paysig.h). Steps 0 and 1 and the waiting
+ * set are paywait.h's, step 3's transaction paytxn.h's; this module picks
+ * the batches, runs them (locks, transaction, marks) and decides what
+ * becomes of each payment after its try (done, late, dead-lettered,
+ * waiting again, again soon, or held back). A payment fetched goes through:
  *
  * 0. The message: a malformed one (bad JSON, another version, a key that
  *    is not its user), one no payment key signed (no "sig", an unknown key
@@ -25,12 +29,12 @@
  *    ready, in the order they came. Waiting payments take no lock, write no
  *    fence and share no batch: however many wait, a payment for a persisted
  *    order is applied in the turn after it is fetched.
- * 2. The ready payments are applied in batches of up to 1,024 (PAY_BATCH
- *    in payments.c), each payment exactly as if it were alone. A batch holds
+ * 2. The ready payments are applied in batches of up to 1,024 (PT_BATCH,
+ *    paytxn.h), each payment exactly as if it were alone. A batch holds
  *    one payment per user, taken in arrival order: a user's ready payments
  *    apply in the order they came, and a second payment of an order never
  *    overtakes the first.
- * 3. Under the users' locks (the workers' own, "user:ID", lock.h), taken in
+ * 3. Under the users' locks (the workers' own, "user:ID": ulocks.h), taken in
  *    one round trip; a user whose lock is held elsewhere has their payment
  *    tried again soon, the others go on. One transaction for the batch:
  *    advance the users' fences (consumer/sql/cons_fence.sql, the workers'
@@ -67,7 +71,7 @@
  * with backoff, said once per state change), count towards PAY_HELD_MAX
  * (10,000): past it, fetching pauses. The waiting payments do not: they
  * have a bound of their own, consumer.payment_wait_max payments (50,000 by
- * default) and PAY_WAIT_BYTES_MAX (64 MiB of payments, messages and keys).
+ * default) and PW_WAIT_BYTES_MAX (64 MiB of payments, messages and keys).
  * Past either, the payment that has waited longest goes to the dead-letter
  * topic ("waiting set full", counted as payments_wait_full and alerted):
  * nothing is dropped unsaid; every waiting payment ends applied, late, or

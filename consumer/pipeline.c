@@ -2,20 +2,14 @@
 
 #include <inttypes.h>
 #include <librdkafka/rdkafka.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmetrics.h"
-#include "dlq.h"
 #include "inmsg.h"
-#include "kconf.h"
-#include "kparts.h"
+#include "kloop.h"
 #include "log.h"
-#include "offsets.h"
-#include "order.h"
 #include "queue.h"
 #include "util.h"
 #include "worker.h"
@@ -25,7 +19,7 @@
 
 struct pipe {
     struct cfg *cfg;
-    rd_kafka_t *rk;
+    struct kloop *k; /* the consumer, its offsets, its dead letters (kloop.h) */
     /* The assigned partitions' messages, apart from the consumer queue
      * (which then carries events only): past consumer.max_pending the poll
      * thread just stops taking from it, and librdkafka stops fetching once
@@ -34,89 +28,25 @@ struct pipe {
      * purges a paused partition's queue) and fetch it again on resume. */
     rd_kafka_queue_t *msgq;
     rd_kafka_queue_t *partq[CM_MAX_PARTITIONS]; /* our references, while assigned */
-    struct off_table *off;
-    struct queue done;
-    struct dlq *dlq;
     struct wk_pool *pool;
-    struct cmsg *dlq_retry; /* dead letters the producer would not queue yet */
-    bool paused;
     bool draining;        /* no new work: messages still fetched are left for redelivery */
     bool pool_closed;
-    _Atomic int fatal;
-    _Atomic int kafka_err; /* last error code reported by the error callback */
     volatile sig_atomic_t *stop_signals;
     int64_t invalid_log_ms;   /* invalid messages: one line per second at most */
     int64_t invalid_quiet;    /* ... and how many went unlogged since */
 };
 
-/* --- callbacks ----------------------------------------------------------- */
-
-static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
-{
-    struct pipe *p = opaque;
-    if (kconf_fatal(rk, err, &p->fatal))
-        return;
-    /* A refusal (wrong password, a certificate that does not verify) or
-     * every broker down: down until the statistics show a broker up. */
-    if (kconf_refused(err, reason) || err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
-        CM_SET(kafka_up, 0);
-    /* Refused, every broker is "down" to us: the same state, not news (it
-     * would make the refusal's next report look new too). */
-    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN && kconf_refused(atomic_load(&p->kafka_err), NULL))
-        return;
-    /* librdkafka retries on its own; say so once per kind of error. */
-    if (atomic_exchange(&p->kafka_err, err) != err)
-        log_warn("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
-}
-
-static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
-{
-    struct pipe *p = opaque;
-    (void)rk;
-    /* Up again after errors: one line, and the next error is news again. */
-    if (cm_stats_parse(json, len, p->cfg->kafka.topic) == 1 && atomic_exchange(&p->kafka_err, 0) != 0)
-        log_notice("kafka: a broker connection is up again");
-    return 0; /* librdkafka frees json */
-}
-
 /* --- settling -------------------------------------------------------------- */
 
+/* What the workers settled and the dead letters the broker took: their
+ * offsets done. */
 static void drain_done(struct pipe *p)
 {
-    struct cmsg *m = q_take_all(&p->done);
-    int moved = 0;
-    while (m) {
-        struct cmsg *n = m->next;
-        if (m->outcome == CMSG_DEAD_LETTER)
-            CM_ADD(dead_lettered, 1);
-        if (off_done(p->off, m->partition, m->epoch, m->offset) == 0)
-            moved = 1;
-        cmsg_free(m);
-        m = n;
-    }
-    if (moved)
-        kp_store(p->rk, p->off, p->cfg->kafka.topic, "");
-    CM_SET(pending, (int64_t)off_pending(p->off));
+    kl_drain(p->k);
+    CM_SET(pending, (int64_t)kl_pending(p->k));
 }
 
 /* --- pause / resume -------------------------------------------------------- */
-
-static void set_paused(struct pipe *p, bool pause, const char *why)
-{
-    if (pause == p->paused)
-        return;
-    rd_kafka_resp_err_t e = kp_pause(p->rk, pause);
-    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        log_warn("kafka: %s partitions: %s", pause ? "pause" : "resume", rd_kafka_err2str(e));
-        return;
-    }
-    p->paused = pause;
-    CM_SET(paused, pause);
-    if (pause)
-        log_notice("fetching paused: %s", why);
-    else
-        log_notice("fetching resumed");
-}
 
 /* Paused only while a worker cannot reach PostgreSQL or Redis: what was
  * prefetched is dropped then, as nothing could be written anyway. Too much
@@ -124,19 +54,15 @@ static void set_paused(struct pipe *p, bool pause, const char *why)
 static void backpressure(struct pipe *p)
 {
     bool down = CM_GET(pg_down) > 0 || CM_GET(redis_down) > 0;
-    if (p->draining)
-        return;
-    if (!p->paused && down)
-        set_paused(p, true, "PostgreSQL or Redis unavailable");
-    else if (p->paused && !down)
-        set_paused(p, false, NULL);
+    if (!p->draining)
+        kl_pause(p->k, down, "PostgreSQL or Redis unavailable");
 }
 
 /* How many more messages the workers may be given now. */
 static size_t room(const struct pipe *p)
 {
-    size_t pending = off_pending(p->off), max = (size_t)CFG_GET(p->cfg->consumer.max_pending);
-    if (p->paused || p->draining || pending >= max)
+    size_t pending = kl_pending(p->k), max = (size_t)CFG_GET(p->cfg->consumer.max_pending);
+    if (kl_paused(p->k) || p->draining || pending >= max)
         return 0;
     return max - pending;
 }
@@ -155,7 +81,7 @@ static void part_route(struct pipe *p, int32_t part)
     /* no msgq: closing (an assignment can still arrive during the close) */
     if (!p->msgq || part < 0 || part >= CM_MAX_PARTITIONS || p->partq[part])
         return;
-    if (!(q = rd_kafka_queue_get_partition(p->rk, p->cfg->kafka.topic, part))) {
+    if (!(q = rd_kafka_queue_get_partition(kl_rk(p->k), p->cfg->kafka.topic, part))) {
         log_warn("kafka: no queue for %s[%" PRId32 "]: consumed without the max_pending limit",
                  p->cfg->kafka.topic, part);
         return;
@@ -174,106 +100,49 @@ static void part_unroute(struct pipe *p, int32_t part)
     p->partq[part] = NULL;
 }
 
-/* --- rebalance ------------------------------------------------------------- */
+/* --- rebalance (kloop's hooks) ------------------------------------------------ */
+
+static void route_assigned(void *arg, const rd_kafka_topic_partition_list_t *parts)
+{
+    for (int i = 0; i < parts->cnt; i++)
+        part_route(arg, parts->elems[i].partition);
+}
 
 /* Wait until the given partitions have nothing in flight, settling what the
  * workers hand back meanwhile; give up at the deadline. */
-static void finish_partitions(struct pipe *p, const rd_kafka_topic_partition_list_t *parts, int timeout_ms)
+static void finish_revoked(void *arg, const rd_kafka_topic_partition_list_t *parts)
 {
-    int64_t end = util_mono_ms() + timeout_ms;
+    struct pipe *p = arg;
+    int64_t end = util_mono_ms() + CFG_GET(p->cfg->consumer.drain_timeout_ms);
     for (;;) {
         size_t left = 0;
         drain_done(p);
         for (int i = 0; i < parts->cnt; i++)
-            left += off_inflight(p->off, parts->elems[i].partition);
+            left += kl_inflight(p->k, parts->elems[i].partition);
         if (left == 0)
             return;
         if (p->pool_closed || util_mono_ms() >= end || (p->stop_signals && *p->stop_signals >= 2)) {
             log_warn("revoke: abandoning %zu in-flight messages (redelivered to the next owner)", left);
             return;
         }
-        dlq_poll(p->dlq, 5);
-        p->dlq_retry = dlq_send_list(p->dlq, p->dlq_retry);
+        kl_serve(p->k, 5);
     }
 }
 
-/* Store what is settled and commit it, counted. */
-static void commit_sync(struct pipe *p)
+static void unroute_revoked(void *arg, const rd_kafka_topic_partition_list_t *parts)
 {
-    if (kp_commit(p->rk, p->off, p->cfg->kafka.topic, "") == RD_KAFKA_RESP_ERR_NO_ERROR)
-        CM_ADD(offset_commits, 1);
-}
-
-static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts,
-                         void *opaque)
-{
-    struct pipe *p = opaque;
-    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-        for (int i = 0; i < parts->cnt; i++)
-            part_route(p, parts->elems[i].partition);
-        kp_assign(rk, p->off, parts, "");
-        if (p->paused || p->draining)
-            rd_kafka_pause_partitions(rk, parts);
-        CM_ADD(assigned, parts->cnt);
-        if (parts->cnt > 0)
-            log_notice("assigned %d partitions of %s", parts->cnt, p->cfg->kafka.topic);
-    } else {
-        bool lost = rd_kafka_assignment_lost(rk);
-        if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS && !lost) {
-            /* Finish what is in flight for these partitions and commit it, so
-             * the next owner starts exactly where we stopped. */
-            finish_partitions(p, parts, CFG_GET(p->cfg->consumer.drain_timeout_ms));
-            commit_sync(p);
-        } else {
-            log_warn("partitions lost (%s): their in-flight work is left for the next owner",
-                     rd_kafka_err2str(err));
-        }
-        kp_unassign(rk, p->off, parts, "");
-        for (int i = 0; i < parts->cnt; i++)
-            part_unroute(p, parts->elems[i].partition);
-        CM_ADD(assigned, -parts->cnt);
-        CM_SET(pending, (int64_t)off_pending(p->off));
-        if (parts->cnt > 0)
-            log_notice("revoked %d partitions of %s", parts->cnt, p->cfg->kafka.topic);
-    }
+    struct pipe *p = arg;
+    for (int i = 0; i < parts->cnt; i++)
+        part_unroute(p, parts->elems[i].partition);
+    CM_SET(pending, (int64_t)kl_pending(p->k));
 }
 
 /* --- messages -------------------------------------------------------------- */
 
-static void handle(struct pipe *p, rd_kafka_message_t *km)
+/* An invalid message: said (one line per second at most), then to the
+ * dead-letter topic. */
+static void invalid(struct pipe *p, const rd_kafka_message_t *km, struct cmsg *m, const char *err)
 {
-    char err[256];
-    struct cmsg *m;
-    if (km->err) {
-        if (km->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
-            return;
-        /* With the main queue forwarded to the consumer, a fatal error comes
-         * here and not to error_cb (a static member fenced by its own
-         * rejoin, for one). The instance can no longer consume: stop, and
-         * let the service manager start a fresh one. */
-        if (kconf_fatal(p->rk, km->err, &p->fatal))
-            return;
-        if (atomic_exchange(&p->kafka_err, km->err) != km->err)
-            log_warn("kafka: %s", rd_kafka_message_errstr(km));
-        return;
-    }
-    CM_ADD(consumed, 1);
-    /* A message fetched after the stop began is left for redelivery: it is
-     * not tracked, so no stored offset can pass it. */
-    if (p->draining)
-        return;
-    if (!(m = calloc(1, sizeof(*m))))
-        goto oom;
-    m->partition = km->partition;
-    m->offset = km->offset;
-    if (off_track(p->off, km->partition, km->offset, &m->epoch) != 0) {
-        free(m); /* a partition no longer ours */
-        return;
-    }
-    if (inmsg_decode(km, m, err, sizeof(err)) == 0) {
-        wk_dispatch(p->pool, m);
-        return;
-    }
     if (util_mono_ms() - p->invalid_log_ms >= 1000) {
         log_warn("%s[%" PRId32 "]@%" PRId64 ": invalid message, dead-lettered: %s (%" PRId64
                  " more since the last report)",
@@ -286,15 +155,40 @@ static void handle(struct pipe *p, rd_kafka_message_t *km)
     if (inmsg_keep_raw(km, m, err) != 0) {
         /* tracked and never settled: the watermark holds, nothing is lost */
         cmsg_free(m);
-        goto oom;
+        log_error("out of memory at %s[%" PRId32 "]@%" PRId64, p->cfg->kafka.topic, km->partition,
+                  km->offset);
+        return;
     }
-    if (dlq_send(p->dlq, m) != 0) {
-        m->next = p->dlq_retry;
-        p->dlq_retry = m;
+    kl_letter(p->k, m);
+}
+
+/* A message fetched: to its user's worker, or to the dead-letter topic. */
+static bool take_order(void *arg, const rd_kafka_message_t *km)
+{
+    struct pipe *p = arg;
+    char err[256];
+    struct cmsg *m;
+    CM_ADD(consumed, 1);
+    /* A message fetched after the stop began is left for redelivery: it is
+     * not tracked, so no stored offset can pass it. */
+    if (p->draining)
+        return true;
+    if (!(m = calloc(1, sizeof(*m)))) {
+        log_error("out of memory at %s[%" PRId32 "]@%" PRId64, p->cfg->kafka.topic, km->partition,
+                  km->offset);
+        return true;
     }
-    return;
-oom:
-    log_error("out of memory at %s[%" PRId32 "]@%" PRId64, p->cfg->kafka.topic, km->partition, km->offset);
+    m->partition = km->partition;
+    m->offset = km->offset;
+    if (kl_track(p->k, km->partition, km->offset, &m->epoch) != 0) {
+        free(m); /* a partition no longer ours */
+        return true;
+    }
+    if (inmsg_decode(km, m, err, sizeof(err)) == 0)
+        wk_dispatch(p->pool, m);
+    else
+        invalid(p, km, m, err);
+    return true;
 }
 
 /* --- lifecycle ------------------------------------------------------------- */
@@ -316,10 +210,6 @@ static const char *const pipe_defaults[] = {
 
 int pipe_open(struct cfg *c, struct pipe **out, char *err, size_t errlen)
 {
-    char kerr[512];
-    rd_kafka_conf_t *conf = NULL;
-    rd_kafka_topic_partition_list_t *sub = NULL;
-    rd_kafka_resp_err_t e;
     struct pipe *p = calloc(1, sizeof(*p));
     if (!p) {
         snprintf(err, errlen, "out of memory");
@@ -327,90 +217,43 @@ int pipe_open(struct cfg *c, struct pipe **out, char *err, size_t errlen)
     }
     p->cfg = c;
     p->invalid_log_ms = INT64_MIN / 2;
-    if (q_init(&p->done) != 0 || off_open(&p->off) != 0) {
+    const struct kl_conf kc = {
+        .topic = c->kafka.topic, .group = c->consumer.group_id, .who = "", .defaults = pipe_defaults,
+        .brokers = true, .assigned = &cm.assigned, .letters = &cm.dead_lettered, .paused = &cm.paused,
+        .commits = &cm.offset_commits, .letters_close_ms = 10000,
+        .hooks = { .arg = p, .take = take_order, .assigning = route_assigned, .finishing = finish_revoked,
+                   .revoked = unroute_revoked },
+    };
+    /* The workers before the group is joined: they are what its messages go to. */
+    if (kl_open(c, &kc, &p->k, err, errlen) != 0 ||
+        wk_pool_open(c, kl_done_queue(p->k), kl_dlq(p->k), &p->pool, err, errlen) != 0)
+        goto fail;
+    if (!(p->msgq = rd_kafka_queue_new(kl_rk(p->k)))) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    if (strcmp(c->kafka.topic, c->kafka.dlq_topic) == 0) {
-        /* every dead letter would come back as a new invalid message */
-        snprintf(err, errlen, "kafka.dlq_topic must differ from kafka.topic");
+    if (kl_subscribe(p->k, err, errlen) != 0)
         goto fail;
-    }
-    if (dlq_open(c, &p->done, &p->dlq, err, errlen) != 0)
-        goto fail;
-    if (wk_pool_open(c, &p->done, p->dlq, &p->pool, err, errlen) != 0)
-        goto fail;
-
-    if (!(conf = kconf_new(c, &c->kafka.consumer_properties, pipe_defaults, err, errlen)))
-        goto fail;
-    if (kconf_set(conf, "group.id", c->consumer.group_id, err, errlen) != 0 ||
-        kconf_set(conf, "partition.assignment.strategy", KP_ASSIGNOR, err, errlen) != 0 ||
-        kconf_set(conf, "enable.auto.offset.store", "false", err, errlen) != 0 ||
-        (c->consumer.instance_id[0] &&
-         kconf_set(conf, "group.instance.id", c->consumer.instance_id, err, errlen) != 0))
-        goto fail;
-    rd_kafka_conf_set_opaque(conf, p);
-    rd_kafka_conf_set_error_cb(conf, error_cb);
-    rd_kafka_conf_set_stats_cb(conf, stats_cb);
-    rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
-    if (!(p->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, kerr, sizeof(kerr)))) {
-        snprintf(err, errlen, "kafka consumer: %s", kerr);
-        goto fail;
-    }
-    conf = NULL; /* owned by rk now */
-    kconf_track(p->rk);
-    rd_kafka_poll_set_consumer(p->rk);
-    if (!(p->msgq = rd_kafka_queue_new(p->rk))) {
-        snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
-    if (!(sub = rd_kafka_topic_partition_list_new(1))) {
-        snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
-    rd_kafka_topic_partition_list_add(sub, c->kafka.topic, RD_KAFKA_PARTITION_UA);
-    if ((e = rd_kafka_subscribe(p->rk, sub)) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        snprintf(err, errlen, "kafka subscribe %s: %s", c->kafka.topic, rd_kafka_err2str(e));
-        goto fail;
-    }
-    rd_kafka_topic_partition_list_destroy(sub);
     *out = p;
     return 0;
 fail:
-    if (sub)
-        rd_kafka_topic_partition_list_destroy(sub);
-    if (conf)
-        rd_kafka_conf_destroy(conf);
     pipe_close(p);
     return -1;
 }
 
 int pipe_poll(struct pipe *p, int timeout_ms)
 {
-    size_t n = 0, max;
-    rd_kafka_message_t *km;
+    size_t max;
     /* Events (rebalances, errors, statistics) are served whatever is in
      * flight; messages come here only from a partition that is not routed. */
-    while (n++ < POLL_BURST && (km = rd_kafka_consumer_poll(p->rk, 0))) {
-        handle(p, km);
-        rd_kafka_message_destroy(km);
-    }
+    kl_fetch(p->k, NULL, 0, POLL_BURST);
     /* Messages while the workers have room; else wait for one to report. */
-    if ((max = room(p)) > 0) {
-        if (max > POLL_BURST)
-            max = POLL_BURST;
-        km = rd_kafka_consume_queue(p->msgq, timeout_ms);
-        for (n = 0; km; km = ++n < max ? rd_kafka_consume_queue(p->msgq, 0) : NULL) {
-            handle(p, km);
-            rd_kafka_message_destroy(km);
-        }
-    } else {
-        q_wait(&p->done, timeout_ms);
-    }
+    if ((max = room(p)) > 0)
+        kl_fetch(p->k, p->msgq, timeout_ms, max < POLL_BURST ? max : POLL_BURST);
+    else
+        q_wait(kl_done_queue(p->k), timeout_ms);
     drain_done(p);
-    dlq_poll(p->dlq, 0);
-    if (p->dlq_retry)
-        p->dlq_retry = dlq_send_list(p->dlq, p->dlq_retry);
+    kl_serve(p->k, 0);
     backpressure(p);
     return pipe_fatal(p) ? -1 : 0;
 }
@@ -421,32 +264,30 @@ int pipe_drain(struct pipe *p, int timeout_ms, volatile sig_atomic_t *stop_signa
     int ret = 0;
     p->stop_signals = stop_signals;
     /* Stop fetching; what librdkafka already holds is left for redelivery. */
-    set_paused(p, true, "stopping");
+    kl_stop_fetching(p->k);
     p->draining = true;
     wk_pool_finish(p->pool);
-    log_notice("stopping: finishing %zu in-flight messages (up to %d ms)", off_pending(p->off), timeout_ms);
+    log_notice("stopping: finishing %zu in-flight messages (up to %d ms)", kl_pending(p->k), timeout_ms);
     for (;;) {
         drain_done(p);
-        if (off_pending(p->off) == 0)
+        if (kl_pending(p->k) == 0)
             break;
         if (stop_signals && *stop_signals >= 2)
             return -1;
         if (util_mono_ms() >= end) {
             log_warn("stopping: drain timeout, abandoning %zu in-flight messages (redelivered after restart)",
-                     off_pending(p->off));
+                     kl_pending(p->k));
             ret = 1;
             break;
         }
-        dlq_poll(p->dlq, 10);
-        if (p->dlq_retry)
-            p->dlq_retry = dlq_send_list(p->dlq, p->dlq_retry);
+        kl_serve(p->k, 10);
     }
     wk_pool_abandon(p->pool);
     wk_pool_close(p->pool);
     p->pool = NULL;
     p->pool_closed = true;
     drain_done(p);
-    commit_sync(p);
+    kl_commit(p->k);
     return ret;
 }
 
@@ -466,19 +307,13 @@ void pipe_close(struct pipe *p)
     if (p->msgq)
         rd_kafka_queue_destroy(p->msgq);
     p->msgq = NULL;
-    kp_close(p->rk, "");
-    if (p->dlq)
-        dlq_close(p->dlq, 10000);
-    cmsg_free_list(p->dlq_retry);
-    if (p->off)
-        off_close(p->off);
-    q_destroy(&p->done);
+    kl_close(p->k);
     free(p);
 }
 
 bool pipe_fatal(const struct pipe *p)
 {
-    return atomic_load(&p->fatal) != 0 || (p->dlq && dlq_fatal(p->dlq));
+    return kl_fatal(p->k);
 }
 
 int pipe_healthy(const struct pipe *p)

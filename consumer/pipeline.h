@@ -1,10 +1,11 @@
 /* pipeline: the poll thread of seckill-consumer.
  *
- * Owns the Kafka consumer, the watermark table and the pause state: it
- * decodes each message, sends invalid ones to the dead-letter producer and
- * valid ones to the worker pool, takes settled messages back from the done
- * queue, moves the per-partition watermarks and stores offsets only up to
- * them. It never blocks on a worker: with consumer.max_pending messages in
+ * Owns the orders topic's consumer loop (kloop.h: the Kafka consumer, the
+ * watermark table, the pause state, the dead letters) and the worker pool:
+ * it decodes each message, sends invalid ones to the dead-letter producer
+ * and valid ones to the worker pool, takes settled messages back from the
+ * done queue, moves the per-partition watermarks and stores offsets only up
+ * to them. It never blocks on a worker: with consumer.max_pending messages in
  * flight it takes no more from librdkafka (which stops fetching once its
  * own queue is full, and throws nothing away), and while a worker cannot
  * reach PostgreSQL or Redis it pauses fetching. Only the thread that calls

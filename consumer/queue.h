@@ -34,7 +34,7 @@
  *            before for REFUSED_BEFORE, with the reason it was refused for
  *            then), OST_NONE for an outcome that never reaches Redis through
  *            it (not settled, dead-lettered, or a cancel: its unit goes back
- *            to Redis from order_returns, consumer/expiry.c)
+ *            to Redis from order_returns, consumer/outbox.c)
  *
  * A cancel's outcome is CANCELLED or CANCEL_NOOP (or DEAD_LETTER, RETRY);
  * an order's is never one of those two. */

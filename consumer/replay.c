@@ -339,7 +339,7 @@ int replay_run(struct cfg *c, const struct replay_opts *o, volatile sig_atomic_t
     }
     r.done_init = true;
     if (open_consumer(&r, err, sizeof(err)) != 0 || plan(&r, err, sizeof(err)) != 0 ||
-        dlq_open(c, &r.done, &r.dlq, err, sizeof(err)) != 0 ||
+        dlq_open(c, c->kafka.topic, &r.done, &r.dlq, err, sizeof(err)) != 0 ||
         wk_pool_open(c, &r.done, r.dlq, &r.pool, err, sizeof(err)) != 0 || assign(&r, err, sizeof(err)) != 0)
         goto fail;
     log_notice("replaying %" PRId64 " messages of %s in %" PRId32 " partitions", r.total, c->kafka.topic,

@@ -6,7 +6,7 @@
  * seckill_return library) copies it, only forward and safe to repeat. Three
  * modules copy such a change once PostgreSQL has it: settle.c marks an
  * order persisted pending payment OST_PENDING_PAYMENT, payments.c a paid one
- * OST_PAID, expiry.c an expired or cancelled one OST_EXPIRED or
+ * OST_PAID, outbox.c an expired or cancelled one OST_EXPIRED or
  * OST_CANCELLED with its unit given back. Each hands its rows here (order,
  * item, state, detail), and this module alone builds the calls and reads
  * their answers:

@@ -22,7 +22,7 @@
  * calls answered.
  * A buyer's cancel has nothing to settle here (cmsg_status OST_NONE): it comes
  * back at once; its unit goes back to Redis from order_returns
- * (consumer/expiry.c).
+ * (the returns outbox, consumer/outbox.c).
  *
  * A message comes back to its worker, to be reported done (its Kafka offset
  * stored), only once its reservation is cleared: a consumer killed while a

@@ -13,7 +13,7 @@
  * A buyer's cancel (kind ORDER_CANCEL, issue #44) in the batch is applied in
  * the same transaction, after the batch's inserts (cons_cancel.sql): the
  * order it names goes from pending_payment to cancelled and its unit back
- * to stock_left and to order_returns (for Redis: consumer/expiry.c), or
+ * to stock_left and to order_returns (for Redis: consumer/outbox.c), or
  * nothing changes when the order is not pending. It passes the fence of its
  * user like an order, and nothing else of an order's path: no order id, no
  * buyer's place, no stock to take. A batch with cancels locks the order rows

@@ -10,13 +10,11 @@
 #include "cmetrics.h"
 #include "daemon.h"
 #include "i64map.h"
-#include "lock.h"
 #include "log.h"
 #include "settle.h"
 #include "sink.h"
+#include "ulocks.h"
 #include "util.h"
-
-#define WK_NAME_MAX 32
 
 struct worker {
     int id;
@@ -24,7 +22,7 @@ struct worker {
     bool started;
     struct wk_pool *pool;
     struct queue inbox;
-    struct lock_client *lc;
+    struct ul_batch ul; /* the batch's users' locks */
     struct sink *sink;
     struct settle *settle; /* clears the reservations of settled orders */
     bool pg_down, redis_down;
@@ -36,11 +34,7 @@ struct worker {
     struct cmsg **batch, **carry;
     size_t ncarry;
     size_t nu;        /* distinct users of the batch being written */
-    int64_t *users;   /* sorted */
-    char (*names)[WK_NAME_MAX];
-    const char **namep;
-    struct lock **locks;
-    int *status;
+    int64_t *users;   /* sorted: user i's lock is the ul's i */
     struct sink_order *so;
     struct cmsg **so_msg;
     /* A batch with cancels (pick_locked): the users whose later messages
@@ -140,10 +134,7 @@ static size_t user_index(const struct worker *w, int64_t user)
 static int precommit(void *arg)
 {
     struct worker *w = arg;
-    for (size_t i = 0; i < w->nu; i++)
-        if (w->status[i] == LOCK_OK && w->locks[i] && lock_lost(w->locks[i]))
-            return -1;
-    return 0;
+    return ul_any_lost(&w->ul) ? -1 : 0;
 }
 
 static void carry(struct worker *w, struct cmsg *m)
@@ -175,40 +166,32 @@ static int dead_letter(struct worker *w, struct cmsg *m, const char *why)
     return dlq_send(w->pool->dlq, m);
 }
 
-/* Lock every distinct user of v[0..n) in one round trip (w->users, w->locks,
- * w->status). Returns how many were acquired; with none, the whole batch is
- * carried to the next one, after a backoff when Redis failed. */
+/* Lock every distinct user of v[0..n) in one round trip (w->users, w->ul).
+ * Returns how many were acquired; with none, the whole batch is carried to
+ * the next one, after a backoff when Redis failed. */
 static size_t lock_users(struct worker *w, struct cmsg **v, size_t n)
 {
-    size_t nu, got;
-    bool any_error = false;
+    struct ul_tally t;
     int64_t t0;
 
     for (size_t i = 0; i < n; i++)
         w->users[i] = v[i]->o.user_id;
-    nu = util_sort_unique_i64(w->users, n);
-    w->nu = nu;
-    for (size_t u = 0; u < nu; u++) {
-        snprintf(w->names[u], WK_NAME_MAX, "user:%" PRId64, w->users[u]);
-        w->namep[u] = w->names[u];
-    }
+    w->nu = util_sort_unique_i64(w->users, n);
     t0 = util_mono_ms();
-    got = lock_acquire_many(w->lc, w->namep, nu, CFG_GET(w->pool->cfg->lock.wait_ms), w->locks, w->status);
+    ul_lock(&w->ul, w->users, w->nu, &t);
     metrics_hist_observe_us(&cm.lock_wait, (util_mono_ms() - t0) * 1000);
-    for (size_t u = 0; u < nu; u++)
-        any_error |= w->status[u] == LOCK_ERROR;
-    set_redis_down(w, got == 0 && any_error);
-    if (got > 0) {
+    set_redis_down(w, t.got == 0 && t.errors > 0);
+    if (t.got > 0) {
         w->redis_attempt = 0;
-        return got;
+        return t.got;
     }
     for (size_t i = 0; i < n; i++)
         carry(w, v[i]);
-    if (any_error) {
+    if (t.errors > 0) {
         CM_ADD(redis_errors, 1);
         nap(w, backoff(w, &w->redis_attempt));
     } else {
-        CM_ADD(lock_busy, (int64_t)nu);
+        CM_ADD(lock_busy, (int64_t)w->nu);
     }
     return 0;
 }
@@ -252,7 +235,7 @@ static size_t pick_locked(struct worker *w, struct cmsg **v, size_t n)
     bool any_cancel = false, no_room = false;
     for (size_t i = 0; i < n; i++) {
         size_t u = user_index(w, v[i]->o.user_id);
-        if (w->status[u] != LOCK_OK) {
+        if (!ul_held(&w->ul, u)) {
             CM_ADD(lock_busy, 1);
             carry(w, v[i]);
             continue;
@@ -262,7 +245,7 @@ static size_t pick_locked(struct worker *w, struct cmsg **v, size_t n)
             continue;
         }
         w->so[ns].o = &v[i]->o;
-        w->so[ns].fence = lock_fence(w->locks[u]);
+        w->so[ns].fence = ul_fence(&w->ul, u);
         w->so_msg[ns++] = v[i];
     }
     return ns;
@@ -382,19 +365,6 @@ static size_t take_outcomes(struct worker *w, int st, size_t ns, struct cmsg **v
     return nsettled;
 }
 
-/* Release the locks held in one round trip; the leases of a failed release
- * run out on their own. */
-static void release_users(struct worker *w)
-{
-    size_t nh = 0;
-    for (size_t u = 0; u < w->nu; u++)
-        if (w->status[u] == LOCK_OK)
-            w->locks[nh++] = w->locks[u];
-    w->nu = 0;
-    if (nh > 0)
-        lock_release_many(w->lc, w->locks, nh, w->status);
-}
-
 /* Hand the n messages of the list from head (settle's: those whose
  * reservation is cleared) to the done queue, in one push: only now may the
  * poll thread store their offsets. */
@@ -406,15 +376,6 @@ static void report(struct worker *w, struct cmsg *head, size_t n)
     while (tail->next)
         tail = tail->next;
     q_push_list(w->pool->done, head, tail, n);
-}
-
-static void publish_lock_counters(struct worker *w)
-{
-    struct lock_counters lcnt;
-    lock_client_counters(w->lc, &lcnt);
-#define CM_X(m, name, help) atomic_store_explicit(&cm.lock[w->id].m, lcnt.m, memory_order_relaxed);
-    CM_LOCK_COUNTERS(CM_X)
-#undef CM_X
 }
 
 /* One batch: lock its users, write the orders of the locked ones, settle
@@ -435,13 +396,14 @@ static void process(struct worker *w, struct cmsg **v, size_t n)
     nsettled = take_outcomes(w, st, ns, v, err);
     /* The locks first: another worker may be waiting for one. Each is a
      * round trip (per primary on a Redis Cluster) on its own rpipe. */
-    release_users(w);
+    ul_release(&w->ul);
+    w->nu = 0;
     cleared = settle_clear(w->settle, v, nsettled, &ncleared);
     report(w, cleared, ncleared);
     if (st == SINK_TRANSIENT)
         nap(w, backoff(w, &w->pg_attempt));
 out:
-    publish_lock_counters(w);
+    ul_publish(&w->ul);
 }
 
 static void *worker_main(void *arg)
@@ -505,20 +467,16 @@ static int worker_init(struct wk_pool *p, struct worker *w, int id, char *err, s
     w->batch = calloc(w->cap, sizeof(*w->batch));
     w->carry = calloc(w->cap, sizeof(*w->carry));
     w->users = calloc(w->cap, sizeof(*w->users));
-    w->names = calloc(w->cap, sizeof(*w->names));
-    w->namep = calloc(w->cap, sizeof(*w->namep));
-    w->locks = calloc(w->cap, sizeof(*w->locks));
-    w->status = calloc(w->cap, sizeof(*w->status));
     w->so = calloc(w->cap, sizeof(*w->so));
     w->so_msg = calloc(w->cap, sizeof(*w->so_msg));
     i64map_init(&w->held_users, 1, 0);
     i64map_init(&w->cancel_items, 1, 0);
-    if (!w->batch || !w->carry || !w->users || !w->names || !w->namep || !w->locks || !w->status || !w->so ||
+    if (ul_init(&w->ul, p->cfg, w->cap, id) != 0 || !w->batch || !w->carry || !w->users || !w->so ||
         !w->so_msg) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (lock_client_open(p->cfg, &w->lc, err, errlen) != 0)
+    if (ul_connect(&w->ul, err, errlen) != 0)
         return -1;
     snprintf(app, sizeof(app), "seckill-consumer/%d", id);
     if (sink_open(p->cfg, app, &w->sink, err, errlen) != 0)
@@ -542,17 +500,12 @@ static void worker_free(struct worker *w)
         CM_ADD(pg_down, -1);
     w->pg_down = false;
     q_destroy(&w->inbox);
-    if (w->lc)
-        lock_client_close(w->lc);
+    ul_free(&w->ul);
     sink_close(w->sink);
     settle_close(w->settle);
     free(w->batch);
     free(w->carry);
     free(w->users);
-    free(w->names);
-    free(w->namep);
-    free(w->locks);
-    free(w->status);
     free(w->so);
     free(w->so_msg);
     i64map_free(&w->held_users);

@@ -3,7 +3,7 @@
  * Each worker is a thread with a FIFO inbox, its own lock client, Redis
  * connection and PostgreSQL connection. Dispatch hashes the user id, so one
  * user's orders stay on one worker in arrival order. A worker takes a batch,
- * locks its users in one round trip, writes it in one transaction (sink, two
+ * locks its users in one round trip (ulocks.h), writes it in one transaction (sink, two
  * pipelined round trips), releases the locks, then clears the persisted
  * reservations in Redis (a round trip each, on two connections: every Redis
  * round trip goes through rpipe, which waits for its replies), and hands

@@ -40,6 +40,17 @@ void harness_filter(void)
         cmocka_set_skip_filter(skip);
 }
 
+void harness_cfg_no_broker(struct cfg *c, const char *topic, const char *dlq_topic)
+{
+    memset(c, 0, sizeof(*c));
+    c->kafka.brokers = (char *)"127.0.0.1:1";
+    c->kafka.security_protocol = (char *)"plaintext";
+    c->kafka.ssl_ca_file = (char *)"";
+    c->kafka.topic = c->kafka.payments_topic = (char *)topic;
+    c->kafka.dlq_topic = (char *)dlq_topic;
+    c->consumer.instance_id = (char *)"";
+}
+
 void harness_cfg(struct cfg *c)
 {
     char path[512], err[1024], prefix[64], rnd[9];

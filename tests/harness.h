@@ -40,6 +40,12 @@
 /* Load the test configuration (SECKILL_TEST_CONFIG, else config/seckill.cfg)
  * with a Redis key prefix of its own, so runs never see each other's keys. */
 void harness_cfg(struct cfg *c);
+/* A configuration for Kafka clients made and never connected (the unit
+ * tests of the consumer's loop, which need no stack): plaintext, brokers at
+ * an address nothing listens on, topic as the one read (kafka.topic and
+ * kafka.payments_topic) and topic.dlq as the dead letters'. Its strings are
+ * literals: nothing to free. */
+void harness_cfg_no_broker(struct cfg *c, const char *topic, const char *dlq_topic);
 
 /* The configuration of an integration suite, loaded by harness_setup (a
  * cmocka group setup) and freed by harness_teardown, which also deletes

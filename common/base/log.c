@@ -6,6 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util.h"
+
 static const char *log_ident = "seckill";
 static _Atomic int log_level = LOG_LVL_INFO;
 static _Atomic int log_format = LOG_FMT_PLAIN;
@@ -109,4 +111,24 @@ void log_repeat_end(struct log_repeat *r, const char *what)
             r->times == 1 ? "" : "s");
     r->times = 0;
     r->key[0] = '\0';
+}
+
+void log_summary_add(struct log_summary *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->last, sizeof(s->last), fmt, ap);
+    va_end(ap);
+    s->n++;
+}
+
+void log_summary_flush(struct log_summary *s, enum log_level level, const char *who, const char *what,
+                       int64_t every_ms, bool force)
+{
+    int64_t now = util_mono_ms();
+    if (s->n == 0 || (!force && s->last_ms != 0 && now - s->last_ms < every_ms))
+        return;
+    log_msg(level, "%s%lld %s since the last report; the last: %s", who, s->n, what, s->last);
+    s->n = 0;
+    s->last_ms = now;
 }

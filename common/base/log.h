@@ -7,6 +7,8 @@
 #define SECKILL_LOG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 /* syslog(3) priorities, so the prefix is the journal's own. */
 enum log_level {
@@ -47,6 +49,25 @@ void log_repeat(struct log_repeat *r, enum log_level level, const char *key, con
  * (<what>) after N times" at notice, once; nothing when no failure was
  * being repeated. */
 void log_repeat_end(struct log_repeat *r, const char *what);
+
+/* Events each worth knowing that come in bursts (late payments, dead
+ * letters), where a line each would flood the log: said in one line per
+ * period at most, with how many came since the last line and the last
+ * one's words. Belongs to one thread; zero-initialised it has said nothing
+ * (its first line goes out at the first log_summary_flush). */
+#define LOG_SUMMARY_TEXT_MAX 320
+struct log_summary {
+    long long n;     /* events since the last line */
+    int64_t last_ms; /* when the last line went out (monotonic), 0: never */
+    char last[LOG_SUMMARY_TEXT_MAX];
+};
+/* One more event, in fmt's words; said at the next flush. */
+void log_summary_add(struct log_summary *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "<who><n> <what> since the last report; the last: <words>" at level,
+ * when events came since the last line and every_ms passed since it (at
+ * once when force: a stop). */
+void log_summary_flush(struct log_summary *s, enum log_level level, const char *who, const char *what,
+                       int64_t every_ms, bool force);
 
 #define log_error(...) log_msg(LOG_LVL_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LVL_WARNING, __VA_ARGS__)

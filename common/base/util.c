@@ -101,6 +101,14 @@ int util_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
     return 0;
 }
 
+void *util_memdup(const void *b, size_t n)
+{
+    void *d = malloc(n ? n : 1);
+    if (d && n)
+        memcpy(d, b, n);
+    return d;
+}
+
 size_t util_i64_text(char *out, int64_t v)
 {
     char rev[UTIL_I64_CHARS];

@@ -52,6 +52,10 @@ static inline int64_t util_max_i64(int64_t a, int64_t b)
     return a > b ? a : b;
 }
 
+/* A copy of n bytes of b (malloc'd, the caller's to free; n may be 0), or
+ * NULL out of memory. */
+void *util_memdup(const void *b, size_t n);
+
 /* qsort's and bsearch's comparison of two int64_t. */
 int util_cmp_i64(const void *a, const void *b);
 /* Sort v[0..n) ascending and drop the repeats: the distinct values come

@@ -208,3 +208,23 @@ void pgtrip_rollback(struct pgtrip *t)
         pgsess_drop(t->s);
     pgtrip_reset(t);
 }
+
+enum pgt_status pgtrip_run_said(struct pgtrip *t, struct log_repeat *say, const char *who, const char *what)
+{
+    char err[512], key[LOG_REPEAT_KEY_MAX];
+    enum pgt_status st = pgtrip_run(t, err, sizeof(err));
+    if (st == PGT_OK)
+        return PGT_OK;
+    pgtrip_rollback(t);
+    if (st == PGT_DATA) {
+        snprintf(key, sizeof(key), "%s: postgres refused", who);
+        log_repeat(say, LOG_LVL_ERROR, key,
+                   "%s: postgres refused %s: %s; retried after the backoff (logged once while it lasts)", who,
+                   what, err);
+    } else {
+        snprintf(key, sizeof(key), "%s: postgres", who);
+        log_repeat(say, LOG_LVL_WARNING, key, "%s: postgres: %s: %s; retried (logged once while it lasts)",
+                   who, what, err);
+    }
+    return st;
+}

@@ -111,4 +111,14 @@ PGresult *pgtrip_result(const struct pgtrip *t, int i);
  * goes). */
 void pgtrip_rollback(struct pgtrip *t);
 
+/* pgtrip_run for a caller that retries whatever failed after a backoff of
+ * its own (it has nothing to set aside): a failure rolls back
+ * (pgtrip_rollback) and is said once while it lasts in *say: a transient
+ * one as a warning, "<who>: postgres: <what>: <why>; retried"; one the
+ * server refused for what it carries as an error an operator must look at
+ * (the same statement will be refused again), "<who>: postgres refused
+ * <what>: <why>; retried after the backoff". PGT_OK, the results in the
+ * trip until pgtrip_reset; or the failure's class. */
+enum pgt_status pgtrip_run_said(struct pgtrip *t, struct log_repeat *say, const char *who, const char *what);
+
 #endif

@@ -2,8 +2,10 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "orderidx.h"
+#include "util.h"
 
 static int fits(int n, size_t len)
 {
@@ -56,4 +58,16 @@ unsigned keys_lock_group(const char *name)
 int keys_lock(char *buf, size_t len, const char *prefix, const char *name)
 {
     return fits(snprintf(buf, len, "%s:lock:{lk:%u}", prefix, keys_lock_group(name)), len);
+}
+
+int keys_user_lock(char *buf, size_t len, int64_t user_id)
+{
+    /* util_i64_text, not snprintf: a batch names a thousand users. */
+    char id[UTIL_I64_CHARS];
+    size_t n = util_i64_text(id, user_id);
+    if (len < sizeof("user:") + n)
+        return -1;
+    memcpy(buf, "user:", 5);
+    memcpy(buf + 5, id, n + 1);
+    return (int)(5 + n);
 }

@@ -72,4 +72,11 @@ unsigned keys_lock_group(const char *name);
  * (seckill_lock_acquire). */
 int keys_lock(char *buf, size_t len, const char *prefix, const char *name);
 
+/* The name of a user's lock, "user:ID": the lock a consumer holds while it
+ * writes that user's orders, cancels and payments (consumer/ulocks.h), so
+ * that all three keep one order. keys_lock gives its key. Room for any id:
+ * KEYS_USER_LOCK_MAX bytes. Returns the length, or -1 if it does not fit. */
+#define KEYS_USER_LOCK_MAX 32
+int keys_user_lock(char *buf, size_t len, int64_t user_id);
+
 #endif

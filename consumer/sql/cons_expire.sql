@@ -1,9 +1,10 @@
 -- $1 most windows to look at, $2 milliseconds until a retry pass may send
 -- the returns (the caller sends them first). Expires the orders whose
 -- payment window is past, gives their units back to the items' stock_left
--- and records each return for Redis (order_returns), all in one statement
--- of one transaction: the three can never be seen apart, and a crash leaves
--- all or none.
+-- and records each return for Redis (order_returns: units_back,
+-- sql/migrations/016_units_back.sql), all in one statement of one
+-- transaction: the three can never be seen apart, and a crash leaves all or
+-- none.
 -- The windows come from order_deadlines (sql/migrations/012_payment_cost.sql),
 -- earliest first from its pay_by index: a pass reads only the few that are
 -- due, and drops them (gone). A deadline's order may have been paid or
@@ -21,8 +22,8 @@
 -- did, cost a WAL record per order for nothing: passes never share an
 -- order, their deadlines keep them apart.) Only an expiry pass ever locks
 -- a deadline, so nothing that holds an item row waits for one.
--- Item rows are locked in id order (lk), as cons_insert.sql locks them, so
--- an expiry and a batch of inserts cannot deadlock. Returns the orders
+-- units_back locks the item rows in id order, as cons_insert.sql locks them,
+-- so an expiry and a batch of inserts cannot deadlock. Returns the orders
 -- expired as cons_returns_due.sql returns the returns due (order id, item
 -- id, user id, 'expired', when in ms since the epoch), then how many
 -- deadlines the pass removed (a full pass means more may be due; paid ones
@@ -48,20 +49,11 @@ WITH cand AS (
        SET status = 'expired', status_changed_at = now(), status_reason = 'not paid within the window'
      WHERE o.order_id = ANY (ARRAY(SELECT order_id FROM cand)) AND o.status || '' = 'pending_payment'
     RETURNING o.order_id, o.item_id, o.user_id
-), d AS (
-    SELECT item_id, count(*)::integer AS n FROM exp GROUP BY item_id
-), lk AS (
-    SELECT it.item_id FROM items AS it WHERE it.item_id IN (SELECT item_id FROM d)
-     ORDER BY it.item_id FOR NO KEY UPDATE
-), upd AS (
-    UPDATE items AS it SET stock_left = it.stock_left + d.n
-      FROM d JOIN lk USING (item_id)
-     WHERE it.item_id = d.item_id
-), ret AS (
-    INSERT INTO order_returns (order_id, item_id, user_id, reason, next_try_at)
-    SELECT order_id, item_id, user_id, 'expired', now() + $2::bigint * interval '1 millisecond' FROM exp
+), back AS (
+    SELECT units_back(array_agg(order_id), array_agg(item_id), array_agg(user_id), 'expired', $2::bigint) AS n
+      FROM exp
 )
 SELECT e.order_id, e.item_id, e.user_id, CASE WHEN e.order_id IS NOT NULL THEN 'expired' END AS reason,
        CASE WHEN e.order_id IS NOT NULL THEN (extract(epoch FROM now()) * 1000)::bigint END AS changed_ms,
        (SELECT count(*) FROM gone) AS taken
-  FROM (SELECT 1) AS one LEFT JOIN exp AS e ON true
+  FROM (SELECT 1) AS one CROSS JOIN back LEFT JOIN exp AS e ON true

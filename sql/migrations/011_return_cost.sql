@@ -12,7 +12,7 @@
 -- 2. The consumer may set next_try_at when it records a return. The expiry
 --    gives back the units of the orders it just expired itself, from the
 --    expiring statement's rows; a return's first retry is due a few seconds
---    later (consumer/expiry.c), so the other consumers' retry passes do not
+--    later (consumer/deadline.c), so the other consumers' retry passes do not
 --    send it too while it is on its way (they did: 83,000 sent for 50,000).
 --
 -- Idempotent and safe on a live database.

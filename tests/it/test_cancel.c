@@ -6,7 +6,7 @@
  * buyer's lock and fence, in the batch's transaction (consumer/sink.c,
  * cons_cancel.sql): an order still pending payment is cancelled, its unit
  * goes back to stock_left and to order_returns, and from there to Redis
- * (consumer/expiry.c); anything else changes nothing. Also the other half
+ * (consumer/outbox.c); anything else changes nothing. Also the other half
  * of the consumer's share of an order's life: an order persisted pending
  * payment is marked 'w' in the item's orders hash with the pay_by
  * PostgreSQL holds (consumer/settle.c, seckill_mark), which the buyers'
@@ -400,8 +400,8 @@ static void test_cancel_pending_order(void **state)
     assert_int_equal(life_redis_of(l.item, KEYS_ITEM_BUYERS), 0);
     WAIT_UNTIL(life_cons_metric(&l, CANCELS_APPLIED) == 1, 10000, ok);
     assert_true(ok);
-    /* The expiry marks what it returned 'k' with the cancel's time
-     * (consumer/expiry.c), before the return is done. */
+    /* The outbox marks what it returned 'k' with the cancel's time
+     * (consumer/outbox.c), before the return is done. */
     char st = hash_state(l.item, a, &detail);
     if (st != 'k')
         fail_msg("order %" PRId64 ": the orders hash says '%c' after its cancel, not 'k'", a, st);

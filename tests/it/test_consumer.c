@@ -948,7 +948,7 @@ static void test_password_wrong_then_rotated(void **state)
     WAIT_UNTIL(harness_file_lines(t.logs[0], "configuration reloaded") == 2, 10000, ok);
     assert_true(ok);
     int fails1 = auth_failures(role);
-    /* the worker's session, and the expiry's (consumer/expiry.h), which
+    /* the worker's session, and the deadline thread's (consumer/deadline.h), which
      * comes back on its own backoff */
     WAIT_UNTIL(sessions_of(role) == 2, 15000, ok);
     assert_true(ok);

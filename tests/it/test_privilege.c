@@ -18,6 +18,11 @@
 
 static int64_t item;
 
+/* units_back (sql/migrations/016_units_back.sql) called with no order: it
+ * gives nothing back, whoever may call it. */
+#define UNITS_BACK_NONE                                                                              \
+    "SELECT units_back(ARRAY[]::bigint[], ARRAY[]::bigint[], ARRAY[]::bigint[], 'expired', $1::bigint)"
+
 static PGconn *as(enum cfg_role r)
 {
     PGconn *pg = NULL;
@@ -69,6 +74,8 @@ static void test_producer_cannot_touch_orders(void **state)
     REFUSED(pg, "SELECT count(*) FROM order_deadlines", 0);
     REFUSED(pg, "CREATE TABLE sktest_producer_t (x int)", 0);
     REFUSED(pg, "SELECT block FROM order_id_blocks WHERE host = 'x'", 0); /* host is not readable */
+    /* the consumer's give-back (migration 016): not the producer's to call */
+    REFUSED(pg, UNITS_BACK_NONE, 0);
     /* what it does: take a block of order ids */
     PGresult *r = PQexecParams(pg, "INSERT INTO order_id_blocks (host, pid) VALUES ('test-privilege', 1) RETURNING block",
                                0, NULL, NULL, NULL, NULL, 0);
@@ -105,6 +112,8 @@ static void test_consumer_no_ddl_only_stock_left(void **state)
     REFUSED(pg, "INSERT INTO order_id_blocks (host, pid) VALUES ('sktest', $1::integer)", 1);
     REFUSED(pg, "SELECT fence_advance('sktest', 1)", 0);
     REFUSED(pg, "SELECT * FROM inspect_sold", 0);
+    /* the give-back of the expiry and the cancels (migration 016), with its rights */
+    ALLOWED(pg, UNITS_BACK_NONE, 0);
     ALLOWED(pg, "UPDATE items SET stock_left = stock_left - 1 WHERE item_id = $1", item);
     ALLOWED(pg, "SELECT stock_left FROM items WHERE item_id = $1 FOR NO KEY UPDATE", item);
     /* the expiry's deadlines (migration 012): taken FOR UPDATE and deleted, never rewritten */

@@ -116,7 +116,7 @@ static void test_one_call_per_item(void **state)
     rs_free(&w);
 }
 
-/* Calls added one item at a time (settle.c, expiry.c: each after the
+/* Calls added one item at a time (settle.c, outbox.c: each after the
  * item's own call) are numbered in that order for rs_done. A new batch
  * starts again from 0. */
 static void test_calls_in_turn(void **state)

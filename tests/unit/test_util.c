@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "keys.h"
+#include "log.h"
+#include "util.h"
 
 static void test_parse_i64(void **state)
 {
@@ -238,6 +240,43 @@ static void test_sort_unique(void **state)
     assert_int_equal(util_cmp_i64(&hi, &hi), 0);
 }
 
+/* util_memdup copies what it is given, and gives a block of its own for
+ * nothing at all (a message with an empty payload is still a message). */
+static void test_memdup(void **state)
+{
+    (void)state;
+    char *d = util_memdup("abc", 3);
+    assert_non_null(d);
+    assert_memory_equal(d, "abc", 3);
+    free(d);
+    d = util_memdup(NULL, 0);
+    assert_non_null(d);
+    free(d);
+}
+
+/* A summary line goes out at the first flush, then not before its period
+ * (the events count meanwhile), then at once when forced; never without
+ * events. */
+static void test_log_summary(void **state)
+{
+    (void)state;
+    struct log_summary s = { 0 };
+    log_summary_flush(&s, LOG_LVL_DEBUG, "test: ", "events", 60000, true);
+    assert_int_equal(s.last_ms, 0); /* nothing to say */
+    log_summary_add(&s, "event %d", 1);
+    log_summary_add(&s, "event %d", 2);
+    assert_int_equal(s.n, 2);
+    assert_string_equal(s.last, "event 2");
+    log_summary_flush(&s, LOG_LVL_DEBUG, "test: ", "events", 60000, false);
+    assert_int_equal(s.n, 0);
+    assert_true(s.last_ms > 0);
+    log_summary_add(&s, "event %d", 3);
+    log_summary_flush(&s, LOG_LVL_DEBUG, "test: ", "events", 60000, false);
+    assert_int_equal(s.n, 1); /* within the period: kept for the next line */
+    log_summary_flush(&s, LOG_LVL_DEBUG, "test: ", "events", 60000, true);
+    assert_int_equal(s.n, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -250,6 +289,8 @@ int main(void)
         cmocka_unit_test(test_parse_time_invalid),
         cmocka_unit_test(test_format_time_round_trip),
         cmocka_unit_test(test_sort_unique),
+        cmocka_unit_test(test_memdup),
+        cmocka_unit_test(test_log_summary),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
