@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctlopt.h"
 #include "paymsg.h"
 #include "paysig.h"
 
@@ -112,12 +113,5 @@ static int pay_sign(const struct cfg *c, int argc, char **argv)
 
 int paycmd(const struct cfg *c, int argc, char **argv)
 {
-    if (argc >= 2 && strcmp(argv[1], "sign") == 0)
-        return pay_sign(c, argc - 1, argv + 1);
-    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        pay_usage(stdout);
-        return 0;
-    }
-    pay_usage(stderr);
-    return 2;
+    return ctl_one_sub(c, argc, argv, "sign", pay_sign, pay_usage);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctlopt.h"
 #include "jwt.h"
 #include "util.h"
 
@@ -168,12 +169,5 @@ static int token_issue(const struct cfg *c, int argc, char **argv)
 
 int token_cmd(const struct cfg *c, int argc, char **argv)
 {
-    if (argc >= 2 && strcmp(argv[1], "issue") == 0)
-        return token_issue(c, argc - 1, argv + 1);
-    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        token_usage(stdout);
-        return 0;
-    }
-    token_usage(stderr);
-    return 2;
+    return ctl_one_sub(c, argc, argv, "issue", token_issue, token_usage);
 }

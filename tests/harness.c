@@ -31,6 +31,50 @@ const char *harness_root(void)
     return r ? r : ".";
 }
 
+char *harness_slurp(const char *rel)
+{
+    char path[512];
+    FILE *f;
+    char *buf = NULL;
+    long n;
+    snprintf(path, sizeof(path), "%s/%s", harness_root(), rel);
+    if (!(f = fopen(path, "rb")))
+        fail_msg("cannot open %s (run from the repository or set SECKILL_ROOT)", path);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    n = ftell(f);
+    assert_true(n > 0);
+    rewind(f);
+    buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+size_t harness_quoted_list(char *text, const char *after, const char *open, char **words, size_t max)
+{
+    char *p = strstr(text, after), *end;
+    size_t n = 0;
+    if (!p)
+        fail_msg("'%s' not found", after);
+    if (!(p = strstr(p, open)))
+        fail_msg("'%s' not found after '%s'", open, after);
+    p += strlen(open);
+    end = strchr(p, ')');
+    assert_non_null(end);
+    *end = '\0';
+    while ((p = strchr(p, '\'')) != NULL) {
+        char *q = strchr(p + 1, '\'');
+        assert_non_null(q);
+        assert_true(n < max);
+        *q = '\0';
+        words[n++] = p + 1;
+        p = q + 1;
+    }
+    return n;
+}
+
 void harness_filter(void)
 {
     const char *only = getenv("SECKILL_TEST_ONLY"), *skip = getenv("SECKILL_TEST_SKIP");

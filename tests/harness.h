@@ -54,6 +54,13 @@ extern struct cfg harness_conf;
 int harness_setup(void **state);
 int harness_teardown(void **state);
 const char *harness_root(void);
+/* The file at rel (a path under the repository) as text, NUL-terminated; the
+ * caller frees it. Fails the test when it cannot be read. */
+char *harness_slurp(const char *rel);
+/* The quoted words of the first "OPEN 'a', 'b', ...)" after `after` in text
+ * (a CHECK list of a migration, say), into words[] (pointers into text, the
+ * quotes and the closing parenthesis replaced by NULs). How many. */
+size_t harness_quoted_list(char *text, const char *after, const char *open, char **words, size_t max);
 /* Run only the tests matching SECKILL_TEST_ONLY and skip those matching
  * SECKILL_TEST_SKIP (cmocka's globs: '*', '?'), when set; call before
  * cmocka_run_group_tests. Lets one test of a suite run alone, or a suite run

@@ -18,55 +18,6 @@
 
 #define MAX_WORDS 32
 
-/* The file (a path under the repository) as text, NUL-terminated; the
- * caller frees it. */
-static char *slurp(const char *rel)
-{
-    char path[512];
-    FILE *f;
-    char *buf = NULL;
-    long n;
-    snprintf(path, sizeof(path), "%s/%s", harness_root(), rel);
-    if (!(f = fopen(path, "rb")))
-        fail_msg("cannot open %s (run from the repository or set SECKILL_ROOT)", path);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    n = ftell(f);
-    assert_true(n > 0);
-    rewind(f);
-    buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
-/* The quoted words of the first "OPEN ('a', 'b', ...)" after `after` in
- * text, into words[] (pointers into text, quotes replaced by NULs). How
- * many. */
-static size_t quoted_list(char *text, const char *after, const char *open, char **words, size_t max)
-{
-    char *p = strstr(text, after), *end;
-    size_t n = 0;
-    if (!p)
-        fail_msg("'%s' not found", after);
-    if (!(p = strstr(p, open)))
-        fail_msg("'%s' not found after '%s'", open, after);
-    p += strlen(open);
-    end = strchr(p, ')');
-    assert_non_null(end);
-    *end = '\0';
-    while ((p = strchr(p, '\'')) != NULL) {
-        char *q = strchr(p + 1, '\'');
-        assert_non_null(q);
-        assert_true(n < max);
-        *q = '\0';
-        words[n++] = p + 1;
-        p = q + 1;
-    }
-    return n;
-}
-
 /* words[0..n) hold each of want[0..m) once, and nothing else. */
 static void same_set(char **words, size_t n, const char *const *want, size_t m, const char *what)
 {
@@ -143,7 +94,7 @@ static void test_final(void **state)
 static void test_migration_checks(void **state)
 {
     (void)state;
-    char *sql = slurp("sql/migrations/008_order_life.sql"), *words[MAX_WORDS];
+    char *sql = harness_slurp("sql/migrations/008_order_life.sql"), *words[MAX_WORDS];
     const char *pg[OST_NSTATES], *back[OST_NSTATES];
     size_t npg = 0, nback = 0, n;
     for (int s = 0; s < OST_NSTATES; s++) {
@@ -153,11 +104,11 @@ static void test_migration_checks(void **state)
         if (!ost_holds_unit(s))
             back[nback++] = ost_pg_word(s);
     }
-    n = quoted_list(sql, "CONSTRAINT orders_status_known", "CHECK (status IN (", words, MAX_WORDS);
+    n = harness_quoted_list(sql, "CONSTRAINT orders_status_known", "CHECK (status IN (", words, MAX_WORDS);
     same_set(words, n, pg, npg, "orders_status_known");
     free(sql);
-    sql = slurp("sql/migrations/008_order_life.sql");
-    n = quoted_list(sql, "CREATE TABLE IF NOT EXISTS order_returns", "CHECK (reason IN (", words, MAX_WORDS);
+    sql = harness_slurp("sql/migrations/008_order_life.sql");
+    n = harness_quoted_list(sql, "CREATE TABLE IF NOT EXISTS order_returns", "CHECK (reason IN (", words, MAX_WORDS);
     same_set(words, n, back, nback, "order_returns.reason");
     free(sql);
 }
@@ -254,7 +205,7 @@ static void test_lua_letters_known(void **state)
         "ctl/lua/seckill_ctl.lua",
     };
     for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
-        char *lua = slurp(files[i]), seen[32] = "", written[32] = "", all[64];
+        char *lua = harness_slurp(files[i]), seen[32] = "", written[32] = "", all[64];
         strip_comments(lua);
         letters(lua, LUA_COMPARED, seen, sizeof(seen));
         letters(lua, LUA_WRITTEN, written, sizeof(written));
@@ -272,7 +223,7 @@ static void test_lua_letters_known(void **state)
 static void test_lua_reserve_writes(void **state)
 {
     (void)state;
-    char *lua = slurp("producer/lua/seckill_producer.lua"), got[16] = "", want[16];
+    char *lua = harness_slurp("producer/lua/seckill_producer.lua"), got[16] = "", want[16];
     strip_comments(lua);
     letters(lua, LUA_WRITTEN, got, sizeof(got));
     table_letters(by_reserve, want);
@@ -286,7 +237,7 @@ static void test_lua_reserve_writes(void **state)
 static void test_lua_unit_sets(void **state)
 {
     (void)state;
-    char *cons = slurp("consumer/lua/seckill_consumer.lua"), *ctl = slurp("ctl/lua/seckill_ctl.lua");
+    char *cons = harness_slurp("consumer/lua/seckill_consumer.lua"), *ctl = harness_slurp("ctl/lua/seckill_ctl.lua");
     char holding[16], given[16], got[16], *body, *p;
     strip_comments(cons);
     strip_comments(ctl);
@@ -317,7 +268,7 @@ static void test_lua_unit_sets(void **state)
 static void test_lua_mark_moves(void **state)
 {
     (void)state;
-    char *lua = slurp("consumer/lua/seckill_return.lua"), *body, *line, *save = NULL;
+    char *lua = harness_slurp("consumer/lua/seckill_return.lua"), *body, *line, *save = NULL;
     char targets[16] = "", all_targets[16] = "", marks[16];
     int rules = 0;
     strip_comments(lua);
@@ -361,7 +312,7 @@ static void test_lua_mark_moves(void **state)
 static void test_rebuild_sql(void **state)
 {
     (void)state;
-    char *sql = slurp("ctl/sql/item_states.sql"), *p, *end;
+    char *sql = harness_slurp("ctl/sql/item_states.sql"), *p, *end;
     bool covered[OST_NSTATES] = { false };
     regex_t re;
     regmatch_t m[3];
@@ -406,7 +357,7 @@ static void test_rebuild_sql(void **state)
 static void test_api_words(void **state)
 {
     (void)state;
-    char *md = slurp("docs/api.md"), row[64];
+    char *md = harness_slurp("docs/api.md"), row[64];
     for (int s = 0; s < OST_NSTATES; s++) {
         snprintf(row, sizeof(row), "\n| `%s` |", ost_json_word(s));
         if (!strstr(md, row))

@@ -15,62 +15,18 @@
 #include "worker.h"
 
 #define MAX_WORDS 32
-
-/* The file's text, NUL-terminated; the caller frees it. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long n;
-    if (!f)
-        fail_msg("cannot open %s (run from the repository or set SECKILL_ROOT)", path);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    n = ftell(f);
-    assert_true(n > 0);
-    rewind(f);
-    buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
-/* The quoted words of "CHECK (reason IN ('a', 'b', ...))" in sql, into
- * words[] (pointers into sql, quotes replaced by NULs). Returns how many. */
-static size_t check_list(char *sql, char **words, size_t max)
-{
-    const char *open = "CHECK (reason IN (";
-    char *p = strstr(sql, open);
-    char *end;
-    size_t n = 0;
-    assert_non_null(p);
-    p += strlen(open);
-    end = strchr(p, ')');
-    assert_non_null(end);
-    *end = '\0';
-    while ((p = strchr(p, '\'')) != NULL) {
-        char *q = strchr(p + 1, '\'');
-        assert_non_null(q);
-        assert_true(n < max);
-        *q = '\0';
-        words[n++] = p + 1;
-        p = q + 1;
-    }
-    return n;
-}
+#define MIGRATION "sql/migrations/004_order_rejections.sql"
 
 static void test_check_list_is_the_table(void **state)
 {
     (void)state;
-    char path[512], *words[MAX_WORDS];
+    char *words[MAX_WORDS];
     const char *reasons[MAX_WORDS];
     size_t nwords, nreasons = 0;
     char *sql;
 
-    snprintf(path, sizeof(path), "%s/sql/migrations/004_order_rejections.sql", harness_root());
-    sql = slurp(path);
-    nwords = check_list(sql, words, MAX_WORDS);
+    sql = harness_slurp(MIGRATION);
+    nwords = harness_quoted_list(sql, "CHECK (reason IN (", "CHECK (reason IN (", words, MAX_WORDS);
     for (int o = 0; o < CMSG_NOUTCOMES; o++)
         if (cmsg_reason(o))
             reasons[nreasons++] = cmsg_reason(o);
@@ -82,7 +38,7 @@ static void test_check_list_is_the_table(void **state)
         for (size_t j = 0; j < nwords; j++)
             seen += strcmp(words[j], reasons[i]) == 0;
         if (seen != 1)
-            fail_msg("reason '%s' appears %zu times in the CHECK list of %s", reasons[i], seen, path);
+            fail_msg("reason '%s' appears %zu times in the CHECK list of %s", reasons[i], seen, MIGRATION);
     }
     free(sql);
 }
