@@ -89,10 +89,10 @@ static void *run(void *arg)
         bool more = false;
         int64_t wait_ms = CFG_GET(d->cfg->consumer.expire_interval_ms);
         if (pass(d, &more) != 0) {
-            int shift = d->fails < 6 ? d->fails : 6;
-            d->fails++;
-            wait_ms = DL_BACKOFF_BASE_MS << shift;
-            wait_ms = wait_ms < DL_BACKOFF_CAP_MS ? wait_ms : DL_BACKOFF_CAP_MS;
+            /* jittered (consumers side by side lost the same server), never
+             * sooner than the base */
+            wait_ms = util_max_i64(DL_BACKOFF_BASE_MS,
+                                   util_backoff_ms(d->fails++, DL_BACKOFF_BASE_MS, DL_BACKOFF_CAP_MS));
         } else {
             d->fails = 0;
             if (more)

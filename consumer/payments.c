@@ -225,10 +225,10 @@ static void run_batch(struct payments *p)
 /* A service failed: nothing is tried before the backoff is over. */
 static void hold(struct payments *p, int64_t now)
 {
-    int shift = p->fails < 6 ? p->fails : 6;
-    p->fails++;
-    int64_t ms = PAY_BACKOFF_BASE_MS << shift;
-    p->hold_until = now + (ms < PAY_BACKOFF_CAP_MS ? ms : PAY_BACKOFF_CAP_MS);
+    /* jittered, so consumers that lost one service together do not come
+     * back to it together; never sooner than the base */
+    p->hold_until = now + util_max_i64(PAY_BACKOFF_BASE_MS,
+                                       util_backoff_ms(p->fails++, PAY_BACKOFF_BASE_MS, PAY_BACKOFF_CAP_MS));
 }
 
 /* Gather due ready payments into the batch, in arrival order: at most
