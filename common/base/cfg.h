@@ -381,9 +381,9 @@ enum cfg_auth {
     X("producer.queue_backlog_max", CFG_INT, producer.queue_backlog_max, 1, 100000000, 5000, NULL,          \
       CFG_RELOAD, "waiting room: an item's reservations not yet persisted (its pending) above which "      \
       "admission slows")                                                                                   \
-    X("producer.queue_token_life_s", CFG_INT, producer.queue_token_life_s, 5, 86400, 60, NULL, CFG_RELOAD,  \
+    X("producer.queue_token_life_s", CFG_INT, producer.queue_token_life_s, 1, 86400, 60, NULL, CFG_RELOAD,  \
       "waiting room: how long an admission lasts; unused, its slot goes to the next in line")              \
-    X("producer.queue_abandon_s", CFG_INT, producer.queue_abandon_s, 5, 86400, 30, NULL, CFG_RELOAD,        \
+    X("producer.queue_abandon_s", CFG_INT, producer.queue_abandon_s, 1, 86400, 30, NULL, CFG_RELOAD,        \
       "waiting room: a waiter who has not asked for this long is passed over when their turn comes")        \
     X("producer.queue_margin_pct", CFG_INT, producer.queue_margin_pct, 0, 1000, 10, NULL, CFG_RELOAD,       \
       "waiting room: admissions outstanding at most, beyond the units left, in percent of them")          \
