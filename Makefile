@@ -218,6 +218,8 @@ install: all install-man
 	        -e 's@"k1:order-key-1"@"k1:order-key"@' \
 	        -e 's@payment_key_dir = "\.\./\.stack/secrets"@payment_key_dir = "$(SYSCONFDIR)/seckill/secrets"@' \
 	        -e 's@"p1:payment-key-1"@"p1:payment-key"@' \
+	        -e 's@admission_key_dir = "\.\./\.stack/secrets"@admission_key_dir = "$(SYSCONFDIR)/seckill/secrets"@' \
+	        -e 's@"a1:admission-key-1"@"a1:admission-key"@' \
 	        config/seckill.cfg >$(DESTDIR)$(SYSCONFDIR)/seckill/seckill.cfg && \
 	    chmod 640 $(DESTDIR)$(SYSCONFDIR)/seckill/seckill.cfg; }
 

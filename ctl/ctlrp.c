@@ -55,6 +55,51 @@ int ctlrp_pay_window(struct rp *p, const char *window_key, int64_t pay_within_s)
     return ok ? 0 : -1;
 }
 
+int ctlrp_queue_window(struct rp *p, const struct cfg *c, int64_t item_id, int64_t opens_ms, bool reset)
+{
+    char err[512] = "", v[24], why[512], win[KEYS_MAX], q[KEYS_QUEUE_PARTS][KEYS_MAX];
+    const char *argv[1 + KEYS_QUEUE_PARTS] = { "DEL" };
+    struct rp_batch b;
+    int ok = 1;
+    if (!reset && opens_ms <= 0)
+        return 0;
+    rp_batch_init(&b);
+    if (keys_item(win, sizeof(win), c->redis.key_prefix, item_id, KEYS_ITEM_WINDOW) < 0 ||
+        keys_queue_all(q, c->redis.key_prefix, item_id) != 0)
+        ok = 0;
+    for (int i = 0; i < KEYS_QUEUE_PARTS; i++)
+        argv[1 + i] = q[i];
+    /* (one slot: the item's hash tag) */
+    if (ok && reset && rp_add(&b, q[0], 1 + KEYS_QUEUE_PARTS, argv, NULL) < 0)
+        ok = 0;
+    snprintf(v, sizeof(v), "%" PRId64, opens_ms);
+    if (ok && opens_ms > 0 && rp_addf(&b, win, "HSET %s %s %s", win, KEYS_WINDOW_QUEUE, v) < 0)
+        ok = 0;
+    if (ok) {
+        rp_durable(&b);
+        (void)rp_run(p, &b, err, sizeof(err));
+    }
+    for (int i = 0; ok && i < b.n; i++) {
+        const redisReply *r = rp_reply(&b, i);
+        if (!r || r->type != REDIS_REPLY_INTEGER) {
+            fprintf(stderr, "seckillctl: redis: setting the item's waiting room: %s\n",
+                    ctlrp_why(&b, i, err, why, sizeof(why)));
+            ok = 0;
+        }
+    }
+    if (ok && rp_replicas_short(&b)) {
+        fprintf(stderr,
+                "seckillctl: redis: setting the item's waiting room: fewer than %d replicas confirmed it "
+                "(redis.min_replicas_ack); run the command again\n",
+                b.wait_replicas);
+        ok = 0;
+    }
+    if (!ok && b.n == 0)
+        fprintf(stderr, "seckillctl: redis: setting the item's waiting room: out of memory\n");
+    rp_batch_free(&b);
+    return ok ? 0 : -1;
+}
+
 redisReply *ctlrp_fcall(struct rp *p, const struct rfunc *f, bool durable, int nkeys, int nargs,
                         const char **argv, int type)
 {

@@ -74,7 +74,8 @@ static int redis_load(const struct cfg *c, int64_t item_id, int64_t stock, const
     /* Not in seckill_item_load, whose arguments stay as the last release's
      * programs call it: the item's orders can only be persisted once the
      * caller commits its row, after this. */
-    if (ctlrp_pay_window(p, k[KEYS_ITEM_WINDOW], pay_within_s) != 0)
+    if (ctlrp_pay_window(p, k[KEYS_ITEM_WINDOW], pay_within_s) != 0 ||
+        ctlrp_queue_window(p, c, item_id, w->queue_opens_ms, true) != 0)
         goto fail;
     /* The registry the sweeper walks; outside the script because the key has
      * no item hash tag (on a Redis Cluster it lives on another shard). */
@@ -95,7 +96,7 @@ fail:
 int item_create(const struct cfg *c, int64_t item_id, int64_t stock, const char *name,
                 const struct item_window *w, int64_t pay_within_s)
 {
-    char err[512], sid[24], sstock[24], starts[24], ends[24], spay[24];
+    char err[512], sid[24], sstock[24], starts[24], ends[24], spay[24], queue[24];
     PGconn *pg = NULL;
     PGresult *res = NULL;
     int ret = -1;
@@ -126,8 +127,10 @@ int item_create(const struct cfg *c, int64_t item_id, int64_t stock, const char 
 
     ms_arg(starts, sizeof(starts), w->starts_ms);
     ms_arg(ends, sizeof(ends), w->ends_ms);
-    const char *p6[] = { sid, name, sstock, starts[0] ? starts : NULL, ends[0] ? ends : NULL, spay };
-    res = PQexecParams(pg, embed_item_upsert, 6, NULL, p6, NULL, NULL, 0);
+    ms_arg(queue, sizeof(queue), w->queue_opens_ms);
+    const char *p7[] = { sid, name, sstock, starts[0] ? starts : NULL, ends[0] ? ends : NULL, spay,
+                         queue[0] ? queue : NULL };
+    res = PQexecParams(pg, embed_item_upsert, 7, NULL, p7, NULL, NULL, 0);
     if (pg_ok(pg, res, PGRES_COMMAND_OK, "insert item") != 0)
         goto fail;
     PQclear(res);
@@ -154,12 +157,15 @@ static void item_usage(FILE *f)
 {
     fputs("usage: seckillctl [-c FILE] item create --id ID --stock N [--name NAME] [--starts-at T] "
           "[--ends-at T]\n"
-          "                                   [--pay-within SECONDS]\n"
+          "                                   [--pay-within SECONDS] [--queue-opens-at T]\n"
           "       seckillctl [-c FILE] item load (--id ID | --all) [--wait-ms N]\n"
           "       seckillctl [-c FILE] item show ID\n"
           "T: epoch milliseconds or ISO 8601 (2026-11-21T10:00:00Z, +01:00; UTC when no zone)\n"
           "--pay-within: seconds a buyer has to pay; an order not paid by then expires and its unit\n"
-          "goes back on sale (absent or 0: no payment step, an order is final once persisted)\n",
+          "goes back on sale (absent or 0: no payment step, an order is final once persisted)\n"
+          "--queue-opens-at: the item gets a waiting room, open from T, before --starts-at (which it\n"
+          "needs): buyers join it, are shuffled at --starts-at and admitted at the rate the sale holds;\n"
+          "a buy then needs an admission (docs/api.md)\n",
           f);
 }
 
@@ -198,6 +204,7 @@ static int item_parse(int argc, char **argv, struct item_args *a)
         { "starts-at", required_argument, NULL, 'S' },
         { "ends-at", required_argument, NULL, 'E' },
         { "pay-within", required_argument, NULL, 'P' },
+        { "queue-opens-at", required_argument, NULL, 'Q' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -230,6 +237,10 @@ static int item_parse(int argc, char **argv, struct item_args *a)
             break;
         case 'E':
             if (parse_time_opt("--ends-at", optarg, &a->w.ends_ms) != 0)
+                return 2;
+            break;
+        case 'Q':
+            if (parse_time_opt("--queue-opens-at", optarg, &a->w.queue_opens_ms) != 0)
                 return 2;
             break;
         case 'P':
@@ -272,6 +283,12 @@ static int item_create_cmd(const struct cfg *c, const struct item_args *a)
         fprintf(stderr, "seckillctl: --ends-at must be after --starts-at\n");
         return 2;
     }
+    /* The room shuffles its crowd at the sale's opening: there must be one,
+     * after the room's. */
+    if (a->w.queue_opens_ms && (!a->w.starts_ms || a->w.queue_opens_ms >= a->w.starts_ms)) {
+        fprintf(stderr, "seckillctl: --queue-opens-at needs --starts-at, and must be before it\n");
+        return 2;
+    }
     if (item_create(c, a->id, a->stock, a->name, &a->w, a->pay_within_s) != 0)
         return 1;
     printf("item %" PRId64 " created: %" PRId64 " units", a->id, a->stock);
@@ -285,6 +302,11 @@ static int item_create_cmd(const struct cfg *c, const struct item_args *a)
     }
     if (a->pay_within_s)
         printf(", to be paid within %" PRId64 " s", a->pay_within_s);
+    if (a->w.queue_opens_ms) {
+        char q[40];
+        util_format_time_ms(a->w.queue_opens_ms, q, sizeof(q));
+        printf(", its waiting room open from %s", q);
+    }
     printf("\n");
     return 0;
 }
@@ -313,7 +335,7 @@ int item_cmd(const struct cfg *c, int argc, char **argv)
     /* item load rebuilds Redis from the database and changes nothing there:
      * the window and the payment window stay as item create set them. */
     if ((a.id == 0) == !a.all || a.stock >= 0 || a.name[0] || a.w.starts_ms || a.w.ends_ms ||
-        a.pay_within_s) {
+        a.pay_within_s || a.w.queue_opens_ms) {
         item_usage(stderr);
         return 2;
     }
@@ -434,6 +456,9 @@ static int item_show(const struct cfg *c, int64_t item_id)
     printf("  database   stock_total %s, stock_left %s, sold %s, refused %s\n", PQgetvalue(res, 0, 1),
            PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 5), PQgetvalue(res, 0, 6));
     show_payment(res);
+    if (ctlpg_i64(res, 0, 13) > 0)
+        printf("  queue      opens %s (seckillctl queue status --item %" PRId64 ")\n",
+               window_end(ctlpg_i64(res, 0, 13), a, sizeof(a), ""), item_id);
     ret = show_redis(c, item_id, starts, ends);
 fail:
     if (res)

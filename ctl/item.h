@@ -7,12 +7,16 @@
 
 #include "cfg.h"
 
-/* A sale window in ms since the epoch; 0 for an open end. */
+/* A sale window in ms since the epoch; 0 for an open end. queue_opens_ms:
+ * when its waiting room opens (0: none; issue #58), before starts_ms, which
+ * it then needs. */
 struct item_window {
-    int64_t starts_ms, ends_ms;
+    int64_t starts_ms, ends_ms, queue_opens_ms;
 };
 
-/* Create or reset item_id with `stock` units on sale within w, its buyers
+/* Create or reset item_id with `stock` units on sale within w (with a
+ * waiting room when w has queue_opens_ms: a new one, any earlier one's
+ * queue gone), its buyers
  * given pay_within_s seconds to pay (0: no payment step; the window lives in
  * PostgreSQL alone, where the consumer reads it as it persists an order).
  * Refuses (returns -1 with the reason printed) when the item already has

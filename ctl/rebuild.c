@@ -267,7 +267,8 @@ static int rebuild_one(const struct cfg *c, PGconn *pg, struct rp *p, const stru
     r = NULL;
     /* (item_show.sql's column 7; seckill_item_rebuild2 writes the sale
      * window alone: its arguments stay as the last release calls them) */
-    if (ctlrp_pay_window(p, k[KEYS_ITEM_WINDOW], ctlpg_i64(win, 0, 7)) != 0)
+    if (ctlrp_pay_window(p, k[KEYS_ITEM_WINDOW], ctlpg_i64(win, 0, 7)) != 0 ||
+        ctlrp_queue_window(p, c, item, ctlpg_i64(win, 0, 13), false) != 0)
         goto fail;
     index_orders(c, p, item, res);
     keys_items(k[0], sizeof(k[0]), c->redis.key_prefix);

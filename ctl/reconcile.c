@@ -49,6 +49,7 @@ struct recon {
     int64_t starts, ends;                 /* the window in PostgreSQL (0: open end) */
     int64_t rstarts, rends;               /* and in Redis, which the script obeys */
     int64_t pay_within_s;                 /* the payment window in PostgreSQL (0: none) */
+    int64_t queue_opens_ms;               /* the waiting room's opening in PostgreSQL (0: none) */
     /* After the sale (issue #44): an expired or cancelled order's unit is
      * in stock_left at once, in Redis once its return is done. */
     int64_t ret_inflight; /* returns not done whose order Redis has not taken back: units on their way */
@@ -185,6 +186,7 @@ static int read_item(struct rctx *x, const char *const *params, struct recon *r)
         r->starts = ctlpg_i64(res, 0, 4);
         r->ends = ctlpg_i64(res, 0, 5);
         r->pay_within_s = ctlpg_i64(res, 0, 6);
+        r->queue_opens_ms = ctlpg_i64(res, 0, 7);
     }
     PQclear(res);
     return 0;
@@ -509,7 +511,8 @@ static int fix_window(struct rctx *x, const struct recon *r, char k[KEYS_ITEM_PA
     if (!rep)
         return -1;
     freeReplyObject(rep);
-    if (ctlrp_pay_window(x->rp, k[KEYS_ITEM_WINDOW], r->pay_within_s) != 0)
+    if (ctlrp_pay_window(x->rp, k[KEYS_ITEM_WINDOW], r->pay_within_s) != 0 ||
+        ctlrp_queue_window(x->rp, x->c, r->item, r->queue_opens_ms, false) != 0)
         return -1;
     printf("  fixed: item %" PRId64 ": sale window in Redis set to the database's\n", r->item);
     return 0;

@@ -9,6 +9,7 @@
 #include "item.h"
 #include "lockcmd.h"
 #include "paycmd.h"
+#include "queuecmd.h"
 #include "reconcile.h"
 #include "sweepcmd.h"
 #include "token.h"
@@ -18,8 +19,9 @@ static const char usage[] =
     "COMMAND ...\n"
     "commands:\n"
     "  item create --id ID --stock N [--name NAME] [--starts-at T] [--ends-at T] [--pay-within SECONDS]\n"
-    "                                                create an item, load its stock and sale window;\n"
-    "                                                its orders unpaid after SECONDS expire\n"
+    "              [--queue-opens-at T]              create an item, load its stock and sale window;\n"
+    "                                                its orders unpaid after SECONDS expire; with a\n"
+    "                                                waiting room open from T\n"
     "  item show ID                                  stock, window, sold/pending/refused counts,\n"
     "                                                payment window, pending/expired orders\n"
     "  lock run --name NAME [--ttl-ms N] [--wait-ms N] -- CMD [ARGS...]\n"
@@ -35,6 +37,13 @@ static const char usage[] =
     "                                                a live view of a running sale: stock, accepted,\n"
     "                                                pending, persisted, refused and their rates per\n"
     "                                                item, the group's lag, the daemons' health\n"
+    "  queue status --item ID                        an item's waiting room: seed, line, serving,\n"
+    "                                                admissions, rate, the admitting producer\n"
+    "  queue rate --item ID --per-s N                the item's admission ceiling, live (0: the setting)\n"
+    "  queue pause --item ID | queue resume --item ID\n"
+    "                                                stop or restart the item's admission, live\n"
+    "  queue audit --item ID [--quiet]               recompute the line's order from the stored seed,\n"
+    "                                                check it against Redis's, print it\n"
     "  sweep [--age-ms N]                            re-publish reservations Kafka never\n"
     "                                                acknowledged, older than N ms\n"
     "  functions load                                load this release's Redis functions (as the admin\n"
@@ -87,6 +96,8 @@ int main(int argc, char **argv)
         ret = watch_cmd(&c, sub_argc, sub_argv);
     } else if (strcmp(sub_argv[0], "functions") == 0) {
         ret = funccmd(&c, sub_argc, sub_argv);
+    } else if (strcmp(sub_argv[0], "queue") == 0) {
+        ret = queuecmd(&c, sub_argc, sub_argv);
     } else if (strcmp(sub_argv[0], "sweep") == 0) {
         ret = sweepcmd(&c, sub_argc, sub_argv);
     } else if (strcmp(sub_argv[0], "config") == 0 && sub_argc == 2 && strcmp(sub_argv[1], "show") == 0) {

@@ -29,16 +29,18 @@
 #include "status.h"
 #include "util.h"
 #include "winners.h"
+#include "wroom.h"
 
 #define ORDER_PATH "/api/v1/seckill"
 #define ITEM_STATUS_PREFIX "/api/v1/seckill/"
 #define ORDER_STATUS_PREFIX "/api/v1/orders/"
 #define CANCEL_SUFFIX "/cancel" /* after ORDER_STATUS_PREFIX and the order id */
+#define QUEUE_PREFIX "/api/v1/queue/"
 /* A connection's memory in the library: its head and its read buffer. */
 #define ING_CONN_MEMORY 16384
 
 enum { REQ_READING, REQ_QUEUED, REQ_DONE };
-enum { KIND_BUY, KIND_STATUS, KIND_CANCEL };
+enum { KIND_BUY, KIND_STATUS, KIND_CANCEL, KIND_QUEUE };
 
 /* One buy, status or cancel request. Pooled: allocated and freed only on
  * the HTTP thread. */
@@ -46,6 +48,7 @@ struct ing_req {
     struct rsv_req rr; /* first: the reserving thread hands it back as this */
     struct st_req sr;  /* the status thread hands it back as this */
     struct cx_req xr;  /* the canceller hands it back as this */
+    struct wr_req wq;  /* the waiting room hands it back as this */
     struct ingress *g;
     struct MHD_Connection *conn;
     int64_t t0_us;
@@ -56,6 +59,8 @@ struct ing_req {
     int cut;       /* its chunked body was refused while read: answered, the rest dropped */
     struct ck_body ck;
     int64_t buyer; /* the verified token's buyer; 0 with producer.auth = "none" */
+    int has_admission; /* a buy came with ADM_HEADER, copied into admission */
+    char admission[ADM_TOKEN_MAX];
     size_t len;
     struct ing_req *free_next;
     char body[]; /* body_limit bytes */
@@ -93,6 +98,7 @@ struct ingress {
     struct so *so;
     struct auth *auth;
     struct win *win;
+    struct wr *wr;
     struct rl *rl; /* HTTP thread only */
     struct ing_health *health;
     struct MHD_Daemon *mhd;
@@ -259,6 +265,14 @@ static void on_cancel_complete(struct cx_req *xr)
     request_done(q);
 }
 
+/* The waiting room's thread: the same hand-back. */
+static void on_queue_complete(struct wr_req *wq)
+{
+    struct ing_req *q = (struct ing_req *)((char *)wq - offsetof(struct ing_req, wq));
+    PM_INC(req_queue);
+    request_done(q);
+}
+
 static void request_done(struct ing_req *q)
 {
     struct ingress *g = q->g;
@@ -267,6 +281,18 @@ static void request_done(struct ing_req *q)
     PM_ADD(inflight, -1);
     /* The last touch of q: once resumed, the HTTP thread may free it. */
     MHD_resume_connection(q->conn);
+}
+
+/* seckill_producer_admission_refused_total{reason}. */
+static void count_adm_refused(enum adm_reason r)
+{
+    switch (r) {
+#define ADM_COUNT(name, word) \
+    case ADM_##name: PM_INC(adm_refused_##name); break;
+        ADM_REASONS_REFUSED(ADM_COUNT)
+#undef ADM_COUNT
+    default: break;
+    }
 }
 
 static enum MHD_Result answer_buy(struct ingress *g, struct ing_req *q)
@@ -284,6 +310,17 @@ static enum MHD_Result answer_buy(struct ingress *g, struct ing_req *q)
         util_format_time_ms(q->rr.starts_at_ms, when, sizeof(when));
         snprintf(body, sizeof(body), "{\"status\":\"not_started\",\"starts_at\":\"%s\"}", when);
         break;
+    case RSV_ADMISSION_REQUIRED:
+    case RSV_ADMISSION_USED:
+    case RSV_ADMISSION_LAPSED:
+    case RSV_ADMISSION_OTHER_SALE:
+    case RSV_ADMISSION_INVALID: {
+        enum adm_reason why = rsv_admission_reason(o, q->rr.adm_refused);
+        count_adm_refused(why);
+        snprintf(body, sizeof(body), "{\"status\":\"%s\",\"reason\":\"%s\"}", rsv_json_status(o),
+                 adm_reason_word(why));
+        break;
+    }
     default:
         snprintf(body, sizeof(body), "{\"status\":\"%s\"}", rsv_json_status(o));
         break;
@@ -401,6 +438,41 @@ static enum MHD_Result answer_cancel(struct ingress *g, struct ing_req *q)
     return respond(g, q->conn, cx_http_status(o), body, 0);
 }
 
+/* The waiting room's answer (wroom.h): the buyer's state, or a refusal. */
+static enum MHD_Result answer_queue(struct ingress *g, struct ing_req *q)
+{
+    const struct wr_req *w = &q->wq;
+    char body[ADM_TOKEN_MAX + 160], t[48], pos[24], eta[24];
+    int64_t abandon_s = CFG_GET(g->cfg->producer.queue_abandon_s);
+    switch (w->state) {
+    case WR_WAITING:
+        snprintf(pos, sizeof(pos), w->position > 0 ? "%" PRId64 : "null", w->position);
+        /* Whole seconds, rounded up: "about N s"; approximate (docs/api.md). */
+        snprintf(eta, sizeof(eta), w->position > 0 && w->eta_ms >= 0 ? "%" PRId64 : "null",
+                 (w->eta_ms + 999) / 1000);
+        util_format_time_ms(w->starts_ms, t, sizeof(t));
+        snprintf(body, sizeof(body),
+                 "{\"state\":\"waiting\",\"position\":%s,\"eta_s\":%s,\"starts_at\":\"%s\","
+                 "\"poll_after_s\":%" PRId64 "}",
+                 pos, eta, t, wr_poll_after_s(w->position > 0 ? w->eta_ms : -1, abandon_s));
+        break;
+    case WR_ADMITTED:
+        util_format_time_ms(w->expires_ms, t, sizeof(t));
+        snprintf(body, sizeof(body), "{\"state\":\"admitted\",\"admission\":\"%s\",\"expires_at\":\"%s\"}",
+                 w->admission, t);
+        break;
+    case WR_NOT_OPEN:
+        util_format_time_ms(w->opens_ms, t, sizeof(t));
+        snprintf(body, sizeof(body), "{\"status\":\"not_open\",\"opens_at\":\"%s\"}", t);
+        break;
+    default:
+        snprintf(body, sizeof(body), "{\"%s\":\"%s\"}",
+                 wr_http_status(w->state) == MHD_HTTP_OK ? "state" : "status", wr_word(w->state));
+        break;
+    }
+    return respond(g, q->conn, wr_http_status(w->state), body, 0);
+}
+
 static struct ing_req *req_get(struct ingress *g, struct MHD_Connection *conn)
 {
     struct ing_req *q = g->pool;
@@ -509,6 +581,8 @@ static void queue_request(struct ingress *g, struct ing_req *q)
         rsv_submit(g->rsv, &q->rr);
     else if (q->kind == KIND_CANCEL)
         cx_submit(g->cx, &q->xr);
+    else if (q->kind == KIND_QUEUE)
+        wr_submit(g->wr, &q->wq);
     else
         st_submit(g->st, &q->sr);
 }
@@ -561,6 +635,30 @@ static enum MHD_Result cancel_call(struct ingress *g, struct MHD_Connection *con
     q->xr.order_id = id;
     q->xr.user_id = buyer;
     q->xr.complete = on_cancel_complete;
+    /* Queued once the (empty) body is read, as a status call. */
+    *con_cls = q;
+    return MHD_YES;
+}
+
+/* POST (join) or GET (ask) /api/v1/queue/ID, with the buyer known: with
+ * producer.auth = "none" named by ?user_id=U, as for a cancel (a join takes
+ * a place in the buyer's name). A join takes no body. */
+static enum MHD_Result queue_call(struct ingress *g, struct MHD_Connection *conn, int64_t id, int64_t buyer,
+                                  int join, const char *clen, int64_t t0, void **con_cls)
+{
+    enum MHD_Result ret = MHD_NO;
+    struct ing_req *q;
+    int64_t n = 0;
+    if (!buyer && named_caller(conn, &buyer) != 0)
+        return bad_request(g, conn, "user_id query parameter must be a positive integer", t0);
+    if (join && clen && (util_parse_i64(clen, 0, INT64_MAX, &n) != 0 || n != 0))
+        return bad_request(g, conn, "a join takes no body", t0);
+    if (!(q = admit(g, conn, KIND_QUEUE, t0, &ret)))
+        return ret;
+    q->wq.item_id = id;
+    q->wq.user_id = buyer;
+    q->wq.join = join;
+    q->wq.complete = on_queue_complete;
     /* Queued once the (empty) body is read, as a status call. */
     *con_cls = q;
     return MHD_YES;
@@ -734,7 +832,16 @@ static int refuse_head(struct ingress *g, struct MHD_Connection *conn, const cha
 }
 
 /* What a request's path names. */
-enum route { ROUTE_NONE, ROUTE_BAD_ID, ROUTE_BUY, ROUTE_HEALTH, ROUTE_ORDER, ROUTE_ITEM, ROUTE_CANCEL };
+enum route {
+    ROUTE_NONE,
+    ROUTE_BAD_ID,
+    ROUTE_BUY,
+    ROUTE_HEALTH,
+    ROUTE_ORDER,
+    ROUTE_ITEM,
+    ROUTE_CANCEL,
+    ROUTE_QUEUE,
+};
 
 /* ORDER_STATUS_PREFIX ID CANCEL_SUFFIX: 1 with the id in *id; 0 when url
  * does not start with the prefix and end with the suffix; -1 when it does
@@ -770,6 +877,8 @@ static enum route route_of(const char *url, int64_t *id)
         return r > 0 ? ROUTE_ORDER : ROUTE_BAD_ID;
     if ((r = req_path_id(url, ITEM_STATUS_PREFIX, id)) != 0)
         return r > 0 ? ROUTE_ITEM : ROUTE_BAD_ID;
+    if ((r = req_path_id(url, QUEUE_PREFIX, id)) != 0)
+        return r > 0 ? ROUTE_QUEUE : ROUTE_BAD_ID;
     return ROUTE_NONE;
 }
 
@@ -781,14 +890,15 @@ static int wrong_method(struct ingress *g, struct MHD_Connection *conn, enum rou
 {
     int post = strcmp(method, "POST") == 0;
     int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
-    if (((rt == ROUTE_BUY || rt == ROUTE_CANCEL) && post) || ((rt == ROUTE_ORDER || rt == ROUTE_ITEM) && get))
+    int reads = rt == ROUTE_ORDER || rt == ROUTE_ITEM, queue = rt == ROUTE_QUEUE;
+    if (((rt == ROUTE_BUY || rt == ROUTE_CANCEL) && post) || (reads && get) || (queue && (get || post)))
         return 0;
-    int reads = rt == ROUTE_ORDER || rt == ROUTE_ITEM;
     PM_INC(req_bad_request);
     *ret = respond_hdr(g, conn, MHD_HTTP_METHOD_NOT_ALLOWED,
-                       reads ? "{\"status\":\"bad_request\",\"error\":\"use GET\"}"
-                             : "{\"status\":\"bad_request\",\"error\":\"use POST\"}",
-                       t0, MHD_HTTP_HEADER_ALLOW, reads ? "GET, HEAD" : "POST");
+                       queue   ? "{\"status\":\"bad_request\",\"error\":\"use POST to join, GET to ask\"}"
+                       : reads ? "{\"status\":\"bad_request\",\"error\":\"use GET\"}"
+                               : "{\"status\":\"bad_request\",\"error\":\"use POST\"}",
+                       t0, MHD_HTTP_HEADER_ALLOW, queue ? "GET, HEAD, POST" : reads ? "GET, HEAD" : "POST");
     return 1;
 }
 
@@ -839,6 +949,8 @@ static enum MHD_Result on_headers(struct ingress *g, struct MHD_Connection *conn
         return status_call(g, conn, rt == ROUTE_ORDER ? ST_BY_ORDER : ST_BY_ITEM, id, buyer, t0, con_cls);
     if (rt == ROUTE_CANCEL)
         return cancel_call(g, conn, id, buyer, clen, t0, con_cls);
+    if (rt == ROUTE_QUEUE)
+        return queue_call(g, conn, id, buyer, !is_get, clen, t0, con_cls);
 
     ctype = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (!req_content_type_ok(ctype))
@@ -848,6 +960,14 @@ static enum MHD_Result on_headers(struct ingress *g, struct MHD_Connection *conn
     if (!(q = admit(g, conn, KIND_BUY, t0, &ret)))
         return ret;
     q->buyer = buyer;
+    /* Kept for the body's end: checked once the item is known (on_body). */
+    const char *adm = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, ADM_HEADER);
+    if (adm) {
+        q->has_admission = 1;
+        snprintf(q->admission, sizeof(q->admission), "%s", adm);
+        if (strlen(adm) >= sizeof(q->admission))
+            q->admission[0] = '.'; /* too long: no token's shape, refused as malformed */
+    }
     *con_cls = q;
     return MHD_YES;
 }
@@ -883,6 +1003,18 @@ static enum MHD_Result on_body(struct ingress *g, struct MHD_Connection *conn, s
         PM_INC(duplicate_local);
         rsv_count(q->rr.outcome);
         return answer_buy(g, q);
+    }
+    /* A waiting room's admission: its MAC, item, buyer and end here, before
+     * Redis (admtoken.h); Redis spends it with the reservation. A buy without
+     * one goes to seckill_reserve, which refuses a queued item's. */
+    if (q->has_admission) {
+        q->rr.adm_refused = adm_check(q->admission, q->rr.item_id, q->rr.user_id, util_wall_ms(), &q->rr.adm);
+        if (q->rr.adm_refused != ADM_OK) {
+            q->rr.outcome = RSV_ADMISSION_INVALID;
+            rsv_count(q->rr.outcome);
+            return answer_buy(g, q);
+        }
+        q->rr.admitted = 1;
     }
     q->rr.complete = on_complete;
     queue_request(g, q);
@@ -929,7 +1061,7 @@ static void take_piece(struct ingress *g, struct MHD_Connection *conn, struct in
         return;
     if (q->chunked && (why = ck_piece(&q->ck, data, n)) != NULL)
         cut_body(conn, q, MHD_HTTP_BAD_REQUEST, why);
-    else if (q->kind == KIND_CANCEL)
+    else if (q->kind == KIND_CANCEL || q->kind == KIND_QUEUE)
         q->too_large = 1;
     else if (q->kind != KIND_BUY)
         ;
@@ -1009,11 +1141,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return on_body(g, conn, q);
         if (q->kind == KIND_CANCEL && q->too_large)
             return bad_request(g, conn, "a cancel takes no body", q->t0_us);
+        if (q->kind == KIND_QUEUE && q->too_large)
+            return bad_request(g, conn, "a join takes no body", q->t0_us);
         queue_request(g, q);
         return MHD_YES;
     case REQ_DONE:
         if (q->kind == KIND_CANCEL)
             return answer_cancel(g, q);
+        if (q->kind == KIND_QUEUE)
+            return answer_queue(g, q);
         return q->kind == KIND_BUY ? answer_buy(g, q) : answer_status(g, q);
     default:
         /* Resumed without an answer cannot happen; refuse rather than hang. */
@@ -1157,7 +1293,8 @@ static struct MHD_Daemon *start_mhd(struct ingress *g, const struct cfg *c, stru
 }
 
 int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct cx *x, struct so *so, struct win *w,
-              struct auth *a, struct ing_health *h, struct ingress **out, char *err, size_t errlen)
+              struct wr *wr, struct auth *a, struct ing_health *h, struct ingress **out, char *err,
+              size_t errlen)
 {
     struct sockaddr_in sa;
     int rw_ok = 0, say_ok = 0;
@@ -1173,6 +1310,7 @@ int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct cx *x, s
     g->so = so;
     g->auth = a;
     g->win = w;
+    g->wr = wr;
     g->health = h;
     g->body_limit = (size_t)c->producer.body_limit;
     if (rl_new(c, &g->rl, err, errlen) != 0)

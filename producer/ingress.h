@@ -7,6 +7,8 @@
  *   POST /api/v1/orders/{order_id}/cancel
  *                                   the caller cancels an unpaid order
  *                                   (cancel.h) -> 202/409/404/401/400/503/429
+ *   POST /api/v1/queue/{item_id}    join an item's waiting room (wroom.h)
+ *   GET  /api/v1/queue/{item_id}    ask where one stands in it
  *   GET  /healthz                   Redis and Kafka reachable
  *   (HEAD wherever GET is; /metrics is on the operators' listener, ops.h)
  *
@@ -26,7 +28,11 @@
  * API call over its client address's rate, or, once its token is verified,
  * its buyer's, is answered 429 rate_limited with Retry-After. /healthz is
  * not limited. A buy from a buyer known to hold a unit of the item
- * (winners.h) is answered 409 on the HTTP thread. */
+ * (winners.h) is answered 409 on the HTTP thread. A buy that carries an
+ * admission (the Seckill-Admission header, admtoken.h) has it checked on the
+ * HTTP thread too, before Redis, and refused 403 admission_refused with its
+ * reason; one that passes is reserved by seckill_reserve_admitted, which
+ * spends it. */
 #ifndef SECKILL_INGRESS_H
 #define SECKILL_INGRESS_H
 
@@ -39,6 +45,7 @@
 #include "soldout.h"
 #include "status.h"
 #include "winners.h"
+#include "wroom.h"
 
 struct ingress;
 
@@ -50,7 +57,8 @@ struct ing_health {
 
 /* Listen on producer.listen:port. 0, or -1 with err set. */
 int ing_start(const struct cfg *c, struct rsv *r, struct st *st, struct cx *x, struct so *so, struct win *w,
-              struct auth *a, struct ing_health *h, struct ingress **out, char *err, size_t errlen);
+              struct wr *wr, struct auth *a, struct ing_health *h, struct ingress **out, char *err,
+              size_t errlen);
 /* The health of /healthz into b (JSON); its HTTP status: 200, or 503
  * while Redis or Kafka is down or the daemon is stopping. Any thread. */
 struct mbuf;

@@ -3,14 +3,18 @@
  * Threads: the HTTP thread (ingress) authenticates, parses and suspends,
  * the reserving thread batches scripts and publishes (reserve), librdkafka's
  * poll thread returns delivery reports to it (publish), the status thread
- * answers the buyers' polls (status), housekeeping checks health, fetches
- * order id blocks and sweeps (housekeep), the operators' listener serves
- * /metrics (ops). This main thread only watches signals and drives the
- * lifecycle, reloads included (auth's keys). */
+ * answers the buyers' polls (status), the waiting room's thread its joins
+ * and asks (wroom), its admission thread opens and admits (admitter),
+ * housekeeping checks health, fetches order id blocks and sweeps
+ * (housekeep), the operators' listener serves /metrics (ops). This main
+ * thread only watches signals and drives the lifecycle, reloads included
+ * (auth's keys, the order and admission keys). */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "admitter.h"
+#include "admtoken.h"
 #include "auth.h"
 #include "cancel.h"
 #include "cfg.h"
@@ -30,6 +34,7 @@
 #include "rfunc.h"
 #include "status.h"
 #include "util.h"
+#include "wroom.h"
 
 #define TICK_MS 100
 /* Draining: how often to look at the in-flight count (short: the exit
@@ -39,7 +44,8 @@
 #define PURGE_REPORT_MS 5000
 
 
-/* The reload hooks of the buyers' token keys and of the order keys, as one:
+/* The reload hooks of the buyers' token keys and of the MAC keys (the
+ * orders', the admissions'), as one:
  * both prepare (either may refuse the whole reload), then both commit. A
  * refusal by the second leaves the first's prepared state uncommitted; its
  * next prepare (or close) frees it. */
@@ -64,7 +70,10 @@ static void two_commit(void *arg)
 
 static void reload(const struct cli *cli, struct cfg *c, struct auth *a)
 {
-    struct two_hooks two = { auth_reload_hook(a), osig_reload_hook() };
+    static struct keyring_live *macs[3];
+    macs[0] = osig_live();
+    macs[1] = adm_live();
+    struct two_hooks two = { auth_reload_hook(a), keyring_reload_hook(macs) };
     struct daemon_reload_hook hook = { .prepare = two_prepare, .commit = two_commit, .arg = &two };
     daemon_reload(cli, c, &hook);
 }
@@ -160,6 +169,8 @@ struct producer {
     struct cx *x;
     struct so *so;
     struct win *w;
+    struct wr *wr;
+    struct adt *adt;
     struct auth *a;
     struct ingress *g;
     struct ops *o;
@@ -178,7 +189,7 @@ static int start(const struct cli *cli, struct producer *d)
     daemon_notify("STATUS=starting");
     /* Keys first: a broken key file is a configuration error, not a wait. */
     if (auth_open(c, &d->a, err, sizeof(err)) != 0 || osig_load(c, err, sizeof(err)) != 0 ||
-        rconn_watch_start(c, err, sizeof(err)) != 0)
+        adm_load(c, err, sizeof(err)) != 0 || rconn_watch_start(c, err, sizeof(err)) != 0)
         goto fail;
     /* cfg_load refused this unless producer.allow_insecure_auth allowed it:
      * said at every start (before any wait for a service), so that nobody
@@ -203,7 +214,8 @@ static int start(const struct cli *cli, struct producer *d)
     if (hk_start(c, d->p, &d->gen, &d->health, &d->k, err, sizeof(err)) != 0 ||
         st_start(c, &d->st, err, sizeof(err)) != 0 || cx_new(d->st, d->p, &d->x, err, sizeof(err)) != 0 ||
         win_new(c, &d->w, err, sizeof(err)) != 0 || so_start(c, d->w, &d->so, err, sizeof(err)) != 0 ||
-        ing_start(c, d->r, d->st, d->x, d->so, d->w, d->a, &d->health, &d->g, err, sizeof(err)) != 0 ||
+        wr_start(c, &d->wr, err, sizeof(err)) != 0 || adt_start(c, &d->adt, err, sizeof(err)) != 0 ||
+        ing_start(c, d->r, d->st, d->x, d->so, d->w, d->wr, d->a, &d->health, &d->g, err, sizeof(err)) != 0 ||
         ops_start(c, d->g, &d->o, err, sizeof(err)) != 0)
         goto fail;
     log_notice("taking orders on http://%s:%d/api/v1/seckill (order id block %lld, auth %s)",
@@ -241,8 +253,11 @@ static void stop(struct producer *d)
     if (!d->g)
         daemon_notify("STOPPING=1");
     hk_stop(d->k);
+    adt_stop(d->adt);
     ops_stop(d->o);
     ing_stop(d->g);
+    /* After the HTTP side, whose queue calls it answers. */
+    wr_stop(d->wr);
     /* After the HTTP side, which drained its cancels; before the status
      * thread and the Kafka producer it uses. */
     cx_free(d->x);
@@ -255,13 +270,18 @@ static void stop(struct producer *d)
     pub_close(d->p, CFG_GET(d->c.producer.drain_timeout_ms));
     auth_close(d->a);
     osig_unload();
+    adm_unload();
     rconn_watch_stop();
 }
 
-/* What -t checks beyond the file: the token keys and the order keys load. */
+/* What -t checks beyond the file: the token keys, the order keys and the
+ * admission keys load. */
 static int check(const struct cfg *c, char *err, size_t errlen)
 {
-    return auth_check(c, err, errlen) == 0 && osig_check(c, err, errlen) == 0 ? 0 : -1;
+    return auth_check(c, err, errlen) == 0 && osig_check(c, err, errlen) == 0 &&
+                   adm_check_cfg(c, err, errlen) == 0
+               ? 0
+               : -1;
 }
 
 int main(int argc, char **argv)

@@ -28,6 +28,11 @@
 #define PM_CANCEL_PUB "seckill_producer_cancel_publish_errors_total"
 #define PM_CANCEL_PUB_HELP "Cancels Kafka did not take, by kind (also in cancels_refused_total)"
 
+#define PM_ADM_REFUSED "seckill_producer_admission_refused_total"
+#define PM_ADM_REFUSED_HELP \
+    "Buys of a queued item refused for their admission (403 admission_refused), by reason "               \
+    "(common/sale/admtoken.h; also in requests_total)"
+
 #define PM_METRICS(X)                                                                            \
     X(req_accepted, PM_REQ, "counter", "outcome=\"accepted\"", PM_REQ_HELP)                       \
     X(req_duplicate, PM_REQ, "counter", "outcome=\"duplicate\"", PM_REQ_HELP)                     \
@@ -44,6 +49,54 @@
     X(req_overloaded, PM_REQ, "counter", "outcome=\"overloaded\"", PM_REQ_HELP)                   \
     X(req_not_found, PM_REQ, "counter", "outcome=\"not_found\"", PM_REQ_HELP)                     \
     X(req_cancel, PM_REQ, "counter", "outcome=\"cancel\"", PM_REQ_HELP)                           \
+    X(req_queue, PM_REQ, "counter", "outcome=\"queue\"", PM_REQ_HELP)                             \
+    X(req_admission_refused, PM_REQ, "counter", "outcome=\"admission_refused\"", PM_REQ_HELP)     \
+    X(adm_refused_MISSING, PM_ADM_REFUSED, "counter", "reason=\"missing\"", PM_ADM_REFUSED_HELP)   \
+    X(adm_refused_MALFORMED, PM_ADM_REFUSED, "counter", "reason=\"malformed\"", PM_ADM_REFUSED_HELP) \
+    X(adm_refused_UNKNOWN_KEY, PM_ADM_REFUSED, "counter", "reason=\"unknown_key\"", PM_ADM_REFUSED_HELP) \
+    X(adm_refused_BAD_SIGNATURE, PM_ADM_REFUSED, "counter", "reason=\"bad_signature\"",              \
+      PM_ADM_REFUSED_HELP)                                                                        \
+    X(adm_refused_OTHER_ITEM, PM_ADM_REFUSED, "counter", "reason=\"other_item\"", PM_ADM_REFUSED_HELP) \
+    X(adm_refused_OTHER_BUYER, PM_ADM_REFUSED, "counter", "reason=\"other_buyer\"", PM_ADM_REFUSED_HELP) \
+    X(adm_refused_BEFORE_OPENING, PM_ADM_REFUSED, "counter", "reason=\"before_opening\"",            \
+      PM_ADM_REFUSED_HELP)                                                                        \
+    X(adm_refused_EXPIRED, PM_ADM_REFUSED, "counter", "reason=\"expired\"", PM_ADM_REFUSED_HELP)   \
+    X(adm_refused_USED, PM_ADM_REFUSED, "counter", "reason=\"used\"", PM_ADM_REFUSED_HELP)         \
+    X(adm_refused_LAPSED, PM_ADM_REFUSED, "counter", "reason=\"lapsed\"", PM_ADM_REFUSED_HELP)     \
+    X(adm_refused_OTHER_SALE, PM_ADM_REFUSED, "counter", "reason=\"other_sale\"", PM_ADM_REFUSED_HELP) \
+    X(queue_items, "seckill_producer_queue_items", "gauge", "",                                    \
+      "Items with a waiting room this producer watches")                                         \
+    X(queue_leases, "seckill_producer_queue_admitting_items", "gauge", "",                         \
+      "Items whose admission this producer runs (it holds their lease: one producer at a time)")  \
+    X(queue_waiting, "seckill_producer_queue_waiting", "gauge", "",                                \
+      "Waiters in the items' lines not yet called, all items (the pre-queue included)")          \
+    X(queue_prequeue, "seckill_producer_queue_prequeue", "gauge", "",                              \
+      "Waiters who joined before the opening and are not placed yet, all items")                 \
+    X(queue_serving, "seckill_producer_queue_serving", "gauge", "",                                \
+      "The serving numbers: places called so far (admitted or passed over), summed over items")   \
+    X(queue_outstanding, "seckill_producer_queue_admissions_outstanding", "gauge", "",             \
+      "Admissions given and neither spent nor run out, all items")                                \
+    X(queue_rate, "seckill_producer_queue_admission_rate", "gauge", "",                            \
+      "Admissions per second this producer aims at, summed over the items it admits for")        \
+    X(queue_paused, "seckill_producer_queue_paused_items", "gauge", "",                            \
+      "Items whose admission an operator paused (seckillctl queue pause)")                        \
+    X(queue_admitted, "seckill_producer_queue_admitted_total", "counter", "",                      \
+      "Waiters this producer admitted")                                                           \
+    X(queue_passed, "seckill_producer_queue_abandoned_total", "counter", "",                       \
+      "Places this producer passed over: their waiter had stopped asking (producer.queue_abandon_s)") \
+    X(queue_lapsed, "seckill_producer_queue_admissions_lapsed_total", "counter", "",               \
+      "Admissions that ran out unspent (producer.queue_token_life_s): their slot went to the next") \
+    X(queue_rate_down, "seckill_producer_queue_rate_decreases_total", "counter", "",               \
+      "Times the admission rate stepped down: the accepted p99 or the backlog said the sale did not "     \
+      "hold it")                                                                                  \
+    X(queue_eta_error_ms, "seckill_producer_queue_eta_error_milliseconds_total", "counter", "",    \
+      "Sum over admitted waiters of |when admitted - when the last ETA told them|, ms")           \
+    X(queue_eta_checks, "seckill_producer_queue_eta_checks_total", "counter", "",                  \
+      "Admitted waiters who had been told an ETA (the divisor of the ETA error)")                 \
+    X(queue_told_admitted, "seckill_producer_queue_told_admitted_total", "counter", "",            \
+      "Queue answers that carried an admission token")                                            \
+    X(queue_told_sold_out, "seckill_producer_queue_told_sold_out_total", "counter", "",            \
+      "Queue answers that said sold out")                                                         \
     X(auth_verified, PM_AUTH, "counter", "result=\"verified\"", PM_AUTH_HELP)                   \
     X(auth_cached, PM_AUTH, "counter", "result=\"cached\"", PM_AUTH_HELP)                       \
     X(auth_denied, PM_AUTH, "counter", "result=\"denied\"", PM_AUTH_HELP)                       \

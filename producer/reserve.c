@@ -41,6 +41,10 @@ struct batch_entry {
     char user[24], oid[24], ts[24];
     char msg[ORDER_MSG_MAX];
     size_t msg_len;
+    /* An admitted buy's (seckill_reserve_admitted): the room's admissions
+     * outstanding and spent, and what the token names. */
+    char adm_keys[2][KEYS_MAX];
+    char adm_starts[24], adm_expires[24], adm_nonce[24];
 };
 
 /* An order to index for its buyer's status calls before the answer goes
@@ -59,7 +63,7 @@ struct rsv {
     struct pub *pub;
     struct oid_gen *gen;
     struct rlink link; /* this thread's Redis */
-    struct rfunc reserve, restore;
+    struct rfunc reserve, reserve_admitted, restore;
     /* The round trips' batches (kept: their memory is reused): the
      * reservations, the marks, the give-backs, the lookups of an ambiguous
      * batch. */
@@ -98,6 +102,18 @@ static bool rsv_outcome_of_code(long long code, enum rsv_outcome *o)
             return true;
         }
     return false;
+}
+
+enum adm_reason rsv_admission_reason(enum rsv_outcome o, enum adm_reason adm)
+{
+    switch (o) {
+    case RSV_ADMISSION_REQUIRED: return ADM_MISSING;
+    case RSV_ADMISSION_USED: return ADM_USED;
+    case RSV_ADMISSION_LAPSED: return ADM_LAPSED;
+    case RSV_ADMISSION_OTHER_SALE: return ADM_OTHER_SALE;
+    case RSV_ADMISSION_INVALID: return adm;
+    default: return ADM_OK;
+    }
 }
 
 unsigned rsv_http_status(enum rsv_outcome o) { return outcomes[o].http; }
@@ -374,6 +390,14 @@ static int entry_fill(struct rsv *r, struct batch_entry *e, struct rsv_req *q)
     snprintf(e->user, sizeof(e->user), "%" PRId64, q->user_id);
     snprintf(e->oid, sizeof(e->oid), "%" PRId64, q->order_id);
     snprintf(e->ts, sizeof(e->ts), "%" PRId64, q->reserved_at_ms);
+    if (!q->admitted)
+        return 0;
+    if (keys_queue(e->adm_keys[0], KEYS_MAX, r->cfg->redis.key_prefix, q->item_id, KEYS_QUEUE_ADM) < 0 ||
+        keys_queue(e->adm_keys[1], KEYS_MAX, r->cfg->redis.key_prefix, q->item_id, KEYS_QUEUE_USED) < 0)
+        return -1;
+    snprintf(e->adm_starts, sizeof(e->adm_starts), "%" PRId64, q->adm.starts_ms);
+    snprintf(e->adm_expires, sizeof(e->adm_expires), "%" PRId64, q->adm.expires_ms);
+    snprintf(e->adm_nonce, sizeof(e->adm_nonce), "%" PRId64, q->adm.nonce);
     return 0;
 }
 
@@ -471,16 +495,32 @@ static size_t scripts_add(struct rsv *r, size_t m)
     rp_batch_reset(b);
     for (size_t i = 0; i < m; i++) {
         struct batch_entry *e = &r->entries[i];
-        const char *argv[KEYS_ITEM_PARTS + 4] = { e->user, e->oid, e->msg, e->ts };
-        size_t argl[KEYS_ITEM_PARTS + 4];
-        /* the keys in enum order, as seckill_reserve names them, then its args */
-        memmove(argv + KEYS_ITEM_PARTS, argv, 4 * sizeof(*argv));
-        for (int k = 0; k < KEYS_ITEM_PARTS; k++)
-            argv[k] = e->keys[k];
-        for (int k = 0; k < KEYS_ITEM_PARTS + 4; k++)
+        /* the keys in enum order, as seckill_reserve names them (an admitted
+         * buy's function two more), then its args (an admitted buy's three
+         * more) */
+        const char *argv[KEYS_ITEM_PARTS + 2 + 7];
+        size_t argl[KEYS_ITEM_PARTS + 2 + 7];
+        int nk = 0, na = 0;
+        for (; nk < KEYS_ITEM_PARTS; nk++)
+            argv[nk] = e->keys[nk];
+        if (e->req->admitted) {
+            argv[nk++] = e->adm_keys[0];
+            argv[nk++] = e->adm_keys[1];
+        }
+        argv[nk + na++] = e->user;
+        argv[nk + na++] = e->oid;
+        argv[nk + na++] = e->msg;
+        argv[nk + na++] = e->ts;
+        if (e->req->admitted) {
+            argv[nk + na++] = e->adm_starts;
+            argv[nk + na++] = e->adm_expires;
+            argv[nk + na++] = e->adm_nonce;
+        }
+        for (int k = 0; k < nk + na; k++)
             argl[k] = strlen(argv[k]);
-        argl[KEYS_ITEM_PARTS + 2] = e->msg_len;
-        if (rp_fcall(b, r->reserve.name, KEYS_ITEM_PARTS, 4, argv, argl) < 0)
+        argl[nk + 2] = e->msg_len;
+        const char *fn = e->req->admitted ? r->reserve_admitted.name : r->reserve.name;
+        if (rp_fcall(b, fn, nk, na, argv, argl) < 0)
             break;
         sent++;
     }
@@ -737,6 +777,7 @@ int rsv_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct rs
     r->gen = gen;
     r->reserve = (struct rfunc)RFUNC_INIT("seckill_reserve", &funclib_producer);
     r->restore = (struct rfunc)RFUNC_INIT("seckill_restore", &funclib_producer);
+    r->reserve_admitted = (struct rfunc)RFUNC_INIT("seckill_reserve_admitted", &funclib_producer);
     r->link = (struct rlink){
         .cfg = c, .what = "orders", .prepare = check_functions, .arg = r, .report_up = 1, .count_trips = 1
     };

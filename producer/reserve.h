@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "admtoken.h"
 #include "cfg.h"
 #include "orderid.h"
 #include "publish.h"
@@ -33,6 +34,13 @@
     X(DUPLICATE, -2, 409, "duplicate", req_duplicate)     /* the user holds a unit */  \
     X(ENDED, -5, 410, "ended", req_ended)                 /* after the window */       \
     X(SOLD_OUT, -1, 410, "sold_out", req_sold_out)                                     \
+    /* The waiting room's refusals (issue #58): 403 admission_refused, with   \
+     * the reason (admission_reason). */                                      \
+    X(ADMISSION_REQUIRED, -6, 403, "admission_refused", req_admission_refused) /* no token */ \
+    X(ADMISSION_USED, -7, 403, "admission_refused", req_admission_refused)                   \
+    X(ADMISSION_LAPSED, -8, 403, "admission_refused", req_admission_refused)                 \
+    X(ADMISSION_OTHER_SALE, -9, 403, "admission_refused", req_admission_refused)             \
+    X(ADMISSION_INVALID, RSV_NO_CODE, 403, "admission_refused", req_admission_refused) /* checked here */ \
     X(UNAVAILABLE, RSV_NO_CODE, 503, "unavailable", req_unavailable) /* nothing kept: try again */     \
     X(UNKNOWN, RSV_NO_CODE, 503, "unknown", req_unknown) /* reserved, may become an order: kept */
 
@@ -47,6 +55,10 @@ unsigned rsv_http_status(enum rsv_outcome o);
 const char *rsv_json_status(enum rsv_outcome o);
 /* Count it in the producer's metrics. */
 void rsv_count(enum rsv_outcome o);
+/* An admission refusal's reason (admtoken.h): the one the table's code
+ * means, or adm for ADMISSION_INVALID (the producer's own check); ADM_OK
+ * for an outcome that is no admission refusal. */
+enum adm_reason rsv_admission_reason(enum rsv_outcome o, enum adm_reason adm);
 
 struct rsv_req {
     struct pub_ticket ticket; /* Kafka's delivery report comes back through it */
@@ -54,6 +66,11 @@ struct rsv_req {
     /* in */
     int64_t user_id;
     int64_t item_id;
+    /* A queued item's buy: the admission token the producer checked
+     * (admtoken.h); Redis spends it with the reservation
+     * (seckill_reserve_admitted). */
+    int admitted;
+    struct adm_token adm;
     /* Called on the reserving thread once outcome is final; after it the
      * request belongs to the caller again. */
     void (*complete)(struct rsv_req *r);
@@ -61,6 +78,7 @@ struct rsv_req {
     enum rsv_outcome outcome;
     int64_t order_id;
     int64_t starts_at_ms; /* RSV_NOT_STARTED: when the sale opens */
+    enum adm_reason adm_refused; /* RSV_ADMISSION_INVALID: why */
     /* private */
     struct rsv *owner;
     int64_t reserved_at_ms;

@@ -575,6 +575,12 @@ int64_t harness_item_create(const char *cfgpath, int64_t item, int64_t stock)
 int harness_http(int port, const char *method, const char *path, const char *ctype,
                  const char *body, char *resp, size_t resplen)
 {
+    return harness_http_hdr(port, method, path, ctype, NULL, NULL, body, resp, resplen);
+}
+
+int harness_http_hdr(int port, const char *method, const char *path, const char *ctype, const char *hdr,
+                     const char *value, const char *body, char *resp, size_t resplen)
+{
     char head[1024], buf[16384];
     size_t blen = body ? strlen(body) : 0, got = 0;
     int fd = harness_connect(port), n, status = -1;
@@ -583,10 +589,12 @@ int harness_http(int port, const char *method, const char *path, const char *cty
     if (fd < 0)
         return -1;
     n = snprintf(head, sizeof(head),
-                 "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s%s"
+                 "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s%s%s%s%s%s"
                  "Content-Length: %zu\r\n\r\n",
                  method, path, ctype ? "Content-Type: " : "", ctype ? ctype : "", ctype ? "\r\n" : "",
-                 blen);
+                 hdr ? hdr : "", hdr ? ": " : "", hdr ? value : "", hdr ? "\r\n" : "", blen);
+    if (n < 0 || (size_t)n >= sizeof(head))
+        goto out;
     if (write(fd, head, (size_t)n) != n || (blen && write(fd, body, blen) != (ssize_t)blen))
         goto out;
     while (got < sizeof(buf) - 1) {

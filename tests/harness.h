@@ -172,6 +172,9 @@ int harness_connect(int port);
  * the exchange failed; the response body (truncated) goes into resp. */
 int harness_http(int port, const char *method, const char *path, const char *ctype,
                  const char *body, char *resp, size_t resplen);
+/* The same with one more request header, hdr: value (hdr NULL: none). */
+int harness_http_hdr(int port, const char *method, const char *path, const char *ctype, const char *hdr,
+                     const char *value, const char *body, char *resp, size_t resplen);
 /* An order as the producer takes it with producer.auth = "none" (the buyer
  * in the body): POST /api/v1/seckill {"user_id":user,"item_id":item}. As
  * harness_http. */

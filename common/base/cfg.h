@@ -118,6 +118,14 @@ struct cfg {
         char *client_address_header;  /* "": the TCP peer is the client */
         struct cfg_list trusted_proxies; /* "ADDR" or "ADDR/BITS" */
         int winners_max;
+        char *admission_key_dir;        /* absolute: resolved against the file's folder */
+        struct cfg_list admission_keys; /* "KID:FILE", FILE under admission_key_dir */
+        int queue_rate_per_s;
+        int queue_p99_target_ms;
+        int queue_backlog_max;
+        int queue_token_life_s;
+        int queue_abandon_s;
+        int queue_margin_pct;
     } producer;
     struct {
         char *group_id;
@@ -360,6 +368,25 @@ enum cfg_auth {
       "\"ADDR\" or \"ADDR/BITS\": peers whose producer.client_address_header is believed (load balancers)")  \
     X("producer.winners_max", CFG_INT, producer.winners_max, 0, 100000000, 262144, NULL, 0,                 \
       "buyers remembered holding a unit, answered 409 without asking Redis; 0: always ask Redis")          \
+    X("producer.admission_key_dir", CFG_PATH, producer.admission_key_dir, 0, 0, 0, ".", CFG_SWAP,           \
+      "folder of the admission key files; relative: to the configuration file's folder")                    \
+    X("producer.admission_keys", CFG_LIST, producer.admission_keys, 0, 0, 0, NULL, CFG_SWAP,                \
+      "waiting room admission MAC keys, \"KID:FILE\" (FILE under producer.admission_key_dir; a bare "       \
+      "name: a systemd credential): the first signs, all verify; required by the producer")                \
+    X("producer.queue_rate_per_s", CFG_INT, producer.queue_rate_per_s, 1, 1000000, 2000, NULL, CFG_RELOAD,  \
+      "waiting room: most buyers admitted per second per item (seckillctl queue rate sets one per item); "  \
+      "under it the rate follows producer.queue_p99_target_ms and producer.queue_backlog_max")              \
+    X("producer.queue_p99_target_ms", CFG_INT, producer.queue_p99_target_ms, 1, 60000, 15, NULL,            \
+      CFG_RELOAD, "waiting room: the accepted buys' p99 the admission rate aims under; above it, it slows") \
+    X("producer.queue_backlog_max", CFG_INT, producer.queue_backlog_max, 1, 100000000, 5000, NULL,          \
+      CFG_RELOAD, "waiting room: an item's reservations not yet persisted (its pending) above which "      \
+      "admission slows")                                                                                   \
+    X("producer.queue_token_life_s", CFG_INT, producer.queue_token_life_s, 1, 86400, 60, NULL, CFG_RELOAD,  \
+      "waiting room: how long an admission lasts; unused, its slot goes to the next in line")              \
+    X("producer.queue_abandon_s", CFG_INT, producer.queue_abandon_s, 1, 86400, 30, NULL, CFG_RELOAD,        \
+      "waiting room: a waiter who has not asked for this long is passed over when their turn comes")        \
+    X("producer.queue_margin_pct", CFG_INT, producer.queue_margin_pct, 0, 1000, 10, NULL, CFG_RELOAD,       \
+      "waiting room: admissions outstanding at most, beyond the units left, in percent of them")          \
     X("consumer.group_id", CFG_STR, consumer.group_id, 0, 0, 0, "seckill-consumer", 0,                      \
       "Kafka consumer group of the consumers (replay uses <group_id>.replay)")                              \
     X("consumer.instance_id", CFG_STR, consumer.instance_id, 0, 0, 0, "", 0,                                \

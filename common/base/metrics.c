@@ -58,6 +58,31 @@ void metrics_hist_observe_us(struct metrics_hist *h, int64_t us)
     atomic_fetch_add_explicit(&h->sum_us, (uint64_t)us, memory_order_relaxed);
 }
 
+void metrics_hist_snapshot(const struct metrics_hist *h, struct metrics_hist_snap *out)
+{
+    for (int i = 0; i <= METRICS_HIST_BUCKETS; i++)
+        out->bucket[i] = atomic_load_explicit(&h->bucket[i], memory_order_relaxed);
+}
+
+int64_t metrics_hist_quantile_us(const struct metrics_hist_snap *before,
+                                 const struct metrics_hist_snap *after, double q, uint64_t min_count)
+{
+    uint64_t n[METRICS_HIST_BUCKETS + 1], total = 0, seen = 0;
+    for (int i = 0; i <= METRICS_HIST_BUCKETS; i++)
+        total += n[i] = after->bucket[i] - before->bucket[i];
+    if (total == 0 || total < min_count)
+        return -1;
+    double want = q * (double)total;
+    for (int i = 0; i < METRICS_HIST_BUCKETS; i++) {
+        if ((double)(seen + n[i]) >= want) {
+            double lo = i ? (double)bucket_us[i - 1] : 0, hi = (double)bucket_us[i];
+            return (int64_t)(lo + (hi - lo) * (want - (double)seen) / (double)n[i]);
+        }
+        seen += n[i];
+    }
+    return bucket_us[METRICS_HIST_BUCKETS - 1];
+}
+
 void metrics_family(struct mbuf *b, const char *name, const char *type, const char *help)
 {
     mbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);

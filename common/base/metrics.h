@@ -32,6 +32,18 @@ struct metrics_hist {
 
 void metrics_hist_observe_us(struct metrics_hist *h, int64_t us);
 
+/* A histogram's counts per bucket (not cumulative), read now. */
+struct metrics_hist_snap {
+    uint64_t bucket[METRICS_HIST_BUCKETS + 1];
+};
+void metrics_hist_snapshot(const struct metrics_hist *h, struct metrics_hist_snap *out);
+/* The q-quantile (0 < q < 1) of what was observed between two snapshots,
+ * in microseconds, interpolated within its bucket as Prometheus's
+ * histogram_quantile() does (the +Inf bucket answers the last bound); -1
+ * when fewer than min_count were observed (too few to say). */
+int64_t metrics_hist_quantile_us(const struct metrics_hist_snap *before,
+                                 const struct metrics_hist_snap *after, double q, uint64_t min_count);
+
 /* "# HELP name help" and "# TYPE name type" (type: counter, gauge, histogram). */
 void metrics_family(struct mbuf *b, const char *name, const char *type, const char *help);
 /* One entry of a daemon's X-macro metric list, where the entries of a family

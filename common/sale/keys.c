@@ -27,6 +27,21 @@ int keys_item_all(char k[KEYS_ITEM_PARTS][KEYS_MAX], const char *prefix, int64_t
     return 0;
 }
 
+int keys_queue(char *buf, size_t len, const char *prefix, int64_t item_id, enum keys_queue_part part)
+{
+    static const char *const suffix[] = { "queue", "queue:pre", "queue:line", "queue:seen", "queue:adm",
+                                          "queue:used" };
+    return fits(snprintf(buf, len, "%s:{item:%" PRId64 "}:%s", prefix, item_id, suffix[part]), len);
+}
+
+int keys_queue_all(char k[KEYS_QUEUE_PARTS][KEYS_MAX], const char *prefix, int64_t item_id)
+{
+    for (int i = 0; i < KEYS_QUEUE_PARTS; i++)
+        if (keys_queue(k[i], KEYS_MAX, prefix, item_id, (enum keys_queue_part)i) < 0)
+            return -1;
+    return 0;
+}
+
 int keys_items(char *buf, size_t len, const char *prefix)
 {
     return fits(snprintf(buf, len, "%s:items", prefix), len);

@@ -44,6 +44,31 @@ int keys_item(char *buf, size_t len, const char *prefix, int64_t item_id, enum k
 /* The item's first KEYS_ITEM_PARTS keys, indexed by enum keys_item_part. 0 or -1. */
 int keys_item_all(char k[KEYS_ITEM_PARTS][KEYS_MAX], const char *prefix, int64_t item_id);
 
+/* An item's waiting room (issue #58, producer/wroom.h), under the item's
+ * hash tag like the sale's keys; what each holds is in the producer's
+ * functions (producer/lua/seckill_producer.lua). */
+enum keys_queue_part {
+    KEYS_QUEUE_META, /* hash: the seed, the serving boundary, counters, the lease, the rate */
+    KEYS_QUEUE_PRE,  /* set: who joined before the opening (equal places) */
+    KEYS_QUEUE_LINE, /* zset: user -> place (the shuffled pre-queue, then later joiners) */
+    KEYS_QUEUE_SEEN, /* hash: user -> "last_ask_ms:eta_at_ms" (abandonment, ETA error) */
+    KEYS_QUEUE_ADM,  /* zset: user -> end of their admission, ms (outstanding) */
+    KEYS_QUEUE_USED, /* zset: "user:nonce" -> end of that admission (spent) */
+};
+#define KEYS_QUEUE_PARTS 6
+
+/* The window hash's field that marks an item with a waiting room: when the
+ * queue opens (ms), written by seckillctl (item create --queue-opens-at,
+ * item load, reconcile --fix). seckill_reserve refuses such an item's buys
+ * (an admission is required). */
+#define KEYS_WINDOW_QUEUE "queue_opens_ms"
+
+/* <prefix>:{item:ID}:queue, :queue:pre, :queue:line, :queue:seen,
+ * :queue:adm, :queue:used. The length, or -1 if it does not fit. */
+int keys_queue(char *buf, size_t len, const char *prefix, int64_t item_id, enum keys_queue_part part);
+/* All of them, indexed by enum keys_queue_part. 0 or -1. */
+int keys_queue_all(char k[KEYS_QUEUE_PARTS][KEYS_MAX], const char *prefix, int64_t item_id);
+
 /* <prefix>:items: the set of item ids with a sale loaded, for the sweeper
  * and the operator tools (never used inside a script). */
 int keys_items(char *buf, size_t len, const char *prefix);

@@ -15,35 +15,13 @@
 -- and arguments never change under its name (a new contract is a new name),
 -- so that the programs of the last release keep working on a newer library
 -- while they are upgraded one by one.
-local VERSION = 1
+local VERSION = 2
 
--- Reserve one unit of an item for a user, atomically.
--- KEYS[1] stock, KEYS[2] buyers, KEYS[3] pending, KEYS[4] unpub, KEYS[5] window,
--- KEYS[6] orders (all tagged {item:ID})
--- ARGV[1] user id, ARGV[2] order id, ARGV[3] order message, ARGV[4] reserved_at_ms
--- Returns the codes of RSV_OUTCOMES (producer/reserve.h): 1 reserved (or
--- {1, reserved_at_ms} when the script re-stamped it, see below), -3 unknown
--- item (no stock loaded), {-4, starts_ms} not started, -2 duplicate (the user
--- already holds a unit), -5 ended, -1 sold out; in that order.
--- Before the opening nobody learns anything else; after the closing a buyer
--- who holds a unit is still told so.
-local function reserve(KEYS, ARGV)
-  local stock = redis.call('GET', KEYS[1])
-  if not stock then
-    return -3
-  end
-  -- The window is decided by Redis's clock alone, so every producer agrees
-  -- on the second the sale opens (scripts replicate their effects, not this
-  -- call, so TIME is safe here).
-  local w = redis.call('HMGET', KEYS[5], 'starts_ms', 'ends_ms')
-  local now = 0
-  if w[1] or w[2] then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    if w[1] and now < tonumber(w[1]) then
-      return {-4, w[1]}
-    end
-  end
+-- The reservation itself, once the item, the window and (for a queued
+-- item) the admission have been checked: duplicate, ended, sold out, or
+-- reserved (see seckill_reserve's answers). w is the window's {starts_ms,
+-- ends_ms}, now Redis's clock in ms (0 when the item has no window).
+local function take(KEYS, ARGV, stock, w, now)
   if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then
     return -2
   end
@@ -73,6 +51,53 @@ local function reserve(KEYS, ARGV)
     return {1, at}
   end
   return 1
+end
+
+-- Redis's clock in ms.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Reserve one unit of an item for a user, atomically.
+-- KEYS[1] stock, KEYS[2] buyers, KEYS[3] pending, KEYS[4] unpub, KEYS[5] window,
+-- KEYS[6] orders (all tagged {item:ID})
+-- ARGV[1] user id, ARGV[2] order id, ARGV[3] order message, ARGV[4] reserved_at_ms
+-- Returns the codes of RSV_OUTCOMES (producer/reserve.h): 1 reserved (or
+-- {1, reserved_at_ms} when the script re-stamped it, see below), -3 unknown
+-- item (no stock loaded), {-4, starts_ms} not started, -6 an admission is
+-- required (the item has a waiting room: seckill_reserve_admitted takes its
+-- buyers), -2 duplicate (the user already holds a unit), -5 ended, -1 sold
+-- out; in that order.
+-- Before the opening nobody learns anything else; after the closing a buyer
+-- who holds a unit is still told so.
+-- -6 came with version 2 (issue #58), for items only a seckillctl of that
+-- version makes (their window holds queue_opens_ms): a producer of version 1
+-- on this library hears a code its table does not know and answers 503,
+-- which is what it must do, for it cannot check an admission; selling such
+-- an item without one is what the waiting room exists to prevent. Keys,
+-- arguments and every other answer are as they were.
+local function reserve(KEYS, ARGV)
+  local stock = redis.call('GET', KEYS[1])
+  if not stock then
+    return -3
+  end
+  -- The window is decided by Redis's clock alone, so every producer agrees
+  -- on the second the sale opens (scripts replicate their effects, not this
+  -- call, so TIME is safe here). One HMGET reads the waiting room's mark
+  -- too: a sale without one pays nothing more for it.
+  local w = redis.call('HMGET', KEYS[5], 'starts_ms', 'ends_ms', 'queue_opens_ms')
+  local now = 0
+  if w[1] or w[2] then
+    now = now_ms()
+    if w[1] and now < tonumber(w[1]) then
+      return {-4, w[1]}
+    end
+  end
+  if w[3] then
+    return -6
+  end
+  return take(KEYS, ARGV, stock, w, now)
 end
 
 -- Give a reservation back: Kafka reported the order NOT_PERSISTED.
@@ -155,9 +180,329 @@ local function sweep_claim(KEYS, ARGV)
   return out
 end
 
+-- The waiting room (issue #58) --------------------------------------------
+-- An item created with one (seckillctl item create --queue-opens-at) has
+-- queue_opens_ms in its window hash, and these keys beside the sale's, under
+-- its hash tag (common/sale/keys.h, KEYS_QUEUE_*): queue, a hash (seed,
+-- opened_ms, shuffled, pre_total, late_seq, joined_total, called, serving,
+-- admitted_total, passed_total, waiting (as of the last admission step),
+-- rate_milli, ceiling_per_s and paused (seckillctl queue), lease);
+-- queue:pre, a set (who joined before the opening: equal places);
+-- queue:line, a sorted set (the order); queue:seen, a hash (user ->
+-- "last_ask_ms:eta_at_ms", the time they were last told their turn would
+-- come, 0 for none); queue:adm, a sorted set (user -> the end of their
+-- admission, ms: the admissions outstanding); queue:used, a sorted set
+-- ("user:nonce" -> the end of that admission: the ones spent).
+
+-- A place in the line is a score. At the opening a member of the pre-queue
+-- is placed at the first 13 hex digits of SHA-1(seed ':' user), below 2^52;
+-- a later joiner at LATE plus their number of arrival, behind all of them.
+-- Everything stays below 2^53, where a double is exact: every producer,
+-- Redis and an auditor (seckillctl queue audit) order alike.
+local LATE = 4503599627370496
+
+-- A score as Redis must read it back: tostring() would round it (%.14g).
+local function fmt(n)
+  return string.format('%.0f', n)
+end
+
+local function shuffled_score(seed, user)
+  return tonumber(string.sub(redis.sha1hex(seed .. ':' .. user), 1, 13), 16)
+end
+
+-- Where user stands (after any join): 'pre', a score in the line, or nil
+-- (not in the room; or passed over, when asking). m: the queue hash's
+-- called, seed.
+local function place(KEYS, user, join, now, starts, m)
+  local called = tonumber(m[1] or '-1')
+  local score = redis.call('ZSCORE', KEYS[7], user)
+  if score and tonumber(score) > called then
+    return tonumber(score)
+  end
+  if not score and redis.call('SISMEMBER', KEYS[6], user) == 1 then
+    return 'pre'
+  end
+  -- Not in the room, or called and gone (passed over while away, an
+  -- admission spent or run out): a join takes a place at the back.
+  if not join then
+    return nil
+  end
+  redis.call('HINCRBY', KEYS[5], 'joined_total', 1)
+  -- Before the opening every place is equal. Once the seed is drawn, the
+  -- pre-queue is closed even if a clock went back (a failover): a member
+  -- added then would never be moved into the line.
+  if not m[2] and now < tonumber(starts) then
+    redis.call('SADD', KEYS[6], user)
+    return 'pre'
+  end
+  local s = LATE + redis.call('HINCRBY', KEYS[5], 'late_seq', 1)
+  redis.call('ZADD', KEYS[7], fmt(s), user)
+  return s
+end
+
+-- A buyer joins the waiting room (ARGV[2] '1') or asks where they stand ('0').
+-- KEYS[1] stock, KEYS[2] buyers, KEYS[3] pending, KEYS[4] window, KEYS[5] queue,
+-- KEYS[6] queue:pre, KEYS[7] queue:line, KEYS[8] queue:seen, KEYS[9] queue:adm
+-- ARGV[1] user id, ARGV[2] '1' join, '0' ask
+-- Returns (producer/wroom.h): -3 unknown item, 0 no waiting room,
+-- {-10, queue_opens_ms} not open yet, -5 ended, -2 the user holds a unit,
+-- -1 sold out (no unit in Redis and none pending: only a return brings one
+-- back; the place is kept), {2, admitted until ms, nonce, starts_ms},
+-- {1, position, eta_ms, starts_ms} waiting (position 0: the opening has not
+-- placed them yet, every place equal; eta_ms -1: no admission rate yet), 3
+-- not in the room (asking only).
+-- One place per buyer: a second join, another tab, answers the same place.
+-- Every answer but the first five records that the buyer asked (queue:seen):
+-- the admission passes over a waiter not seen for longer than the
+-- abandonment time.
+local function queue(KEYS, ARGV)
+  local stock = redis.call('GET', KEYS[1])
+  if not stock then
+    return -3
+  end
+  local w = redis.call('HMGET', KEYS[4], 'starts_ms', 'ends_ms', 'queue_opens_ms')
+  if not w[3] or not w[1] then
+    return 0
+  end
+  local now = now_ms()
+  if now < tonumber(w[3]) then
+    return {-10, w[3]}
+  end
+  if w[2] and now >= tonumber(w[2]) then
+    return -5
+  end
+  local user = ARGV[1]
+  if redis.call('SISMEMBER', KEYS[2], user) == 1 then
+    return -2
+  end
+  local sold_out = tonumber(stock) <= 0 and redis.call('HLEN', KEYS[3]) == 0
+  local till = redis.call('ZSCORE', KEYS[9], user)
+  if till and tonumber(till) > now and not sold_out then
+    local nonce = redis.call('ZSCORE', KEYS[7], user)
+    if nonce then
+      redis.call('HSET', KEYS[8], user, now .. ':0')
+      return {2, till, nonce, w[1], now}
+    end
+  end
+  local m = redis.call('HMGET', KEYS[5], 'called', 'seed', 'rate_milli', 'shuffled')
+  local at = place(KEYS, user, ARGV[2] == '1', now, w[1], m)
+  -- Sold out is told to everyone who asks, in the room or not; a place is
+  -- kept (a join takes one), for a unit may come back.
+  if at and (sold_out or at == 'pre') then
+    redis.call('HSET', KEYS[8], user, now .. ':0')
+  end
+  if sold_out then
+    return -1
+  elseif not at then
+    return 3
+  elseif at == 'pre' then
+    return {1, 0, -1, w[1]}
+  end
+  local pos = redis.call('ZCOUNT', KEYS[7], '(' .. fmt(tonumber(m[1] or '-1')), fmt(at))
+  -- A late joiner while the opening still moves the pre-queue: all of it
+  -- goes ahead.
+  if m[4] ~= '1' and at >= LATE then
+    pos = pos + redis.call('SCARD', KEYS[6])
+  end
+  local rate, eta = tonumber(m[3] or '0'), -1
+  if rate > 0 then
+    eta = math.floor(pos * 1000000 / rate)
+  end
+  redis.call('HSET', KEYS[8], user, now .. ':' .. (eta >= 0 and fmt(now + eta) or '0'))
+  return {1, pos, eta, w[1]}
+end
+
+-- The opening: from starts_ms (Redis's clock) the pre-queue is shuffled into
+-- the line, a bounded number of members per call so that Redis never stalls
+-- long; the producers call it until nothing is left.
+-- KEYS[1] window, KEYS[2] queue, KEYS[3] queue:pre, KEYS[4] queue:line
+-- ARGV[1] a seed (hex, from a CSPRNG), ARGV[2] most members to move now
+-- Returns {0} no waiting room, {-4, starts_ms} not yet, or {1, seed, drawn,
+-- moved, left}: the seed stored (the first one offered: every producer then
+-- places alike), drawn 1 when ARGV[1] became it, how many this call moved,
+-- how many are left to move (0: the line is whole; admission may begin).
+local function queue_open(KEYS, ARGV)
+  local w = redis.call('HMGET', KEYS[1], 'starts_ms', 'queue_opens_ms')
+  if not w[1] or not w[2] then
+    return {0}
+  end
+  local now = now_ms()
+  if now < tonumber(w[1]) then
+    return {-4, w[1]}
+  end
+  local drawn = redis.call('HSETNX', KEYS[2], 'seed', ARGV[1])
+  if drawn == 1 then
+    redis.call('HSET', KEYS[2], 'opened_ms', now)
+  end
+  local seed = redis.call('HGET', KEYS[2], 'seed')
+  local moved = redis.call('SPOP', KEYS[3], tonumber(ARGV[2]))
+  -- ZADD in chunks: unpack() has a limit, and one command per member would
+  -- cost Redis a lookup and a reply each.
+  for i = 1, #moved, 500 do
+    local args = {}
+    for j = i, math.min(i + 499, #moved) do
+      args[#args + 1] = fmt(shuffled_score(seed, moved[j]))
+      args[#args + 1] = moved[j]
+    end
+    redis.call('ZADD', KEYS[4], unpack(args))
+  end
+  if #moved > 0 then
+    redis.call('HINCRBY', KEYS[2], 'pre_total', #moved)
+  end
+  local left = redis.call('SCARD', KEYS[3])
+  if left == 0 then
+    redis.call('HSET', KEYS[2], 'shuffled', 1)
+  end
+  return {1, seed, drawn, #moved, left}
+end
+
+-- The lease of the item's admission: "owner|until_ms" in the queue hash. 1
+-- when ARGV[1] holds it (or it lapsed: taken), 0 when another holds it.
+local function lease(KEYS, ARGV, held, now)
+  if held then
+    local owner, till = string.match(held, '^(.*)|(%d+)$')
+    if owner ~= ARGV[1] and till and tonumber(till) > now then
+      return 0
+    end
+  end
+  redis.call('HSET', KEYS[4], 'lease', ARGV[1] .. '|' .. fmt(now + tonumber(ARGV[2])), 'rate_milli', ARGV[8])
+  return 1
+end
+
+-- Call the next places: each one seen lately is admitted until
+-- now + ARGV[4], the others are passed over. Returns admitted, passed, the
+-- new boundary, and the sum and count of the admitted ones' ETA errors.
+local function call_places(KEYS, ARGV, n, called, now)
+  local admitted, passed, looked, err_sum, err_n = 0, 0, 0, 0, 0
+  local limit, till, away = tonumber(ARGV[7]), fmt(now + tonumber(ARGV[4])), now - tonumber(ARGV[5])
+  while admitted < n and looked < limit do
+    local batch = redis.call('ZRANGEBYSCORE', KEYS[5], '(' .. fmt(called), '+inf', 'WITHSCORES', 'LIMIT', 0,
+                             math.min(n - admitted, limit - looked))
+    if #batch == 0 then
+      break
+    end
+    for i = 1, #batch, 2 do
+      local user = batch[i]
+      called = tonumber(batch[i + 1])
+      looked = looked + 1
+      local at, eta = string.match(redis.call('HGET', KEYS[6], user) or '', '^(%d+):(%d+)$')
+      if not at or tonumber(at) < away then
+        passed = passed + 1
+      else
+        redis.call('ZADD', KEYS[7], till, user)
+        admitted = admitted + 1
+        if tonumber(eta) > 0 then
+          err_sum = err_sum + math.abs(now - tonumber(eta))
+          err_n = err_n + 1
+        end
+      end
+    end
+  end
+  return admitted, passed, called, err_sum, err_n
+end
+
+-- One step of an item's admission, taken by the producer that holds its
+-- lease (one admitter at a time; another takes over once the lease lapses).
+-- KEYS[1] stock, KEYS[2] pending, KEYS[3] window, KEYS[4] queue, KEYS[5] queue:line,
+-- KEYS[6] queue:seen, KEYS[7] queue:adm, KEYS[8] queue:used, KEYS[9] queue:pre
+-- ARGV[1] the caller's id, ARGV[2] lease ms, ARGV[3] most to admit now,
+-- ARGV[4] an admission's life ms, ARGV[5] away ms (a waiter not seen for longer
+-- is passed over), ARGV[6] margin percent, ARGV[7] most places to look at,
+-- ARGV[8] the admission rate measured (per 1000 s), for the waiters' ETAs.
+-- Admits at most as many as the stock, plus the margin, leaves room for
+-- beside the admissions outstanding: so when units come back (an expiry, a
+-- cancel), admission reopens for that many. Admits nobody before the line is
+-- whole (the opening), while paused, after the window or at no stock.
+-- Returns {holder, admitted, passed, waiting, stock, pending, outstanding,
+-- serving, ceiling_per_s, paused, lapsed, eta_err_ms_sum, eta_err_n,
+-- shuffled, pre}, or {-1} when the item has no waiting room: holder 0 when
+-- another producer holds the lease (nothing done; the rest as it stands).
+local function queue_admit(KEYS, ARGV)
+  local w = redis.call('HMGET', KEYS[3], 'starts_ms', 'ends_ms', 'queue_opens_ms')
+  if not w[3] then
+    return {-1}
+  end
+  local now = now_ms()
+  local m = redis.call('HMGET', KEYS[4], 'lease', 'called', 'serving', 'ceiling_per_s', 'paused', 'shuffled')
+  local stock = tonumber(redis.call('GET', KEYS[1]) or '0')
+  local called = tonumber(m[2] or '-1')
+  local holder = lease(KEYS, ARGV, m[1], now)
+  local admitted, passed, lapsed, err_sum, err_n = 0, 0, 0, 0, 0
+  if holder == 1 then
+    -- Admissions run out (slots back) and spent ones past their end (a
+    -- token that old is refused as expired before Redis is asked).
+    lapsed = redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', now)
+    redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', now)
+    local open = m[6] == '1' and m[5] ~= '1' and not (w[2] and now >= tonumber(w[2]))
+    local room = stock + math.ceil(stock * tonumber(ARGV[6]) / 100) - redis.call('ZCARD', KEYS[7])
+    local n = math.min(tonumber(ARGV[3]), room)
+    if open and stock > 0 and n > 0 then
+      admitted, passed, called, err_sum, err_n = call_places(KEYS, ARGV, n, called, now)
+    end
+    if admitted + passed > 0 then
+      redis.call('HSET', KEYS[4], 'called', fmt(called))
+      redis.call('HINCRBY', KEYS[4], 'serving', admitted + passed)
+      redis.call('HINCRBY', KEYS[4], 'admitted_total', admitted)
+      redis.call('HINCRBY', KEYS[4], 'passed_total', passed)
+    end
+  end
+  local serving = tonumber(m[3] or '0') + admitted + passed
+  local waiting = redis.call('ZCOUNT', KEYS[5], '(' .. fmt(called), '+inf')
+  if holder == 1 then
+    -- For seckillctl queue status, which reads the hash alone.
+    redis.call('HSET', KEYS[4], 'waiting', waiting)
+  end
+  return {holder, admitted, passed, waiting, stock,
+          redis.call('HLEN', KEYS[2]), redis.call('ZCARD', KEYS[7]), serving, tonumber(m[4] or '0'),
+          m[5] == '1' and 1 or 0, lapsed, err_sum, err_n, m[6] == '1' and 1 or 0,
+          redis.call('SCARD', KEYS[9])}
+end
+
+-- Reserve for a buyer the waiting room admitted, spending the admission.
+-- KEYS[1..6] as seckill_reserve's, KEYS[7] queue:adm, KEYS[8] queue:used
+-- ARGV[1..4] as seckill_reserve's, then what the admission token names (the
+-- producer checked its MAC, item, buyer and end): ARGV[5] the sale's
+-- starts_ms, ARGV[6] the admission's end (ms), ARGV[7] its nonce
+-- Returns seckill_reserve's answers but -6, and: -9 the admission is for
+-- another sale (the item was created again since, or has no waiting room
+-- now), -7 it was spent already, -8 it is not outstanding (run out by
+-- Redis's clock, or its slot given to the next in line).
+-- The admission is spent by the call that finds it good, whatever the
+-- reservation then answers (a duplicate, sold out, ended): no reservation
+-- without spending one, and never two on one.
+local function reserve_admitted(KEYS, ARGV)
+  local stock = redis.call('GET', KEYS[1])
+  if not stock then
+    return -3
+  end
+  local w = redis.call('HMGET', KEYS[5], 'starts_ms', 'ends_ms', 'queue_opens_ms')
+  if not w[3] or w[1] ~= ARGV[5] then
+    return -9
+  end
+  local now = now_ms()
+  if now < tonumber(w[1]) then
+    return {-4, w[1]}
+  end
+  local spent = ARGV[1] .. ':' .. ARGV[7]
+  if redis.call('ZSCORE', KEYS[8], spent) then
+    return -7
+  end
+  local till = redis.call('ZSCORE', KEYS[7], ARGV[1])
+  if not till or tonumber(till) ~= tonumber(ARGV[6]) or tonumber(till) <= now then
+    return -8
+  end
+  redis.call('ZREM', KEYS[7], ARGV[1])
+  redis.call('ZADD', KEYS[8], ARGV[6], spent)
+  return take(KEYS, ARGV, stock, w, now)
+end
+
 redis.register_function{ function_name = 'seckill_reserve', callback = reserve }
 redis.register_function{ function_name = 'seckill_restore', callback = restore }
 redis.register_function{ function_name = 'seckill_soldout', callback = soldout, flags = { 'no-writes' } }
 redis.register_function{ function_name = 'seckill_sweep_claim', callback = sweep_claim }
+redis.register_function{ function_name = 'seckill_queue', callback = queue }
+redis.register_function{ function_name = 'seckill_queue_open', callback = queue_open }
+redis.register_function{ function_name = 'seckill_queue_admit', callback = queue_admit }
+redis.register_function{ function_name = 'seckill_reserve_admitted', callback = reserve_admitted }
 redis.register_function{ function_name = 'seckill_producer_version', callback = function() return VERSION end,
                           flags = { 'no-writes' } }

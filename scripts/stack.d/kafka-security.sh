@@ -37,7 +37,13 @@ KAFKA_ACL_VERSION=5
 
 kafka_password() { cat "$SECRETS_DIR/kafka-$1"; }
 
-kafka_secrets() { stack_secrets kafka kafka user "${KAFKA_USERS[@]}"; mac_key order-key-1 orders; mac_key payment-key-1 payments; }
+kafka_secrets() {
+    stack_secrets kafka kafka user "${KAFKA_USERS[@]}"; mac_key order-key-1 orders; mac_key payment-key-1 payments
+    # The waiting room's admissions (admission-key-1: the producers sign and
+    # check them; producer.admission_keys): not Kafka's either, made here
+    # with the other MAC keys.
+    mac_key admission-key-1 admissions
+}
 
 # mac_key NAME WHAT: a key MACs are made with, not a Kafka password: a stolen
 # topic password must be able to forge neither orders (order-key-1: the

@@ -141,7 +141,8 @@ redis_acl_rules() {
             printf ' %s' '+time +wait'
             for p in "$@"; do
                 printf ' %s' "~$p:{item:*}:stock" "~$p:{item:*}:buyers" "~$p:{item:*}:pending" \
-                    "~$p:{item:*}:unpub" "~$p:{item:*}:orders" "~$p:{item:*}:window"
+                    "~$p:{item:*}:unpub" "~$p:{item:*}:orders" "~$p:{item:*}:window" \
+                    "~$p:{item:*}:queue" "~$p:{item:*}:queue:*"
             done
             # stock: read, reserve (DECR), give back (INCR); never SET.
             redis_acl_sel '~PFX:{item:*}:stock' '+get +decr +incr' "$@"
@@ -154,7 +155,17 @@ redis_acl_rules() {
             redis_acl_sel '%R~PFX:{item:*}:window' '+hget +hmget' "$@"
             # the order index (orderidx.h) and its older per-order keys
             redis_acl_sel '~PFX:order:*' '+hset +hget +get +pexpire' "$@"
-            redis_acl_sel '%R~PFX:items' '+smembers' "$@" ;;
+            redis_acl_sel '%R~PFX:items' '+smembers' "$@"
+            # the waiting room (issue #58; its functions in the producer's
+            # library say what each key holds): the queue hash (seed, serving
+            # boundary, counters, lease), the pre-queue, the line, who asked
+            # when, the admissions outstanding and spent
+            redis_acl_sel '~PFX:{item:*}:queue' '+hget +hmget +hset +hsetnx +hincrby' "$@"
+            redis_acl_sel '~PFX:{item:*}:queue:pre' '+sadd +sismember +spop +scard' "$@"
+            redis_acl_sel '~PFX:{item:*}:queue:line' '+zadd +zscore +zcount +zrangebyscore' "$@"
+            redis_acl_sel '~PFX:{item:*}:queue:seen' '+hset +hget' "$@"
+            redis_acl_sel '~PFX:{item:*}:queue:adm' '+zadd +zscore +zrem +zcard +zremrangebyscore' "$@"
+            redis_acl_sel '~PFX:{item:*}:queue:used' '+zadd +zscore +zremrangebyscore' "$@" ;;
         consumer)
             # WAIT: settle's clears held by redis.min_replicas_ack replicas
             printf ' %s' '+time +wait'

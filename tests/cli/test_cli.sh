@@ -141,19 +141,25 @@ done
 # mkcfg FILE [DEFECT]: write it; DEFECT (may be empty) goes on line $DEFECT_LINE.
 DEFECT_LINE=5
 # The order key the producer and the consumer require (kafka.order_keys),
-# and the payment key the consumer requires (kafka.payment_keys).
-(umask 077; openssl rand -hex 32 >"$T/order-key"; openssl rand -hex 32 >"$T/payment-key")
+# the payment key the consumer requires (kafka.payment_keys) and the
+# admission key the producer requires (producer.admission_keys).
+(umask 077; openssl rand -hex 32 >"$T/order-key"; openssl rand -hex 32 >"$T/payment-key"
+ openssl rand -hex 32 >"$T/admission-key")
+# The producer's admission key goes into the defect's producer group when it
+# has one (a group may appear once).
 mkcfg() {
+    local defect=${2:-} adm="admission_keys = [ \"a1:$T/admission-key\" ];"
     {
         echo '# minimal configuration for test_cli.sh'
         echo 'kafka = {'
         echo "  brokers = \"127.0.0.1:19092\"; order_keys = [ \"k1:$T/order-key\" ]; payment_keys = [ \"p1:$T/payment-key\" ];"
         echo '};'
-        echo "${2:-}"
+        echo "${defect/producer = \{/producer = \{ $adm}"
         echo 'postgres = {'
         echo '  dbname = "seckill";'
         echo '  admin_user = "admin";'
         echo '};'
+        [[ $defect == *"producer = {"* ]] || echo "producer = { $adm };"
     } >"$1"
 }
 
@@ -184,6 +190,13 @@ expect "seckill-consumer -t refuses an empty kafka.payment_keys" 1 err "kafka.pa
     "$BUILD/seckill-consumer" -t -c "$T/nopaykey.cfg"
 expect "seckill-producer needs no payment key" 0 out "is valid" -- "$BUILD/seckill-producer" -t -c "$T/nopaykey.cfg"
 expect "seckillctl needs no payment key" 0 out "is valid" -- "$CTL" -t -c "$T/nopaykey.cfg"
+# #58: the producer signs and checks the waiting room's admissions: it does
+# not start without an admission key; the consumer and seckillctl need none.
+sed 's/ admission_keys = [^;]*;/ admission_keys = [ ];/' "$T/valid.cfg" >"$T/noadmkey.cfg"
+expect "seckill-producer -t refuses an empty producer.admission_keys" 1 err "producer.admission_keys is empty" -- \
+    "$BUILD/seckill-producer" -t -c "$T/noadmkey.cfg"
+expect "seckill-consumer needs no admission key" 0 out "is valid" -- "$BUILD/seckill-consumer" -t -c "$T/noadmkey.cfg"
+expect "seckillctl needs no admission key" 0 out "is valid" -- "$CTL" -t -c "$T/noadmkey.cfg"
 sed "s| payment_keys = [^;]*;| payment_keys = [ \"p1:$T/payment-key\", \"p0:$T/short-key\" ];|" "$T/valid.cfg" \
     >"$T/shortpaykey.cfg"
 expect "seckill-consumer -t refuses a short payment key, naming the entry" 1 err \
@@ -283,7 +296,7 @@ kill "$open_pid" 2>/dev/null; wait "$open_pid" 2>/dev/null
 # of the setting, until the CA file and the login service's key it names are
 # there (test_deb.sh checks the same on the installed package).
 sed -e 's|"/etc/seckill/tls/ca.crt"|"tls/ca.crt"|' -e 's|order_key_dir = "/etc/seckill/secrets"|order_key_dir = "."|' \
-    debian/seckill.cfg >"$T/pkg.cfg"
+    -e 's|admission_key_dir = "/etc/seckill/secrets"|admission_key_dir = "."|' debian/seckill.cfg >"$T/pkg.cfg"
 mkdir -p "$T/tls" "$T/jwt"
 for pw in pg-producer redis-producer kafka-producer; do (umask 077 && echo not-a-real-password >"$T/$pw"); done
 cline=$(grep -n 'sslrootcert = ' "$T/pkg.cfg" | cut -d: -f1)
@@ -337,13 +350,17 @@ ok_if "install puts the sysusers entry for the seckill user" "missing" test -f "
 # The configuration names the keys as the units hand them over (bare names:
 # systemd credentials), not the stack's files.
 for k in 'order_keys = [ "k1:order-key" ];' 'payment_keys = [ "p1:payment-key" ];' \
-    'order_key_dir = "/etc/seckill/secrets";' 'payment_key_dir = "/etc/seckill/secrets";'; do
+    'order_key_dir = "/etc/seckill/secrets";' 'payment_key_dir = "/etc/seckill/secrets";' \
+    'admission_keys = [ "a1:admission-key" ];' 'admission_key_dir = "/etc/seckill/secrets";'; do
     ok_if "the installed configuration says $k" "$(grep -n 'key' "$T/inst/etc/seckill/seckill.cfg" 2>&1)" \
         grep -qF "$k" "$T/inst/etc/seckill/seckill.cfg"
 done
 ok_if "the consumer's unit loads the payment key" "missing" \
     grep -qx 'LoadCredential=payment-key:/etc/seckill/secrets/payment-key' \
     "$T/inst/opt/sk/lib/systemd/system/seckill-consumer@.service"
+ok_if "the producer's unit loads the admission key" "missing" \
+    grep -qx 'LoadCredential=admission-key:/etc/seckill/secrets/admission-key' \
+    "$T/inst/opt/sk/lib/systemd/system/seckill-producer.service"
 if command -v systemd-analyze >/dev/null 2>&1; then
     mkdir -p "$T/units"
     for u in seckill-producer.service seckill-consumer@.service; do

@@ -239,17 +239,21 @@ for b in producer consumer; do
     is "$u runs as seckill-$b, with group seckill beside" \
         "$(grep -E '^(User|Group|SupplementaryGroups)=' "$UNITDIR/$u" | tr '\n' ' ')" \
         "User=seckill-$b Group=seckill-$b SupplementaryGroups=seckill "
-    is "$u loads only seckill-$b's own credentials and the order key (the consumer's: the payment key)" \
+    is "$u loads only seckill-$b's own credentials and the order key (the consumer's: the payment key; the producer's: the admission key)" \
         "$(grep '^LoadCredential=' "$UNITDIR/$u" | grep -v ":/etc/seckill/secrets/[a-z]*-$b\$" |
             grep -v '^LoadCredential=order-key:/etc/seckill/secrets/order-key$' |
             if [ "$b" = consumer ]; then
                 grep -v '^LoadCredential=payment-key:/etc/seckill/secrets/payment-key$'
-            else cat; fi)" ""
+            else grep -v '^LoadCredential=admission-key:/etc/seckill/secrets/admission-key$'; fi)" ""
     is "$u loads the order key" "$(grep -c '^LoadCredential=order-key:' "$UNITDIR/$u")" 1
     # The payment key: the consumer checks payments with it; the producer
     # has no use for it.
     is "$u loads the payment key if it is the consumer's" "$(grep -c '^LoadCredential=payment-key:' "$UNITDIR/$u")" \
         "$([ "$b" = consumer ] && echo 1 || echo 0)"
+    # The admission key: the producers sign and check admissions with it;
+    # the consumer never sees one.
+    is "$u loads the admission key if it is the producer's" \
+        "$(grep -c '^LoadCredential=admission-key:' "$UNITDIR/$u")" "$([ "$b" = producer ] && echo 1 || echo 0)"
 done
 
 conffiles=$(dpkg-query -W -f='${Conffiles}\n' "$PKG" | awk 'NF {print $1}' | sort | tr '\n' ' ')
@@ -293,6 +297,8 @@ done
 openssl rand -hex 32 | tee "$CREDS_P/order-key" >"$CREDS_C/order-key"
 # The payment key the consumer holds (kafka.payment_keys).
 openssl rand -hex 32 >"$CREDS_C/payment-key"
+# The admission key the producer holds (producer.admission_keys).
+openssl rand -hex 32 >"$CREDS_P/admission-key"
 chmod 400 "$CREDS_P"/* "$CREDS_C"/*
 chmod 500 "$CREDS_P" "$CREDS_C"
 chown -R seckill-producer: "$CREDS_P"

@@ -1,0 +1,29 @@
+#include "admctl.h"
+
+double actl_floor(double ceiling_per_s)
+{
+    double f = ceiling_per_s * ACTL_FLOOR_SHARE;
+    return f < 1 ? (ceiling_per_s < 1 ? ceiling_per_s : 1) : f;
+}
+
+enum actl_move actl_step(struct actl *a, const struct actl_in *in)
+{
+    double ceiling = in->ceiling_per_s, floor = actl_floor(ceiling), was;
+    int over = (in->p99_us >= 0 && in->p99_us > in->target_us) || in->backlog > in->backlog_max;
+    if (a->rate_per_s <= 0)
+        a->rate_per_s = ceiling;
+    /* A ceiling lowered (a reload, seckillctl queue rate) binds at once. */
+    if (a->rate_per_s > ceiling)
+        a->rate_per_s = ceiling;
+    was = a->rate_per_s;
+    if (over) {
+        a->rate_per_s = was * ACTL_DOWN_FACTOR;
+        if (a->rate_per_s < floor)
+            a->rate_per_s = floor;
+    } else {
+        a->rate_per_s = was + ceiling * ACTL_UP_SHARE;
+        if (a->rate_per_s > ceiling)
+            a->rate_per_s = ceiling;
+    }
+    return a->rate_per_s < was ? ACTL_DOWN : a->rate_per_s > was ? ACTL_UP : ACTL_HOLD;
+}

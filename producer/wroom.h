@@ -1,0 +1,89 @@
+/* wroom: the waiting room's two calls (issue #58), for an item created with
+ * one (seckillctl item create --queue-opens-at):
+ *
+ *   POST /api/v1/queue/{item_id}   join: take a place (one per buyer: a
+ *                                  second join, another tab, is the same place)
+ *   GET  /api/v1/queue/{item_id}   ask where one stands
+ *
+ * Both answer the buyer's state (docs/api.md): waiting (a position and an
+ * approximate ETA from the measured admission rate; no position before the
+ * opening, where every place is equal), admitted (an admission token,
+ * admtoken.h, and its end), sold out (no unit left and none pending: told
+ * to every waiter at once, the place kept for a unit that comes back), or
+ * why not (ended, holds a unit, not in the room, not open yet). Each is one
+ * call of seckill_queue, the producer's function, which also records that
+ * the buyer asked (a waiter who stops asking is passed over when their turn
+ * comes: producer/admitter.h).
+ *
+ * Requests queue up from the HTTP thread; one thread answers all that are
+ * queued in one pipelined round trip on a Redis connection of its own (so a
+ * crowd polling its place never delays a reservation) and mints the tokens
+ * of the admitted, then hands each back through its callback (status.h's
+ * way). */
+#ifndef SECKILL_WROOM_H
+#define SECKILL_WROOM_H
+
+#include <stdint.h>
+
+#include "admtoken.h"
+#include "cfg.h"
+
+/* Every answer, declared once: X(name, HTTP status, JSON word). The
+ * buyer's states answer 200 {"state":WORD,...}; the others are the API's
+ * refusals {"status":WORD}. */
+#define WR_STATES(X)                                                                            \
+    X(WAITING, 200, "waiting")        /* a place in the line (position, eta_s) */                \
+    X(ADMITTED, 200, "admitted")      /* the token and its end */                                \
+    X(SOLD_OUT, 200, "sold_out")      /* no unit left, none pending; the place is kept */        \
+    X(BOUGHT, 200, "bought")          /* the buyer holds a unit of the item */                   \
+    X(ENDED, 200, "ended")            /* the sale window closed */                               \
+    X(NONE, 200, "none")              /* (asking) not in the room, or the place is gone */       \
+    X(NOT_OPEN, 403, "not_open")      /* before queue_opens_at */                                \
+    X(UNKNOWN_ITEM, 404, "unknown_item")                                                          \
+    X(NOT_QUEUED, 404, "not_queued")  /* the item has no waiting room: buy it directly */        \
+    X(UNAVAILABLE, 503, "unavailable") /* Redis could not answer, or no token could be minted */
+
+enum wr_state {
+#define WR_ENUM(name, http, word) WR_##name,
+    WR_STATES(WR_ENUM)
+#undef WR_ENUM
+};
+
+unsigned wr_http_status(enum wr_state s);
+const char *wr_word(enum wr_state s);
+
+struct wr_req {
+    struct wr_req *next; /* queue link */
+    /* in */
+    int64_t item_id, user_id;
+    int join;
+    /* Called on the room's thread once the state is final; after it the
+     * request belongs to the caller again. */
+    void (*complete)(struct wr_req *q);
+    /* out */
+    enum wr_state state;
+    int64_t position;   /* WR_WAITING: 1 is next; 0 before the opening (every place equal) */
+    int64_t eta_ms;     /* WR_WAITING: -1 when no admission rate is known yet */
+    int64_t starts_ms;  /* WR_WAITING, WR_ADMITTED: the sale's opening */
+    int64_t opens_ms;   /* WR_NOT_OPEN: when the room opens */
+    int64_t expires_ms; /* WR_ADMITTED: the admission's end */
+    char admission[ADM_TOKEN_MAX]; /* WR_ADMITTED */
+};
+
+struct wr;
+
+/* Connect to Redis (or later: calls are answered 503 until it answers) and
+ * start the thread. 0, or -1 with err set. */
+int wr_start(const struct cfg *c, struct wr **out, char *err, size_t errlen);
+/* Queue a request (any thread). Its complete() is called exactly once. */
+void wr_submit(struct wr *w, struct wr_req *q);
+/* Stop the thread once every submitted request has completed. */
+void wr_stop(struct wr *w);
+
+/* How soon a waiter should ask again, in seconds (the "poll_after_s" of the
+ * answers): sooner near their turn, never later than a third of the
+ * abandonment time (producer.queue_abandon_s), never sooner than 1 s.
+ * eta_ms < 0: unknown. */
+int64_t wr_poll_after_s(int64_t eta_ms, int64_t abandon_s);
+
+#endif
