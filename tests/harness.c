@@ -581,13 +581,17 @@ int harness_http(int port, const char *method, const char *path, const char *cty
 int harness_http_hdr(int port, const char *method, const char *path, const char *ctype, const char *hdr,
                      const char *value, const char *body, char *resp, size_t resplen)
 {
-    char head[1024], buf[16384];
+    /* the whole answer: a /metrics page is tens of KiB */
+    enum { BUF_MAX = 1 << 20 };
+    char head[1024], *buf = NULL;
     size_t blen = body ? strlen(body) : 0, got = 0;
     int fd = harness_connect(port), n, status = -1;
     if (resp && resplen)
         resp[0] = 0;
     if (fd < 0)
         return -1;
+    if (!(buf = malloc(BUF_MAX)))
+        goto out;
     n = snprintf(head, sizeof(head),
                  "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s%s%s%s%s%s"
                  "Content-Length: %zu\r\n\r\n",
@@ -597,8 +601,8 @@ int harness_http_hdr(int port, const char *method, const char *path, const char 
         goto out;
     if (write(fd, head, (size_t)n) != n || (blen && write(fd, body, blen) != (ssize_t)blen))
         goto out;
-    while (got < sizeof(buf) - 1) {
-        ssize_t r = read(fd, buf + got, sizeof(buf) - 1 - got);
+    while (got < BUF_MAX - 1) {
+        ssize_t r = read(fd, buf + got, BUF_MAX - 1 - got);
         if (r <= 0)
             break;
         got += (size_t)r;
@@ -611,6 +615,7 @@ int harness_http_hdr(int port, const char *method, const char *path, const char 
         snprintf(resp, resplen, "%s", b ? b + 4 : "");
     }
 out:
+    free(buf);
     close(fd);
     return status;
 }
