@@ -22,7 +22,7 @@ trap 'rm -rf "$T"' EXIT
 # shellcheck source=../tap.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../tap.sh"
 
-echo "1..17"
+echo "1..21"
 
 # --- synthetic samples ------------------------------------------------------
 # The columns scripts/demo-sampler writes (a subset of the outcomes; all the
@@ -95,6 +95,44 @@ is "the chart is a PNG of 1200x1000" "$sig $dims" "89504e470d0a1a0a 1200x1000"
 size=$(stat -c %s "$T/good.png" 2>/dev/null || echo 0)
 if [ "$size" -gt 30000 ]; then pass "the PNG has content ($size bytes)"; else fail "the PNG has content" "$size bytes"; fi
 
+# --- a sale behind a waiting room (issue #58) ---------------------------------------
+# The q_ columns (gauges as they stand, counters cumulative) and the room's
+# joins and asks (req_queue), every answer in the first bucket:
+#   step 1: 500 joins; 500 waiting.
+#   step 2: 200 asks, 20 202s, 1 refused admission (other); 440 waiting,
+#           60 places called, 60 admitted, 40 outstanding, the rate 600/s.
+#   step 3: 200 asks, 30 202s, 10 410s; the line called, sold out told.
+{
+    echo "# seckill demo-sampler: synthetic, a waiting room (tests/cli/test_demo_chart.sh)"
+    h=t_ms$'\t'req_accepted$'\t'req_sold_out$'\t'req_queue$'\t'req_admission_refused
+    for l in "${LES[@]}"; do h+=$'\t'lat_le_$l; done
+    printf '%s\tpersisted\tq_waiting\tq_serving\tq_outstanding\tq_rate\tq_admitted\tq_told_sold_out\n' "$h"
+    room_row() { # T_MS ACC SOLD_OUT QUEUE REFUSED PERSISTED WAITING SERVING OUTSTANDING RATE ADMITTED TOLD
+        local n=$(($2 + $3 + $4 + $5)) line="$1"$'\t'$2$'\t'$3$'\t'$4$'\t'$5 l
+        for l in "${LES[@]}"; do line+=$'\t'$n; done
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$line" "$6" "$7" "$8" "$9" "${10}" "${11}" "${12}"
+    }
+    room_row 2000000.000 0 0 0 0 0 0 0 0 0 0 0
+    room_row 2000100.000 0 0 500 0 0 500 0 0 0 0 0
+    room_row 2000200.000 20 0 700 1 10 440 60 40 600 60 0
+    room_row 2000300.000 50 10 900 1 50 0 500 0 600 66 30
+} >"$T/room.tsv"
+run "$CHART" --start-ms 2000100 --stock 50 --table "$T/room-table.tsv" "$T/room.tsv" "$T/room.png"
+if [ "$rc" -eq 0 ] && grep -q '^demo-chart: 3 steps (mean 100.0 ms): 961 requests (202 50, 409 0, 410 10, 429 0, other 1, waiting room 900), 50 persisted;' "$T/out"; then
+    pass "demo-chart draws a sale behind a waiting room, its joins and asks apart"
+else
+    fail "demo-chart draws a sale behind a waiting room, its joins and asks apart" "$(run_diag "$CHART" "$T/room.tsv")"
+fi
+# step 2's row: requests accepted other queue queue_per_s q_waiting q_serving q_admitted_cum q_outstanding q_rate
+is "a room's step: its asks apart from other, the line and the admissions at its end" \
+    "$(awk -F'\t' 'NR == 1 {for (i = 1; i <= NF; i++) c[$i] = i; next}
+        NR == 3 {print $c["requests"], $c["accepted"], $c["other"], $c["queue"], $c["queue_per_s"], $c["q_waiting"],
+                       $c["q_serving"], $c["q_admitted_cum"], $c["q_outstanding"], $c["q_rate"]}' "$T/room-table.tsv" 2>/dev/null)" \
+    "221 20 1 200 2000.0 440 60 60 40 600"
+dims=$(od -An -tu1 -j16 -N8 "$T/room.png" 2>/dev/null |
+    awk '{print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4 "x" $5 * 16777216 + $6 * 65536 + $7 * 256 + $8}')
+is "with a waiting room the chart has its fourth panel (1200x1300)" "$dims" "1200x1300"
+
 # --- malformed samples --------------------------------------------------------
 # refused DESC FILE LINE_TEXT: demo-chart exits 1, names the file and what is
 # wrong on stderr, and writes no PNG.
@@ -126,13 +164,17 @@ got=$(awk -F'\t' '/^#/ {next} !h {for (i = 1; i <= NF; i++) c[$i] = i; h = 1; ne
     {print NF, $c["req_accepted"], $c["req_duplicate"], $c["req_sold_out"], $c["req_unknown_item"], $c["req_bad_request"],
      $c["lat_le_0.0001"], $c["lat_le_0.025"], $c["lat_le_+Inf"], $c["acc_le_0.01"], $c["acc_le_0.025"], $c["acc_le_+Inf"],
      $c["persisted"]}' "$T/real.tsv" 2>/dev/null)
-# 1 + 15 outcomes + 17 buckets of every request + 17 of the 202s + persisted = 51 columns.
-if [ "$rc" -eq 0 ] && [ "$got" = "51 3 1 3 1 1 3 8 9 0 2 3 3" ]; then
+# 1 + 17 outcomes + 17 buckets of every request + 17 of the 202s + persisted + 6 of the
+# waiting room = 59 columns.
+if [ "$rc" -eq 0 ] && [ "$got" = "59 3 1 3 1 1 3 8 9 0 2 3 3" ]; then
     pass "demo-sampler reads a real producer's and consumer's /metrics"
 else
     fail "demo-sampler reads a real producer's and consumer's /metrics" "got: '$got'" \
-        "want: '51 3 1 3 1 1 3 8 9 0 2 3 3'" "$(run_diag "$SAMPLER")"
+        "want: '59 3 1 3 1 1 3 8 9 0 2 3 3'" "$(run_diag "$SAMPLER")"
 fi
+is "demo-sampler reads the waiting room's gauges and counters (q_ columns)" \
+    "$(sed -n 2p "$T/real.tsv" 2>/dev/null | tr '\t' '\n' | grep '^q_' | sort | tr '\n' ' ')" \
+    "q_admitted q_outstanding q_rate q_serving q_told_sold_out q_waiting "
 
 # The fixture is still what the daemons serve: its outcomes are those of
 # PM_METRICS and its buckets those of common/base/metrics.c (recapture it if not:
@@ -153,7 +195,10 @@ fi
 # leave every scrape incomplete).
 missing=
 for m in seckill_producer_requests_total seckill_producer_request_duration_seconds \
-    seckill_producer_accepted_duration_seconds seckill_consumer_persisted_total; do
+    seckill_producer_accepted_duration_seconds seckill_consumer_persisted_total seckill_producer_queue_waiting \
+    seckill_producer_queue_serving seckill_producer_queue_admissions_outstanding \
+    seckill_producer_queue_admission_rate seckill_producer_queue_admitted_total \
+    seckill_producer_queue_told_sold_out_total; do
     grep -qF "\"$m\"" producer/*.[ch] consumer/*.[ch] || missing+="$m "
     grep -qF "$m" "$SAMPLER" || missing+="($m not in the sampler) "
 done
