@@ -10,6 +10,7 @@
 
 #include "ctlrp.h"
 #include "keys.h"
+#include "qview.h"
 #include "rpipe.h"
 #include "util.h"
 
@@ -40,25 +41,6 @@ int64_t queue_shuffled_score(const char *seed, const char *user)
     hex[13] = 0;
     for (const char *p = hex; *p; p++)
         v = v * 16 + (*p <= '9' ? *p - '0' : *p - 'a' + 10);
-    return v;
-}
-
-/* The value of field in an HGETALL reply, or NULL. */
-static const char *field_of(const redisReply *r, const char *field)
-{
-    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements; i += 2)
-        if (r->element[i]->type == REDIS_REPLY_STRING && strcmp(r->element[i]->str, field) == 0 &&
-            r->element[i + 1]->type == REDIS_REPLY_STRING)
-            return r->element[i + 1]->str;
-    return NULL;
-}
-
-static int64_t field_i64(const redisReply *r, const char *field)
-{
-    int64_t v = 0;
-    const char *s = field_of(r, field);
-    if (!s || util_parse_i64(s, INT64_MIN, INT64_MAX, &v) != 0)
-        return 0;
     return v;
 }
 
@@ -108,57 +90,40 @@ static void when(int64_t ms, char *buf, size_t len)
         snprintf(buf, len, "-");
 }
 
-/* The room's numbers, as the admission step left them. */
-static void print_status(const struct cfg *c, int64_t item, const redisReply *const *r)
+/* The room's numbers, as the admission step left them (qview.h). */
+static void print_status(const struct cfg *c, int64_t item, const struct qview *v)
 {
-    char opens[40], starts[40], opened[40], lease[128];
-    const redisReply *m = r[0];
-    int64_t ceiling = field_i64(m, "ceiling_per_s"), rate = field_i64(m, "rate_milli");
-    when(field_i64(r[5], "queue_opens_ms"), opens, sizeof(opens));
-    when(field_i64(r[5], "starts_ms"), starts, sizeof(starts));
-    when(field_i64(m, "opened_ms"), opened, sizeof(opened));
-    snprintf(lease, sizeof(lease), "%s", field_of(m, "lease") ? field_of(m, "lease") : "(none yet)");
+    char opens[40], starts[40], opened[40], stock[24];
+    when(v->opens_ms, opens, sizeof(opens));
+    when(v->starts_ms, starts, sizeof(starts));
+    when(v->opened_ms, opened, sizeof(opened));
+    snprintf(stock, sizeof(stock), v->stock >= 0 ? "%" PRId64 : "(none)", v->stock);
     printf("item %" PRId64 " waiting room: opens %s, shuffled at %s (drawn %s)\n", item, opens, starts,
            opened);
-    printf("  seed         %s\n", field_of(m, "seed") ? field_of(m, "seed") : "(not drawn yet)");
-    printf("  joined       %" PRId64 " (pre-queue now %lld, placed at the opening %" PRId64 ", later %" PRId64
-           ")\n",
-           field_i64(m, "joined_total"), r[1]->integer, field_i64(m, "pre_total"), field_i64(m, "late_seq"));
-    printf("  line         %lld places, serving %" PRId64 " (admitted %" PRId64 ", passed over %" PRId64
-           "), waiting %" PRId64 "\n",
-           r[2]->integer, field_i64(m, "serving"), field_i64(m, "admitted_total"),
-           field_i64(m, "passed_total"), field_i64(m, "waiting"));
-    printf("  admissions   outstanding %lld, spent %lld\n", r[3]->integer, r[4]->integer);
-    printf("  stock        %s, pending %lld\n", r[6]->type == REDIS_REPLY_STRING ? r[6]->str : "(none)",
-           r[7]->integer);
-    printf("  rate         %.1f/s measured; ceiling %s%" PRId64 "/s%s; %s\n", (double)rate / 1000.0,
-           ceiling > 0 ? "" : "producer.queue_rate_per_s = ",
-           ceiling > 0 ? ceiling : (int64_t)c->producer.queue_rate_per_s, ceiling > 0 ? " (this item's)" : "",
-           field_i64(m, "paused") ? "PAUSED" : "admitting");
-    printf("  admitter     %s\n", lease);
+    printf("  seed         %s\n", v->seed[0] ? v->seed : "(not drawn yet)");
+    printf("  joined       %" PRId64 " (pre-queue now %" PRId64 ", placed at the opening %" PRId64
+           ", later %" PRId64 ")\n",
+           v->joined_total, v->pre_now, v->pre_total, v->late_seq);
+    printf("  line         %" PRId64 " places, serving %" PRId64 " (admitted %" PRId64
+           ", passed over %" PRId64 "), waiting %" PRId64 "\n",
+           v->line, v->serving, v->admitted_total, v->passed_total, v->waiting);
+    printf("  admissions   outstanding %" PRId64 ", spent %" PRId64 "\n", v->outstanding, v->spent);
+    printf("  stock        %s, pending %" PRId64 "\n", stock, v->pending);
+    printf("  rate         %.1f/s measured; ceiling %s%" PRId64 "/s%s; %s\n", (double)v->rate_milli / 1000.0,
+           v->ceiling_per_s > 0 ? "" : "producer.queue_rate_per_s = ",
+           v->ceiling_per_s > 0 ? v->ceiling_per_s : (int64_t)c->producer.queue_rate_per_s,
+           v->ceiling_per_s > 0 ? " (this item's)" : "", v->paused ? "PAUSED" : "admitting");
+    printf("  admitter     %s\n", v->lease[0] ? v->lease : "(none yet)");
 }
 
 static int status(struct rp *p, const struct cfg *c, int64_t item)
 {
-    char q[KEYS_QUEUE_PARTS][KEYS_MAX], k[KEYS_ITEM_PARTS][KEYS_MAX];
-    const redisReply *r[8];
+    struct qview v;
     struct rp_batch b;
     int ret = 1;
-    keys_queue_all(q, c->redis.key_prefix, item);
-    keys_item_all(k, c->redis.key_prefix, item);
     rp_batch_init(&b);
-    rp_addf(&b, q[0], "HGETALL %s", q[KEYS_QUEUE_META]);
-    rp_addf(&b, q[0], "SCARD %s", q[KEYS_QUEUE_PRE]);
-    rp_addf(&b, q[0], "ZCARD %s", q[KEYS_QUEUE_LINE]);
-    rp_addf(&b, q[0], "ZCARD %s", q[KEYS_QUEUE_ADM]);
-    rp_addf(&b, q[0], "ZCARD %s", q[KEYS_QUEUE_USED]);
-    rp_addf(&b, q[0], "HGETALL %s", k[KEYS_ITEM_WINDOW]);
-    rp_addf(&b, q[0], "GET %s", k[KEYS_ITEM_STOCK]);
-    rp_addf(&b, q[0], "HLEN %s", k[KEYS_ITEM_PENDING]);
-    if (b.n == 8 && run(p, &b) == 0) {
-        for (int i = 0; i < 8; i++)
-            r[i] = rp_reply(&b, i);
-        print_status(c, item, r);
+    if (qview_add(&b, c->redis.key_prefix, item) == 0 && run(p, &b) == 0 && qview_take(&b, 0, &v) == 0) {
+        print_status(c, item, &v);
         ret = 0;
     }
     rp_batch_free(&b);

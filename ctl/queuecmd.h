@@ -1,7 +1,8 @@
 /* queuecmd: `seckillctl queue`, an item's waiting room (issue #58) for
  * operators and auditors:
  *
- *   queue status --item ID            the room as Redis holds it
+ *   queue status --item ID            the room as Redis holds it (qview.h,
+ *                                     which seckillctl watch shows too)
  *   queue rate --item ID --per-s N    the item's ceiling on admissions a
  *                                     second, live (0: producer.queue_rate_per_s)
  *   queue pause|resume --item ID      stop or restart admission, live

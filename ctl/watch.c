@@ -18,6 +18,7 @@
 #include "keys.h"
 #include "kmeta.h"
 #include "pgconn.h"
+#include "qview.h"
 #include "rpipe.h"
 #include "util.h"
 
@@ -35,6 +36,9 @@ struct witem {
      * expired, cancelled; units given back to Redis and still waiting for it;
      * payments that came too late (0 before the table of late payments). */
     int64_t to_pay, paid, expired, cancelled, returned, ret_waiting, late;
+    /* Its waiting room (qview.h; opens_ms 0: none, or not read): for the
+     * items shown only. */
+    struct qview q;
 };
 
 /* An item nothing is known of yet. */
@@ -155,8 +159,9 @@ static int64_t reply_i64(const redisReply *r)
     return -1;
 }
 
-/* Stock, pending and buyers of every item: one pipelined round trip (on a
- * Redis Cluster, one per shard, each item's commands on its own). */
+/* Stock, pending and buyers of every item, and the waiting room of each item
+ * shown: one pipelined round trip (on a Redis Cluster, one per shard, each
+ * item's commands on its own). */
 static void redis_sample(struct watch *w, struct wsample *s)
 {
     char err[WATCH_ERR];
@@ -182,6 +187,11 @@ static void redis_sample(struct watch *w, struct wsample *s)
             rp_addf(&b, k[KEYS_ITEM_STOCK], "SCARD %s", k[KEYS_ITEM_BUYERS]) < 0)
             break;
     }
+    /* The rooms, read as seckillctl queue status reads them. */
+    int qfirst = b.n;
+    size_t nq = 0;
+    while (nq < sent && nq < WATCH_MAX_SHOWN && qview_add(&b, w->c->redis.key_prefix, s->items[nq].id) == 0)
+        nq++;
     err[0] = '\0';
     if (rp_run(w->rp, &b, err, sizeof(err)) != 0 && err[0])
         snprintf(s->redis_err, sizeof(s->redis_err), "%s", err);
@@ -198,6 +208,9 @@ static void redis_sample(struct watch *w, struct wsample *s)
             snprintf(s->redis_err, sizeof(s->redis_err), "error reply");
         }
     }
+    for (size_t i = 0; i < nq; i++)
+        if (qview_take(&b, qfirst + (int)i * QVIEW_CMDS, &s->items[i].q) != 0 && !s->redis_err[0])
+            snprintf(s->redis_err, sizeof(s->redis_err), "error reply");
     rp_batch_free(&b);
 }
 
@@ -532,6 +545,52 @@ static void render_after(const struct wsample *s)
     }
 }
 
+/* A room's counter, or -1 (unknown) for an item without a room. */
+static int64_t qnum(const struct witem *it, int64_t v)
+{
+    return it && it->q.opens_ms > 0 ? v : -1;
+}
+
+/* The rate of one of a room's counters since the previous refresh. */
+#define QRATE(it, pv, field, dt, b) \
+    rate(qnum(it, (it)->q.field), qnum(pv, (pv) ? (pv)->q.field : 0), dt, b, 32)
+
+/* The waiting rooms of the items shown that have one: a table of the
+ * screen, after the items'. */
+static void render_queue(const struct wsample *s, const struct wsample *prev, int64_t dt)
+{
+    bool any = false;
+    for (size_t i = 0; i < s->n && i < WATCH_MAX_SHOWN; i++) {
+        const struct witem *it = &s->items[i], *pv = find(prev, it->id);
+        char b[8][32];
+        if (it->q.opens_ms <= 0)
+            continue;
+        if (!any)
+            printf("\n%-14s %9s %9s %9s %9s %9s %9s %9s %9s\n", "WAITING ROOM", "WAITING", "PRE-QUEUE",
+                   "SERVING", "ADM-OUT", "RATE/s", "ADMIT/s", "ABANDON/s", "PAUSED");
+        any = true;
+        snprintf(b[4], 32, "%.1f", (double)it->q.rate_milli / 1000.0);
+        printf("%-14" PRId64 " %9s %9s %9s %9s %9s %9s %9s %9s\n", it->id, num(it->q.waiting, b[0], 32),
+               num(it->q.pre_now, b[1], 32), num(it->q.serving, b[2], 32), num(it->q.outstanding, b[3], 32),
+               b[4], QRATE(it, pv, admitted_total, dt, b[5]), QRATE(it, pv, passed_total, dt, b[6]),
+               it->q.paused ? "yes" : "no");
+    }
+}
+
+/* An item's room as the line's key=value pairs (nothing for an item
+ * without one). */
+static void line_queue(const struct witem *it, const struct witem *pv, int64_t dt)
+{
+    char b[8][32];
+    if (it->q.opens_ms <= 0)
+        return;
+    printf(" queue_waiting=%s queue_prequeue=%s queue_serving=%s queue_admissions_outstanding=%s"
+           " queue_rate_per_s=%.1f queue_admitted_per_s=%s queue_abandoned_per_s=%s queue_paused=%d",
+           num(it->q.waiting, b[0], 32), num(it->q.pre_now, b[1], 32), num(it->q.serving, b[2], 32),
+           num(it->q.outstanding, b[3], 32), (double)it->q.rate_milli / 1000.0,
+           QRATE(it, pv, admitted_total, dt, b[5]), QRATE(it, pv, passed_total, dt, b[6]), it->q.paused);
+}
+
 static void render_screen(const struct watch *w, const struct wsample *s, const struct wsample *prev,
                           int interval)
 {
@@ -557,6 +616,7 @@ static void render_screen(const struct watch *w, const struct wsample *s, const 
         printf("redis:    %s\n", s->redis_err);
     if (s->pg_err[0])
         printf("postgres: %s\n", s->pg_err);
+    render_queue(s, prev, dt);
     if (s->n > 0)
         render_after(s);
 
@@ -629,6 +689,7 @@ static void render_line(const struct watch *w, const struct wsample *s, const st
                rate(it->persisted, pv->persisted, dt, b[6], 32),
                rate(it->refused, pv->refused, dt, b[7], 32));
         line_after(it);
+        line_queue(it, pv, dt);
     }
     printf("\n");
     fflush(stdout);

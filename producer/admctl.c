@@ -6,6 +6,11 @@ double actl_floor(double ceiling_per_s)
     return f < 1 ? (ceiling_per_s < 1 ? ceiling_per_s : 1) : f;
 }
 
+int actl_at_floor(const struct actl *a, double ceiling_per_s)
+{
+    return a->rate_per_s > 0 && a->rate_per_s <= actl_floor(ceiling_per_s);
+}
+
 enum actl_move actl_step(struct actl *a, const struct actl_in *in)
 {
     double ceiling = in->ceiling_per_s, floor = actl_floor(ceiling), was;

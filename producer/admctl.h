@@ -57,5 +57,8 @@ enum actl_move { ACTL_HOLD, ACTL_UP, ACTL_DOWN };
 enum actl_move actl_step(struct actl *a, const struct actl_in *in);
 /* The least rate the loop goes down to under this ceiling. */
 double actl_floor(double ceiling_per_s);
+/* 1 when the loop holds a (started) at the floor of this ceiling: the sale
+ * holds no more than the least rate (the gauge an alert reads), else 0. */
+int actl_at_floor(const struct actl *a, double ceiling_per_s);
 
 #endif

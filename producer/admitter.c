@@ -27,6 +27,11 @@ enum { R_HOLDER, R_ADMITTED, R_PASSED, R_WAITING, R_STOCK, R_PENDING, R_OUTSTAND
        R_PAUSED, R_LAPSED, R_ERR_SUM, R_ERR_N, R_SHUFFLED, R_PRE, R_N };
 /* Accepted buys in a control period below which their p99 says nothing. */
 #define P99_MIN_SAMPLES 20
+/* How long past an admission's life a room's serving number may stand still
+ * before it counts as stalled: a healthy room stands at most until its
+ * admissions outstanding are spent or run out, then the next step moves it
+ * (at 1 admission a second, the least rate, within a second). */
+#define STALL_GRACE_MS 5000
 
 /* One item with a waiting room. */
 struct item {
@@ -40,6 +45,9 @@ struct item {
     int64_t measured_ms; /* how long it has been measured */
     int64_t last_ms;     /* the last step (monotonic) */
     int64_t r[R_N];      /* the last step's reply */
+    /* For the stalled gauge: the serving number last seen, since when
+     * (monotonic; 0: not counting). */
+    int64_t still_serving, still_since_ms;
 };
 
 struct adt {
@@ -334,19 +342,41 @@ static void control(struct adt *a)
     }
 }
 
-static void gauges(const struct adt *a)
+/* Whether it is stalled, by this producer's view of it: waiters and units
+ * left, its sale open and not paused, and its serving number still for
+ * longer than an admission lives plus STALL_GRACE_MS. The view is the last
+ * reply that came, so when no step works (no producer admits, Redis or the
+ * functions refuse) it stands still and counts as stalled too. Observes
+ * only: what the room does is the steps'. */
+static int stalled(const struct adt *a, struct item *it, int64_t mono_ms, int64_t wall_ms)
 {
-    int64_t waiting = 0, pre = 0, serving = 0, out = 0, rate = 0, leases = 0, paused = 0;
+    int could = it->r[R_WAITING] + it->r[R_PRE] > 0 && it->r[R_STOCK] > 0 && !it->r[R_PAUSED] &&
+                wall_ms >= it->starts_ms && (!it->ends_ms || wall_ms < it->ends_ms);
+    if (!could || !it->still_since_ms || it->r[R_SERVING] != it->still_serving) {
+        it->still_serving = it->r[R_SERVING];
+        it->still_since_ms = could ? mono_ms : 0;
+        return 0;
+    }
+    int64_t life_ms = (int64_t)CFG_GET(a->cfg->producer.queue_token_life_s) * 1000;
+    return mono_ms - it->still_since_ms > life_ms + STALL_GRACE_MS;
+}
+
+static void gauges(struct adt *a)
+{
+    int64_t waiting = 0, pre = 0, serving = 0, out = 0, rate = 0, leases = 0, paused = 0, stalls = 0;
+    int64_t floors = 0, mono = util_mono_ms(), wall = util_wall_ms();
     for (size_t i = 0; i < a->n; i++) {
-        const struct item *it = &a->items[i];
+        struct item *it = &a->items[i];
         waiting += it->r[R_WAITING] + it->r[R_PRE];
         pre += it->r[R_PRE];
         serving += it->r[R_SERVING];
         out += it->r[R_OUTSTANDING];
         paused += it->r[R_PAUSED];
+        stalls += stalled(a, it, mono, wall);
         if (it->r[R_HOLDER]) {
             leases++;
             rate += (int64_t)it->ctl.rate_per_s;
+            floors += it->placed && actl_at_floor(&it->ctl, ceiling_of(a, it));
         }
     }
     PM_SET(queue_items, (int64_t)a->n);
@@ -357,6 +387,8 @@ static void gauges(const struct adt *a)
     PM_SET(queue_rate, rate);
     PM_SET(queue_leases, leases);
     PM_SET(queue_paused, paused);
+    PM_SET(queue_stalled, stalls);
+    PM_SET(queue_floor, floors);
 }
 
 static void *adt_main(void *arg)

@@ -26,6 +26,11 @@
  * failover that loses an admission makes its token "lapsed" and the next
  * steps admit again; nothing is sold without a reservation, which is.
  *
+ * From its own view of each item it also counts, for the alerts, the items
+ * that stand stalled (waiters, units, an open sale, and a serving number
+ * that has not moved for longer than an admission's life) and those whose
+ * rate it holds at the loop's floor (docs/operations.md).
+ *
  * Owned by the main thread (start, stop); the thread touches only its own
  * state and the metrics. */
 #ifndef SECKILL_ADMITTER_H

@@ -80,6 +80,12 @@
       "Admissions per second this producer aims at, summed over the items it admits for")        \
     X(queue_paused, "seckill_producer_queue_paused_items", "gauge", "",                            \
       "Items whose admission an operator paused (seckillctl queue pause)")                        \
+    X(queue_stalled, "seckill_producer_queue_stalled_items", "gauge", "",                          \
+      "Items with waiters and units left, in their sale window and not paused, whose serving "     \
+      "number has not moved for longer than an admission's life plus 5 s (alert SeckillQueueStalled)") \
+    X(queue_floor, "seckill_producer_queue_items_at_floor", "gauge", "",                           \
+      "Items whose admission rate this producer holds at the loop's floor: the sale does not hold " \
+      "more (alert SeckillAdmissionAtFloor)")                                                     \
     X(queue_admitted, "seckill_producer_queue_admitted_total", "counter", "",                      \
       "Waiters this producer admitted")                                                           \
     X(queue_passed, "seckill_producer_queue_abandoned_total", "counter", "",                       \

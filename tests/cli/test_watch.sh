@@ -5,7 +5,10 @@
 # (lag per partition) and the daemons' /healthz; its rates must be the
 # changes between its lines; on a terminal it redraws a table; and it sends
 # Redis nothing but reads. Own items, topic, group and key prefix, removed at
-# the end. Speaks TAP.
+# the end. An item with a waiting room: watch shows its room as `seckillctl
+# queue status` and Redis hold it (waiting, pre-queue, serving number,
+# admissions outstanding, rate, admitted and abandoned a second, paused).
+# Speaks TAP.
 set -u
 
 BUILD_ARG=${1:?usage: tests/cli/test_watch.sh BUILD_DIR}
@@ -20,6 +23,7 @@ GROUP=sktest-$TAG
 ITEM=$((940000000000 + $$ * 2))
 ITEM2=$((ITEM + 1))
 ITEM3=$((ITEM + 2))   # its orders after the sale written straight into PostgreSQL
+ITEMQ=$((960000000000 + $$))   # with a waiting room (issue #58)
 STOCK=10
 STOCK2=6
 BUYERS=30
@@ -37,10 +41,10 @@ cleanup() {
     [ -n "$mon_pid" ] && kill "$mon_pid" 2>/dev/null
     "${REDIS[@]}" --scan --pattern "$PREFIX:*" | xargs -r "${REDIS[@]}" del >/dev/null
     "${PSQL[@]}" -c "DELETE FROM late_payments WHERE ref = '$TAG'" >/dev/null 2>&1
-    "${PSQL[@]}" -c "DELETE FROM order_returns WHERE item_id IN ($ITEM, $ITEM2, $ITEM3);
-                     DELETE FROM orders WHERE item_id IN ($ITEM, $ITEM2, $ITEM3);
-                     DELETE FROM order_rejections WHERE item_id IN ($ITEM, $ITEM2, $ITEM3);
-                     DELETE FROM items WHERE item_id IN ($ITEM, $ITEM2, $ITEM3)" >/dev/null 2>&1
+    "${PSQL[@]}" -c "DELETE FROM order_returns WHERE item_id IN ($ITEM, $ITEM2, $ITEM3, $ITEMQ);
+                     DELETE FROM orders WHERE item_id IN ($ITEM, $ITEM2, $ITEM3, $ITEMQ);
+                     DELETE FROM order_rejections WHERE item_id IN ($ITEM, $ITEM2, $ITEM3, $ITEMQ);
+                     DELETE FROM items WHERE item_id IN ($ITEM, $ITEM2, $ITEM3, $ITEMQ)" >/dev/null 2>&1
     scripts/stack topic delete "$TOPIC" >/dev/null 2>&1
     rm -rf "$T"
 }
@@ -62,7 +66,7 @@ buy() { # buy ITEM USER: the HTTP status
 persisted_is() { [ "$("${PSQL[@]}" -c "SELECT count(*) FROM orders WHERE item_id = $1")" = "$2" ]; }
 WATCH=("$BUILD/seckillctl" -c "$T/seckill.cfg" watch)
 
-echo "1..23"
+echo "1..35"
 
 scripts/stack up >"$T/stack.log" 2>&1 || { echo "Bail out! scripts/stack up failed: $(tail -n 3 "$T/stack.log")"; exit 1; }
 scripts/stack topic create "$TOPIC" >/dev/null 2>&1 || { echo "Bail out! cannot create topic $TOPIC"; exit 1; }
@@ -182,7 +186,79 @@ is "after the sale: pending payment, paid, expired, cancelled, returned, waiting
 is "after the sale: the pairs come after the item's earlier ones (persisted counts every order)" \
     "$(item_field "$line" "$ITEM3" persisted)" 6
 
-# --- reads only: every command watch sends Redis, seen by MONITOR -------------
+# --- a waiting room: watch says what queue status and Redis say ----------------
+# 6 buyers join before the opening, the room is paused, 2 join after it;
+# then it is resumed while watch runs: 6 admitted (5 units, 10 % margin).
+QKEY="$PREFIX:{item:$ITEMQ}:queue"
+QCTL=("$BUILD/seckillctl" -c "$T/seckill.cfg" queue)
+join() { curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Length: 0' \
+    "http://127.0.0.1:$PPORT/api/v1/queue/$ITEMQ?user_id=$1"; }
+qfield_is() { [ "$("${REDIS[@]}" hget "$QKEY" "$1")" = "$2" ]; }
+now=$(date +%s%3N)
+"$BUILD/seckillctl" -c "$T/seckill.cfg" item create --id "$ITEMQ" --stock 5 --name watch \
+    --starts-at $((now + 3000)) --queue-opens-at $((now - 1000)) >/dev/null 2>"$T/item.err" ||
+    { echo "Bail out! item create --queue-opens-at: $(cat "$T/item.err")"; exit 1; }
+"${QCTL[@]}" pause --item "$ITEMQ" >/dev/null
+joined=""
+for u in 1 2 3 4 5 6; do joined="$joined$(join $((ITEMQ % 100000 * 100 + u)))"; done
+run "${WATCH[@]}" --count 1 --item "$ITEMQ"
+line=$(tail -n 1 "$T/out")
+is "before the opening: 6 joined, watch shows them in the pre-queue, none in the line, paused" \
+    "$joined $(item_field "$line" "$ITEMQ" queue_prequeue) $(item_field "$line" "$ITEMQ" queue_waiting) $(item_field "$line" "$ITEMQ" queue_paused)" \
+    "200200200200200200 6 0 1"
+if until_ok 15 qfield_is shuffled 1; then pass "the room opened (the pre-queue shuffled into the line)"
+else fail "the room opened" "$("${QCTL[@]}" status --item "$ITEMQ" 2>&1)"; fi
+for u in 7 8; do join $((ITEMQ % 100000 * 100 + u)) >/dev/null; done
+until_ok 10 qfield_is waiting 8
+run "${WATCH[@]}" --count 1 --item "$ITEMQ"
+line=$(tail -n 1 "$T/out")
+got=""
+for k in queue_waiting queue_prequeue queue_serving queue_admissions_outstanding queue_paused; do
+    got="$got $k=$(item_field "$line" "$ITEMQ" "$k")"
+done
+is "paused after the opening: waiting, pre-queue, serving, outstanding, paused = Redis's" "$got" \
+    " queue_waiting=$("${REDIS[@]}" hget "$QKEY" waiting) queue_prequeue=$("${REDIS[@]}" scard "$QKEY:pre") queue_serving=0 queue_admissions_outstanding=$("${REDIS[@]}" zcard "$QKEY:adm") queue_paused=1"
+is "... which are 8 waiting, nobody called" "$(item_field "$line" "$ITEMQ" queue_waiting) $(item_field "$line" "$ITEMQ" queue_admissions_outstanding)" "8 0"
+# resumed while watch runs: the line after it saw the 6 admissions, at the
+# rate its counts say
+"${WATCH[@]}" --count 3 --interval 1000 --item "$ITEMQ" >"$T/qrates" 2>"$T/qrates.err" & wpid=$!
+until_ok 30 test -s "$T/qrates"
+"${QCTL[@]}" resume --item "$ITEMQ" >/dev/null
+wait "$wpid"
+bad=$(awk '
+    function v(k,   i, a) { for (i = 1; i <= NF; i++) { split($i, a, "="); if (a[1] == k) return a[2] } return "" }
+    function ms(ts,   a) { split(substr(ts, 12, 12), a, "[:.]"); return ((a[1] * 60 + a[2]) * 60 + a[3]) * 1000 + a[4] }
+    { t = ms(v("ts")); sv = v("queue_serving"); r = v("queue_admitted_per_s"); ab = v("queue_abandoned_per_s")
+      if (NR > 1) {
+          want = (sv - psv) * 1000 / (t - pt)
+          d = r - want; if (d < 0) d = -d
+          if (d > 0.15 * want + 0.5) printf "line %d: queue_admitted_per_s %s, serving says %.1f; ", NR, r, want
+          if (ab != "0.0") printf "line %d: queue_abandoned_per_s %s (all of them asked lately); ", NR, ab
+      } else if (r != "-") printf "line 1 has a rate (%s) with nothing before it; ", r
+      pt = t; psv = sv }' "$T/qrates")
+is "admitted/s and abandoned/s are the changes since the line before" "$bad" ""
+last=$(tail -n 1 "$T/qrates")
+is "resumed: 6 admitted (5 units + 10 %), 2 waiting, not paused" \
+    "$(item_field "$last" "$ITEMQ" queue_serving) $(item_field "$last" "$ITEMQ" queue_admissions_outstanding) $(item_field "$last" "$ITEMQ" queue_waiting) $(item_field "$last" "$ITEMQ" queue_paused)" \
+    "6 6 2 0"
+is "... as Redis holds it" "$(item_field "$last" "$ITEMQ" queue_serving) $(item_field "$last" "$ITEMQ" queue_admissions_outstanding)" \
+    "$("${REDIS[@]}" hget "$QKEY" serving) $("${REDIS[@]}" zcard "$QKEY:adm")"
+rate=$(item_field "$last" "$ITEMQ" queue_rate_per_s)
+want=$("${REDIS[@]}" hget "$QKEY" rate_milli)
+if awk -v r="$rate" -v m="$want" 'BEGIN { d = r - m / 1000; exit !(r != "" && d < 0.05 + m / 1000 * 0.5 && -d < 0.05 + m / 1000 * 0.5) }'; then
+    pass "queue_rate_per_s is the measured rate the steps store ($rate/s, Redis ${want}/1000)"
+else fail "queue_rate_per_s is the measured rate" "watch: $rate, rate_milli: $want"; fi
+run "${QCTL[@]}" status --item "$ITEMQ"
+if [ "$rc" = 0 ] && grep -q "line         8 places, serving 6 (admitted 6, passed over 0), waiting 2" "$T/out" &&
+   grep -q "admissions   outstanding 6, spent 0" "$T/out" && grep -q "stock        5, pending 0" "$T/out" &&
+   grep -q "; admitting" "$T/out"; then pass "queue status says the same, from the same reader"
+else fail "queue status says the same" "$(run_diag)"; fi
+run "${WATCH[@]}" --count 1 --item "$ITEM" --item "$ITEMQ"
+line=$(tail -n 1 "$T/out")
+is "an item without a room has no queue pairs, beside one that has" \
+    "$(item_field "$line" "$ITEM" queue_waiting)/$(item_field "$line" "$ITEMQ" queue_waiting)" "/2"
+
+
 stop "$prod_pid"; prod_pid=
 "${REDIS[@]}" monitor >"$T/monitor" 2>&1 & mon_pid=$!
 until_ok 10 grep -q OK "$T/monitor"
@@ -191,14 +267,15 @@ run "${WATCH[@]}" --count 2 --interval 200
 until_ok 10 grep -q '"ping"' "$T/monitor"
 kill "$mon_pid"; mon_pid=
 cmds=$(grep -o '\] "[a-zA-Z]*"' "$T/monitor" | tr -d '"]' | tr a-z A-Z | sort -u | tr -d ' ' | paste -sd' ' -)
-writes=$(printf '%s\n' $cmds | grep -vxE 'GET|HLEN|SCARD|SMEMBERS|PING|ROLE|AUTH|SELECT|CLIENT|INFO' | paste -sd' ' -)
+writes=$(printf '%s\n' $cmds | grep -vxE 'GET|HLEN|SCARD|SMEMBERS|HGETALL|ZCARD|PING|ROLE|AUTH|SELECT|CLIENT|INFO' | paste -sd' ' -)
 if [ "$rc" = 0 ] && [ -n "$cmds" ]; then pass "watch ran with both daemons gone (commands seen: $cmds)"
 else fail "watch with the daemons gone" "$(run_diag)" "monitor saw: $cmds"; fi
 is "watch sends Redis only reads" "$writes" ""
+is "... the waiting room's among them (HGETALL, ZCARD)" "$(printf '%s\n' $cmds | grep -cxE 'HGETALL|ZCARD')" 2
 is "no daemon up, and said so" "$(field "$(tail -n 1 "$T/out")" producers_up) $(field "$(tail -n 1 "$T/out")" consumers_up)" "0/1 0/1"
 
 # --- on a terminal: a table redrawn in place -------------------------------------
-script -qec "$(printf '%q ' "${WATCH[@]}" --count 2 --interval 200 --item "$ITEM" --item "$ITEM2" --item "$ITEM3")" /dev/null >"$T/tty" 2>&1
+script -qec "$(printf '%q ' "${WATCH[@]}" --count 2 --interval 200 --item "$ITEM" --item "$ITEM2" --item "$ITEM3" --item "$ITEMQ")" /dev/null >"$T/tty" 2>&1
 clears=$(grep -o $'\033\[H\033\[2J' "$T/tty" | wc -l)
 is "on a terminal: the screen is redrawn once per refresh" "$clears" 2
 if grep -q 'ITEM .*STOCK .*ACCEPTED .*PENDING .*PERSISTED .*REFUSED' "$T/tty" &&
@@ -210,4 +287,9 @@ if grep -q 'AFTER SALE .*TO PAY .*PAID .*EXPIRED .*CANCELLED .*RETURNED .*RET-WA
    grep -qE "^$ITEM3 +2 +1 +2 +1 +2 +1 +$late\$" <(tr -d '\r' <"$T/tty"); then
     pass "on a terminal: the table after the sale"
 else fail "on a terminal: the table after the sale" "$(tr -d '\r' <"$T/tty" | sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g' | tail -n 20)"; fi
+if grep -q 'WAITING ROOM .*WAITING .*PRE-QUEUE .*SERVING .*ADM-OUT .*RATE/s .*ADMIT/s .*ABANDON/s .*PAUSED' "$T/tty" &&
+   grep -qE "^$ITEMQ +2 +0 +6 +6 +[0-9.]+ +[-0-9.]+ +[-0-9.]+ +no\$" <(tr -d '\r' <"$T/tty") &&
+   ! grep -qE "^$ITEM +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[-0-9.]+ +[-0-9.]+ +[-0-9.]+ +(yes|no)\$" <(tr -d '\r' <"$T/tty"); then
+    pass "on a terminal: the waiting room's table, the room's item only"
+else fail "on a terminal: the waiting room's table" "$(tr -d '\r' <"$T/tty" | sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g' | tail -n 24)"; fi
 exit $((failed > 0))

@@ -9,8 +9,9 @@
  * at once; a unit given back (seckill_return, as an expiry does) admitting
  * the next in line; abandoned places passed over and an unused admission
  * giving its slot back; two producers serving one queue (one admitter, the
- * same places, a takeover); and Redis unreachable for the producer: nothing
- * sold, with a token or without. */
+ * same places, a takeover); Redis unreachable for the producer: nothing
+ * sold, with a token or without; and a room nobody admits counted stalled
+ * (the gauge an alert reads). */
 #include "funclibs.h"
 #include "harness.h"
 
@@ -755,6 +756,45 @@ static void test_redis_down_sells_nothing(void **state)
     assert_int_equal(item_int(item, "GET", KEYS_ITEM_STOCK), 2);
 }
 
+/* The stalled gauge the alert SeckillQueueStalled reads: a room with
+ * waiters and units whose admission nobody runs (its lease held by a
+ * producer that admits nothing: here a ghost's, set by hand) counts once
+ * its serving number has stood for an admission's life plus 5 s; once a
+ * producer admits again (the lease given back), it does not. First in the
+ * suite: this producer watches no other room yet. */
+static void test_stalled_gauge(void **state)
+{
+    (void)state;
+    char w[32], key[KEYS_MAX];
+    const char *g = "seckill_producer_queue_stalled_items";
+    int64_t item = item_new(5, OPENS_IN_MS);
+    bool ok;
+    keys_queue(key, sizeof(key), harness_conf.redis.key_prefix, item, KEYS_QUEUE_META);
+    redisContext *rc = harness_redis(&harness_conf);
+    freeReplyObject(harness_cmd(rc, "HSET %s lease ghost:1:x|9999999999999", key));
+    for (int64_t u = 101; u <= 103; u++)
+        q_state(P1.port, "POST", item, u, w, sizeof(w), NULL, NULL, 0);
+    wait_opened(item);
+    assert_int_equal(sale_metric(P1.mport, g), 0); /* not yet: it has only just opened */
+    WAIT_UNTIL(sale_metric(P1.mport, g) == 1, (TOKEN_LIFE_S + 5 + 10) * 1000, ok);
+    if (!ok)
+        fail_msg("the room nobody admits was not counted stalled (gauge %lld)",
+                 (long long)sale_metric(P1.mport, g));
+    char *serving = queue_field(item, "serving");
+    assert_true(!serving || strcmp(serving, "0") == 0);
+    free(serving);
+    /* The lease back: the producer takes it and calls the line (passing over
+     * the waiters, who stopped asking), so the serving number moves. */
+    freeReplyObject(harness_cmd(rc, "HDEL %s lease", key));
+    redisFree(rc);
+    WAIT_UNTIL(sale_metric(P1.mport, g) == 0, 10000, ok);
+    assert_true(ok);
+    serving = queue_field(item, "serving");
+    assert_non_null(serving);
+    assert_string_not_equal(serving, "0");
+    free(serving);
+}
+
 /* Without --queue-opens-at nothing changes: a buy goes through without an
  * admission, and the room's calls say the item has none. */
 static void test_no_room_no_change(void **state)
@@ -773,6 +813,7 @@ static void test_no_room_no_change(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stalled_gauge),
         cmocka_unit_test(test_one_place_per_buyer),
         cmocka_unit_test(test_shuffle_from_seed),
         cmocka_unit_test(test_buy_refusals),

@@ -2,7 +2,8 @@
  * ceiling, steps down multiplicatively while the accepted p99 is over its
  * target or the backlog over its bound, never below the floor, climbs back
  * additively while both hold, never over the ceiling, and a lowered ceiling
- * binds at once; no p99 (too few buys to say) is no objection. And the
+ * binds at once; no p99 (too few buys to say) is no objection; whether it
+ * is held at its floor (the gauge SeckillAdmissionAtFloor reads). And the
  * p99 it is fed (metrics_hist_quantile_us): what was observed between two
  * snapshots, interpolated in its bucket. */
 #include "harness.h"
@@ -23,8 +24,10 @@ static void test_starts_at_the_ceiling(void **state)
     (void)state;
     struct actl a = { 0 };
     struct actl_in in = calm(2000);
+    assert_false(actl_at_floor(&a, 2000)); /* not started */
     assert_int_equal(actl_step(&a, &in), ACTL_HOLD);
     assert_true(a.rate_per_s == 2000);
+    assert_false(actl_at_floor(&a, 2000));
 }
 
 static void test_down_on_p99_then_up(void **state)
@@ -44,9 +47,11 @@ static void test_down_on_p99_then_up(void **state)
     assert_true(a.rate_per_s == actl_floor(1000));
     assert_true(a.rate_per_s >= 1);
     assert_int_equal(actl_step(&a, &in), ACTL_HOLD);
+    assert_true(actl_at_floor(&a, 1000));
     /* The p99 back under the target: additive steps up to the ceiling. */
     in.p99_us = 5000;
     assert_int_equal(actl_step(&a, &in), ACTL_UP);
+    assert_false(actl_at_floor(&a, 1000));
     assert_true(a.rate_per_s == actl_floor(1000) + 1000 * ACTL_UP_SHARE);
     for (int i = 0; i < 100; i++)
         actl_step(&a, &in);
@@ -86,6 +91,9 @@ static void test_ceiling_lowered_binds(void **state)
     in.p99_us = 99999;
     actl_step(&a, &in);
     assert_true(a.rate_per_s == 1);
+    assert_true(actl_at_floor(&a, 1));
+    /* A ceiling raised again: the rate is below its floor until the next step. */
+    assert_true(actl_at_floor(&a, 1000));
 }
 
 static void test_quantile(void **state)

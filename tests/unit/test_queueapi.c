@@ -1,0 +1,147 @@
+/* The waiting room's answers as docs/api.md tells buyers them, held against
+ * the code both ways: every answer of the queue calls (WR_STATES,
+ * producer/wroom.h) is a row of the doc's table with its HTTP status, and
+ * every row of that table is an answer the code gives with that status;
+ * every reason a buy's admission is refused for (ADM_REASONS,
+ * common/sale/admtoken.h) is a row of the reasons' table, and that table
+ * has no other. Then poll_after_s, as the doc promises it: a quarter of the
+ * ETA, at least 1 s, at most a third of the abandonment time, that third
+ * when the ETA is unknown. */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admtoken.h"
+#include "wroom.h"
+
+/* The file (a path under the repository) as text, NUL-terminated; the
+ * caller frees it. */
+static char *slurp(const char *rel)
+{
+    char path[512];
+    FILE *f;
+    char *buf;
+    long n;
+    snprintf(path, sizeof(path), "%s/%s", harness_root(), rel);
+    if (!(f = fopen(path, "rb")))
+        fail_msg("cannot open %s (run from the repository or set SECKILL_ROOT)", path);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    n = ftell(f);
+    assert_true(n > 0);
+    rewind(f);
+    buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* The rows of the table whose header line is header, after its |---|
+ * line: each row's first two cells (the backticks of the first dropped)
+ * into word[i] and second[i]. Their count; fails when there is no such
+ * table. */
+static int table_rows(const char *md, const char *header, char word[][48], char second[][48], int max)
+{
+    const char *p = strstr(md, header);
+    int n = 0;
+    if (!p)
+        fail_msg("docs/api.md has no table headed '%s'", header);
+    p = strchr(p, '\n');
+    p = p ? strchr(p + 1, '\n') : NULL; /* past the |---| line */
+    while (p && p[1] == '|' && n < max) {
+        const char *a = p + 2, *b = strchr(a, '|'), *c = b ? strchr(b + 1, '|') : NULL;
+        if (!b || !c)
+            break;
+        if (sscanf(a, " `%47[a-z_]`", word[n]) != 1)
+            fail_msg("docs/api.md: a row under '%s' without a `word` first: %.60s", header, a);
+        while (*++b == ' ')
+            ;
+        snprintf(second[n], 48, "%.*s", (int)(c - b), b);
+        n++;
+        p = strchr(p + 1, '\n');
+    }
+    return n;
+}
+
+static const struct {
+    unsigned http;
+    const char *word;
+} states[] = {
+#define ROW(name, http, word) { http, word },
+    WR_STATES(ROW)
+#undef ROW
+};
+
+/* Every answer of the queue calls has its row, with its status; every row is
+ * an answer. */
+static void test_queue_answers(void **state)
+{
+    (void)state;
+    char *md = slurp("docs/api.md"), word[32][48], http[32][48];
+    int n = table_rows(md, "| answer | HTTP | body | when | what the buyer does |", word, http, 32);
+    for (size_t s = 0; s < ARRAY_SIZE(states); s++) {
+        bool found = false;
+        for (int i = 0; i < n && !found; i++)
+            if (strcmp(word[i], states[s].word) == 0) {
+                found = true;
+                if ((unsigned)atoi(http[i]) != states[s].http)
+                    fail_msg("docs/api.md says '%s' is answered %s; the code answers %u", word[i], http[i],
+                             states[s].http);
+            }
+        if (!found)
+            fail_msg("docs/api.md has no row for the queue's answer '%s'", states[s].word);
+        /* and the code's own lookups agree with the table */
+        assert_int_equal(wr_http_status((enum wr_state)s), states[s].http);
+        assert_string_equal(wr_word((enum wr_state)s), states[s].word);
+    }
+    /* each state's row found, and no other row: an answer the code never gives */
+    assert_int_equal(n, (int)ARRAY_SIZE(states));
+    free(md);
+}
+
+/* Every reason a buy's admission is refused for has its row, and only they. */
+static void test_refusal_reasons(void **state)
+{
+    (void)state;
+    char *md = slurp("docs/api.md"), word[32][48], by[32][48];
+    int n = table_rows(md, "| reason | decided by | when |", word, by, 32);
+    for (int r = ADM_OK + 1; r < ADM_NREASONS; r++) {
+        bool found = false;
+        for (int i = 0; i < n && !found; i++)
+            found = strcmp(word[i], adm_reason_word((enum adm_reason)r)) == 0;
+        if (!found)
+            fail_msg("docs/api.md has no row for the admission refusal '%s'",
+                     adm_reason_word((enum adm_reason)r));
+    }
+    assert_int_equal(n, ADM_NREASONS - 1); /* all but ADM_OK, and no other */
+    /* The buy's table of answers names the 403 they come in. */
+    assert_non_null(strstr(md, "| 403 | `{\"status\":\"admission_refused\",\"reason\":\"…\"}` |"));
+    free(md);
+}
+
+/* poll_after_s as the doc says: ETA/4, within [1, abandon/3]; abandon/3
+ * when unknown. */
+static void test_poll_after(void **state)
+{
+    (void)state;
+    assert_int_equal(wr_poll_after_s(1560, 30), 1);    /* near the turn: 1 s at least */
+    assert_int_equal(wr_poll_after_s(20000, 30), 5);   /* a quarter of 20 s */
+    assert_int_equal(wr_poll_after_s(600000, 30), 10); /* far: a third of 30 s at most */
+    assert_int_equal(wr_poll_after_s(-1, 30), 10);     /* unknown (before the opening) */
+    assert_int_equal(wr_poll_after_s(-1, 2), 1);       /* a third of 2 s is less than 1 s */
+    assert_int_equal(wr_poll_after_s(0, 30), 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_queue_answers),
+        cmocka_unit_test(test_refusal_reasons),
+        cmocka_unit_test(test_poll_after),
+    };
+    harness_filter();
+    return cmocka_run_group_tests_name("queueapi", tests, NULL, NULL);
+}
