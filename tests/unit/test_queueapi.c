@@ -16,29 +16,6 @@
 #include "admtoken.h"
 #include "wroom.h"
 
-/* The file (a path under the repository) as text, NUL-terminated; the
- * caller frees it. */
-static char *slurp(const char *rel)
-{
-    char path[512];
-    FILE *f;
-    char *buf;
-    long n;
-    snprintf(path, sizeof(path), "%s/%s", harness_root(), rel);
-    if (!(f = fopen(path, "rb")))
-        fail_msg("cannot open %s (run from the repository or set SECKILL_ROOT)", path);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    n = ftell(f);
-    assert_true(n > 0);
-    rewind(f);
-    buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 /* The rows of the table whose header line is header, after its |---|
  * line: each row's first two cells (the backticks of the first dropped)
  * into word[i] and second[i]. Their count; fails when there is no such
@@ -80,7 +57,7 @@ static const struct {
 static void test_queue_answers(void **state)
 {
     (void)state;
-    char *md = slurp("docs/api.md"), word[32][48], http[32][48];
+    char *md = harness_slurp("docs/api.md"), word[32][48], http[32][48];
     int n = table_rows(md, "| answer | HTTP | body | when | what the buyer does |", word, http, 32);
     for (size_t s = 0; s < ARRAY_SIZE(states); s++) {
         bool found = false;
@@ -106,7 +83,7 @@ static void test_queue_answers(void **state)
 static void test_refusal_reasons(void **state)
 {
     (void)state;
-    char *md = slurp("docs/api.md"), word[32][48], by[32][48];
+    char *md = harness_slurp("docs/api.md"), word[32][48], by[32][48];
     int n = table_rows(md, "| reason | decided by | when |", word, by, 32);
     for (int r = ADM_OK + 1; r < ADM_NREASONS; r++) {
         bool found = false;
