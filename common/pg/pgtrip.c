@@ -9,11 +9,15 @@ enum pgt_status pgtrip_class(const char *state)
     /* 08 connection, 40001 serialization, 40P01 deadlock, 57P0x shutdown or
      * not accepting connections yet, 53 out of resources, 55P03 lock timeout,
      * 57014 a statement cancelled (an operator's pg_cancel_backend, a
-     * statement_timeout): none is the data's fault, and a batch taken apart
-     * for it would dead-letter sound messages. */
+     * statement_timeout), 25P03 and 25P04 a session the server ended for
+     * idling in a transaction or for the transaction's length (a worker
+     * frozen past its lease reads that error on waking, before its own
+     * check of the lease): none is the data's fault, and a batch taken apart
+     * for it would dead-letter sound messages (one alone at once). */
     if (state == NULL || strncmp(state, "08", 2) == 0 || strcmp(state, "40001") == 0 ||
         strcmp(state, "40P01") == 0 || strncmp(state, "57P", 3) == 0 || strncmp(state, "53", 2) == 0 ||
-        strcmp(state, "55P03") == 0 || strcmp(state, "57014") == 0)
+        strcmp(state, "55P03") == 0 || strcmp(state, "57014") == 0 || strcmp(state, "25P03") == 0 ||
+        strcmp(state, "25P04") == 0)
         return PGT_TRANSIENT;
     return PGT_DATA;
 }

@@ -12,7 +12,7 @@
  * A failure is classified once, here (pgtrip_class): TRANSIENT when the
  * connection is lost or the server may well take the same statement later
  * (serialization, deadlock, shutting down, out of resources, lock timeout,
- * a statement cancelled):
+ * a statement cancelled, a session ended for idling in its transaction):
  * retry it, after a backoff; DATA when the server refused the statement
  * for what it is or carries: the same statement fails again, so the caller
  * isolates what it carries (sink: the batch again one order at a time, the

@@ -22,6 +22,7 @@ static void test_class(void **state)
         "53000", "53100", "53200", "53300",          /* out of resources: disk, memory, connections */
         "55P03",                                     /* lock_not_available (lock_timeout) */
         "57014",                                     /* query_canceled: a cancel or statement_timeout */
+        "25P03", "25P04",                            /* the session ended: idle in transaction, too long */
     };
     const char *data[] = {
         "23505", "23514", "23503", "23502", /* unique, check, foreign key, not null */
