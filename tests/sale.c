@@ -892,37 +892,39 @@ int64_t sale_metric(int port, const char *name)
 
 /* --- an ACL user with the consumer's rules ---------------------------------- */
 
-/* The consumer's rules for c's key prefix, as the stack writes them. */
-static void consumer_rules(const struct cfg *c, char *out, size_t len)
+/* The rules of role's user (producer, consumer) for c's key prefix, as the
+ * stack writes them; they must name must_have. */
+static void role_rules(const char *role, const struct cfg *c, const char *must_have, char *out, size_t len)
 {
     char cmd[1024];
     snprintf(cmd, sizeof(cmd),
-             "bash -c 'STATE=/nonexistent; . \"$0/scripts/stack.d/redis.sh\" && redis_acl_rules consumer \"$1\"' "
-             "'%s' '%s'",
-             harness_root(), c->redis.key_prefix);
+             "bash -c 'STATE=/nonexistent; . \"$0/scripts/stack.d/redis.sh\" && redis_acl_rules \"$1\" \"$2\"' "
+             "'%s' '%s' '%s'",
+             harness_root(), role, c->redis.key_prefix);
     FILE *f = popen(cmd, "r");
     assert_non_null(f);
     size_t n = fread(out, 1, len - 1, f);
     out[n] = '\0';
     assert_int_equal(pclose(f), 0);
-    assert_non_null(strstr(out, ":returned"));
+    assert_non_null(strstr(out, must_have));
 }
 
-void sale_consumer_acl_user(const char *tag, char *user, size_t ulen, char *password, size_t plen)
+void sale_acl_user(const char *role, const char *must_have, const char *tag, char *user, size_t ulen,
+                   char *password, size_t plen)
 {
-    char rules[8192], pw[80], rnd[17], *save = NULL;
-    const char *argv[512];
+    char rules[16384], pw[80], rnd[17], *save = NULL;
+    const char *argv[1024];
     int n = 0;
-    consumer_rules(&harness_conf, rules, sizeof(rules));
+    role_rules(role, &harness_conf, must_have, rules, sizeof(rules));
     assert_int_equal(util_random_hex(rnd, 8), 0);
     snprintf(user, ulen, "sktest-%s-%d", tag, (int)getpid());
-    snprintf(password, plen, "c-%s", rnd);
+    snprintf(password, plen, "%c-%s", role[0], rnd);
     snprintf(pw, sizeof(pw), ">%s", password);
     argv[n++] = "ACL", argv[n++] = "SETUSER", argv[n++] = user, argv[n++] = "reset", argv[n++] = "on";
     argv[n++] = pw;
     /* ACL SETUSER puts the selectors that come apart at their spaces back
      * together (Redis 7.0). */
-    for (char *t = strtok_r(rules, " \n", &save); t && n < 510; t = strtok_r(NULL, " \n", &save))
+    for (char *t = strtok_r(rules, " \n", &save); t && n < 1020; t = strtok_r(NULL, " \n", &save))
         argv[n++] = t;
     redisContext *rc = harness_redis(&harness_conf);
     redisReply *r = redisCommandArgv(rc, n, argv, NULL);
@@ -931,6 +933,11 @@ void sale_consumer_acl_user(const char *tag, char *user, size_t ulen, char *pass
         fail_msg("ACL SETUSER %s: %s", user, r->str);
     freeReplyObject(r);
     redisFree(rc);
+}
+
+void sale_consumer_acl_user(const char *tag, char *user, size_t ulen, char *password, size_t plen)
+{
+    sale_acl_user("consumer", ":returned", tag, user, ulen, password, plen);
 }
 
 void sale_acl_user_switch(const char *user, bool on)

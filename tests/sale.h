@@ -125,6 +125,10 @@ bool sale_group_caught_up(const struct cfg *c, const char *group, const char *to
  * user off or change it without touching any other daemon. Fails the test
  * on any error. */
 void sale_consumer_acl_user(const char *tag, char *user, size_t ulen, char *password, size_t plen);
+/* The same for role's user ("producer", "consumer"), whose rules must name
+ * must_have (a key the test relies on). */
+void sale_acl_user(const char *role, const char *must_have, const char *tag, char *user, size_t ulen,
+                   char *password, size_t plen);
 /* Turn that user on, or off (its connections killed). */
 void sale_acl_user_switch(const char *user, bool on);
 

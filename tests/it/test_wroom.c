@@ -48,58 +48,15 @@ static struct keyring *keys;
 
 /* --- fixtures ------------------------------------------------------------ */
 
-/* The producer's rules for the suite's prefix, as the stack writes them. */
-static void producer_rules(char *out, size_t len)
-{
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd),
-             "bash -c 'STATE=/nonexistent; . \"$0/scripts/stack.d/redis.sh\" && redis_acl_rules producer \"$1\"' "
-             "'%s' '%s'",
-             harness_root(), harness_conf.redis.key_prefix);
-    FILE *f = popen(cmd, "r");
-    assert_non_null(f);
-    size_t n = fread(out, 1, len - 1, f);
-    out[n] = '\0';
-    assert_int_equal(pclose(f), 0);
-    assert_non_null(strstr(out, ":queue:adm"));
-}
-
 /* An ACL user "sktest-wroom-PID" with the producer's rules and a password
  * in pwfile: this suite's producers connect as it, and turning it off
- * touches no other daemon. */
+ * (sale_acl_user_switch) touches no other daemon. */
 static void acl_user_make(void)
 {
-    char rules[16384], pw[80], rnd[17], *save = NULL;
-    const char *argv[1024];
-    int n = 0;
-    producer_rules(rules, sizeof(rules));
-    assert_int_equal(util_random_hex(rnd, 8), 0);
-    snprintf(user, sizeof(user), "sktest-wroom-%d", (int)getpid());
-    snprintf(pw, sizeof(pw), ">p-%s", rnd);
+    char password[40];
+    sale_acl_user("producer", ":queue:adm", "wroom", user, sizeof(user), password, sizeof(password));
     snprintf(pwfile, sizeof(pwfile), "%s/redis-pw", keydir);
-    char content[40];
-    snprintf(content, sizeof(content), "p-%s", rnd);
-    harness_write_secret(pwfile, content);
-    argv[n++] = "ACL", argv[n++] = "SETUSER", argv[n++] = user, argv[n++] = "reset", argv[n++] = "on";
-    argv[n++] = pw;
-    for (char *t = strtok_r(rules, " \n", &save); t && n < 1020; t = strtok_r(NULL, " \n", &save))
-        argv[n++] = t;
-    redisContext *rc = harness_redis(&harness_conf);
-    redisReply *r = redisCommandArgv(rc, n, argv, NULL);
-    assert_non_null(r);
-    if (r->type == REDIS_REPLY_ERROR)
-        fail_msg("ACL SETUSER %s: %s", user, r->str);
-    freeReplyObject(r);
-    redisFree(rc);
-}
-
-static void acl_user_switch(bool on)
-{
-    redisContext *rc = harness_redis(&harness_conf);
-    freeReplyObject(harness_cmd(rc, "ACL SETUSER %s %s", user, on ? "on" : "off"));
-    if (!on)
-        freeReplyObject(harness_cmd(rc, "CLIENT KILL USER %s", user));
-    redisFree(rc);
+    harness_write_secret(pwfile, password);
 }
 
 static void prod_start(struct prod *p)
@@ -738,13 +695,13 @@ static void test_redis_down_sells_nothing(void **state)
     q_state(P1.port, "POST", item, 61, w, sizeof(w), NULL, NULL, 0);
     wait_opened(item);
     wait_admitted(P1.port, item, 61, tok, sizeof(tok));
-    acl_user_switch(false);
+    sale_acl_user_switch(user, false);
     int st1 = buy(P1.port, item, 61, tok, resp, sizeof(resp));
     int st2 = buy(P1.port, item, 62, NULL, resp, sizeof(resp));
     json_t *js;
     int st3 = q_call(P1.port, "POST", item, 63, &js);
     json_decref(js);
-    acl_user_switch(true);
+    sale_acl_user_switch(user, true);
     assert_int_equal(item_int(item, "GET", KEYS_ITEM_STOCK), 2);
     assert_int_equal(st1, 503);
     assert_int_equal(st2, 503);
