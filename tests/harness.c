@@ -515,6 +515,28 @@ int harness_wait_exit(pid_t pid, int timeout_ms)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+int harness_wait_stopped(pid_t pid, int timeout_ms)
+{
+    int64_t end = util_mono_ms() + timeout_ms;
+    int st;
+    for (;;) {
+        /* WUNTRACED: the parent hears of the stop once the group stop is
+         * complete, that is once the last thread has stopped. */
+        pid_t r = waitpid(pid, &st, WNOHANG | WUNTRACED);
+        if (r == pid && WIFSTOPPED(st))
+            return 0;
+        if (r == pid) { /* it exited: reaped here */
+            for (size_t i = 0; i < nspawned; i++)
+                if (spawned[i] == pid)
+                    spawned[i] = 0;
+            return -1;
+        }
+        if (r < 0 || util_mono_ms() >= end)
+            return -1;
+        util_sleep_ms(2);
+    }
+}
+
 int harness_connect(int port)
 {
     struct sockaddr_in sa = { 0 };

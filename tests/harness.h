@@ -157,6 +157,11 @@ pid_t harness_spawn(char *const argv[], const char *logpath);
 /* Wait up to timeout_ms for pid to exit. Returns its exit status, 128+N if a
  * signal N ended it, or -1 on timeout (it is then killed with SIGKILL). */
 int harness_wait_exit(pid_t pid, int timeout_ms);
+/* Wait up to timeout_ms until pid (a child: harness_spawn) has stopped, every
+ * thread of it (after SIGSTOP). kill() returns before that: until the
+ * kernel has stopped the last thread, the others still run, and one woken
+ * by a reply goes on with it. 0, or -1 when it exited or did not stop. */
+int harness_wait_stopped(pid_t pid, int timeout_ms);
 
 /* Run a binary of this build (harness_bin) with args (NULL-terminated, at
  * most 22), stdout and stderr into *out (caller frees); its exit status as

@@ -240,6 +240,8 @@ static void dmn_kill(struct dmn *d, int sig)
 {
     assert_true(d->pid > 0);
     assert_int_equal(kill(d->pid, sig), 0);
+    if (sig == SIGSTOP)
+        assert_int_equal(harness_wait_stopped(d->pid, 10000), 0);
     if (sig == SIGKILL) {
         assert_int_equal(harness_wait_exit(d->pid, 10000), 128 + SIGKILL);
         d->pid = 0;
