@@ -438,11 +438,18 @@ static enum MHD_Result answer_cancel(struct ingress *g, struct ing_req *q)
     return respond(g, q->conn, cx_http_status(o), body, 0);
 }
 
+/* ms as seconds to the tenth, rounded up ("poll_after_s"). */
+static void tenths(int64_t ms, char *out, size_t len)
+{
+    int64_t t = (ms + 99) / 100;
+    snprintf(out, len, "%" PRId64 ".%" PRId64, t / 10, t % 10);
+}
+
 /* The waiting room's answer (wroom.h): the buyer's state, or a refusal. */
 static enum MHD_Result answer_queue(struct ingress *g, struct ing_req *q)
 {
     const struct wr_req *w = &q->wq;
-    char body[ADM_TOKEN_MAX + 160], t[48], pos[24], eta[24];
+    char body[ADM_TOKEN_MAX + 160], t[48], pos[24], eta[24], after[24];
     int64_t abandon_s = CFG_GET(g->cfg->producer.queue_abandon_s);
     switch (w->state) {
     case WR_WAITING:
@@ -451,10 +458,13 @@ static enum MHD_Result answer_queue(struct ingress *g, struct ing_req *q)
         snprintf(eta, sizeof(eta), w->position > 0 && w->eta_ms >= 0 ? "%" PRId64 : "null",
                  (w->eta_ms + 999) / 1000);
         util_format_time_ms(w->starts_ms, t, sizeof(t));
+        tenths(wr_poll_after_ms(w->position, w->eta_ms, w->starts_ms - util_wall_ms(), abandon_s,
+                                (int64_t)util_rand_below(WR_OPENING_SPREAD_MS)),
+               after, sizeof(after));
         snprintf(body, sizeof(body),
                  "{\"state\":\"waiting\",\"position\":%s,\"eta_s\":%s,\"starts_at\":\"%s\","
-                 "\"poll_after_s\":%" PRId64 "}",
-                 pos, eta, t, wr_poll_after_s(w->position > 0 ? w->eta_ms : -1, abandon_s));
+                 "\"poll_after_s\":%s}",
+                 pos, eta, t, after);
         break;
     case WR_ADMITTED:
         util_format_time_ms(w->expires_ms, t, sizeof(t));
@@ -464,6 +474,12 @@ static enum MHD_Result answer_queue(struct ingress *g, struct ing_req *q)
     case WR_NOT_OPEN:
         util_format_time_ms(w->opens_ms, t, sizeof(t));
         snprintf(body, sizeof(body), "{\"status\":\"not_open\",\"opens_at\":\"%s\"}", t);
+        break;
+    case WR_SOLD_OUT:
+        /* The place is kept for a unit that comes back: said how often to
+         * ask to keep it, a third of the abandonment time. */
+        tenths(abandon_s * 1000 / 3, t, sizeof(t));
+        snprintf(body, sizeof(body), "{\"state\":\"sold_out\",\"poll_after_s\":%s}", t);
         break;
     default:
         snprintf(body, sizeof(body), "{\"%s\":\"%s\"}",

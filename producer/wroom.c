@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admitter.h"
 #include "bgthread.h"
 #include "daemon.h"
 #include "fifo.h"
@@ -46,12 +47,21 @@ static const struct {
 unsigned wr_http_status(enum wr_state s) { return states[s].http; }
 const char *wr_word(enum wr_state s) { return states[s].word; }
 
-int64_t wr_poll_after_s(int64_t eta_ms, int64_t abandon_s)
+int64_t wr_poll_after_ms(int64_t position, int64_t eta_ms, int64_t until_start_ms, int64_t abandon_s,
+                         int64_t jitter_ms)
 {
-    int64_t most = abandon_s / 3, s = eta_ms < 0 ? most : eta_ms / 4000;
-    if (s > most)
-        s = most;
-    return s < 1 ? 1 : s;
+    int64_t most = abandon_s * 1000 / 3, ms;
+    if (position <= 0 && until_start_ms > 0)
+        ms = until_start_ms + ADT_TICK_MS + jitter_ms;
+    else if (position <= 0)
+        ms = WR_POLL_UNPLACED_MS;
+    else if (eta_ms >= 0)
+        ms = eta_ms / 4 * 3;
+    else
+        ms = WR_POLL_UNKNOWN_MS;
+    if (ms > most)
+        ms = most;
+    return ms < WR_POLL_MIN_MS ? WR_POLL_MIN_MS : ms;
 }
 
 static void done(struct wr_req *q, enum wr_state s)

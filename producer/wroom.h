@@ -80,10 +80,23 @@ void wr_submit(struct wr *w, struct wr_req *q);
 /* Stop the thread once every submitted request has completed. */
 void wr_stop(struct wr *w);
 
-/* How soon a waiter should ask again, in seconds (the "poll_after_s" of the
- * answers): sooner near their turn, never later than a third of the
- * abandonment time (producer.queue_abandon_s), never sooner than 1 s.
- * eta_ms < 0: unknown. */
-int64_t wr_poll_after_s(int64_t eta_ms, int64_t abandon_s);
+/* How soon a waiter should ask again, in milliseconds (the answers'
+ * "poll_after_s", to the tenth of a second):
+ *   - before the opening (position 0, every place equal): just after it
+ *     (the admitter's next step), plus jitter_ms (the caller's draw in
+ *     [0, WR_OPENING_SPREAD_MS)), so the crowd that waited does not ask in
+ *     one instant; once the opening has passed but the line is not placed
+ *     yet: WR_POLL_UNPLACED_MS;
+ *   - with a place and an ETA: three quarters of the ETA (it is approximate;
+ *     asking a little early costs one ask, late costs the turn); without
+ *     an ETA: WR_POLL_UNKNOWN_MS;
+ * never sooner than WR_POLL_MIN_MS, never later than a third of the
+ * abandonment time (producer.queue_abandon_s), so the place is kept. */
+#define WR_POLL_MIN_MS 300
+#define WR_POLL_UNPLACED_MS 500
+#define WR_POLL_UNKNOWN_MS 1000
+#define WR_OPENING_SPREAD_MS 1000
+int64_t wr_poll_after_ms(int64_t position, int64_t eta_ms, int64_t until_start_ms, int64_t abandon_s,
+                         int64_t jitter_ms);
 
 #endif

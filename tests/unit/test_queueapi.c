@@ -4,15 +4,16 @@
  * every row of that table is an answer the code gives with that status;
  * every reason a buy's admission is refused for (ADM_REASONS,
  * common/sale/admtoken.h) is a row of the reasons' table, and that table
- * has no other. Then poll_after_s, as the doc promises it: a quarter of the
- * ETA, at least 1 s, at most a third of the abandonment time, that third
- * when the ETA is unknown. */
+ * has no other. Then poll_after_s, as the doc promises it: just after the
+ * opening (spread) for those who wait for it, three quarters of the ETA for
+ * the placed, within [WR_POLL_MIN_MS, a third of the abandonment time]. */
 #include "harness.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "admitter.h"
 #include "admtoken.h"
 #include "wroom.h"
 
@@ -99,17 +100,28 @@ static void test_refusal_reasons(void **state)
     free(md);
 }
 
-/* poll_after_s as the doc says: ETA/4, within [1, abandon/3]; abandon/3
- * when unknown. */
+/* poll_after_s as the doc says: before the opening, just after it plus the
+ * spread; with a place, three quarters of the ETA; within
+ * [WR_POLL_MIN_MS, abandon/3]. */
 static void test_poll_after(void **state)
 {
     (void)state;
-    assert_int_equal(wr_poll_after_s(1560, 30), 1);    /* near the turn: 1 s at least */
-    assert_int_equal(wr_poll_after_s(20000, 30), 5);   /* a quarter of 20 s */
-    assert_int_equal(wr_poll_after_s(600000, 30), 10); /* far: a third of 30 s at most */
-    assert_int_equal(wr_poll_after_s(-1, 30), 10);     /* unknown (before the opening) */
-    assert_int_equal(wr_poll_after_s(-1, 2), 1);       /* a third of 2 s is less than 1 s */
-    assert_int_equal(wr_poll_after_s(0, 30), 1);
+    /* Before the opening: at the opening's step, plus the caller's jitter. */
+    assert_int_equal(wr_poll_after_ms(0, -1, 4000, 30, 0), 4000 + ADT_TICK_MS);
+    assert_int_equal(wr_poll_after_ms(0, -1, 4000, 30, 700), 4000 + ADT_TICK_MS + 700);
+    /* Far before it: a third of the abandonment time, to keep the place. */
+    assert_int_equal(wr_poll_after_ms(0, -1, 600000, 30, 0), 10000);
+    /* After it, not placed yet. */
+    assert_int_equal(wr_poll_after_ms(0, -1, -200, 30, 0), WR_POLL_UNPLACED_MS);
+    /* A place: three quarters of the ETA, at least the minimum. */
+    assert_int_equal(wr_poll_after_ms(3120, 2000, -5000, 30, 0), 1500);
+    assert_int_equal(wr_poll_after_ms(7, 100, -5000, 30, 0), WR_POLL_MIN_MS);
+    assert_int_equal(wr_poll_after_ms(90000, 600000, -5000, 30, 0), 10000);
+    assert_int_equal(wr_poll_after_ms(12, -1, -5000, 30, 0), WR_POLL_UNKNOWN_MS);
+    /* A third of a short abandonment time still bounds every answer, but
+     * never below the minimum. */
+    assert_int_equal(wr_poll_after_ms(0, -1, 4000, 3, 0), 1000);
+    assert_int_equal(wr_poll_after_ms(12, 9000, -1, 0, 0), WR_POLL_MIN_MS);
 }
 
 int main(void)
