@@ -266,8 +266,9 @@ static void took_step(struct item *it, const redisReply *r, int64_t now_ms)
         return;
     for (int i = 0; i < R_N; i++)
         it->r[i] = r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : 0;
-    if (it->r[R_SHUFFLED])
-        it->placed = 1;
+    /* Redis says, every step: an opening lost with a failover (a replica
+     * that had not seen it took over) is done again, not taken as done. */
+    it->placed = it->r[R_SHUFFLED] != 0;
     if (!it->r[R_HOLDER]) {
         /* Another producer admits: a takeover starts afresh. */
         it->ctl.rate_per_s = 0;

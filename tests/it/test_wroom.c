@@ -2,7 +2,8 @@
  * Redis user has exactly the producer's rules (scripts/stack.d/redis.sh),
  * with a key of the test's own (so the test can mint the tokens a forger
  * cannot, and check each refusal): one place per buyer; the shuffle
- * reproduced from the stored seed (seckillctl queue audit, and again here);
+ * reproduced from the stored seed (seckillctl queue audit, and again here),
+ * and done again when a failover lost it;
  * a buy without, with a forged, a reused, an expired, another buyer's,
  * another item's, a premature and a lapsed admission, each refused with its
  * reason, and nothing sold but the good one; sold out told to every waiter
@@ -419,6 +420,56 @@ static void test_shuffle_from_seed(void **state)
     redisFree(rc);
 }
 
+/* An opening lost with a failover (the replica that took over had not seen
+ * it: the pre-queue whole again, no seed, no line) is done again by the
+ * producers, with a seed of its own that the audit holds the line to, and
+ * admission goes on. */
+static void test_lost_opening_redone(void **state)
+{
+    (void)state;
+    enum { N = 12 };
+    char w[32], *out = NULL, pre[KEYS_MAX], line[KEYS_MAX], meta[KEYS_MAX];
+    int64_t item = item_new(1, OPENS_IN_MS);
+    for (int i = 0; i < N; i++)
+        q_state(P1.port, "POST", item, 2000 + i, w, sizeof(w), NULL, NULL, 0);
+    assert_int_equal(ctl_queue("pause", item, NULL, NULL, &out), 0);
+    free(out);
+    wait_opened(item);
+    char *seed = queue_field(item, "seed");
+    assert_non_null(seed);
+    keys_queue(pre, sizeof(pre), harness_conf.redis.key_prefix, item, KEYS_QUEUE_PRE);
+    keys_queue(line, sizeof(line), harness_conf.redis.key_prefix, item, KEYS_QUEUE_LINE);
+    keys_queue(meta, sizeof(meta), harness_conf.redis.key_prefix, item, KEYS_QUEUE_META);
+    /* The state before the opening, as a replica that missed it holds it. */
+    redisContext *rc = harness_redis(&harness_conf);
+    freeReplyObject(harness_cmd(rc, "MULTI"));
+    freeReplyObject(harness_cmd(rc, "DEL %s", line));
+    for (int i = 0; i < N; i++)
+        freeReplyObject(harness_cmd(rc, "SADD %s %d", pre, 2000 + i));
+    freeReplyObject(harness_cmd(rc, "HDEL %s seed opened_ms shuffled pre_total", meta));
+    redisReply *r = harness_cmd(rc, "EXEC");
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+    wait_opened(item);
+    assert_int_equal(harness_int(rc, "ZCARD %s", line), N);
+    assert_int_equal(harness_int(rc, "SCARD %s", pre), 0);
+    char *seed2 = queue_field(item, "seed");
+    assert_non_null(seed2);
+    assert_string_not_equal(seed, seed2); /* drawn again, not the lost one */
+    int st = ctl_queue("audit", item, "--quiet", NULL, &out);
+    if (st != 0 || !strstr(out, "the order holds"))
+        fail_msg("queue audit after the opening was done again: exit %d: %s", st, out);
+    free(out);
+    assert_int_equal(ctl_queue("resume", item, NULL, NULL, &out), 0);
+    free(out);
+    bool ok;
+    WAIT_UNTIL(admitted_among(P1.port, item, 2000, 2000 + N - 1) != 0, 10000, ok);
+    assert_true(ok);
+    free(seed);
+    free(seed2);
+    redisFree(rc);
+}
+
 /* A queued item's buy: refused without an admission, with a forged one,
  * another buyer's, another item's, one minted before the opening, an
  * expired one, one for another sale of the item, one Redis does not hold
@@ -773,6 +824,7 @@ int main(void)
         cmocka_unit_test(test_stalled_gauge),
         cmocka_unit_test(test_one_place_per_buyer),
         cmocka_unit_test(test_shuffle_from_seed),
+        cmocka_unit_test(test_lost_opening_redone),
         cmocka_unit_test(test_buy_refusals),
         cmocka_unit_test(test_sold_out_at_once),
         cmocka_unit_test(test_unit_back_admits_next),
