@@ -140,7 +140,16 @@ static int set_field(struct rp *p, const struct cfg *c, int64_t item, const char
     rp_batch_init(&b);
     if (rp_addf(&b, meta, "HSET %s %s %s", meta, field, v) >= 0) {
         rp_durable(&b);
-        ret = run(p, &b) == 0 && !rp_replicas_short(&b) ? 0 : 1;
+        ret = run(p, &b) == 0 ? 0 : 1;
+        if (ret == 0 && rp_replicas_short(&b)) {
+            /* Set on the primary, but a failover now could lose it: said,
+             * and the exit says it did not hold. */
+            fprintf(stderr,
+                    "seckillctl: redis: setting the room's %s: fewer than %d replicas confirmed it "
+                    "(redis.min_replicas_ack); run the command again\n",
+                    field, b.wait_replicas);
+            ret = 1;
+        }
     }
     rp_batch_free(&b);
     return ret;

@@ -7,7 +7,9 @@
 # units were sold twice: 5 buyers told 202 got no order. The plain stack's
 # Redis has no replica: with min_replicas_ack 1, `seckillctl sweep` publishes
 # nothing, says why and leaves the reservation for the next pass; with 0 it
-# publishes it. On a scratch topic. Needs the stack (scripts/stack up). TAP.
+# publishes it. The same holds for an operator's change to a waiting room
+# (seckillctl queue pause): not confirmed, it exits 1 and says why. On a
+# scratch topic. Needs the stack (scripts/stack up). TAP.
 set -u
 
 BUILD=${1:?usage: tests/cli/test_sweep_wait.sh BUILD_DIR}
@@ -22,6 +24,8 @@ USER_ID=4242
 TOPIC=seckill.test.sweepwait.$$
 PREFIX=seckill # redis.key_prefix in config/seckill.cfg
 K="$PREFIX:{item:$ITEM}"
+QITEM=$((ITEM + 1))
+QK="$PREFIX:{item:$QITEM}"
 
 # shellcheck source=../tap.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../tap.sh"
@@ -29,8 +33,9 @@ K="$PREFIX:{item:$ITEM}"
 rcli() { scripts/stack redis-cli "$@" 2>/dev/null; }
 cleanup() {
     rcli DEL "$K:stock" "$K:buyers" "$K:pending" "$K:unpub" "$K:window" "$K:orders" >/dev/null
-    rcli SREM "$PREFIX:items" "$ITEM" >/dev/null
-    scripts/stack psql -d seckill -q -c "DELETE FROM items WHERE item_id = $ITEM" >/dev/null 2>&1
+    rcli DEL "$QK:stock" "$QK:buyers" "$QK:pending" "$QK:unpub" "$QK:window" "$QK:orders" "$QK:queue" >/dev/null
+    rcli SREM "$PREFIX:items" "$ITEM" "$QITEM" >/dev/null
+    scripts/stack psql -d seckill -q -c "DELETE FROM items WHERE item_id IN ($ITEM, $QITEM)" >/dev/null 2>&1
     scripts/stack topic delete "$TOPIC" >/dev/null 2>&1
     rm -rf "$T"
 }
@@ -44,7 +49,7 @@ mkcfg() {
         -e "s|^redis = {|redis = {\n  min_replicas_ack = $2;\n  wait_timeout_ms = 300;|" config/seckill.cfg >"$1"
 }
 
-echo "1..4"
+echo "1..5"
 
 mkcfg "$T/wait1.cfg" 1
 mkcfg "$T/wait0.cfg" 0
@@ -65,5 +70,11 @@ is "the reservation is still unpublished, its unit still taken" "$(rcli ZCARD "$
 run "$CTL" -c "$T/wait0.cfg" sweep --age-ms 0
 is "min_replicas_ack 0: published (exit 0, nothing unpublished)" \
     "$rc $(grep -c 're-published 1,' "$T/out") $(rcli ZCARD "$K:unpub")" "0 1 0"
+
+later=$(( $(date +%s%3N) + 3600000 ))
+"$CTL" -c "$T/wait0.cfg" item create --id "$QITEM" --stock 5 --starts-at "$later" --queue-opens-at "$now" >/dev/null
+run "$CTL" -c "$T/wait1.cfg" queue pause --item "$QITEM"
+is "min_replicas_ack 1, no replica: queue pause exits 1 and says why" \
+    "$rc $(grep -c "setting the room's paused: fewer than 1 replicas confirmed it" "$T/err")" "1 1"
 
 [ "$failed" -eq 0 ]
