@@ -559,23 +559,26 @@ static size_t response_len(struct conn *c, int *http, size_t *body_at, int *clos
 
 static void conn_read(struct conn *c, int64_t now)
 {
-    for (;;) {
+    int http = 0, close_after = 0;
+    size_t body_at = 0, len = 0;
+    /* Until a whole answer is in, or nothing more is: not on to EAGAIN each
+     * time, a read syscall saved per answer (epoll says when more comes). */
+    while (!len) {
         ssize_t r = read(c->fd, c->in + c->ilen, IN_MAX - 1 - c->ilen);
         if (r > 0) {
             c->ilen += (size_t)r;
+            len = response_len(c, &http, &body_at, &close_after);
             continue;
         }
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            break;
+            return;
         /* closed (idle: the server's connection timeout) or broken */
         conn_reset(c, now);
         return;
     }
-    int http = 0, close_after = 0;
-    size_t body_at = 0, len = response_len(c, &http, &body_at, &close_after);
-    if (!len || c->buyer < 0)
+    if (c->buyer < 0)
         return;
     int32_t bi = c->buyer;
     char body[IN_MAX];
