@@ -379,6 +379,24 @@ static int64_t json_int(const char *body, const char *key, int64_t dflt)
     return strtoll(p, NULL, 10);
 }
 
+/* The value of "key", a number of seconds (the room says poll_after_s to
+ * the tenth), in µs; dflt_us when absent, null or out of [0, 3600]. */
+static int64_t json_secs_us(const char *body, const char *key, int64_t dflt_us)
+{
+    char pat[48], *end;
+    snprintf(pat, sizeof(pat), "\"%s\":", key);
+    const char *p = strstr(body, pat);
+    if (!p)
+        return dflt_us;
+    p += strlen(pat);
+    if (*p < '0' || *p > '9')
+        return dflt_us;
+    double v = strtod(p, &end);
+    if (end == p || !(v >= 0 && v <= 3600))
+        return dflt_us;
+    return (int64_t)(v * 1e6);
+}
+
 static void count(int kind, int http, const char *word)
 {
     for (int i = 0; i < G.ntally; i++)
@@ -409,10 +427,7 @@ static void request_again(int32_t b, int64_t when)
  * at the opening (and a random delay) when that is sooner. */
 static int64_t next_ask(const char *body, int64_t now, int before_opening)
 {
-    int64_t after = json_int(body, "poll_after_s", 1);
-    if (after < 1 || after > 3600)
-        after = 1;
-    int64_t at = now + after * 1000000;
+    int64_t at = now + json_secs_us(body, "poll_after_s", 1000000);
     if (before_opening && G.opening_spread_us > 0 && G.starts_us > now) {
         int64_t open = G.starts_us + (int64_t)util_rand_below((uint64_t)G.opening_spread_us);
         if (open < at)

@@ -34,7 +34,7 @@ PORT=$(free_ports 1)
 # machine too); admitted at 60/s, the room sells out after the late ones
 # joined (in the 1 s after the opening).
 STARTS=$(($(date +%s%3N) + 5000))
-python3 tests/cli/fixtures/wroom/fakeroom.py "$PORT" 77 "$STARTS" "$STOCK" 60 1 "$T/ready" 2>"$T/fake.err" &
+python3 tests/cli/fixtures/wroom/fakeroom.py "$PORT" 77 "$STARTS" "$STOCK" 60 0.7 "$T/ready" 2>"$T/fake.err" &
 fake=$!
 until_ok 10 test -e "$T/ready" || { echo "Bail out! the fake room did not start: $(cat "$T/fake.err")"; exit 1; }
 mkdir -p "$T/room"
