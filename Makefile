@@ -125,7 +125,9 @@ $(BUILD)/seckill-consumer: $(BUILD)/obj/consumer/main.o $(CONS_LIB) $(LIB)
 $(BUILD)/seckillctl: $(BUILD)/obj/ctl/seckillctl.o $(CTL_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(CTL_LIBS)
 
-tests: $(TEST_BINS)
+# The waiting room's buyers (bench/wroomload): make demo's queued sale and
+# its test (tests/cli/test_demo_queue.sh) run them.
+tests: $(TEST_BINS) $(BUILD)/bench/wroomload
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_HELPER_OBJ) $(PROD_LIB) $(CONS_LIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) -lcmocka
@@ -145,7 +147,7 @@ test:
 
 demo:
 	scripts/stack up
-	$(MAKE) --no-print-directory all
+	$(MAKE) --no-print-directory all $(BUILD)/bench/wroomload
 	scripts/demo
 
 # Figures, not tests: prints a table and writes build/bench.json.
@@ -153,7 +155,7 @@ bench:
 	bench/deps
 	scripts/stack up
 	$(MAKE) --no-print-directory all $(BUILD)/bench/jwtverify $(BUILD)/bench/lockbench $(BUILD)/bench/kafkalimit \
-	        $(BUILD)/bench/kafkaconnect $(BUILD)/bench/zipfitems
+	        $(BUILD)/bench/kafkaconnect $(BUILD)/bench/zipfitems $(BUILD)/bench/wroomload
 	bench/run
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
