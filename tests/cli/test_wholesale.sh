@@ -22,18 +22,12 @@ spec = importlib.util.spec_from_loader("wholesale", loader)
 ws = importlib.util.module_from_spec(spec)
 loader.exec_module(ws)
 
-n = failed = 0
+sys.path.insert(0, "tests")
+from tap import Tap  # noqa: E402
+tap = Tap()
 print("1..10")
 
-
-def check(desc, got, want):
-    global n, failed
-    n += 1
-    if got == want:
-        print(f"ok {n} - {desc}")
-    else:
-        failed += 1
-        print(f"not ok {n} - {desc}\n# got:  {got!r}\n# want: {want!r}")
+check = tap.check
 
 
 def row(t, acc, le1, le10, le100):
@@ -91,5 +85,5 @@ check("PostgreSQL over both rows' floors (the order's 18 and the fence's 12)",
       (f["sale_pg_over_floors"], f["sale_floor_pg_fence_us"]), (1.2, 12.0))
 del floors["pg_batch_cpu_us_per_row"]
 check("a floor missing: no sum", ws.floor_figures(floors, cpu)["sale_floor_cpu_us"], None)
-sys.exit(1 if failed else 0)
+sys.exit(tap.status())
 PY

@@ -87,17 +87,11 @@ loader = importlib.machinery.SourceFileLoader("wroom", "bench/wroom")
 spec = importlib.util.spec_from_loader("wroom", loader)
 wr = importlib.util.module_from_spec(spec)
 loader.exec_module(wr)
-n, failed = 9, 0
+sys.path.insert(0, "tests")
+from tap import Tap  # noqa: E402
+tap = Tap(first=9)
 
-
-def check(desc, got, want):
-    global n, failed
-    n += 1
-    if got == want:
-        print(f"ok {n} - {desc}")
-    else:
-        failed += 1
-        print(f"not ok {n} - {desc}\n# got:  {got!r}\n# want: {want!r}")
+check = tap.check
 
 
 # Spearman: the same order 1, the reverse -1, a known case (d^2 = 2 of n = 4: 1 - 12/60).
@@ -143,6 +137,6 @@ behind = wr.loadgen_figures({"wroomload_join_offered_per_s": "10000", "wroomload
 late = wr.loadgen_figures({"wroomload_join_offered_per_s": "10000", "wroomload_join_achieved_per_s": "10000",
                            "wroomload_poll_late_p99_ms": "25"})["loadgen_kept_schedule"]
 check("the generator kept its schedule; behind on the joins' rate; late on the asks", (kept, behind, late), (1, 0, 0))
-sys.exit(1 if failed else 0)
+sys.exit(tap.status())
 PY
 [ $? -eq 0 ] && [ "$failed" -eq 0 ]
