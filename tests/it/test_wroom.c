@@ -317,6 +317,23 @@ static int64_t admitted_among(int port, int64_t item, int64_t from, int64_t to)
     return 0;
 }
 
+/* A new item (one unit) whose n buyers from first join before its opening;
+ * admission paused, so the places stand still; returns once the opening
+ * has placed them all, the seed it drew in *seed (caller frees). */
+static int64_t item_opened_paused(int64_t first, int n, char **seed)
+{
+    char w[32], *out = NULL;
+    int64_t item = item_new(1, OPENS_IN_MS);
+    for (int i = 0; i < n; i++)
+        q_state(P1.port, "POST", item, first + i, w, sizeof(w), NULL, NULL, 0);
+    assert_int_equal(ctl_queue("pause", item, NULL, NULL, &out), 0);
+    free(out);
+    wait_opened(item);
+    *seed = queue_field(item, "seed");
+    assert_non_null(*seed);
+    return item;
+}
+
 /* --- the cases -------------------------------------------------------------- */
 
 /* One place per buyer: a second join, an ask, another tab (another
@@ -368,15 +385,8 @@ static void test_shuffle_from_seed(void **state)
 {
     (void)state;
     enum { N = 30 };
-    char w[32], *out = NULL, key[KEYS_MAX];
-    int64_t item = item_new(1, OPENS_IN_MS);
-    for (int i = 0; i < N; i++)
-        q_state(P1.port, "POST", item, 1000 + i, w, sizeof(w), NULL, NULL, 0);
-    assert_int_equal(ctl_queue("pause", item, NULL, NULL, &out), 0);
-    free(out);
-    wait_opened(item);
-    char *seed = queue_field(item, "seed");
-    assert_non_null(seed);
+    char *out = NULL, key[KEYS_MAX], *seed;
+    int64_t item = item_opened_paused(1000, N, &seed);
     assert_int_equal(strlen(seed), 64);
     char said[160];
     snprintf(said, sizeof(said), "seed %s", seed);
@@ -428,15 +438,8 @@ static void test_lost_opening_redone(void **state)
 {
     (void)state;
     enum { N = 12 };
-    char w[32], *out = NULL, pre[KEYS_MAX], line[KEYS_MAX], meta[KEYS_MAX];
-    int64_t item = item_new(1, OPENS_IN_MS);
-    for (int i = 0; i < N; i++)
-        q_state(P1.port, "POST", item, 2000 + i, w, sizeof(w), NULL, NULL, 0);
-    assert_int_equal(ctl_queue("pause", item, NULL, NULL, &out), 0);
-    free(out);
-    wait_opened(item);
-    char *seed = queue_field(item, "seed");
-    assert_non_null(seed);
+    char *out = NULL, pre[KEYS_MAX], line[KEYS_MAX], meta[KEYS_MAX], *seed;
+    int64_t item = item_opened_paused(2000, N, &seed);
     keys_queue(pre, sizeof(pre), harness_conf.redis.key_prefix, item, KEYS_QUEUE_PRE);
     keys_queue(line, sizeof(line), harness_conf.redis.key_prefix, item, KEYS_QUEUE_LINE);
     keys_queue(meta, sizeof(meta), harness_conf.redis.key_prefix, item, KEYS_QUEUE_META);
