@@ -16,6 +16,14 @@ struct rp *ctlrp_open(const struct cfg *c)
     return p;
 }
 
+void ctlrp_say_short(const struct rp_batch *b, const char *what)
+{
+    fprintf(stderr,
+            "seckillctl: redis: %s: fewer than %d replicas confirmed it (redis.min_replicas_ack); run the "
+            "command again\n",
+            what, b->wait_replicas);
+}
+
 const char *ctlrp_why(const struct rp_batch *b, int i, const char *runerr, char *buf, size_t len)
 {
     const redisReply *r = rp_reply(b, i);
@@ -46,8 +54,7 @@ int ctlrp_pay_window(struct rp *p, const char *window_key, int64_t pay_within_s)
     const redisReply *r = i >= 0 ? rp_reply(&b, i) : NULL;
     ok = r && r->type == REDIS_REPLY_INTEGER && !rp_replicas_short(&b);
     if (!ok && r && r->type == REDIS_REPLY_INTEGER)
-        fprintf(stderr, "seckillctl: redis: setting the item's payment window: fewer than %d replicas "
-                        "confirmed it (redis.min_replicas_ack); run the command again\n", b.wait_replicas);
+        ctlrp_say_short(&b, "setting the item's payment window");
     else if (!ok)
         fprintf(stderr, "seckillctl: redis: setting the item's payment window: %s\n",
                 i < 0 ? "out of memory" : ctlrp_why(&b, i, err, why, sizeof(why)));
@@ -88,10 +95,7 @@ int ctlrp_queue_window(struct rp *p, const struct cfg *c, int64_t item_id, int64
         }
     }
     if (ok && rp_replicas_short(&b)) {
-        fprintf(stderr,
-                "seckillctl: redis: setting the item's waiting room: fewer than %d replicas confirmed it "
-                "(redis.min_replicas_ack); run the command again\n",
-                b.wait_replicas);
+        ctlrp_say_short(&b, "setting the item's waiting room");
         ok = 0;
     }
     if (!ok && b.n == 0)

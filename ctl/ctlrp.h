@@ -42,6 +42,11 @@ int ctlrp_pay_window(struct rp *p, const char *window_key, int64_t pay_within_s)
  * ctlrp_fcall's writes. 0, or -1 after printing why. */
 int ctlrp_queue_window(struct rp *p, const struct cfg *c, int64_t item_id, int64_t opens_ms, bool reset);
 
+/* Say that a durable batch (rp_durable) ran but fewer replicas than
+ * redis.min_replicas_ack confirmed it: what, the change ("setting the
+ * item's waiting room"), may be lost to a failover; run it again. */
+void ctlrp_say_short(const struct rp_batch *b, const char *what);
+
 /* Why command i of a run batch has no usable answer ("" when it has one
  * that is no error reply), for a message. Returns buf. */
 const char *ctlrp_why(const struct rp_batch *b, int i, const char *runerr, char *buf, size_t len);

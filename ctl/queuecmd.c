@@ -144,10 +144,9 @@ static int set_field(struct rp *p, const struct cfg *c, int64_t item, const char
         if (ret == 0 && rp_replicas_short(&b)) {
             /* Set on the primary, but a failover now could lose it: said,
              * and the exit says it did not hold. */
-            fprintf(stderr,
-                    "seckillctl: redis: setting the room's %s: fewer than %d replicas confirmed it "
-                    "(redis.min_replicas_ack); run the command again\n",
-                    field, b.wait_replicas);
+            char what[64];
+            snprintf(what, sizeof(what), "setting the room's %s", field);
+            ctlrp_say_short(&b, what);
             ret = 1;
         }
     }
