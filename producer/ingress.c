@@ -477,8 +477,8 @@ static enum MHD_Result answer_queue(struct ingress *g, struct ing_req *q)
         break;
     case WR_SOLD_OUT:
         /* The place is kept for a unit that comes back: said how often to
-         * ask to keep it, a third of the abandonment time. */
-        tenths(abandon_s * 1000 / 3, t, sizeof(t));
+         * ask to keep it. */
+        tenths(wr_keep_place_ms(abandon_s), t, sizeof(t));
         snprintf(body, sizeof(body), "{\"state\":\"sold_out\",\"poll_after_s\":%s}", t);
         break;
     default:

@@ -47,10 +47,12 @@ static const struct {
 unsigned wr_http_status(enum wr_state s) { return states[s].http; }
 const char *wr_word(enum wr_state s) { return states[s].word; }
 
+int64_t wr_keep_place_ms(int64_t abandon_s) { return abandon_s * 1000 / 3; }
+
 int64_t wr_poll_after_ms(int64_t position, int64_t eta_ms, int64_t until_start_ms, int64_t abandon_s,
                          int64_t jitter_ms)
 {
-    int64_t most = abandon_s * 1000 / 3, ms;
+    int64_t most = wr_keep_place_ms(abandon_s), ms;
     if (position <= 0 && until_start_ms > 0)
         ms = until_start_ms + ADT_TICK_MS + jitter_ms;
     else if (position <= 0)

@@ -96,6 +96,9 @@ void wr_stop(struct wr *w);
 #define WR_POLL_UNPLACED_MS 500
 #define WR_POLL_UNKNOWN_MS 1000
 #define WR_OPENING_SPREAD_MS 1000
+/* The longest a waiter may wait between asks and still keep the place: a
+ * third of the abandonment time (producer.queue_abandon_s), in ms. */
+int64_t wr_keep_place_ms(int64_t abandon_s);
 int64_t wr_poll_after_ms(int64_t position, int64_t eta_ms, int64_t until_start_ms, int64_t abandon_s,
                          int64_t jitter_ms);
 
