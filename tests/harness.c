@@ -490,6 +490,14 @@ pid_t harness_spawn(char *const argv[], const char *logpath)
     return pid;
 }
 
+/* pid was reaped: the number may be reused, so it is no longer ours to kill. */
+static void forget_spawned(pid_t pid)
+{
+    for (size_t i = 0; i < nspawned; i++)
+        if (spawned[i] == pid)
+            spawned[i] = 0;
+}
+
 int harness_wait_exit(pid_t pid, int timeout_ms)
 {
     int64_t end = util_mono_ms() + timeout_ms;
@@ -507,9 +515,7 @@ int harness_wait_exit(pid_t pid, int timeout_ms)
         }
         util_sleep_ms(10);
     }
-    for (size_t i = 0; i < nspawned; i++)
-        if (spawned[i] == pid)
-            spawned[i] = 0; /* reaped: the pid may be reused */
+    forget_spawned(pid);
     if (timed_out)
         return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -526,9 +532,7 @@ int harness_wait_stopped(pid_t pid, int timeout_ms)
         if (r == pid && WIFSTOPPED(st))
             return 0;
         if (r == pid) { /* it exited: reaped here */
-            for (size_t i = 0; i < nspawned; i++)
-                if (spawned[i] == pid)
-                    spawned[i] = 0;
+            forget_spawned(pid);
             return -1;
         }
         if (r < 0 || util_mono_ms() >= end)
