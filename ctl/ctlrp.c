@@ -62,6 +62,28 @@ int ctlrp_pay_window(struct rp *p, const char *window_key, int64_t pay_within_s)
     return ok ? 0 : -1;
 }
 
+int ctlrp_pause_window(struct rp *p, const char *window_key, bool paused)
+{
+    char err[512] = "", why[512];
+    struct rp_batch b;
+    rp_batch_init(&b);
+    int i = paused ? rp_addf(&b, window_key, "HSET %s %s 1", window_key, KEYS_WINDOW_PAUSED)
+                   : rp_addf(&b, window_key, "HDEL %s %s", window_key, KEYS_WINDOW_PAUSED);
+    if (i >= 0) {
+        rp_durable(&b);
+        (void)rp_run(p, &b, err, sizeof(err));
+    }
+    const redisReply *r = i >= 0 ? rp_reply(&b, i) : NULL;
+    int ok = r && r->type == REDIS_REPLY_INTEGER && !rp_replicas_short(&b);
+    if (!ok && r && r->type == REDIS_REPLY_INTEGER)
+        ctlrp_say_short(&b, paused ? "pausing the sale" : "resuming the sale");
+    else if (!ok)
+        fprintf(stderr, "seckillctl: redis: %s the sale: %s\n", paused ? "pausing" : "resuming",
+                i < 0 ? "out of memory" : ctlrp_why(&b, i, err, why, sizeof(why)));
+    rp_batch_free(&b);
+    return ok ? 0 : -1;
+}
+
 int ctlrp_queue_window(struct rp *p, const struct cfg *c, int64_t item_id, int64_t opens_ms, bool reset)
 {
     char err[512] = "", v[24], why[512], win[KEYS_MAX], q[KEYS_QUEUE_PARTS][KEYS_MAX];

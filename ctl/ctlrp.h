@@ -42,6 +42,11 @@ int ctlrp_pay_window(struct rp *p, const char *window_key, int64_t pay_within_s)
  * ctlrp_fcall's writes. 0, or -1 after printing why. */
 int ctlrp_queue_window(struct rp *p, const struct cfg *c, int64_t item_id, int64_t opens_ms, bool reset);
 
+/* An item's sale paused (or not) in Redis: the window hash's
+ * KEYS_WINDOW_PAUSED (keys.h) set, or removed, after the database says so
+ * (item pause and resume, item load, reconcile's window fix). Durable as
+ * ctlrp_fcall's writes. 0, or -1 after printing why. */
+int ctlrp_pause_window(struct rp *p, const char *window_key, bool paused);
 /* Say that a durable batch (rp_durable) ran but fewer replicas than
  * redis.min_replicas_ack confirmed it: what, the change ("setting the
  * item's waiting room"), may be lost to a failover; run it again. */

@@ -5,10 +5,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ctlopt.h"
 #include "ctlpg.h"
 #include "ctlrp.h"
 #include "embed.h"
 #include "funclibs.h"
+#include "itempause.h"
 #include "keys.h"
 #include "log.h"
 #include "pgconn.h"
@@ -16,6 +18,7 @@
 #include "rpipe.h"
 #include "rebuild.h"
 #include "rfunc.h"
+#include "stockchg.h"
 #include "util.h"
 
 /* The longest payment window item create takes: a week. */
@@ -39,9 +42,11 @@ static void ms_arg(char *buf, size_t len, int64_t ms)
 }
 
 /* Redis: set the stock and the window (with the payment window,
- * pay_within_s, 0 for none) unless buyers or reservations exist. 0 or -1. */
-static int redis_load(const struct cfg *c, int64_t item_id, int64_t stock, const struct item_window *w,
-                      int64_t pay_within_s)
+ * pay_within_s, 0 for none) unless buyers or reservations exist, and forget
+ * the stock changes of an earlier sale of the item (at both ends: pg is the
+ * caller's open transaction). 0 or -1. */
+static int redis_load(const struct cfg *c, PGconn *pg, int64_t item_id, int64_t stock,
+                      const struct item_window *w, int64_t pay_within_s)
 {
     char k[KEYS_ITEM_PARTS][KEYS_MAX], sstock[24], sid[24], err[256], starts[24], ends[24];
     struct rp *p = NULL;
@@ -75,7 +80,8 @@ static int redis_load(const struct cfg *c, int64_t item_id, int64_t stock, const
      * programs call it: the item's orders can only be persisted once the
      * caller commits its row, after this. */
     if (ctlrp_pay_window(p, k[KEYS_ITEM_WINDOW], pay_within_s) != 0 ||
-        ctlrp_queue_window(p, c, item_id, w->queue_opens_ms, true) != 0)
+        ctlrp_queue_window(p, c, item_id, w->queue_opens_ms, true) != 0 ||
+        stockchg_forget(pg, p, c, item_id) != 0)
         goto fail;
     /* The registry the sweeper walks; outside the script because the key has
      * no item hash tag (on a Redis Cluster it lives on another shard). */
@@ -139,7 +145,7 @@ int item_create(const struct cfg *c, int64_t item_id, int64_t stock, const char 
      * rolled back; if COMMIT then fails, Redis holds stock for an item the
      * database lacks and the command reports it, to be run again. */
     res = NULL;
-    if (redis_load(c, item_id, stock, w, pay_within_s) != 0)
+    if (redis_load(c, pg, item_id, stock, w, pay_within_s) != 0)
         goto fail;
     res = PQexec(pg, "COMMIT");
     const char *what = "commit (Redis already holds the stock; run the command again)";
@@ -158,6 +164,8 @@ static void item_usage(FILE *f)
     fputs("usage: seckillctl [-c FILE] item create --id ID --stock N [--name NAME] [--starts-at T] "
           "[--ends-at T]\n"
           "                                   [--pay-within SECONDS] [--queue-opens-at T]\n"
+          "       seckillctl [-c FILE] item (add-stock | withdraw) --id ID --units N [--change-id CHANGE]\n"
+          "       seckillctl [-c FILE] item (pause | resume) --id ID\n"
           "       seckillctl [-c FILE] item load (--id ID | --all) [--wait-ms N]\n"
           "       seckillctl [-c FILE] item show ID\n"
           "T: epoch milliseconds or ISO 8601 (2026-11-21T10:00:00Z, +01:00; UTC when no zone)\n"
@@ -213,17 +221,12 @@ static int item_parse(int argc, char **argv, struct item_args *a)
     while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (o) {
         case 'i':
-            if (util_parse_i64(optarg, 1, INT64_MAX, &a->id) != 0) {
-                fprintf(stderr, "seckillctl: --id must be a positive 64-bit integer, got '%s'\n", optarg);
+            if (ctl_opt_item_id(optarg, &a->id) != 0)
                 return 2;
-            }
             break;
         case 's':
-            if (util_parse_i64(optarg, 0, INT32_MAX, &a->stock) != 0) {
-                fprintf(stderr, "seckillctl: --stock must be an integer in [0, %d], got '%s'\n", INT32_MAX,
-                        optarg);
+            if (ctl_opt_range("--stock", optarg, 0, INT32_MAX, &a->stock) != 0)
                 return 2;
-            }
             break;
         case 'n':
             a->name = optarg;
@@ -252,11 +255,8 @@ static int item_parse(int argc, char **argv, struct item_args *a)
             }
             break;
         case 'w':
-            if (util_parse_i64(optarg, 0, 3600000, &a->wait_ms) != 0) {
-                fprintf(stderr, "seckillctl: --wait-ms must be an integer in [0, 3600000], got '%s'\n",
-                        optarg);
+            if (ctl_opt_range("--wait-ms", optarg, 0, 3600000, &a->wait_ms) != 0)
                 return 2;
-            }
             break;
         case 'h':
             item_usage(stdout);
@@ -324,6 +324,10 @@ int item_cmd(const struct cfg *c, int argc, char **argv)
         }
         return item_show(c, a.id);
     }
+    if (argc >= 2 && (strcmp(argv[1], "add-stock") == 0 || strcmp(argv[1], "withdraw") == 0))
+        return stockchg_cmd(c, argc - 1, argv + 1);
+    if (argc >= 2 && (strcmp(argv[1], "pause") == 0 || strcmp(argv[1], "resume") == 0))
+        return itempause_cmd(c, argc - 1, argv + 1);
     if (argc < 2 || (strcmp(argv[1], "create") != 0 && strcmp(argv[1], "load") != 0)) {
         item_usage(stderr);
         return 2;
@@ -383,7 +387,7 @@ static int show_redis(const struct cfg *c, int64_t item_id, int64_t starts, int6
     rp_addf(&b, route, "HLEN %s", k[KEYS_ITEM_PENDING]);
     rp_addf(&b, route, "ZCARD %s", k[KEYS_ITEM_UNPUB]);
     rp_addf(&b, route, "SCARD %s", k[KEYS_ITEM_BUYERS]);
-    rp_addf(&b, route, "HMGET %s starts_ms ends_ms", k[KEYS_ITEM_WINDOW]);
+    rp_addf(&b, route, "HMGET %s starts_ms ends_ms %s", k[KEYS_ITEM_WINDOW], KEYS_WINDOW_PAUSED);
     rp_addf(&b, route, "TIME");
     if (b.n != 6) {
         printf("  redis      out of memory\n");
@@ -398,19 +402,23 @@ static int show_redis(const struct cfg *c, int64_t item_id, int64_t starts, int6
         goto fail;
     }
     int64_t rs = 0, re = 0;
-    if (rep[4]->type == REDIS_REPLY_ARRAY && rep[4]->elements == 2) {
+    bool paused = false;
+    if (rep[4]->type == REDIS_REPLY_ARRAY && rep[4]->elements == 3) {
         if (rep[4]->element[0]->type == REDIS_REPLY_STRING)
             util_parse_i64(rep[4]->element[0]->str, 0, INT64_MAX, &rs);
         if (rep[4]->element[1]->type == REDIS_REPLY_STRING)
             util_parse_i64(rep[4]->element[1]->str, 0, INT64_MAX, &re);
+        paused = rep[4]->element[2]->type == REDIS_REPLY_STRING;
     }
     if (rep[0]->type == REDIS_REPLY_NIL)
         printf("  redis      no stock loaded ('seckillctl item load --id %" PRId64 "')\n", item_id);
     else
         printf("  redis      stock %s, pending %lld, unpublished %lld, buyers %lld\n", rep[0]->str,
                rep[1]->integer, rep[2]->integer, rep[3]->integer);
-    printf("  redis      window %s .. %s: %s by Redis's clock%s\n", window_end(rs, ra, sizeof(ra), "(open)"),
-           window_end(re, rb, sizeof(rb), "(until sold out)"), window_state(rep[5], rs, re),
+    printf("  redis      window %s .. %s: %s by Redis's clock%s%s\n",
+           window_end(rs, ra, sizeof(ra), "(open)"), window_end(re, rb, sizeof(rb), "(until sold out)"),
+           window_state(rep[5], rs, re),
+           paused ? ", PAUSED (seckillctl item resume)" : "",
            rs != starts || re != ends ? " (DIFFERS from the database: 'seckillctl reconcile --fix')" : "");
     ret = 0;
 fail:

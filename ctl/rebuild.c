@@ -17,6 +17,7 @@
 #include "ostate.h"
 #include "rfunc.h"
 #include "rpipe.h"
+#include "stockchg.h"
 #include "sweepage.h"
 #include "util.h"
 
@@ -214,6 +215,20 @@ static int rebuild_args(const PGresult *res, char k[][KEYS_MAX], const char *con
     return 0;
 }
 
+/* What seckill_item_rebuild2 does not write (its arguments stay as the
+ * last release calls them): the payment window, the waiting room, the
+ * pause (item_show.sql's columns 7, 13 and 14 in win) and the record of the
+ * live stock changes. 0 or -1. */
+static int restore_beside(const struct cfg *c, PGconn *pg, struct rp *p, int64_t item, const PGresult *win,
+                          const char *window_key)
+{
+    if (ctlrp_pay_window(p, window_key, ctlpg_i64(win, 0, 7)) != 0 ||
+        ctlrp_queue_window(p, c, item, ctlpg_i64(win, 0, 13), false) != 0 ||
+        (ctlpg_i64(win, 0, 14) == 1 && ctlrp_pause_window(p, window_key, true) != 0))
+        return -1;
+    return stockchg_restore(pg, p, c, item);
+}
+
 static int rebuild_one(const struct cfg *c, PGconn *pg, struct rp *p, const struct rfunc *s, int64_t item)
 {
     char sid[24], stock[24], starts[24] = "", ends[24] = "", k[KEYS_ITEM_PARTS + 1][KEYS_MAX], err[256];
@@ -265,10 +280,7 @@ static int rebuild_one(const struct cfg *c, PGconn *pg, struct rp *p, const stru
     }
     freeReplyObject(r);
     r = NULL;
-    /* (item_show.sql's column 7; seckill_item_rebuild2 writes the sale
-     * window alone: its arguments stay as the last release calls them) */
-    if (ctlrp_pay_window(p, k[KEYS_ITEM_WINDOW], ctlpg_i64(win, 0, 7)) != 0 ||
-        ctlrp_queue_window(p, c, item, ctlpg_i64(win, 0, 13), false) != 0)
+    if (restore_beside(c, pg, p, item, win, k[KEYS_ITEM_WINDOW]) != 0)
         goto fail;
     index_orders(c, p, item, res);
     keys_items(k[0], sizeof(k[0]), c->redis.key_prefix);

@@ -16,6 +16,7 @@
 #include "publish.h"
 #include "rfunc.h"
 #include "rpipe.h"
+#include "stockchg.h"
 #include "sweep.h"
 #include "sweepage.h"
 #include "util.h"
@@ -50,11 +51,15 @@ struct recon {
     int64_t rstarts, rends;               /* and in Redis, which the script obeys */
     int64_t pay_within_s;                 /* the payment window in PostgreSQL (0: none) */
     int64_t queue_opens_ms;               /* the waiting room's opening in PostgreSQL (0: none) */
+    bool paused, rpaused;                 /* the sale paused in PostgreSQL, and in Redis */
     /* After the sale (issue #44): an expired or cancelled order's unit is
      * in stock_left at once, in Redis once its return is done. */
     int64_t ret_inflight; /* returns not done whose order Redis has not taken back: units on their way */
     int64_t ret_unknown;  /* orders in Redis' returned set the database never returned */
     int64_t ret_lost;     /* returns done whose order the returned set lacks */
+    /* Live stock changes (issue #57) applied at one end only: their units
+     * are on their way between the two (ctl/stockchg.h). */
+    struct stockchg_halves chg;
 };
 
 /* What the database says of an item's orders, for the checks against Redis. */
@@ -111,14 +116,16 @@ static void recon_free(struct recon *r)
 {
     free(r->done.v);
     free(r->missing_buyers.v);
+    stockchg_halves_free(&r->chg);
     memset(r, 0, sizeof(*r));
 }
 
 /* Units the item accounts for: in Redis' stock, reserved, held by orders,
- * and on their way back from expired or cancelled orders. */
+ * on their way back from expired or cancelled orders, and in a stock change
+ * applied at one end only. */
 static int64_t accounted(const struct recon *r)
 {
-    return r->stock + r->pending_live + r->sold + r->ret_inflight;
+    return r->stock + r->pending_live + r->sold + r->ret_inflight + r->chg.inflight;
 }
 
 static bool recon_clean(const struct recon *r)
@@ -126,7 +133,8 @@ static bool recon_clean(const struct recon *r)
     return r->in_db && r->in_redis && r->stock >= 0 && r->total == accounted(r) && r->ret_unknown == 0 &&
            r->ret_lost == 0 && r->missing_buyers.n == 0 && r->extra_buyers == 0 &&
            r->left == r->total - r->sold && r->dup_users == 0 && r->bad_pending == 0 &&
-           r->starts == r->rstarts && r->ends == r->rends && r->stale_states == 0;
+           r->starts == r->rstarts && r->ends == r->rends && r->paused == r->rpaused &&
+           r->stale_states == 0 && r->chg.n == 0;
 }
 
 /* --- looking ---------------------------------------------------------------- */
@@ -187,6 +195,7 @@ static int read_item(struct rctx *x, const char *const *params, struct recon *r)
         r->ends = ctlpg_i64(res, 0, 5);
         r->pay_within_s = ctlpg_i64(res, 0, 6);
         r->queue_opens_ms = ctlpg_i64(res, 0, 7);
+        r->paused = ctlpg_i64(res, 0, 8) == 1;
     }
     PQclear(res);
     return 0;
@@ -268,6 +277,8 @@ static void read_scalars(const redisReply *snap, struct recon *r)
         if (e->type == REDIS_REPLY_STRING && parse_reply_i64(e, w) != 0)
             *w = -1;
     }
+    const redisReply *paused = snap->element[4]->element[2];
+    r->rpaused = paused->type == REDIS_REPLY_STRING && strcmp(paused->str, "1") == 0;
 }
 
 /* Reservations (order id, message, ...): persisted ones are stale (done),
@@ -355,8 +366,9 @@ static int look(struct rctx *x, int64_t item, struct recon *r)
         fprintf(stderr, "seckillctl: redis key prefix too long\n");
         return -1;
     }
-    char returned[KEYS_MAX];
-    if (keys_item(returned, sizeof(returned), x->c->redis.key_prefix, item, KEYS_ITEM_RETURNED) < 0)
+    char returned[KEYS_MAX], changes[KEYS_MAX];
+    if (keys_item(returned, sizeof(returned), x->c->redis.key_prefix, item, KEYS_ITEM_RETURNED) < 0 ||
+        keys_item(changes, sizeof(changes), x->c->redis.key_prefix, item, KEYS_ITEM_CHANGES) < 0)
         return -1;
     const char *kv[] = { k[KEYS_ITEM_STOCK],
                          k[KEYS_ITEM_BUYERS],
@@ -364,15 +376,17 @@ static int look(struct rctx *x, int64_t item, struct recon *r)
                          k[KEYS_ITEM_UNPUB],
                          k[KEYS_ITEM_WINDOW],
                          k[KEYS_ITEM_ORDERS],
-                         returned };
-    if (!(rep = eval_want(x, &x->snap, 7, 0, kv, REDIS_REPLY_ARRAY)))
+                         returned,
+                         changes };
+    if (!(rep = eval_want(x, &x->snap, 8, 0, kv, REDIS_REPLY_ARRAY)))
         goto fail;
-    if (rep->elements != 7 || rep->element[4]->type != REDIS_REPLY_ARRAY || rep->element[4]->elements != 2 ||
-        rep->element[6]->type != REDIS_REPLY_ARRAY) {
+    if (rep->elements != 8 || rep->element[4]->type != REDIS_REPLY_ARRAY || rep->element[4]->elements != 3 ||
+        rep->element[6]->type != REDIS_REPLY_ARRAY || rep->element[7]->type != REDIS_REPLY_ARRAY) {
         fprintf(stderr, "seckillctl: redis: unexpected snapshot\n");
         goto fail;
     }
-    if (read_item(x, params, r) != 0 || read_orders(x, params, &d) != 0)
+    if (read_item(x, params, r) != 0 || stockchg_halves(x->pg, item, rep->element[7], &r->chg) != 0 ||
+        read_orders(x, params, &d) != 0)
         goto fail;
     read_scalars(rep, r);
     if (read_pending(rep->element[1], &d.orders, &d.expect, r) != 0 ||
@@ -459,11 +473,15 @@ static void problems(const struct recon *r)
         printf("  item %" PRId64 ": Redis holds no stock for it (Redis lost its data?): "
                "run 'seckillctl item load --id %" PRId64 "'\n", r->item, r->item);
     } else if (r->total != sum) {
+        char changing[48] = ""; /* said only when a stock change is half done */
+        if (r->chg.inflight)
+            snprintf(changing, sizeof(changing), " + changing %" PRId64, r->chg.inflight);
         printf("  item %" PRId64 ": stock_total %" PRId64 " != Redis stock %" PRId64 " + reserved %" PRId64
-               " + sold %" PRId64 " + returning %" PRId64 " (%+" PRId64 " units)\n",
-               r->item, r->total, r->stock, r->pending_live, r->sold, r->ret_inflight, sum - r->total);
+               " + sold %" PRId64 " + returning %" PRId64 "%s (%+" PRId64 " units)\n",
+               r->item, r->total, r->stock, r->pending_live, r->sold, r->ret_inflight, changing, sum - r->total);
     }
     problems_returns(r);
+    stockchg_halves_say(r->item, &r->chg);
     if (r->missing_buyers.n)
         printf("  item %" PRId64
                ": %zu users with an order or reservation are missing from the Redis buyers set\n",
@@ -494,6 +512,9 @@ static void problems(const struct recon *r)
         printf("  item %" PRId64 ": the sale window in Redis (%" PRId64 " .. %" PRId64 ") differs from the "
                "database's (%" PRId64 " .. %" PRId64 ", ms; 0 = open)\n",
                r->item, r->rstarts, r->rends, r->starts, r->ends);
+    if (r->paused != r->rpaused)
+        printf("  item %" PRId64 ": the sale is %s in Redis, %s in the database\n", r->item,
+               r->rpaused ? "paused" : "not paused", r->paused ? "paused" : "not paused");
 }
 
 /* Redis's window := the database's; the reservation script obeys Redis's.
@@ -512,9 +533,11 @@ static int fix_window(struct rctx *x, const struct recon *r, char k[KEYS_ITEM_PA
         return -1;
     freeReplyObject(rep);
     if (ctlrp_pay_window(x->rp, k[KEYS_ITEM_WINDOW], r->pay_within_s) != 0 ||
-        ctlrp_queue_window(x->rp, x->c, r->item, r->queue_opens_ms, false) != 0)
+        ctlrp_queue_window(x->rp, x->c, r->item, r->queue_opens_ms, false) != 0 ||
+        ctlrp_pause_window(x->rp, k[KEYS_ITEM_WINDOW], r->paused) != 0)
         return -1;
-    printf("  fixed: item %" PRId64 ": sale window in Redis set to the database's\n", r->item);
+    printf("  fixed: item %" PRId64 ": sale window in Redis set to the database's%s\n", r->item,
+           r->paused ? " (paused)" : "");
     return 0;
 }
 
@@ -670,13 +693,16 @@ static int fix(struct rctx *x, const struct recon *r)
                "set\n",
                r->item, n);
     }
+    if (r->chg.n && stockchg_finish(x->pg, x->rp, x->c, r->item, &r->chg) != 0)
+        return -1;
     if (r->left != r->total - r->sold && fix_left(x, r) != 0)
         return -1;
     if (r->stock >= 0 && accounted(r) > r->total && fix_stock(x, r, k) != 0)
         return -1;
     if (r->stale_unpub && sweep_stale(x) != 0)
         return -1;
-    if ((r->starts != r->rstarts || r->ends != r->rends) && fix_window(x, r, k) != 0)
+    bool window_differs = r->starts != r->rstarts || r->ends != r->rends || r->paused != r->rpaused;
+    if (window_differs && fix_window(x, r, k) != 0)
         return -1;
     if (r->stale_states && r->stock >= 0 && fix_states(x, r, k) != 0)
         return -1;
@@ -721,7 +747,7 @@ int reconcile_cmd(const struct cfg *c, int argc, char **argv)
     };
     struct rctx x = {
         .c = c,
-        .snap = RFUNC_INIT("seckill_recon_snapshot2", &funclib_ctl),
+        .snap = RFUNC_INIT("seckill_recon_snapshot3", &funclib_ctl),
         .drop = RFUNC_INIT("seckill_recon_drop", &funclib_ctl),
         .buyers = RFUNC_INIT("seckill_recon_buyers", &funclib_ctl),
         .lower = RFUNC_INIT("seckill_recon_lower", &funclib_ctl),

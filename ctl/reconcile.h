@@ -5,6 +5,9 @@
  *                 + orders holding a unit (final, pending_payment, paid)
  *                 + units returned in PostgreSQL that Redis has not taken back
  *                   (order_returns not done, the order not in the returned set)
+ *                 + units of a live stock change applied at one end only
+ *                   (ctl/stockchg.h: added in PostgreSQL only, or withdrawn
+ *                   from Redis only; --fix finishes it at the other end)
  *   Redis buyers = users with a reservation or an order holding a unit, and
  *                  the buyers of expired or cancelled orders when
  *                  sale.rebuy_after_cancel is false (true: they may be there

@@ -165,6 +165,10 @@ static enum MHD_Result respond(struct ingress *g, struct MHD_Connection *conn, u
  * usually queued or confirmed (the broker answered late, or the sweeper
  * publishes it within producer.sweep_age_ms). */
 #define UNKNOWN_RETRY_AFTER_S "1"
+/* Retry-After of 503 paused: an operator paused the sale (seckillctl item
+ * pause) and resumes it when they choose; a buyer asking every few seconds
+ * learns of the resume soon without a crowd's worth of requests a second. */
+#define PAUSED_RETRY_AFTER_S "5"
 /* Retry-After of 429 overloaded: the requests in flight are answered within
  * a Redis round trip or a broker's acknowledgement, well under a second; a
  * second spreads the retries of a crowd shed at once. */
@@ -306,6 +310,10 @@ static enum MHD_Result answer_buy(struct ingress *g, struct ing_req *q)
         break;
     case RSV_UNKNOWN:
         return answer_unknown(g, q);
+    case RSV_PAUSED:
+        snprintf(body, sizeof(body), "{\"status\":\"paused\",\"retry_after_s\":" PAUSED_RETRY_AFTER_S "}");
+        return respond_hdr(g, q->conn, rsv_http_status(o), body, q->t0_us, MHD_HTTP_HEADER_RETRY_AFTER,
+                           PAUSED_RETRY_AFTER_S);
     case RSV_NOT_STARTED:
         util_format_time_ms(q->rr.starts_at_ms, when, sizeof(when));
         snprintf(body, sizeof(body), "{\"status\":\"not_started\",\"starts_at\":\"%s\"}", when);

@@ -40,6 +40,7 @@
     X(req_unknown_item, PM_REQ, "counter", "outcome=\"unknown_item\"", PM_REQ_HELP)               \
     X(req_not_started, PM_REQ, "counter", "outcome=\"not_started\"", PM_REQ_HELP)                 \
     X(req_ended, PM_REQ, "counter", "outcome=\"ended\"", PM_REQ_HELP)                             \
+    X(req_paused, PM_REQ, "counter", "outcome=\"paused\"", PM_REQ_HELP)                           \
     X(req_unauthorized, PM_REQ, "counter", "outcome=\"unauthorized\"", PM_REQ_HELP)               \
     X(req_forbidden, PM_REQ, "counter", "outcome=\"forbidden\"", PM_REQ_HELP)                     \
     X(req_status, PM_REQ, "counter", "outcome=\"status\"", PM_REQ_HELP)                           \

@@ -34,6 +34,7 @@
     X(DUPLICATE, -2, 409, "duplicate", req_duplicate)     /* the user holds a unit */  \
     X(ENDED, -5, 410, "ended", req_ended)                 /* after the window */       \
     X(SOLD_OUT, -1, 410, "sold_out", req_sold_out)                                     \
+    X(PAUSED, -10, 503, "paused", req_paused) /* seckillctl item pause: come back later */ \
     /* The waiting room's refusals (issue #58): 403 admission_refused, with   \
      * the reason (admission_reason). */                                      \
     X(ADMISSION_REQUIRED, -6, 403, "admission_refused", req_admission_refused) /* no token */ \

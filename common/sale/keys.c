@@ -14,8 +14,8 @@ static int fits(int n, size_t len)
 
 int keys_item(char *buf, size_t len, const char *prefix, int64_t item_id, enum keys_item_part part)
 {
-    static const char *const suffix[] = { "stock",  "buyers", "pending", "unpub",
-                                          "window", "orders", "returned" };
+    static const char *const suffix[] = { "stock",  "buyers", "pending",  "unpub",
+                                          "window", "orders", "returned", "changes" };
     return fits(snprintf(buf, len, "%s:{item:%" PRId64 "}:%s", prefix, item_id, suffix[part]), len);
 }
 

@@ -27,6 +27,8 @@ enum keys_item_part {
      * producer's ACL user knows none of these): */
     KEYS_ITEM_RETURNED, /* set: ids of expired or cancelled orders whose unit went back
                          * to stock (seckill_return: each once) */
+    KEYS_ITEM_CHANGES,  /* hash: change id -> units, the live stock changes applied
+                         * (seckill_stock_change: each once; ctl/stockchg.h) */
 };
 #define KEYS_ITEM_PARTS 6
 
@@ -37,7 +39,7 @@ enum keys_item_part {
  * (or an item loaded before the field existed). */
 #define KEYS_WINDOW_PAY "pay_within_s"
 
-/* <prefix>:{item:ID}:stock|buyers|pending|unpub|window|orders|returned. Returns the
+/* <prefix>:{item:ID}:stock|buyers|pending|unpub|window|orders|returned|changes. Returns the
  * length, or -1 if it does not fit. */
 int keys_item(char *buf, size_t len, const char *prefix, int64_t item_id, enum keys_item_part part);
 
@@ -62,6 +64,13 @@ enum keys_queue_part {
  * item load, reconcile --fix). seckill_reserve refuses such an item's buys
  * (an admission is required). */
 #define KEYS_WINDOW_QUEUE "queue_opens_ms"
+
+/* The window hash's field that pauses an item's sale: "1" while paused
+ * (seckillctl item pause; absent after item resume), restored from the
+ * database by item load and reconcile --fix. seckill_reserve answers a
+ * paused sale's buyers 503 paused, and nobody is admitted from its waiting
+ * room meanwhile. */
+#define KEYS_WINDOW_PAUSED "paused"
 
 /* <prefix>:{item:ID}:queue, :queue:pre, :queue:line, :queue:seen,
  * :queue:adm, :queue:used. The length, or -1 if it does not fit. */

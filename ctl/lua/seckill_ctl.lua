@@ -15,7 +15,7 @@
 -- and arguments never change under its name (a new contract is a new name),
 -- so that the programs of the last release keep working on a newer library
 -- while they are upgraded one by one.
-local VERSION = 3
+local VERSION = 4
 
 -- Load an item's stock and sale window for a new sale, atomically.
 -- KEYS[1] stock, KEYS[2] buyers, KEYS[3] pending, KEYS[4] window, KEYS[5] orders
@@ -251,6 +251,50 @@ local function recon_states(KEYS, ARGV)
   return n
 end
 
+-- A live stock change (issue #57; ctl/stockchg.h): move the item's stock by
+-- ARGV[2] units (> 0 added, < 0 withdrawn) once per change id ARGV[1],
+-- recorded in the changes hash (id -> units) in the same call.
+-- KEYS[1] stock, KEYS[2] changes, KEYS[3] orders (all tagged {item:ID})
+-- Returns {1, stock after} applied now; {0, stock} the id was applied
+-- before; {-1, stock} a withdrawal of more units than the stock holds
+-- (only units no one holds are there: nothing changed); {-2, units} the id
+-- was recorded with other units (nothing changed); {-3, 0} no stock: the
+-- item is not loaded. Units added count as given back (the orders hash's
+-- given_back): a producer that knows the item sold out watches that count
+-- to copy its buyers again, as when a unit comes back.
+local function stock_change(KEYS, ARGV)
+  local seen = redis.call('HGET', KEYS[2], ARGV[1])
+  if seen then
+    if seen ~= ARGV[2] then
+      return {-2, tonumber(seen)}
+    end
+    return {0, tonumber(redis.call('GET', KEYS[1]) or '0')}
+  end
+  local stock = redis.call('GET', KEYS[1])
+  if not stock then
+    return {-3, 0}
+  end
+  local n = tonumber(ARGV[2])
+  if n < 0 and tonumber(stock) < -n then
+    return {-1, tonumber(stock)}
+  end
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+  if n > 0 then
+    redis.call('HINCRBY', KEYS[3], 'given_back', n)
+  end
+  return {1, redis.call('INCRBY', KEYS[1], n)}
+end
+
+-- seckill_recon_snapshot2 with the window's paused too ({starts_ms,
+-- ends_ms, paused}, each false when absent), and KEYS[8] changes: its fields
+-- and values (change id, units, ...) come last (issue #57).
+local function recon_snapshot3(KEYS, ARGV)
+  local snap = recon_snapshot2(KEYS, ARGV)
+  snap[5] = redis.call('HMGET', KEYS[5], 'starts_ms', 'ends_ms', 'paused')
+  snap[8] = redis.call('HGETALL', KEYS[8])
+  return snap
+end
+
 redis.register_function{ function_name = 'seckill_item_load', callback = item_load }
 redis.register_function{ function_name = 'seckill_item_rebuild', callback = item_rebuild }
 redis.register_function{ function_name = 'seckill_item_rebuild2', callback = item_rebuild2 }
@@ -258,7 +302,10 @@ redis.register_function{ function_name = 'seckill_recon_snapshot', callback = re
                          flags = { 'no-writes' } }
 redis.register_function{ function_name = 'seckill_recon_snapshot2', callback = recon_snapshot2,
                          flags = { 'no-writes' } }
+redis.register_function{ function_name = 'seckill_recon_snapshot3', callback = recon_snapshot3,
+                          flags = { 'no-writes' } }
 redis.register_function{ function_name = 'seckill_recon_drop', callback = recon_drop }
+redis.register_function{ function_name = 'seckill_stock_change', callback = stock_change }
 redis.register_function{ function_name = 'seckill_recon_buyers', callback = recon_buyers }
 redis.register_function{ function_name = 'seckill_recon_lower', callback = recon_lower }
 redis.register_function{ function_name = 'seckill_recon_window', callback = recon_window }

@@ -4,7 +4,8 @@
 -- and its orders by status (sql/migrations/008_order_life.sql), with the
 -- units of expired or cancelled orders Redis does not have back yet; then
 -- the paid and cancelled ones (columns 11, 12); the waiting room's opening
--- (ms, 0: none; column 13, migration 017).
+-- (ms, 0: none; column 13, migration 017); paused (1; column 14, migration
+-- 018).
 SELECT i.name, i.stock_total, i.stock_left,
        coalesce((extract(epoch FROM i.starts_at) * 1000)::bigint, 0) AS starts_ms,
        coalesce((extract(epoch FROM i.ends_at) * 1000)::bigint, 0) AS ends_ms,
@@ -18,5 +19,6 @@ SELECT i.name, i.stock_total, i.stock_left,
            AS returns_pending,
        (SELECT count(*) FROM orders o WHERE o.item_id = i.item_id AND o.status = 'paid') AS paid,
        (SELECT count(*) FROM orders o WHERE o.item_id = i.item_id AND o.status = 'cancelled') AS cancelled,
-       coalesce((extract(epoch FROM i.queue_opens_at) * 1000)::bigint, 0) AS queue_opens_ms
+       coalesce((extract(epoch FROM i.queue_opens_at) * 1000)::bigint, 0) AS queue_opens_ms,
+       i.paused::int AS paused
   FROM items i WHERE i.item_id = $1

@@ -15,7 +15,7 @@
 -- and arguments never change under its name (a new contract is a new name),
 -- so that the programs of the last release keep working on a newer library
 -- while they are upgraded one by one.
-local VERSION = 2
+local VERSION = 3
 
 -- The reservation itself, once the item, the window and (for a queued
 -- item) the admission have been checked: duplicate, ended, sold out, or
@@ -27,6 +27,9 @@ local function take(KEYS, ARGV, stock, w, now)
   end
   if w[2] and now >= tonumber(w[2]) then
     return -5
+  end
+  if w[4] == '1' then
+    return -10
   end
   if tonumber(stock) <= 0 then
     return -1
@@ -68,7 +71,11 @@ end
 -- item (no stock loaded), {-4, starts_ms} not started, -6 an admission is
 -- required (the item has a waiting room: seckill_reserve_admitted takes its
 -- buyers), -2 duplicate (the user already holds a unit), -5 ended, -1 sold
--- out; in that order.
+-- out; in that order. -10 (version 3, issue #57): the sale is paused
+-- (seckillctl item pause: the window hash's paused is '1'), after -5 and
+-- before -1: a buyer who holds a unit is still told so, the others to come
+-- back (503 with Retry-After); a producer of an older version answers this
+-- code it does not know with 503 too.
 -- Before the opening nobody learns anything else; after the closing a buyer
 -- who holds a unit is still told so.
 -- -6 came with version 2 (issue #58), for items only a seckillctl of that
@@ -86,7 +93,7 @@ local function reserve(KEYS, ARGV)
   -- on the second the sale opens (scripts replicate their effects, not this
   -- call, so TIME is safe here). One HMGET reads the waiting room's mark
   -- too: a sale without one pays nothing more for it.
-  local w = redis.call('HMGET', KEYS[5], 'starts_ms', 'ends_ms', 'queue_opens_ms')
+  local w = redis.call('HMGET', KEYS[5], 'starts_ms', 'ends_ms', 'queue_opens_ms', 'paused')
   local now = 0
   if w[1] or w[2] then
     now = now_ms()
@@ -412,13 +419,14 @@ end
 -- Admits at most as many as the stock, plus the margin, leaves room for
 -- beside the admissions outstanding: so when units come back (an expiry, a
 -- cancel), admission reopens for that many. Admits nobody before the line is
--- whole (the opening), while paused, after the window or at no stock.
+-- whole (the opening), while the room or the sale is paused, after the window
+-- or at no stock.
 -- Returns {holder, admitted, passed, waiting, stock, pending, outstanding,
 -- serving, ceiling_per_s, paused, lapsed, eta_err_ms_sum, eta_err_n,
 -- shuffled, pre}, or {-1} when the item has no waiting room: holder 0 when
 -- another producer holds the lease (nothing done; the rest as it stands).
 local function queue_admit(KEYS, ARGV)
-  local w = redis.call('HMGET', KEYS[3], 'starts_ms', 'ends_ms', 'queue_opens_ms')
+  local w = redis.call('HMGET', KEYS[3], 'starts_ms', 'ends_ms', 'queue_opens_ms', 'paused')
   if not w[3] then
     return {-1}
   end
@@ -433,7 +441,9 @@ local function queue_admit(KEYS, ARGV)
     -- token that old is refused as expired before Redis is asked).
     lapsed = redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', now)
     redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', now)
-    local open = m[6] == '1' and m[5] ~= '1' and not (w[2] and now >= tonumber(w[2]))
+    -- Nobody is admitted while the room or the sale is paused (queue pause,
+    -- item pause).
+    local open = m[6] == '1' and m[5] ~= '1' and w[4] ~= '1' and not (w[2] and now >= tonumber(w[2]))
     local room = stock + math.ceil(stock * tonumber(ARGV[6]) / 100) - redis.call('ZCARD', KEYS[7])
     local n = math.min(tonumber(ARGV[3]), room)
     if open and stock > 0 and n > 0 then
@@ -469,19 +479,24 @@ end
 -- Redis's clock, or its slot given to the next in line).
 -- The admission is spent by the call that finds it good, whatever the
 -- reservation then answers (a duplicate, sold out, ended): no reservation
--- without spending one, and never two on one.
+-- without spending one, and never two on one. A paused sale (-10) answers
+-- before that: the admission stays outstanding for the resume.
 local function reserve_admitted(KEYS, ARGV)
   local stock = redis.call('GET', KEYS[1])
   if not stock then
     return -3
   end
-  local w = redis.call('HMGET', KEYS[5], 'starts_ms', 'ends_ms', 'queue_opens_ms')
+  local w = redis.call('HMGET', KEYS[5], 'starts_ms', 'ends_ms', 'queue_opens_ms', 'paused')
   if not w[3] or w[1] ~= ARGV[5] then
     return -9
   end
   local now = now_ms()
   if now < tonumber(w[1]) then
     return {-4, w[1]}
+  end
+  -- Paused: the admission is kept for the resume (not spent here).
+  if w[4] == '1' then
+    return -10
   end
   local spent = ARGV[1] .. ':' .. ARGV[7]
   if redis.call('ZSCORE', KEYS[8], spent) then

@@ -190,8 +190,10 @@ redis_acl_rules() {
         admin)
             # seckillctl: every key of its prefixes, and it loads the
             # functions (seckillctl functions load).
+            # INCRBY, HINCRBY: seckill_stock_change (item add-stock, item withdraw)
             printf ' %s' '+function|load +get +set +del +exists +mget +pttl +pexpire +time +wait +hget +hmget +hset' \
-                '+hdel +hexists +hlen +hgetall +sadd +scard +smembers +zadd +zrem +zcard +zrange +zrangebyscore +info'
+                '+hdel +hexists +hlen +hgetall +sadd +scard +smembers +zadd +zrem +zcard +zrange +zrangebyscore +info' \
+                '+incrby +hincrby'
             for p in "$@"; do printf ' %s' "~$p:*"; done ;;
     esac
 }

@@ -1,7 +1,8 @@
 /* seckill-producer against the real stack: the sale's arithmetic, one unit
  * per user under concurrency, the HTTP edge, load shedding, a slow client,
  * Kafka down (units given back), and an orphaned reservation after SIGKILL
- * re-published by the sweeper. */
+ * re-published by the sweeper; units added to a sold-out item, a paused
+ * sale (issue #57). */
 #include "harness.h"
 
 #include <librdkafka/rdkafka.h>
@@ -726,6 +727,111 @@ static void test_sold_out_given_back_between_checks(void **state)
     redisFree(rc);
 }
 
+/* seckillctl -c the main producer's configuration, with args (NULL-ended):
+ * its exit status; what it printed goes to the test's output on failure. */
+static int ctl(const char *const *args)
+{
+    char *out = NULL;
+    const char *argv[24] = { "-c", main_prod.cfgpath };
+    int n = 2;
+    for (int i = 0; args[i] && n < 23; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    int st = harness_run(&out, "seckillctl", argv, 30000);
+    if (st != 0)
+        printf("# seckillctl exited %d: %s\n", st, out ? out : "");
+    free(out);
+    return st;
+}
+
+/* Units added to a sold-out item (seckillctl item add-stock) are for sale
+ * within a refresh period, though the producer answered the item's buyers
+ * from its own view: exactly the units added sell, then it is sold out
+ * again. */
+static void test_stock_added_after_sold_out(void **state)
+{
+    (void)state;
+    struct prod *p = &main_prod;
+    int64_t item = new_item(1);
+    char id[24], chg[48];
+    bool ok;
+    int st;
+    snprintf(id, sizeof(id), "%lld", (long long)item);
+    snprintf(chg, sizeof(chg), "test-add-%lld", (long long)item);
+    expect_order(p->port, 31, item, 202);
+    expect_order(p->port, 32, item, 410);
+    WAIT_UNTIL(answered_locally(p, 33, item), 10000, ok);
+    assert_true(ok);
+    assert_int_equal(ctl((const char *[]){ "item", "add-stock", "--id", id, "--units", "2", "--change-id", chg,
+                                           NULL }), 0);
+    WAIT_UNTIL((st = harness_order(p->port, 34, item, NULL, 0)) != 410, 10000, ok);
+    assert_true(ok);
+    assert_int_equal(st, 202);
+    expect_order(p->port, 35, item, 202);
+    expect_order(p->port, 36, item, 410);
+    /* The same change again adds nothing. */
+    assert_int_equal(ctl((const char *[]){ "item", "add-stock", "--id", id, "--units", "2", "--change-id", chg,
+                                           NULL }), 0);
+    assert_int_equal(item_key_int(item, KEYS_ITEM_STOCK, "GET"), 0);
+}
+
+/* One buy on a fresh connection: its status, and whether the answer's head
+ * holds want (a header line, "\r\n" included). */
+static int order_with_header(int port, int64_t user, int64_t item, const char *want, bool *has)
+{
+    char req[256], buf[2048];
+    int body = snprintf(buf, sizeof(buf), "{\"user_id\":%lld,\"item_id\":%lld}", (long long)user,
+                        (long long)item);
+    int n = snprintf(req, sizeof(req),
+                     "POST /api/v1/seckill HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+                     body, buf);
+    int fd = harness_connect(port), status = -1;
+    size_t got = 0;
+    *has = false;
+    if (fd < 0)
+        return -1;
+    if (write(fd, req, (size_t)n) == n) {
+        ssize_t r;
+        while (got < sizeof(buf) - 1 && (r = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0)
+            got += (size_t)r;
+        buf[got] = 0;
+        if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
+            status = -1;
+        char *end = strstr(buf, "\r\n\r\n");
+        if (end)
+            end[2] = 0;
+        *has = strstr(buf, want) != NULL;
+    }
+    close(fd);
+    return status;
+}
+
+/* seckillctl item pause: a buyer who holds no unit is told 503 paused with
+ * Retry-After, one who holds a unit still 409, and nothing is reserved; item
+ * resume sells again. */
+static void test_paused(void **state)
+{
+    (void)state;
+    struct prod *p = &main_prod;
+    int64_t item = new_item(3);
+    char id[24], resp[256];
+    bool has;
+    snprintf(id, sizeof(id), "%lld", (long long)item);
+    expect_order(p->port, 41, item, 202);
+    assert_int_equal(ctl((const char *[]){ "item", "pause", "--id", id, NULL }), 0);
+    assert_int_equal(order_with_header(p->port, 42, item, "\r\nRetry-After: 5\r\n", &has), 503);
+    assert_true(has);
+    assert_int_equal(harness_order(p->port, 43, item, resp, sizeof(resp)), 503);
+    assert_non_null(strstr(resp, "\"status\":\"paused\""));
+    expect_order(p->port, 41, item, 409);
+    assert_int_equal(item_key_int(item, KEYS_ITEM_STOCK, "GET"), 2);
+    assert_int_equal(ctl((const char *[]){ "item", "resume", "--id", id, NULL }), 0);
+    expect_order(p->port, 42, item, 202);
+    expect_order(p->port, 43, item, 202);
+    expect_order(p->port, 44, item, 410);
+}
+
 /* The stack's Redis a replica of a primary that is not there: what a
  * single-host Redis demoted behind the daemons' backs does, it takes every
  * connection and answers every write READONLY. */
@@ -955,6 +1061,8 @@ int main(void)
         cmocka_unit_test(test_sold_out_locally),
         cmocka_unit_test(test_sold_out_unit_back),
         cmocka_unit_test(test_sold_out_given_back_between_checks),
+        cmocka_unit_test(test_stock_added_after_sold_out),
+        cmocka_unit_test(test_paused),
         cmocka_unit_test(test_winner_answered_locally),
         cmocka_unit_test(test_accepted_histogram),
         cmocka_unit_test(test_winner_given_back),
