@@ -461,9 +461,12 @@ static int item_show(const struct cfg *c, int64_t item_id)
     printf("item %" PRId64 " \"%s\"\n", item_id, PQgetvalue(res, 0, 0));
     printf("  window     %s .. %s\n", window_end(starts, a, sizeof(a), "(open)"),
            window_end(ends, b, sizeof(b), "(until sold out)"));
-    printf("  database   stock_total %s, stock_left %s, sold %s, refused %s\n", PQgetvalue(res, 0, 1),
-           PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 5), PQgetvalue(res, 0, 6));
+    printf("  database   stock_total %s, stock_left %s, sold %s, refused %s%s\n", PQgetvalue(res, 0, 1),
+           PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 5), PQgetvalue(res, 0, 6),
+           ctlpg_i64(res, 0, 14) == 1 ? ", paused" : "");
     show_payment(res);
+    if (stockchg_show(pg, item_id) != 0)
+        goto fail;
     if (ctlpg_i64(res, 0, 13) > 0)
         printf("  queue      opens %s (seckillctl queue status --item %" PRId64 ")\n",
                window_end(ctlpg_i64(res, 0, 13), a, sizeof(a), ""), item_id);

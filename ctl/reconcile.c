@@ -478,7 +478,8 @@ static void problems(const struct recon *r)
             snprintf(changing, sizeof(changing), " + changing %" PRId64, r->chg.inflight);
         printf("  item %" PRId64 ": stock_total %" PRId64 " != Redis stock %" PRId64 " + reserved %" PRId64
                " + sold %" PRId64 " + returning %" PRId64 "%s (%+" PRId64 " units)\n",
-               r->item, r->total, r->stock, r->pending_live, r->sold, r->ret_inflight, changing, sum - r->total);
+               r->item, r->total, r->stock, r->pending_live, r->sold, r->ret_inflight, changing,
+               sum - r->total);
     }
     problems_returns(r);
     stockchg_halves_say(r->item, &r->chg);

@@ -146,6 +146,34 @@ int stockchg_forget(PGconn *pg, struct rp *p, const struct cfg *c, int64_t item)
     return stockchg_restore(pg, p, c, item);
 }
 
+int stockchg_show(PGconn *pg, int64_t item)
+{
+    char sid[24], when[40];
+    const char *params[] = { sid };
+    int64_t added = 0, withdrawn = 0;
+    snprintf(sid, sizeof(sid), "%" PRId64, item);
+    PGresult *res = ctlpg_exec(pg, embed_stock_changes, 1, params, PGRES_TUPLES_OK, "read stock changes");
+    if (!res)
+        return -1;
+    int n = PQntuples(res);
+    for (int i = 0; i < n; i++) {
+        int64_t u = ctlpg_i64(res, i, 1);
+        if (u > 0)
+            added += u;
+        else
+            withdrawn -= u;
+    }
+    if (n > 0) {
+        util_format_time_ms(ctlpg_i64(res, n - 1, 2), when, sizeof(when));
+        printf("  changes    %d: %" PRId64 " units added, %" PRId64 " withdrawn; the last %s (%+" PRId64
+               ") at %s by %s\n",
+               n, added, withdrawn, PQgetvalue(res, n - 1, 0), ctlpg_i64(res, n - 1, 1), when,
+               PQgetvalue(res, n - 1, 3));
+    }
+    PQclear(res);
+    return 0;
+}
+
 /* --- halves, for reconcile ------------------------------------------------- */
 
 static int half_add(struct stockchg_halves *h, const char *id, int64_t units, bool in_pg)

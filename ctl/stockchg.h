@@ -91,6 +91,11 @@ void stockchg_halves_say(int64_t item, const struct stockchg_halves *h);
 int stockchg_finish(PGconn *pg, struct rp *p, const struct cfg *c, int64_t item,
                     const struct stockchg_halves *h);
 
+/* item show's line of the item's changes: how many, the units added and
+ * withdrawn, and the last one. Nothing without changes. 0, or -1 after
+ * saying why. */
+int stockchg_show(PGconn *pg, int64_t item);
+
 /* seckillctl item add-stock|withdraw --id ID --units N [--change-id ID]:
  * argv[0] is "add-stock" or "withdraw". 0 done (or done before), 1 not
  * done, 2 usage. */

@@ -62,7 +62,7 @@ reserve() {
         "$order" "{\"v\":1,\"order_id\":\"$order\",\"user_id\":$2,\"item_id\":$1,\"qty\":1,\"reserved_at_ms\":$now}" "$now"
 }
 
-echo "1..22"
+echo "1..23"
 
 ctl item create --id "$ITEM" --stock 5 >/dev/null
 run ctl item add-stock --id "$ITEM" --units 3 --change-id "$RUN-a1"
@@ -90,6 +90,8 @@ run ctl item withdraw --id "$ITEM" --units 4 --change-id "$RUN-w1"
 is "withdraw what is free: Redis 0, stock_total and stock_left 6, a third row" \
     "$rc $(stock "$ITEM")" "0 0 6 6 3"
 is "the reservations keep their units" "$(rcli HLEN "$PREFIX:{item:$ITEM}:pending")" "6"
+is "item show: three changes, 5 units added, 4 withdrawn, the last named" \
+    "$(ctl item show "$ITEM" | grep -c "changes    3: 5 units added, 4 withdrawn; the last $RUN-w1 (-4) at .* by admin")" "1"
 
 # What a crash between the halves leaves, each way: an addition in
 # PostgreSQL only, a withdrawal in Redis only.
@@ -144,8 +146,9 @@ ctl item create --id "$HALF" --stock 4 >/dev/null
 run ctl item pause --id "$HALF"
 is "item pause: exit 0, seckill_reserve answers -10, nothing reserved" \
     "$rc $(reserve "$HALF" 7) $(rcli GET "$k:stock")" "0 -10 4"
-is "item show says PAUSED; reconcile finds Redis and the database agree" \
-    "$(ctl item show "$HALF" | grep -c 'PAUSED') $(ctl reconcile --item "$HALF" >/dev/null; echo $?)" "1 0"
+is "item show says paused (database) and PAUSED (Redis); reconcile finds they agree" \
+    "$(ctl item show "$HALF" | grep -c 'refused 0, paused$\|PAUSED') $(ctl reconcile --item "$HALF" >/dev/null; echo $?)" \
+    "2 0"
 rcli HDEL "$k:window" paused >/dev/null
 run ctl reconcile --item "$HALF" --fix
 is "a pause Redis lost: reconcile says so and --fix restores it" \
