@@ -380,26 +380,28 @@ static int apply(const struct cfg *c, const struct chg_args *a, bool add, bool *
 {
     int64_t units = add ? a->units : -a->units;
     enum stockchg_result rr = STOCKCHG_FAILED, pr = STOCKCHG_FAILED;
+    /* PostgreSQL first for an addition, Redis first for a withdrawal. */
+    enum stockchg_result *r1 = add ? &pr : &rr, *r2 = add ? &rr : &pr;
     PGconn *pg = NULL;
     struct rp *p = NULL;
     int ret = -1;
 
     if (!(pg = ctlpg_open(c)) || !(p = ctlrp_open(c)))
         goto fail;
-    /* PostgreSQL first for an addition, Redis first for a withdrawal. */
     struct rp *first = add ? NULL : p, *second = add ? p : NULL;
-    enum stockchg_result *r1 = add ? &pr : &rr, *r2 = add ? &rr : &pr;
     if (!done(*r1 = one_end(c, pg, first, a, units, stock)) ||
         !done(*r2 = one_end(c, pg, second, a, units, stock)))
         goto fail;
     *fresh = rr == STOCKCHG_APPLIED || pr == STOCKCHG_APPLIED;
     ret = 0;
 fail:
+    /* A call that failed may have run (or never connected): running the
+     * command again with its id is safe. A refusal changed nothing. */
     if (ret != 0 && (done(rr) || done(pr)))
         fprintf(stderr, "seckillctl: change %s is applied in %s only: run the same command again "
                 "(--change-id %s) to finish it; until then its units are out of the sale\n",
                 a->id, done(rr) ? "Redis" : "PostgreSQL", a->id);
-    else if (ret != 0 && (rr == STOCKCHG_FAILED || pr == STOCKCHG_FAILED))
+    else if (ret != 0 && (!p || *r1 == STOCKCHG_FAILED))
         fprintf(stderr, "seckillctl: run it again with --change-id %s: it is applied once\n", a->id);
     rp_close(p);
     PQfinish(pg);

@@ -775,6 +775,57 @@ static void test_stock_added_after_sold_out(void **state)
     assert_int_equal(item_key_int(item, KEYS_ITEM_STOCK, "GET"), 0);
 }
 
+struct crowd {
+    struct shot *shots;
+    int n;
+};
+
+static void *crowd_buys(void *arg)
+{
+    struct crowd *c = arg;
+    fire_all(c->shots, c->n, 8);
+    return NULL;
+}
+
+/* Withdrawals and additions while 400 buyers buy 100 units: each change
+ * once, no unit both withdrawn and sold, every 202 holding a unit, Redis and
+ * PostgreSQL agreeing at the end (reconcile clean, with the reservations
+ * still on their way: no consumer runs here). */
+static void test_stock_changes_racing_buys(void **state)
+{
+    (void)state;
+    enum { STOCK = 100, BUYERS = 400 };
+    static struct shot shots[BUYERS];
+    int64_t item = new_item(STOCK), withdrawn = 0, added = 0;
+    char id[24], chg[48];
+    pthread_t th;
+    snprintf(id, sizeof(id), "%lld", (long long)item);
+    for (int i = 0; i < BUYERS; i++)
+        shots[i] = (struct shot){ main_prod.port, 5000 + i, item, 0, 0 };
+    struct crowd crowd = { shots, BUYERS };
+    assert_int_equal(pthread_create(&th, NULL, crowd_buys, &crowd), 0);
+    for (int k = 0; k < 6; k++) {
+        bool add = k % 3 == 2;
+        snprintf(chg, sizeof(chg), "race-%lld-%d", (long long)item, k);
+        /* A withdrawal of more than is free is refused whole (exit 1). */
+        if (ctl((const char *[]){ "item", add ? "add-stock" : "withdraw", "--id", id, "--units", "10",
+                                  "--change-id", chg, NULL }) == 0)
+            *(add ? &added : &withdrawn) += 10;
+    }
+    pthread_join(th, NULL);
+    int n202 = 0;
+    for (int i = 0; i < BUYERS; i++) {
+        assert_true(shots[i].status == 202 || shots[i].status == 410);
+        n202 += shots[i].status == 202;
+    }
+    int64_t total = STOCK - withdrawn + added;
+    assert_int_equal(n202 + item_key_int(item, KEYS_ITEM_STOCK, "GET"), total);
+    assert_int_equal(item_key_int(item, KEYS_ITEM_PENDING, "HLEN"), n202);
+    assert_int_equal(ctl((const char *[]){ "reconcile", "--item", id, NULL }), 0);
+    printf("# %d sold, %lld withdrawn, %lld added while buying\n", n202, (long long)withdrawn,
+           (long long)added);
+}
+
 /* One buy on a fresh connection: its status, and whether the answer's head
  * holds want (a header line, "\r\n" included). */
 static int order_with_header(int port, int64_t user, int64_t item, const char *want, bool *has)
@@ -1063,6 +1114,7 @@ int main(void)
         cmocka_unit_test(test_sold_out_given_back_between_checks),
         cmocka_unit_test(test_stock_added_after_sold_out),
         cmocka_unit_test(test_paused),
+        cmocka_unit_test(test_stock_changes_racing_buys),
         cmocka_unit_test(test_winner_answered_locally),
         cmocka_unit_test(test_accepted_histogram),
         cmocka_unit_test(test_winner_given_back),
