@@ -12,7 +12,8 @@
 -- done at both (ctl/stockchg.h says in which order the two ends go).
 --
 -- units: the units added (> 0) or withdrawn (< 0). made_by: the database
--- role that made the change (an audit row: who, when, how much).
+-- role that made the change (an audit row: who, when, how much). The rows
+-- are the item's: they go with it when it is deleted.
 --
 -- paused: seckillctl item pause sets it, item resume clears it; Redis holds
 -- the copy the buyers' reservations read (the window hash's paused), which
@@ -22,7 +23,7 @@
 -- reads either but seckillctl's (the admin role, which owns the tables).
 CREATE TABLE IF NOT EXISTS item_stock_changes (
     change_id text        PRIMARY KEY CHECK (change_id ~ '^[A-Za-z0-9._:-]{1,64}$'),
-    item_id   bigint      NOT NULL REFERENCES items (item_id),
+    item_id   bigint      NOT NULL REFERENCES items (item_id) ON DELETE CASCADE,
     units     bigint      NOT NULL CHECK (units <> 0),
     made_at   timestamptz NOT NULL DEFAULT now(),
     made_by   text        NOT NULL DEFAULT current_user

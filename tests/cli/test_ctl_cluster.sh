@@ -5,8 +5,9 @@
 # library was deleted named by its address, by `functions check` and by the
 # consumer's start check; items whose keys land on all three primaries
 # created, shown, reconciled (clean; a wrong stock found on its own shard and
-# fixed there), listed by watch and the sweep, and rebuilt by `item load`
-# after their keys were lost. Own key prefix, topic, group and items, removed
+# fixed there), their stock changed live and a sale paused on its shard,
+# listed by watch and the sweep, and rebuilt by `item load` after their keys
+# were lost. Own key prefix, topic, group and items, removed
 # at the end; the Cluster is stopped at the end. Speaks TAP.
 set -u
 
@@ -54,7 +55,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "1..19"
+echo "1..21"
 
 scripts/stack up >"$T/stack.log" 2>&1 || { echo "Bail out! scripts/stack up failed: $(tail -n 3 "$T/stack.log")"; exit 1; }
 scripts/stack up --cluster >"$T/stack.log" 2>&1 || { echo "Bail out! scripts/stack up --cluster failed: $(tail -n 3 "$T/stack.log")"; exit 1; }
@@ -140,6 +141,27 @@ is "reconcile: an extra 2 units on ${OWNERS[2]} found (exit 1)" "$rc $(grep -c '
 run "${CTL[@]}" reconcile --item "${ITEMS[2]}" --fix
 is "reconcile --fix: the stock lowered on its primary" \
     "$(grep -c 'Redis stock 9 -> 7' "$T/out") $(rc "${OWNERS[2]}" GET "$PREFIX:{item:${ITEMS[2]}}:stock")" "1 7"
+
+# --- live stock changes and a pause, each on the item's own shard (issue #57) ----
+changed=0
+for k in 0 1 2; do
+    st() { rc "${OWNERS[$k]}" GET "$PREFIX:{item:${ITEMS[$k]}}:stock"; }
+    "${CTL[@]}" item add-stock --id "${ITEMS[$k]}" --units 3 --change-id "$TAG-a$k" >/dev/null 2>&1 &&
+        [ "$(st)" = $((8 + k)) ] &&
+        "${CTL[@]}" item add-stock --id "${ITEMS[$k]}" --units 3 --change-id "$TAG-a$k" >/dev/null 2>&1 &&
+        [ "$(st)" = $((8 + k)) ] &&
+        "${CTL[@]}" item withdraw --id "${ITEMS[$k]}" --units 3 --change-id "$TAG-w$k" >/dev/null 2>&1 &&
+        [ "$(st)" = $((5 + k)) ] && [ "$(rc "${OWNERS[$k]}" HLEN "$PREFIX:{item:${ITEMS[$k]}}:changes")" = 2 ] &&
+        recon "${ITEMS[$k]}" && changed=$((changed + 1))
+done
+is "item add-stock (twice, one id) and withdraw: each item's stock moved once on its primary, reconcile clean" \
+    "$changed" 3
+run "${CTL[@]}" item pause --id "${ITEMS[1]}"
+paused=$(rc "${OWNERS[1]}" HGET "$PREFIX:{item:${ITEMS[1]}}:window" paused)
+shown=$("${CTL[@]}" item show "${ITEMS[1]}" | grep -c PAUSED)
+"${CTL[@]}" item resume --id "${ITEMS[1]}" >/dev/null 2>&1
+is "item pause, show, resume on the item's primary" \
+    "$rc $paused $shown $(rc "${OWNERS[1]}" HEXISTS "$PREFIX:{item:${ITEMS[1]}}:window" paused)" "0 1 1 0"
 
 # --- watch and sweep: every item, wherever it lives ------------------------------
 field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p" | head -n 1; }
