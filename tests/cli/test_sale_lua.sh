@@ -70,7 +70,11 @@ wait $wrk 2>/dev/null
 is "the first request came after both threads read their tokens" "$(cat "$T/stub.first" 2>/dev/null)" "yes yes"
 is "every request carried a token of the file" "$(cut -d' ' -f2 "$T/stub.count" 2>/dev/null)" 0
 is "wrk ended on SIGINT" "$ended" yes
-is "wrk printed its 202s" "$(awk '$1 == "status" && $2 == 202 {print ($3 >= 200) ? "yes" : $3}' "$T/wrk.out")" yes
+# The stub counts a request before it answers, and SIGINT can come while
+# each of wrk's 4 connections waits for its answer: wrk counts n - 4 to n.
+answered=$(cut -d' ' -f1 "$T/stub.count" 2>/dev/null)
+is "wrk printed its 202s (the stub answered ${answered:-none})" \
+    "$(awk -v n="${answered:-0}" '$1 == "status" && $2 == 202 {print ($3 >= n - 4 && $3 <= n) ? "yes" : $3}' "$T/wrk.out")" yes
 is "no mark left beside the tokens" "$(ls "$T" | grep -c '^tokens\.ready')" 0
 
 [ "$failed" -eq 0 ]
