@@ -519,24 +519,21 @@ static void problems(const struct recon *r)
 }
 
 /* Redis's window := the database's; the reservation script obeys Redis's.
- * seckill_recon_window writes the hash anew: the payment window the
- * producer's cancel reads goes back into it after. */
+ * One call sets the sale window, the payment window (the producer's cancel
+ * reads it), the waiting room's opening and the pause together: a buyer
+ * never meets the hash half written. */
 static int fix_window(struct rctx *x, const struct recon *r, char k[KEYS_ITEM_PARTS][KEYS_MAX])
 {
-    char a[24] = "", b[24] = "";
-    if (r->starts)
-        snprintf(a, sizeof(a), "%" PRId64, r->starts);
-    if (r->ends)
-        snprintf(b, sizeof(b), "%" PRId64, r->ends);
-    const char *argv[] = { k[KEYS_ITEM_WINDOW], a, b };
-    redisReply *rep = eval_want(x, &x->window, 1, 2, argv, REDIS_REPLY_INTEGER);
+    char v[4][24] = { "", "", "", "" };
+    const int64_t set[4] = { r->starts, r->ends, r->pay_within_s, r->queue_opens_ms };
+    for (int i = 0; i < 4; i++)
+        if (set[i] > 0)
+            snprintf(v[i], sizeof(v[i]), "%" PRId64, set[i]);
+    const char *argv[] = { k[KEYS_ITEM_WINDOW], v[0], v[1], v[2], v[3], r->paused ? "1" : "" };
+    redisReply *rep = eval_want(x, &x->window, 1, 5, argv, REDIS_REPLY_INTEGER);
     if (!rep)
         return -1;
     freeReplyObject(rep);
-    if (ctlrp_pay_window(x->rp, k[KEYS_ITEM_WINDOW], r->pay_within_s) != 0 ||
-        ctlrp_queue_window(x->rp, x->c, r->item, r->queue_opens_ms, false) != 0 ||
-        ctlrp_pause_window(x->rp, k[KEYS_ITEM_WINDOW], r->paused) != 0)
-        return -1;
     printf("  fixed: item %" PRId64 ": sale window in Redis set to the database's%s\n", r->item,
            r->paused ? " (paused)" : "");
     return 0;
@@ -752,7 +749,7 @@ int reconcile_cmd(const struct cfg *c, int argc, char **argv)
         .drop = RFUNC_INIT("seckill_recon_drop", &funclib_ctl),
         .buyers = RFUNC_INIT("seckill_recon_buyers", &funclib_ctl),
         .lower = RFUNC_INIT("seckill_recon_lower", &funclib_ctl),
-        .window = RFUNC_INIT("seckill_recon_window", &funclib_ctl),
+        .window = RFUNC_INIT("seckill_recon_window2", &funclib_ctl),
         .states = RFUNC_INIT("seckill_recon_states", &funclib_ctl),
     };
     int64_t item = 0, *ids = NULL;

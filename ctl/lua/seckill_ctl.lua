@@ -15,7 +15,7 @@
 -- and arguments never change under its name (a new contract is a new name),
 -- so that the programs of the last release keep working on a newer library
 -- while they are upgraded one by one.
-local VERSION = 4
+local VERSION = 5
 
 -- Load an item's stock and sale window for a new sale, atomically.
 -- KEYS[1] stock, KEYS[2] buyers, KEYS[3] pending, KEYS[4] window, KEYS[5] orders
@@ -227,6 +227,26 @@ local function recon_window(KEYS, ARGV)
   return 1
 end
 
+-- seckill_recon_window with the other fields the hash holds (version 5): the
+-- payment window, the waiting room's opening and the pause, all in one call,
+-- so that no buyer meets the hash half written. The first version emptied the
+-- hash and the other fields came back one call later each: for that moment a
+-- paused sale was open, and a queued item's buyers needed no admission.
+-- KEYS[1] window; ARGV[1] starts_ms, ARGV[2] ends_ms, ARGV[3] pay_within_s,
+-- ARGV[4] queue_opens_ms, ARGV[5] paused ('1'); '' for each the item has none
+-- of (that field is removed).
+local WINDOW_FIELDS = { 'starts_ms', 'ends_ms', 'pay_within_s', 'queue_opens_ms', 'paused' }
+local function recon_window2(KEYS, ARGV)
+  for i, field in ipairs(WINDOW_FIELDS) do
+    if ARGV[i] == '' then
+      redis.call('HDEL', KEYS[1], field)
+    else
+      redis.call('HSET', KEYS[1], field, ARGV[i])
+    end
+  end
+  return 1
+end
+
 -- Set the buyers' status of settled orders to what the database says: the
 -- consumer persisted or refused them and died before recording it, or Redis
 -- lost it. KEYS[1] orders (tagged {item:ID}); ARGV: 6 values per order, as
@@ -309,6 +329,7 @@ redis.register_function{ function_name = 'seckill_stock_change', callback = stoc
 redis.register_function{ function_name = 'seckill_recon_buyers', callback = recon_buyers }
 redis.register_function{ function_name = 'seckill_recon_lower', callback = recon_lower }
 redis.register_function{ function_name = 'seckill_recon_window', callback = recon_window }
+redis.register_function{ function_name = 'seckill_recon_window2', callback = recon_window2 }
 redis.register_function{ function_name = 'seckill_recon_states', callback = recon_states }
 redis.register_function{ function_name = 'seckill_ctl_version', callback = function() return VERSION end,
                           flags = { 'no-writes' } }

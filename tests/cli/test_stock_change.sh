@@ -7,7 +7,8 @@
 # reconcile, which counts its units, and finished by the same command or by
 # reconcile --fix; item load restores Redis' record of the changes, item
 # create forgets them. item pause stops the sale (seckill_reserve answers
-# -10: 503 paused), reconcile --fix restores a pause Redis lost, item resume
+# -10: 503 paused), reconcile --fix restores a pause Redis lost (and sets a
+# wrong window in one call, the pause and the payment window kept), item resume
 # sells again (the producer's answers: tests/it/test_producer.c). Buyers
 # reserve through seckill_reserve itself, as the producer calls it. Needs
 # the stack (scripts/stack up). TAP.
@@ -142,7 +143,7 @@ is "racing: PostgreSQL's stock_total is 50 less what was withdrawn" \
 
 # Paused: nobody new reserves, in Redis' own answer; the database and Redis
 # agree (reconcile), and a pause Redis lost comes back with --fix.
-ctl item create --id "$HALF" --stock 4 >/dev/null
+ctl item create --id "$HALF" --stock 4 --pay-within 600 >/dev/null
 run ctl item pause --id "$HALF"
 is "item pause: exit 0, seckill_reserve answers -10, nothing reserved" \
     "$rc $(reserve "$HALF" 7) $(rcli GET "$k:stock")" "0 -10 4"
@@ -154,6 +155,11 @@ run ctl reconcile --item "$HALF" --fix
 is "a pause Redis lost: reconcile says so and --fix restores it" \
     "$(grep -c 'paused in the database' "$T/out") $(rcli HGET "$k:window" paused) $(tail -n 1 "$T/out")" \
     "1 1 1 items checked, 0 mismatches"
+rcli HSET "$k:window" ends_ms 1 queue_opens_ms 5 >/dev/null
+run ctl reconcile --item "$HALF" --fix
+is "a window Redis got wrong: --fix sets it anew, the pause and the payment window kept" \
+    "$(rcli HGETALL "$k:window" | paste -sd' ' | tr ' ' '\n' | paste -d= - - | sort | paste -sd' ')" \
+    "paused=1 pay_within_s=600"
 run ctl item resume --id "$HALF"
 is "item resume: exit 0, a buyer reserves again" "$rc $(reserve "$HALF" 7) $(rcli GET "$k:stock")" "0 1 3"
 run ctl item pause --id $((ITEM + 9))
