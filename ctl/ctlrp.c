@@ -37,93 +37,81 @@ const char *ctlrp_why(const struct rp_batch *b, int i, const char *runerr, char 
     return buf;
 }
 
+int ctlrp_run_durable(struct rp *p, struct rp_batch *b, const char *what)
+{
+    char err[256], why[512];
+    rp_durable(b);
+    (void)rp_run(p, b, err, sizeof(err));
+    for (int i = 0; i < b->n; i++) {
+        if (ctlrp_why(b, i, err, why, sizeof(why))[0]) {
+            fprintf(stderr, "seckillctl: redis: %s: %s\n", what, why);
+            return -1;
+        }
+    }
+    if (rp_replicas_short(b)) {
+        ctlrp_say_short(b, what);
+        return -1;
+    }
+    return 0;
+}
+
+/* One command's batch, run durable; out of memory said as such. */
+static int run_one(struct rp *p, struct rp_batch *b, int added, const char *what)
+{
+    int ret = -1;
+    if (added < 0)
+        fprintf(stderr, "seckillctl: redis: %s: out of memory\n", what);
+    else
+        ret = ctlrp_run_durable(p, b, what);
+    rp_batch_free(b);
+    return ret;
+}
+
 int ctlrp_pay_window(struct rp *p, const char *window_key, int64_t pay_within_s)
 {
-    char err[512] = "", v[24], why[512];
+    char v[24];
     struct rp_batch b;
-    int ok;
     if (pay_within_s <= 0)
         return 0;
     snprintf(v, sizeof(v), "%" PRId64, pay_within_s);
     rp_batch_init(&b);
-    int i = rp_addf(&b, window_key, "HSET %s %s %s", window_key, KEYS_WINDOW_PAY, v);
-    if (i >= 0) {
-        rp_durable(&b);
-        (void)rp_run(p, &b, err, sizeof(err));
-    }
-    const redisReply *r = i >= 0 ? rp_reply(&b, i) : NULL;
-    ok = r && r->type == REDIS_REPLY_INTEGER && !rp_replicas_short(&b);
-    if (!ok && r && r->type == REDIS_REPLY_INTEGER)
-        ctlrp_say_short(&b, "setting the item's payment window");
-    else if (!ok)
-        fprintf(stderr, "seckillctl: redis: setting the item's payment window: %s\n",
-                i < 0 ? "out of memory" : ctlrp_why(&b, i, err, why, sizeof(why)));
-    rp_batch_free(&b);
-    return ok ? 0 : -1;
+    return run_one(p, &b, rp_addf(&b, window_key, "HSET %s %s %s", window_key, KEYS_WINDOW_PAY, v),
+                   "setting the item's payment window");
 }
 
 int ctlrp_pause_window(struct rp *p, const char *window_key, bool paused)
 {
-    char err[512] = "", why[512];
     struct rp_batch b;
     rp_batch_init(&b);
     int i = paused ? rp_addf(&b, window_key, "HSET %s %s 1", window_key, KEYS_WINDOW_PAUSED)
                    : rp_addf(&b, window_key, "HDEL %s %s", window_key, KEYS_WINDOW_PAUSED);
-    if (i >= 0) {
-        rp_durable(&b);
-        (void)rp_run(p, &b, err, sizeof(err));
-    }
-    const redisReply *r = i >= 0 ? rp_reply(&b, i) : NULL;
-    int ok = r && r->type == REDIS_REPLY_INTEGER && !rp_replicas_short(&b);
-    if (!ok && r && r->type == REDIS_REPLY_INTEGER)
-        ctlrp_say_short(&b, paused ? "pausing the sale" : "resuming the sale");
-    else if (!ok)
-        fprintf(stderr, "seckillctl: redis: %s the sale: %s\n", paused ? "pausing" : "resuming",
-                i < 0 ? "out of memory" : ctlrp_why(&b, i, err, why, sizeof(why)));
-    rp_batch_free(&b);
-    return ok ? 0 : -1;
+    return run_one(p, &b, i, paused ? "pausing the sale" : "resuming the sale");
 }
 
 int ctlrp_queue_window(struct rp *p, const struct cfg *c, int64_t item_id, int64_t opens_ms, bool reset)
 {
-    char err[512] = "", v[24], why[512], win[KEYS_MAX], q[KEYS_QUEUE_PARTS][KEYS_MAX];
+    char v[24], win[KEYS_MAX], q[KEYS_QUEUE_PARTS][KEYS_MAX];
     const char *argv[1 + KEYS_QUEUE_PARTS] = { "DEL" };
     struct rp_batch b;
-    int ok = 1;
+    int i = 0;
     if (!reset && opens_ms <= 0)
         return 0;
     rp_batch_init(&b);
     if (keys_item(win, sizeof(win), c->redis.key_prefix, item_id, KEYS_ITEM_WINDOW) < 0 ||
-        keys_queue_all(q, c->redis.key_prefix, item_id) != 0)
-        ok = 0;
-    for (int i = 0; i < KEYS_QUEUE_PARTS; i++)
-        argv[1 + i] = q[i];
+        keys_queue_all(q, c->redis.key_prefix, item_id) != 0) {
+        fprintf(stderr, "seckillctl: redis: item %" PRId64 ": its keys do not fit (redis.key_prefix)\n", item_id);
+        rp_batch_free(&b);
+        return -1;
+    }
+    for (int k = 0; k < KEYS_QUEUE_PARTS; k++)
+        argv[1 + k] = q[k];
     /* (one slot: the item's hash tag) */
-    if (ok && reset && rp_add(&b, q[0], 1 + KEYS_QUEUE_PARTS, argv, NULL) < 0)
-        ok = 0;
+    if (reset)
+        i = rp_add(&b, q[0], 1 + KEYS_QUEUE_PARTS, argv, NULL);
     snprintf(v, sizeof(v), "%" PRId64, opens_ms);
-    if (ok && opens_ms > 0 && rp_addf(&b, win, "HSET %s %s %s", win, KEYS_WINDOW_QUEUE, v) < 0)
-        ok = 0;
-    if (ok) {
-        rp_durable(&b);
-        (void)rp_run(p, &b, err, sizeof(err));
-    }
-    for (int i = 0; ok && i < b.n; i++) {
-        const redisReply *r = rp_reply(&b, i);
-        if (!r || r->type != REDIS_REPLY_INTEGER) {
-            fprintf(stderr, "seckillctl: redis: setting the item's waiting room: %s\n",
-                    ctlrp_why(&b, i, err, why, sizeof(why)));
-            ok = 0;
-        }
-    }
-    if (ok && rp_replicas_short(&b)) {
-        ctlrp_say_short(&b, "setting the item's waiting room");
-        ok = 0;
-    }
-    if (!ok && b.n == 0)
-        fprintf(stderr, "seckillctl: redis: setting the item's waiting room: out of memory\n");
-    rp_batch_free(&b);
-    return ok ? 0 : -1;
+    if (i >= 0 && opens_ms > 0)
+        i = rp_addf(&b, win, "HSET %s %s %s", win, KEYS_WINDOW_QUEUE, v);
+    return run_one(p, &b, i, "setting the item's waiting room");
 }
 
 redisReply *ctlrp_fcall(struct rp *p, const struct rfunc *f, bool durable, int nkeys, int nargs,

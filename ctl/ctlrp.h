@@ -36,17 +36,23 @@ int ctlrp_pay_window(struct rp *p, const char *window_key, int64_t pay_within_s)
 
 /* An item's waiting room (issue #58) in Redis: its opening (opens_ms; 0:
  * none) into the window hash's KEYS_WINDOW_QUEUE (keys.h), after each
- * function that writes the hash anew (item create, item load, reconcile's
- * window fix); with reset, the room's keys of an earlier sale of the item
+ * function that writes the hash anew (item create, item load); with reset, the room's keys of an earlier sale of the item
  * deleted first (item create: a new sale, a new queue). Durable as
  * ctlrp_fcall's writes. 0, or -1 after printing why. */
 int ctlrp_queue_window(struct rp *p, const struct cfg *c, int64_t item_id, int64_t opens_ms, bool reset);
 
 /* An item's sale paused (or not) in Redis: the window hash's
  * KEYS_WINDOW_PAUSED (keys.h) set, or removed, after the database says so
- * (item pause and resume, item load, reconcile's window fix). Durable as
- * ctlrp_fcall's writes. 0, or -1 after printing why. */
+ * (item pause and resume, item load). Durable as ctlrp_fcall's writes. 0,
+ * or -1 after printing why. (reconcile --fix writes the whole hash in one
+ * call: seckill_recon_window2.) */
 int ctlrp_pause_window(struct rp *p, const char *window_key, bool paused);
+
+/* Run b on p durable (rp_durable); 0 when every command has a reply that is
+ * no error and enough replicas hold them, else -1 after saying why, once
+ * (what: the change, as "setting the item's waiting room"). */
+int ctlrp_run_durable(struct rp *p, struct rp_batch *b, const char *what);
+
 /* Say that a durable batch (rp_durable) ran but fewer replicas than
  * redis.min_replicas_ack confirmed it: what, the change ("setting the
  * item's waiting room"), may be lost to a failover; run it again. */

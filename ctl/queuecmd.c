@@ -130,26 +130,21 @@ static int status(struct rp *p, const struct cfg *c, int64_t item)
     return ret;
 }
 
-/* HSET the queue hash's field to v: the rate and the pause. */
+/* HSET the queue hash's field to v: the rate and the pause. Durable: set on
+ * the primary but held by too few replicas, a failover could lose it, and
+ * the exit says it did not hold. */
 static int set_field(struct rp *p, const struct cfg *c, int64_t item, const char *field, const char *v)
 {
-    char meta[KEYS_MAX];
+    char meta[KEYS_MAX], what[64];
     struct rp_batch b;
     int ret = 1;
     keys_queue(meta, sizeof(meta), c->redis.key_prefix, item, KEYS_QUEUE_META);
+    snprintf(what, sizeof(what), "setting the room's %s", field);
     rp_batch_init(&b);
-    if (rp_addf(&b, meta, "HSET %s %s %s", meta, field, v) >= 0) {
-        rp_durable(&b);
-        ret = run(p, &b) == 0 ? 0 : 1;
-        if (ret == 0 && rp_replicas_short(&b)) {
-            /* Set on the primary, but a failover now could lose it: said,
-             * and the exit says it did not hold. */
-            char what[64];
-            snprintf(what, sizeof(what), "setting the room's %s", field);
-            ctlrp_say_short(&b, what);
-            ret = 1;
-        }
-    }
+    if (rp_addf(&b, meta, "HSET %s %s %s", meta, field, v) < 0)
+        fprintf(stderr, "seckillctl: redis: %s: out of memory\n", what);
+    else
+        ret = ctlrp_run_durable(p, &b, what) == 0 ? 0 : 1;
     rp_batch_free(&b);
     return ret;
 }

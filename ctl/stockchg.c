@@ -86,26 +86,6 @@ enum stockchg_result stockchg_pg(PGconn *pg, int64_t item, const char *id, int64
     return ret;
 }
 
-/* Run b (durable) on p; 0 when every reply is no error and enough
- * replicas hold it, else -1 after saying why (what: the change, said). */
-static int run_durable(struct rp *p, struct rp_batch *b, const char *what)
-{
-    char err[256], why[256];
-    rp_durable(b);
-    (void)rp_run(p, b, err, sizeof(err));
-    for (int i = 0; i < b->n; i++) {
-        if (ctlrp_why(b, i, err, why, sizeof(why))[0]) {
-            fprintf(stderr, "seckillctl: redis: %s: %s\n", what, why);
-            return -1;
-        }
-    }
-    if (rp_replicas_short(b)) {
-        ctlrp_say_short(b, what);
-        return -1;
-    }
-    return 0;
-}
-
 int stockchg_restore(PGconn *pg, struct rp *p, const struct cfg *c, int64_t item)
 {
     char sid[24], key[KEYS_MAX];
@@ -124,7 +104,7 @@ int stockchg_restore(PGconn *pg, struct rp *p, const struct cfg *c, int64_t item
     for (int i = 0; i < PQntuples(res); i++)
         if (rp_addf(&b, key, "HSET %s %s %s", key, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1)) < 0)
             goto fail;
-    ret = run_durable(p, &b, "restoring the item's stock changes");
+    ret = ctlrp_run_durable(p, &b, "restoring the item's stock changes");
 fail:
     if (res)
         PQclear(res);
