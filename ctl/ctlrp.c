@@ -99,7 +99,8 @@ int ctlrp_queue_window(struct rp *p, const struct cfg *c, int64_t item_id, int64
     rp_batch_init(&b);
     if (keys_item(win, sizeof(win), c->redis.key_prefix, item_id, KEYS_ITEM_WINDOW) < 0 ||
         keys_queue_all(q, c->redis.key_prefix, item_id) != 0) {
-        fprintf(stderr, "seckillctl: redis: item %" PRId64 ": its keys do not fit (redis.key_prefix)\n", item_id);
+        fprintf(stderr, "seckillctl: redis: item %" PRId64 ": its keys do not fit (redis.key_prefix)\n",
+                item_id);
         rp_batch_free(&b);
         return -1;
     }

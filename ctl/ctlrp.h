@@ -36,9 +36,10 @@ int ctlrp_pay_window(struct rp *p, const char *window_key, int64_t pay_within_s)
 
 /* An item's waiting room (issue #58) in Redis: its opening (opens_ms; 0:
  * none) into the window hash's KEYS_WINDOW_QUEUE (keys.h), after each
- * function that writes the hash anew (item create, item load); with reset, the room's keys of an earlier sale of the item
- * deleted first (item create: a new sale, a new queue). Durable as
- * ctlrp_fcall's writes. 0, or -1 after printing why. */
+ * function that writes the hash anew (item create, item load); with
+ * reset, the room's keys of an earlier sale of the item deleted first (item
+ * create: a new sale, a new queue). Durable as ctlrp_fcall's writes. 0, or
+ * -1 after printing why. */
 int ctlrp_queue_window(struct rp *p, const struct cfg *c, int64_t item_id, int64_t opens_ms, bool reset);
 
 /* An item's sale paused (or not) in Redis: the window hash's
