@@ -12,11 +12,21 @@ static int fits(int n, size_t len)
     return n < 0 || (size_t)n >= len ? -1 : n;
 }
 
+static const char *const item_suffix[] = { "stock",  "buyers",   "pending", "unpub", "window",
+                                           "orders", "returned", "changes", "xout",  "xin" };
+
 int keys_item(char *buf, size_t len, const char *prefix, int64_t item_id, enum keys_item_part part)
 {
-    static const char *const suffix[] = { "stock",  "buyers", "pending",  "unpub",
-                                          "window", "orders", "returned", "changes" };
-    return fits(snprintf(buf, len, "%s:{item:%" PRId64 "}:%s", prefix, item_id, suffix[part]), len);
+    return fits(snprintf(buf, len, "%s:{item:%" PRId64 "}:%s", prefix, item_id, item_suffix[part]), len);
+}
+
+int keys_item_at(char *buf, size_t len, const char *prefix, int64_t item_id, int salt,
+                 enum keys_item_part part)
+{
+    if (salt < 0)
+        return keys_item(buf, len, prefix, item_id, part);
+    int n = snprintf(buf, len, "%s:{item:%" PRId64 ":%d}:%s", prefix, item_id, salt, item_suffix[part]);
+    return fits(n, len);
 }
 
 int keys_item_all(char k[KEYS_ITEM_PARTS][KEYS_MAX], const char *prefix, int64_t item_id)

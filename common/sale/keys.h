@@ -29,6 +29,10 @@ enum keys_item_part {
                          * to stock (seckill_return: each once) */
     KEYS_ITEM_CHANGES,  /* hash: change id -> units, the live stock changes applied
                          * (seckill_stock_change: each once; ctl/stockchg.h) */
+    KEYS_ITEM_XOUT,     /* hash: transfer id -> "SALT:UNITS", the units this slot's
+                         * stock gave to another of the item's slots (xfer.h) */
+    KEYS_ITEM_XIN,      /* hash: transfer id -> units, the transfers this slot's
+                         * stock received (xfer.h): each once */
 };
 #define KEYS_ITEM_PARTS 6
 
@@ -39,9 +43,14 @@ enum keys_item_part {
  * (or an item loaded before the field existed). */
 #define KEYS_WINDOW_PAY "pay_within_s"
 
-/* <prefix>:{item:ID}:stock|buyers|pending|unpub|window|orders|returned|changes. Returns the
+/* <prefix>:{item:ID}:stock|buyers|pending|unpub|window|orders|returned|changes|xout|xin. Returns the
  * length, or -1 if it does not fit. */
 int keys_item(char *buf, size_t len, const char *prefix, int64_t item_id, enum keys_item_part part);
+
+/* The same key of one of the item's buckets (bucket.h): <prefix>:{item:ID:S}:part
+ * for salt S >= 0; salt BUCKET_HOME (-1) is the item's own, keys_item's. */
+int keys_item_at(char *buf, size_t len, const char *prefix, int64_t item_id, int salt,
+                 enum keys_item_part part);
 
 /* The item's first KEYS_ITEM_PARTS keys, indexed by enum keys_item_part. 0 or -1. */
 int keys_item_all(char k[KEYS_ITEM_PARTS][KEYS_MAX], const char *prefix, int64_t item_id);

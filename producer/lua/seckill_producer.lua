@@ -15,7 +15,7 @@
 -- and arguments never change under its name (a new contract is a new name),
 -- so that the programs of the last release keep working on a newer library
 -- while they are upgraded one by one.
-local VERSION = 3
+local VERSION = 4
 
 -- The reservation itself, once the item, the window and (for a queued
 -- item) the admission have been checked: duplicate, ended, sold out, or
@@ -185,6 +185,58 @@ local function sweep_claim(KEYS, ARGV)
     end
   end
   return out
+end
+
+-- Transfers between an item's slots (issue #57, common/sale/xfer.h) -------
+-- Units move from one slot's stock to another's (the item's own slot and its
+-- buckets, bucket.h) in two halves, each one call on its own shard, each
+-- recorded under the transfer's id at its own end: a half run again changes
+-- nothing, and a crash between the halves is finished from the records (the
+-- units in between are counted once, by the source's record). Version 4.
+
+-- The giving half. KEYS[1] stock, KEYS[2] xout (the source slot's)
+-- ARGV[1] transfer id, ARGV[2] the destination's salt, ARGV[3] units wanted,
+-- ARGV[4] units the source keeps (it gives only what it holds above them).
+-- Returns the units given (0: none, and nothing recorded); for an id it
+-- recorded before, the units it gave then.
+local function xfer_out(KEYS, ARGV)
+  local done = redis.call('HGET', KEYS[2], ARGV[1])
+  if done then
+    return tonumber(string.match(done, ':(%d+)$'))
+  end
+  local want, keep = tonumber(ARGV[3]), tonumber(ARGV[4])
+  if not want or not keep or want < 1 or keep < 0 then
+    return redis.error_reply('ERR seckill_xfer_out: units wanted >= 1, units kept >= 0')
+  end
+  local n = math.min(want, tonumber(redis.call('GET', KEYS[1]) or '0') - keep)
+  if n <= 0 then
+    return 0
+  end
+  redis.call('DECRBY', KEYS[1], n)
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. ':' .. n)
+  return n
+end
+
+-- The receiving half. KEYS[1] stock, KEYS[2] xin, KEYS[3] orders (the
+-- destination slot's); ARGV[1] transfer id, ARGV[2] units (as the source
+-- recorded them). Returns 1 when applied now, 0 when it was before, -1 when
+-- the destination has no stock key (not loaded: units put there would make
+-- it look like a sale). given_back grows as for a unit given back: a producer
+-- that answers this slot's sold-out crowd itself copies it again.
+local function xfer_in(KEYS, ARGV)
+  local n = tonumber(ARGV[2])
+  if not n or n < 1 then
+    return redis.error_reply('ERR seckill_xfer_in: units >= 1')
+  end
+  if redis.call('EXISTS', KEYS[1]) == 0 then
+    return -1
+  end
+  if redis.call('HSETNX', KEYS[2], ARGV[1], n) == 0 then
+    return 0
+  end
+  redis.call('INCRBY', KEYS[1], n)
+  redis.call('HINCRBY', KEYS[3], 'given_back', n)
+  return 1
 end
 
 -- The waiting room (issue #58) --------------------------------------------
@@ -515,6 +567,8 @@ redis.register_function{ function_name = 'seckill_reserve', callback = reserve }
 redis.register_function{ function_name = 'seckill_restore', callback = restore }
 redis.register_function{ function_name = 'seckill_soldout', callback = soldout, flags = { 'no-writes' } }
 redis.register_function{ function_name = 'seckill_sweep_claim', callback = sweep_claim }
+redis.register_function{ function_name = 'seckill_xfer_out', callback = xfer_out }
+redis.register_function{ function_name = 'seckill_xfer_in', callback = xfer_in }
 redis.register_function{ function_name = 'seckill_queue', callback = queue }
 redis.register_function{ function_name = 'seckill_queue_open', callback = queue_open }
 redis.register_function{ function_name = 'seckill_queue_admit', callback = queue_admit }

@@ -142,15 +142,20 @@ redis_acl_rules() {
             for p in "$@"; do
                 printf ' %s' "~$p:{item:*}:stock" "~$p:{item:*}:buyers" "~$p:{item:*}:pending" \
                     "~$p:{item:*}:unpub" "~$p:{item:*}:orders" "~$p:{item:*}:window" \
-                    "~$p:{item:*}:queue" "~$p:{item:*}:queue:*"
+                    "~$p:{item:*}:queue" "~$p:{item:*}:queue:*" "~$p:{item:*}:xout" "~$p:{item:*}:xin"
             done
-            # stock: read, reserve (DECR), give back (INCR); never SET.
-            redis_acl_sel '~PFX:{item:*}:stock' '+get +decr +incr' "$@"
+            # stock: read, reserve (DECR), give back (INCR), units moved
+            # between an item's buckets (DECRBY, INCRBY: seckill_xfer_out and
+            # seckill_xfer_in, common/sale/xfer.h); never SET.
+            redis_acl_sel '~PFX:{item:*}:stock' '+get +decr +incr +decrby +incrby +exists' "$@"
             # buyers: SREM only for a give-back (restore: Kafka did not take the order).
             redis_acl_sel '~PFX:{item:*}:buyers' '+sismember +sadd +srem +scard +sscan' "$@"
             redis_acl_sel '~PFX:{item:*}:pending' '+hset +hget +hexists +hdel +hlen' "$@"
             redis_acl_sel '~PFX:{item:*}:unpub' '+zadd +zrem +zscore +zrangebyscore +zcard' "$@"
             redis_acl_sel '~PFX:{item:*}:orders' '+hset +hget +hdel +hincrby' "$@"
+            # the transfers' records at each end (xfer.h): given, received
+            redis_acl_sel '~PFX:{item:*}:xout' '+hget +hset +hgetall' "$@"
+            redis_acl_sel '~PFX:{item:*}:xin' '+hsetnx +hexists' "$@"
             # the sale window is seckillctl's: the producer only reads it
             redis_acl_sel '%R~PFX:{item:*}:window' '+hget +hmget' "$@"
             # the order index (orderidx.h) and its older per-order keys

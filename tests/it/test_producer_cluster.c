@@ -19,7 +19,9 @@
  * - the producer's functions are checked on every primary: one primary
  *   without them, a running producer refuses orders (503, the gauge set)
  *   until they are loaded again, and a new one refuses to start, naming that
- *   primary.
+ *   primary;
+ * - issue #57's buckets: three buckets of an item placed on the three
+ *   primaries, units moved between the shards as the producer's user.
  * Items are loaded through rpipe as the stack's user (seckill_item_load on
  * the item's shard, and the registry), so nothing but the producer and the
  * Cluster is under test. */
@@ -33,6 +35,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bucket.h"
 #include "keys.h"
 #include "order.h"
 #include "ordersig.h"
@@ -42,6 +45,7 @@
 #include "sale.h"
 #include "secret.h"
 #include "slot.h"
+#include "xfer.h"
 
 #define PER_NODE 3 /* items per primary */
 #define NODES 3
@@ -537,9 +541,103 @@ static void test_functions_on_every_primary(void **state)
     assert_true(harness_file_has(prod.log, node));
 }
 
+static int rp_node(void *arg, const char *key)
+{
+    return rp_node_of_key(arg, key, strlen(key));
+}
+
+/* A key's value asked of the primary the test's own map names, no
+ * redirection followed: only the right shard has it. */
+static long long stock_on_own_shard(int64_t item, int salt)
+{
+    char k[KEYS_MAX];
+    assert_true(keys_item_at(k, sizeof(k), harness_conf.redis.key_prefix, item, salt, KEYS_ITEM_STOCK) > 0);
+    redisContext *rc = node_conn(smap->owner[slot_of(k, strlen(k))]);
+    redisReply *r = harness_cmd(rc, "GET %s", k);
+    long long v = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : -1;
+    freeReplyObject(r);
+    redisFree(rc);
+    return v;
+}
+
+static void set_stock(const char *k, int v)
+{
+    char err[256];
+    enum rp_status st;
+    redisReply *r = rp_callf(rp, k, &st, err, sizeof(err), "SET %s %d", k, v);
+    if (!r || r->type != REDIS_REPLY_STATUS)
+        fail_msg("SET %s: %s", k, r ? r->str : err);
+    freeReplyObject(r);
+}
+
+/* Issue #57's buckets: an item's three buckets placed on the three primaries
+ * (by the producer's own view of the map), and units moved between shards
+ * by the producer's ACL user, whole, half (the giving half alone) and
+ * finished, with the sum of the stocks and the units in flight unmoved. */
+static void test_buckets_on_every_primary(void **state)
+{
+    (void)state;
+    const char *pfx = harness_conf.redis.key_prefix;
+    int64_t item = 570000001, moved = 0;
+    int salts[BUCKET_MAX], seen[NODES] = { 0 };
+    char err[512], k[KEYS_MAX];
+    struct rp *pr = NULL;
+    struct xfer_tally t;
+    assert_int_equal(rp_nodes(rp), NODES);
+    assert_int_equal(bucket_place(pfx, item, NODES, rp_nodes(rp), rp_node, rp, salts), 0);
+    assert_int_equal(bucket_spread(pfx, item, NODES, salts, rp_node, rp), NODES);
+    for (int b = 0; b < NODES; b++) {
+        keys_item_at(k, sizeof(k), pfx, item, salts[b], KEYS_ITEM_STOCK);
+        seen[smap->owner[slot_of(k, strlen(k))]]++;
+    }
+    for (int n = 0; n < NODES; n++)
+        assert_int_equal(seen[n], 1); /* the test's own map agrees: one bucket per primary */
+
+    if (rp_open(&harness_conf, CFG_ROLE_PRODUCER, &pr, err, sizeof(err)) != 0)
+        fail_msg("rp_open as the producer: %s", err);
+    keys_item(k, sizeof(k), pfx, item, KEYS_ITEM_STOCK);
+    set_stock(k, 9);
+    for (int b = 0; b < NODES; b++) {
+        keys_item_at(k, sizeof(k), pfx, item, salts[b], KEYS_ITEM_STOCK);
+        set_stock(k, 0);
+    }
+    for (int b = 0; b < NODES; b++) {
+        struct xfer x = { .item = item, .from = BUCKET_HOME, .to = salts[b], .want = 3, .keep = 0 };
+        assert_int_equal(xfer_new_id(x.id), 0);
+        if (xfer_move(pr, pfx, &x, &moved, err, sizeof(err)) != 0)
+            fail_msg("xfer_move: %s", err);
+        assert_int_equal(moved, 3);
+        assert_int_equal(stock_on_own_shard(item, salts[b]), 3);
+    }
+    assert_int_equal(stock_on_own_shard(item, BUCKET_HOME), 0);
+    /* Bucket 0 gives 2 to bucket 1, the giving half only (a crash between). */
+    char id[XFER_ID_MAX], to[16], xout[KEYS_MAX], st0[KEYS_MAX];
+    assert_int_equal(xfer_new_id(id), 0);
+    snprintf(to, sizeof(to), "%d", salts[1]);
+    keys_item_at(st0, sizeof(st0), pfx, item, salts[0], KEYS_ITEM_STOCK);
+    keys_item_at(xout, sizeof(xout), pfx, item, salts[0], KEYS_ITEM_XOUT);
+    const char *argv[] = { st0, xout, id, to, "2", "0" };
+    struct rp_batch b;
+    rp_batch_init(&b);
+    assert_true(rp_fcall(&b, "seckill_xfer_out", 2, 4, argv, NULL) >= 0);
+    assert_int_equal(rp_run(pr, &b, err, sizeof(err)), 0);
+    assert_int_equal(rp_reply(&b, 0)->integer, 2);
+    rp_batch_free(&b);
+    assert_int_equal(xfer_finish(pr, pfx, item, salts[0], true, &t, err, sizeof(err)), 0);
+    assert_int_equal(t.in_flight, 2);
+    assert_int_equal(t.finished, 1);
+    assert_int_equal(stock_on_own_shard(item, salts[0]), 1);
+    assert_int_equal(stock_on_own_shard(item, salts[1]), 5);
+    assert_int_equal(stock_on_own_shard(item, salts[0]) + stock_on_own_shard(item, salts[1]) +
+                         stock_on_own_shard(item, salts[2]),
+                     9);
+    rp_close(pr);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_buckets_on_every_primary),
         cmocka_unit_test(test_sale_on_every_primary),
         cmocka_unit_test(test_sweeper_on_every_primary),
         cmocka_unit_test(test_functions_on_every_primary),
