@@ -128,6 +128,15 @@ static int parse_record(const char *v, int *salt, int64_t *units)
     return 0;
 }
 
+/* The giving half's record of id made durable before its receiving half
+ * runs (seckill_xfer_hold: written again, then WAIT): its units, 0 when it
+ * is gone, or -1 (too few replicas hold it: not finished now). */
+static int hold(struct rp *p, const char *xout, const char *id, int64_t *units, char *err, size_t errlen)
+{
+    const char *argv[] = { xout, id };
+    return call(p, "seckill_xfer_hold", 1, 1, argv, true, units, "seckill_xfer_hold", err, errlen);
+}
+
 /* Whether the receiving half of id is recorded in slot `to`: 1, 0, or -1. */
 static int received(struct rp *p, const char *prefix, int64_t item, int to, const char *id, char *err,
                     size_t errlen)
@@ -180,7 +189,7 @@ int xfer_finish(struct rp *p, const char *prefix, int64_t item, int from, bool a
     for (size_t i = 0; i + 1 < all->elements; i += 2) {
         const char *id = all->element[i]->str, *v = all->element[i + 1]->str;
         int to, has;
-        int64_t units, applied = 0;
+        int64_t units, applied = 0, held = 0;
         if (!id || !v || parse_record(v, &to, &units) != 0) {
             snprintf(err, errlen, "%s: transfer %s: a record that is no SALT:UNITS", xout, id ? id : "?");
             goto fail;
@@ -194,7 +203,9 @@ int xfer_finish(struct rp *p, const char *prefix, int64_t item, int from, bool a
         out->in_flight += units;
         if (!apply)
             continue;
-        if (give_in(p, prefix, item, to, id, units, &applied, err, errlen) != 0)
+        if (hold(p, xout, id, &held, err, errlen) != 0)
+            goto fail;
+        if (held > 0 && give_in(p, prefix, item, to, id, held, &applied, err, errlen) != 0)
             goto fail;
         out->finished += applied;
     }

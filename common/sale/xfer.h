@@ -14,7 +14,9 @@
  * side gives only what it holds, and a unit in transit belongs to no side's
  * stock). Either half may be lost to a crash, a lost reply or a failover:
  * - the giving half alone (a crash after it): xfer_finish applies the other
- *   half from the source's record, at any time, as often as it likes;
+ *   half from the source's record, at any time, as often as it likes, once
+ *   enough replicas hold that record (it writes the record again and WAITs:
+ *   seckill_xfer_hold; WAIT only covers the caller's own writes);
  * - the receiving half lost to a failover: the same;
  * - the giving half lost to a failover after the receiving half ran would
  *   double the units, so the giving half is durable (rpipe.h: WAIT for

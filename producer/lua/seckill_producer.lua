@@ -198,10 +198,12 @@ end
 -- ARGV[1] transfer id, ARGV[2] the destination's salt, ARGV[3] units wanted,
 -- ARGV[4] units the source keeps (it gives only what it holds above them).
 -- Returns the units given (0: none, and nothing recorded); for an id it
--- recorded before, the units it gave then.
+-- recorded before, the units it gave then, the record written again (see
+-- seckill_xfer_hold).
 local function xfer_out(KEYS, ARGV)
   local done = redis.call('HGET', KEYS[2], ARGV[1])
   if done then
+    redis.call('HSET', KEYS[2], ARGV[1], done)
     return tonumber(string.match(done, ':(%d+)$'))
   end
   local want, keep = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -215,6 +217,22 @@ local function xfer_out(KEYS, ARGV)
   redis.call('DECRBY', KEYS[1], n)
   redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. ':' .. n)
   return n
+end
+
+-- A giving half's record, written again as it is. KEYS[1] xout; ARGV[1]
+-- transfer id. Returns its units, or 0 when there is no such record. Why
+-- write what is there: Redis's WAIT waits for the caller's own last write,
+-- and a record someone else wrote, read back by a finisher (or by a mover
+-- whose first connection died), may not be on any replica yet; its
+-- receiving half must not run before it is (xfer.h), so the reader writes
+-- it again and WAITs for that.
+local function xfer_hold(KEYS, ARGV)
+  local done = redis.call('HGET', KEYS[1], ARGV[1])
+  if not done then
+    return 0
+  end
+  redis.call('HSET', KEYS[1], ARGV[1], done)
+  return tonumber(string.match(done, ':(%d+)$'))
 end
 
 -- The receiving half. KEYS[1] stock, KEYS[2] xin, KEYS[3] orders (the
@@ -569,6 +587,7 @@ redis.register_function{ function_name = 'seckill_soldout', callback = soldout, 
 redis.register_function{ function_name = 'seckill_sweep_claim', callback = sweep_claim }
 redis.register_function{ function_name = 'seckill_xfer_out', callback = xfer_out }
 redis.register_function{ function_name = 'seckill_xfer_in', callback = xfer_in }
+redis.register_function{ function_name = 'seckill_xfer_hold', callback = xfer_hold }
 redis.register_function{ function_name = 'seckill_queue', callback = queue }
 redis.register_function{ function_name = 'seckill_queue_open', callback = queue_open }
 redis.register_function{ function_name = 'seckill_queue_admit', callback = queue_admit }

@@ -147,6 +147,15 @@ static void test_half_transfer_finished(void **state)
     assert_int_equal(t.in_flight, 6);
     assert_int_equal(t.finished, 0);
     assert_int_equal(stock(0), 0); /* looked, did not touch */
+    /* The record a finisher holds (writes again, then WAITs for) before it
+     * sends the receiving half: its units, and 0 for an id never given. */
+    r = harness_cmd(rc, "FCALL seckill_xfer_hold 1 %s %s", key(BUCKET_HOME, KEYS_ITEM_XOUT), id);
+    assert_int_equal(r->integer, 6);
+    freeReplyObject(r);
+    r = harness_cmd(rc, "FCALL seckill_xfer_hold 1 %s never-given", key(BUCKET_HOME, KEYS_ITEM_XOUT));
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+    assert_int_equal(harness_int(rc, "HLEN %s", key(BUCKET_HOME, KEYS_ITEM_XOUT)), 1);
     t = finish(BUCKET_HOME, true);
     assert_int_equal(t.in_flight, 6);
     assert_int_equal(t.finished, 1);
