@@ -60,10 +60,12 @@ int bucket_place(const char *prefix, int64_t item, int k, int nodes, bucket_node
     if (nodes > (int)(sizeof(load) / sizeof(load[0])))
         nodes = (int)(sizeof(load) / sizeof(load[0]));
     for (int b = 0; b < k; b++) {
-        int s = -1;
+        int s = -1, least = load[0];
+        for (int n = 1; n < nodes; n++)
+            least = load[n] < least ? load[n] : least;
         /* The fewest buckets any primary carries, then one more, ...: a
          * primary no salt reaches in the tries is passed over. */
-        for (int want = 0; want <= b && s == -1; want++)
+        for (int want = least; want <= b && s == -1; want++)
             s = salt_on_lightest(prefix, item, nodes, node_of, arg, salts, b, load, want);
         if (s < 0)
             return -1;

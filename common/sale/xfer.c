@@ -141,30 +141,20 @@ static int hold(struct rp *p, const char *xout, const char *id, int64_t *units, 
 static int received(struct rp *p, const char *prefix, int64_t item, int to, const char *id, char *err,
                     size_t errlen)
 {
-    char xin[KEYS_MAX];
-    int64_t has = 0;
-    struct rp_batch b;
-    char runerr[256] = "";
+    char xin[KEYS_MAX], runerr[256] = "";
+    enum rp_status st;
     int ret = -1;
     if (keys_item_at(xin, sizeof(xin), prefix, item, to, KEYS_ITEM_XIN) < 0) {
         snprintf(err, errlen, "item %" PRId64 ": its keys do not fit (redis.key_prefix)", item);
         return -1;
     }
-    rp_batch_init(&b);
-    if (rp_addf(&b, xin, "HEXISTS %s %s", xin, id) < 0) {
-        snprintf(err, errlen, "HEXISTS: out of memory");
-        goto fail;
-    }
-    (void)rp_run(p, &b, runerr, sizeof(runerr));
-    const redisReply *r = rp_reply(&b, 0);
-    if (!r || r->type != REDIS_REPLY_INTEGER) {
-        say_why(&b, 0, runerr, "HEXISTS", err, errlen);
-        goto fail;
-    }
-    has = r->integer;
-    ret = has ? 1 : 0;
-fail:
-    rp_batch_free(&b);
+    redisReply *r = rp_callf(p, xin, &st, runerr, sizeof(runerr), "HEXISTS %s %s", xin, id);
+    if (r && r->type == REDIS_REPLY_INTEGER)
+        ret = r->integer ? 1 : 0;
+    else
+        snprintf(err, errlen, "HEXISTS %s: %s", xin, r && r->type == REDIS_REPLY_ERROR ? r->str : runerr);
+    if (r)
+        freeReplyObject(r);
     return ret;
 }
 

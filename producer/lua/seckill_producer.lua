@@ -194,31 +194,6 @@ end
 -- nothing, and a crash between the halves is finished from the records (the
 -- units in between are counted once, by the source's record). Version 4.
 
--- The giving half. KEYS[1] stock, KEYS[2] xout (the source slot's)
--- ARGV[1] transfer id, ARGV[2] the destination's salt, ARGV[3] units wanted,
--- ARGV[4] units the source keeps (it gives only what it holds above them).
--- Returns the units given (0: none, and nothing recorded); for an id it
--- recorded before, the units it gave then, the record written again (see
--- seckill_xfer_hold).
-local function xfer_out(KEYS, ARGV)
-  local done = redis.call('HGET', KEYS[2], ARGV[1])
-  if done then
-    redis.call('HSET', KEYS[2], ARGV[1], done)
-    return tonumber(string.match(done, ':(%d+)$'))
-  end
-  local want, keep = tonumber(ARGV[3]), tonumber(ARGV[4])
-  if not want or not keep or want < 1 or keep < 0 then
-    return redis.error_reply('ERR seckill_xfer_out: units wanted >= 1, units kept >= 0')
-  end
-  local n = math.min(want, tonumber(redis.call('GET', KEYS[1]) or '0') - keep)
-  if n <= 0 then
-    return 0
-  end
-  redis.call('DECRBY', KEYS[1], n)
-  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. ':' .. n)
-  return n
-end
-
 -- A giving half's record, written again as it is. KEYS[1] xout; ARGV[1]
 -- transfer id. Returns its units, or 0 when there is no such record. Why
 -- write what is there: Redis's WAIT waits for the caller's own last write,
@@ -233,6 +208,30 @@ local function xfer_hold(KEYS, ARGV)
   end
   redis.call('HSET', KEYS[1], ARGV[1], done)
   return tonumber(string.match(done, ':(%d+)$'))
+end
+
+-- The giving half. KEYS[1] stock, KEYS[2] xout (the source slot's)
+-- ARGV[1] transfer id, ARGV[2] the destination's salt, ARGV[3] units wanted,
+-- ARGV[4] units the source keeps (it gives only what it holds above them).
+-- Returns the units given (0: none, and nothing recorded); for an id it
+-- recorded before, the units it gave then, the record written again
+-- (xfer_hold, above).
+local function xfer_out(KEYS, ARGV)
+  local held = xfer_hold({ KEYS[2] }, { ARGV[1] })
+  if held > 0 then
+    return held
+  end
+  local want, keep = tonumber(ARGV[3]), tonumber(ARGV[4])
+  if not want or not keep or want < 1 or keep < 0 then
+    return redis.error_reply('ERR seckill_xfer_out: units wanted >= 1, units kept >= 0')
+  end
+  local n = math.min(want, tonumber(redis.call('GET', KEYS[1]) or '0') - keep)
+  if n <= 0 then
+    return 0
+  end
+  redis.call('DECRBY', KEYS[1], n)
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. ':' .. n)
+  return n
 end
 
 -- The receiving half. KEYS[1] stock, KEYS[2] xin, KEYS[3] orders (the
