@@ -11,6 +11,7 @@
  *
  * sale: the scenario of issue #58. Users 1..N join (POST /api/v1/queue/I)
  * on an even schedule over the S seconds before the opening (starts_ms),
+ * the last one due 200 ms (a tenth of S, if less) before it,
  * users N+1..N+L over the S seconds after it. Each buyer then does what the
  * room tells it: asks again (GET) at the answer's poll_after_s; once
  * admitted, buys at once (POST /api/v1/seckill with its Seckill-Admission
@@ -837,12 +838,16 @@ static void sale(struct opts *o)
     G.deadline_us = G.starts_us + o->deadline_s * 1000000;
     setup(n + l);
     int64_t join_us = o->join_s * 1000000, late_us = o->late_s * 1000000;
+    int64_t pre_us = join_us - (join_us / 10 < 200000 ? join_us / 10 : 200000);
     for (int32_t i = 0; i < n + l; i++) {
         G.b[i].user = i + 1;
         G.b[i].join_pos = -2;
-        /* Before the opening, evenly; after it (20 ms after, so that Redis's
-         * clock has passed starts_ms too), evenly over --late-s. */
-        int64_t due = i < n ? G.starts_us - join_us + (int64_t)i * join_us / n
+        /* Before the opening, evenly over the window less its last tenth
+         * (at most 200 ms): a join due a millisecond before the opening
+         * would land after it on a busy machine and count as a late joiner.
+         * After it (20 ms after, so that Redis's clock has passed
+         * starts_ms too), evenly over --late-s. */
+        int64_t due = i < n ? G.starts_us - join_us + (int64_t)i * pre_us / n
                             : G.starts_us + 20000 + (int64_t)(i - n) * late_us / (l ? l : 1);
         schedule(i, K_JOIN, due);
     }
@@ -860,7 +865,7 @@ static void sale(struct opts *o)
     printf("wroomload_buyers %d\nwroomload_late_buyers %d\n", n, l);
     for (int d = 0; d < 5; d++)
         printf("wroomload_done_%s %" PRId64 "\n", done_name[d], done[d]);
-    print_join_rate("wroomload_join", 0, n, (double)n / (double)o->join_s);
+    print_join_rate("wroomload_join", 0, n, (double)n * 1e6 / (double)pre_us);
     print_kinds("wroomload");
     printf("wroomload_requests %" PRId64 "\nwroomload_wall_s %.2f\nwroomload_cpu_us %" PRId64 "\n", reqs,
            (double)wall / 1e6, cpu);
