@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "cfg.h"
+#include "itembk.h"
 
 /* A sale window in ms since the epoch; 0 for an open end. queue_opens_ms:
  * when its waiting room opens (0: none; issue #58), before starts_ms, which
@@ -18,12 +19,13 @@ struct item_window {
  * waiting room when w has queue_opens_ms: a new one, any earlier one's
  * queue gone), its buyers
  * given pay_within_s seconds to pay (0: no payment step; the window lives in
- * PostgreSQL alone, where the consumer reads it as it persists an order).
+ * PostgreSQL alone, where the consumer reads it as it persists an order),
+ * in bk->k buckets (1: none; itembk.h), whose salts it chooses into bk.
  * Refuses (returns -1 with the reason printed) when the item already has
  * orders, or when Redis holds buyers or pending reservations for it. 0 on
  * success. */
 int item_create(const struct cfg *c, int64_t item_id, int64_t stock, const char *name,
-                const struct item_window *w, int64_t pay_within_s);
+                const struct item_window *w, int64_t pay_within_s, struct itembk *bk);
 
 
 int item_cmd(const struct cfg *c, int argc, char **argv);

@@ -10,6 +10,7 @@
 #include "ctlpg.h"
 #include "ctlrp.h"
 #include "embed.h"
+#include "itembk.h"
 #include "keys.h"
 #include "util.h"
 
@@ -69,7 +70,8 @@ int itempause_cmd(const struct cfg *c, int argc, char **argv)
         fprintf(stderr, "seckillctl: item %" PRId64 " is not in the database\n", item);
         goto fail;
     }
-    if (!(p = ctlrp_open(c)) || ctlrp_pause_window(p, window, pause) != 0) {
+    if (!(p = ctlrp_open(c)) || ctlrp_pause_window(p, window, pause) != 0 ||
+        itembk_copy_window(p, c, item) != 0) {
         fprintf(stderr, "seckillctl: the database says %s, Redis may not yet: run the command again\n",
                 pause ? "paused" : "resumed");
         goto fail;

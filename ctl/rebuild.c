@@ -11,6 +11,7 @@
 #include "ctlrp.h"
 #include "embed.h"
 #include "funclibs.h"
+#include "itembk.h"
 #include "kmeta.h"
 #include "keys.h"
 #include "orderidx.h"
@@ -217,14 +218,22 @@ static int rebuild_args(const PGresult *res, char k[][KEYS_MAX], const char *con
 
 /* What seckill_item_rebuild2 does not write (its arguments stay as the
  * last release calls them): the payment window, the waiting room, the
- * pause (item_show.sql's columns 7, 13 and 14 in win) and the record of the
- * live stock changes. 0 or -1. */
+ * pause, the buckets (item_show.sql's columns 7, 13, 14 and 15 in win; the
+ * buckets empty: every unit stays in the item's own slot, itembk.h) and the
+ * record of the live stock changes. 0 or -1. */
 static int restore_beside(const struct cfg *c, PGconn *pg, struct rp *p, int64_t item, const PGresult *win,
                           const char *window_key)
 {
+    struct itembk bk;
+    if (bucket_parse(PQgetvalue(win, 0, 15), bk.salts, &bk.k) != 0) {
+        printf("item %" PRId64 ": the database's buckets '%s' are not salts seckillctl wrote\n", item,
+               PQgetvalue(win, 0, 15));
+        return -1;
+    }
     if (ctlrp_pay_window(p, window_key, ctlpg_i64(win, 0, 7)) != 0 ||
         ctlrp_queue_window(p, c, item, ctlpg_i64(win, 0, 13), false) != 0 ||
-        (ctlpg_i64(win, 0, 14) == 1 && ctlrp_pause_window(p, window_key, true) != 0))
+        (ctlpg_i64(win, 0, 14) == 1 && ctlrp_pause_window(p, window_key, true) != 0) ||
+        itembk_reset(p, c, item, &bk) != 0 || itembk_publish(p, c, item, &bk) != 0)
         return -1;
     return stockchg_restore(pg, p, c, item);
 }

@@ -11,6 +11,7 @@
 #include "ctlrp.h"
 #include "embed.h"
 #include "funclibs.h"
+#include "itembk.h"
 #include "keys.h"
 #include "order.h"
 #include "publish.h"
@@ -534,6 +535,9 @@ static int fix_window(struct rctx *x, const struct recon *r, char k[KEYS_ITEM_PA
     if (!rep)
         return -1;
     freeReplyObject(rep);
+    /* And each bucket's copy of it (itembk.h). */
+    if (itembk_copy_window(x->rp, x->c, r->item) != 0)
+        return -1;
     printf("  fixed: item %" PRId64 ": sale window in Redis set to the database's%s\n", r->item,
            r->paused ? " (paused)" : "");
     return 0;

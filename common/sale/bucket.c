@@ -1,6 +1,7 @@
 #include "bucket.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "keys.h"
 
@@ -90,4 +91,47 @@ int bucket_spread(const char *prefix, int64_t item, int k, const int salts[], bu
             seen[n++] = node;
     }
     return n;
+}
+
+int bucket_parse(const char *text, int salts[BUCKET_MAX], int *k)
+{
+    int n = 0;
+    const char *s = text;
+    *k = 1;
+    if (!*s)
+        return 0;
+    for (;;) {
+        int v = 0, digits = 0;
+        for (; *s >= '0' && *s <= '9' && digits < 5; s++, digits++)
+            v = v * 10 + (*s - '0');
+        if (!digits || v >= BUCKET_SALT_TRIES || n == BUCKET_MAX)
+            return -1;
+        for (int i = 0; i < n; i++)
+            if (salts[i] == v)
+                return -1;
+        salts[n++] = v;
+        if (!*s)
+            break;
+        if (*s++ != ',')
+            return -1;
+    }
+    if (n < 2)
+        return -1;
+    *k = n;
+    return 0;
+}
+
+int bucket_format(char *buf, size_t len, const int salts[], int k)
+{
+    size_t used = 0;
+    if (len == 0)
+        return -1;
+    buf[0] = '\0';
+    for (int i = 0; k > 1 && i < k; i++) {
+        int n = snprintf(buf + used, len - used, i ? ",%d" : "%d", salts[i]);
+        if (n < 0 || (size_t)n >= len - used)
+            return -1;
+        used += (size_t)n;
+    }
+    return (int)used;
 }

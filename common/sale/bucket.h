@@ -23,6 +23,7 @@
 #ifndef SECKILL_BUCKET_H
 #define SECKILL_BUCKET_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* At most this many buckets an item (a few per primary is all that helps). */
@@ -53,5 +54,15 @@ int bucket_place(const char *prefix, int64_t item, int k, int nodes, bucket_node
  * reshard moved them. */
 int bucket_spread(const char *prefix, int64_t item, int k, const int salts[], bucket_node_fn node_of,
                   void *arg);
+
+/* An item's salts as text, "S0,S1,...,Sk-1" in bucket order: the copy the
+ * item's window hash keeps (KEYS_WINDOW_BUCKETS, keys.h) and the database's
+ * (items.bucket_salts, migration 019). "" is no buckets (k = 1).
+ * bucket_parse: 0 with salts[0 .. *k-1] and *k (1 for ""), or -1 for
+ * anything else: a count of 1 or above BUCKET_MAX, a salt out of
+ * [0, BUCKET_SALT_TRIES), one twice, a stray character.
+ * bucket_format: the length, or -1 when it does not fit len. */
+int bucket_parse(const char *text, int salts[BUCKET_MAX], int *k);
+int bucket_format(char *buf, size_t len, const int salts[], int k);
 
 #endif

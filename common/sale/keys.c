@@ -31,8 +31,13 @@ int keys_item_at(char *buf, size_t len, const char *prefix, int64_t item_id, int
 
 int keys_item_all(char k[KEYS_ITEM_PARTS][KEYS_MAX], const char *prefix, int64_t item_id)
 {
+    return keys_item_all_at(k, prefix, item_id, -1); /* the item's own slot (BUCKET_HOME) */
+}
+
+int keys_item_all_at(char k[KEYS_ITEM_PARTS][KEYS_MAX], const char *prefix, int64_t item_id, int salt)
+{
     for (int i = 0; i < KEYS_ITEM_PARTS; i++)
-        if (keys_item(k[i], KEYS_MAX, prefix, item_id, (enum keys_item_part)i) < 0)
+        if (keys_item_at(k[i], KEYS_MAX, prefix, item_id, salt, (enum keys_item_part)i) < 0)
             return -1;
     return 0;
 }

@@ -54,6 +54,15 @@ int keys_item_at(char *buf, size_t len, const char *prefix, int64_t item_id, int
 
 /* The item's first KEYS_ITEM_PARTS keys, indexed by enum keys_item_part. 0 or -1. */
 int keys_item_all(char k[KEYS_ITEM_PARTS][KEYS_MAX], const char *prefix, int64_t item_id);
+/* The same for one of its buckets (salt S, or BUCKET_HOME: keys_item_all). */
+int keys_item_all_at(char k[KEYS_ITEM_PARTS][KEYS_MAX], const char *prefix, int64_t item_id, int salt);
+
+/* The window hash's field that names an item's buckets (issue #57,
+ * common/sale/bucket.h): their salts, "S0,S1,...", in the item's own window
+ * hash only (absent: no buckets). seckillctl writes it from the database
+ * (item create --buckets, item load), and gives each bucket its own copy of
+ * the rest of the window: a buy in a bucket reads its bucket's. */
+#define KEYS_WINDOW_BUCKETS "buckets"
 
 /* An item's waiting room (issue #58, producer/wroom.h), under the item's
  * hash tag like the sale's keys; what each holds is in the producer's

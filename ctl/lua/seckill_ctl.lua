@@ -15,7 +15,7 @@
 -- and arguments never change under its name (a new contract is a new name),
 -- so that the programs of the last release keep working on a newer library
 -- while they are upgraded one by one.
-local VERSION = 5
+local VERSION = 6
 
 -- Load an item's stock and sale window for a new sale, atomically.
 -- KEYS[1] stock, KEYS[2] buyers, KEYS[3] pending, KEYS[4] window, KEYS[5] orders
@@ -46,6 +46,20 @@ local function item_load(KEYS, ARGV)
     redis.call('HSET', KEYS[4], 'ends_ms', ARGV[3])
   end
   return 1
+end
+
+-- Replace a window hash with the given fields (issue #57: a bucket's copy
+-- of its item's window, ctl/itembk.h), atomically: a buy in the bucket reads
+-- the old copy or the new one, never one half written.
+-- KEYS[1] the bucket's window hash
+-- ARGV field, value, ... (none: the hash is removed)
+-- Returns the number of fields written.
+local function window_put(KEYS, ARGV)
+  redis.call('DEL', KEYS[1])
+  if #ARGV > 0 then
+    redis.call('HSET', KEYS[1], unpack(ARGV))
+  end
+  return #ARGV / 2
 end
 
 -- Rebuild an item's Redis state from the database after Redis lost it.
@@ -331,5 +345,6 @@ redis.register_function{ function_name = 'seckill_recon_lower', callback = recon
 redis.register_function{ function_name = 'seckill_recon_window', callback = recon_window }
 redis.register_function{ function_name = 'seckill_recon_window2', callback = recon_window2 }
 redis.register_function{ function_name = 'seckill_recon_states', callback = recon_states }
+redis.register_function{ function_name = 'seckill_window_put', callback = window_put }
 redis.register_function{ function_name = 'seckill_ctl_version', callback = function() return VERSION end,
                           flags = { 'no-writes' } }

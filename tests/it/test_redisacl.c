@@ -173,6 +173,7 @@ static void test_producer_refused(void **state)
      * producer may not: refused inside */
     REFUSED_INSIDE(rc, "FCALL", "seckill_recon_window", "1", window, "0", "");
     REFUSED_INSIDE(rc, "FCALL", "seckill_recon_window2", "1", window, "", "", "", "", "");
+    REFUSED_INSIDE(rc, "FCALL", "seckill_window_put", "1", window, "starts_ms", "1");
     redisContext *st = harness_redis(&harness_conf);
     freeReplyObject(harness_cmd(st, "SET %s 7", stock));
     REFUSED_INSIDE(rc, "FCALL", "seckill_recon_lower", "1", stock, "7", "1000");

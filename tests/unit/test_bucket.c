@@ -117,6 +117,37 @@ static void test_spread_after_reshard(void **state)
     assert_int_equal(bucket_spread("seckill", 9, 3, salts, fake_node_of, &resharded), 2);
 }
 
+/* The salts as the window hash and the database keep them: what is written
+ * reads back the same; one bucket is the empty text; anything else seckillctl
+ * would never write is refused. */
+static void test_salts_text(void **state)
+{
+    (void)state;
+    int salts[BUCKET_MAX], k = 0, many[BUCKET_MAX + 1];
+    char buf[BUCKET_MAX * 6];
+    assert_int_equal(bucket_parse("5,17,4095", salts, &k), 0);
+    assert_int_equal(k, 3);
+    assert_int_equal(salts[0], 5);
+    assert_int_equal(salts[2], 4095);
+    assert_int_equal(bucket_format(buf, sizeof(buf), salts, k), 9);
+    assert_string_equal(buf, "5,17,4095");
+    assert_int_equal(bucket_parse("", salts, &k), 0);
+    assert_int_equal(k, 1);
+    assert_int_equal(bucket_format(buf, sizeof(buf), salts, 1), 0);
+    assert_string_equal(buf, "");
+    const char *bad[] = { "7", "1,1", "1,,2", "1,2,", ",1,2", "1, 2", "1,4096", "1,-2", "1,2x", "1,99999999",
+                          "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (bucket_parse(bad[i], salts, &k) != -1)
+            fail_msg("'%s' was taken for salts", bad[i]);
+    for (int i = 0; i < BUCKET_MAX; i++)
+        many[i] = 4000 + i;
+    assert_int_equal(bucket_format(buf, sizeof(buf), many, BUCKET_MAX), BUCKET_MAX * 5 - 1);
+    assert_int_equal(bucket_parse(buf, salts, &k), 0);
+    assert_int_equal(k, BUCKET_MAX);
+    assert_int_equal(bucket_format(buf, 8, many, 2), -1); /* "4000,4001" does not fit 8 */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -125,6 +156,7 @@ int main(void)
         cmocka_unit_test(test_place_one_per_primary),
         cmocka_unit_test(test_place_more_buckets_than_primaries),
         cmocka_unit_test(test_spread_after_reshard),
+        cmocka_unit_test(test_salts_text),
     };
     return cmocka_run_group_tests_name("bucket", tests, NULL, NULL);
 }

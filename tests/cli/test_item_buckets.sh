@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# tests/cli/test_item_buckets.sh BUILD_DIR: an item's buckets as seckillctl
+# makes and keeps them (issue #57, ctl/itembk.h): item create --buckets K
+# places K salts, writes them to the database (items.bucket_salts, migration
+# 019, whose CHECK refuses what seckillctl never writes) and names them in
+# the item's window hash; each bucket is loaded empty with a copy of the
+# item's window, which item pause and resume, reconcile --fix and item load
+# keep; the units stay in the item's own slot; item show lists the buckets;
+# a bucket holding buyers of an earlier sale refuses a new create; the
+# options are checked. On the stack's one Redis (one primary: salts 0, 1, 2);
+# the Redis Cluster's placement is tests/it/test_producer_cluster.c's. Needs
+# the stack (scripts/stack up). TAP.
+set -u
+
+BUILD=${1:?usage: tests/cli/test_item_buckets.sh BUILD_DIR}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT" || exit 1
+CTL=$BUILD/seckillctl
+T=$(mktemp -d)
+UNIQ=$(date +%s%N)
+ITEM=$(( (UNIQ / 1000 % 1000000000000) * 1000000 + ($$ % 100000) * 10 + 7 ))
+PREFIX=seckill # redis.key_prefix in config/seckill.cfg
+# A topic of its own: item load checks that no order of the item is still on
+# the configuration's topic, unconsumed (the stack's may hold others' orders).
+TOPIC=seckill.test.buckets.$$
+
+# shellcheck source=../tap.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../tap.sh"
+
+rcli() { scripts/stack redis-cli "$@" 2>/dev/null; }
+sql() { scripts/stack psql -d seckill -qtA -c "$1" 2>/dev/null; }
+# tag SALT: the hash tag of the item's bucket (SALT "": the item's own slot).
+tag() { echo "$PREFIX:{item:$ITEM${1:+:$1}}"; }
+keys() { local k; k=$(tag "${1:-}"); echo "$k:stock $k:buyers $k:pending $k:unpub $k:window $k:orders $k:changes"; }
+cleanup() {
+    local s
+    for s in "" 0 1 2; do
+        # shellcheck disable=SC2046
+        rcli DEL $(keys "$s") >/dev/null
+    done
+    rcli SREM "$PREFIX:items" "$ITEM" >/dev/null
+    sql "DELETE FROM items WHERE item_id = $ITEM" >/dev/null
+    scripts/stack topic delete "$TOPIC" >/dev/null 2>&1
+    rm -rf "$T"
+}
+trap cleanup EXIT
+sed -e "s|\"\\.\\./\\.stack/|\"$ROOT/.stack/|" -e "s|key_dir = \"dev-keys\"|key_dir = \"$ROOT/config/dev-keys\"|" \
+    -e "s|topic = \"seckill.orders\";|topic = \"$TOPIC\";|" config/seckill.cfg >"$T/seckill.cfg"
+scripts/stack topic create "$TOPIC" 1 >/dev/null
+ctl() { "$CTL" -c "$T/seckill.cfg" "$@"; }
+# window SALT: the bucket's window hash, its fields sorted, one line.
+window() { rcli HGETALL "$(tag "${1:-}"):window" | paste - - | sort | tr '\t\n' '= '; }
+# copies: "same" for each bucket whose window is the item's but for the
+# field that names the buckets.
+copies() {
+    local home s out=""
+    home=$(rcli HGETALL "$(tag):window" | paste - - | grep -v '^buckets' | sort | tr '\t\n' '= ')
+    for s in 0 1 2; do
+        if [ "$(window "$s")" = "$home" ] && [ -n "$home" ]; then out="$out same"; else out="$out other"; fi
+    done
+    echo "${out# }"
+}
+
+echo "1..17"
+
+for bad in 0 17 x; do
+    run ctl item create --id "$ITEM" --stock 9 --buckets "$bad"
+    is "--buckets $bad: exit 2, said" "$rc $(grep -c -- '--buckets' "$T/err")" "2 1"
+done
+now=$(date +%s%3N)
+run ctl item create --id "$ITEM" --stock 9 --buckets 3 --starts-at $((now + 60000)) --queue-opens-at "$now"
+is "--buckets with a waiting room: exit 2, said why" "$rc $(grep -c 'waiting room in front of buckets' "$T/err")" "2 1"
+is "nothing was created" "$(sql "SELECT count(*) FROM items WHERE item_id = $ITEM")" "0"
+
+starts=$((now - 1000)) ends=$((now + 3600000))
+run ctl item create --id "$ITEM" --stock 9 --buckets 3 --starts-at "$starts" --ends-at "$ends" --pay-within 60
+is "create --buckets 3: exit 0, the salts said" "$rc $(grep -c 'created: 9 units in 3 buckets (salts 0,1,2)' "$T/out")" "0 1"
+is "the database holds the salts" "$(sql "SELECT bucket_salts FROM items WHERE item_id = $ITEM")" "{0,1,2}"
+is "Redis: the item's window names them; its own slot holds the 9 units, each bucket 0" \
+    "$(rcli HGET "$(tag):window" buckets) $(rcli GET "$(tag):stock") $(rcli GET "$(tag 0):stock") $(rcli GET "$(tag 1):stock") $(rcli GET "$(tag 2):stock")" \
+    "0,1,2 9 0 0 0"
+is "each bucket has the item's window (sale, payment window), not the buckets' names" \
+    "$(copies) $(window 1)" "same same same ends_ms=$ends pay_within_s=60 starts_ms=$starts "
+
+ctl item pause --id "$ITEM" >/dev/null
+p=$(copies) f=$(rcli HGET "$(tag 2):window" paused)
+ctl item resume --id "$ITEM" >/dev/null
+is "item pause reaches each bucket's window, item resume too" \
+    "$p $f $(copies) $(rcli HEXISTS "$(tag 2):window" paused)" "same same same 1 same same same 0"
+
+# A window Redis got wrong: reconcile --fix sets the item's, and the copies.
+rcli HSET "$(tag):window" starts_ms 1 >/dev/null
+rcli HSET "$(tag 1):window" starts_ms 1 >/dev/null
+ctl reconcile --item "$ITEM" --fix >/dev/null 2>&1
+is "reconcile --fix: the item's window and each bucket's copy are the database's again" \
+    "$(rcli HGET "$(tag):window" starts_ms) $(copies)" "$starts same same same"
+
+run ctl item show "$ITEM"
+is "item show: the buckets, on the one primary, Redis naming the same" \
+    "$(grep -c 'buckets    3 (salts 0,1,2), on 1 of 1 primaries; Redis names 0,1,2$' "$T/out") $(grep -cE 'bucket [0-2] +salt [0-2] on .*: stock 0, buyers 0, window the item.s$' "$T/out")" \
+    "1 3"
+
+# Redis lost everything of the item: item load restores the buckets.
+for s in "" 0 1 2; do
+    # shellcheck disable=SC2046
+    rcli DEL $(keys "$s") >/dev/null
+done
+run ctl item load --id "$ITEM" --wait-ms 0
+is "item load: exit 0; the item's window names the buckets, the units in its own slot, each bucket empty" \
+    "$rc $(rcli HGET "$(tag):window" buckets) $(rcli GET "$(tag):stock") $(rcli GET "$(tag 0):stock")$(rcli GET "$(tag 2):stock")" \
+    "0 0,1,2 9 00"
+is "item load: each bucket has the item's window again" "$(copies)" "same same same"
+
+# A bucket holding a buyer of this sale: a new create would sell their unit twice.
+rcli SADD "$(tag 1):buyers" 4242 >/dev/null
+run ctl item create --id "$ITEM" --stock 9 --buckets 3
+is "create over a bucket with buyers: exit 1, says which" "$rc $(grep -c 'bucket 1 (salt 1) has buyers' "$T/err")" "1 1"
+rcli DEL "$(tag 1):buyers" >/dev/null
+
+run ctl item create --id "$ITEM" --stock 4
+is "created again without buckets: the database and the window name none" \
+    "$rc $(sql "SELECT bucket_salts FROM items WHERE item_id = $ITEM") $(rcli HEXISTS "$(tag):window" buckets)" "0 {} 0"
+
+# What seckillctl never writes, the database refuses (migration 019).
+is "the CHECK refuses one bucket, a negative salt, one past the last try, a NULL" \
+    "$(for a in "'{5}'" "'{1,-1}'" "'{1,4096}'" "'{1,NULL}'"; do
+        sql "UPDATE items SET bucket_salts = $a WHERE item_id = $ITEM" >/dev/null || printf r; done)" "rrrr"
