@@ -7,7 +7,7 @@
 # created, shown, reconciled (clean; a wrong stock found on its own shard and
 # fixed there), their stock changed live and a sale paused on its shard,
 # listed by watch and the sweep, and rebuilt by `item load` after their keys
-# were lost. Own key prefix, topic, group and items, removed
+# were lost; an item's three buckets placed one per primary and paused there. Own key prefix, topic, group and items, removed
 # at the end; the Cluster is stopped at the end. Speaks TAP.
 set -u
 
@@ -55,7 +55,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "1..21"
+echo "1..22"
 
 scripts/stack up >"$T/stack.log" 2>&1 || { echo "Bail out! scripts/stack up failed: $(tail -n 3 "$T/stack.log")"; exit 1; }
 scripts/stack up --cluster >"$T/stack.log" 2>&1 || { echo "Bail out! scripts/stack up --cluster failed: $(tail -n 3 "$T/stack.log")"; exit 1; }
@@ -199,6 +199,19 @@ for id in "${ITEMS[@]}"; do recon "$id" && grep -q '0 mismatches' "$T/recon" && 
 is "reconcile after the rebuild: the three items clean" "$clean" 3
 run "${CTL[@]}" item load --id "${ITEMS[1]}"
 is "item load of an item Redis holds: refused, nothing done" "$rc $(grep -c 'Redis still holds it' "$T/out")" "1 1"
+
+# --- an item in buckets (issue #57, ctl/itembk.h): one on each primary -------------
+BK=$((BASE + 90))
+ITEMS+=("$BK")
+run "${CTL[@]}" item create --id "$BK" --stock 6 --buckets 3
+salts=$(sed -nE 's/.*in 3 buckets \(salts ([0-9,]+)\).*/\1/p' "$T/out")
+owners=$(for s in ${salts//,/ }; do owner "$PREFIX:{item:$BK:$s}:stock"; done | sort -u | wc -l)
+"${CTL[@]}" item pause --id "$BK" >/dev/null
+paused=$(for s in ${salts//,/ }; do
+    rc "$(owner "$PREFIX:{item:$BK:$s}:window")" HGET "$PREFIX:{item:$BK:$s}:window" paused; done | tr -d '\n')
+run "${CTL[@]}" item show "$BK"
+is "item create --buckets 3: the buckets on the 3 primaries, each paused on its own; item show says so" \
+    "$(grep -c 'buckets    3 (salts .*), on 3 of 3 primaries; Redis names' "$T/out") $owners $paused" "1 3 111"
 
 # --- one Redis: the same commands, no address on the lines -------------------------
 sed -e '/cluster_nodes = /d' -e 's/min_replicas_ack = 1;/min_replicas_ack = 0;/' \
