@@ -47,7 +47,8 @@ static int pg_cmd(PGconn *pg, PGresult *res, ExecStatusType want, const char *wh
 static int pg_items(PGconn *pg, int64_t first, int64_t count, const char *stock, const char *name)
 {
     char sid[24];
-    const char *p[] = { sid, name, stock, NULL, NULL, "0", NULL }; /* no payment window, no waiting room */
+    /* no payment window, no waiting room, no buckets */
+    const char *p[] = { sid, name, stock, NULL, NULL, "0", NULL, "" };
     for (int64_t id = first; id < first + count; id++) {
         snprintf(sid, sizeof(sid), "%" PRId64, id);
         PGresult *res = PQexecParams(pg, embed_item_orders, 1, NULL, p, NULL, NULL, 0);
@@ -61,7 +62,7 @@ static int pg_items(PGconn *pg, int64_t first, int64_t count, const char *stock,
             fprintf(stderr, "zipfitems: item %s already has orders; refusing to overwrite it\n", sid);
             return -1;
         }
-        if (pg_cmd(pg, PQexecParams(pg, embed_item_upsert, 7, NULL, p, NULL, NULL, 0), PGRES_COMMAND_OK,
+        if (pg_cmd(pg, PQexecParams(pg, embed_item_upsert, 8, NULL, p, NULL, NULL, 0), PGRES_COMMAND_OK,
                    "insert item") != 0)
             return -1;
     }
