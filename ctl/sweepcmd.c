@@ -44,6 +44,10 @@ int sweepcmd(const struct cfg *c, int argc, char **argv)
            "re-published %lld, failed %lld (undecodable, left in place: %lld)\n",
            (long long)st.items, (long long)st.pending, (long long)st.unpublished, (long long)age,
            (long long)st.claimed, (long long)st.republished, (long long)st.failed, (long long)st.undecodable);
+    if (st.buckets || st.bad_buckets)
+        printf("buckets %lld swept beside the items' own slots; items whose buckets share a primary another "
+               "could take: %lld; whose window names buckets seckillctl never writes: %lld\n",
+               (long long)st.buckets, (long long)st.crowded, (long long)st.bad_buckets);
     ret = st.failed ? 1 : 0;
 fail:
     pub_close(p, PUB_CLOSE_TIMEOUT_MS);

@@ -116,6 +116,7 @@ static void sweep(struct hk *k)
         log_repeat_end(&k->sweep_failing, "a sweep passed");
         PM_SET(pending, st.pending);
         PM_SET(unpublished, st.unpublished);
+        PM_SET(buckets_crowded, st.crowded);
     }
     PM_ADD(swept, st.republished);
     PM_ADD(sweep_errors, st.failed);

@@ -191,6 +191,8 @@
       "Reservations in Redis not yet persisted by the consumer, all items")                     \
     X(unpublished, "seckill_producer_unpublished_reservations", "gauge", "",                    \
       "Reservations in Redis not yet acknowledged by Kafka, all items")                         \
+    X(buckets_crowded, "seckill_producer_buckets_crowded_items", "gauge", "",                   \
+      "Items whose buckets share a Redis primary while another has none of them (a reshard)")   \
     X(swept, "seckill_producer_swept_total", "counter", "",                                     \
       "Stale reservations re-published by the sweeper")                                         \
     X(sweep_errors, "seckill_producer_sweep_errors_total", "counter", "",                       \

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bucket.h"
 #include "funclibs.h"
 #include "keys.h"
 #include "log.h"
@@ -188,9 +189,10 @@ static void settle_claimed(const struct cfg *c, struct rp *rp, const char *unpub
     free(idx);
 }
 
-/* Claim and re-publish one item's stale reservations. */
-static int sweep_item(const struct cfg *c, struct rp *rp, struct pub *p, const struct rfunc *claim,
-                      int64_t item, int64_t age_ms, struct sweep_stats *st,
+/* Claim and re-publish the stale reservations of one of the item's slots:
+ * its own (salt BUCKET_HOME) or a bucket's (bucket.h). */
+static int sweep_slot(const struct cfg *c, struct rp *rp, struct pub *p, const struct rfunc *claim,
+                      int64_t item, int salt, int64_t age_ms, struct sweep_stats *st,
                       char *err, size_t errlen)
 {
     char keys[KEYS_ITEM_PARTS][KEYS_MAX];
@@ -200,8 +202,10 @@ static int sweep_item(const struct cfg *c, struct rp *rp, struct pub *p, const s
     size_t n = 0;
     int ret = -1;
 
-    for (int k = 0; k < KEYS_ITEM_PARTS; k++)
-        keys_item(keys[k], sizeof(keys[k]), c->redis.key_prefix, item, (enum keys_item_part)k);
+    if (keys_item_all_at(keys, c->redis.key_prefix, item, salt) != 0) {
+        snprintf(err, errlen, "item %" PRId64 ": its keys do not fit (redis.key_prefix)", item);
+        goto fail;
+    }
     if (claim_stale(rp, claim, age_ms, keys, st, &r, err, errlen) != 0)
         goto fail;
     n = r->elements / 2;
@@ -227,6 +231,58 @@ fail:
     free(tk);
     freeReplyObject(r);
     return ret;
+}
+
+static int node_of(void *arg, const char *key)
+{
+    return rp_node_of_key(arg, key, strlen(key));
+}
+
+/* The item's buckets as its window names them (KEYS_WINDOW_BUCKETS): *k 1
+ * for none, or for a name seckillctl never writes (counted in bad_buckets:
+ * the item's own slot is swept all the same). 0, or -1 with err set. */
+static int item_buckets(const struct cfg *c, struct rp *rp, int64_t item, int *k, int salts[BUCKET_MAX],
+                        struct sweep_stats *st, char *err, size_t errlen)
+{
+    char key[KEYS_MAX], why[256];
+    enum rp_status rst;
+    *k = 1;
+    keys_item(key, sizeof(key), c->redis.key_prefix, item, KEYS_ITEM_WINDOW);
+    redisReply *r = rp_callf(rp, key, &rst, why, sizeof(why), "HGET %s %s", key, KEYS_WINDOW_BUCKETS);
+    if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL)) {
+        snprintf(err, errlen, "redis: HGET %s: %s", key,
+                 !r ? why : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        freeReplyObject(r);
+        return -1;
+    }
+    if (r->type == REDIS_REPLY_STRING && bucket_parse(r->str, salts, k) != 0) {
+        log_debug("sweep: item %" PRId64 ": its window names buckets '%s': only its own slot swept", item,
+                  r->str);
+        st->bad_buckets++;
+        *k = 1;
+    }
+    freeReplyObject(r);
+    return 0;
+}
+
+/* One item: its own slot, then each bucket's, and whether its buckets sit
+ * on fewer primaries than they could (a reshard moved them). */
+static int sweep_item(const struct cfg *c, struct rp *rp, struct pub *p, const struct rfunc *claim,
+                      int64_t item, int64_t age_ms, struct sweep_stats *st, char *err, size_t errlen)
+{
+    int k, salts[BUCKET_MAX];
+    if (sweep_slot(c, rp, p, claim, item, BUCKET_HOME, age_ms, st, err, errlen) != 0 ||
+        item_buckets(c, rp, item, &k, salts, st, err, errlen) != 0)
+        return -1;
+    for (int b = 0; k > 1 && b < k; b++) {
+        st->buckets++;
+        if (sweep_slot(c, rp, p, claim, item, salts[b], age_ms, st, err, errlen) != 0)
+            return -1;
+    }
+    int spread = k > 1 ? bucket_spread(c->redis.key_prefix, item, k, salts, node_of, rp) : 1;
+    if (spread >= 0 && spread < (k < rp_nodes(rp) ? k : rp_nodes(rp)))
+        st->crowded++;
+    return 0;
 }
 
 int sweep_once(const struct cfg *c, struct rp *rp, struct pub *p, int64_t age_ms,

@@ -25,10 +25,16 @@ struct sweep_stats {
     int64_t republished;  /* acknowledged by Kafka this pass */
     int64_t failed;       /* claimed but not acknowledged (retried after the age) */
     int64_t undecodable;  /* of which not an order message: left in place, never sent */
+    /* Items in buckets (issue #57, bucket.h): every bucket's slot is swept
+     * as the item's own is. */
+    int64_t buckets;      /* buckets swept beside the items' own slots */
+    int64_t crowded;      /* items whose buckets share a primary while another could take one */
+    int64_t bad_buckets;  /* items whose window names buckets seckillctl never writes */
 };
 
 /* One pass over every item (each item's commands go to the primary of its
- * slot: on a Redis Cluster the pass visits every shard that holds an item),
+ * slot: on a Redis Cluster the pass visits every shard that holds an item;
+ * an item in buckets, each bucket's slot after the item's own),
  * waiting for the delivery reports of what it re-publishes (at most
  * message.timeout.ms). 0, or -1 with err set (Redis failed; what was done is
  * in *out). */

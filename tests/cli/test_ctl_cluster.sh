@@ -7,7 +7,8 @@
 # created, shown, reconciled (clean; a wrong stock found on its own shard and
 # fixed there), their stock changed live and a sale paused on its shard,
 # listed by watch and the sweep, and rebuilt by `item load` after their keys
-# were lost; an item's three buckets placed one per primary and paused there. Own key prefix, topic, group and items, removed
+# were lost; an item's three buckets placed one per primary and paused there,
+# and two on one primary counted crowded by the sweeper. Own key prefix, topic, group and items, removed
 # at the end; the Cluster is stopped at the end. Speaks TAP.
 set -u
 
@@ -55,7 +56,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "1..22"
+echo "1..23"
 
 scripts/stack up >"$T/stack.log" 2>&1 || { echo "Bail out! scripts/stack up failed: $(tail -n 3 "$T/stack.log")"; exit 1; }
 scripts/stack up --cluster >"$T/stack.log" 2>&1 || { echo "Bail out! scripts/stack up --cluster failed: $(tail -n 3 "$T/stack.log")"; exit 1; }
@@ -212,6 +213,19 @@ paused=$(for s in ${salts//,/ }; do
 run "${CTL[@]}" item show "$BK"
 is "item create --buckets 3: the buckets on the 3 primaries, each paused on its own; item show says so" \
     "$(grep -c 'buckets    3 (salts .*), on 3 of 3 primaries; Redis names' "$T/out") $owners $paused" "1 3 111"
+
+# Two of its buckets on one primary (what a reshard can do): the sweeper
+# counts the item crowded. The window named by hand, then put back.
+first=$(owner "$PREFIX:{item:$BK:0}:stock") twin=""
+for s in $(seq 1 64); do [ "$(owner "$PREFIX:{item:$BK:$s}:stock")" = "$first" ] && { twin=$s; break; }; done
+win=$PREFIX:{item:$BK}:window
+rc "$(owner "$win")" HSET "$win" buckets "0,$twin" >/dev/null
+run "${CTL[@]}" sweep --age-ms 0
+crowded=$(grep -c 'another could take: 1;' "$T/out")
+rc "$(owner "$win")" HSET "$win" buckets "$salts" >/dev/null
+run "${CTL[@]}" sweep --age-ms 0
+is "sweep: two buckets on one primary counted crowded (salts 0,$twin), the placed ones not" \
+    "$crowded $(grep -c 'another could take: 0;' "$T/out")" "1 1"
 
 # --- one Redis: the same commands, no address on the lines -------------------------
 sed -e '/cluster_nodes = /d' -e 's/min_replicas_ack = 1;/min_replicas_ack = 0;/' \
