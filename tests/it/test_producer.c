@@ -528,7 +528,7 @@ static void test_kafka_down_and_orphans(void **state)
      * the give-back left to the sweeper; redis up 0 with restored 0 says
      * the give-back waits in the reserving thread's backlog for Redis. */
     long long stock = 0;
-    WAIT_UNTIL((stock = item_key_int(item, KEYS_ITEM_STOCK, "GET")) == 5, 5000, ok);
+    WAIT_UNTIL((stock = item_key_int(item, KEYS_ITEM_STOCK, "GET")) == 5, 20000, ok);
     if (!ok)
         fail_msg("the unit was not given back: stock %lld; kafka not persisted %lld, possibly persisted %lld, "
                  "restored %lld, kept %lld, redis errors %lld, redis up %lld",
