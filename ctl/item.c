@@ -59,9 +59,9 @@ static int redis_load(const struct cfg *c, PGconn *pg, struct rp *p, int64_t ite
         goto fail;
     snprintf(sstock, sizeof(sstock), "%" PRId64, stock);
     snprintf(sid, sizeof(sid), "%" PRId64, item_id);
-    /* The buckets first: the item's own slot is loaded only once none of
-     * them holds buyers of an earlier sale. */
-    if (itembk_reset(p, c, item_id, bk) != 0)
+    /* Every slot checked before any is written; then the buckets, and the
+     * item's own slot last. */
+    if (itembk_idle(p, c, item_id, bk) != 0 || itembk_reset(p, c, item_id, bk) != 0)
         goto fail;
     ms_arg(starts, sizeof(starts), w->starts_ms);
     ms_arg(ends, sizeof(ends), w->ends_ms);

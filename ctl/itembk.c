@@ -53,6 +53,44 @@ int itembk_place(struct rp *p, const struct cfg *c, int64_t item, int k, struct 
     return 0;
 }
 
+int itembk_idle(struct rp *p, const struct cfg *c, int64_t item, const struct itembk *bk)
+{
+    char k[KEYS_ITEM_PARTS][KEYS_MAX], err[256], why[512];
+    struct rp_batch b;
+    int ret = -1, slots = bk->k > 1 ? 1 + bk->k : 1;
+    rp_batch_init(&b);
+    for (int i = 0; i < slots; i++) {
+        if (keys_item_all_at(k, c->redis.key_prefix, item, i ? bk->salts[i - 1] : BUCKET_HOME) != 0 ||
+            rp_addf(&b, k[KEYS_ITEM_STOCK], "HLEN %s", k[KEYS_ITEM_PENDING]) < 0 ||
+            rp_addf(&b, k[KEYS_ITEM_STOCK], "SCARD %s", k[KEYS_ITEM_BUYERS]) < 0) {
+            fprintf(stderr, "seckillctl: redis: out of memory, or keys that do not fit\n");
+            goto fail;
+        }
+    }
+    (void)rp_run(p, &b, err, sizeof(err));
+    for (int i = 0; i < b.n; i++)
+        if (ctlrp_why(&b, i, err, why, sizeof(why))[0]) {
+            fprintf(stderr, "seckillctl: redis: %s\n", why);
+            goto fail;
+        }
+    for (int i = 0; i < slots; i++) {
+        long long pending = rp_reply(&b, 2 * i)->integer, buyers = rp_reply(&b, 2 * i + 1)->integer;
+        if (pending || buyers) {
+            char where[64] = "its own slot";
+            if (i)
+                snprintf(where, sizeof(where), "its bucket %d (salt %d)", i - 1, bk->salts[i - 1]);
+            fprintf(stderr, "seckillctl: item %" PRId64 ": %s has %s in Redis: orders may still be on "
+                            "their way to the database; refusing to reset its stock\n",
+                    item, where, pending ? "pending reservations" : "buyers");
+            goto fail;
+        }
+    }
+    ret = 0;
+fail:
+    rp_batch_free(&b);
+    return ret;
+}
+
 int itembk_reset(struct rp *p, const struct cfg *c, int64_t item, const struct itembk *bk)
 {
     const struct rfunc s = RFUNC_INIT("seckill_item_load", &funclib_ctl);
@@ -195,28 +233,57 @@ static bool same_window(const redisReply *home, const redisReply *bucket)
     return bucket->type == REDIS_REPLY_ARRAY && bucket->elements == 2 * fields;
 }
 
-/* Queue the reads of bucket b (salt; BUCKET_HOME: the item's window only). */
-static int add_reads(struct rp_batch *b, const struct cfg *c, int64_t item, int salt)
+int itembk_check(struct rp *p, const struct cfg *c, int64_t item, const struct itembk *db,
+                 struct itembk_view *out)
 {
-    char k[KEYS_ITEM_PARTS][KEYS_MAX];
-    if (keys_item_all_at(k, c->redis.key_prefix, item, salt) != 0)
-        return -1;
-    if (salt == BUCKET_HOME)
-        return rp_addf(b, k[KEYS_ITEM_WINDOW], "HGETALL %s", k[KEYS_ITEM_WINDOW]) < 0 ? -1 : 0;
-    if (rp_addf(b, k[KEYS_ITEM_STOCK], "GET %s", k[KEYS_ITEM_STOCK]) < 0 ||
-        rp_addf(b, k[KEYS_ITEM_STOCK], "SCARD %s", k[KEYS_ITEM_BUYERS]) < 0 ||
-        rp_addf(b, k[KEYS_ITEM_STOCK], "HGETALL %s", k[KEYS_ITEM_WINDOW]) < 0)
-        return -1;
-    return 0;
+    char win[KEYS_MAX], err[256], why[512], text[SALTS_TEXT_MAX];
+    struct rp_batch r;
+    int ret = -1;
+    memset(out, 0, sizeof(*out));
+    rp_batch_init(&r);
+    if (keys_item(win, sizeof(win), c->redis.key_prefix, item, KEYS_ITEM_WINDOW) < 0 ||
+        bucket_format(text, sizeof(text), db->salts, db->k) < 0) {
+        say_keys(item);
+        goto fail;
+    }
+    int bad = rp_addf(&r, win, "HGETALL %s", win) < 0;
+    for (int b = 0; b < db->k && db->k > 1 && !bad; b++) {
+        char bwin[KEYS_MAX];
+        const char *prefix = c->redis.key_prefix;
+        bad = keys_item_at(bwin, sizeof(bwin), prefix, item, db->salts[b], KEYS_ITEM_WINDOW) < 0 ||
+              rp_addf(&r, bwin, "HGETALL %s", bwin) < 0;
+    }
+    if (bad) {
+        fprintf(stderr, "seckillctl: redis: out of memory, or keys that do not fit\n");
+        goto fail;
+    }
+    (void)rp_run(p, &r, err, sizeof(err));
+    for (int i = 0; i < r.n; i++)
+        if (ctlrp_why(&r, i, err, why, sizeof(why))[0]) {
+            fprintf(stderr, "seckillctl: redis: reading item %" PRId64 "'s windows: %s\n", item, why);
+            goto fail;
+        }
+    const redisReply *home = rp_reply(&r, 0);
+    const char *named = field_of(home, KEYS_WINDOW_BUCKETS);
+    snprintf(out->names, sizeof(out->names), "%s", named ? named : "");
+    out->named = strcmp(out->names, text) == 0;
+    for (int b = 0; b < db->k && db->k > 1; b++) {
+        out->copy_ok[b] = same_window(home, rp_reply(&r, 1 + b));
+        out->stale_copies += !out->copy_ok[b];
+    }
+    ret = 0;
+fail:
+    rp_batch_free(&r);
+    return ret;
 }
 
-/* One bucket's line: its primary, stock, buyers, whether its window is the
- * item's. r: the batch, at replies i .. i+2; home: the item's window. */
+/* One bucket's line: its primary, stock (r's reply i), buyers (i + 1), and
+ * whether its window is the item's (v). */
 static void show_bucket(struct rp *p, const struct cfg *c, int64_t item, int b, int salt,
-                        const struct rp_batch *r, int i, const redisReply *home)
+                        const struct rp_batch *r, int i, const struct itembk_view *v)
 {
     char key[KEYS_MAX], node[128] = "?";
-    const redisReply *stock = rp_reply(r, i), *buyers = rp_reply(r, i + 1), *win = rp_reply(r, i + 2);
+    const redisReply *stock = rp_reply(r, i), *buyers = rp_reply(r, i + 1);
     keys_item_at(key, sizeof(key), c->redis.key_prefix, item, salt, KEYS_ITEM_STOCK);
     int n = rp_node_of_key(p, key, strlen(key));
     if (n >= 0)
@@ -224,22 +291,24 @@ static void show_bucket(struct rp *p, const struct cfg *c, int64_t item, int b, 
     printf("  bucket %-3d salt %d on %s: stock %s, buyers %lld, window %s\n", b, salt, node,
            stock->type == REDIS_REPLY_STRING ? stock->str : "(none: 'seckillctl item load')",
            buyers->type == REDIS_REPLY_INTEGER ? buyers->integer : -1,
-           same_window(home, win) ? "the item's" : "DIFFERS from the item's ('seckillctl reconcile --fix')");
+           v->copy_ok[b] ? "the item's" : "DIFFERS from the item's ('seckillctl reconcile --fix')");
 }
 
 int itembk_show(struct rp *p, const struct cfg *c, int64_t item, const struct itembk *db)
 {
-    char err[256], why[512], text[SALTS_TEXT_MAX];
+    char err[256], why[512], text[SALTS_TEXT_MAX], key[KEYS_MAX], set[KEYS_MAX];
+    struct itembk_view v;
     struct rp_batch r;
-    int ret = -1;
+    int bad = 0, ret = -1;
     if (db->k <= 1)
         return 0;
     rp_batch_init(&r);
     bucket_format(text, sizeof(text), db->salts, db->k);
-    int bad = add_reads(&r, c, item, BUCKET_HOME);
-    for (int b = 0; b < db->k && bad == 0; b++)
-        bad = add_reads(&r, c, item, db->salts[b]);
-    if (bad != 0) {
+    for (int b = 0; b < db->k && !bad; b++)
+        bad = keys_item_at(key, sizeof(key), c->redis.key_prefix, item, db->salts[b], KEYS_ITEM_STOCK) < 0 ||
+              keys_item_at(set, sizeof(set), c->redis.key_prefix, item, db->salts[b], KEYS_ITEM_BUYERS) < 0 ||
+              rp_addf(&r, key, "GET %s", key) < 0 || rp_addf(&r, key, "SCARD %s", set) < 0;
+    if (bad) {
         fprintf(stderr, "seckillctl: redis: out of memory, or keys that do not fit\n");
         goto fail;
     }
@@ -249,16 +318,15 @@ int itembk_show(struct rp *p, const struct cfg *c, int64_t item, const struct it
             printf("  buckets    redis: %s\n", why);
             goto fail;
         }
-    const redisReply *home = rp_reply(&r, 0);
-    const char *named = field_of(home, KEYS_WINDOW_BUCKETS);
+    if (itembk_check(p, c, item, db, &v) != 0)
+        goto fail;
     int spread = bucket_spread(c->redis.key_prefix, item, db->k, db->salts, node_of, p);
     int nodes = rp_nodes(p), want = db->k < nodes ? db->k : nodes;
     printf("  buckets    %d (salts %s), on %d of %d primaries%s; Redis names %s%s\n", db->k, text, spread,
            nodes, spread < want ? " (FEWER than it could: a reshard moved them)" : "",
-           named == NULL ? "none" : named,
-           named && strcmp(named, text) == 0 ? "" : " (DIFFERS from the database)");
+           v.names[0] ? v.names : "none", v.named ? "" : " (DIFFERS from the database)");
     for (int b = 0; b < db->k; b++)
-        show_bucket(p, c, item, b, db->salts[b], &r, 1 + 3 * b, home);
+        show_bucket(p, c, item, b, db->salts[b], &r, 2 * b, &v);
     ret = 0;
 fail:
     rp_batch_free(&r);

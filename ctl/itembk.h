@@ -19,6 +19,7 @@
 #ifndef SECKILL_ITEMBK_H
 #define SECKILL_ITEMBK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "bucket.h"
@@ -37,6 +38,13 @@ struct itembk {
  * printing why. */
 int itembk_place(struct rp *p, const struct cfg *c, int64_t item, int k, struct itembk *out);
 
+/* Whether a new sale may start: neither the item's own slot nor any of its
+ * buckets holds buyers or reservations (orders may still be on their way),
+ * all read in one round trip before anything is written, so that a refusal
+ * leaves every slot as it was. 0, or -1 after saying which slot holds what.
+ * (The loads below check again, each atomically with its own writes.) */
+int itembk_idle(struct rp *p, const struct cfg *c, int64_t item, const struct itembk *bk);
+
 /* Each bucket's keys made a new sale's: no stock, buyers, orders or window
  * (seckill_item_load with no units), before the item's own slot is loaded.
  * Refuses (-1, said) while a bucket holds buyers or reservations: orders may
@@ -52,6 +60,21 @@ int itembk_publish(struct rp *p, const struct cfg *c, int64_t item, const struct
  * its fields set, the bucket's others removed. Durable. 0, or -1 after
  * printing why. */
 int itembk_copy_window(struct rp *p, const struct cfg *c, int64_t item);
+
+/* What Redis holds of the buckets the database names (db): whether the
+ * item's window names the same salts (names: what it names, "" none), and
+ * which buckets' windows are the item's (but for the field that names the
+ * buckets). */
+struct itembk_view {
+    bool named;
+    char names[BUCKET_MAX * 6];
+    bool copy_ok[BUCKET_MAX];
+    int stale_copies;
+};
+
+/* Read it: one round trip. 0, or -1 (said). */
+int itembk_check(struct rp *p, const struct cfg *c, int64_t item, const struct itembk *db,
+                 struct itembk_view *out);
 
 /* item show's lines: the buckets the database names (db), each bucket's
  * primary, stock and buyers, the primaries they span, and whether Redis's

@@ -61,6 +61,10 @@ struct recon {
     /* Live stock changes (issue #57) applied at one end only: their units
      * are on their way between the two (ctl/stockchg.h). */
     struct stockchg_halves chg;
+    /* The item's buckets (issue #57, itembk.h): the database's, and what
+     * Redis holds of them. */
+    struct itembk bk;
+    struct itembk_view bkv;
 };
 
 /* What the database says of an item's orders, for the checks against Redis. */
@@ -135,7 +139,7 @@ static bool recon_clean(const struct recon *r)
            r->ret_lost == 0 && r->missing_buyers.n == 0 && r->extra_buyers == 0 &&
            r->left == r->total - r->sold && r->dup_users == 0 && r->bad_pending == 0 &&
            r->starts == r->rstarts && r->ends == r->rends && r->paused == r->rpaused &&
-           r->stale_states == 0 && r->chg.n == 0;
+           r->stale_states == 0 && r->chg.n == 0 && r->bkv.named && r->bkv.stale_copies == 0;
 }
 
 /* --- looking ---------------------------------------------------------------- */
@@ -197,6 +201,12 @@ static int read_item(struct rctx *x, const char *const *params, struct recon *r)
         r->pay_within_s = ctlpg_i64(res, 0, 6);
         r->queue_opens_ms = ctlpg_i64(res, 0, 7);
         r->paused = ctlpg_i64(res, 0, 8) == 1;
+        if (bucket_parse(PQgetvalue(res, 0, 9), r->bk.salts, &r->bk.k) != 0) {
+            fprintf(stderr, "seckillctl: item %" PRId64 ": the database's buckets '%s' are not salts "
+                            "seckillctl wrote\n", r->item, PQgetvalue(res, 0, 9));
+            PQclear(res);
+            return -1;
+        }
     }
     PQclear(res);
     return 0;
@@ -390,6 +400,9 @@ static int look(struct rctx *x, int64_t item, struct recon *r)
         read_orders(x, params, &d) != 0)
         goto fail;
     read_scalars(rep, r);
+    r->bkv.named = true;
+    if (r->in_db && itembk_check(x->rp, x->c, item, &r->bk, &r->bkv) != 0)
+        goto fail;
     if (read_pending(rep->element[1], &d.orders, &d.expect, r) != 0 ||
         read_buyers(rep->element[2], &d.expect, &d.allow, r) != 0 ||
         read_returned(rep->element[6], &d, r) != 0) {
@@ -463,6 +476,19 @@ static void problems_returns(const struct recon *r)
                r->item, r->ret_lost);
 }
 
+/* What a look found of the item's buckets (itembk.h). */
+static void problems_buckets(const struct recon *r)
+{
+    char text[BUCKET_MAX * 6];
+    bucket_format(text, sizeof(text), r->bk.salts, r->bk.k);
+    if (!r->bkv.named)
+        printf("  item %" PRId64 ": Redis names the buckets '%s', the database '%s'\n", r->item, r->bkv.names,
+               text);
+    if (r->bkv.stale_copies)
+        printf("  item %" PRId64 ": %d buckets' windows differ from the item's\n", r->item,
+               r->bkv.stale_copies);
+}
+
 static void problems(const struct recon *r)
 {
     int64_t sum = accounted(r);
@@ -517,6 +543,7 @@ static void problems(const struct recon *r)
     if (r->paused != r->rpaused)
         printf("  item %" PRId64 ": the sale is %s in Redis, %s in the database\n", r->item,
                r->rpaused ? "paused" : "not paused", r->paused ? "paused" : "not paused");
+    problems_buckets(r);
 }
 
 /* Redis's window := the database's; the reservation script obeys Redis's.
@@ -703,6 +730,13 @@ static int fix(struct rctx *x, const struct recon *r)
         return -1;
     if (r->stale_unpub && sweep_stale(x) != 0)
         return -1;
+    if ((!r->bkv.named || r->bkv.stale_copies) && r->stock >= 0) {
+        /* First: the window's fix below copies to the buckets Redis names. */
+        if (itembk_publish(x->rp, x->c, r->item, &r->bk) != 0)
+            return -1;
+        printf("  fixed: item %" PRId64 ": Redis names the database's buckets, each with the item's window\n",
+               r->item);
+    }
     bool window_differs = r->starts != r->rstarts || r->ends != r->rends || r->paused != r->rpaused;
     if (window_differs && fix_window(x, r, k) != 0)
         return -1;

@@ -5,7 +5,9 @@
 # 019, whose CHECK refuses what seckillctl never writes) and names them in
 # the item's window hash; each bucket is loaded empty with a copy of the
 # item's window, which item pause and resume, reconcile --fix and item load
-# keep; the units stay in the item's own slot; item show lists the buckets;
+# keep; reconcile finds Redis naming other buckets or a bucket's window gone
+# astray, and --fix puts them back; the units stay in the item's own slot;
+# item show lists the buckets;
 # the sweeper claims a bucket's stale reservation as the item's own;
 # a bucket holding buyers of an earlier sale refuses a new create; the
 # options are checked. On the stack's one Redis (one primary: salts 0, 1, 2);
@@ -62,7 +64,7 @@ copies() {
     echo "${out# }"
 }
 
-echo "1..19"
+echo "1..21"
 
 for bad in 0 17 x; do
     run ctl item create --id "$ITEM" --stock 9 --buckets "$bad"
@@ -95,6 +97,17 @@ rcli HSET "$(tag 1):window" starts_ms 1 >/dev/null
 ctl reconcile --item "$ITEM" --fix >/dev/null 2>&1
 is "reconcile --fix: the item's window and each bucket's copy are the database's again" \
     "$(rcli HGET "$(tag):window" starts_ms) $(copies)" "$starts same same same"
+
+# Redis naming other buckets than the database, and a bucket's copy gone
+# astray: reconcile says both, --fix puts them back.
+rcli HSET "$(tag):window" buckets 0,1 >/dev/null
+rcli HSET "$(tag 2):window" starts_ms 5 >/dev/null
+run ctl reconcile --item "$ITEM"
+said="$rc $(grep -c "Redis names the buckets '0,1', the database '0,1,2'" "$T/out") $(grep -c "1 buckets' windows differ" "$T/out")"
+ctl reconcile --item "$ITEM" --fix >/dev/null 2>&1
+run ctl reconcile --item "$ITEM"
+is "reconcile: Redis's names of the buckets and a stray copy found (exit 1), fixed by --fix (then clean)" \
+    "$said $(rcli HGET "$(tag):window" buckets) $(copies) $rc" "1 1 1 0,1,2 same same same 0"
 
 run ctl item show "$ITEM"
 is "item show: the buckets, on the one primary, Redis naming the same" \
@@ -139,6 +152,12 @@ rcli SADD "$(tag 1):buyers" 4242 >/dev/null
 run ctl item create --id "$ITEM" --stock 9 --buckets 3
 is "create over a bucket with buyers: exit 1, says which" "$rc $(grep -c 'bucket 1 (salt 1) has buyers' "$T/err")" "1 1"
 rcli DEL "$(tag 1):buyers" >/dev/null
+# A buyer in the item's own slot: refused before any bucket is touched.
+rcli SADD "$(tag):buyers" 4243 >/dev/null
+run ctl item create --id "$ITEM" --stock 9 --buckets 3
+is "create over the item's own slot with buyers: exit 1, says so, every bucket's window as it was" \
+    "$rc $(grep -c 'its own slot has buyers' "$T/err") $(copies)" "1 1 same same same"
+rcli SREM "$(tag):buyers" 4243 >/dev/null
 
 run ctl item create --id "$ITEM" --stock 4
 is "created again without buckets: the database and the window name none" \
