@@ -37,10 +37,9 @@ const char *ctlrp_why(const struct rp_batch *b, int i, const char *runerr, char 
     return buf;
 }
 
-int ctlrp_run_durable(struct rp *p, struct rp_batch *b, const char *what)
+int ctlrp_run_all(struct rp *p, struct rp_batch *b, const char *what)
 {
     char err[256], why[512];
-    rp_durable(b);
     (void)rp_run(p, b, err, sizeof(err));
     for (int i = 0; i < b->n; i++) {
         if (ctlrp_why(b, i, err, why, sizeof(why))[0]) {
@@ -48,6 +47,14 @@ int ctlrp_run_durable(struct rp *p, struct rp_batch *b, const char *what)
             return -1;
         }
     }
+    return 0;
+}
+
+int ctlrp_run_durable(struct rp *p, struct rp_batch *b, const char *what)
+{
+    rp_durable(b);
+    if (ctlrp_run_all(p, b, what) != 0)
+        return -1;
     if (rp_replicas_short(b)) {
         ctlrp_say_short(b, what);
         return -1;

@@ -49,6 +49,11 @@ int ctlrp_queue_window(struct rp *p, const struct cfg *c, int64_t item_id, int64
  * call: seckill_recon_window2.) */
 int ctlrp_pause_window(struct rp *p, const char *window_key, bool paused);
 
+/* Run b on p; 0 when every command has a reply that is no error reply,
+ * else -1 after saying why, once (what: what the batch does, as "reading
+ * the item's window"). */
+int ctlrp_run_all(struct rp *p, struct rp_batch *b, const char *what);
+
 /* Run b on p durable (rp_durable); 0 when every command has a reply that is
  * no error and enough replicas hold them, else -1 after saying why, once
  * (what: the change, as "setting the item's waiting room"). */

@@ -55,7 +55,7 @@ int itembk_place(struct rp *p, const struct cfg *c, int64_t item, int k, struct 
 
 int itembk_idle(struct rp *p, const struct cfg *c, int64_t item, const struct itembk *bk)
 {
-    char k[KEYS_ITEM_PARTS][KEYS_MAX], err[256], why[512];
+    char k[KEYS_ITEM_PARTS][KEYS_MAX];
     struct rp_batch b;
     int ret = -1, slots = bk->k > 1 ? 1 + bk->k : 1;
     rp_batch_init(&b);
@@ -67,12 +67,8 @@ int itembk_idle(struct rp *p, const struct cfg *c, int64_t item, const struct it
             goto fail;
         }
     }
-    (void)rp_run(p, &b, err, sizeof(err));
-    for (int i = 0; i < b.n; i++)
-        if (ctlrp_why(&b, i, err, why, sizeof(why))[0]) {
-            fprintf(stderr, "seckillctl: redis: %s\n", why);
-            goto fail;
-        }
+    if (ctlrp_run_all(p, &b, "reading the item's buyers and reservations") != 0)
+        goto fail;
     for (int i = 0; i < slots; i++) {
         long long pending = rp_reply(&b, 2 * i)->integer, buyers = rp_reply(&b, 2 * i + 1)->integer;
         if (pending || buyers) {
@@ -167,7 +163,7 @@ static int split_window(int64_t item, const redisReply *w, struct itembk *bk, co
 int itembk_copy_window(struct rp *p, const struct cfg *c, int64_t item)
 {
     const char *argv[1 + 2 * WINDOW_FIELDS_MAX];
-    char win[KEYS_MAX], bwin[BUCKET_MAX][KEYS_MAX], err[256], why[512];
+    char win[KEYS_MAX], bwin[BUCKET_MAX][KEYS_MAX];
     struct rp_batch r, w;
     struct itembk bk;
     int n = 0, ret = -1;
@@ -182,11 +178,8 @@ int itembk_copy_window(struct rp *p, const struct cfg *c, int64_t item)
         fprintf(stderr, "seckillctl: redis: out of memory\n");
         goto fail;
     }
-    (void)rp_run(p, &r, err, sizeof(err));
-    if (ctlrp_why(&r, 0, err, why, sizeof(why))[0]) {
-        fprintf(stderr, "seckillctl: redis: reading the item's window: %s\n", why);
+    if (ctlrp_run_all(p, &r, "reading the item's window") != 0)
         goto fail;
-    }
     if (split_window(item, rp_reply(&r, 0), &bk, argv + 1, &n) != 0)
         goto fail;
     for (int b = 0; bk.k > 1 && b < bk.k; b++) {
@@ -236,7 +229,7 @@ static bool same_window(const redisReply *home, const redisReply *bucket)
 int itembk_check(struct rp *p, const struct cfg *c, int64_t item, const struct itembk *db,
                  struct itembk_view *out)
 {
-    char win[KEYS_MAX], err[256], why[512], text[SALTS_TEXT_MAX];
+    char win[KEYS_MAX], text[SALTS_TEXT_MAX];
     struct rp_batch r;
     int ret = -1;
     memset(out, 0, sizeof(*out));
@@ -257,12 +250,8 @@ int itembk_check(struct rp *p, const struct cfg *c, int64_t item, const struct i
         fprintf(stderr, "seckillctl: redis: out of memory, or keys that do not fit\n");
         goto fail;
     }
-    (void)rp_run(p, &r, err, sizeof(err));
-    for (int i = 0; i < r.n; i++)
-        if (ctlrp_why(&r, i, err, why, sizeof(why))[0]) {
-            fprintf(stderr, "seckillctl: redis: reading item %" PRId64 "'s windows: %s\n", item, why);
-            goto fail;
-        }
+    if (ctlrp_run_all(p, &r, "reading the windows of the item and its buckets") != 0)
+        goto fail;
     const redisReply *home = rp_reply(&r, 0);
     const char *named = field_of(home, KEYS_WINDOW_BUCKETS);
     snprintf(out->names, sizeof(out->names), "%s", named ? named : "");
@@ -296,7 +285,7 @@ static void show_bucket(struct rp *p, const struct cfg *c, int64_t item, int b, 
 
 int itembk_show(struct rp *p, const struct cfg *c, int64_t item, const struct itembk *db)
 {
-    char err[256], why[512], text[SALTS_TEXT_MAX], key[KEYS_MAX], set[KEYS_MAX];
+    char text[SALTS_TEXT_MAX], key[KEYS_MAX], set[KEYS_MAX];
     struct itembk_view v;
     struct rp_batch r;
     int bad = 0, ret = -1;
@@ -312,12 +301,8 @@ int itembk_show(struct rp *p, const struct cfg *c, int64_t item, const struct it
         fprintf(stderr, "seckillctl: redis: out of memory, or keys that do not fit\n");
         goto fail;
     }
-    (void)rp_run(p, &r, err, sizeof(err));
-    for (int i = 0; i < r.n; i++)
-        if (ctlrp_why(&r, i, err, why, sizeof(why))[0]) {
-            printf("  buckets    redis: %s\n", why);
-            goto fail;
-        }
+    if (ctlrp_run_all(p, &r, "reading the item's buckets") != 0)
+        goto fail;
     if (itembk_check(p, c, item, db, &v) != 0)
         goto fail;
     int spread = bucket_spread(c->redis.key_prefix, item, db->k, db->salts, node_of, p);
