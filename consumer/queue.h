@@ -88,6 +88,9 @@ struct cmsg {
     /* REFUSED_BEFORE: the refusal it was recorded under then (a refusal's
      * outcome), for the buyer's status; 0 otherwise. */
     int refused_as;
+    /* The slot its reservation is in (common/sale/bucket.h: its buyer's
+     * bucket, or BUCKET_HOME), as settle learns it. */
+    int salt;
     /* Only for dead letters: the raw message and why it was refused. */
     void *payload;
     size_t payload_len;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bkmap.h"
 #include "cmetrics.h"
 #include "fifo.h"
 #include "funclibs.h"
@@ -23,6 +24,9 @@
 #define SETTLE_KEYS 4
 /* How often an idle worker retries its backlog. */
 #define SETTLE_IDLE_RETRY_MS 1000
+/* How long an item's buckets, once learnt, are taken as they were (they
+ * never change while a sale runs: bkmap.h). */
+#define SETTLE_BKMAP_TTL_MS 1000
 
 struct settle {
     const struct cfg *cfg;
@@ -30,6 +34,7 @@ struct settle {
     struct rp *rp;        /* its Redis: one node or a Cluster (rpipe.h) */
     struct rp_batch batch;
     struct rfunc settle_fn; /* seckill_settle */
+    struct bkmap *bk;       /* the items' buckets: where each reservation is */
     struct rs rs;           /* the marks pending payment (rstate.h) */
     struct log_repeat say_missing; /* the function missing, once while it lasts */
     struct log_repeat say_mark;    /* seckill_mark refused (an error reply), once while it lasts */
@@ -59,11 +64,16 @@ int settle_open(const struct cfg *c, int id, struct settle **out, char *err, siz
     s->settle_fn = (struct rfunc)RFUNC_INIT("seckill_settle", &funclib_consumer);
     rs_init(&s->rs, c);
     fifo_init(&s->out, FIFO_LINK(struct cmsg, next));
+    if (!(s->bk = bkmap_new(SETTLE_BKMAP_TTL_MS))) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
     if (rp_open(c, cfg_role_self(), &s->rp, err, errlen) != 0)
         goto fail;
     *out = s;
     return 0;
 fail:
+    bkmap_free(s->bk);
     free(s);
     return -1;
 }
@@ -76,6 +86,7 @@ void settle_close(struct settle *s)
     rp_batch_free(&s->batch);
     rs_free(&s->rs);
     rp_close(s->rp);
+    bkmap_free(s->bk);
     free(s->unclear);
     free(s->argv);
     free(s->vals);
@@ -100,7 +111,38 @@ static struct cmsg *take_out(struct settle *s, size_t *nout)
 static int cmp_item(const void *a, const void *b)
 {
     const struct cmsg *x = *(struct cmsg *const *)a, *y = *(struct cmsg *const *)b;
-    return x->o.item_id < y->o.item_id ? -1 : x->o.item_id > y->o.item_id;
+    if (x->o.item_id != y->o.item_id)
+        return x->o.item_id < y->o.item_id ? -1 : 1;
+    return (x->salt > y->salt) - (x->salt < y->salt);
+}
+
+/* Each order of the backlog given the slot its reservation is in (its
+ * buyer's bucket, for an item with buckets), the items' buckets learnt in
+ * one round trip per chunk of items, then sorted by item and slot. 0, or -1
+ * when an item's buckets are not known (Redis did not answer): settling it
+ * in its own slot would leave its bucket's reservation, and write its
+ * buyer's state where no status call reads it. */
+static int place_backlog(struct settle *s)
+{
+    int64_t items[64];
+    size_t n = 0;
+    int k, salts[BUCKET_MAX];
+    for (size_t i = 0; i <= s->nunclear; i++) {
+        if (i < s->nunclear && (n == 0 || items[n - 1] != s->unclear[i]->o.item_id))
+            items[n++] = s->unclear[i]->o.item_id; /* (sorted by item: a new one) */
+        if (n == ARRAY_SIZE(items) || (i == s->nunclear && n > 0)) {
+            (void)bkmap_learn(s->bk, s->rp, s->cfg->redis.key_prefix, items, n);
+            n = 0;
+        }
+    }
+    for (size_t i = 0; i < s->nunclear; i++) {
+        struct cmsg *m = s->unclear[i];
+        if (!bkmap_get(s->bk, m->o.item_id, &k, salts))
+            return -1;
+        m->salt = bkmap_salt(s->bk, m->o.item_id, m->o.user_id);
+    }
+    qsort(s->unclear, s->nunclear, sizeof(*s->unclear), cmp_item);
+    return 0;
 }
 
 /* seckill_settle's values of each order: id, user, status letter, reserved at,
@@ -129,11 +171,12 @@ static bool item_waits_payment(const struct settle *s, size_t i, size_t j)
     return false;
 }
 
-/* The end of the run of s->unclear's orders of one item from i on. */
+/* The end of the run of s->unclear's orders of one item's slot from i on. */
 static size_t item_end(const struct settle *s, size_t i)
 {
     size_t j = i;
-    while (j < s->nunclear && s->unclear[j]->o.item_id == s->unclear[i]->o.item_id)
+    while (j < s->nunclear && s->unclear[j]->o.item_id == s->unclear[i]->o.item_id &&
+           s->unclear[j]->salt == s->unclear[i]->salt)
         j++;
     return j;
 }
@@ -152,7 +195,7 @@ static int add_pending_marks(struct settle *s, size_t i, size_t j)
     return rs_add(&s->rs, &s->batch) == 1 ? 0 : -1;
 }
 
-/* Add one seckill_settle call per item of s->unclear (sorted by item) to
+/* Add one seckill_settle call per item slot of s->unclear (sorted by item and slot) to
  * the empty batch, routed by the item's keys: on a Cluster each goes to its
  * item's primary. An item with orders pending payment gets their marks
  * right after (add_pending_marks), on the same key's connection, so in the
@@ -167,7 +210,7 @@ static int clear_add(struct settle *s)
     for (size_t i = 0, j; i < s->nunclear; i = j) {
         size_t a = 0;
         j = item_end(s, i);
-        if (keys_item_all(k, s->cfg->redis.key_prefix, s->unclear[i]->o.item_id) != 0)
+        if (keys_item_all_at(k, s->cfg->redis.key_prefix, s->unclear[i]->o.item_id, s->unclear[i]->salt) != 0)
             return -1;
         s->argv[a++] = k[KEYS_ITEM_PENDING];
         s->argv[a++] = k[KEYS_ITEM_UNPUB];
@@ -384,7 +427,14 @@ struct cmsg *settle_clear(struct settle *s, struct cmsg *const *v, size_t n, siz
         backlog_keep(s);
         goto out;
     }
+    for (size_t i = 0; i < s->nunclear; i++)
+        s->unclear[i]->salt = BUCKET_HOME; /* (sorted by item first, for place_backlog) */
     qsort(s->unclear, s->nunclear, sizeof(*s->unclear), cmp_item);
+    if (place_backlog(s) != 0) {
+        CM_ADD(redis_errors, 1);
+        backlog_keep(s);
+        goto out;
+    }
     total = s->nunclear;
     /* Once more for what is left: the script is safe to repeat, and rpipe
      * opens a new connection where the old one broke (a dropped connection

@@ -33,7 +33,24 @@
     "Buys of a queued item refused for their admission (403 admission_refused), by reason "               \
     "(common/sale/admtoken.h; also in requests_total)"
 
+#define PM_XFER "seckill_producer_bucket_transfers_total"
+#define PM_XFER_HELP \
+    "Transfers that refilled a dry bucket (issue #57), by source: the item's reserve, or its fullest "     \
+    "other bucket once the reserve is empty"
+
 #define PM_METRICS(X)                                                                            \
+    X(xfer_reserve, PM_XFER, "counter", "from=\"reserve\"", PM_XFER_HELP)                         \
+    X(xfer_bucket, PM_XFER, "counter", "from=\"bucket\"", PM_XFER_HELP)                           \
+    X(xfer_units, "seckill_producer_bucket_transfer_units_total", "counter", "",                 \
+      "Units those transfers moved")                                                             \
+    X(xfer_failed, "seckill_producer_bucket_transfer_failures_total", "counter", "",             \
+      "Refills left half done (the units in flight, finished by this producer when Redis answers)") \
+    X(bucket_retries, "seckill_producer_bucket_dry_retries_total", "counter", "",                \
+      "Buys tried again after their dry bucket was refilled")                                    \
+    X(bucket_dry_busy, "seckill_producer_bucket_dry_unavailable_total", "counter", "",           \
+      "Buys answered 503 while units remained elsewhere (their bucket ran dry again each try)")  \
+    X(bucket_relearned, "seckill_producer_bucket_relearned_total", "counter", "",                \
+      "Buys sent to an item's own slot after it had buckets, sent again to the buyer's bucket") \
     X(req_accepted, PM_REQ, "counter", "outcome=\"accepted\"", PM_REQ_HELP)                       \
     X(req_duplicate, PM_REQ, "counter", "outcome=\"duplicate\"", PM_REQ_HELP)                     \
     X(req_sold_out, PM_REQ, "counter", "outcome=\"sold_out\"", PM_REQ_HELP)                       \

@@ -9,9 +9,12 @@
 #include <string.h>
 
 #include "bgthread.h"
+#include "bkmap.h"
+#include "bucket.h"
 #include "daemon.h"
 #include "fifo.h"
 #include "funclibs.h"
+#include "i64map.h"
 #include "keys.h"
 #include "log.h"
 #include "order.h"
@@ -22,14 +25,31 @@
 #include "rfunc.h"
 #include "rpipe.h"
 #include "util.h"
+#include "xfer.h"
 
 /* Reservations per pipelined round trip. Larger batches only add latency
  * for the first request of the batch. */
 #define RSV_BATCH 256
 
+/* A buy whose bucket ran dry is tried again after a refill, this many
+ * reservation calls in all; one that finds its bucket dry each time (other
+ * threads and producers took the units first) hears 503, to come again. */
+#define RSV_TRIES 4
+/* Units one refill asks of the reserve: enough that a busy bucket refills
+ * now and then, not at every buy; few enough that units rarely wait in a
+ * bucket whose buyers stopped coming (they are taken from there when every
+ * other slot is dry). */
+#define REFILL_UNITS 64
+/* Refills left half done that this thread finishes once Redis answers. */
+#define UNFINISHED_MAX 64
+/* How long an item's buckets, once learnt, are taken as they were (they
+ * never change while a sale runs: bkmap.h). */
+#define BKMAP_TTL_MS 1000
+
 /* A unit to give back that Redis could not take when it was due. */
 struct restore_job {
     int64_t user_id, item_id, order_id, reserved_at_ms;
+    int salt; /* the slot the reservation is in */
     struct restore_job *next;
 };
 
@@ -53,6 +73,7 @@ struct batch_entry {
  * for the sweeper). */
 struct mark {
     int64_t item_id;
+    int salt;
     char oid[ORDER_ID_STR_MAX];
     struct rsv_req *req;
     enum rsv_outcome outcome;
@@ -67,7 +88,22 @@ struct rsv {
     /* The round trips' batches (kept: their memory is reused): the
      * reservations, the marks, the give-backs, the lookups of an ambiguous
      * batch. */
-    struct rp_batch calls, marking, giving, asking;
+    struct rp_batch calls, marking, giving, asking, stocks;
+
+    /* The items' buckets (bkmap.h); the items known to have no unit in any
+     * slot (item -> monotonic ms until which it is taken as so, a sold-out
+     * mark's staleness: producer.soldout_refresh_ms); buys to try again
+     * (their bucket refilled, or sent to an item's own slot after it got
+     * buckets); refills left half done (item, source salt). */
+    struct bkmap *bk;
+    struct i64map dry;
+    struct rsv_req *again[RSV_BATCH];
+    size_t nagain;
+    struct {
+        int64_t item;
+        int from;
+    } unfinished[UNFINISHED_MAX];
+    size_t nunfinished;
 
     struct bgthread t;
     struct fifo in, reports; /* submitted; delivery reports (under t.mu) */
@@ -199,7 +235,7 @@ static void restore_many(struct rsv *r, const struct restore_job *jobs, size_t n
     for (; sent < n; sent++) {
         char keys[KEYS_ITEM_PARTS][KEYS_MAX], user[24], oid[24], ts[24];
         const struct restore_job *j = &jobs[sent];
-        if (keys_item_all(keys, r->cfg->redis.key_prefix, j->item_id) != 0)
+        if (keys_item_all_at(keys, r->cfg->redis.key_prefix, j->item_id, j->salt) != 0)
             break;
         snprintf(user, sizeof(user), "%" PRId64, j->user_id);
         snprintf(oid, sizeof(oid), "%" PRId64, j->order_id);
@@ -271,7 +307,7 @@ static void on_delivery(struct pub_ticket *t, rd_kafka_resp_err_t err, rd_kafka_
 
 static struct restore_job job_of(const struct rsv_req *q)
 {
-    struct restore_job j = { q->user_id, q->item_id, q->order_id, q->reserved_at_ms, NULL };
+    struct restore_job j = { q->user_id, q->item_id, q->order_id, q->reserved_at_ms, q->salt, NULL };
     return j;
 }
 
@@ -384,7 +420,11 @@ static int entry_fill(struct rsv *r, struct batch_entry *e, struct rsv_req *q)
     if (osig_sign(&o) != 0)
         return -1;
     len = order_encode(&o, e->msg, sizeof(e->msg));
-    if (len < 0 || keys_item_all(e->keys, r->cfg->redis.key_prefix, q->item_id) != 0)
+    /* In the buyer's bucket when the item has buckets (bucket.h). */
+    q->salt = bkmap_salt(r->bk, q->item_id, q->user_id);
+    q->bucketed = q->salt != BUCKET_HOME;
+    q->tries++;
+    if (len < 0 || keys_item_all_at(e->keys, r->cfg->redis.key_prefix, q->item_id, q->salt) != 0)
         return -1;
     e->msg_len = (size_t)len;
     snprintf(e->user, sizeof(e->user), "%" PRId64, q->user_id);
@@ -551,12 +591,199 @@ static void script_failed(struct batch_entry *e, const redisReply *rep, int *mis
     finish(e->req, RSV_UNAVAILABLE);
 }
 
+/* --- buckets ------------------------------------------------------------ */
+
+/* q to be sent again, if it has tries left; 503 when it has not. */
+static void try_again(struct rsv *r, struct rsv_req *q)
+{
+    if (q->tries >= RSV_TRIES) {
+        PM_INC(bucket_dry_busy);
+        finish(q, RSV_UNAVAILABLE);
+        return;
+    }
+    r->again[r->nagain++] = q;
+}
+
+/* A reply that is no answer yet: the item's own slot refused the buy for
+ * the item's buckets (learnt again, sent again), or the buyer's bucket is
+ * dry (into dry[], for dry_settle). False for any other reply. */
+static bool bucket_reply(struct rsv *r, struct batch_entry *e, const redisReply *rep, struct rsv_req **dry,
+                         size_t *ndry)
+{
+    if (rep->type != REDIS_REPLY_INTEGER)
+        return false;
+    if (rep->integer == RSV_CODE_BUCKETED) {
+        PM_INC(bucket_relearned);
+        bkmap_forget(r->bk, e->req->item_id);
+        try_again(r, e->req);
+        return true;
+    }
+    if (rep->integer == outcomes[RSV_SOLD_OUT].code && e->req->salt != BUCKET_HOME) {
+        dry[(*ndry)++] = e->req;
+        return true;
+    }
+    return false;
+}
+
+/* One transfer (xfer.h) under a new id. 0 and *moved, or -1: it may be
+ * left half done, and this thread finishes it when Redis answers
+ * (unfinished_retry). */
+static int move(struct rsv *r, struct xfer *x, int64_t *moved)
+{
+    char err[256];
+    *moved = 0;
+    if (xfer_new_id(x->id) != 0 || !r->link.rp)
+        return -1;
+    if (xfer_move(r->link.rp, r->cfg->redis.key_prefix, x, moved, err, sizeof(err)) == 0) {
+        PM_ADD(xfer_units, *moved);
+        return 0;
+    }
+    PM_INC(xfer_failed);
+    log_warn("item %" PRId64 ": a refill of bucket %d from %s left half done (%s); finished when Redis "
+             "answers", x->item, x->to, x->from == BUCKET_HOME ? "the reserve" : "a bucket", err);
+    if (r->nunfinished < UNFINISHED_MAX) {
+        r->unfinished[r->nunfinished].item = x->item;
+        r->unfinished[r->nunfinished++].from = x->from;
+    } else {
+        log_error("item %" PRId64 ": too many refills left half done to keep; `seckillctl reconcile` "
+                  "counts their units in flight", x->item);
+    }
+    return -1;
+}
+
+/* The fullest of the item's buckets other than `to`, by one GET each in one
+ * round trip: 0 with *from and *units (0 units: every one is empty), or -1. */
+static int fullest(struct rsv *r, int64_t item, int k, const int salts[], int to, int *from,
+                   int64_t *units)
+{
+    struct rp_batch *b = &r->stocks;
+    char key[KEYS_MAX];
+    int at[BUCKET_MAX], n = 0;
+    *units = 0;
+    rp_batch_reset(b);
+    for (int i = 0; i < k; i++) {
+        if (salts[i] == to)
+            continue;
+        if (keys_item_at(key, sizeof(key), r->cfg->redis.key_prefix, item, salts[i], KEYS_ITEM_STOCK) < 0 ||
+            rp_addf(b, key, "GET %s", key) < 0)
+            return -1;
+        at[n++] = salts[i];
+    }
+    if (rlink_run(&r->link, b) != 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        const redisReply *rep = rp_reply(b, i);
+        int64_t v = 0;
+        bool text = rep && rep->type == REDIS_REPLY_STRING;
+        if (!rep || (text && util_parse_i64(rep->str, INT64_MIN, INT64_MAX, &v) != 0) ||
+            (!text && rep->type != REDIS_REPLY_NIL))
+            return -1; /* (nil: a bucket not loaded, no units) */
+        if (v > *units) {
+            *units = v;
+            *from = at[i];
+        }
+    }
+    return 0;
+}
+
+/* Units for item's dry bucket `to`: up to REFILL_UNITS from the reserve or,
+ * once it is empty, half of the fullest other bucket's (the escrow rule:
+ * each source gives only what it holds, docs/design.md). The units moved;
+ * 0 when the reserve and every other bucket hold none; -1 when Redis did
+ * not answer or the others kept selling what it tried to take. */
+static int64_t refill(struct rsv *r, int64_t item, int to)
+{
+    struct xfer x = { .item = item, .from = BUCKET_HOME, .to = to, .want = REFILL_UNITS, .keep = 0 };
+    int k, salts[BUCKET_MAX];
+    int64_t moved, most;
+    if (!bkmap_get(r->bk, item, &k, salts) || move(r, &x, &moved) != 0)
+        return -1;
+    if (moved > 0) {
+        PM_INC(xfer_reserve);
+        return moved;
+    }
+    for (int attempt = 0; attempt < 3; attempt++) {
+        if (fullest(r, item, k, salts, to, &x.from, &most) != 0)
+            return -1;
+        if (most == 0)
+            return 0;
+        x.want = (most + 1) / 2;
+        if (move(r, &x, &moved) != 0)
+            return -1;
+        if (moved > 0) {
+            PM_INC(xfer_bucket);
+            return moved;
+        }
+    }
+    return -1;
+}
+
+/* The buys whose bucket answered sold out: each bucket refilled once per
+ * call and its buys tried again; when no slot of the item holds a unit,
+ * 410, and the item is taken as dry for producer.soldout_refresh_ms (its
+ * buckets' sold-out answers stand without a refill meanwhile: the
+ * staleness a sold-out mark has). A transfer whose receiving half is
+ * missing (a producer that died between the halves) is not counted here:
+ * its units are finished into their bucket by `seckillctl reconcile`. */
+static void dry_settle(struct rsv *r, struct rsv_req **dry, size_t n)
+{
+    struct {
+        int64_t item, got;
+        int salt;
+    } seen[RSV_BATCH];
+    size_t nseen = 0;
+    int64_t now = util_mono_ms(), *until;
+    for (size_t i = 0; i < n; i++) {
+        struct rsv_req *q = dry[i];
+        int64_t got = -2;
+        if ((until = i64map_get(&r->dry, &q->item_id)) && *until > now) {
+            finish(q, RSV_SOLD_OUT);
+            continue;
+        }
+        for (size_t j = 0; j < nseen && got == -2; j++)
+            if (seen[j].item == q->item_id && seen[j].salt == q->salt)
+                got = seen[j].got;
+        if (got == -2) {
+            got = refill(r, q->item_id, q->salt);
+            seen[nseen].item = q->item_id;
+            seen[nseen].salt = q->salt;
+            seen[nseen++].got = got;
+            if (got == 0 && (until = i64map_put(&r->dry, &q->item_id)))
+                *until = now + CFG_GET(r->cfg->producer.soldout_refresh_ms);
+        }
+        if (got > 0) {
+            PM_INC(bucket_retries);
+            try_again(r, q);
+        } else {
+            finish(q, got == 0 ? RSV_SOLD_OUT : RSV_UNAVAILABLE);
+        }
+    }
+}
+
+/* Finish the refills this thread left half done, each from its source's
+ * records (xfer_finish), once Redis answers. */
+static void unfinished_retry(struct rsv *r)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < r->nunfinished; i++) {
+        struct xfer_tally t;
+        char err[256];
+        if (rlink_ok(&r->link) && xfer_finish(r->link.rp, r->cfg->redis.key_prefix, r->unfinished[i].item,
+                                              r->unfinished[i].from, true, &t, err, sizeof(err)) == 0) {
+            log_info("item %" PRId64 ": %" PRId64 " refill(s) finished", r->unfinished[i].item, t.finished);
+            continue;
+        }
+        r->unfinished[kept++] = r->unfinished[i];
+    }
+    r->nunfinished = kept;
+}
+
 /* Read the replies of the batch's calls: the reserved entries go to won[],
- * the rest are answered (*missing, *readonly: see script_failed). A call
- * that was not sent did not run: 503. One whose reply was lost may have
- * run: resolved (resolve_ambiguous). */
-static void scripts_read(struct rsv *r, size_t sent, struct batch_entry **won, size_t *nwon, int *missing,
-                         int *readonly)
+ * the buys of a dry bucket to dry[], the rest are answered (*missing,
+ * *readonly: see script_failed). A call that was not sent did not run: 503.
+ * One whose reply was lost may have run: resolved (resolve_ambiguous). */
+static void scripts_read(struct rsv *r, size_t sent, struct batch_entry **won, size_t *nwon,
+                         struct rsv_req **dry, size_t *ndry, int *missing, int *readonly)
 {
     const struct rp_batch *b = &r->calls;
     struct batch_entry *amb[RSV_BATCH];
@@ -570,7 +797,8 @@ static void scripts_read(struct rsv *r, size_t sent, struct batch_entry **won, s
             finish(e->req, RSV_UNAVAILABLE);
         } else if (rep->type == REDIS_REPLY_INTEGER || rep->type == REDIS_REPLY_ARRAY) {
             rlink_worked(&r->link);
-            script_result(e, rep, &r->say_unknown_code, won, nwon);
+            if (!bucket_reply(r, e, rep, dry, ndry))
+                script_result(e, rep, &r->say_unknown_code, won, nwon);
         } else {
             script_failed(e, rep, missing, readonly);
         }
@@ -582,11 +810,16 @@ static void scripts_read(struct rsv *r, size_t sent, struct batch_entry **won, s
 static void mark_add(struct rsv *r, struct rsv_req *q, enum rsv_outcome o);
 static void marks_flush(struct rsv *r);
 
-/* Run n reservation calls in one round trip (per shard on a Cluster). */
+static void dry_settle(struct rsv *r, struct rsv_req **dry, size_t n);
+
+/* Run n reservation calls in one round trip (per shard on a Cluster); the
+ * buys whose bucket was refilled meanwhile, once more. */
 static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n)
 {
     struct batch_entry *won[RSV_BATCH];
-    size_t nwon = 0, sent;
+    struct rsv_req *dry[RSV_BATCH], *again[RSV_BATCH];
+    int64_t items[RSV_BATCH];
+    size_t nwon = 0, ndry = 0, sent;
     int missing = 0, readonly = 0, held;
 
     if (!rlink_ok(&r->link)) {
@@ -594,6 +827,12 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n)
             finish(reqs[i], RSV_UNAVAILABLE);
         return;
     }
+    /* Which slot each buy goes to (a round trip only for items not known
+     * within the last BKMAP_TTL_MS; unknown ones go to the item's own slot,
+     * which sends a bucketed item's buys back). */
+    for (size_t i = 0; i < n; i++)
+        items[i] = reqs[i]->item_id;
+    (void)bkmap_learn(r->bk, r->link.rp, r->cfg->redis.key_prefix, items, n);
     /* Entries are reused by a retry: copy out the requests first. */
     sent = scripts_add(r, entries_fill(r, reqs, n));
     (void)rlink_run(&r->link, &r->calls);
@@ -602,7 +841,7 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n)
     held = !rp_replicas_short(&r->calls);
     if (!held && r->calls.acked >= 0)
         log_debug("redis: WAIT: %d of %d replicas", r->calls.acked, r->calls.wait_replicas);
-    scripts_read(r, sent, won, &nwon, &missing, &readonly);
+    scripts_read(r, sent, won, &nwon, dry, &ndry, &missing, &readonly);
     /* Publish before retrying: the retry reuses the entries. A reservation
      * the replicas may not hold is not promised: a failover now could sell
      * its unit again. It stays in Redis and the sweeper publishes it: its
@@ -620,15 +859,25 @@ static void reserve_batch(struct rsv *r, struct rsv_req **reqs, size_t n)
         functions_lost(r, &r->reserve);
     else if (readonly && !r->link.down) /* (the primary moved: the next connect finds the new one) */
         rlink_down(&r->link, "READONLY: the server is a replica now");
+    dry_settle(r, dry, ndry);
+    if (r->nagain == 0)
+        return;
+    /* (again[] is filled anew by the next call: copy it out) */
+    n = r->nagain;
+    memcpy(again, r->again, n * sizeof(again[0]));
+    r->nagain = 0;
+    reserve_batch(r, again, n);
 }
 
 static int mark_cmp(const void *a, const void *b)
 {
     const struct mark *x = a, *y = b;
-    return (x->item_id > y->item_id) - (x->item_id < y->item_id);
+    if (x->item_id != y->item_id)
+        return (x->item_id > y->item_id) - (x->item_id < y->item_id);
+    return (x->salt > y->salt) - (x->salt < y->salt);
 }
 
-/* Mark the collected accepted orders published (one ZREM per item with all
+/* Mark the collected accepted orders published (one ZREM per item's slot with all
  * their order ids; an unknown one stays unpublished, for the sweeper) and
  * index every collected order id to its item (orderidx.h: one HSET and one
  * PEXPIRE per bucket of ids), all in one round trip; then answer them. The
@@ -652,10 +901,11 @@ static void marks_flush(struct rsv *r)
     qsort(r->marks, n, sizeof(r->marks[0]), mark_cmp);
     while (i < n) {
         size_t j = i, argc = 2;
-        keys_item(key, KEYS_MAX, r->cfg->redis.key_prefix, r->marks[i].item_id, KEYS_ITEM_UNPUB);
+        const struct mark *first = &r->marks[i];
+        keys_item_at(key, KEYS_MAX, r->cfg->redis.key_prefix, first->item_id, first->salt, KEYS_ITEM_UNPUB);
         argv[0] = "ZREM";
         argv[1] = key;
-        for (; j < n && r->marks[j].item_id == r->marks[i].item_id; j++)
+        for (; j < n && r->marks[j].item_id == first->item_id && r->marks[j].salt == first->salt; j++)
             if (r->marks[j].outcome == RSV_ACCEPTED)
                 argv[argc++] = r->marks[j].oid;
         i = j;
@@ -681,6 +931,7 @@ static void mark_add(struct rsv *r, struct rsv_req *q, enum rsv_outcome o)
 {
     struct mark *m = &r->marks[r->nmarks++];
     m->item_id = q->item_id;
+    m->salt = q->salt;
     m->req = q;
     m->outcome = o;
     snprintf(m->oid, sizeof(m->oid), "%" PRId64, q->order_id);
@@ -757,6 +1008,7 @@ static void *rsv_main(void *arg)
             reserve_batch(r, batch, n);
         }
         backlog_retry(r);
+        unfinished_retry(r);
         if (stop && !dr && !in)
             break;
     }
@@ -778,6 +1030,12 @@ int rsv_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct rs
     r->reserve = (struct rfunc)RFUNC_INIT("seckill_reserve", &funclib_producer);
     r->restore = (struct rfunc)RFUNC_INIT("seckill_restore", &funclib_producer);
     r->reserve_admitted = (struct rfunc)RFUNC_INIT("seckill_reserve_admitted", &funclib_producer);
+    if (!(r->bk = bkmap_new(BKMAP_TTL_MS))) {
+        snprintf(err, errlen, "out of memory");
+        free(r);
+        return -1;
+    }
+    i64map_init(&r->dry, 1, sizeof(int64_t));
     r->link = (struct rlink){
         .cfg = c, .what = "orders", .prepare = check_functions, .arg = r, .report_up = 1, .count_trips = 1
     };
@@ -796,6 +1054,8 @@ int rsv_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct rs
     return 0;
 fail:
     rlink_close(&r->link);
+    bkmap_free(r->bk);
+    i64map_free(&r->dry);
     free(r);
     return ret;
 }
@@ -824,5 +1084,8 @@ void rsv_stop(struct rsv *r)
     rp_batch_free(&r->marking);
     rp_batch_free(&r->giving);
     rp_batch_free(&r->asking);
+    rp_batch_free(&r->stocks);
+    bkmap_free(r->bk);
+    i64map_free(&r->dry);
     free(r);
 }

@@ -27,6 +27,9 @@
  * RSV_NO_CODE marks outcomes the script never returns. A code the table does
  * not know is logged and answered 503, never guessed. */
 #define RSV_NO_CODE 0
+/* What seckill_reserve answers a buy sent to the item's own slot once the
+ * item sells from buckets: no outcome, the buy is sent again to its bucket. */
+#define RSV_CODE_BUCKETED (-11)
 #define RSV_OUTCOMES(X)                                                      \
     X(ACCEPTED, 1, 202, "accepted", req_accepted)         /* reserved, Kafka acknowledged */ \
     X(UNKNOWN_ITEM, -3, 404, "unknown_item", req_unknown_item) /* no stock loaded */    \
@@ -79,10 +82,16 @@ struct rsv_req {
     enum rsv_outcome outcome;
     int64_t order_id;
     int64_t starts_at_ms; /* RSV_NOT_STARTED: when the sale opens */
+    /* The item sells from buckets (issue #57, common/sale/bucket.h): the
+     * local views (sold out, winners) leave its buyers to Redis, for they
+     * read the item's own slot only. */
+    int bucketed;
     enum adm_reason adm_refused; /* RSV_ADMISSION_INVALID: why */
     /* private */
     struct rsv *owner;
     int64_t reserved_at_ms;
+    int salt;  /* the slot the reservation is in (bucket.h; BUCKET_HOME: the item's own) */
+    int tries; /* reservation calls sent for it (a dry bucket refilled is tried again) */
     int dr_err;
     int dr_status;
 };

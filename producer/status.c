@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bgthread.h"
+#include "bkmap.h"
 #include "daemon.h"
 #include "fifo.h"
 #include "keys.h"
@@ -21,12 +22,18 @@
 
 /* Requests per pipelined round trip. */
 #define ST_BATCH 256
+/* How long an item's buckets, once learnt, are taken as they were (they
+ * never change while a sale runs: bkmap.h). */
+#define ST_BKMAP_TTL_MS 1000
 
 struct st {
     const struct cfg *cfg;
     struct rlink link; /* this thread's Redis */
     /* a batch's round trips: the index, the legacy index, the states */
     struct rp_batch index, legacy, states;
+    /* The items' buckets: a buyer's order states live in their bucket's
+     * orders hash (bucket.h). */
+    struct bkmap *bk;
 
     struct bgthread t;
     struct fifo in; /* submitted, under t.mu */
@@ -179,7 +186,8 @@ static int resolve(struct st *s, struct st_req **in, size_t n)
             keys_order_bucket(key, sizeof(key), prefix, q->id);
             oidx_field(field_, sizeof(field_), q->id);
         } else {
-            keys_item(key, sizeof(key), prefix, q->id, KEYS_ITEM_ORDERS);
+            int salt = bkmap_salt(s->bk, q->id, q->user_id);
+            keys_item_at(key, sizeof(key), prefix, q->id, salt, KEYS_ITEM_ORDERS);
             snprintf(field_, sizeof(field_), "u:%" PRId64, q->user_id);
         }
         /* (command i is request i: the batch is whole or nothing) */
@@ -245,12 +253,14 @@ static int add_state(struct st *s, const struct st_req *q)
     const char *prefix = s->cfg->redis.key_prefix;
     char key[KEYS_MAX], field_[32];
     struct rp_batch *b = &s->states;
-    keys_item(key, sizeof(key), prefix, q->item_id, KEYS_ITEM_ORDERS);
+    int salt = bkmap_salt(s->bk, q->item_id, q->user_id);
+    keys_item_at(key, sizeof(key), prefix, q->item_id, salt, KEYS_ITEM_ORDERS);
     snprintf(field_, sizeof(field_), "o:%" PRId64, q->order_id);
     int at = rp_addf(b, key, "HGET %s %s", key, field_);
     if (at < 0 || !q->want_pay_window)
         return at;
-    keys_item(key, sizeof(key), prefix, q->item_id, KEYS_ITEM_WINDOW);
+    /* (the bucket's copy of the window: the same slot, the same round trip) */
+    keys_item_at(key, sizeof(key), prefix, q->item_id, salt, KEYS_ITEM_WINDOW);
     return rp_addf(b, key, "HGET %s %s", key, KEYS_WINDOW_PAY) < 0 ? -1 : at;
 }
 
@@ -304,9 +314,30 @@ static int read_states(struct st *s, struct st_req **in, size_t n)
     return 0;
 }
 
+/* Learn the buckets of the batch's items (by_order: the requests that
+ * ask by order, once resolved; else those that ask by item). 0, or -1 when
+ * one could not be learnt: reading another slot would answer "none". */
+static int learn_items(struct st *s, struct st_req **in, size_t n, bool by_order)
+{
+    int64_t items[ST_BATCH];
+    size_t m = 0;
+    int k, salts[BUCKET_MAX];
+    for (size_t i = 0; i < n; i++)
+        if (in[i] && (in[i]->kind == ST_BY_ORDER) == by_order)
+            items[m++] = by_order ? in[i]->item_id : in[i]->id;
+    if (m == 0)
+        return 0;
+    (void)bkmap_learn(s->bk, s->link.rp, s->cfg->redis.key_prefix, items, m);
+    for (size_t i = 0; i < m; i++)
+        if (!bkmap_get(s->bk, items[i], &k, salts))
+            return -1;
+    return 0;
+}
+
 static void answer_batch(struct st *s, struct st_req **in, size_t n)
 {
-    if (rlink_ok(&s->link) && resolve(s, in, n) == 0 && read_states(s, in, n) == 0)
+    if (rlink_ok(&s->link) && learn_items(s, in, n, false) == 0 && resolve(s, in, n) == 0 &&
+        learn_items(s, in, n, true) == 0 && read_states(s, in, n) == 0)
         return;
     for (size_t i = 0; i < n; i++)
         if (in[i])
@@ -349,6 +380,11 @@ int st_start(const struct cfg *c, struct st **out, char *err, size_t errlen)
         return -1;
     }
     s->cfg = c;
+    if (!(s->bk = bkmap_new(ST_BKMAP_TTL_MS))) {
+        snprintf(err, errlen, "out of memory");
+        free(s);
+        return -1;
+    }
     /* Redis may come later: calls are answered 503 until it does. */
     s->link = (struct rlink){ .cfg = c, .what = "status calls", .count_trips = 1 };
     if (rlink_open(&s->link, err, errlen) != 0)
@@ -362,6 +398,7 @@ int st_start(const struct cfg *c, struct st **out, char *err, size_t errlen)
     return 0;
 fail:
     rlink_close(&s->link);
+    bkmap_free(s->bk);
     free(s);
     return -1;
 }
@@ -380,5 +417,6 @@ void st_stop(struct st *s)
     rp_batch_free(&s->index);
     rp_batch_free(&s->legacy);
     rp_batch_free(&s->states);
+    bkmap_free(s->bk);
     free(s);
 }

@@ -15,7 +15,7 @@
 -- and arguments never change under its name (a new contract is a new name),
 -- so that the programs of the last release keep working on a newer library
 -- while they are upgraded one by one.
-local VERSION = 4
+local VERSION = 5
 
 -- The reservation itself, once the item, the window and (for a queued
 -- item) the admission have been checked: duplicate, ended, sold out, or
@@ -76,6 +76,14 @@ end
 -- before -1: a buyer who holds a unit is still told so, the others to come
 -- back (503 with Retry-After); a producer of an older version answers this
 -- code it does not know with 503 too.
+-- -11 (version 5, issue #57): the item sells from its buckets (the window
+-- names them: seckillctl item create --buckets), not from this, its own
+-- slot, which only holds their reserve. Checked first, before the stock: a
+-- producer that does not know of the buckets yet (it learned the item before
+-- they were made, or a producer of an older version, which answers a code it
+-- does not know with 503) can never sell the reserve's units here, where the
+-- buyer mark would not be the one the bucket checks. A bucket's own window
+-- copy never names buckets.
 -- Before the opening nobody learns anything else; after the closing a buyer
 -- who holds a unit is still told so.
 -- -6 came with version 2 (issue #58), for items only a seckillctl of that
@@ -93,7 +101,10 @@ local function reserve(KEYS, ARGV)
   -- on the second the sale opens (scripts replicate their effects, not this
   -- call, so TIME is safe here). One HMGET reads the waiting room's mark
   -- too: a sale without one pays nothing more for it.
-  local w = redis.call('HMGET', KEYS[5], 'starts_ms', 'ends_ms', 'queue_opens_ms', 'paused')
+  local w = redis.call('HMGET', KEYS[5], 'starts_ms', 'ends_ms', 'queue_opens_ms', 'paused', 'buckets')
+  if w[5] then
+    return -11
+  end
   local now = 0
   if w[1] or w[2] then
     now = now_ms()

@@ -191,14 +191,20 @@ redis_acl_rules() {
             redis_acl_sel '~PFX:{item:*}:buyers' '+srem' "$@"
             # the orders given back, each once (seckill_return's SADD)
             redis_acl_sel '~PFX:{item:*}:returned' '+sadd' "$@"
+            # which slot holds an order's reservation: the buckets the
+            # item's window names (common/sale/bkmap.h); read, never written
+            redis_acl_sel '%R~PFX:{item:*}:window' '+hget' "$@"
             redis_acl_sel '~PFX:lock:*' '+hmget +hset +hdel +pexpire' "$@" ;;
         admin)
             # seckillctl: every key of its prefixes, and it loads the
             # functions (seckillctl functions load).
             # INCRBY, HINCRBY: seckill_stock_change (item add-stock, item withdraw)
+            # HSETNX: reconcile --fix finishes a transfer between an item's
+            # slots (seckill_xfer_in records its id in the receiver's :xin;
+            # common/sale/xfer.h)
             printf ' %s' '+function|load +get +set +del +exists +mget +pttl +pexpire +time +wait +hget +hmget +hset' \
                 '+hdel +hexists +hlen +hgetall +sadd +scard +smembers +zadd +zrem +zcard +zrange +zrangebyscore +info' \
-                '+incrby +hincrby'
+                '+incrby +hincrby +hsetnx'
             for p in "$@"; do printf ' %s' "~$p:*"; done ;;
     esac
 }

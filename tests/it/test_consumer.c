@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bucket.h"
 #include "keys.h"
 #include "lock.h"
 #include "order.h"
@@ -1668,6 +1669,56 @@ static void test_settle_batch_semantics(void **state)
     redisFree(rc);
 }
 
+/* An item in buckets (issue #57): each order is settled in its buyer's
+ * bucket, where the producer reserved it (its reservation cleared, its
+ * state recorded for the buyer's status calls there), and nothing is
+ * written in the item's own slot, which only holds the reserve. */
+static void test_settle_in_buckets(void **state)
+{
+    (void)state;
+    enum { K = 3, N = 12 };
+    const int salts[K] = { 0, 1, 2 };
+    char err[256], k[K][KEYS_ITEM_PARTS][KEYS_MAX], home[KEYS_ITEM_PARTS][KEYS_MAX], want[64];
+    struct settle *st = NULL;
+    struct cmsg m[N], *v[N];
+    redisContext *rc = harness_redis(&harness_conf);
+    int64_t item = 900000000000LL + rnd_below(99999999999LL);
+    int64_t ob = (1LL << 40) + (rnd_below(1LL << 20) << 20), ub = 800000000000LL + rnd_below(99999999999LL);
+    assert_int_equal(keys_item_all(home, harness_conf.redis.key_prefix, item), 0);
+    for (int b = 0; b < K; b++)
+        assert_int_equal(keys_item_all_at(k[b], harness_conf.redis.key_prefix, item, salts[b]), 0);
+    freeReplyObject(harness_cmd(rc, "SET %s 5", home[KEYS_ITEM_STOCK]));
+    freeReplyObject(harness_cmd(rc, "HSET %s %s 0,1,2", home[KEYS_ITEM_WINDOW], KEYS_WINDOW_BUCKETS));
+    for (int i = 0; i < N; i++) {
+        int b = bucket_of(ub + i, K);
+        m[i] = (struct cmsg){ .o = (struct order){ ob + i, ub + i, item, 1, 5 }, .outcome = CMSG_INSERTED };
+        v[i] = &m[i];
+        freeReplyObject(harness_cmd(rc, "SET %s 1", k[b][KEYS_ITEM_STOCK]));
+        freeReplyObject(harness_cmd(rc, "HSET %s %lld x", k[b][KEYS_ITEM_PENDING], (long long)(ob + i)));
+        freeReplyObject(harness_cmd(rc, "ZADD %s 1 %lld", k[b][KEYS_ITEM_UNPUB], (long long)(ob + i)));
+    }
+    assert_int_equal(settle_open(&harness_conf, 0, &st, err, sizeof(err)), 0);
+    size_t back;
+    settle_clear(st, v, N, &back);
+    assert_int_equal(back, N);
+    for (int b = 0; b < K; b++) {
+        assert_int_equal(harness_int(rc, "HLEN %s", k[b][KEYS_ITEM_PENDING]), 0);
+        assert_int_equal(harness_int(rc, "ZCARD %s", k[b][KEYS_ITEM_UNPUB]), 0);
+    }
+    for (int i = 0; i < N; i++) {
+        snprintf(want, sizeof(want), "%" PRId64 "|c|5|", ub + i);
+        expect_status(rc, k[bucket_of(ub + i, K)][KEYS_ITEM_ORDERS], ob + i, want);
+    }
+    assert_int_equal(harness_int(rc, "EXISTS %s", home[KEYS_ITEM_ORDERS]), 0);
+    settle_close(st);
+    for (int i = 0; i < KEYS_ITEM_PARTS; i++) {
+        freeReplyObject(harness_cmd(rc, "DEL %s", home[i]));
+        for (int b = 0; b < K; b++)
+            freeReplyObject(harness_cmd(rc, "DEL %s", k[b][i]));
+    }
+    redisFree(rc);
+}
+
 static int setup(void **state)
 {
     harness_setup(state);
@@ -1693,6 +1744,7 @@ int main(void)
         cmocka_unit_test(test_sink_insert_first),
         cmocka_unit_test(test_sink_insert_raced),
         cmocka_unit_test(test_settle_batch_semantics),
+        cmocka_unit_test(test_settle_in_buckets),
         cmocka_unit_test(test_settle_waits_for_replicas),
         cmocka_unit_test(test_frozen_worker_fenced),
         cmocka_unit_test(test_duplicate_delivery_one_row),

@@ -21,7 +21,14 @@
  *   until they are loaded again, and a new one refuses to start, naming that
  *   primary;
  * - issue #57's buckets: three buckets of an item placed on the three
- *   primaries, units moved between the shards as the producer's user.
+ *   primaries, units moved between the shards as the producer's user;
+ * - a skewed sale of an item in three buckets (1,000 units; the buyers of
+ *   one bucket arrive first, 600 of them, then 900 of the other two): each
+ *   buyer reserves in their own bucket, a dry bucket is refilled from the
+ *   reserve and, once it is empty, from the fullest other bucket; every
+ *   unit is sold, one per buyer, no 410 before the last unit's 202, the
+ *   transfers counted; the item's own slot refuses a buy (it only holds the
+ *   reserve), and a buyer's status is read in their bucket.
  * Items are loaded through rpipe as the stack's user (seckill_item_load on
  * the item's shard, and the registry), so nothing but the producer and the
  * Cluster is under test. */
@@ -634,10 +641,150 @@ static void test_buckets_on_every_primary(void **state)
     rp_close(pr);
 }
 
+/* Load a bucketed item as seckillctl does (ctl/itembk.h): the reserve holds
+ * every unit, each bucket is loaded empty, the item's window names them. */
+static void load_bucketed(int64_t item, int k, const int salts[], const char *units)
+{
+    const struct rfunc load = RFUNC_INIT("seckill_item_load", &funclib_ctl);
+    char err[256], reg[KEYS_MAX], sid[24], win[KEYS_MAX], names[64];
+    struct rp_batch b;
+    rp_batch_init(&b);
+    for (int i = -1; i < k; i++) {
+        char kk[KEYS_ITEM_PARTS][KEYS_MAX];
+        assert_int_equal(keys_item_all_at(kk, harness_conf.redis.key_prefix, item, i < 0 ? BUCKET_HOME : salts[i]), 0);
+        const char *argv[] = { kk[KEYS_ITEM_STOCK], kk[KEYS_ITEM_BUYERS], kk[KEYS_ITEM_PENDING],
+                               kk[KEYS_ITEM_WINDOW], kk[KEYS_ITEM_ORDERS], i < 0 ? units : "0", "", "" };
+        assert_true(rp_fcall(&b, load.name, 5, 3, argv, NULL) >= 0);
+    }
+    keys_items(reg, sizeof(reg), harness_conf.redis.key_prefix);
+    snprintf(sid, sizeof(sid), "%" PRId64, item);
+    assert_true(rp_addf(&b, reg, "SADD %s %s", reg, sid) >= 0);
+    keys_item(win, sizeof(win), harness_conf.redis.key_prefix, item, KEYS_ITEM_WINDOW);
+    assert_true(bucket_format(names, sizeof(names), salts, k) > 0);
+    assert_true(rp_addf(&b, win, "HSET %s %s %s", win, KEYS_WINDOW_BUCKETS, names) >= 0);
+    if (rp_run(rp, &b, err, sizeof(err)) != 0)
+        fail_msg("loading the bucketed item: %s", err);
+    for (int i = 0; i < b.n; i++)
+        if (rp_reply(&b, i)->type == REDIS_REPLY_ERROR)
+            fail_msg("loading the bucketed item: %s", rp_reply(&b, i)->str);
+    rp_batch_free(&b);
+}
+
+/* A key's integer (GET, SCARD) through the test's own connection. */
+static long long key_int(const char *fmt, const char *key)
+{
+    char err[256];
+    enum rp_status st;
+    redisReply *r = rp_callf(rp, key, &st, err, sizeof(err), fmt, key);
+    long long v = !r ? -1 : r->type == REDIS_REPLY_INTEGER ? r->integer
+                          : r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+/* Buy as each user of [from, from+n) whose bucket is in `want` (a bit per
+ * bucket), in turn: the answers counted into got[] (202, 410, other) and
+ * the first 410 after how many 202s (*first_410_after, if not yet set). */
+static int64_t buy_bucket_users(int64_t item, int64_t from, int n, unsigned want, int k, long got[3],
+                                long *accepted, long *first_410_after, int64_t *last_oid)
+{
+    char resp[1024];
+    int64_t u = from;
+    for (int done = 0; done < n; u++) {
+        if (!(want & (1u << bucket_of(u, k))))
+            continue;
+        done++;
+        int st = harness_order(prod.port, u, item, resp, sizeof(resp));
+        if (st == 202) {
+            got[0]++;
+            (*accepted)++;
+            *last_oid = order_id_of(resp);
+        } else if (st == 410) {
+            got[1]++;
+            if (*first_410_after < 0)
+                *first_410_after = *accepted;
+        } else {
+            got[2]++;
+            print_message("# user %" PRId64 ": %d %s\n", u, st, resp);
+        }
+    }
+    return u;
+}
+
+static void test_skewed_bucket_sale(void **state)
+{
+    (void)state;
+    const char *pfx = harness_conf.redis.key_prefix;
+    const int k = NODES;
+    int64_t item = 570000002 + (int64_t)util_rand_below(1000000), user0 = 9100000, last_oid = 0;
+    int salts[BUCKET_MAX];
+    long first[3] = { 0 }, then[3] = { 0 }, accepted = 0, first_410_after = -1, buyers = 0;
+    char k0[KEYS_ITEM_PARTS][KEYS_MAX];
+    assert_int_equal(bucket_place(pfx, item, k, rp_nodes(rp), rp_node, rp, salts), 0);
+    load_bucketed(item, k, salts, "1000");
+    prod_start();
+    /* The buyers of bucket 0 first: all of them are sold to, from the reserve. */
+    int64_t next = buy_bucket_users(item, user0, 600, 1u << 0, k, first, &accepted, &first_410_after, &last_oid);
+    assert_int_equal(first[0], 600);
+    assert_int_equal(first[1] + first[2], 0);
+    int64_t u0 = user0;
+    while (bucket_of(u0, k) != 0)
+        u0++;
+    /* Then the other two buckets' buyers: 400 units left, in the reserve and
+     * in bucket 0 (the rest of its last refill): every one is sold before
+     * the first 410. */
+    (void)buy_bucket_users(item, next, 900, (1u << 1) | (1u << 2), k, then, &accepted, &first_410_after,
+                           &last_oid);
+    assert_int_equal(then[0], 400);
+    assert_int_equal(then[1], 500);
+    assert_int_equal(then[2], 0);
+    assert_int_equal(first_410_after, 1000);
+    for (int b = -1; b < k; b++) {
+        char key[KEYS_MAX];
+        int salt = b < 0 ? BUCKET_HOME : salts[b];
+        assert_int_equal(stock_on_own_shard(item, salt), 0);
+        keys_item_at(key, sizeof(key), pfx, item, salt, KEYS_ITEM_BUYERS);
+        long long n = key_int("SCARD %s", key);
+        if (b < 0)
+            assert_int_equal(n, 0); /* nobody bought from the reserve */
+        buyers += n;
+    }
+    assert_int_equal(buyers, 1000);
+    assert_true(sale_metric(prod.mport, "seckill_producer_bucket_transfers_total{from=\"reserve\"}") >= 2);
+    assert_true(sale_metric(prod.mport, "seckill_producer_bucket_transfers_total{from=\"bucket\"}") >= 1);
+    assert_true(sale_metric(prod.mport, "seckill_producer_bucket_transfer_units_total") >= 1000);
+    /* A winner of bucket 0 again: 409; their status is read in their bucket. */
+    char resp[1024], path[96];
+    assert_int_equal(harness_order(prod.port, u0, item, resp, sizeof(resp)), 409);
+    snprintf(path, sizeof(path), "/api/v1/seckill/%" PRId64 "?user_id=%" PRId64, item, u0);
+    assert_int_equal(harness_http(prod.port, "GET", path, NULL, NULL, resp, sizeof(resp)), 200);
+    assert_true(has(resp, "\"status\":\"queued\""));
+    snprintf(path, sizeof(path), "/api/v1/orders/%" PRId64, last_oid);
+    assert_int_equal(harness_http(prod.port, "GET", path, NULL, NULL, resp, sizeof(resp)), 200);
+    assert_true(has(resp, "\"status\":\"queued\""));
+    /* The item's own slot sells nothing: a buy sent there is refused (-11). */
+    assert_int_equal(keys_item_all(k0, pfx, item), 0);
+    {
+        const char *argv[] = { k0[KEYS_ITEM_STOCK], k0[KEYS_ITEM_BUYERS], k0[KEYS_ITEM_PENDING],
+                               k0[KEYS_ITEM_UNPUB], k0[KEYS_ITEM_WINDOW], k0[KEYS_ITEM_ORDERS],
+                               "1", "1", "{}", "1" };
+        struct rp_batch b;
+        char err[256];
+        rp_batch_init(&b);
+        assert_true(rp_fcall(&b, "seckill_reserve", 6, 4, argv, NULL) >= 0);
+        assert_int_equal(rp_run(rp, &b, err, sizeof(err)), 0);
+        assert_int_equal(rp_reply(&b, 0)->type, REDIS_REPLY_INTEGER);
+        assert_int_equal(rp_reply(&b, 0)->integer, -11);
+        rp_batch_free(&b);
+    }
+    prod_stop();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buckets_on_every_primary),
+        cmocka_unit_test(test_skewed_bucket_sale),
         cmocka_unit_test(test_sale_on_every_primary),
         cmocka_unit_test(test_sweeper_on_every_primary),
         cmocka_unit_test(test_functions_on_every_primary),

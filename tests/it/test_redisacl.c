@@ -234,6 +234,11 @@ static void test_consumer_refused(void **state)
     ALLOWED(rc, "EXISTS", stock);
     ALLOWED(rc, "HSET", orders, "o:1", "x");
     ALLOWED(rc, "HMGET", lk, "acl-test", "{fence}");
+    /* Issue #57: it reads which buckets an item has (where an order's
+     * reservation is), and nothing else of the window */
+    ALLOWED(rc, "HGET", window, "buckets");
+    REFUSED(rc, "HGETALL", window);
+    REFUSED(rc, "HDEL", window, "buckets");
     REFUSED(rc, "GET", lk); /* the locks are a hash: no string commands */
     redisFree(rc);
 }

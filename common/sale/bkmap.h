@@ -1,0 +1,51 @@
+/* bkmap: which of an item's slots holds a user's buy (issue #57: an item's
+ * buckets, bucket.h), as the programs that sell and settle learn it.
+ *
+ * seckillctl names an item's buckets in its own window hash
+ * (KEYS_WINDOW_BUCKETS, keys.h: "S0,S1,..."; absent: no buckets). A map
+ * learns that field for the items it is asked about, all of them in one
+ * pipelined round trip, and keeps it for ttl_ms: K and the salts never change
+ * while a sale runs, and the reservation function refuses a buy sent to the
+ * item's own slot once the item has buckets (the producer then learns again
+ * at once), so an answer kept a little too long sends a buy nowhere it could
+ * sell. A field that does not parse is no buckets (counted: bkmap_bad).
+ * While Redis cannot be asked, what was learned before is kept.
+ *
+ * One thread's (an i64map inside). */
+#ifndef SECKILL_BKMAP_H
+#define SECKILL_BKMAP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bucket.h"
+#include "rpipe.h"
+
+struct bkmap;
+
+/* An empty map whose answers are kept ttl_ms (>= 0). NULL: out of memory. */
+struct bkmap *bkmap_new(int64_t ttl_ms);
+void bkmap_free(struct bkmap *m);
+
+/* Learn the buckets of items[0 .. n-1] not known, or known longer than the
+ * ttl, in one round trip (per shard) on p. 0, or -1 when an item could not
+ * be asked (out of memory, its shard did not answer): it keeps what was
+ * known, or stays unknown. */
+int bkmap_learn(struct bkmap *m, struct rp *p, const char *prefix, const int64_t *items, size_t n);
+
+/* Forget item: the next bkmap_learn asks again (a buy was refused for
+ * being sent to a slot the item no longer sells from). */
+void bkmap_forget(struct bkmap *m, int64_t item);
+
+/* The buckets item has, as last learned: true with *k (1: none) and
+ * salts[0 .. *k-1] copied; false when it was never learned. */
+bool bkmap_get(const struct bkmap *m, int64_t item, int *k, int salts[BUCKET_MAX]);
+
+/* The salt of the slot that holds user's buy of item: its bucket's, or
+ * BUCKET_HOME for an item without buckets or one never learned. */
+int bkmap_salt(const struct bkmap *m, int64_t item, int64_t user);
+
+/* Fields that did not parse, since the map was made. */
+uint64_t bkmap_bad(const struct bkmap *m);
+
+#endif
