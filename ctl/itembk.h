@@ -10,12 +10,11 @@
  * load, item pause and resume, reconcile --fix). Between the two a bucket's
  * copy is one change behind, for one round trip.
  *
- * What is built so far: buckets placed and loaded empty, their windows kept.
- * Every unit stays in the item's own slot (the reserve), from which the
- * producer sells as it does without buckets, until it learns to refill the
- * user's bucket by a transfer (xfer.h): the next step of issue #57. A
- * waiting room with buckets comes with it; item create refuses the two
- * together until then. */
+ * A new sale's units all go to the item's own slot (the reserve); each
+ * bucket is loaded empty, and the producer refills a buyer's bucket from the
+ * reserve by a transfer (xfer.h) as it sells. item create refuses a waiting
+ * room and a payment window with buckets: their admission, and an order's
+ * payment, cancel and expiry, still live in the item's own slot only. */
 #ifndef SECKILL_ITEMBK_H
 #define SECKILL_ITEMBK_H
 

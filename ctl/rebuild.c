@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bucket.h"
 #include "ctlpg.h"
 #include "ctlrp.h"
 #include "embed.h"
@@ -162,17 +163,31 @@ static void index_orders(const struct cfg *c, struct rp *p, int64_t item, const 
     free(e);
 }
 
-/* seckill_item_rebuild's arguments for each settled order (item_states.sql
- * rows) into argv, their text in vals. Returns how many are persisted. */
-static int state_args(const PGresult *res, const char **argv, char (*vals)[24])
+/* Whether row i of item_states.sql's rows belongs in the slot rebuilt:
+ * every row for an item without buckets (k 1); for one with buckets, the
+ * rows of bucket's buyers (none for the item's own slot, bucket -1: it
+ * only holds the reserve). */
+static bool row_in_slot(const PGresult *res, int i, int k, int bucket)
+{
+    return k <= 1 || (bucket >= 0 && bucket_of(ctlpg_i64(res, i, 1), k) == bucket);
+}
+
+/* seckill_item_rebuild's arguments for each settled order of the slot
+ * (item_states.sql rows: row_in_slot) into argv, their text in vals; *n
+ * how many. Returns how many are persisted. */
+static int state_args(const PGresult *res, int k, int bucket, const char **argv, char (*vals)[24], int *n)
 {
     int persisted = 0;
+    *n = 0;
     for (int i = 0; i < PQntuples(res); i++) {
-        char(*v)[24] = &vals[(size_t)i * RB_STATE_ARGS];
+        if (!row_in_slot(res, i, k, bucket))
+            continue;
+        char(*v)[24] = &vals[(size_t)*n * RB_STATE_ARGS];
         for (int f = 0; f < RB_STATE_ARGS; f++) {
             snprintf(v[f], sizeof(v[f]), "%s", PQgetvalue(res, i, f));
-            argv[(size_t)i * RB_STATE_ARGS + (size_t)f] = v[f];
+            argv[(size_t)*n * RB_STATE_ARGS + (size_t)f] = v[f];
         }
+        (*n)++;
         /* the states holding a unit (seckill_ctl.lua's holds_unit; the
          * database has no queued order) */
         enum ost_state st = ost_of_letter(v[2][0]);
@@ -196,78 +211,130 @@ static bool returns_pending(const PGresult *win, int64_t item)
 }
 
 /* seckill_item_rebuild2's keys and arguments: k, then head (stock,
- * starts_ms, ends_ms, the rebuy flag), then every settled order of res
- * (item_states.sql); their text in *vals. *buyers: the orders holding a
- * unit. 0, or -1 out of memory (said). */
-static int rebuild_args(const PGresult *res, char k[][KEYS_MAX], const char *const head[4],
-                        const char ***argv, char (**vals)[24], int *buyers)
+ * starts_ms, ends_ms, the rebuy flag), then the slot's settled orders of res
+ * (item_states.sql; row_in_slot); their text in *vals, *n how many.
+ * *buyers: the orders holding a unit. 0, or -1 out of memory (said). */
+static int rebuild_args(const PGresult *res, int k, int bucket, char k_[][KEYS_MAX],
+                        const char *const head[4], const char ***argv, char (**vals)[24], int *n,
+                        int *buyers)
 {
-    int n = PQntuples(res);
-    if (!(*argv = calloc(RB_KEYS + 4 + (size_t)n * RB_STATE_ARGS, sizeof(**argv))) ||
-        !(*vals = calloc((size_t)n * RB_STATE_ARGS + 1, sizeof(**vals)))) {
+    int rows = PQntuples(res);
+    if (!(*argv = calloc(RB_KEYS + 4 + (size_t)rows * RB_STATE_ARGS, sizeof(**argv))) ||
+        !(*vals = calloc((size_t)rows * RB_STATE_ARGS + 1, sizeof(**vals)))) {
         fprintf(stderr, "seckillctl: out of memory\n");
         return -1;
     }
     for (int i = 0; i < RB_KEYS; i++)
-        (*argv)[i] = k[i];
+        (*argv)[i] = k_[i];
     for (int i = 0; i < 4; i++)
         (*argv)[RB_KEYS + i] = head[i];
-    *buyers = state_args(res, *argv + RB_KEYS + 4, *vals);
+    *buyers = state_args(res, k, bucket, *argv + RB_KEYS + 4, *vals, n);
     return 0;
+}
+
+/* One slot of the item rebuilt (seckill_item_rebuild2): the item's own
+ * (bucket -1: the stock, and every order when it has no buckets) or bucket
+ * `bucket` of k (no units, its buyers' orders): a buyer's mark and status go
+ * back to the slot their buys are checked in. head as rebuild_args. 0 with
+ * *buyers and *orders grown, or -1 (said). */
+static int rebuild_slot(const struct cfg *c, struct rp *p, const struct rfunc *s, int64_t item, int salt,
+                        const char *const head[4], const PGresult *res, int k, int bucket, int *buyers,
+                        int *orders)
+{
+    char keys[RB_KEYS][KEYS_MAX];
+    const char **argv = NULL;
+    char (*vals)[24] = NULL;
+    redisReply *r = NULL;
+    int n = 0, held = 0, ret = -1;
+    if (keys_item_all_at(keys, c->redis.key_prefix, item, salt) != 0 ||
+        keys_item_at(keys[KEYS_ITEM_PARTS], KEYS_MAX, c->redis.key_prefix, item, salt,
+                     KEYS_ITEM_RETURNED) < 0 ||
+        rebuild_args(res, k, bucket, keys, head, &argv, &vals, &n, &held) != 0)
+        goto fail;
+    if (!(r = ctlrp_fcall(p, s, true, RB_KEYS, 4 + n * RB_STATE_ARGS, argv, REDIS_REPLY_INTEGER)))
+        goto fail;
+    if (r->integer != 1) {
+        printf("item %" PRId64 ": refusing: Redis holds keys of its %s again (rebuilt meanwhile?)\n", item,
+               bucket < 0 ? "own slot" : "buckets");
+        goto fail;
+    }
+    *buyers += held;
+    *orders += n;
+    ret = 0;
+fail:
+    if (r)
+        freeReplyObject(r);
+    free(argv);
+    free(vals);
+    return ret;
 }
 
 /* What seckill_item_rebuild2 does not write (its arguments stay as the
  * last release calls them): the payment window, the waiting room, the
- * pause, the buckets (item_show.sql's columns 7, 13, 14 and 15 in win; the
- * buckets empty: every unit stays in the item's own slot, itembk.h) and the
- * record of the live stock changes. 0 or -1. */
+ * pause (item_show.sql's columns 7, 13 and 14 in win), the buckets' names
+ * and their windows' copies (itembk_publish), and the record of the live
+ * stock changes. 0 or -1. */
 static int restore_beside(const struct cfg *c, PGconn *pg, struct rp *p, int64_t item, const PGresult *win,
-                          const char *window_key)
+                          const struct itembk *bk, const char *window_key)
 {
-    struct itembk bk;
-    if (bucket_parse(PQgetvalue(win, 0, 15), bk.salts, &bk.k) != 0) {
-        printf("item %" PRId64 ": the database's buckets '%s' are not salts seckillctl wrote\n", item,
-               PQgetvalue(win, 0, 15));
-        return -1;
-    }
     if (ctlrp_pay_window(p, window_key, ctlpg_i64(win, 0, 7)) != 0 ||
         ctlrp_queue_window(p, c, item, ctlpg_i64(win, 0, 13), false) != 0 ||
         (ctlpg_i64(win, 0, 14) == 1 && ctlrp_pause_window(p, window_key, true) != 0) ||
-        itembk_reset(p, c, item, &bk) != 0 || itembk_publish(p, c, item, &bk) != 0)
+        itembk_publish(p, c, item, bk) != 0)
         return -1;
     return stockchg_restore(pg, p, c, item);
 }
 
-static int rebuild_one(const struct cfg *c, PGconn *pg, struct rp *p, const struct rfunc *s, int64_t item)
+/* The item's rows, checked: recon_item.sql's in *res (the stock), and
+ * item_show.sql's in *win (the window, the buckets, into *bk). Refused
+ * (said): not in the database, stock_left disagreeing with its orders, a
+ * return still on its way, buckets seckillctl never writes. 0 or -1. */
+static int read_item_rows(PGconn *pg, int64_t item, const char *const params[], PGresult **res,
+                          PGresult **win, struct itembk *bk)
 {
-    char sid[24], stock[24], starts[24] = "", ends[24] = "", k[KEYS_ITEM_PARTS + 1][KEYS_MAX], err[256];
-    const char *params[] = { sid };
-    enum rp_status st;
-    const char **argv = NULL;
-    char (*vals)[24] = NULL;
-    PGresult *res = NULL, *win = NULL;
-    redisReply *r = NULL;
-    int ret = -1;
-
-    snprintf(sid, sizeof(sid), "%" PRId64, item);
-    if (keys_item_all(k, c->redis.key_prefix, item) != 0 ||
-        keys_item(k[KEYS_ITEM_PARTS], KEYS_MAX, c->redis.key_prefix, item, KEYS_ITEM_RETURNED) < 0 ||
-        !(res = ctlpg_exec(pg, embed_recon_item, 1, params, PGRES_TUPLES_OK, "read item")) ||
-        !(win = ctlpg_exec(pg, embed_item_show, 1, params, PGRES_TUPLES_OK, "read item window")))
-        goto fail;
-    if (PQntuples(res) != 1 || PQntuples(win) != 1) {
+    if (!(*res = ctlpg_exec(pg, embed_recon_item, 1, params, PGRES_TUPLES_OK, "read item")) ||
+        !(*win = ctlpg_exec(pg, embed_item_show, 1, params, PGRES_TUPLES_OK, "read item window")))
+        return -1;
+    if (PQntuples(*res) != 1 || PQntuples(*win) != 1) {
         printf("item %" PRId64 ": not in the database\n", item);
-        goto fail;
+        return -1;
     }
-    int64_t total = ctlpg_i64(res, 0, 0), left = ctlpg_i64(res, 0, 1), sold = ctlpg_i64(res, 0, 2);
+    int64_t total = ctlpg_i64(*res, 0, 0), left = ctlpg_i64(*res, 0, 1), sold = ctlpg_i64(*res, 0, 2);
     if (left != total - sold) {
         printf("item %" PRId64 ": refusing: stock_left %" PRId64 " disagrees with its %" PRId64
                " orders of %" PRId64 "; run 'seckillctl reconcile --item %" PRId64 " --fix' first\n",
                item, left, sold, total, item);
-        goto fail;
+        return -1;
     }
-    if (returns_pending(win, item))
+    if (returns_pending(*win, item))
+        return -1;
+    if (bucket_parse(PQgetvalue(*win, 0, 15), bk->salts, &bk->k) != 0) {
+        printf("item %" PRId64 ": the database's buckets '%s' are not salts seckillctl wrote\n", item,
+               PQgetvalue(*win, 0, 15));
+        return -1;
+    }
+    return 0;
+}
+
+/* Rebuild one item: its own slot (the units not sold, and every order when
+ * it has no buckets), then each bucket (its buyers' orders, no units: the
+ * units all wait in the reserve, and buckets refill from it as they sell),
+ * then what the rebuild function does not write, the order index and the
+ * registry. */
+static int rebuild_one(const struct cfg *c, PGconn *pg, struct rp *p, const struct rfunc *s, int64_t item)
+{
+    char sid[24], stock[24], starts[24] = "", ends[24] = "", win_key[KEYS_MAX], reg[KEYS_MAX], err[256];
+    const char *params[] = { sid };
+    enum rp_status st;
+    struct itembk bk;
+    PGresult *res = NULL, *win = NULL;
+    redisReply *r = NULL;
+    int buyers = 0, orders = 0, ret = -1;
+
+    snprintf(sid, sizeof(sid), "%" PRId64, item);
+    if (read_item_rows(pg, item, params, &res, &win, &bk) != 0)
         goto fail;
+    int64_t total = ctlpg_i64(res, 0, 0), left = ctlpg_i64(res, 0, 1), sold = ctlpg_i64(res, 0, 2);
     if (ctlpg_i64(win, 0, 3) > 0)
         snprintf(starts, sizeof(starts), "%" PRId64, ctlpg_i64(win, 0, 3));
     if (ctlpg_i64(win, 0, 4) > 0)
@@ -275,32 +342,28 @@ static int rebuild_one(const struct cfg *c, PGconn *pg, struct rp *p, const stru
     PQclear(res);
     if (!(res = ctlpg_exec(pg, embed_item_states, 1, params, PGRES_TUPLES_OK, "read orders")))
         goto fail;
-    int n = PQntuples(res), buyers = 0;
-    size_t nargs = 4 + (size_t)n * RB_STATE_ARGS;
     snprintf(stock, sizeof(stock), "%" PRId64, left);
-    const char *head[] = { stock, starts, ends, CFG_GET(c->sale.rebuy_after_cancel) ? "1" : "0" };
-    if (rebuild_args(res, k, head, &argv, &vals, &buyers) != 0)
+    const char *rebuy = CFG_GET(c->sale.rebuy_after_cancel) ? "1" : "0";
+    const char *head[] = { stock, starts, ends, rebuy }, *bucket_head[] = { "0", starts, ends, rebuy };
+    if (rebuild_slot(c, p, s, item, BUCKET_HOME, head, res, bk.k, -1, &buyers, &orders) != 0)
         goto fail;
-    if (!(r = ctlrp_fcall(p, s, true, RB_KEYS, (int)nargs, argv, REDIS_REPLY_INTEGER)))
-        goto fail;
-    if (r->integer != 1) {
-        printf("item %" PRId64 ": refusing: Redis holds keys of it again (rebuilt meanwhile?)\n", item);
-        goto fail;
-    }
-    freeReplyObject(r);
-    r = NULL;
-    if (restore_beside(c, pg, p, item, win, k[KEYS_ITEM_WINDOW]) != 0)
+    for (int b = 0; bk.k > 1 && b < bk.k; b++)
+        if (rebuild_slot(c, p, s, item, bk.salts[b], bucket_head, res, bk.k, b, &buyers, &orders) != 0)
+            goto fail;
+    keys_item(win_key, sizeof(win_key), c->redis.key_prefix, item, KEYS_ITEM_WINDOW);
+    if (restore_beside(c, pg, p, item, win, &bk, win_key) != 0)
         goto fail;
     index_orders(c, p, item, res);
-    keys_items(k[0], sizeof(k[0]), c->redis.key_prefix);
-    if (!(r = rp_callf(p, k[0], &st, err, sizeof(err), "SADD %s %s", k[0], sid)) ||
-        r->type != REDIS_REPLY_INTEGER) {
+    keys_items(reg, sizeof(reg), c->redis.key_prefix);
+    r = rp_callf(p, reg, &st, err, sizeof(err), "SADD %s %s", reg, sid);
+    if (!r || r->type != REDIS_REPLY_INTEGER) {
         fprintf(stderr, "seckillctl: redis: registering the item: %s\n", r ? r->str : err);
         goto fail;
     }
     printf("item %" PRId64 ": rebuilt: stock %" PRId64 ", %d buyers (%" PRId64 " of %" PRId64
            " sold), %d refused, expired or cancelled%s\n",
-           item, left, buyers, sold, total, n - buyers, starts[0] || ends[0] ? ", sale window restored" : "");
+           item, left, buyers, sold, total, orders - buyers,
+           starts[0] || ends[0] ? ", sale window restored" : "");
     ret = 0;
 fail:
     if (r)
@@ -309,8 +372,6 @@ fail:
         PQclear(res);
     if (win)
         PQclear(win);
-    free(argv);
-    free(vals);
     return ret;
 }
 

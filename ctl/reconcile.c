@@ -21,6 +21,7 @@
 #include "sweep.h"
 #include "sweepage.h"
 #include "util.h"
+#include "xfer.h"
 
 /* A failing check is read again this often before it counts: a sale in
  * flight moves a unit from Redis to the database in a few milliseconds. */
@@ -29,9 +30,21 @@
 /* Stale states said per item, as examples of what diverged. */
 #define RECON_EXAMPLES 3
 
+/* An item's Redis slots (issue #57, bucket.h): its own, index 0 (salt
+ * BUCKET_HOME), and bucket b's, index 1 + b. An item without buckets has
+ * its own only, and is read and repaired as it was before buckets. */
+#define RECON_SLOTS (1 + BUCKET_MAX)
+
 struct ids {
     int64_t *v;
     size_t n, cap;
+};
+
+/* What a look found in one of the item's slots that --fix repairs there. */
+struct rslot {
+    int64_t stock;             /* -1 when the key is missing */
+    struct ids done;           /* reservations whose order is persisted (stale) */
+    struct ids missing_buyers; /* users with an order or reservation here, not in its set */
 };
 
 /* What one look at an item found. */
@@ -39,11 +52,12 @@ struct recon {
     int64_t item;
     bool in_db, in_redis;
     int64_t total, left, sold, dup_users; /* PostgreSQL */
-    int64_t stock;                        /* Redis; -1 when the key is missing */
+    int64_t stock;                        /* Redis, over every slot; -1 when a slot's key is missing */
+    int nslots;                           /* 1, or 1 + the buckets */
+    struct rslot slot[RECON_SLOTS];
+    int64_t xfer_inflight;                /* units a transfer gave, not yet received (xfer.h) */
     int64_t pending_live;                 /* reservations whose order is not persisted */
-    struct ids done;                      /* reservations whose order is persisted (stale) */
-    struct ids missing_buyers;            /* users with an order or reservation, not in the set */
-    int64_t extra_buyers;                 /* in the set with neither */
+    int64_t extra_buyers;                 /* in a buyers set with neither */
     int64_t stale_unpub;                  /* unacknowledged by Kafka past the sweep age */
     int64_t bad_pending;                  /* entries that are not order messages */
     int64_t stale_states;                 /* settled orders whose status in Redis disagrees */
@@ -69,11 +83,11 @@ struct recon {
 
 /* What the database says of an item's orders, for the checks against Redis. */
 struct dbview {
-    struct ids orders;    /* every persisted order (sorted) */
-    struct ids expect;    /* users Redis' buyers set must hold */
-    struct ids allow;     /* users it may hold: a buyer whose unit is on its way back */
-    struct ids back_done; /* expired or cancelled orders whose return is done (sorted) */
-    struct ids back_open; /* and those whose return is not (sorted) */
+    struct ids orders;              /* every persisted order (sorted) */
+    struct ids expect[RECON_SLOTS]; /* users each slot's buyers set must hold */
+    struct ids allow[RECON_SLOTS];  /* users it may hold: a buyer whose unit is on its way back */
+    struct ids back_done;           /* expired or cancelled orders whose return is done (sorted) */
+    struct ids back_open;           /* and those whose return is not (sorted) */
 };
 
 struct rctx {
@@ -119,27 +133,74 @@ static bool ids_has(const struct ids *s, int64_t v)
 
 static void recon_free(struct recon *r)
 {
-    free(r->done.v);
-    free(r->missing_buyers.v);
+    for (int i = 0; i < RECON_SLOTS; i++) {
+        free(r->slot[i].done.v);
+        free(r->slot[i].missing_buyers.v);
+    }
     stockchg_halves_free(&r->chg);
     memset(r, 0, sizeof(*r));
 }
 
-/* Units the item accounts for: in Redis' stock, reserved, held by orders,
- * on their way back from expired or cancelled orders, and in a stock change
- * applied at one end only. */
-static int64_t accounted(const struct recon *r)
+static void dbview_free(struct dbview *d)
 {
-    return r->stock + r->pending_live + r->sold + r->ret_inflight + r->chg.inflight;
+    free(d->orders.v);
+    for (int i = 0; i < RECON_SLOTS; i++) {
+        free(d->expect[i].v);
+        free(d->allow[i].v);
+    }
+    free(d->back_done.v);
+    free(d->back_open.v);
 }
 
+/* The salt of slot i (see RECON_SLOTS). */
+static int slot_salt(const struct recon *r, int i)
+{
+    return i ? r->bk.salts[i - 1] : BUCKET_HOME;
+}
+
+/* The slot of user's buyer mark, reservation and status: their bucket's
+ * (the producer reserves there, the consumer settles there), or the item's
+ * own for an item without buckets. */
+static int slot_of(const struct itembk *bk, int64_t user)
+{
+    return bk->k > 1 ? 1 + bucket_of(user, bk->k) : 0;
+}
+
+static size_t count_done(const struct recon *r)
+{
+    size_t n = 0;
+    for (int i = 0; i < r->nslots; i++)
+        n += r->slot[i].done.n;
+    return n;
+}
+
+static size_t count_missing(const struct recon *r)
+{
+    size_t n = 0;
+    for (int i = 0; i < r->nslots; i++)
+        n += r->slot[i].missing_buyers.n;
+    return n;
+}
+
+/* Units the item accounts for: in Redis' stock (every slot's), in flight
+ * between its slots, reserved, held by orders, on their way back from
+ * expired or cancelled orders, and in a stock change applied at one end
+ * only. */
+static int64_t accounted(const struct recon *r)
+{
+    return r->stock + r->xfer_inflight + r->pending_live + r->sold + r->ret_inflight + r->chg.inflight;
+}
+
+/* Units in flight count in the stock, but their transfer is half done:
+ * until it is finished they sell nowhere (--fix finishes it). */
 static bool recon_clean(const struct recon *r)
 {
     return r->in_db && r->in_redis && r->stock >= 0 && r->total == accounted(r) && r->ret_unknown == 0 &&
-           r->ret_lost == 0 && r->missing_buyers.n == 0 && r->extra_buyers == 0 &&
+           r->ret_lost == 0 && count_missing(r) == 0 && r->extra_buyers == 0 &&
            r->left == r->total - r->sold && r->dup_users == 0 && r->bad_pending == 0 &&
            r->starts == r->rstarts && r->ends == r->rends && r->paused == r->rpaused &&
-           r->stale_states == 0 && r->chg.n == 0 && r->bkv.named && r->bkv.stale_copies == 0;
+           r->stale_states == 0 && r->chg.n == 0 && r->bkv.named && r->bkv.stale_copies == 0 &&
+           r->xfer_inflight == 0;
 }
 
 /* --- looking ---------------------------------------------------------------- */
@@ -151,21 +212,23 @@ static int parse_reply_i64(const redisReply *e, int64_t *out)
     return util_parse_i64(e->str, INT64_MIN, INT64_MAX, out);
 }
 
-/* The settled orders (item_states.sql rows) whose status in the Redis orders
- * hash (field, value, ... as HGETALL gives it) is missing, or names another
- * buyer or another state: the buyer would be told queued, or nothing. The
- * first RECON_EXAMPLES go into eg, each as what the database says and what
- * Redis holds, for the operator (and whoever looks for the write that
- * diverged). */
-static int64_t stale_states(const PGresult *res, const redisReply *h, char eg[RECON_EXAMPLES][160])
+/* The settled orders (item_states.sql rows) of the users of slot `slot`
+ * whose status in that slot's Redis orders hash (field, value, ... as
+ * HGETALL gives it) is missing, or names another buyer or another state:
+ * the buyer would be told queued, or nothing. Counted into r->stale_states;
+ * the first RECON_EXAMPLES of the item go into r->stale_eg, each as what the
+ * database says and what Redis holds, for the operator (and whoever looks
+ * for the write that diverged). */
+static void stale_states(const PGresult *res, const redisReply *h, int slot, struct recon *r)
 {
-    int64_t n = 0;
+    int64_t n = r->stale_states;
+    char(*eg)[160] = r->stale_eg;
     for (int i = 0; i < PQntuples(res); i++) {
         char field[32], want[48];
         const redisReply *v = NULL;
         /* An order expired or cancelled whose return is not done: Redis
          * learns its state with the return; until then either is right. */
-        if (strcmp(PQgetvalue(res, i, 6), "f") == 0)
+        if (strcmp(PQgetvalue(res, i, 6), "f") == 0 || slot_of(&r->bk, ctlpg_i64(res, i, 1)) != slot)
             continue;
         snprintf(field, sizeof(field), "o:%s", PQgetvalue(res, i, 0));
         snprintf(want, sizeof(want), "%s|%s|", PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
@@ -181,7 +244,7 @@ static int64_t stale_states(const PGresult *res, const redisReply *h, char eg[RE
                      v && v->type == REDIS_REPLY_STRING ? "'" : "");
         n++;
     }
-    return n;
+    r->stale_states = n;
 }
 
 /* The item's row: totals, duplicate users, window. 0 or -1 (printed). */
@@ -201,34 +264,48 @@ static int read_item(struct rctx *x, const char *const *params, struct recon *r)
         r->pay_within_s = ctlpg_i64(res, 0, 6);
         r->queue_opens_ms = ctlpg_i64(res, 0, 7);
         r->paused = ctlpg_i64(res, 0, 8) == 1;
-        if (bucket_parse(PQgetvalue(res, 0, 9), r->bk.salts, &r->bk.k) != 0) {
-            fprintf(stderr, "seckillctl: item %" PRId64 ": the database's buckets '%s' are not salts "
-                            "seckillctl wrote\n", r->item, PQgetvalue(res, 0, 9));
-            PQclear(res);
-            return -1;
-        }
     }
     PQclear(res);
     return 0;
 }
 
-/* Row i of recon_orders.sql into d: its id, and its user as a buyer Redis
- * must hold (an order holding a unit; an expired or cancelled one when its
- * buyer may not buy again) or may hold (its unit not back in Redis yet).
- * 0 or -1 (out of memory). */
-static int take_order(const PGresult *res, int i, bool rebuy, struct dbview *d)
+/* The item's buckets (r->bk), and so its slots (r->nslots), from the
+ * database: an item it does not hold has its own slot only. 0 or -1
+ * (printed). */
+static int read_salts(struct rctx *x, const char *const *params, struct recon *r)
+{
+    PGresult *res = ctlpg_exec(x->pg, embed_recon_buckets, 1, params, PGRES_TUPLES_OK, "read buckets");
+    int ret = 0;
+    if (!res)
+        return -1;
+    if (PQntuples(res) == 1 && bucket_parse(PQgetvalue(res, 0, 0), r->bk.salts, &r->bk.k) != 0) {
+        fprintf(stderr, "seckillctl: item %" PRId64 ": the database's buckets '%s' are not salts "
+                        "seckillctl wrote\n", r->item, PQgetvalue(res, 0, 0));
+        ret = -1;
+    }
+    r->nslots = r->bk.k > 1 ? 1 + r->bk.k : 1;
+    PQclear(res);
+    return ret;
+}
+
+/* Row i of recon_orders.sql into d: its id, and its user as a buyer the
+ * buyers set of their slot (bk) must hold (an order holding a unit; an
+ * expired or cancelled one when its buyer may not buy again) or may hold
+ * (its unit not back in Redis yet). 0 or -1 (out of memory). */
+static int take_order(const PGresult *res, int i, bool rebuy, const struct itembk *bk, struct dbview *d)
 {
     int64_t oid = ctlpg_i64(res, i, 0), user = ctlpg_i64(res, i, 1);
     bool live = strcmp(PQgetvalue(res, i, 2), "t") == 0, done = strcmp(PQgetvalue(res, i, 3), "t") == 0;
+    int s = slot_of(bk, user);
     if (ids_add(&d->orders, oid) != 0 || (!live && ids_add(done ? &d->back_done : &d->back_open, oid) != 0))
         return -1;
     if (live || !rebuy)
-        return ids_add(&d->expect, user);
-    return done ? 0 : ids_add(&d->allow, user);
+        return ids_add(&d->expect[s], user);
+    return done ? 0 : ids_add(&d->allow[s], user);
 }
 
 /* The persisted orders into d (read_orders' lists). 0 or -1 (printed). */
-static int read_orders(struct rctx *x, const char *const *params, struct dbview *d)
+static int read_orders(struct rctx *x, const char *const *params, const struct itembk *bk, struct dbview *d)
 {
     PGresult *res = ctlpg_exec(x->pg, embed_recon_orders, 1, params, PGRES_TUPLES_OK, "read orders");
     bool rebuy = CFG_GET(x->c->sale.rebuy_after_cancel);
@@ -236,14 +313,15 @@ static int read_orders(struct rctx *x, const char *const *params, struct dbview 
     if (!res)
         return -1;
     for (int i = 0; i < PQntuples(res) && ret == 0; i++)
-        ret = take_order(res, i, rebuy, d);
+        ret = take_order(res, i, rebuy, bk, d);
     PQclear(res);
     if (ret != 0)
         fprintf(stderr, "seckillctl: out of memory\n");
     ids_sort(&d->orders);
     ids_sort(&d->back_done);
     ids_sort(&d->back_open);
-    ids_sort(&d->allow);
+    for (int s = 0; s < RECON_SLOTS; s++)
+        ids_sort(&d->allow[s]);
     return ret;
 }
 
@@ -273,14 +351,22 @@ static int read_returned(const redisReply *set, const struct dbview *d, struct r
     return 0;
 }
 
-/* Stock, presence and window from the snapshot. */
-static void read_scalars(const redisReply *snap, struct recon *r)
+/* Stock (each slot's, and their sum), presence and window (the item's own
+ * slot's: each bucket's copy of the window is itembk_check's) from the
+ * snapshots. */
+static void read_scalars(redisReply *const *snaps, struct recon *r)
 {
-    const redisReply *stock = snap->element[0];
+    const redisReply *snap = snaps[0], *stock = snap->element[0];
     r->in_redis = stock->type == REDIS_REPLY_STRING || snap->element[1]->elements > 0 ||
                   snap->element[2]->elements > 0 || snap->element[3]->elements > 0;
-    if (stock->type == REDIS_REPLY_STRING && parse_reply_i64(stock, &r->stock) != 0)
-        r->stock = -1;
+    r->stock = 0;
+    for (int i = 0; i < r->nslots; i++) {
+        const redisReply *e = snaps[i]->element[0];
+        int64_t *v = &r->slot[i].stock;
+        if (e->type != REDIS_REPLY_STRING || parse_reply_i64(e, v) != 0)
+            *v = -1;
+        r->stock = r->stock < 0 || *v < 0 ? -1 : r->stock + *v;
+    }
     /* A window bound Redis cannot read counts as different (-1). */
     for (int i = 0; i < 2; i++) {
         const redisReply *e = snap->element[4]->element[i];
@@ -292,9 +378,11 @@ static void read_scalars(const redisReply *snap, struct recon *r)
     r->rpaused = paused->type == REDIS_REPLY_STRING && strcmp(paused->str, "1") == 0;
 }
 
-/* Reservations (order id, message, ...): persisted ones are stale (done),
- * the others live, their users expected among the buyers. 0 or -1 (OOM). */
-static int read_pending(const redisReply *pend, const struct ids *orders, struct ids *expect, struct recon *r)
+/* One slot's reservations (order id, message, ...): persisted ones are
+ * stale (done), the others live, their users expected among the slot's
+ * buyers. 0 or -1 (OOM). */
+static int read_pending(const redisReply *pend, const struct ids *orders, struct ids *expect,
+                        struct ids *done, struct recon *r)
 {
     for (size_t i = 0; i + 1 < pend->elements; i += 2) {
         int64_t oid;
@@ -305,7 +393,7 @@ static int read_pending(const redisReply *pend, const struct ids *orders, struct
             order_decode(v->str, v->len, &o, err, sizeof(err)) != 0 || o.order_id != oid) {
             r->bad_pending++;
         } else if (ids_has(orders, oid)) {
-            if (ids_add(&r->done, oid) != 0)
+            if (ids_add(done, oid) != 0)
                 return -1;
         } else {
             r->pending_live++;
@@ -316,9 +404,10 @@ static int read_pending(const redisReply *pend, const struct ids *orders, struct
     return 0;
 }
 
-/* The buyers set against the users expected in it (sorted here) and those
- * it may hold (allow, sorted). 0 or -1. */
-static int read_buyers(const redisReply *set, struct ids *expect, const struct ids *allow, struct recon *r)
+/* A slot's buyers set against the users expected in it (sorted here) and
+ * those it may hold (allow, sorted): those it lacks into missing. 0 or -1. */
+static int read_buyers(const redisReply *set, struct ids *expect, const struct ids *allow,
+                       struct ids *missing, struct recon *r)
 {
     struct ids buyers = { 0 };
     int ret = -1;
@@ -332,7 +421,7 @@ static int read_buyers(const redisReply *set, struct ids *expect, const struct i
     ids_sort(expect);
     ids_sort(&buyers);
     for (size_t i = 0; i < expect->n; i++)
-        if (!ids_has(&buyers, expect->v[i]) && ids_add(&r->missing_buyers, expect->v[i]) != 0)
+        if (!ids_has(&buyers, expect->v[i]) && ids_add(missing, expect->v[i]) != 0)
             goto out;
     for (size_t i = 0; i < buyers.n; i++)
         if (!ids_has(expect, buyers.v[i]) && !ids_has(allow, buyers.v[i]))
@@ -357,30 +446,19 @@ static int64_t stale_unpublished(const redisReply *unpub, const struct ids *orde
     return n;
 }
 
-/* Redis first, in one script, then the database: an order that moves from
- * one to the other in between is then seen in the database (and its stale
- * reservation recognised as such), never in neither. */
-static int look(struct rctx *x, int64_t item, struct recon *r)
+/* One slot's state at one instant (seckill_recon_snapshot3 on its keys:
+ * one call, so no reservation moves between its reads), checked for the
+ * shape look reads. NULL after saying why. */
+static redisReply *snap_slot(struct rctx *x, int64_t item, int salt)
 {
-    char k[KEYS_ITEM_PARTS][KEYS_MAX], sid[24];
-    const char *params[] = { sid };
-    struct dbview d = { 0 };
-    redisReply *rep = NULL;
-    PGresult *res = NULL;
-    int ret = -1;
-
-    memset(r, 0, sizeof(*r));
-    r->item = item;
-    r->stock = -1;
-    snprintf(sid, sizeof(sid), "%" PRId64, item);
-    if (keys_item_all(k, x->c->redis.key_prefix, item) != 0) {
+    char k[KEYS_ITEM_PARTS][KEYS_MAX], returned[KEYS_MAX], changes[KEYS_MAX];
+    const char *prefix = x->c->redis.key_prefix;
+    if (keys_item_all_at(k, prefix, item, salt) != 0 ||
+        keys_item_at(returned, sizeof(returned), prefix, item, salt, KEYS_ITEM_RETURNED) < 0 ||
+        keys_item_at(changes, sizeof(changes), prefix, item, salt, KEYS_ITEM_CHANGES) < 0) {
         fprintf(stderr, "seckillctl: redis key prefix too long\n");
-        return -1;
+        return NULL;
     }
-    char returned[KEYS_MAX], changes[KEYS_MAX];
-    if (keys_item(returned, sizeof(returned), x->c->redis.key_prefix, item, KEYS_ITEM_RETURNED) < 0 ||
-        keys_item(changes, sizeof(changes), x->c->redis.key_prefix, item, KEYS_ITEM_CHANGES) < 0)
-        return -1;
     const char *kv[] = { k[KEYS_ITEM_STOCK],
                          k[KEYS_ITEM_BUYERS],
                          k[KEYS_ITEM_PENDING],
@@ -389,41 +467,107 @@ static int look(struct rctx *x, int64_t item, struct recon *r)
                          k[KEYS_ITEM_ORDERS],
                          returned,
                          changes };
-    if (!(rep = eval_want(x, &x->snap, 8, 0, kv, REDIS_REPLY_ARRAY)))
-        goto fail;
-    if (rep->elements != 8 || rep->element[4]->type != REDIS_REPLY_ARRAY || rep->element[4]->elements != 3 ||
-        rep->element[6]->type != REDIS_REPLY_ARRAY || rep->element[7]->type != REDIS_REPLY_ARRAY) {
+    redisReply *rep = eval_want(x, &x->snap, 8, 0, kv, REDIS_REPLY_ARRAY);
+    if (rep && (rep->elements != 8 || rep->element[4]->type != REDIS_REPLY_ARRAY ||
+                rep->element[4]->elements != 3 || rep->element[6]->type != REDIS_REPLY_ARRAY ||
+                rep->element[7]->type != REDIS_REPLY_ARRAY)) {
         fprintf(stderr, "seckillctl: redis: unexpected snapshot\n");
-        goto fail;
+        freeReplyObject(rep);
+        rep = NULL;
     }
-    if (read_item(x, params, r) != 0 || stockchg_halves(x->pg, item, rep->element[7], &r->chg) != 0 ||
-        read_orders(x, params, &d) != 0)
+    return rep;
+}
+
+/* The units in flight between the item's slots (xfer.h): given by a
+ * transfer whose receiving half is missing, from each slot's record of what
+ * it gave. Nothing is finished here. 0, or -1 (said). */
+static int read_xfers(struct rctx *x, struct recon *r)
+{
+    for (int i = 0; i < r->nslots; i++) {
+        struct xfer_tally t;
+        char err[512];
+        if (xfer_finish(x->rp, x->c->redis.key_prefix, r->item, slot_salt(r, i), false, &t, err,
+                        sizeof(err)) != 0) {
+            fprintf(stderr, "seckillctl: redis: item %" PRId64 ": reading its transfers: %s\n", r->item, err);
+            return -1;
+        }
+        r->xfer_inflight += t.in_flight;
+    }
+    return 0;
+}
+
+/* Each slot's reservations and buyers against the database's orders (d): a
+ * reservation in a bucket is one like any other, its user expected in that
+ * bucket's buyers set, as an order's user is in the set of their bucket.
+ * 0 or -1 (OOM). */
+static int read_slots(redisReply *const *snaps, struct dbview *d, struct recon *r)
+{
+    for (int i = 0; i < r->nslots; i++) {
+        struct rslot *s = &r->slot[i];
+        if (read_pending(snaps[i]->element[1], &d->orders, &d->expect[i], &s->done, r) != 0 ||
+            read_buyers(snaps[i]->element[2], &d->expect[i], &d->allow[i], &s->missing_buyers, r) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Redis first, then the database: an order that moves from one to the other
+ * in between is then seen in the database (and its stale reservation
+ * recognised as such), never in neither. Each slot of the item (its own,
+ * and each bucket's, issue #57) is read in one script on its own shard, then
+ * the transfers between them: the sum over the slots is no one instant
+ * across shards (a unit moved between two reads can be counted twice or
+ * not at all), which reconcile accepts: it is an operator's check run while
+ * the sale is quiet, and a failing check is read again (look_settled). */
+static int look(struct rctx *x, int64_t item, struct recon *r)
+{
+    char sid[24];
+    const char *params[] = { sid };
+    struct dbview d = { 0 };
+    redisReply *snaps[RECON_SLOTS] = { 0 };
+    PGresult *res = NULL;
+    int ret = -1;
+
+    memset(r, 0, sizeof(*r));
+    r->item = item;
+    r->stock = -1;
+    snprintf(sid, sizeof(sid), "%" PRId64, item);
+    if (read_salts(x, params, r) != 0)
+        return -1;
+    for (int i = 0; i < r->nslots; i++)
+        if (!(snaps[i] = snap_slot(x, item, slot_salt(r, i))))
+            goto fail;
+    if (r->nslots > 1 && read_xfers(x, r) != 0)
         goto fail;
-    read_scalars(rep, r);
+    /* The stock changes are the item's own slot's (stockchg.h), as are the
+     * returns (none reach a bucket: an item with buckets has no payment
+     * window). */
+    if (read_item(x, params, r) != 0 || stockchg_halves(x->pg, item, snaps[0]->element[7], &r->chg) != 0 ||
+        read_orders(x, params, &r->bk, &d) != 0)
+        goto fail;
+    read_scalars(snaps, r);
     r->bkv.named = true;
     if (r->in_db && itembk_check(x->rp, x->c, item, &r->bk, &r->bkv) != 0)
         goto fail;
-    if (read_pending(rep->element[1], &d.orders, &d.expect, r) != 0 ||
-        read_buyers(rep->element[2], &d.expect, &d.allow, r) != 0 ||
-        read_returned(rep->element[6], &d, r) != 0) {
+    if (read_slots(snaps, &d, r) != 0 || read_returned(snaps[0]->element[6], &d, r) != 0) {
         fprintf(stderr, "seckillctl: out of memory\n");
         goto fail;
     }
-    r->stale_unpub = stale_unpublished(rep->element[3], &d.orders, util_wall_ms() - sweep_age_ms(x->c));
+    int64_t cutoff = util_wall_ms() - sweep_age_ms(x->c);
+    for (int i = 0; i < r->nslots; i++)
+        r->stale_unpub += stale_unpublished(snaps[i]->element[3], &d.orders, cutoff);
     if (!(res = ctlpg_exec(x->pg, embed_item_states, 1, params, PGRES_TUPLES_OK, "read settled orders")))
         goto fail;
-    r->stale_states = stale_states(res, rep->element[5], r->stale_eg);
+    for (int i = 0; i < r->nslots; i++)
+        stale_states(res, snaps[i]->element[5], i, r);
     ret = 0;
 fail:
-    free(d.orders.v);
-    free(d.expect.v);
-    free(d.allow.v);
-    free(d.back_done.v);
-    free(d.back_open.v);
+    dbview_free(&d);
     if (res)
         PQclear(res);
-    if (rep)
-        freeReplyObject(rep);
+    for (int i = 0; i < RECON_SLOTS; i++)
+        if (snaps[i])
+            freeReplyObject(snaps[i]);
     return ret;
 }
 
@@ -449,6 +593,24 @@ static void header(void)
            "stock_left", "buyers", "dupusers", "returning", "state");
 }
 
+/* Where an item's Redis stock is, for an item with buckets: its own slot,
+ * each bucket, and in flight between them. */
+static void row_buckets(const struct recon *r)
+{
+    char each[BUCKET_MAX * 22] = "";
+    size_t at = 0;
+    for (int i = 1; i < r->nslots && at < sizeof(each); i++) {
+        int n = r->slot[i].stock >= 0 ? snprintf(each + at, sizeof(each) - at, " %" PRId64, r->slot[i].stock)
+                                      : snprintf(each + at, sizeof(each) - at, " -");
+        at += n > 0 ? (size_t)n : 0;
+    }
+    char own[24] = "-";
+    if (r->slot[0].stock >= 0)
+        snprintf(own, sizeof(own), "%" PRId64, r->slot[0].stock);
+    printf("  item %" PRId64 ": Redis stock in its own slot %s, in its %d buckets%s; %" PRId64
+           " units in flight between them\n", r->item, own, r->nslots - 1, each, r->xfer_inflight);
+}
+
 static void row(const struct recon *r)
 {
     char redis[24];
@@ -459,8 +621,10 @@ static void row(const struct recon *r)
     printf("%14" PRId64 " %8" PRId64 " %8s %8" PRId64 " %8" PRId64 " %10" PRId64 " %8s %8" PRId64 " %9" PRId64
            "  %s\n",
            r->item, r->total, redis, r->pending_live, r->sold, r->left,
-           r->missing_buyers.n || r->extra_buyers ? "differ" : "match", r->dup_users, r->ret_inflight,
+           count_missing(r) || r->extra_buyers ? "differ" : "match", r->dup_users, r->ret_inflight,
            recon_clean(r) ? "ok" : "MISMATCH");
+    if (r->nslots > 1)
+        row_buckets(r);
 }
 
 /* What a look found of the returns of expired or cancelled orders. */
@@ -489,31 +653,50 @@ static void problems_buckets(const struct recon *r)
                r->bkv.stale_copies);
 }
 
-static void problems(const struct recon *r)
+/* What a look found of the stock: a slot without it, the units unaccounted
+ * for, and those in flight between the item's slots (issue #57). */
+static void problems_stock(const struct recon *r)
 {
     int64_t sum = accounted(r);
+    int lost = 0;
+    for (int i = 1; i < r->nslots; i++)
+        lost += r->slot[i].stock < 0;
+    if (r->stock < 0 && (r->slot[0].stock < 0 || !lost)) {
+        printf("  item %" PRId64 ": Redis holds no stock for it (Redis lost its data?): "
+               "run 'seckillctl item load --id %" PRId64 "'\n", r->item, r->item);
+    } else if (r->stock < 0) {
+        printf("  item %" PRId64 ": Redis holds no stock for %d of its buckets (Redis lost them?): its units "
+               "cannot be counted\n", r->item, lost);
+    } else if (r->total != sum) {
+        char changing[48] = "", moving[48] = ""; /* said only when a change or a transfer is half done */
+        if (r->chg.inflight)
+            snprintf(changing, sizeof(changing), " + changing %" PRId64, r->chg.inflight);
+        if (r->xfer_inflight)
+            snprintf(moving, sizeof(moving), " + in flight %" PRId64, r->xfer_inflight);
+        printf("  item %" PRId64 ": stock_total %" PRId64 " != Redis stock %" PRId64 "%s + reserved %" PRId64
+               " + sold %" PRId64 " + returning %" PRId64 "%s (%+" PRId64 " units)\n",
+               r->item, r->total, r->stock, moving, r->pending_live, r->sold, r->ret_inflight, changing,
+               sum - r->total);
+    }
+    if (r->xfer_inflight)
+        printf("  item %" PRId64 ": %" PRId64 " units in flight between its slots: transfers whose receiving "
+               "half is missing (their units sell nowhere until --fix finishes them)\n",
+               r->item, r->xfer_inflight);
+}
+
+static void problems(const struct recon *r)
+{
     if (!r->in_db) {
         printf("  item %" PRId64 ": not in the database\n", r->item);
         return;
     }
-    if (r->stock < 0) {
-        printf("  item %" PRId64 ": Redis holds no stock for it (Redis lost its data?): "
-               "run 'seckillctl item load --id %" PRId64 "'\n", r->item, r->item);
-    } else if (r->total != sum) {
-        char changing[48] = ""; /* said only when a stock change is half done */
-        if (r->chg.inflight)
-            snprintf(changing, sizeof(changing), " + changing %" PRId64, r->chg.inflight);
-        printf("  item %" PRId64 ": stock_total %" PRId64 " != Redis stock %" PRId64 " + reserved %" PRId64
-               " + sold %" PRId64 " + returning %" PRId64 "%s (%+" PRId64 " units)\n",
-               r->item, r->total, r->stock, r->pending_live, r->sold, r->ret_inflight, changing,
-               sum - r->total);
-    }
+    problems_stock(r);
     problems_returns(r);
     stockchg_halves_say(r->item, &r->chg);
-    if (r->missing_buyers.n)
+    if (count_missing(r))
         printf("  item %" PRId64
                ": %zu users with an order or reservation are missing from the Redis buyers set\n",
-               r->item, r->missing_buyers.n);
+               r->item, count_missing(r));
     if (r->extra_buyers)
         printf("  item %" PRId64 ": %" PRId64 " users in the Redis buyers set hold neither an order nor a "
                "reservation\n", r->item, r->extra_buyers);
@@ -525,9 +708,9 @@ static void problems(const struct recon *r)
     if (r->bad_pending)
         printf("  item %" PRId64 ": %" PRId64 " reservations do not hold an order message\n", r->item,
                r->bad_pending);
-    if (r->done.n)
+    if (count_done(r))
         printf("  item %" PRId64 ": %zu reservations are persisted already and were never cleared\n", r->item,
-               r->done.n);
+               count_done(r));
     if (r->stale_unpub)
         printf("  item %" PRId64 ": %" PRId64 " reservations were never acknowledged by Kafka\n", r->item,
                r->stale_unpub);
@@ -572,35 +755,61 @@ static int fix_window(struct rctx *x, const struct recon *r, char k[KEYS_ITEM_PA
 
 /* --- repairing ---------------------------------------------------------------- */
 
-/* The buyers' status of every settled order := the database's. */
-static int fix_states(struct rctx *x, const struct recon *r, char k[KEYS_ITEM_PARTS][KEYS_MAX])
+/* The status of the settled orders (res: item_states.sql) of slot `slot`'s
+ * buyers := the database's, in that slot's orders hash, in one call (none
+ * when it has none of them). argv: room for every row. */
+static int fix_states_in(struct rctx *x, const struct recon *r, const PGresult *res, int slot,
+                         const char **argv, int64_t *changed)
+{
+    char orders[KEYS_MAX];
+    int m = 0;
+    if (keys_item_at(orders, sizeof(orders), x->c->redis.key_prefix, r->item, slot_salt(r, slot),
+                     KEYS_ITEM_ORDERS) < 0) {
+        fprintf(stderr, "seckillctl: redis key prefix too long\n");
+        return -1;
+    }
+    argv[0] = orders;
+    for (int i = 0; i < PQntuples(res); i++) {
+        if (slot_of(&r->bk, ctlpg_i64(res, i, 1)) != slot)
+            continue;
+        for (int f = 0; f < 6; f++)
+            argv[1 + (size_t)m * 6 + (size_t)f] = PQgetvalue(res, i, f);
+        m++;
+    }
+    if (m == 0)
+        return 0;
+    redisReply *rep = eval_want(x, &x->states, 1, m * 6, argv, REDIS_REPLY_INTEGER);
+    if (!rep)
+        return -1;
+    *changed += rep->integer;
+    freeReplyObject(rep);
+    return 0;
+}
+
+/* The buyers' status of every settled order := the database's, in its
+ * buyer's slot. */
+static int fix_states(struct rctx *x, const struct recon *r)
 {
     char sid[24];
     const char *params[] = { sid };
     const char **argv = NULL;
     PGresult *res;
-    redisReply *rep = NULL;
+    int64_t changed = 0;
     int ret = -1;
     snprintf(sid, sizeof(sid), "%" PRId64, r->item);
     if (!(res = ctlpg_exec(x->pg, embed_item_states, 1, params, PGRES_TUPLES_OK, "read settled orders")))
         return -1;
-    int n = PQntuples(res);
-    if (!(argv = calloc((size_t)n * 6 + 1, sizeof(*argv)))) {
+    if (!(argv = calloc((size_t)PQntuples(res) * 6 + 1, sizeof(*argv)))) {
         fprintf(stderr, "seckillctl: out of memory\n");
         goto fail;
     }
-    argv[0] = k[KEYS_ITEM_ORDERS];
-    for (int i = 0; i < n; i++)
-        for (int f = 0; f < 6; f++)
-            argv[1 + (size_t)i * 6 + (size_t)f] = PQgetvalue(res, i, f);
-    if (!(rep = eval_want(x, &x->states, 1, n * 6, argv, REDIS_REPLY_INTEGER)))
-        goto fail;
-    printf("  fixed: item %" PRId64 ": set the status of %lld settled orders to the database's\n", r->item,
-           rep->integer);
+    for (int i = 0; i < r->nslots; i++)
+        if (fix_states_in(x, r, res, i, argv, &changed) != 0)
+            goto fail;
+    printf("  fixed: item %" PRId64 ": set the status of %" PRId64 " settled orders to the database's\n",
+           r->item, changed);
     ret = 0;
 fail:
-    if (rep)
-        freeReplyObject(rep);
     free(argv);
     PQclear(res);
     return ret;
@@ -658,25 +867,105 @@ fail:
     return -1;
 }
 
-static int fix_stock(struct rctx *x, const struct recon *r, char k[KEYS_ITEM_PARTS][KEYS_MAX])
+/* Lower slot i's stock from seen to `to`, only if it still holds seen. 1
+ * lowered, 0 changed meanwhile (said), -1 (said). */
+static int lower_slot(struct rctx *x, const struct recon *r, int i, int64_t seen, int64_t to, int64_t excess)
 {
-    int64_t excess = accounted(r) - r->total;
-    int64_t to = r->stock - excess < 0 ? 0 : r->stock - excess;
-    char seen[24], want[24];
-    const char *argv[] = { k[KEYS_ITEM_STOCK], seen, want };
-    snprintf(seen, sizeof(seen), "%" PRId64, r->stock);
+    char key[KEYS_MAX], vseen[24], want[24], where[48] = "";
+    const char *argv[] = { key, vseen, want };
+    int salt = slot_salt(r, i);
+    if (keys_item_at(key, sizeof(key), x->c->redis.key_prefix, r->item, salt, KEYS_ITEM_STOCK) < 0) {
+        fprintf(stderr, "seckillctl: redis key prefix too long\n");
+        return -1;
+    }
+    if (r->nslots > 1 && i)
+        snprintf(where, sizeof(where), " in its bucket %d (salt %d)", i - 1, salt);
+    else if (r->nslots > 1)
+        snprintf(where, sizeof(where), " in its own slot");
+    snprintf(vseen, sizeof(vseen), "%" PRId64, seen);
     snprintf(want, sizeof(want), "%" PRId64, to);
     redisReply *rep = eval_want(x, &x->lower, 1, 2, argv, REDIS_REPLY_INTEGER);
     if (!rep)
         return -1;
-    if (rep->integer == 0)
+    int lowered = rep->integer != 0;
+    if (!lowered)
         printf("  not fixed: item %" PRId64 ": its stock changed while being repaired; run reconcile again\n",
                r->item);
     else
-        printf("  fixed: item %" PRId64 ": Redis stock %" PRId64 " -> %" PRId64
+        printf("  fixed: item %" PRId64 ": Redis stock%s %" PRId64 " -> %" PRId64
                " (it offered %" PRId64 " units more than the orders leave)\n",
-               r->item, r->stock, to, excess);
+               r->item, where, seen, to, excess);
     freeReplyObject(rep);
+    return lowered;
+}
+
+/* Redis offers more units than the orders leave: its stock lowered by the
+ * excess. With buckets, slot by slot: the item's own first (the reserve,
+ * which no buyer reserves from), then each bucket's, until the excess is
+ * gone (units in flight are not touched: they are some slot's once their
+ * transfer is finished). */
+static int fix_stock(struct rctx *x, const struct recon *r)
+{
+    int64_t excess = accounted(r) - r->total, left = excess;
+    for (int i = 0; i < r->nslots && left > 0; i++) {
+        int64_t seen = r->slot[i].stock, to = seen - left < 0 ? 0 : seen - left;
+        if (seen <= 0 && r->nslots > 1)
+            continue;
+        int lowered = lower_slot(x, r, i, seen, to, excess);
+        if (lowered <= 0)
+            return lowered;
+        left -= seen - to;
+    }
+    return 0;
+}
+
+/* Finish the transfers whose receiving half is missing, from each slot's
+ * record of what it gave (xfer_finish: once enough replicas hold that
+ * record; a half applied meanwhile by its mover is not applied twice). */
+static int fix_xfers(struct rctx *x, const struct recon *r)
+{
+    int64_t finished = 0;
+    for (int i = 0; i < r->nslots; i++) {
+        struct xfer_tally t;
+        char err[512];
+        if (xfer_finish(x->rp, x->c->redis.key_prefix, r->item, slot_salt(r, i), true, &t, err,
+                        sizeof(err)) != 0) {
+            fprintf(stderr, "seckillctl: redis: item %" PRId64 ": finishing its transfers: %s\n", r->item,
+                    err);
+            return -1;
+        }
+        finished += t.finished;
+    }
+    printf("  fixed: item %" PRId64 ": finished %" PRId64 " transfers (their receiving halves applied; %"
+           PRId64 " units were in flight)\n", r->item, finished, r->xfer_inflight);
+    return 0;
+}
+
+/* The stale reservations dropped and the missing buyers added, each in the
+ * slot where the look found them. */
+static int fix_slots(struct rctx *x, const struct recon *r)
+{
+    int64_t dropped = 0, added = 0, n;
+    for (int i = 0; i < r->nslots; i++) {
+        const struct rslot *s = &r->slot[i];
+        char k[KEYS_ITEM_PARTS][KEYS_MAX];
+        if (keys_item_all_at(k, x->c->redis.key_prefix, r->item, slot_salt(r, i)) != 0)
+            return -1;
+        const char *drop[] = { k[KEYS_ITEM_PENDING], k[KEYS_ITEM_UNPUB] };
+        const char *buyers[] = { k[KEYS_ITEM_BUYERS] };
+        if (s->done.n && run_ids(x, &x->drop, 2, drop, &s->done, &n) != 0)
+            return -1;
+        dropped += s->done.n ? n : 0;
+        if (s->missing_buyers.n && r->stock >= 0 && run_ids(x, &x->buyers, 1, buyers, &s->missing_buyers, &n))
+            return -1;
+        added += s->missing_buyers.n && r->stock >= 0 ? n : 0;
+    }
+    if (count_done(r))
+        printf("  fixed: item %" PRId64 ": dropped %" PRId64 " reservations whose orders are persisted\n",
+               r->item, dropped);
+    if (count_missing(r) && r->stock >= 0)
+        printf("  fixed: item %" PRId64 ": added %" PRId64 " users with an order or reservation to the "
+               "buyers set\n", r->item, added);
     return 0;
 }
 
@@ -699,34 +988,52 @@ fail:
     return ret;
 }
 
-/* Only what cannot sell a unit twice or lose an order: see the README. */
+/* What --fix leaves to a person, said. */
+static void not_fixed(struct rctx *x, const struct recon *r, char k[KEYS_ITEM_PARTS][KEYS_MAX])
+{
+    if (r->stock < 0 && r->slot[0].stock >= 0)
+        printf("  not fixed: item %" PRId64 ": a bucket's stock is gone; rebuilding buckets is not built yet "
+               "(issue #57)\n", r->item);
+    else if (r->stock < 0)
+        printf("  not fixed: item %" PRId64 ": rebuild it with 'seckillctl item load --id %" PRId64 "'\n",
+               r->item, r->item);
+    else if (accounted(r) < r->total)
+        printf("  not fixed: item %" PRId64 ": %" PRId64
+               " units are unaccounted for and stay out of the sale: "
+               "one may be an order still on its way (replay the topic and look again); give units back "
+               "only once sure, with 'redis-cli%s INCRBY %s N'\n",
+               r->item, r->total - accounted(r), rp_cluster(x->rp) ? " -c" : "",
+               k[KEYS_ITEM_STOCK]); /* -c: to the key's shard; with buckets, the reserve's */
+    if (r->extra_buyers)
+        printf("  not fixed: item %" PRId64 ": users in the buyers set without an order stay (a rejected or "
+               "lost order): removing them would let them buy again\n", r->item);
+    if (r->dup_users)
+        printf("  not fixed: item %" PRId64 ": users with two orders need a person: the orders_one_per_user "
+               "constraint should have made this impossible\n", r->item);
+    if (r->ret_unknown || r->ret_lost)
+        printf("  not fixed: item %" PRId64 ": the returns need a person: a unit given back twice is on sale "
+               "twice (the stock check lowers an excess it sees), and a lost returned set is rebuilt with "
+               "the item ('seckillctl item load --id %" PRId64 "' once Redis lost the item)\n",
+               r->item, r->item);
+}
+
+/* Only what cannot sell a unit twice or lose an order: see the README. The
+ * stock is lowered before transfers are finished: the look saw each slot's
+ * stock before their units arrive. */
 static int fix(struct rctx *x, const struct recon *r)
 {
     char k[KEYS_ITEM_PARTS][KEYS_MAX];
-    int64_t n;
     if (!r->in_db || keys_item_all(k, x->c->redis.key_prefix, r->item) != 0)
         return 0;
-    if (r->done.n) {
-        const char *keys[] = { k[KEYS_ITEM_PENDING], k[KEYS_ITEM_UNPUB] };
-        if (run_ids(x, &x->drop, 2, keys, &r->done, &n) != 0)
-            return -1;
-        printf("  fixed: item %" PRId64 ": dropped %" PRId64 " reservations whose orders are persisted\n",
-               r->item, n);
-    }
-    if (r->missing_buyers.n && r->stock >= 0) {
-        const char *keys[] = { k[KEYS_ITEM_BUYERS] };
-        if (run_ids(x, &x->buyers, 1, keys, &r->missing_buyers, &n) != 0)
-            return -1;
-        printf("  fixed: item %" PRId64 ": added %" PRId64
-               " users with an order or reservation to the buyers "
-               "set\n",
-               r->item, n);
-    }
+    if (fix_slots(x, r) != 0)
+        return -1;
     if (r->chg.n && stockchg_finish(x->pg, x->rp, x->c, r->item, &r->chg) != 0)
         return -1;
     if (r->left != r->total - r->sold && fix_left(x, r) != 0)
         return -1;
-    if (r->stock >= 0 && accounted(r) > r->total && fix_stock(x, r, k) != 0)
+    if (r->stock >= 0 && accounted(r) > r->total && fix_stock(x, r) < 0)
+        return -1;
+    if (r->stock >= 0 && r->xfer_inflight && fix_xfers(x, r) != 0)
         return -1;
     if (r->stale_unpub && sweep_stale(x) != 0)
         return -1;
@@ -740,29 +1047,9 @@ static int fix(struct rctx *x, const struct recon *r)
     bool window_differs = r->starts != r->rstarts || r->ends != r->rends || r->paused != r->rpaused;
     if (window_differs && fix_window(x, r, k) != 0)
         return -1;
-    if (r->stale_states && r->stock >= 0 && fix_states(x, r, k) != 0)
+    if (r->stale_states && r->stock >= 0 && fix_states(x, r) != 0)
         return -1;
-    if (r->stock < 0)
-        printf("  not fixed: item %" PRId64 ": rebuild it with 'seckillctl item load --id %" PRId64 "'\n",
-               r->item, r->item);
-    else if (accounted(r) < r->total)
-        printf("  not fixed: item %" PRId64 ": %" PRId64
-               " units are unaccounted for and stay out of the sale: "
-               "one may be an order still on its way (replay the topic and look again); give units back "
-               "only once sure, with 'redis-cli%s INCRBY %s N'\n",
-               r->item, r->total - accounted(r), rp_cluster(x->rp) ? " -c" : "",
-               k[KEYS_ITEM_STOCK]); /* -c: to the key's shard */
-    if (r->extra_buyers)
-        printf("  not fixed: item %" PRId64 ": users in the buyers set without an order stay (a rejected or "
-               "lost order): removing them would let them buy again\n", r->item);
-    if (r->dup_users)
-        printf("  not fixed: item %" PRId64 ": users with two orders need a person: the orders_one_per_user "
-               "constraint should have made this impossible\n", r->item);
-    if (r->ret_unknown || r->ret_lost)
-        printf("  not fixed: item %" PRId64 ": the returns need a person: a unit given back twice is on sale "
-               "twice (the stock check lowers an excess it sees), and a lost returned set is rebuilt with "
-               "the item ('seckillctl item load --id %" PRId64 "' once Redis lost the item)\n",
-               r->item, r->item);
+    not_fixed(x, r, k);
     return 0;
 }
 

@@ -1,7 +1,8 @@
 /* reconcile: prove, per item, that Redis and PostgreSQL account for every
  * unit, and repair what can be repaired without risk.
  *
- *   stock_total = Redis stock + reservations not yet persisted
+ *   stock_total = Redis stock + units in flight between the item's slots
+ *                 + reservations not yet persisted
  *                 + orders holding a unit (final, pending_payment, paid)
  *                 + units returned in PostgreSQL that Redis has not taken back
  *                   (order_returns not done, the order not in the returned set)
@@ -20,6 +21,15 @@
  *   given_back cannot tell it, a producer's give-back counts there too)
  *   the buyers' status of every order is the database's (after the sale
  *   too: w, p, x, k; an expired or cancelled order's once its return is done)
+ *   no units in flight (a transfer half done: --fix finishes it)
+ *
+ * An item with buckets (issue #57, common/sale/bucket.h) has one Redis slot
+ * per bucket beside its own (the reserve): its Redis stock is the sum of
+ * every slot's, its units in flight those a transfer gave and its receiver
+ * has not received yet (common/sale/xfer.h, from each slot's record). A
+ * user's buyer mark, reservation and status are in their bucket's slot, and
+ * checked (and repaired) there. Each slot is read in one atomic step, the
+ * slots one after the other: their sum is not one instant across shards.
  *
  * A sale in flight moves units between the terms while they are read, so a
  * failing check is read again a few times before it is reported. */

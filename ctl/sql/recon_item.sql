@@ -1,9 +1,8 @@
 -- $1 item id: its stock, what is sold, the users holding two orders, its
 -- sale window in ms since the epoch (0 for an open end) and its payment
 -- window (s, 0: none), and its waiting room's opening (ms, 0: none;
--- migration 017), and whether it is paused (1; migration 018), and its
--- buckets' salts ("S0,S1,...", '': none; migration 019). Sold counts the live
--- orders: an expired or cancelled one gave its unit back to stock_left
+-- migration 017), and whether it is paused (1; migration 018). Sold counts
+-- the live orders: an expired or cancelled one gave its unit back to stock_left
 -- (sql/migrations/008_order_life.sql).
 SELECT i.stock_total, i.stock_left,
        (SELECT count(*) FROM orders o
@@ -15,6 +14,5 @@ SELECT i.stock_total, i.stock_left,
        coalesce((extract(epoch FROM i.ends_at) * 1000)::bigint, 0) AS ends_ms,
        i.pay_within_s,
        coalesce((extract(epoch FROM i.queue_opens_at) * 1000)::bigint, 0) AS queue_opens_ms,
-       i.paused::int AS paused,
-       array_to_string(i.bucket_salts, ',') AS bucket_salts
+       i.paused::int AS paused
   FROM items i WHERE i.item_id = $1
