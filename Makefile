@@ -155,7 +155,7 @@ bench:
 	bench/deps
 	scripts/stack up
 	$(MAKE) --no-print-directory all $(BUILD)/bench/jwtverify $(BUILD)/bench/lockbench $(BUILD)/bench/kafkalimit \
-	        $(BUILD)/bench/kafkaconnect $(BUILD)/bench/zipfitems $(BUILD)/bench/wroomload
+	        $(BUILD)/bench/kafkaconnect $(BUILD)/bench/zipfitems $(BUILD)/bench/wroomload $(BUILD)/bench/bucketcap
 	bench/run
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
