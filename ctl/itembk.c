@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ctlrp.h"
@@ -283,6 +284,23 @@ static void show_bucket(struct rp *p, const struct cfg *c, int64_t item, int b, 
            v->copy_ok[b] ? "the item's" : "DIFFERS from the item's ('seckillctl reconcile --fix')");
 }
 
+/* The item's units over its slots: the reserve's stock (the batch's last
+ * reply) and every bucket's, with the buyers in the buckets: the figures to
+ * hold against the database's stock_left and sold. */
+static void show_total(const struct rp_batch *r, int k)
+{
+    const redisReply *home = rp_reply(r, 2 * k);
+    long long reserve = home->type == REDIS_REPLY_STRING ? strtoll(home->str, NULL, 10) : 0;
+    long long in = 0, buyers = 0;
+    for (int b = 0; b < k; b++) {
+        const redisReply *st = rp_reply(r, 2 * b), *by = rp_reply(r, 2 * b + 1);
+        in += st->type == REDIS_REPLY_STRING ? strtoll(st->str, NULL, 10) : 0;
+        buyers += by->type == REDIS_REPLY_INTEGER ? by->integer : 0;
+    }
+    printf("  all slots  stock %lld (the reserve %lld, the buckets %lld), buyers %lld\n", reserve + in,
+           reserve, in, buyers);
+}
+
 int itembk_show(struct rp *p, const struct cfg *c, int64_t item, const struct itembk *db)
 {
     char text[SALTS_TEXT_MAX], key[KEYS_MAX], set[KEYS_MAX];
@@ -297,6 +315,8 @@ int itembk_show(struct rp *p, const struct cfg *c, int64_t item, const struct it
         bad = keys_item_at(key, sizeof(key), c->redis.key_prefix, item, db->salts[b], KEYS_ITEM_STOCK) < 0 ||
               keys_item_at(set, sizeof(set), c->redis.key_prefix, item, db->salts[b], KEYS_ITEM_BUYERS) < 0 ||
               rp_addf(&r, key, "GET %s", key) < 0 || rp_addf(&r, key, "SCARD %s", set) < 0;
+    bad = bad || keys_item(key, sizeof(key), c->redis.key_prefix, item, KEYS_ITEM_STOCK) < 0 ||
+          rp_addf(&r, key, "GET %s", key) < 0;
     if (bad) {
         fprintf(stderr, "seckillctl: redis: out of memory, or keys that do not fit\n");
         goto fail;
@@ -312,6 +332,7 @@ int itembk_show(struct rp *p, const struct cfg *c, int64_t item, const struct it
            v.names[0] ? v.names : "none", v.named ? "" : " (DIFFERS from the database)");
     for (int b = 0; b < db->k; b++)
         show_bucket(p, c, item, b, db->salts[b], &r, 2 * b, &v);
+    show_total(&r, db->k);
     ret = 0;
 fail:
     rp_batch_free(&r);

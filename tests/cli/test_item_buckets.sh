@@ -65,7 +65,7 @@ copies() {
     echo "${out# }"
 }
 
-echo "1..24"
+echo "1..25"
 
 for bad in 0 17 x; do
     run ctl item create --id "$ITEM" --stock 9 --buckets "$bad"
@@ -116,9 +116,9 @@ is "reconcile: Redis's names of the buckets and a stray copy found (exit 1), fix
     "$said $(rcli HGET "$(tag):window" buckets) $(copies) $rc" "1 1 1 0,1,2 same same same 0"
 
 run ctl item show "$ITEM"
-is "item show: the buckets, on the one primary, Redis naming the same" \
-    "$(grep -c 'buckets    3 (salts 0,1,2), on 1 of 1 primaries; Redis names 0,1,2$' "$T/out") $(grep -cE 'bucket [0-2] +salt [0-2] on .*: stock 0, buyers 0, window the item.s$' "$T/out")" \
-    "1 3"
+is "item show: the buckets, on the one primary, Redis naming the same; the units over every slot" \
+    "$(grep -c 'buckets    3 (salts 0,1,2), on 1 of 1 primaries; Redis names 0,1,2$' "$T/out") $(grep -cE 'bucket [0-2] +salt [0-2] on .*: stock 0, buyers 0, window the item.s$' "$T/out") $(grep -c 'all slots  stock 9 (the reserve 9, the buckets 0), buyers 0$' "$T/out")" \
+    "1 3 1"
 
 # Redis lost everything of the item: item load restores the buckets.
 for s in "" 0 1 2; do
@@ -177,16 +177,8 @@ is "the CHECK refuses one bucket, a negative salt, one past the last try, a NULL
 # Redis lost a bucketed item whose buyers bought in their buckets: item load
 # puts each buyer's mark and status back in their own bucket (where their
 # next buy is checked), the units not sold in the item's own slot.
-# bucket_of USER K: common/sale/bucket.c's splitmix64 finaliser, modulo K.
-bucket_of() {
-    python3 -c 'import sys
-x = int(sys.argv[1]) % (1 << 64)
-m = (1 << 64) - 1
-x ^= x >> 30; x = (x * 0xbf58476d1ce4e5b9) & m
-x ^= x >> 27; x = (x * 0x94d049bb133111eb) & m
-x ^= x >> 31
-print(x % int(sys.argv[2]))' "$1" "$2"
-}
+# bucket_of USER K: common/sale/bucket.c's bucket_of.
+bucket_of() { python3 tests/cli/bucket_of.py "$2" "$1"; }
 ctl item create --id "$ITEM" --stock 9 --buckets 3 --starts-at "$starts" --ends-at "$ends" >/dev/null 2>&1
 # (the sweep above published an order no consumer reads: item load would wait for it)
 scripts/stack topic delete "$TOPIC" >/dev/null 2>&1
@@ -213,6 +205,9 @@ marks=""
 for b in 0 1 2; do
     marks="$marks $(rcli SISMEMBER "$(tag "$b"):buyers" "${users[$b]}")$(rcli HEXISTS "$(tag "$b"):orders" "u:${users[$b]}")"
 done
+run ctl item show "$ITEM"
+is "item show after it: 6 units over the slots (all in the reserve), 3 buyers in the buckets" \
+    "$(grep -c 'all slots  stock 6 (the reserve 6, the buckets 0), buyers 3$' "$T/out")" "1"
 is "each buyer's mark and status back in their own bucket, none in the item's own slot" \
     "${marks# } $(rcli SCARD "$(tag):buyers") $(copies)" "11 11 11 0 same same same"
 

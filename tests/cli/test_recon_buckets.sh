@@ -53,18 +53,8 @@ sed -e "s|\"\\.\\./\\.stack/|\"$ROOT/.stack/|" -e "s|key_dir = \"dev-keys\"|key_
 ctl() { "$CTL" -c "$T/seckill.cfg" "$@"; }
 
 # users K: the first user id from 1001 on in each of K buckets, in bucket
-# order (bucket_of, common/sale/bucket.c: splitmix64's finaliser mod K).
-users() {
-    python3 -c 'import sys
-k, m, found, u = int(sys.argv[1]), (1 << 64) - 1, {}, 1001
-def bucket(x):
-    x ^= x >> 30; x = (x * 0xbf58476d1ce4e5b9) & m
-    x ^= x >> 27; x = (x * 0x94d049bb133111eb) & m
-    return (x ^ (x >> 31)) % k
-while len(found) < k:
-    found.setdefault(bucket(u), u); u += 1
-print(" ".join(str(found[b]) for b in range(k)))' "$1"
-}
+# order (bucket_of, common/sale/bucket.c).
+users() { python3 tests/cli/bucket_of.py "$1" --first 1001; }
 # xout SALT UNITS ID: a transfer's giving half, from the item's own slot to
 # bucket SALT (keeping nothing back); xin SALT UNITS ID: its receiving half.
 xout() { local h; h=$(tag); rcli FCALL seckill_xfer_out 2 "$h:stock" "$h:xout" "$3" "$1" "$2" 0 >/dev/null; }
