@@ -62,7 +62,9 @@ def stores(c, items):
         c, f"SELECT item_id, stock_left FROM items WHERE item_id IN ({ids})")}
     redis = {}
     for i, _ in items:
-        m = re.search(r"redis +stock (-?\d+)", c.ctl("item", "show", str(i), check=False).stdout)
+        # (an item in buckets: every slot's stock, the reserve's and the buckets')
+        out = c.ctl("item", "show", str(i), check=False).stdout
+        m = re.search(r"all slots +stock (-?\d+)", out) or re.search(r"redis +stock (-?\d+)", out)
         redis[i] = int(m.group(1)) if m else None
     return orders, returns, late, left, redis
 

@@ -103,7 +103,7 @@ class Cluster:
         return self.in_ctl(os.path.join(self.build, "seckillctl"), "-c", self.cfg, *a, **kw)
 
     # up: hosts, the stack in them, the configuration, the items
-    def up(self, items, pay_within=0):
+    def up(self, items, pay_within=0, buckets=1):
         self.clean_leftovers()
         self.run("make", "-s", "--no-print-directory", f"BUILD={self.build}",
                  f"{self.build}/nemesis/cndskew.so")
@@ -121,7 +121,7 @@ class Cluster:
         self.write_cfg()
         for item, stock in items:
             self.ctl("item", "create", "--id", str(item), "--stock", str(stock), "--name", "nemesis",
-                     "--pay-within", str(pay_within))
+                     "--pay-within", str(pay_within), "--buckets", str(buckets))
         for d in DAEMONS:
             self.start(d)
         self.say("stack, producer and consumer up: " + ", ".join(
