@@ -14,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bkmap.h"
+#include "bucket.h"
 #include "embed.h"
 #include "keys.h"
 #include "kmeta.h"
@@ -76,6 +78,7 @@ struct watch {
     struct wep eps[WATCH_MAX_EPS];
     size_t neps;
     struct rp *rp; /* on a Redis Cluster each item's keys are read on its shard */
+    struct bkmap *bk; /* the items' buckets: an item's units are over all its slots */
     PGconn *pg;
     rd_kafka_t *rk;
     CURL *curl;
@@ -159,34 +162,101 @@ static int64_t reply_i64(const redisReply *r)
     return -1;
 }
 
-/* Stock, pending and buyers of every item, and the waiting room of each item
- * shown: one pipelined round trip (on a Redis Cluster, one per shard, each
- * item's commands on its own). */
+/* Where item i's counts start in the batch, and over how many slots. */
+struct wslots {
+    int at, n;
+};
+
+/* Stock, pending and buyers of item id, over its slots: its own and each of
+ * its buckets (bkmap.h), three commands a slot. 0, or -1 (out of memory). */
+static int slots_add(struct watch *w, struct rp_batch *b, int64_t id, struct wslots *ws)
+{
+    int k = 1, salts[BUCKET_MAX];
+    if (!w->bk || !bkmap_get(w->bk, id, &k, salts))
+        k = 1;
+    ws->at = b->n;
+    ws->n = k > 1 ? 1 + k : 1;
+    for (int i = 0; i < ws->n; i++) {
+        char k_[KEYS_ITEM_PARTS][KEYS_MAX];
+        if (keys_item_all_at(k_, w->c->redis.key_prefix, id, i ? salts[i - 1] : BUCKET_HOME) != 0 ||
+            rp_addf(b, k_[KEYS_ITEM_STOCK], "GET %s", k_[KEYS_ITEM_STOCK]) < 0 ||
+            rp_addf(b, k_[KEYS_ITEM_STOCK], "HLEN %s", k_[KEYS_ITEM_PENDING]) < 0 ||
+            rp_addf(b, k_[KEYS_ITEM_STOCK], "SCARD %s", k_[KEYS_ITEM_BUYERS]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Item it's counts from its slots' replies, summed; a slot without stock
+ * (never loaded) counts none. 0, or -1 for an error reply or none. */
+static int slots_take(const struct rp_batch *b, const struct wslots *ws, struct witem *it)
+{
+    int64_t sum[3] = { 0, 0, 0 };
+    bool any = false;
+    for (int i = 0; i < ws->n; i++) {
+        const redisReply *r[3];
+        for (int j = 0; j < 3; j++)
+            if (!(r[j] = rp_reply(b, ws->at + i * 3 + j)) || r[j]->type == REDIS_REPLY_ERROR)
+                return -1;
+        if (r[0]->type == REDIS_REPLY_NIL)
+            continue;
+        any = true;
+        for (int j = 0; j < 3; j++)
+            sum[j] += reply_i64(r[j]);
+    }
+    if (any) {
+        it->stock = sum[0];
+        it->pending = sum[1];
+        it->accepted = sum[2];
+    }
+    return 0;
+}
+
+/* The buckets of the items not seen within a second, 512 per round trip
+ * (bkmap.h); an item not learnt shows its own slot's counts. */
+static void learn_buckets(struct watch *w, const struct wsample *s)
+{
+    int64_t ids[512];
+    size_t n = 0;
+    for (size_t i = 0; i <= s->n; i++) {
+        if (i < s->n)
+            ids[n++] = s->items[i].id;
+        if (n == ARRAY_SIZE(ids) || (i == s->n && n > 0)) {
+            (void)bkmap_learn(w->bk, w->rp, w->c->redis.key_prefix, ids, n);
+            n = 0;
+        }
+    }
+}
+
+/* Stock, pending and buyers of every item (over all its slots: an item in
+ * buckets has its units in the reserve and the buckets), and the waiting
+ * room of each item shown: one pipelined round trip (on a Redis Cluster,
+ * one per shard, each item's commands on its own), after the buckets of
+ * items not seen within a second are learnt in one more. */
 static void redis_sample(struct watch *w, struct wsample *s)
 {
     char err[WATCH_ERR];
     struct rp_batch b;
+    struct wslots *ws = NULL;
     if (!w->rp && rp_open(w->c, cfg_role_self(), &w->rp, err, sizeof(err)) != 0) {
         snprintf(s->redis_err, sizeof(s->redis_err), "%s", err);
         if (w->npicked)
             items_list(w, s); /* the rows still show what PostgreSQL knows */
         return;
     }
-    if (items_list(w, s) != 0) {
+    if (items_list(w, s) != 0 || !(ws = calloc(s->n ? s->n : 1, sizeof(*ws))) ||
+        (!w->bk && !(w->bk = bkmap_new(1000)))) {
         if (!s->redis_err[0])
             snprintf(s->redis_err, sizeof(s->redis_err), "out of memory");
+        free(ws);
         return;
     }
+    learn_buckets(w, s);
     rp_batch_init(&b);
     size_t sent = 0;
-    for (size_t i = 0; i < s->n; i++, sent++) { /* out of memory: the items after show "-" */
-        char k[KEYS_ITEM_PARTS][KEYS_MAX];
-        if (keys_item_all(k, w->c->redis.key_prefix, s->items[i].id) != 0 ||
-            rp_addf(&b, k[KEYS_ITEM_STOCK], "GET %s", k[KEYS_ITEM_STOCK]) < 0 ||
-            rp_addf(&b, k[KEYS_ITEM_STOCK], "HLEN %s", k[KEYS_ITEM_PENDING]) < 0 ||
-            rp_addf(&b, k[KEYS_ITEM_STOCK], "SCARD %s", k[KEYS_ITEM_BUYERS]) < 0)
+    for (; sent < s->n; sent++) /* out of memory: the items after show "-" */
+        if (slots_add(w, &b, s->items[sent].id, &ws[sent]) != 0)
             break;
-    }
     /* The rooms, read as seckillctl queue status reads them. */
     int qfirst = b.n;
     size_t nq = 0;
@@ -195,23 +265,14 @@ static void redis_sample(struct watch *w, struct wsample *s)
     err[0] = '\0';
     if (rp_run(w->rp, &b, err, sizeof(err)) != 0 && err[0])
         snprintf(s->redis_err, sizeof(s->redis_err), "%s", err);
-    for (size_t i = 0; i < sent; i++) {
-        const redisReply *r[3];
-        int ok = 1;
-        for (int j = 0; j < 3; j++)
-            ok &= (r[j] = rp_reply(&b, (int)i * 3 + j)) != NULL && r[j]->type != REDIS_REPLY_ERROR;
-        if (ok && r[0]->type != REDIS_REPLY_NIL) {
-            s->items[i].stock = reply_i64(r[0]);
-            s->items[i].pending = reply_i64(r[1]);
-            s->items[i].accepted = reply_i64(r[2]);
-        } else if (!ok && !s->redis_err[0]) {
+    for (size_t i = 0; i < sent; i++)
+        if (slots_take(&b, &ws[i], &s->items[i]) != 0 && !s->redis_err[0])
             snprintf(s->redis_err, sizeof(s->redis_err), "error reply");
-        }
-    }
     for (size_t i = 0; i < nq; i++)
         if (qview_take(&b, qfirst + (int)i * QVIEW_CMDS, &s->items[i].q) != 0 && !s->redis_err[0])
             snprintf(s->redis_err, sizeof(s->redis_err), "error reply");
     rp_batch_free(&b);
+    free(ws);
 }
 
 /* --- PostgreSQL -------------------------------------------------------------- */
@@ -849,6 +910,7 @@ static void watch_loop(struct watch *w, int64_t interval, int64_t count)
 static void watch_close(struct watch *w)
 {
     rp_close(w->rp);
+    bkmap_free(w->bk);
     PQfinish(w->pg);
     if (w->rk) {
         rd_kafka_consumer_close(w->rk); /* never subscribed: leaves no group it never joined */

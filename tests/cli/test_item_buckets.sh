@@ -65,7 +65,7 @@ copies() {
     echo "${out# }"
 }
 
-echo "1..25"
+echo "1..26"
 
 for bad in 0 17 x; do
     run ctl item create --id "$ITEM" --stock 9 --buckets "$bad"
@@ -119,6 +119,17 @@ run ctl item show "$ITEM"
 is "item show: the buckets, on the one primary, Redis naming the same; the units over every slot" \
     "$(grep -c 'buckets    3 (salts 0,1,2), on 1 of 1 primaries; Redis names 0,1,2$' "$T/out") $(grep -cE 'bucket [0-2] +salt [0-2] on .*: stock 0, buyers 0, window the item.s$' "$T/out") $(grep -c 'all slots  stock 9 (the reserve 9, the buckets 0), buyers 0$' "$T/out")" \
     "1 3 1"
+
+# Units in a bucket (4 moved there by hand, as a refill does): item show and
+# watch count them with the reserve's.
+rcli DECRBY "$(tag):stock" 4 >/dev/null
+rcli INCRBY "$(tag 1):stock" 4 >/dev/null
+run ctl item show "$ITEM"
+shown=$(grep -c 'all slots  stock 9 (the reserve 5, the buckets 4), buyers 0$' "$T/out")
+run ctl watch --item "$ITEM" --count 1 --interval 100
+is "units in a bucket: item show and watch count every slot's" "$shown $(grep -o ' stock=[0-9]*' "$T/out")" "1  stock=9"
+rcli INCRBY "$(tag):stock" 4 >/dev/null
+rcli DECRBY "$(tag 1):stock" 4 >/dev/null
 
 # Redis lost everything of the item: item load restores the buckets.
 for s in "" 0 1 2; do
