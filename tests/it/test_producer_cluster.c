@@ -28,7 +28,8 @@
  *   reserve and, once it is empty, from the fullest other bucket; every
  *   unit is sold, one per buyer, no 410 before the last unit's 202, the
  *   transfers counted; the item's own slot refuses a buy (it only holds the
- *   reserve), and a buyer's status is read in their bucket;
+ *   reserve), and a buyer's status is read in their bucket; units added
+ *   to the reserve after the sell-out are sold again, to any bucket;
  * - the same item paused (each bucket's copy of the window: 503 paused in
  *   every bucket, then sold again), and one bucket's primary SIGKILLed
  *   mid-sale: its buyers refused (503) while the other buckets sell, then
@@ -777,6 +778,27 @@ static void test_skewed_bucket_sale(void **state)
     snprintf(path, sizeof(path), "/api/v1/orders/%" PRId64, last_oid);
     assert_int_equal(harness_http(prod.port, "GET", path, NULL, NULL, resp, sizeof(resp)), 200);
     assert_true(has(resp, "\"status\":\"queued\""));
+    /* Units added to the reserve once all is sold (seckillctl item add-stock's
+     * Redis half): sold again, to any bucket's buyers, once the producer's
+     * sold-out memory of the item lapses (producer.soldout_refresh_ms). */
+    char home[KEYS_MAX], why[256];
+    enum rp_status rst;
+    keys_item(home, sizeof(home), pfx, item, KEYS_ITEM_STOCK);
+    freeReplyObject(rp_callf(rp, home, &rst, why, sizeof(why), "INCRBY %s 5", home));
+    long again = 0, tries = 0;
+    for (int64_t u = user0 + 100000; again < 5 && tries < 2000; u++, tries++) {
+        int st = harness_order(prod.port, u, item, resp, sizeof(resp));
+        again += st == 202;
+        if (st != 202 && st != 410)
+            fail_msg("user %" PRId64 ": %d %s", u, st, resp);
+        if (st == 410)
+            util_sleep_ms(5); /* (a buyer who comes again a moment later) */
+    }
+    assert_int_equal(again, 5);
+    assert_int_equal(harness_order(prod.port, user0 + 200000, item, resp, sizeof(resp)) == 410 ||
+                         harness_order(prod.port, user0 + 200001, item, resp, sizeof(resp)) == 410,
+                     1);
+    assert_int_equal(stock_on_own_shard(item, BUCKET_HOME), 0);
     /* The item's own slot sells nothing: a buy sent there is refused (-11). */
     assert_int_equal(keys_item_all(k0, pfx, item), 0);
     {
