@@ -83,7 +83,7 @@ static pid_t start(const char *prog, const char *cfgpath, struct mgr *m, const c
 static void metrics_parse(int port, const char *prefix)
 {
     static char m[262144];
-    char *save, *line, typed[64][128];
+    char *save, *line, typed[128][128];
     int ntyped = 0, samples = 0;
     assert_int_equal(harness_http(port, "GET", "/metrics", NULL, NULL, m, sizeof(m)), 200);
     for (line = strtok_r(m, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -94,7 +94,7 @@ static void metrics_parse(int port, const char *prefix)
         if (sscanf(line, "# TYPE %127s %31s", name, type) == 2) {
             assert_true(strcmp(type, "counter") == 0 || strcmp(type, "gauge") == 0 ||
                         strcmp(type, "histogram") == 0);
-            assert_true(ntyped < 64);
+            assert_true(ntyped < 128);
             snprintf(typed[ntyped++], sizeof(typed[0]), "%s", name);
             continue;
         }
