@@ -168,10 +168,6 @@ fail:
     return -1;
 }
 
-static int node_of_key(void *arg, const char *key)
-{
-    return rp_node_of_key(arg, key, strlen(key));
-}
 
 /* The figures, from the counters before (a) and after (z) and the replies. */
 static int report(int k, int nodes, const struct node_stat *a, const struct node_stat *z,
@@ -230,7 +226,7 @@ int main(int argc, char **argv)
         goto fail;
     }
     nodes = rp_nodes(admin);
-    if (nodes < 1 || nodes > NODES_MAX || bucket_place(c.redis.key_prefix, item, (int)k, nodes, node_of_key, admin,
+    if (nodes < 1 || nodes > NODES_MAX || bucket_place(c.redis.key_prefix, item, (int)k, nodes, rp_node_fn, admin,
                                                        salts) != 0) {
         fprintf(stderr, "bucketcap: cannot place %" PRId64 " buckets on %d primaries\n", k, nodes);
         goto fail;
@@ -242,7 +238,7 @@ int main(int argc, char **argv)
     if (reserved < 0 || sample(admin, z, nodes) != 0)
         goto fail;
     printf("bucketcap_k%" PRId64 "_primaries %d\n", k,
-           bucket_spread(c.redis.key_prefix, item, (int)k, salts, node_of_key, admin));
+           bucket_spread(c.redis.key_prefix, item, (int)k, salts, rp_node_fn, admin));
     ret = report((int)k, nodes, a, z, st, calls, reserved) == 0 ? 0 : 1;
 fail:
     rp_close(prod);

@@ -16,10 +16,6 @@
 /* "S0,S1,..." for BUCKET_MAX salts below BUCKET_SALT_TRIES. */
 #define SALTS_TEXT_MAX (BUCKET_MAX * 6)
 
-static int node_of(void *arg, const char *key)
-{
-    return rp_node_of_key(arg, key, strlen(key));
-}
 
 static int say_keys(int64_t item)
 {
@@ -46,7 +42,7 @@ int itembk_place(struct rp *p, const struct cfg *c, int64_t item, int k, struct 
         return -1;
     }
     freeReplyObject(r);
-    if (bucket_place(c->redis.key_prefix, item, k, rp_nodes(p), node_of, p, out->salts) != 0) {
+    if (bucket_place(c->redis.key_prefix, item, k, rp_nodes(p), rp_node_fn, p, out->salts) != 0) {
         fprintf(stderr, "seckillctl: item %" PRId64 ": no salts place %d buckets on the primaries (a hole "
                         "in the Cluster's slot map?)\n", item, k);
         return -1;
@@ -325,7 +321,7 @@ int itembk_show(struct rp *p, const struct cfg *c, int64_t item, const struct it
         goto fail;
     if (itembk_check(p, c, item, db, &v) != 0)
         goto fail;
-    int spread = bucket_spread(c->redis.key_prefix, item, db->k, db->salts, node_of, p);
+    int spread = bucket_spread(c->redis.key_prefix, item, db->k, db->salts, rp_node_fn, p);
     int nodes = rp_nodes(p), want = db->k < nodes ? db->k : nodes;
     printf("  buckets    %d (salts %s), on %d of %d primaries%s; Redis names %s%s\n", db->k, text, spread,
            nodes, spread < want ? " (FEWER than it could: a reshard moved them)" : "",

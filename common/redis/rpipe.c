@@ -154,6 +154,11 @@ int rp_node_of_key(const struct rp *p, const char *key, size_t keylen)
     return p->cl ? rcl_node_of_slot(p->cl, slot_of(key, keylen)) : 0;
 }
 
+int rp_node_fn(void *p, const char *key)
+{
+    return rp_node_of_key(p, key, strlen(key));
+}
+
 redisContext *rp_node_conn(struct rp *p, int node, char *err, size_t errlen)
 {
     if (p->cl != NULL)

@@ -97,6 +97,9 @@ const char *rp_node_name(const struct rp *p, int node, char *buf, size_t len);
 /* The primary that serves key now (0 without a Cluster), or -1 when none
  * does (the map has a hole there). */
 int rp_node_of_key(const struct rp *p, const char *key, size_t keylen);
+/* The same for a C string key, with the rp passed as void *: the shape of a
+ * callback that asks which primary serves a key (bucket.h's bucket_node_fn). */
+int rp_node_fn(void *p, const char *key);
 /* The connection to primary node (opened if need be), for a caller whose
  * command needs the context itself (checking a node's function libraries);
  * still the rp's. NULL with err. */

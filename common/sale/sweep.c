@@ -233,10 +233,6 @@ fail:
     return ret;
 }
 
-static int node_of(void *arg, const char *key)
-{
-    return rp_node_of_key(arg, key, strlen(key));
-}
 
 /* The item's buckets as its window names them (KEYS_WINDOW_BUCKETS): *k 1
  * for none, or for a name seckillctl never writes (counted in bad_buckets:
@@ -279,7 +275,7 @@ static int sweep_item(const struct cfg *c, struct rp *rp, struct pub *p, const s
         if (sweep_slot(c, rp, p, claim, item, salts[b], age_ms, st, err, errlen) != 0)
             return -1;
     }
-    int spread = k > 1 ? bucket_spread(c->redis.key_prefix, item, k, salts, node_of, rp) : 1;
+    int spread = k > 1 ? bucket_spread(c->redis.key_prefix, item, k, salts, rp_node_fn, rp) : 1;
     if (spread >= 0 && spread < (k < rp_nodes(rp) ? k : rp_nodes(rp)))
         st->crowded++;
     return 0;

@@ -554,10 +554,6 @@ static void test_functions_on_every_primary(void **state)
     assert_true(harness_file_has(prod.log, node));
 }
 
-static int rp_node(void *arg, const char *key)
-{
-    return rp_node_of_key(arg, key, strlen(key));
-}
 
 /* A key's value asked of the primary the test's own map names, no
  * redirection followed: only the right shard has it. */
@@ -597,8 +593,8 @@ static void test_buckets_on_every_primary(void **state)
     struct rp *pr = NULL;
     struct xfer_tally t;
     assert_int_equal(rp_nodes(rp), NODES);
-    assert_int_equal(bucket_place(pfx, item, NODES, rp_nodes(rp), rp_node, rp, salts), 0);
-    assert_int_equal(bucket_spread(pfx, item, NODES, salts, rp_node, rp), NODES);
+    assert_int_equal(bucket_place(pfx, item, NODES, rp_nodes(rp), rp_node_fn, rp, salts), 0);
+    assert_int_equal(bucket_spread(pfx, item, NODES, salts, rp_node_fn, rp), NODES);
     for (int b = 0; b < NODES; b++) {
         keys_item_at(k, sizeof(k), pfx, item, salts[b], KEYS_ITEM_STOCK);
         seen[smap->owner[slot_of(k, strlen(k))]]++;
@@ -736,7 +732,7 @@ static void test_skewed_bucket_sale(void **state)
     int salts[BUCKET_MAX];
     long first[3] = { 0 }, then[3] = { 0 }, accepted = 0, first_410_after = -1, buyers = 0;
     char k0[KEYS_ITEM_PARTS][KEYS_MAX];
-    assert_int_equal(bucket_place(pfx, item, k, rp_nodes(rp), rp_node, rp, salts), 0);
+    assert_int_equal(bucket_place(pfx, item, k, rp_nodes(rp), rp_node_fn, rp, salts), 0);
     load_bucketed(item, k, salts, "1000");
     prod_start();
     /* The buyers of bucket 0 first: all of them are sold to, from the reserve. */
@@ -872,7 +868,7 @@ static void test_bucket_paused_and_shard_down(void **state)
     int salts[BUCKET_MAX], victim = -1;
     char resp[1024], key[KEYS_MAX];
     bool ok;
-    assert_int_equal(bucket_place(pfx, item, k, rp_nodes(rp), rp_node, rp, salts), 0);
+    assert_int_equal(bucket_place(pfx, item, k, rp_nodes(rp), rp_node_fn, rp, salts), 0);
     load_bucketed(item, k, salts, "300");
     prod_start();
     for (int b = 0; b < k; b++)
