@@ -24,9 +24,6 @@
 #define SETTLE_KEYS 4
 /* How often an idle worker retries its backlog. */
 #define SETTLE_IDLE_RETRY_MS 1000
-/* How long an item's buckets, once learnt, are taken as they were (they
- * never change while a sale runs: bkmap.h). */
-#define SETTLE_BKMAP_TTL_MS 1000
 
 struct settle {
     const struct cfg *cfg;
@@ -64,7 +61,7 @@ int settle_open(const struct cfg *c, int id, struct settle **out, char *err, siz
     s->settle_fn = (struct rfunc)RFUNC_INIT("seckill_settle", &funclib_consumer);
     rs_init(&s->rs, c);
     fifo_init(&s->out, FIFO_LINK(struct cmsg, next));
-    if (!(s->bk = bkmap_new(SETTLE_BKMAP_TTL_MS))) {
+    if (!(s->bk = bkmap_new())) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }

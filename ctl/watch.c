@@ -245,7 +245,7 @@ static void redis_sample(struct watch *w, struct wsample *s)
         return;
     }
     if (items_list(w, s) != 0 || !(ws = calloc(s->n ? s->n : 1, sizeof(*ws))) ||
-        (!w->bk && !(w->bk = bkmap_new(1000)))) {
+        (!w->bk && !(w->bk = bkmap_new()))) {
         if (!s->redis_err[0])
             snprintf(s->redis_err, sizeof(s->redis_err), "out of memory");
         free(ws);

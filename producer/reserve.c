@@ -42,9 +42,6 @@
 #define REFILL_UNITS 64
 /* Refills left half done that this thread finishes once Redis answers. */
 #define UNFINISHED_MAX 64
-/* How long an item's buckets, once learnt, are taken as they were (they
- * never change while a sale runs: bkmap.h). */
-#define BKMAP_TTL_MS 1000
 
 /* A unit to give back that Redis could not take when it was due. */
 struct restore_job {
@@ -1030,7 +1027,7 @@ int rsv_start(const struct cfg *c, struct pub *p, struct oid_gen *gen, struct rs
     r->reserve = (struct rfunc)RFUNC_INIT("seckill_reserve", &funclib_producer);
     r->restore = (struct rfunc)RFUNC_INIT("seckill_restore", &funclib_producer);
     r->reserve_admitted = (struct rfunc)RFUNC_INIT("seckill_reserve_admitted", &funclib_producer);
-    if (!(r->bk = bkmap_new(BKMAP_TTL_MS))) {
+    if (!(r->bk = bkmap_new())) {
         snprintf(err, errlen, "out of memory");
         free(r);
         return -1;

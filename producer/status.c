@@ -22,9 +22,6 @@
 
 /* Requests per pipelined round trip. */
 #define ST_BATCH 256
-/* How long an item's buckets, once learnt, are taken as they were (they
- * never change while a sale runs: bkmap.h). */
-#define ST_BKMAP_TTL_MS 1000
 
 struct st {
     const struct cfg *cfg;
@@ -380,7 +377,7 @@ int st_start(const struct cfg *c, struct st **out, char *err, size_t errlen)
         return -1;
     }
     s->cfg = c;
-    if (!(s->bk = bkmap_new(ST_BKMAP_TTL_MS))) {
+    if (!(s->bk = bkmap_new())) {
         snprintf(err, errlen, "out of memory");
         free(s);
         return -1;

@@ -21,18 +21,15 @@ struct bk_entry {
 
 struct bkmap {
     struct i64map items; /* item -> struct bk_entry */
-    int64_t ttl_ms;
-    uint64_t bad;
     struct rp_batch ask;
 };
 
-struct bkmap *bkmap_new(int64_t ttl_ms)
+struct bkmap *bkmap_new(void)
 {
     struct bkmap *m = calloc(1, sizeof(*m));
     if (!m)
         return NULL;
     i64map_init(&m->items, 1, sizeof(struct bk_entry));
-    m->ttl_ms = ttl_ms < 0 ? 0 : ttl_ms;
     rp_batch_init(&m->ask);
     return m;
 }
@@ -49,7 +46,7 @@ void bkmap_free(struct bkmap *m)
 static bool fresh(const struct bkmap *m, int64_t item, int64_t now)
 {
     const struct bk_entry *e = i64map_get(&m->items, &item);
-    return e && e->learned_ms && now - e->learned_ms < m->ttl_ms;
+    return e && e->learned_ms && now - e->learned_ms < BKMAP_TTL_MS;
 }
 
 /* One reply into the item's entry: a string of salts, or nil for none. */
@@ -57,7 +54,6 @@ static void learn_one(struct bkmap *m, int64_t item, const redisReply *r, int64_
 {
     struct bk_entry got = { now, 1, { 0 } }, *e;
     if (r->type == REDIS_REPLY_STRING && bucket_parse(r->str, got.salts, &got.k) != 0) {
-        m->bad++;
         log_debug("buckets: item %" PRId64 ": its window names buckets '%s': taken as none", item, r->str);
         got.k = 1;
     }
@@ -120,5 +116,3 @@ int bkmap_salt(const struct bkmap *m, int64_t item, int64_t user)
         return BUCKET_HOME;
     return e->salts[bucket_of(user, e->k)];
 }
-
-uint64_t bkmap_bad(const struct bkmap *m) { return m->bad; }

@@ -4,11 +4,11 @@
  * seckillctl names an item's buckets in its own window hash
  * (KEYS_WINDOW_BUCKETS, keys.h: "S0,S1,..."; absent: no buckets). A map
  * learns that field for the items it is asked about, all of them in one
- * pipelined round trip, and keeps it for ttl_ms: K and the salts never change
+ * pipelined round trip, and keeps it BKMAP_TTL_MS: K and the salts never change
  * while a sale runs, and the reservation function refuses a buy sent to the
  * item's own slot once the item has buckets (the producer then learns again
  * at once), so an answer kept a little too long sends a buy nowhere it could
- * sell. A field that does not parse is no buckets (counted: bkmap_bad).
+ * sell. A field that does not parse is no buckets (said at debug level).
  * While Redis cannot be asked, what was learned before is kept.
  *
  * One thread's (an i64map inside). */
@@ -21,10 +21,14 @@
 #include "bucket.h"
 #include "rpipe.h"
 
+/* How long an item's buckets, once learnt, are taken as they were: a
+ * second, so each thread asks once a second per item it sees. */
+#define BKMAP_TTL_MS 1000
+
 struct bkmap;
 
-/* An empty map whose answers are kept ttl_ms (>= 0). NULL: out of memory. */
-struct bkmap *bkmap_new(int64_t ttl_ms);
+/* An empty map. NULL: out of memory. */
+struct bkmap *bkmap_new(void);
 void bkmap_free(struct bkmap *m);
 
 /* Learn the buckets of items[0 .. n-1] not known, or known longer than the
@@ -44,8 +48,5 @@ bool bkmap_get(const struct bkmap *m, int64_t item, int *k, int salts[BUCKET_MAX
 /* The salt of the slot that holds user's buy of item: its bucket's, or
  * BUCKET_HOME for an item without buckets or one never learned. */
 int bkmap_salt(const struct bkmap *m, int64_t item, int64_t user);
-
-/* Fields that did not parse, since the map was made. */
-uint64_t bkmap_bad(const struct bkmap *m);
 
 #endif
