@@ -242,14 +242,12 @@ static void on_complete(struct rsv_req *rr)
 {
     struct ing_req *q = (struct ing_req *)rr;
     rsv_count(rr->outcome);
-    /* (Both views read the item's own slot: an item with buckets is left
-     * to Redis, each buy to its bucket's shard.) */
-    bool local = !rr->bucketed;
-    if (local && rr->outcome == RSV_SOLD_OUT)
+    /* (Both views check every slot of an item with buckets: soldout.h.) */
+    if (rr->outcome == RSV_SOLD_OUT)
         so_mark(q->g->so, rr->item_id);
     /* Redis said the buyer holds a unit; a definite refusal may have given
      * one back (a NOT_PERSISTED order). */
-    if (local && (rr->outcome == RSV_ACCEPTED || rr->outcome == RSV_DUPLICATE))
+    if (rr->outcome == RSV_ACCEPTED || rr->outcome == RSV_DUPLICATE)
         win_record(q->g->win, rr->item_id, rr->user_id, q->t0_us);
     else if (rr->outcome == RSV_UNAVAILABLE)
         win_forget(q->g->win, rr->item_id, rr->user_id);

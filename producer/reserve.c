@@ -419,7 +419,6 @@ static int entry_fill(struct rsv *r, struct batch_entry *e, struct rsv_req *q)
     len = order_encode(&o, e->msg, sizeof(e->msg));
     /* In the buyer's bucket when the item has buckets (bucket.h). */
     q->salt = bkmap_salt(r->bk, q->item_id, q->user_id);
-    q->bucketed = q->salt != BUCKET_HOME;
     q->tries++;
     if (len < 0 || keys_item_all_at(e->keys, r->cfg->redis.key_prefix, q->item_id, q->salt) != 0)
         return -1;

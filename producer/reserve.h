@@ -82,10 +82,6 @@ struct rsv_req {
     enum rsv_outcome outcome;
     int64_t order_id;
     int64_t starts_at_ms; /* RSV_NOT_STARTED: when the sale opens */
-    /* The item sells from buckets (issue #57, common/sale/bucket.h): the
-     * local views (sold out, winners) leave its buyers to Redis, for they
-     * read the item's own slot only. */
-    int bucketed;
     enum adm_reason adm_refused; /* RSV_ADMISSION_INVALID: why */
     /* private */
     struct rsv *owner;

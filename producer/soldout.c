@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bgthread.h"
+#include "bkmap.h"
 #include "daemon.h"
 #include "funclibs.h"
 #include "i64map.h"
@@ -65,6 +66,7 @@ struct so {
     struct rlink link;
     struct rfunc check;
     struct win *w; /* the winners table: its items are checked in the same pass */
+    struct bkmap *bk; /* each checked item's buckets (this thread's) */
     int64_t wids[WIN_MAX_ITEMS]; /* the pass's winners items (this thread's) */
     size_t wcheck[WIN_MAX_ITEMS]; /* and the place of each one's check */
 
@@ -184,25 +186,42 @@ static enum rfunc_status check_functions(struct rp *p, void *arg, char *err, siz
     return rfunc_check_all(p, &funclib_producer, NULL, NULL, err, errlen);
 }
 
-/* seckill_soldout's keys: stock, buyers, orders, window. */
-static int item_keys(const struct so *s, int64_t item_id, char k[4][KEYS_MAX])
+/* The slots a check of item reads (docs/design.md "One item over many
+ * shards"): its own, then each of its buckets'; an item without buckets has
+ * its own alone. How many, or 0 when its buckets were never learnt (Redis
+ * did not answer): such an item is not checked this pass. */
+static int item_slots(const struct so *s, int64_t item_id, int salts[BUCKET_MAX + 1])
+{
+    int k;
+    salts[0] = BUCKET_HOME;
+    if (!bkmap_get(s->bk, item_id, &k, salts + 1))
+        return 0;
+    return k > 1 ? k + 1 : 1;
+}
+
+/* seckill_soldout's keys in one slot: stock, buyers, orders, window. */
+static int item_keys(const struct so *s, int64_t item_id, int salt, char k[4][KEYS_MAX])
 {
     static const enum keys_item_part parts[4] = { KEYS_ITEM_STOCK, KEYS_ITEM_BUYERS, KEYS_ITEM_ORDERS,
                                                   KEYS_ITEM_WINDOW };
     for (int i = 0; i < 4; i++)
-        if (keys_item(k[i], KEYS_MAX, s->cfg->redis.key_prefix, item_id, parts[i]) < 0)
+        if (keys_item_at(k[i], KEYS_MAX, s->cfg->redis.key_prefix, item_id, salt, parts[i]) < 0)
             return -1;
     return 0;
 }
 
-/* Add item's seckill_soldout to b (routed by its keys). 0 or -1. */
+/* Add item's check to b: seckill_soldout in each of its slots (each routed
+ * by its keys). How many calls, 0 when it has none this pass, or -1. */
 static int add_check(struct so *s, struct rp_batch *b, int64_t item_id)
 {
-    char k[4][KEYS_MAX];
-    const char *argv[4] = { k[0], k[1], k[2], k[3] };
-    if (item_keys(s, item_id, k) != 0)
-        return -1;
-    return rp_fcall(b, s->check.name, 4, 0, argv, NULL) < 0 ? -1 : 0;
+    int salts[BUCKET_MAX + 1], n = item_slots(s, item_id, salts);
+    for (int i = 0; i < n; i++) {
+        char k[4][KEYS_MAX];
+        const char *argv[4] = { k[0], k[1], k[2], k[3] };
+        if (item_keys(s, item_id, salts[i], k) != 0 || rp_fcall(b, s->check.name, 4, 0, argv, NULL) < 0)
+            return -1;
+    }
+    return n;
 }
 
 /* seckill_soldout's reply into *v. 0, or -1 for anything else (the
@@ -219,14 +238,33 @@ static int parse_view(const redisReply *r, struct so_view *v)
     return 0;
 }
 
-/* Command i of b, a seckill_soldout reply, into *v: 1 when it is a view,
- * 0 when it is not (not sent, lost, the function missing, an error). */
-static int view_of(struct so *s, const struct rp_batch *b, int i, struct so_view *v)
+/* An item's view from its slots' replies, commands first .. first+n-1 of
+ * b, into *v: the sums of stock, buyers and units given back over the
+ * slots (a purchase anywhere moves the buyers' sum, a give-back anywhere
+ * the given-back sum: the reasoning of soldout.h and winners.h holds for
+ * the sums), present only if every slot is, ended only once every slot's
+ * Redis says so. 1 when every reply is a view, 0 when one is not (not
+ * sent, lost, the function missing, an error) or n is 0. */
+static int view_of(struct so *s, const struct rp_batch *b, int first, int n, struct so_view *v)
 {
-    int rc = parse_view(rp_reply(b, i), v) == 0;
-    if (rc)
+    for (int i = 0; i < n; i++) {
+        struct so_view one;
+        if (parse_view(rp_reply(b, first + i), &one) != 0)
+            return 0;
+        if (i == 0) {
+            *v = one;
+            continue;
+        }
+        v->exists = v->exists && one.exists;
+        v->stock += one.stock;
+        v->buyers += one.buyers;
+        v->given_back += one.given_back;
+        v->ends_ms = one.ends_ms > v->ends_ms ? one.ends_ms : v->ends_ms;
+        v->ended = v->ended && one.ended;
+    }
+    if (n > 0)
         rlink_worked(&s->link);
-    return rc;
+    return n > 0;
 }
 
 /* Redis lost the function: the link stays down until it is loaded again
@@ -243,9 +281,10 @@ static int check_one(struct so *s, int64_t item_id, struct so_view *v)
     struct rp_batch b;
     int got = 0;
     rp_batch_init(&b);
-    if (add_check(s, &b, item_id) == 0) {
+    int n = add_check(s, &b, item_id);
+    if (n > 0) {
         (void)rlink_run(&s->link, &b);
-        got = view_of(s, &b, 0, v);
+        got = view_of(s, &b, 0, n, v);
         if (b.missing)
             script_lost(s);
     }
@@ -253,21 +292,16 @@ static int check_one(struct so *s, int64_t item_id, struct so_view *v)
     return got == 1 ? 0 : -1;
 }
 
-/* Copy the buyers of item (SSCAN: Redis never blocks on a large set), then
- * check again: the copy is kept only if nothing moved while it was taken.
- * A new set, or NULL (Redis failed, or the item changed meanwhile). */
-static struct i64map *copy_buyers(struct so *s, int64_t item_id, const struct so_view *before)
+/* Add the members of the buyers set `key` to h (SSCAN: Redis never blocks
+ * on a large set). 0, or -1 (Redis failed, out of memory). */
+static int scan_buyers(struct so *s, const char *key, struct i64map *h)
 {
-    char k[4][KEYS_MAX], cursor[32] = "0";
-    struct i64map *h;
-    struct so_view after;
-    if (item_keys(s, item_id, k) != 0 || !(h = holders_new((size_t)before->buyers)))
-        return NULL;
+    char cursor[32] = "0";
     do {
-        const char *argv[] = { "SSCAN", k[1], cursor, "COUNT", SO_SCAN_COUNT };
-        redisReply *r = rlink_call(&s->link, k[1], 5, argv);
+        const char *argv[] = { "SSCAN", key, cursor, "COUNT", SO_SCAN_COUNT };
+        redisReply *r = rlink_call(&s->link, key, 5, argv);
         if (!r)
-            goto fail;
+            return -1;
         int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
                  r->element[0]->type == REDIS_REPLY_STRING && r->element[0]->len < sizeof(cursor) &&
                  r->element[1]->type == REDIS_REPLY_ARRAY;
@@ -284,8 +318,27 @@ static struct i64map *copy_buyers(struct so *s, int64_t item_id, const struct so
             memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
         freeReplyObject(r);
         if (!ok)
-            goto fail;
+            return -1;
     } while (strcmp(cursor, "0") != 0);
+    return 0;
+}
+
+/* Copy the buyers of item, those of every slot it has (a buyer holds a
+ * unit in one only), then check again: the copy is kept only if nothing
+ * moved while it was taken. A new set, or NULL (Redis failed, or the item
+ * changed meanwhile). */
+static struct i64map *copy_buyers(struct so *s, int64_t item_id, const struct so_view *before)
+{
+    int salts[BUCKET_MAX + 1], n = item_slots(s, item_id, salts);
+    struct i64map *h;
+    struct so_view after;
+    if (n == 0 || !(h = holders_new((size_t)before->buyers)))
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        char k[4][KEYS_MAX];
+        if (item_keys(s, item_id, salts[i], k) != 0 || scan_buyers(s, k[1], h) != 0)
+            goto fail;
+    }
     if (check_one(s, item_id, &after) != 0 || after.exists != before->exists || after.stock > 0 ||
         after.buyers != before->buyers || after.given_back != before->given_back)
         goto fail;
@@ -357,6 +410,7 @@ struct pass {
     int64_t *ids; /* check i is of item ids[i] */
     struct so_view *views;
     char *ok; /* views[i] came */
+    int *first, *calls; /* check i is calls[i] commands of b from first[i] */
     struct rp_batch b;
 };
 
@@ -427,16 +481,22 @@ out:
 static int pass_run(struct so *s, struct pass *p)
 {
     size_t sent = 0;
-    if (!(p->ok = calloc(p->n, 1)) || !(p->views = malloc(p->n * sizeof(*p->views))))
+    if (!(p->ok = calloc(p->n, 1)) || !(p->views = malloc(p->n * sizeof(*p->views))) ||
+        !(p->first = calloc(p->n, sizeof(*p->first))) || !(p->calls = calloc(p->n, sizeof(*p->calls))))
         return -1;
-    for (; sent < p->n; sent++)
-        if (add_check(s, &p->b, p->ids[sent]) != 0)
+    /* Which slots each item has: a round trip only for the items not
+     * learnt in the last BKMAP_TTL_MS (an item not learnt is not checked). */
+    (void)bkmap_learn(s->bk, s->link.rp, s->cfg->redis.key_prefix, p->ids, p->n);
+    for (; sent < p->n; sent++) {
+        p->first[sent] = p->b.n;
+        if ((p->calls[sent] = add_check(s, &p->b, p->ids[sent])) < 0)
             break;
+    }
     (void)rlink_run(&s->link, &p->b);
     PM_INC(check_passes);
     PM_ADD(item_checks, (int64_t)sent);
     for (size_t i = 0; i < sent; i++)
-        p->ok[i] = (char)view_of(s, &p->b, (int)i, &p->views[i]);
+        p->ok[i] = (char)view_of(s, &p->b, p->first[i], p->calls[i], &p->views[i]);
     if (p->b.missing) {
         script_lost(s);
         return -1;
@@ -478,6 +538,8 @@ done:
     free(p.ids);
     free(p.views);
     free(p.ok);
+    free(p.first);
+    free(p.calls);
 }
 
 /* The winners table recorded a new item: check it without waiting a period. */
@@ -521,6 +583,10 @@ int so_start(const struct cfg *c, struct win *w, struct so **out, char *err, siz
                               .prepare = check_functions,
                               .arg = s };
     i64map_init(&s->index, 1, sizeof(size_t));
+    if (!(s->bk = bkmap_new())) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
     /* Redis may come later: the first pass connects (and until then
      * nothing is known sold out). The wake after the start: it takes the
      * thread's mutex, which the start makes; the first pass asks for the
@@ -534,6 +600,8 @@ int so_start(const struct cfg *c, struct win *w, struct so **out, char *err, siz
     return 0;
 fail:
     rlink_close(&s->link);
+    bkmap_free(s->bk);
+    i64map_free(&s->index);
     free(s);
     return -1;
 }
@@ -550,5 +618,6 @@ void so_stop(struct so *s)
         holders_free(s->items[i].holders);
     free(s->items);
     i64map_free(&s->index);
+    bkmap_free(s->bk);
     free(s);
 }

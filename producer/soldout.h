@@ -10,7 +10,11 @@
  *
  * A thread of its own checks every known item each producer.soldout_refresh_ms,
  * all items in one pipelined round trip (seckill_soldout: stock, number of
- * buyers, units given back). The same pass checks the items the winners
+ * buyers, units given back). An item with buckets (bucket.h) is checked in
+ * each of its slots, the reserve and every bucket, in that same round trip:
+ * it is sold out when every slot is at zero (the producer refills a dry
+ * bucket before it answers 410: reserve.h), its buyers are those of every
+ * bucket, and its counts are the sums over the slots. The same pass checks the items the winners
  * table asks for (winners.h), an item both want once: in a sale of many
  * items these checks are most of Redis's calls, so none is made twice. A
  * unit back in stock (a give-back after Kafka refused an order, `seckillctl

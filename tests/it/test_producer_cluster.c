@@ -765,9 +765,25 @@ static void test_skewed_bucket_sale(void **state)
     assert_true(sale_metric(prod.mport, "seckill_producer_bucket_transfers_total{from=\"reserve\"}") >= 2);
     assert_true(sale_metric(prod.mport, "seckill_producer_bucket_transfers_total{from=\"bucket\"}") >= 1);
     assert_true(sale_metric(prod.mport, "seckill_producer_bucket_transfer_units_total") >= 1000);
-    /* A winner of bucket 0 again: 409; their status is read in their bucket. */
+    /* Sold out in every slot: the producer answers the crowd itself once it
+     * has copied every bucket's buyers (soldout.h), and a winner still hears
+     * 409, never 410. */
     char resp[1024], path[96];
+    bool known;
+    WAIT_UNTIL(sale_metric(prod.mport, "seckill_producer_sold_out_items") == 1, 10000, known);
+    assert_true(known);
+    long long local0 = sale_metric(prod.mport, "seckill_producer_sold_out_local_total");
+    for (int64_t u = user0 + 50000; u < user0 + 50030; u++)
+        assert_int_equal(harness_order(prod.port, u, item, resp, sizeof(resp)), 410);
+    assert_int_equal(sale_metric(prod.mport, "seckill_producer_sold_out_local_total") - local0, 30);
+    /* A winner of bucket 0 again: 409; their status is read in their bucket. */
     assert_int_equal(harness_order(prod.port, u0, item, resp, sizeof(resp)), 409);
+    for (int b = 1; b < k; b++) {
+        int64_t w = next; /* the first buyers of buckets 1 and 2 each bought */
+        while (bucket_of(w, k) != b)
+            w++;
+        assert_int_equal(harness_order(prod.port, w, item, resp, sizeof(resp)), 409);
+    }
     snprintf(path, sizeof(path), "/api/v1/seckill/%" PRId64 "?user_id=%" PRId64, item, u0);
     assert_int_equal(harness_http(prod.port, "GET", path, NULL, NULL, resp, sizeof(resp)), 200);
     assert_true(has(resp, "\"status\":\"queued\""));
