@@ -41,10 +41,13 @@
 #define PM_METRICS(X)                                                                            \
     X(xfer_reserve, PM_XFER, "counter", "from=\"reserve\"", PM_XFER_HELP)                         \
     X(xfer_bucket, PM_XFER, "counter", "from=\"bucket\"", PM_XFER_HELP)                           \
+    X(xfer_given_back, "seckill_producer_bucket_given_back_units_total", "counter", "",          \
+      "Units given back in a bucket (Kafka refused the order) that a transfer then moved to the "  \
+      "item's reserve")                                                                          \
     X(xfer_units, "seckill_producer_bucket_transfer_units_total", "counter", "",                 \
-      "Units those transfers moved")                                                             \
+      "Units moved by transfers: the refills, and the give-backs sent on to the reserve")       \
     X(xfer_failed, "seckill_producer_bucket_transfer_failures_total", "counter", "",             \
-      "Refills left half done (the units in flight, finished by this producer when Redis answers)") \
+      "Transfers left half done (the units in flight, finished by this producer when Redis answers)") \
     X(bucket_retries, "seckill_producer_bucket_dry_retries_total", "counter", "",                \
       "Buys tried again after their dry bucket was refilled")                                    \
     X(bucket_dry_busy, "seckill_producer_bucket_dry_unavailable_total", "counter", "",           \

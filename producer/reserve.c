@@ -213,6 +213,24 @@ static void backlog_add(struct rsv *r, const struct restore_job *j)
     r->backlog = c;
 }
 
+static int move(struct rsv *r, struct xfer *x, int64_t *moved);
+
+/* Units given back in a bucket go on to the item's reserve, each by a
+ * transfer of one unit (xfer.h; issue #57: every unit that comes back goes
+ * to the reserve, never to the bucket of the buyer who gave it up). A unit
+ * another buyer of the bucket took meanwhile stays sold (the transfer moves
+ * only what the bucket holds); a transfer left half done is finished as a
+ * refill's is (unfinished_retry). */
+static void back_to_reserve(struct rsv *r, const struct restore_job *jobs, const bool *given, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct xfer x = { .item = jobs[i].item_id, .from = jobs[i].salt, .to = BUCKET_HOME, .want = 1 };
+        int64_t moved = 0;
+        if (given[i] && jobs[i].salt != BUCKET_HOME && move(r, &x, &moved) == 0)
+            PM_ADD(xfer_given_back, moved);
+    }
+}
+
 /* Give n units back in one round trip (each to its item's shard); what
  * Redis cannot take now waits in the backlog for the next turn. The batch is
  * durable (rpipe.h): a give-back fewer replicas hold than
@@ -223,13 +241,13 @@ static void restore_many(struct rsv *r, const struct restore_job *jobs, size_t n
 {
     struct rp_batch *b = &r->giving;
     size_t i, sent = 0;
-    bool held;
+    bool held, given[RSV_BATCH] = { false };
     if (n == 0)
         return;
     rp_batch_reset(b);
     if (!rlink_ok(&r->link))
         goto later;
-    for (; sent < n; sent++) {
+    for (; sent < n && sent < RSV_BATCH; sent++) {
         char keys[KEYS_ITEM_PARTS][KEYS_MAX], user[24], oid[24], ts[24];
         const struct restore_job *j = &jobs[sent];
         if (keys_item_all_at(keys, r->cfg->redis.key_prefix, j->item_id, j->salt) != 0)
@@ -251,6 +269,7 @@ static void restore_many(struct rsv *r, const struct restore_job *jobs, size_t n
             backlog_add(r, &jobs[i]); /* (retried next turn, as a lost reply) */
         } else if (rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1) {
             PM_INC(restored);
+            given[i] = true;
         } else if (rep && rep->type == REDIS_REPLY_INTEGER) {
             PM_INC(restore_kept);
         } else {
@@ -263,6 +282,7 @@ static void restore_many(struct rsv *r, const struct restore_job *jobs, size_t n
     }
     if (b->missing && !r->link.down)
         functions_lost(r, &r->restore);
+    back_to_reserve(r, jobs, given, sent);
     jobs += sent;
     n -= sent;
 later:
@@ -635,8 +655,9 @@ static int move(struct rsv *r, struct xfer *x, int64_t *moved)
         return 0;
     }
     PM_INC(xfer_failed);
-    log_warn("item %" PRId64 ": a refill of bucket %d from %s left half done (%s); finished when Redis "
-             "answers", x->item, x->to, x->from == BUCKET_HOME ? "the reserve" : "a bucket", err);
+    log_warn("item %" PRId64 ": a transfer from %s to %s left half done (%s); finished when Redis answers",
+             x->item, x->from == BUCKET_HOME ? "the reserve" : "a bucket",
+             x->to == BUCKET_HOME ? "the reserve" : "a bucket", err);
     if (r->nunfinished < UNFINISHED_MAX) {
         r->unfinished[r->nunfinished].item = x->item;
         r->unfinished[r->nunfinished++].from = x->from;

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "bucket.h"
 #include "keys.h"
 #include "order.h"
 #include "ordersig.h"
@@ -95,6 +96,32 @@ static void prod_stop(struct prod *p)
 static int64_t new_item(int64_t stock)
 {
     return harness_item_create(main_prod.cfgpath, 900000000 + (int64_t)util_rand_below(99999999), stock);
+}
+
+/* An item of stock units in k buckets (seckillctl item create --buckets). */
+static int64_t new_bucketed_item(int64_t stock, int k)
+{
+    char ctl[512], id[24], st[24], sk[16];
+    int64_t item = 900000000 + (int64_t)util_rand_below(99999999);
+    harness_bin("seckillctl", ctl, sizeof(ctl));
+    snprintf(id, sizeof(id), "%" PRId64, item);
+    snprintf(st, sizeof(st), "%" PRId64, stock);
+    snprintf(sk, sizeof(sk), "%d", k);
+    char *argv[] = { ctl, "-c", main_prod.cfgpath, "item", "create", "--id", id, "--stock", st, "--buckets", sk,
+                     NULL };
+    assert_int_equal(harness_wait_exit(harness_spawn(argv, "/dev/null"), 30000), 0);
+    return item;
+}
+
+/* GET of a stock in one of the item's slots (a bucket's salt, or BUCKET_HOME). */
+static long long slot_stock(int64_t item, int salt)
+{
+    char key[KEYS_MAX];
+    redisContext *rc = harness_redis(&harness_conf);
+    keys_item_at(key, sizeof(key), harness_conf.redis.key_prefix, item, salt, KEYS_ITEM_STOCK);
+    long long v = harness_int(rc, "GET %s", key);
+    redisFree(rc);
+    return v;
 }
 
 static long long item_key_int(int64_t item, enum keys_item_part part, const char *cmd)
@@ -541,6 +568,31 @@ static void test_kafka_down_and_orphans(void **state)
     assert_int_equal(item_key_int(item, KEYS_ITEM_BUYERS, "SCARD"), 0);
     assert_int_equal(item_key_int(item, KEYS_ITEM_PENDING, "HLEN"), 0);
     assert_int_equal(item_key_int(item, KEYS_ITEM_UNPUB, "ZCARD"), 0);
+
+    /* 2b. The same in an item of two buckets (issue #57; one primary: salts
+     * 0 and 1): the buyer's bucket was refilled with all 5 units, and the
+     * unit given back there goes on to the reserve, by a transfer. Another
+     * producer's sweeper may claim the reservation before Kafka's refusal
+     * comes (its age is 6 s, and a refusal took 7.6 s once): then the unit
+     * is rightly kept for it, and the next buyer tries. */
+    int64_t bk_item = new_bucketed_item(5, 2), buyer = 444;
+    long long kept0 = sale_metric(b.mport, "seckill_producer_restore_kept_total"), held = 0;
+    for (bool given = false; !given && buyer < 448; buyer++) {
+        long long restored0 = sale_metric(b.mport, "seckill_producer_restored_total");
+        assert_int_equal(harness_order(b.port, buyer, bk_item, NULL, 0), 503);
+        WAIT_UNTIL(sale_metric(b.mport, "seckill_producer_restored_total") > restored0 ||
+                       sale_metric(b.mport, "seckill_producer_restore_kept_total") - kept0 > held,
+                   20000, ok);
+        assert_true(ok);
+        given = sale_metric(b.mport, "seckill_producer_restored_total") > restored0;
+        held = sale_metric(b.mport, "seckill_producer_restore_kept_total") - kept0;
+    }
+    WAIT_UNTIL(sale_metric(b.mport, "seckill_producer_bucket_given_back_units_total") == 1, 20000, ok);
+    if (!ok)
+        fail_msg("no unit sent on to the reserve: reserve %lld, buckets %lld and %lld; see %s",
+                 slot_stock(bk_item, BUCKET_HOME), slot_stock(bk_item, 0), slot_stock(bk_item, 1), b.log);
+    assert_int_equal(slot_stock(bk_item, BUCKET_HOME), 1);
+    assert_int_equal(slot_stock(bk_item, 0) + slot_stock(bk_item, 1), 4 - held);
 
     /* 3. Reserved, then the producer dies before Kafka answers. */
     s3 = (struct shot){ b.port, 333, item, 0, 0 };
