@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bkmap.h"
 #include "cmetrics.h"
 #include "embed.h"
 #include "funclibs.h"
@@ -30,6 +31,7 @@ void ob_init(struct outbox *o, const struct cfg *c, struct pgtrip *trip, struct 
 {
     *o = (struct outbox){ .cfg = c, .trip = trip, .say_pg = say_pg };
     o->return_fn = (struct rfunc)RFUNC_INIT("seckill_return", &funclib_return);
+    o->release_fn = (struct rfunc)RFUNC_INIT("seckill_release", &funclib_return);
     rs_init(&o->rs, c);
     rp_batch_init(&o->batch);
 }
@@ -39,7 +41,9 @@ void ob_free(struct outbox *o)
     rp_close(o->rp);
     rp_batch_free(&o->batch);
     rs_free(&o->rs);
+    bkmap_free(o->bk);
     free(o->rows);
+    free(o->items);
     free(o->argv);
     free(o->vals);
     pgarr_free(&o->ids);
@@ -76,7 +80,10 @@ int ob_room(struct outbox *o, size_t limit)
     char(*vals)[24] = realloc(o->vals, limit * OB_RETURN_ARGS * sizeof(*vals));
     if (vals)
         o->vals = vals;
-    if (!rows || !argv || !vals) {
+    struct ob_item *items = realloc(o->items, limit * sizeof(*items));
+    if (items)
+        o->items = items;
+    if (!rows || !argv || !vals || !items) {
         log_error("expiry: out of memory for %zu returns", limit);
         return -1;
     }
@@ -192,70 +199,154 @@ int ob_count(struct outbox *o)
 
 /* --- Redis ------------------------------------------------------------------ */
 
-/* The end of the run of rows of one item from i on. */
-static size_t item_end(const struct outbox *o, size_t i)
+static int cmp_slot(const void *a, const void *b)
+{
+    const struct ob_row *x = a, *y = b;
+    if (x->item_id != y->item_id)
+        return x->item_id < y->item_id ? -1 : 1;
+    return (x->salt > y->salt) - (x->salt < y->salt);
+}
+
+/* Each row given the slot its buyer's mark and state are in (its bucket's,
+ * for an item with buckets: bucket.h), the items' buckets learnt in one
+ * round trip, then sorted by item and slot. 0, or -1 when an item's
+ * buckets are not known (Redis did not answer): the rows wait for a later
+ * try, for a buyer taken out of the item's own slot would stay in their
+ * bucket. */
+static int place_rows(struct outbox *o)
+{
+    int64_t items[64];
+    int k, salts[BUCKET_MAX];
+    size_t n = 0;
+    if (!o->bk && !(o->bk = bkmap_new()))
+        return -1;
+    for (size_t i = 0; i <= o->nrows; i++) {
+        if (i < o->nrows && (n == 0 || items[n - 1] != o->rows[i].item_id))
+            items[n++] = o->rows[i].item_id; /* (sorted by item: a new one) */
+        if (n == ARRAY_SIZE(items) || (i == o->nrows && n > 0)) {
+            (void)bkmap_learn(o->bk, o->rp, o->cfg->redis.key_prefix, items, n);
+            n = 0;
+        }
+    }
+    for (size_t i = 0; i < o->nrows; i++) {
+        struct ob_row *r = &o->rows[i];
+        if (!bkmap_get(o->bk, r->item_id, &k, salts))
+            return -1;
+        r->salt = bkmap_salt(o->bk, r->item_id, r->user_id);
+    }
+    qsort(o->rows, o->nrows, sizeof(*o->rows), cmp_slot);
+    return 0;
+}
+
+/* The end of the run of rows from i on of one item (by_slot false) or of
+ * one item's slot (true). */
+static size_t run_end(const struct outbox *o, size_t i, bool by_slot)
 {
     size_t j = i;
-    while (j < o->nrows && o->rows[j].item_id == o->rows[i].item_id)
+    while (j < o->nrows && o->rows[j].item_id == o->rows[i].item_id &&
+           (!by_slot || o->rows[j].salt == o->rows[i].salt))
         j++;
     return j;
 }
 
-/* The seckill_return call of rows i..j (one item): its units back. 0, or -1. */
-static int add_return(struct outbox *o, size_t i, size_t j, char k[][KEYS_MAX], const char *returned)
+/* A call of fn on keys, the rebuy flag, then rows i..j's order ids and
+ * users (each row's text at its own place in o->vals). 0, or -1. */
+static int add_orders_call(struct outbox *o, const char *fn, const char **keys, int nkeys, const char *flag,
+                           size_t i, size_t j)
 {
     size_t a = 0;
-    o->argv[a++] = k[KEYS_ITEM_STOCK];
-    o->argv[a++] = k[KEYS_ITEM_BUYERS];
-    o->argv[a++] = k[KEYS_ITEM_ORDERS];
-    o->argv[a++] = returned;
-    o->argv[a++] = CFG_GET(o->cfg->sale.rebuy_after_cancel) ? "1" : "0";
+    for (int n = 0; n < nkeys; n++)
+        o->argv[a++] = keys[n];
+    o->argv[a++] = flag;
     for (size_t m = i; m < j; m++) {
         snprintf(o->vals[OB_RETURN_ARGS * m], sizeof(o->vals[0]), "%" PRId64, o->rows[m].order_id);
         snprintf(o->vals[OB_RETURN_ARGS * m + 1], sizeof(o->vals[0]), "%" PRId64, o->rows[m].user_id);
         o->argv[a++] = o->vals[OB_RETURN_ARGS * m];
         o->argv[a++] = o->vals[OB_RETURN_ARGS * m + 1];
     }
-    return rp_fcall(&o->batch, o->return_fn.name, OB_KEYS, (int)(a - OB_KEYS), o->argv, NULL) < 0 ? -1 : 0;
+    return rp_fcall(&o->batch, fn, nkeys, (int)a - nkeys, o->argv, NULL) < 0 ? -1 : 0;
+}
+
+/* The seckill_return call of rows i..j (one item), in the item's own slot:
+ * their units back (to the reserve, for an item in buckets, whose buyers
+ * are taken out in their buckets instead: add_releases). 0, or -1. */
+static int add_return(struct outbox *o, size_t i, size_t j, bool buckets)
+{
+    char k[KEYS_ITEM_PARTS][KEYS_MAX], returned[KEYS_MAX];
+    const char *prefix = o->cfg->redis.key_prefix;
+    int64_t item = o->rows[i].item_id;
+    bool rebuy = CFG_GET(o->cfg->sale.rebuy_after_cancel) && !buckets;
+    if (keys_item_all(k, prefix, item) != 0 || keys_item(returned, sizeof(returned), prefix, item,
+                                                        KEYS_ITEM_RETURNED) < 0)
+        return -1;
+    const char *keys[OB_KEYS] = { k[KEYS_ITEM_STOCK], k[KEYS_ITEM_BUYERS], k[KEYS_ITEM_ORDERS], returned };
+    return add_orders_call(o, o->return_fn.name, keys, OB_KEYS, rebuy ? "1" : "0", i, j);
+}
+
+/* One seckill_release call per bucket of rows i..j (one item in buckets):
+ * each bucket's buyers taken out once. How many calls, or -1. */
+static int add_releases(struct outbox *o, size_t i, size_t j)
+{
+    static const enum keys_item_part parts[3] = { KEYS_ITEM_BUYERS, KEYS_ITEM_ORDERS, KEYS_ITEM_RETURNED };
+    const char *prefix = o->cfg->redis.key_prefix;
+    const char *flag = CFG_GET(o->cfg->sale.rebuy_after_cancel) ? "1" : "0";
+    int calls = 0;
+    for (size_t a = i, b; a < j; a = b, calls++) {
+        char k[3][KEYS_MAX];
+        const char *keys[3] = { k[0], k[1], k[2] };
+        b = run_end(o, a, true);
+        for (int n = 0; n < 3; n++)
+            if (keys_item_at(k[n], KEYS_MAX, prefix, o->rows[a].item_id, o->rows[a].salt, parts[n]) < 0)
+                return -1;
+        if (add_orders_call(o, o->release_fn.name, keys, 3, flag, a, b) != 0)
+            return -1;
+    }
+    return calls;
 }
 
 /* The marks of rows i..j (one item): their states, expired or cancelled
- * with the time, for the buyers' status calls; one seckill_mark call
- * (rstate.h). 0, or -1. */
+ * with the time, for the buyers' status calls; one seckill_mark call per
+ * slot (rstate.h). How many calls, or -1. */
 static int add_return_marks(struct outbox *o, size_t i, size_t j)
 {
     for (size_t m = i; m < j; m++) {
         const struct ob_row *r = &o->rows[m];
-        struct rs_row row = { r->order_id, r->item_id, r->state, r->changed_ms };
+        struct rs_row row = { r->order_id, r->item_id, r->state, r->changed_ms, r->salt };
         if (rs_put(&o->rs, &row) != 0)
             return -1;
     }
-    return rs_add(&o->rs, &o->batch) == 1 ? 0 : -1;
+    return rs_add(&o->rs, &o->batch);
 }
 
-/* Two calls per item of the due rows, routed by the item's keys (one slot):
- * seckill_return, then seckill_mark. Both go in the one round trip and both
- * must succeed before the return is marked done, so a crash or a failure
- * between them sends both again; each is idempotent. 0, or -1 out of memory. */
+/* The calls of each item of the due rows, each routed by its slot's keys:
+ * seckill_return in the item's own slot, seckill_release in each bucket
+ * (an item with buckets), then seckill_mark in each slot. All go in the one
+ * round trip and all must succeed before the return is marked done, so a
+ * crash or a failure between them sends them all again; each is
+ * idempotent. o->items says where each item's calls are. 0, or -1 out of
+ * memory. */
 static int add_calls(struct outbox *o)
 {
-    char k[KEYS_ITEM_PARTS][KEYS_MAX], returned[KEYS_MAX];
+    int marks = 0;
     rp_batch_reset(&o->batch);
     rs_begin(&o->rs);
+    o->nitems = 0;
     for (size_t i = 0, j; i < o->nrows; i = j) {
-        j = item_end(o, i);
-        if (keys_item_all(k, o->cfg->redis.key_prefix, o->rows[i].item_id) != 0 ||
-            keys_item(returned, sizeof(returned), o->cfg->redis.key_prefix, o->rows[i].item_id,
-                      KEYS_ITEM_RETURNED) < 0)
+        struct ob_item *it = &o->items[o->nitems++];
+        bool buckets = o->rows[i].salt != BUCKET_HOME;
+        j = run_end(o, i, false);
+        *it = (struct ob_item){ .i = i, .j = j, .ret = o->batch.n };
+        if (add_return(o, i, j, buckets) != 0 || (buckets && (it->nrel = add_releases(o, i, j)) < 0) ||
+            (it->nmark = add_return_marks(o, i, j)) < 1)
             return -1;
-        if (add_return(o, i, j, k, returned) != 0 || add_return_marks(o, i, j) != 0)
-            return -1;
+        it->mark0 = marks;
+        marks += it->nmark;
     }
     return 0;
 }
 
-/* seckill_return call c answered an integer; if not, its words go into why
- * (the first one). */
+/* Command c of the batch answered an integer; if not, its words go into
+ * why (the first one). */
 static bool gave_back(struct outbox *o, int c, char *why, size_t whylen)
 {
     const redisReply *r = rp_reply(&o->batch, c);
@@ -265,28 +356,37 @@ static bool gave_back(struct outbox *o, int c, char *why, size_t whylen)
     return ok;
 }
 
-/* Which items Redis answered both calls of: their rows are ok. The first
+/* Whether Redis answered every call of item it. */
+static bool item_answered(struct outbox *o, const struct ob_item *it, char *why, size_t whylen)
+{
+    bool ok = gave_back(o, it->ret, why, whylen);
+    for (int c = 0; c < it->nrel; c++)
+        ok = gave_back(o, it->ret + 1 + c, why, whylen) && ok;
+    for (int k = 0; k < it->nmark; k++)
+        ok = rs_answered(&o->rs, it->mark0 + k) && ok;
+    return ok;
+}
+
+/* Which items Redis answered every call of: their rows are ok. The first
  * failure's words go into why. How many rows are not ok. */
 static size_t take_replies(struct outbox *o, char *why, size_t whylen)
 {
     struct rs_said said;
     size_t failed = 0;
-    int c = 0, k = 0;
     rs_read(&o->rs, &o->batch, &said);
-    for (size_t i = 0, j; i < o->nrows; i = j, c += 2, k++) {
-        j = item_end(o, i);
-        const redisReply *r = rp_reply(&o->batch, c);
-        bool ok = gave_back(o, c, why, whylen);
-        ok = rs_answered(&o->rs, k) && ok;
+    for (size_t n = 0; n < o->nitems; n++) {
+        const struct ob_item *it = &o->items[n];
+        bool ok = item_answered(o, it, why, whylen);
+        const redisReply *r = rp_reply(&o->batch, it->ret);
         if (ok && r->integer > 0)
             CM_ADD(returned, r->integer);
         if (ok && r->integer < 0)
             log_notice("expiry: item %" PRId64 " is not in Redis: its %zu returned units are in stock_left, "
                        "which 'seckillctl item load' rebuilds it from",
-                       o->rows[i].item_id, j - i);
-        for (size_t m = i; m < j; m++)
+                       o->rows[it->i].item_id, it->j - it->i);
+        for (size_t m = it->i; m < it->j; m++)
             o->rows[m].ok = ok;
-        failed += ok ? 0 : j - i;
+        failed += ok ? 0 : it->j - it->i;
     }
     if (said.answered < said.calls && why[0] == '\0')
         snprintf(why, whylen, "%s", said.why[0] ? said.why : "no answer");
@@ -323,6 +423,10 @@ static void send_returns(struct outbox *o)
     size_t failed = o->nrows;
     if (!o->rp && rp_open(o->cfg, cfg_role_self(), &o->rp, err, sizeof(err)) != 0)
         goto out;
+    if (place_rows(o) != 0) {
+        snprintf(err, sizeof(err), "an item's buckets could not be read");
+        goto out;
+    }
     if (add_calls(o) != 0) {
         snprintf(err, sizeof(err), "out of memory");
         goto out;

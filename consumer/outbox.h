@@ -17,10 +17,14 @@
  *   seckill_return.lua: Redis gives each order id's unit back once, so a
  *   retry, a replay or two consumers sending one return give it once), then
  *   seckill_mark (rstate.h: the order's state, expired or cancelled, with
- *   the time of the change, into the item's orders hash, only forward). A
- *   return whose two calls Redis took, held by the replicas
- *   redis.min_replicas_ack asks, is marked done (cons_return_done.sql), so a
- *   crash between them sends both again; one that failed waits longer each
+ *   the time of the change, into the item's orders hash, only forward). An
+ *   item with buckets (bucket.h) gets its units back in its reserve, the
+ *   item's own slot, and its buyers are taken out in their buckets, where
+ *   their states are marked too: one seckill_release per bucket, each
+ *   once by the bucket's own returned set. A return whose calls Redis
+ *   took, held by the replicas redis.min_replicas_ack asks, is marked done
+ *   (cons_return_done.sql), so a crash between them sends them all again;
+ *   one that failed waits longer each
  *   time (from 100 ms, doubling, up to consumer.return_backoff_cap_ms:
  *   cons_return_later.sql) and stays in the table across restarts until it
  *   is done.
@@ -60,6 +64,15 @@ struct ob_row {
     int64_t changed_ms;   /* when it expired or was cancelled (order_returns.created_at) */
     enum ost_state state; /* OST_EXPIRED or OST_CANCELLED (ostate.h) */
     bool ok;              /* Redis has its unit back and its state (or holds no item to give them to) */
+    int salt;             /* its buyer's slot: their bucket's salt, BUCKET_HOME without buckets */
+};
+
+/* Where one item's calls are in the batch: rows [i, j), seckill_return at
+ * ret, its nrel seckill_release calls right after, and its nmark
+ * seckill_mark calls (rstate.h's, from the batch's mark0th on). */
+struct ob_item {
+    size_t i, j;
+    int ret, nrel, mark0, nmark;
 };
 
 struct outbox {
@@ -69,11 +82,15 @@ struct outbox {
     struct rp *rp;
     struct rp_batch batch;
     struct rfunc return_fn; /* seckill_return */
+    struct rfunc release_fn; /* seckill_release (an item with buckets: bucket.h) */
+    struct bkmap *bk;        /* the items' buckets */
     struct rs rs;           /* the orders' states (rstate.h) */
     struct log_repeat say_redis, say_missing, say_short;
     int64_t counted_ms;  /* when the gauge of returns not done was last read */
-    struct ob_row *rows; /* the batch, sorted by item */
+    struct ob_row *rows; /* the batch, sorted by item (and slot, once sent) */
     size_t nrows, cap;
+    struct ob_item *items; /* the calls of the batch's items */
+    size_t nitems;
     const char **argv; /* room for one call: keys, flag, two per order */
     char (*vals)[24];  /* the orders' ids and users as text */
     struct pgarr ids;  /* the orders of a mark (cons_return_done, cons_return_later) */

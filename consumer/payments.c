@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bgthread.h"
+#include "bkmap.h"
 #include "cmetrics.h"
 #include "embed.h"
 #include "i64map.h"
@@ -59,6 +60,7 @@ struct payments {
     struct rp *rp;
     struct rp_batch batch;
     struct rs rs; /* the paid orders' states (rstate.h) */
+    struct bkmap *bk; /* the items' buckets: a paid order is marked in its buyer's */
     /* The batch under way: one payment per user (b[i], its slot txn.s[i]),
      * the users (user i's lock is ul's i). */
     struct pay *b[PT_BATCH];
@@ -77,18 +79,43 @@ static bool to_mark(const struct payments *p, size_t i)
     return p->txn.s[i].res == PT_DONE && p->txn.s[i].d.mark;
 }
 
+/* The items of the batch's orders to mark, their buckets learnt (bkmap.h)
+ * in one round trip on p->rp. */
+static void learn_items(struct payments *p)
+{
+    int64_t items[PT_BATCH];
+    size_t n = 0;
+    for (size_t i = 0; i < p->nb; i++)
+        if (to_mark(p, i))
+            items[n++] = p->txn.s[i].d.item_id;
+    (void)bkmap_learn(p->bk, p->rp, p->cfg->redis.key_prefix, items, n);
+}
+
 /* The orders of the batch paid (now, or before by the same payment) into
- * p->batch: one seckill_mark call per item (rstate.h), for a sale's
- * payments are mostly for one item, and one call marking them all costs
- * Redis far less than one call each. How many calls, or -1 with err. */
+ * p->batch: one seckill_mark call per item and slot (rstate.h), for a
+ * sale's payments are mostly for one item, and one call marking them all
+ * costs Redis far less than one call each. An order of an item with buckets
+ * is marked in its buyer's bucket (the payment's user is the order's:
+ * pay_apply.sql); an item whose buckets could not be learnt waits, for a
+ * mark in the item's own slot would be read by no status call. How many
+ * calls, or -1 with err. */
 static int add_paid_marks(struct payments *p, char *err, size_t errlen)
 {
+    int k, salts[BUCKET_MAX];
     rp_batch_reset(&p->batch);
     rs_begin(&p->rs);
+    learn_items(p);
     for (size_t i = 0; i < p->nb; i++) {
         const struct pt_slot *y = &p->txn.s[i];
-        struct rs_row row = { y->m->order_id, y->d.item_id, OST_PAID, y->d.at_ms };
-        if (to_mark(p, i) && rs_put(&p->rs, &row) != 0) {
+        if (!to_mark(p, i))
+            continue;
+        if (!bkmap_get(p->bk, y->d.item_id, &k, salts)) {
+            snprintf(err, errlen, "item %" PRId64 ": its buckets could not be read", y->d.item_id);
+            return -1;
+        }
+        struct rs_row row = { y->m->order_id, y->d.item_id, OST_PAID, y->d.at_ms,
+                              bkmap_salt(p->bk, y->d.item_id, y->m->user_id) };
+        if (rs_put(&p->rs, &row) != 0) {
             snprintf(err, errlen, "out of memory");
             return -1;
         }
@@ -103,11 +130,16 @@ static int add_paid_marks(struct payments *p, char *err, size_t errlen)
 static int mark_once(struct payments *p, char *err, size_t errlen)
 {
     struct rs_said said;
+    size_t marks = 0;
+    for (size_t i = 0; i < p->nb; i++)
+        marks += to_mark(p, i);
+    if (marks == 0)
+        return 0;
+    if (!p->rp && rp_open(p->cfg, cfg_role_self(), &p->rp, err, errlen) != 0)
+        return -1;
     int n = add_paid_marks(p, err, errlen);
     if (n <= 0)
         return n;
-    if (!p->rp && rp_open(p->cfg, cfg_role_self(), &p->rp, err, errlen) != 0)
-        return -1;
     /* Durable (rs_add): a paid mark fewer replicas hold than
      * redis.min_replicas_ack asks would be lost at a failover, the buyer
      * shown "waiting" for an order PostgreSQL has paid (issue #55). */
@@ -418,6 +450,7 @@ static void close_all(struct payments *p)
     rp_close(p->rp);
     rp_batch_free(&p->batch);
     rs_free(&p->rs);
+    bkmap_free(p->bk);
     i64map_free(&p->users);
     i64map_free(&p->orders);
     free(p);
@@ -431,6 +464,11 @@ int payments_start(const struct cfg *c, struct payments **out, char *err, size_t
         return -1;
     }
     p->cfg = c;
+    if (!(p->bk = bkmap_new())) {
+        free(p);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     rs_init(&p->rs, c);
     rp_batch_init(&p->batch);
     i64map_init(&p->users, 1, 0);

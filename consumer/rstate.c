@@ -89,23 +89,26 @@ static int call_room(struct rs *w, size_t n)
     return 0;
 }
 
-/* By item, and in the order given within an item (an order named twice in
- * a call moves from its first new state, seckill_return.lua). */
+/* By item and slot, and in the order given within a slot (an order named
+ * twice in a call moves from its first new state, seckill_return.lua). */
 static int by_item(const void *a, const void *b)
 {
     const struct rs_row *x = *(struct rs_row *const *)a, *y = *(struct rs_row *const *)b;
     if (x->item_id != y->item_id)
         return x->item_id < y->item_id ? -1 : 1;
+    if (x->salt != y->salt)
+        return x->salt < y->salt ? -1 : 1;
     return x < y ? -1 : x > y;
 }
 
-/* The call of the n rows at r[] (one item) into b. 0, or -1. */
+/* The call of the n rows at r[] (one item's, in one slot) into b. 0, or -1. */
 static int add_call(struct rs *w, struct rp_batch *b, struct rs_row *const *r, size_t n)
 {
     char key[KEYS_MAX];
     size_t a = 0;
+    const char *prefix = w->cfg->redis.key_prefix;
     if (call_room(w, n) != 0 ||
-        keys_item(key, sizeof(key), w->cfg->redis.key_prefix, r[0]->item_id, KEYS_ITEM_ORDERS) < 0)
+        keys_item_at(key, sizeof(key), prefix, r[0]->item_id, r[0]->salt, KEYS_ITEM_ORDERS) < 0)
         return -1;
     w->argv[a++] = key;
     for (size_t i = 0; i < n; i++) {
@@ -138,7 +141,7 @@ int rs_add(struct rs *w, struct rp_batch *b)
         r[i] = &w->rows[i];
     qsort(r, n, sizeof(*r), by_item);
     for (size_t i = 0, j; i < n; i = j) {
-        for (j = i + 1; j < n && r[j]->item_id == r[i]->item_id; j++)
+        for (j = i + 1; j < n && r[j]->item_id == r[i]->item_id && r[j]->salt == r[i]->salt; j++)
             ;
         if (add_call(w, b, r + i, j - i) != 0)
             return -1;

@@ -10,9 +10,11 @@
  * OST_CANCELLED with its unit given back. Each hands its rows here (order,
  * item, state, detail), and this module alone builds the calls and reads
  * their answers:
- * - rs_add puts into the caller's batch one seckill_mark call per item of
- *   the rows given since the last one, routed by the item's orders hash (on
- *   a Cluster, the item's primary). A call carries all of its item's rows:
+ * - rs_add puts into the caller's batch one seckill_mark call per item and
+ *   slot of the rows given since the last one, routed by that slot's orders
+ *   hash (on a Cluster, its primary): an item in buckets (bucket.h) keeps
+ *   each order's state in its buyer's bucket. A call carries all of its
+ *   slot's rows:
  *   the function takes any number and reads and writes them
  *   MARK_CHUNK at a time. The calls go after what the caller put in the
  *   batch before (a settlement, a return): the same key's connection, so the
@@ -35,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bucket.h"
 #include "cfg.h"
 #include "ostate.h"
 #include "rfunc.h"
@@ -45,6 +48,8 @@ struct rs_row {
     int64_t order_id, item_id;
     enum ost_state state; /* one seckill_mark writes (ost_writer OST_BY_MARK) */
     int64_t detail_ms;    /* its DETAIL: the end of the payment window, or when it changed */
+    int salt;             /* the slot whose orders hash holds it: its buyer's bucket's salt, or
+                             BUCKET_HOME (bucket.h) for an item without buckets */
 };
 
 /* What the replies of the batch's calls said (rs_read). */
@@ -82,8 +87,8 @@ void rs_begin(struct rs *w);
 /* Give one row for the next rs_add. 0, or -1: out of memory, or a state
  * seckill_mark does not write (nothing is kept). */
 int rs_put(struct rs *w, const struct rs_row *row);
-/* Add one seckill_mark call per item of the rows given since the last
- * rs_add to b (rows of one item keep their order) and mark b durable. The
+/* Add one seckill_mark call per item and slot of the rows given since the
+ * last rs_add to b (rows of one slot keep their order) and mark b durable. The
  * calls added (0: no rows), or -1: out of memory, an item's key too long;
  * the rows are dropped either way, b may hold some of the calls. */
 int rs_add(struct rs *w, struct rp_batch *b);

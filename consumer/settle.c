@@ -185,7 +185,7 @@ static int add_pending_marks(struct settle *s, size_t i, size_t j)
 {
     for (size_t m = i; m < j; m++) {
         const struct cmsg *c = s->unclear[m];
-        struct rs_row row = { c->o.order_id, c->o.item_id, OST_PENDING_PAYMENT, c->pay_by_ms };
+        struct rs_row row = { c->o.order_id, c->o.item_id, OST_PENDING_PAYMENT, c->pay_by_ms, c->salt };
         if (c->pay_by_ms > 0 && rs_put(&s->rs, &row) != 0)
             return -1;
     }

@@ -310,14 +310,6 @@ static int item_create_cmd(const struct cfg *c, const struct item_args *a)
                         "is not built yet (issue #57); choose one\n");
         return 2;
     }
-    /* An order's payment, cancel and expiry still read and write the item's
-     * own slot, and a unit coming back has to go to the reserve, not to
-     * the bucket of the buyer who gave it up (itembk.h). */
-    if (a->buckets > 1 && a->pay_within_s) {
-        fprintf(stderr, "seckillctl: --buckets and --pay-within: payments, cancels and expiry in buckets "
-                        "are not built yet (issue #57); choose one\n");
-        return 2;
-    }
     struct itembk bk = { .k = (int)a->buckets };
     if (item_create(c, a->id, a->stock, a->name, &a->w, a->pay_within_s, &bk) != 0)
         return 1;

@@ -12,9 +12,10 @@
  *
  * A new sale's units all go to the item's own slot (the reserve); each
  * bucket is loaded empty, and the producer refills a buyer's bucket from the
- * reserve by a transfer (xfer.h) as it sells. item create refuses a waiting
- * room and a payment window with buckets: their admission, and an order's
- * payment, cancel and expiry, still live in the item's own slot only. */
+ * reserve by a transfer (xfer.h) as it sells; a unit an order gives back
+ * (expired, cancelled) goes to the reserve (consumer/outbox.h). item create
+ * refuses a waiting room with buckets: its admission still lives in the
+ * item's own slot only. */
 #ifndef SECKILL_ITEMBK_H
 #define SECKILL_ITEMBK_H
 

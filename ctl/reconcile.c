@@ -325,30 +325,41 @@ static int read_orders(struct rctx *x, const char *const *params, const struct i
     return ret;
 }
 
-/* The returned set (SMEMBERS) against the database's returns: units on
- * their way, orders given back that the database never returned, returns
- * done the set lost. (given_back cannot tell a unit given back twice: a
- * producer's give-back of an unpublished reservation counts there too; the
- * stock check sees one.) 0 or -1 (OOM). */
-static int read_returned(const redisReply *set, const struct dbview *d, struct recon *r)
+/* The returned sets (SMEMBERS; the item's own slot's, and each bucket's:
+ * a return of an item in buckets is recorded at both ends, and after an
+ * item load only the buckets' hold it) against the database's returns:
+ * units on their way, orders given back that the database never returned,
+ * returns done the sets lost. (given_back cannot tell a unit given back
+ * twice: a producer's give-back of an unpublished reservation counts there
+ * too; the stock check sees one.) 0 or -1 (OOM). */
+static int read_returned(redisReply *const *snaps, int nslots, const struct dbview *d, struct recon *r)
 {
-    struct ids in = { 0 };
-    for (size_t i = 0; i < set->elements; i++) {
-        int64_t oid;
-        if (parse_reply_i64(set->element[i], &oid) != 0 || ids_add(&in, oid) != 0) {
-            r->ret_unknown++;
-            continue;
+    struct ids in = { 0 }, units = { 0 }; /* every slot's; the item's own (its units) */
+    int ret = -1;
+    for (int s = 0; s < nslots; s++) {
+        const redisReply *set = snaps[s]->element[6];
+        for (size_t i = 0; i < set->elements; i++) {
+            int64_t oid;
+            if (parse_reply_i64(set->element[i], &oid) != 0)
+                r->ret_unknown++;
+            else if (ids_add(&in, oid) != 0 || (s == 0 && ids_add(&units, oid) != 0))
+                goto fail;
         }
-        if (!ids_has(&d->back_done, oid) && !ids_has(&d->back_open, oid))
-            r->ret_unknown++;
     }
-    ids_sort(&in);
+    ids_sort(&in); /* (one order in two slots' sets counts once) */
+    ids_sort(&units);
+    for (size_t i = 0; i < in.n; i++)
+        if (!ids_has(&d->back_done, in.v[i]) && !ids_has(&d->back_open, in.v[i]))
+            r->ret_unknown++;
     for (size_t i = 0; i < d->back_open.n; i++)
-        r->ret_inflight += !ids_has(&in, d->back_open.v[i]);
+        r->ret_inflight += !ids_has(&units, d->back_open.v[i]);
     for (size_t i = 0; i < d->back_done.n; i++)
         r->ret_lost += !ids_has(&in, d->back_done.v[i]);
+    ret = 0;
+fail:
     free(in.v);
-    return 0;
+    free(units.v);
+    return ret;
 }
 
 /* Stock (each slot's, and their sum), presence and window (the item's own
@@ -540,8 +551,7 @@ static int look(struct rctx *x, int64_t item, struct recon *r)
     if (r->nslots > 1 && read_xfers(x, r) != 0)
         goto fail;
     /* The stock changes are the item's own slot's (stockchg.h), as are the
-     * returns (none reach a bucket: an item with buckets has no payment
-     * window). */
+     * returned units (the buckets record their buyers' returns: read_returned). */
     if (read_item(x, params, r) != 0 || stockchg_halves(x->pg, item, snaps[0]->element[7], &r->chg) != 0 ||
         read_orders(x, params, &r->bk, &d) != 0)
         goto fail;
@@ -549,7 +559,7 @@ static int look(struct rctx *x, int64_t item, struct recon *r)
     r->bkv.named = true;
     if (r->in_db && itembk_check(x->rp, x->c, item, &r->bk, &r->bkv) != 0)
         goto fail;
-    if (read_slots(snaps, &d, r) != 0 || read_returned(snaps[0]->element[6], &d, r) != 0) {
+    if (read_slots(snaps, &d, r) != 0 || read_returned(snaps, r->nslots, &d, r) != 0) {
         fprintf(stderr, "seckillctl: out of memory\n");
         goto fail;
     }

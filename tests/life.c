@@ -155,8 +155,13 @@ void life_orders_by_pay_by(int64_t item, int n, int64_t *ids, int64_t *users, in
 
 long long life_redis_of(int64_t item, enum keys_item_part part)
 {
+    return life_redis_at(item, BUCKET_HOME, part);
+}
+
+long long life_redis_at(int64_t item, int salt, enum keys_item_part part)
+{
     char k[KEYS_MAX];
-    assert_true(keys_item(k, sizeof(k), harness_conf.redis.key_prefix, item, part) > 0);
+    assert_true(keys_item_at(k, sizeof(k), harness_conf.redis.key_prefix, item, salt, part) > 0);
     redisContext *rc = harness_redis(&harness_conf);
     long long v = part == KEYS_ITEM_STOCK    ? harness_int(rc, "GET %s", k)
                   : part == KEYS_ITEM_ORDERS ? harness_int(rc, "HGET %s given_back", k)
@@ -206,13 +211,14 @@ int64_t life_cons_metric(const struct life *l, const char *name)
 /* An item of stock units, its buyers given pay_s seconds to pay. */
 static void item_create(struct life *l, const struct life_opts *o, int64_t stock, int pay_s)
 {
-    char sid[24], sstock[24], spay[24], *out = NULL;
+    char sid[24], sstock[24], spay[24], sk[16], *out = NULL;
     l->item = life_item_id(o->item_base);
     snprintf(sid, sizeof(sid), "%" PRId64, l->item);
     snprintf(sstock, sizeof(sstock), "%" PRId64, stock);
     snprintf(spay, sizeof(spay), "%d", pay_s);
-    const char *args[] = { "-c",      l->cfgpath[0], "item",         "create", "--id", sid,
-                           "--stock", sstock,        "--pay-within", spay,     NULL };
+    snprintf(sk, sizeof(sk), "%d", o->buckets > 1 ? o->buckets : 1);
+    const char *args[] = { "-c",   l->cfgpath[0], "item",         "create", "--id",      sid, "--stock",
+                           sstock, "--pay-within", spay,          "--buckets", sk,       NULL };
     int st = harness_run(&out, "seckillctl", args, 30000);
     if (st != 0 || !strstr(out, "to be paid within"))
         fail_msg("seckillctl item create --pay-within %d: exit %d: %s", pay_s, st, out);

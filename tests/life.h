@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "bucket.h"
 #include "cfg.h"
 #include "keys.h"
 
@@ -57,6 +58,8 @@ int64_t life_returns_done(int64_t item);
 void life_orders_by_pay_by(int64_t item, int n, int64_t *ids, int64_t *users, int64_t *pay_by);
 /* A Redis value of the item: GET of its stock, SCARD of a set, HGET of given_back. */
 long long life_redis_of(int64_t item, enum keys_item_part part);
+/* The same in one of the item's slots (salt: a bucket's, or BUCKET_HOME). */
+long long life_redis_at(int64_t item, int salt, enum keys_item_part part);
 
 /* --- a producer and consumers ---------------------------------------------------- */
 
@@ -69,6 +72,7 @@ struct life_opts {
     int64_t user_base; /* the users are user_base + a random multiple of user_span */
     int64_t user_span;
     bool payments; /* a payments topic of the run, and kp and pay */
+    int buckets;   /* the item's buckets (seckillctl item create --buckets); 0 or 1: none */
 };
 
 struct life {

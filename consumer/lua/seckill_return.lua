@@ -11,7 +11,7 @@
 --
 -- VERSION grows with every change of a function here, of its body or its
 -- contract (read back with seckill_return_version).
-local VERSION = 4
+local VERSION = 5
 
 -- Give the units of returned orders back to the sale, each order once.
 -- KEYS[1] stock, KEYS[2] buyers, KEYS[3] orders, KEYS[4] returned (all tagged {item:ID})
@@ -43,6 +43,38 @@ local function give_back(KEYS, ARGV)
   end
   if n > 0 then
     redis.call('HINCRBY', KEYS[3], 'given_back', n)
+  end
+  return n
+end
+
+-- The buyers' half of a return, for an item in buckets (version 5, issue
+-- #57: common/sale/bucket.h). Such an item's returned units go to its
+-- reserve, the item's own slot (seckill_return there, its flag '0'), while
+-- its buyers are in their buckets, each another slot: this call, in the
+-- bucket, takes each returned order's buyer out once, with a returned set
+-- of the bucket's own as its record, so a retry or a replay never takes out
+-- a buyer who has bought again since. A crash between the two calls leaves
+-- one done and the other sent again: each is once by its own set.
+-- KEYS[1] buyers, KEYS[2] orders, KEYS[3] returned (all tagged {item:ID:S})
+-- ARGV[1] '1' to take each buyer's mark away (sale.rebuy_after_cancel),
+-- then pairs: order id, user id.
+-- Returns the orders released by this call (0: each was before). Each
+-- counts in the bucket's given_back, which producers watch over all the
+-- item's slots (producer/soldout.h): a buyer gone from a bucket's set while
+-- another bucket sells one more leaves the buyers' sum as it was, and the
+-- count says it moved.
+local function release(KEYS, ARGV)
+  local n = 0
+  for i = 2, #ARGV - 1, 2 do
+    if redis.call('SADD', KEYS[3], ARGV[i]) == 1 then
+      if ARGV[1] == '1' then
+        redis.call('SREM', KEYS[1], ARGV[i + 1])
+      end
+      n = n + 1
+    end
+  end
+  if n > 0 then
+    redis.call('HINCRBY', KEYS[2], 'given_back', n)
   end
   return n
 end
@@ -121,6 +153,7 @@ local function mark(KEYS, ARGV)
 end
 
 redis.register_function{ function_name = 'seckill_return', callback = give_back }
+redis.register_function{ function_name = 'seckill_release', callback = release }
 redis.register_function{ function_name = 'seckill_mark', callback = mark }
 redis.register_function{ function_name = 'seckill_return_version', callback = function() return VERSION end,
                           flags = { 'no-writes' } }

@@ -35,15 +35,16 @@ sql() { scripts/stack psql -d seckill -qtA -c "$1" 2>/dev/null; }
 # tag SALT: the hash tag of the item's bucket (SALT "": the item's own slot).
 tag() { echo "$PREFIX:{item:$ITEM${1:+:$1}}"; }
 keys() { local k; k=$(tag "${1:-}"); echo "$k:stock $k:buyers $k:pending $k:unpub $k:window $k:orders $k:changes"; }
+ITEM2=$((ITEM + 1))
 cleanup() {
     local s
     for s in "" 0 1 2; do
         # shellcheck disable=SC2046
-        rcli DEL $(keys "$s") >/dev/null
+        rcli DEL $(keys "$s") $(ITEM=$ITEM2 keys "$s") >/dev/null
     done
-    rcli SREM "$PREFIX:items" "$ITEM" >/dev/null
-    sql "DELETE FROM orders WHERE item_id = $ITEM" >/dev/null
-    sql "DELETE FROM items WHERE item_id = $ITEM" >/dev/null
+    rcli SREM "$PREFIX:items" "$ITEM" "$ITEM2" >/dev/null
+    sql "DELETE FROM orders WHERE item_id IN ($ITEM, $ITEM2)" >/dev/null
+    sql "DELETE FROM items WHERE item_id IN ($ITEM, $ITEM2)" >/dev/null
     scripts/stack topic delete "$TOPIC" >/dev/null 2>&1
     rm -rf "$T"
 }
@@ -76,10 +77,12 @@ run ctl item create --id "$ITEM" --stock 9 --buckets 3 --starts-at $((now + 6000
 is "--buckets with a waiting room: exit 2, said why" "$rc $(grep -c 'waiting room in front of buckets' "$T/err")" "2 1"
 is "nothing was created" "$(sql "SELECT count(*) FROM items WHERE item_id = $ITEM")" "0"
 
-run ctl item create --id "$ITEM" --stock 9 --buckets 3 --pay-within 60
-is "--buckets with a payment window: exit 2, said why, nothing created" \
-    "$rc $(grep -c 'payments, cancels and expiry in buckets' "$T/err") $(sql "SELECT count(*) FROM items WHERE item_id = $ITEM")" \
-    "2 1 0"
+# A payment window with buckets (an order's payment, cancel and expiry in
+# its buyer's bucket, its unit back to the reserve: tests/it/test_cancel.c).
+run ctl item create --id "$ITEM2" --stock 9 --buckets 3 --pay-within 60
+is "--buckets with a payment window: exit 0, in 3 buckets, to be paid within 60 s" \
+    "$rc $(grep -c 'in 3 buckets' "$T/out") $(grep -c 'to be paid within 60 s' "$T/out") $(sql "SELECT pay_within_s FROM items WHERE item_id = $ITEM2")" \
+    "0 1 1 60"
 
 starts=$((now - 1000)) ends=$((now + 3600000))
 run ctl item create --id "$ITEM" --stock 9 --buckets 3 --starts-at "$starts" --ends-at "$ends"

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bucket.h"
 #include "keys.h"
 #include "life.h"
 #include "ordersig.h"
@@ -88,13 +89,14 @@ static int64_t pay_by_ms(int64_t order_id)
                        order_id);
 }
 
-/* The order's state in the item's orders hash ("USER|S|RESERVED|SETTLED|DETAIL"):
- * its letter (0 when absent) and DETAIL as a number. */
-static char hash_state(int64_t item, int64_t order_id, int64_t *detail)
+/* The order's state in the orders hash of the item's slot salt (its own:
+ * BUCKET_HOME) ("USER|S|RESERVED|SETTLED|DETAIL"): its letter (0 when
+ * absent) and DETAIL as a number. */
+static char hash_state_at(int64_t item, int salt, int64_t order_id, int64_t *detail)
 {
     char k[KEYS_MAX];
     char st = 0;
-    assert_true(keys_item(k, sizeof(k), harness_conf.redis.key_prefix, item, KEYS_ITEM_ORDERS) > 0);
+    assert_true(keys_item_at(k, sizeof(k), harness_conf.redis.key_prefix, item, salt, KEYS_ITEM_ORDERS) > 0);
     redisContext *rc = harness_redis(&harness_conf);
     redisReply *r = harness_cmd(rc, "HGET %s o:%" PRId64, k, order_id);
     *detail = 0;
@@ -109,6 +111,11 @@ static char hash_state(int64_t item, int64_t order_id, int64_t *detail)
     freeReplyObject(r);
     redisFree(rc);
     return st;
+}
+
+static char hash_state(int64_t item, int64_t order_id, int64_t *detail)
+{
+    return hash_state_at(item, BUCKET_HOME, order_id, detail);
 }
 
 /* --- the sink in-process ------------------------------------------------------------ */
@@ -344,6 +351,31 @@ static void cancel_call(struct life *l, int64_t order_id, int64_t u)
     int st = harness_http(l->port, "POST", path, NULL, NULL, last_resp, sizeof(last_resp));
     if (st != 202 || !strstr(last_resp, "cancelling"))
         fail_msg("POST %s: %d %s; see %s", path, st, last_resp, l->plog);
+}
+
+/* The producer's status call for the order says want (its JSON word). */
+static void order_says(struct life *l, int64_t order_id, const char *want)
+{
+    char path[64], w[64];
+    int st = 0;
+    snprintf(path, sizeof(path), "/api/v1/orders/%" PRId64, order_id);
+    snprintf(w, sizeof(w), "\"status\":\"%s\"", want);
+    char *body = sale_http_get(l->port, path, &st);
+    if (st != 200 || !body || !strstr(body, w))
+        fail_msg("GET %s: %d %s, want %s", path, st, body ? body : "", w);
+    free(body);
+}
+
+/* seckillctl reconcile of the run's item: every check passes (exit 0). */
+static void recon_clean(struct life *l)
+{
+    char sid[24], *out = NULL;
+    snprintf(sid, sizeof(sid), "%" PRId64, l->item);
+    const char *args[] = { "-c", l->cfgpath[0], "reconcile", "--item", sid, NULL };
+    int st = harness_run(&out, "seckillctl", args, 60000);
+    if (st != 0)
+        fail_msg("seckillctl reconcile --item %s: exit %d:\n%s", sid, st, out);
+    free(out);
 }
 
 /* The "total" row of a replay summary: read inserted present rejected dead
@@ -658,6 +690,102 @@ static void test_cancel_races_payment(void **state)
     life_stop(&l);
 }
 
+
+/* An item in two buckets with a payment window (issue #57): each order's
+ * state is kept in its buyer's bucket (waiting, paid, cancelled, expired,
+ * each read back by the status call), and a unit given back by a cancel or
+ * an expiry goes to the reserve, the item's own slot, never to the bucket
+ * of the buyer who gave it up; that buyer leaves their bucket's buyers,
+ * recorded once at both ends, and buys again. reconcile finds it all
+ * consistent. */
+static void test_order_life_in_buckets(void **state)
+{
+    (void)state;
+    enum { STOCK = 3 };
+    struct life_opts o = opts;
+    struct life l;
+    bool ok;
+    int64_t detail, u[3], oid[3];
+    int salts[BUCKET_MAX] = { 0, 1 }, b[3];
+    o.buckets = 2;
+    life_start(&l, &o, 1, STOCK, 600);
+    {
+        /* the salts as seckillctl placed them (one primary: 0 and 1) */
+        char win[KEYS_MAX];
+        int k = 0;
+        keys_item(win, sizeof(win), harness_conf.redis.key_prefix, l.item, KEYS_ITEM_WINDOW);
+        redisContext *rc = harness_redis(&harness_conf);
+        redisReply *r = harness_cmd(rc, "HGET %s buckets", win);
+        assert_int_equal(r->type, REDIS_REPLY_STRING);
+        assert_int_equal(bucket_parse(r->str, salts, &k), 0);
+        assert_int_equal(k, 2);
+        freeReplyObject(r);
+        redisFree(rc);
+    }
+    /* Buyers of bucket 0, bucket 1, bucket 0. */
+    for (int i = 0, want[3] = { 0, 1, 0 }; i < 3; i++) {
+        u[i] = i ? u[i - 1] + 1 : l.user_base;
+        while (bucket_of(u[i], 2) != want[i])
+            u[i]++;
+        b[i] = salts[want[i]];
+        oid[i] = buy_pending(&l, u[i]);
+        WAIT_UNTIL(hash_state_at(l.item, b[i], oid[i], &detail) == 'w', 10000, ok);
+        if (!ok)
+            fail_msg("order %" PRId64 " not waiting in its bucket; see %s", oid[i], l.clog[0]);
+        assert_int_equal(detail, pay_by_ms(oid[i]));
+        assert_int_equal(hash_state(l.item, oid[i], &detail), 0); /* nothing in the item's own slot */
+        order_says(&l, oid[i], "pending_payment");
+    }
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_STOCK) + life_redis_at(l.item, salts[0], KEYS_ITEM_STOCK) +
+                         life_redis_at(l.item, salts[1], KEYS_ITEM_STOCK),
+                     0);
+    /* Paid: marked in its bucket. */
+    payment_publish(&l, oid[0], u[0]);
+    WAIT_UNTIL(status_is(oid[0], "paid") && hash_state_at(l.item, b[0], oid[0], &detail) == 'p', 15000, ok);
+    if (!ok)
+        fail_msg("order %" PRId64 " not paid in its bucket; see %s", oid[0], l.clog[0]);
+    order_says(&l, oid[0], "paid");
+    /* Cancelled by its buyer: the unit to the reserve, the buyer out of
+     * bucket 1 (and recorded there), the state 'k' there. */
+    long long gb = life_redis_at(l.item, b[1], KEYS_ITEM_ORDERS);
+    cancel_call(&l, oid[1], u[1]);
+    WAIT_UNTIL(life_returns_done(l.item) == 1, 15000, ok);
+    if (!ok)
+        fail_msg("the cancel's return not done; see %s", l.clog[0]);
+    assert_true(status_is(oid[1], "cancelled"));
+    assert_int_equal(hash_state_at(l.item, b[1], oid[1], &detail), 'k');
+    order_says(&l, oid[1], "cancelled");
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_STOCK), 1);
+    assert_int_equal(life_redis_at(l.item, b[1], KEYS_ITEM_STOCK), 0);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_RETURNED), 1);
+    assert_int_equal(life_redis_at(l.item, b[1], KEYS_ITEM_RETURNED), 1);
+    assert_int_equal(life_redis_at(l.item, b[1], KEYS_ITEM_BUYERS), 0);
+    assert_int_equal(life_redis_at(l.item, b[0], KEYS_ITEM_BUYERS), 2);
+    assert_int_equal(life_redis_at(l.item, b[1], KEYS_ITEM_ORDERS), gb + 1); /* given_back: the producers' witness */
+    /* Expired (its window moved to the past): the same, in bucket 0. */
+    pg_exec("UPDATE orders SET pay_by = now() - interval '1 second' WHERE order_id = $1", oid[2], 0);
+    pg_exec("UPDATE order_deadlines SET pay_by = now() - interval '1 second' WHERE order_id = $1", oid[2], 0);
+    WAIT_UNTIL(life_returns_done(l.item) == 2, 15000, ok);
+    if (!ok)
+        fail_msg("the expiry's return not done; see %s", l.clog[0]);
+    assert_true(status_is(oid[2], "expired"));
+    assert_int_equal(hash_state_at(l.item, b[2], oid[2], &detail), 'x');
+    order_says(&l, oid[2], "expired");
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_STOCK), 2);
+    assert_int_equal(life_redis_at(l.item, b[2], KEYS_ITEM_STOCK), 0);
+    assert_int_equal(life_redis_at(l.item, b[2], KEYS_ITEM_BUYERS), 1); /* the payer stays */
+    assert_int_equal(life_stock_left(l.item), 2);
+    /* Both buyers buy again, from the reserve. */
+    oid[1] = buy_pending(&l, u[1]);
+    oid[2] = buy_pending(&l, u[2]);
+    assert_int_equal(life_redis_of(l.item, KEYS_ITEM_STOCK) + life_redis_at(l.item, salts[0], KEYS_ITEM_STOCK) +
+                         life_redis_at(l.item, salts[1], KEYS_ITEM_STOCK),
+                     0);
+    assert_int_equal(harness_order(l.port, u[0], l.item, last_resp, sizeof(last_resp)), 409);
+    recon_clean(&l);
+    life_stop(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -665,6 +793,7 @@ int main(void)
         cmocka_unit_test(test_cancel_pending_order),
         cmocka_unit_test(test_cancel_races_expiry),
         cmocka_unit_test(test_cancel_races_payment),
+        cmocka_unit_test(test_order_life_in_buckets),
     };
     harness_filter();
     return cmocka_run_group_tests_name("cancel", tests, setup, life_teardown);

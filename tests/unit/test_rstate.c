@@ -49,14 +49,14 @@ static const char *arg(const redisReply *c, size_t i)
     return c->element[i]->str;
 }
 
-/* Command i is FCALL seckill_mark on item's orders hash with the rows
- * want[0..n), in that order. */
+/* Command i is FCALL seckill_mark on item's orders hash (in the slot of
+ * want[0]'s salt) with the rows want[0..n), in that order. */
 static void expect_call(const struct rp_batch *b, int i, int64_t item, const struct rs_row *want, size_t n)
 {
     char key[KEYS_MAX], v[32];
     const char *route = NULL;
     redisReply *c = command(b, i, &route);
-    assert_true(keys_item(key, sizeof(key), PREFIX, item, KEYS_ITEM_ORDERS) > 0);
+    assert_true(keys_item_at(key, sizeof(key), PREFIX, item, want[0].salt, KEYS_ITEM_ORDERS) > 0);
     assert_int_equal(c->elements, 4 + 3 * n);
     assert_string_equal(arg(c, 0), "FCALL");
     assert_string_equal(arg(c, 1), "seckill_mark");
@@ -85,12 +85,12 @@ static void test_one_call_per_item(void **state)
     struct rs w;
     struct rp_batch b;
     const struct rs_row rows[] = {
-        { 101, 7, OST_PAID, 1700000000001 },
-        { 102, 3, OST_PENDING_PAYMENT, 1700000900000 },
-        { 103, 7, OST_EXPIRED, 1700000000002 },
-        { 104, 5, OST_CANCELLED, 1700000000003 },
-        { 101, 7, OST_CANCELLED, 1700000000004 }, /* named twice: both go, in order */
-        { 105, 5, OST_PAID, 9223372036854775807 },
+        { 101, 7, OST_PAID, 1700000000001, BUCKET_HOME },
+        { 102, 3, OST_PENDING_PAYMENT, 1700000900000, BUCKET_HOME },
+        { 103, 7, OST_EXPIRED, 1700000000002, BUCKET_HOME },
+        { 104, 5, OST_CANCELLED, 1700000000003, BUCKET_HOME },
+        { 101, 7, OST_CANCELLED, 1700000000004, BUCKET_HOME }, /* named twice: both go, in order */
+        { 105, 5, OST_PAID, 9223372036854775807, BUCKET_HOME },
     };
     rp_batch_init(&b);
     rs_init(&w, &c);
@@ -116,6 +116,36 @@ static void test_one_call_per_item(void **state)
     rs_free(&w);
 }
 
+/* An item in buckets (bucket.h): each order is marked in its buyer's
+ * bucket, one call per slot, each routed by that slot's orders hash; an
+ * item without buckets keeps its own slot. */
+static void test_one_call_per_slot(void **state)
+{
+    (void)state;
+    struct cfg c = test_cfg();
+    struct rs w;
+    struct rp_batch b;
+    const struct rs_row rows[] = {
+        { 201, 9, OST_PAID, 11, 40 },         { 202, 9, OST_EXPIRED, 12, 3 },
+        { 203, 9, OST_CANCELLED, 13, 40 },    { 204, 8, OST_PAID, 14, BUCKET_HOME },
+        { 205, 9, OST_PENDING_PAYMENT, 15, 3 },
+    };
+    rp_batch_init(&b);
+    rs_init(&w, &c);
+    rs_begin(&w);
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
+        assert_int_equal(rs_put(&w, &rows[i]), 0);
+    assert_int_equal(rs_add(&w, &b), 3);
+    {
+        const struct rs_row home[] = { rows[3] }, s3[] = { rows[1], rows[4] }, s40[] = { rows[0], rows[2] };
+        expect_call(&b, 0, 8, home, 1);
+        expect_call(&b, 1, 9, s3, 2);
+        expect_call(&b, 2, 9, s40, 2);
+    }
+    rp_batch_free(&b);
+    rs_free(&w);
+}
+
 /* Calls added one item at a time (settle.c, outbox.c: each after the
  * item's own call) are numbered in that order for rs_done. A new batch
  * starts again from 0. */
@@ -132,7 +162,7 @@ static void test_calls_in_turn(void **state)
         rp_batch_reset(&b);
         rs_begin(&w);
         for (int64_t item = 1; item <= 3; item++) {
-            const struct rs_row r = { 1000 + item, item, OST_EXPIRED, 42 };
+            const struct rs_row r = { 1000 + item, item, OST_EXPIRED, 42, BUCKET_HOME };
             assert_true(rp_addf(&b, "x", "GET %s", "x") >= 0); /* the item's return */
             assert_int_equal(rs_put(&w, &r), 0);
             assert_int_equal(rs_add(&w, &b), 1);
@@ -165,11 +195,11 @@ static void test_refuses_other_states(void **state)
     struct cfg c = test_cfg();
     struct rs w;
     struct rp_batch b;
-    const struct rs_row good = { 9, 2, OST_PAID, 5 };
+    const struct rs_row good = { 9, 2, OST_PAID, 5, BUCKET_HOME };
     rp_batch_init(&b);
     rs_init(&w, &c);
     for (int s = -1; s <= OST_NSTATES; s++) {
-        const struct rs_row r = { 10, 2, (enum ost_state)s, 5 }, both[] = { good, r };
+        const struct rs_row r = { 10, 2, (enum ost_state)s, 5, BUCKET_HOME }, both[] = { good, r };
         bool mark = s >= 0 && s < OST_NSTATES && ost_writer(s) == OST_BY_MARK;
         rs_begin(&w);
         assert_int_equal(rs_put(&w, &good), 0);
@@ -203,7 +233,7 @@ static void test_many_rows(void **state)
     rs_init(&w, &c);
     rs_begin(&w);
     for (int i = 0; i < N; i++) {
-        rows[i] = (struct rs_row){ 1 + i, 77, OST_PENDING_PAYMENT, 100000 + i };
+        rows[i] = (struct rs_row){ 1 + i, 77, OST_PENDING_PAYMENT, 100000 + i, BUCKET_HOME };
         assert_int_equal(rs_put(&w, &rows[i]), 0);
     }
     assert_int_equal(rs_add(&w, &b), 1);
@@ -217,6 +247,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_call_per_item),
+        cmocka_unit_test(test_one_call_per_slot),
         cmocka_unit_test(test_calls_in_turn),
         cmocka_unit_test(test_refuses_other_states),
         cmocka_unit_test(test_many_rows),
