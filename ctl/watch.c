@@ -29,6 +29,14 @@
 #define WATCH_MAX_EPS 16    /* --producer / --consumer addresses */
 #define WATCH_ERR 256
 
+/* One of a bucketed item's slots at one refresh (bucket.h): the reserve
+ * (salt BUCKET_HOME) or a bucket. -1: not known. */
+struct wslot {
+    int salt;
+    int64_t stock, buyers, pending;
+    int64_t xout, xin; /* transfers this slot gave, and received (xfer.h: their records) */
+};
+
 /* One item at one refresh. -1: not known (its engine did not answer, or
  * Redis has no stock loaded for it). */
 struct witem {
@@ -41,6 +49,9 @@ struct witem {
     /* Its waiting room (qview.h; opens_ms 0: none, or not read): for the
      * items shown only. */
     struct qview q;
+    /* An item in buckets: each slot, the reserve first (nslots 0: none). */
+    int nslots;
+    struct wslot slot[BUCKET_MAX + 1];
 };
 
 /* An item nothing is known of yet. */
@@ -162,48 +173,64 @@ static int64_t reply_i64(const redisReply *r)
     return -1;
 }
 
-/* Where item i's counts start in the batch, and over how many slots. */
+/* Where item i's counts start in the batch, over how many slots, and the
+ * commands each slot has: its stock, pending and buyers; for an item in
+ * buckets, also its transfers' records (given, received). */
 struct wslots {
-    int at, n;
+    int at, n, per;
+    int salts[BUCKET_MAX + 1];
 };
 
-/* Stock, pending and buyers of item id, over its slots: its own and each of
- * its buckets (bkmap.h), three commands a slot. 0, or -1 (out of memory). */
+/* Item id's counts, over its slots: its own and each of its buckets
+ * (bkmap.h). 0, or -1 (out of memory). */
 static int slots_add(struct watch *w, struct rp_batch *b, int64_t id, struct wslots *ws)
 {
-    int k = 1, salts[BUCKET_MAX];
-    if (!w->bk || !bkmap_get(w->bk, id, &k, salts))
+    int k = 1;
+    if (!w->bk || !bkmap_get(w->bk, id, &k, ws->salts + 1))
         k = 1;
     ws->at = b->n;
     ws->n = k > 1 ? 1 + k : 1;
+    ws->per = k > 1 ? 5 : 3;
+    ws->salts[0] = BUCKET_HOME;
     for (int i = 0; i < ws->n; i++) {
-        char k_[KEYS_ITEM_PARTS][KEYS_MAX];
-        if (keys_item_all_at(k_, w->c->redis.key_prefix, id, i ? salts[i - 1] : BUCKET_HOME) != 0 ||
+        char k_[KEYS_ITEM_PARTS][KEYS_MAX], xo[KEYS_MAX], xi[KEYS_MAX];
+        const char *prefix = w->c->redis.key_prefix;
+        if (keys_item_all_at(k_, prefix, id, ws->salts[i]) != 0 ||
+            keys_item_at(xo, sizeof(xo), prefix, id, ws->salts[i], KEYS_ITEM_XOUT) < 0 ||
+            keys_item_at(xi, sizeof(xi), prefix, id, ws->salts[i], KEYS_ITEM_XIN) < 0 ||
             rp_addf(b, k_[KEYS_ITEM_STOCK], "GET %s", k_[KEYS_ITEM_STOCK]) < 0 ||
             rp_addf(b, k_[KEYS_ITEM_STOCK], "HLEN %s", k_[KEYS_ITEM_PENDING]) < 0 ||
-            rp_addf(b, k_[KEYS_ITEM_STOCK], "SCARD %s", k_[KEYS_ITEM_BUYERS]) < 0)
+            rp_addf(b, k_[KEYS_ITEM_STOCK], "SCARD %s", k_[KEYS_ITEM_BUYERS]) < 0 ||
+            (ws->per == 5 && (rp_addf(b, xo, "HLEN %s", xo) < 0 || rp_addf(b, xi, "HLEN %s", xi) < 0)))
             return -1;
     }
     return 0;
 }
 
-/* Item it's counts from its slots' replies, summed; a slot without stock
- * (never loaded) counts none. 0, or -1 for an error reply or none. */
+/* Item it's counts from its slots' replies, summed, and each slot's for an
+ * item in buckets; a slot without stock (never loaded) counts none. 0, or
+ * -1 for an error reply or none. */
 static int slots_take(const struct rp_batch *b, const struct wslots *ws, struct witem *it)
 {
     int64_t sum[3] = { 0, 0, 0 };
     bool any = false;
     for (int i = 0; i < ws->n; i++) {
-        const redisReply *r[3];
-        for (int j = 0; j < 3; j++)
-            if (!(r[j] = rp_reply(b, ws->at + i * 3 + j)) || r[j]->type == REDIS_REPLY_ERROR)
+        const redisReply *r[5] = { NULL };
+        int64_t v[5] = { -1, -1, -1, -1, -1 };
+        for (int j = 0; j < ws->per; j++)
+            if (!(r[j] = rp_reply(b, ws->at + i * ws->per + j)) || r[j]->type == REDIS_REPLY_ERROR)
                 return -1;
+        for (int j = 0; j < ws->per && r[0]->type != REDIS_REPLY_NIL; j++)
+            v[j] = reply_i64(r[j]);
+        if (ws->n > 1)
+            it->slot[i] = (struct wslot){ ws->salts[i], v[0], v[2], v[1], v[3], v[4] };
         if (r[0]->type == REDIS_REPLY_NIL)
             continue;
         any = true;
         for (int j = 0; j < 3; j++)
-            sum[j] += reply_i64(r[j]);
+            sum[j] += v[j];
     }
+    it->nslots = ws->n > 1 ? ws->n : 0;
     if (any) {
         it->stock = sum[0];
         it->pending = sum[1];
@@ -652,6 +679,56 @@ static void line_queue(const struct witem *it, const struct witem *pv, int64_t d
            QRATE(it, pv, admitted_total, dt, b[5]), QRATE(it, pv, passed_total, dt, b[6]), it->q.paused);
 }
 
+/* A slot's name on the screen: "reserve", or "bucket B" with its salt. */
+static const char *slot_name(const struct witem *it, int i, char *buf, size_t len)
+{
+    if (i == 0)
+        snprintf(buf, len, "reserve");
+    else
+        snprintf(buf, len, "b%d (salt %d)", i - 1, it->slot[i].salt);
+    return buf;
+}
+
+/* The slots of the items shown that sell from buckets (bucket.h): each
+ * one's units, buyers, pending orders and transfers given and received (a
+ * table of the screen, after the items'). */
+static void render_buckets(const struct wsample *s)
+{
+    bool any = false;
+    for (size_t i = 0; i < s->n && i < WATCH_MAX_SHOWN; i++) {
+        const struct witem *it = &s->items[i];
+        for (int j = 0; j < it->nslots; j++) {
+            char b[6][32], name[32];
+            const struct wslot *sl = &it->slot[j];
+            if (!any)
+                printf("\n%-14s %-14s %9s %9s %9s %9s %9s\n", "BUCKETS", "SLOT", "STOCK", "BUYERS", "PENDING",
+                       "XFER-OUT", "XFER-IN");
+            any = true;
+            printf("%-14s %-14s %9s %9s %9s %9s %9s\n", j == 0 ? num(it->id, b[0], 32) : "",
+                   slot_name(it, j, name, sizeof(name)), num(sl->stock, b[1], 32), num(sl->buyers, b[2], 32),
+                   num(sl->pending, b[3], 32), num(sl->xout, b[4], 32), num(sl->xin, b[5], 32));
+        }
+    }
+}
+
+/* An item's slots as the line's key=value pairs, each a list with the
+ * reserve first, then the buckets in order (nothing for an item without
+ * buckets). */
+static void line_buckets(const struct witem *it)
+{
+    static const char *const keys[] = { "slot_stock", "slot_buyers", "slot_pending", "slot_transfers_out",
+                                        "slot_transfers_in" };
+    for (size_t k = 0; it->nslots > 0 && k < ARRAY_SIZE(keys); k++) {
+        printf(" %s=", keys[k]);
+        for (int j = 0; j < it->nslots; j++) {
+            const struct wslot *sl = &it->slot[j];
+            const int64_t v[] = { sl->stock, sl->buyers, sl->pending, sl->xout, sl->xin };
+            char b[32];
+            printf("%s%s", j ? "," : "", num(v[k], b, sizeof(b)));
+        }
+    }
+}
+
 static void render_screen(const struct watch *w, const struct wsample *s, const struct wsample *prev,
                           int interval)
 {
@@ -677,6 +754,7 @@ static void render_screen(const struct watch *w, const struct wsample *s, const 
         printf("redis:    %s\n", s->redis_err);
     if (s->pg_err[0])
         printf("postgres: %s\n", s->pg_err);
+    render_buckets(s);
     render_queue(s, prev, dt);
     if (s->n > 0)
         render_after(s);
@@ -750,6 +828,7 @@ static void render_line(const struct watch *w, const struct wsample *s, const st
                rate(it->persisted, pv->persisted, dt, b[6], 32),
                rate(it->refused, pv->refused, dt, b[7], 32));
         line_after(it);
+        line_buckets(it);
         line_queue(it, pv, dt);
     }
     printf("\n");

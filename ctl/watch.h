@@ -4,6 +4,9 @@
  * Per item: stock left and accepted buyers (Redis), pending orders
  * (reserved, not yet persisted: Redis), persisted and refused orders
  * (PostgreSQL), and the rate of each since the previous refresh; for an
+ * item in buckets (bucket.h), the sums over its slots, and each slot's
+ * units, buyers, pending orders and transfers given and received (their
+ * records, xfer.h); for an
  * item shown that has a waiting room, the room as `seckillctl queue status`
  * reads it (qview.h: waiting, pre-queue, serving number, admissions
  * outstanding, the measured admission rate, admitted and abandoned a
@@ -11,7 +14,7 @@
  * offsets against the topic's end); each producer's and consumer's
  * /healthz.
  *
- * It only reads: Redis GET/HLEN/SCARD/SMEMBERS/HGETALL/ZCARD, a PostgreSQL
+ * It only reads: Redis GET/HGET/HLEN/SCARD/SMEMBERS/HGETALL/ZCARD, a PostgreSQL
  * session set read-only, a Kafka client that never joins the group or
  * commits, and HTTP GETs. A dependency that is down is shown as down and asked again on the
  * next refresh; watch itself keeps running until interrupted or --count

@@ -34,7 +34,11 @@ rcli() { scripts/stack redis-cli "$@" 2>/dev/null; }
 sql() { scripts/stack psql -d seckill -qtA -c "$1" 2>/dev/null; }
 # tag SALT: the hash tag of the item's bucket (SALT "": the item's own slot).
 tag() { echo "$PREFIX:{item:$ITEM${1:+:$1}}"; }
-keys() { local k; k=$(tag "${1:-}"); echo "$k:stock $k:buyers $k:pending $k:unpub $k:window $k:orders $k:changes"; }
+keys() {
+    local k
+    k=$(tag "${1:-}")
+    echo "$k:stock $k:buyers $k:pending $k:unpub $k:window $k:orders $k:changes $k:xout $k:xin $k:returned"
+}
 ITEM2=$((ITEM + 1))
 cleanup() {
     local s
@@ -66,7 +70,7 @@ copies() {
     echo "${out# }"
 }
 
-echo "1..26"
+echo "1..27"
 
 for bad in 0 17 x; do
     run ctl item create --id "$ITEM" --stock 9 --buckets "$bad"
@@ -123,16 +127,23 @@ is "item show: the buckets, on the one primary, Redis naming the same; the units
     "$(grep -c 'buckets    3 (salts 0,1,2), on 1 of 1 primaries; Redis names 0,1,2$' "$T/out") $(grep -cE 'bucket [0-2] +salt [0-2] on .*: stock 0, buyers 0, window the item.s$' "$T/out") $(grep -c 'all slots  stock 9 (the reserve 9, the buckets 0), buyers 0$' "$T/out")" \
     "1 3 1"
 
-# Units in a bucket (4 moved there by hand, as a refill does): item show and
-# watch count them with the reserve's.
+# Units in a bucket (4 moved there by hand, as a refill does, with its
+# records at both ends): item show and watch count them with the reserve's,
+# and watch shows each slot's, the transfer given and received.
 rcli DECRBY "$(tag):stock" 4 >/dev/null
 rcli INCRBY "$(tag 1):stock" 4 >/dev/null
+rcli HSET "$(tag):xout" by-hand 1:4 >/dev/null
+rcli HSET "$(tag 1):xin" by-hand 4 >/dev/null
 run ctl item show "$ITEM"
 shown=$(grep -c 'all slots  stock 9 (the reserve 5, the buckets 4), buyers 0$' "$T/out")
 run ctl watch --item "$ITEM" --count 1 --interval 100
 is "units in a bucket: item show and watch count every slot's" "$shown $(grep -o ' stock=[0-9]*' "$T/out")" "1  stock=9"
+is "watch: each slot's units, buyers and transfers, the reserve first" \
+    "$(grep -oE ' slot_(stock|buyers|transfers_out|transfers_in)=[0-9,]*' "$T/out" | tr -d '\n')" \
+    " slot_stock=5,0,4,0 slot_buyers=0,0,0,0 slot_transfers_out=1,0,0,0 slot_transfers_in=0,0,1,0"
 rcli INCRBY "$(tag):stock" 4 >/dev/null
 rcli DECRBY "$(tag 1):stock" 4 >/dev/null
+rcli DEL "$(tag):xout" "$(tag 1):xin" >/dev/null
 
 # Redis lost everything of the item: item load restores the buckets.
 for s in "" 0 1 2; do
