@@ -46,8 +46,10 @@ int sweepcmd(const struct cfg *c, int argc, char **argv)
            (long long)st.claimed, (long long)st.republished, (long long)st.failed, (long long)st.undecodable);
     if (st.buckets || st.bad_buckets)
         printf("buckets %lld swept beside the items' own slots; items whose buckets share a primary another "
-               "could take: %lld; whose window names buckets seckillctl never writes: %lld\n",
-               (long long)st.buckets, (long long)st.crowded, (long long)st.bad_buckets);
+               "could take: %lld; whose window names buckets seckillctl never writes: %lld; transfers "
+               "between slots found half done and finished: %lld\n",
+               (long long)st.buckets, (long long)st.crowded, (long long)st.bad_buckets,
+               (long long)st.xfer_finished);
     ret = st.failed ? 1 : 0;
 fail:
     pub_close(p, PUB_CLOSE_TIMEOUT_MS);

@@ -120,6 +120,10 @@ static void sweep(struct hk *k)
     }
     PM_ADD(swept, st.republished);
     PM_ADD(sweep_errors, st.failed);
+    PM_ADD(xfer_swept, st.xfer_finished);
+    if (st.xfer_finished > 0)
+        log_notice("sweep: %lld transfers between an item's slots found half done and finished: their units "
+                   "are on sale again", (long long)st.xfer_finished);
     report_sweep(k, &st);
 }
 

@@ -46,6 +46,9 @@
       "item's reserve")                                                                          \
     X(xfer_units, "seckill_producer_bucket_transfer_units_total", "counter", "",                 \
       "Units moved by transfers: the refills, and the give-backs sent on to the reserve")       \
+    X(xfer_swept, "seckill_producer_bucket_transfers_finished_total", "counter", "",             \
+      "Transfers between an item's slots that the sweeper found half done and finished (another "  \
+      "producer died, or stopped, between the halves)")                                          \
     X(xfer_failed, "seckill_producer_bucket_transfer_failures_total", "counter", "",             \
       "Transfers left half done (the units in flight, finished by this producer when Redis answers)") \
     X(bucket_retries, "seckill_producer_bucket_dry_retries_total", "counter", "",                \

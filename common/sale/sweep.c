@@ -14,6 +14,7 @@
 #include "orderidx.h"
 #include "rfunc.h"
 #include "util.h"
+#include "xfer.h"
 
 /* Claims per item per pass: bounds one pass's memory and Kafka burst. */
 #define SWEEP_LIMIT 1000
@@ -261,8 +262,52 @@ static int item_buckets(const struct cfg *c, struct rp *rp, int64_t item, int *k
     return 0;
 }
 
-/* One item: its own slot, then each bucket's, and whether its buckets sit
- * on fewer primaries than they could (a reshard moved them). */
+/* The item's transfers between its slots left half done (xfer.h: a
+ * producer that died between the halves, or whose Redis stopped answering
+ * and that never came back) finished, so that their units go on sale again
+ * without an operator. Every transfer leaves one record where it gave and
+ * one where it was received: the counts of both kinds over the slots (one
+ * HLEN each, one round trip) differ only while one is half done, and only
+ * then are the records read (xfer_finish: safe at any time, beside the
+ * producer that may be finishing it too). A failure is said at debug level
+ * and tried again next pass. */
+static void finish_transfers(const struct cfg *c, struct rp *rp, int64_t item, int k, const int salts[],
+                             struct sweep_stats *st)
+{
+    char err[256];
+    int64_t given[BUCKET_MAX + 1], out = 0, in = 0;
+    struct rp_batch b;
+    rp_batch_init(&b);
+    for (int i = 0; i <= k; i++) {
+        char xo[KEYS_MAX], xi[KEYS_MAX];
+        int salt = i ? salts[i - 1] : BUCKET_HOME;
+        if (keys_item_at(xo, sizeof(xo), c->redis.key_prefix, item, salt, KEYS_ITEM_XOUT) < 0 ||
+            keys_item_at(xi, sizeof(xi), c->redis.key_prefix, item, salt, KEYS_ITEM_XIN) < 0 ||
+            rp_addf(&b, xo, "HLEN %s", xo) < 0 || rp_addf(&b, xi, "HLEN %s", xi) < 0)
+            goto out;
+    }
+    if (rp_run(rp, &b, err, sizeof(err)) != 0)
+        goto out;
+    for (int i = 0; i <= k; i++) {
+        out += given[i] = count_of(&b, 2 * i);
+        in += count_of(&b, 2 * i + 1);
+    }
+    for (int i = 0; out > in && i <= k; i++) {
+        struct xfer_tally t;
+        if (given[i] > 0 &&
+            xfer_finish(rp, c->redis.key_prefix, item, i ? salts[i - 1] : BUCKET_HOME, true, &t, err,
+                        sizeof(err)) != 0)
+            log_debug("sweep: item %" PRId64 ": transfers left half done: %s", item, err);
+        else if (given[i] > 0)
+            st->xfer_finished += t.finished;
+    }
+out:
+    rp_batch_free(&b);
+}
+
+/* One item: its own slot, then each bucket's, whether its buckets sit on
+ * fewer primaries than they could (a reshard moved them), and its
+ * transfers left half done. */
 static int sweep_item(const struct cfg *c, struct rp *rp, struct pub *p, const struct rfunc *claim,
                       int64_t item, int64_t age_ms, struct sweep_stats *st, char *err, size_t errlen)
 {
@@ -278,6 +323,8 @@ static int sweep_item(const struct cfg *c, struct rp *rp, struct pub *p, const s
     int spread = k > 1 ? bucket_spread(c->redis.key_prefix, item, k, salts, rp_node_fn, rp) : 1;
     if (spread >= 0 && spread < (k < rp_nodes(rp) ? k : rp_nodes(rp)))
         st->crowded++;
+    if (k > 1)
+        finish_transfers(c, rp, item, k, salts, st);
     return 0;
 }
 

@@ -6,7 +6,9 @@
  * publishes it again. Publishing twice is safe: the consumer's insert is
  * idempotent on order_id. With redis.min_replicas_ack, only what that many
  * replicas hold is published (WAIT after the claim), as the producer's own
- * 202. Runs inside the producer and as `seckillctl sweep`. */
+ * 202. For an item in buckets it also finishes the transfers between its
+ * slots that a producer left half done (xfer.h), whose units are on sale
+ * nowhere until then. Runs inside the producer and as `seckillctl sweep`. */
 #ifndef SECKILL_SWEEP_H
 #define SECKILL_SWEEP_H
 
@@ -30,6 +32,7 @@ struct sweep_stats {
     int64_t buckets;      /* buckets swept beside the items' own slots */
     int64_t crowded;      /* items whose buckets share a primary while another could take one */
     int64_t bad_buckets;  /* items whose window names buckets seckillctl never writes */
+    int64_t xfer_finished; /* transfers between an item's slots found half done and finished (xfer.h) */
 };
 
 /* One pass over every item (each item's commands go to the primary of its

@@ -153,9 +153,10 @@ redis_acl_rules() {
             redis_acl_sel '~PFX:{item:*}:pending' '+hset +hget +hexists +hdel +hlen' "$@"
             redis_acl_sel '~PFX:{item:*}:unpub' '+zadd +zrem +zscore +zrangebyscore +zcard' "$@"
             redis_acl_sel '~PFX:{item:*}:orders' '+hset +hget +hdel +hincrby' "$@"
-            # the transfers' records at each end (xfer.h): given, received
-            redis_acl_sel '~PFX:{item:*}:xout' '+hget +hset +hgetall' "$@"
-            redis_acl_sel '~PFX:{item:*}:xin' '+hsetnx +hexists' "$@"
+            # the transfers' records at each end (xfer.h): given, received;
+            # HLEN: the sweeper counts both to find one left half done
+            redis_acl_sel '~PFX:{item:*}:xout' '+hget +hset +hgetall +hlen' "$@"
+            redis_acl_sel '~PFX:{item:*}:xin' '+hsetnx +hexists +hlen' "$@"
             # the sale window is seckillctl's: the producer only reads it
             redis_acl_sel '%R~PFX:{item:*}:window' '+hget +hmget' "$@"
             # the order index (orderidx.h) and its older per-order keys

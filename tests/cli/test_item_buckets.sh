@@ -8,7 +8,8 @@
 # keep; reconcile finds Redis naming other buckets or a bucket's window gone
 # astray, and --fix puts them back; the units stay in the item's own slot;
 # item show lists the buckets;
-# the sweeper claims a bucket's stale reservation as the item's own;
+# the sweeper claims a bucket's stale reservation as the item's own, and
+# finishes a transfer between slots left half done;
 # a bucket holding buyers of an earlier sale refuses a new create; the
 # options are checked. On the stack's one Redis (one primary: salts 0, 1, 2);
 # the Redis Cluster's placement is tests/it/test_producer_cluster.c's. Needs
@@ -70,7 +71,7 @@ copies() {
     echo "${out# }"
 }
 
-echo "1..27"
+echo "1..28"
 
 for bad in 0 17 x; do
     run ctl item create --id "$ITEM" --stock 9 --buckets "$bad"
@@ -173,8 +174,21 @@ is "sweep: bucket 1's reservation claimed and re-published (no longer unpublishe
 rcli HSET "$(tag):window" buckets 'not,salts' >/dev/null
 run ctl sweep --age-ms 0
 is "sweep: a window naming buckets seckillctl never writes is counted, the item's own slot still swept" \
-    "$rc $(grep -c '^items [1-9][0-9]*  pending' "$T/out") $(grep -c 'never writes: 1$' "$T/out")" "0 1 1"
+    "$rc $(grep -c '^items [1-9][0-9]*  pending' "$T/out") $(grep -c 'never writes: 1;' "$T/out")" "0 1 1"
 rcli HSET "$(tag):window" buckets 0,1,2 >/dev/null
+
+# A refill left half done (3 units given by the reserve to bucket 2, its
+# producer gone before the receiving half): the sweeper finishes it, and
+# the units are on sale in bucket 2.
+rcli DECRBY "$(tag):stock" 3 >/dev/null
+rcli HSET "$(tag):xout" left-half-done 2:3 >/dev/null
+run ctl sweep --age-ms 0
+is "sweep: a transfer left half done finished (the units in bucket 2, its record there), and said" \
+    "$rc $(rcli GET "$(tag):stock") $(rcli GET "$(tag 2):stock") $(rcli HGET "$(tag 2):xin" left-half-done) $(grep -cE 'found half done and finished: [1-9]' "$T/out")" \
+    "0 6 3 3 1"
+rcli INCRBY "$(tag):stock" 3 >/dev/null
+rcli SET "$(tag 2):stock" 0 >/dev/null
+rcli DEL "$(tag):xout" "$(tag 2):xin" >/dev/null
 rcli DEL "$k1:pending" "$k1:orders" >/dev/null
 rcli SET "$k1:stock" 0 >/dev/null
 

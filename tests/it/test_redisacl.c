@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bucket.h"
 #include "keys.h"
 #include "rconn.h"
 #include "rfunc.h"
@@ -187,6 +188,17 @@ static void test_producer_refused(void **state)
     ALLOWED(rc, "HGET", idx, "1");
     ALLOWED(rc, "SMEMBERS", items);
     ALLOWED(rc, "PING");
+    {
+        /* the transfers' records (xfer.h): counted by the sweeper, which
+         * finishes one left half done; never deleted */
+        char xo[KEYS_MAX], xi[KEYS_MAX];
+        assert_true(keys_item_at(xo, sizeof(xo), p, 1, 0, KEYS_ITEM_XOUT) > 0);
+        assert_true(keys_item_at(xi, sizeof(xi), p, 1, BUCKET_HOME, KEYS_ITEM_XIN) > 0);
+        ALLOWED(rc, "HLEN", xo);
+        ALLOWED(rc, "HLEN", xi);
+        REFUSED(rc, "DEL", xo);
+        REFUSED(rc, "HDEL", xi, "id");
+    }
     redisFree(rc);
 }
 
