@@ -13,6 +13,29 @@
 -- contract (read back with seckill_return_version).
 local VERSION = 5
 
+-- Each order of ARGV's pairs (order id, user id) not yet in the set
+-- returned: added to it, its unit back in stock (when the slot holds the
+-- units: stock not nil), its buyer out of buyers when ARGV[1] is '1', and
+-- the count given back in orders' given_back. How many.
+local function return_each(ARGV, returned, stock, buyers, orders)
+  local n = 0
+  for i = 2, #ARGV - 1, 2 do
+    if redis.call('SADD', returned, ARGV[i]) == 1 then
+      if stock then
+        redis.call('INCR', stock)
+      end
+      if ARGV[1] == '1' then
+        redis.call('SREM', buyers, ARGV[i + 1])
+      end
+      n = n + 1
+    end
+  end
+  if n > 0 then
+    redis.call('HINCRBY', orders, 'given_back', n)
+  end
+  return n
+end
+
 -- Give the units of returned orders back to the sale, each order once.
 -- KEYS[1] stock, KEYS[2] buyers, KEYS[3] orders, KEYS[4] returned (all tagged {item:ID})
 -- ARGV[1] '1' to take each buyer's one-per-user mark away (sale.rebuy_after_cancel),
@@ -31,20 +54,7 @@ local function give_back(KEYS, ARGV)
   if redis.call('EXISTS', KEYS[1]) == 0 then
     return -1
   end
-  local n = 0
-  for i = 2, #ARGV - 1, 2 do
-    if redis.call('SADD', KEYS[4], ARGV[i]) == 1 then
-      redis.call('INCR', KEYS[1])
-      if ARGV[1] == '1' then
-        redis.call('SREM', KEYS[2], ARGV[i + 1])
-      end
-      n = n + 1
-    end
-  end
-  if n > 0 then
-    redis.call('HINCRBY', KEYS[3], 'given_back', n)
-  end
-  return n
+  return return_each(ARGV, KEYS[4], KEYS[1], KEYS[2], KEYS[3])
 end
 
 -- The buyers' half of a return, for an item in buckets (version 5, issue
@@ -64,19 +74,7 @@ end
 -- another bucket sells one more leaves the buyers' sum as it was, and the
 -- count says it moved.
 local function release(KEYS, ARGV)
-  local n = 0
-  for i = 2, #ARGV - 1, 2 do
-    if redis.call('SADD', KEYS[3], ARGV[i]) == 1 then
-      if ARGV[1] == '1' then
-        redis.call('SREM', KEYS[1], ARGV[i + 1])
-      end
-      n = n + 1
-    end
-  end
-  if n > 0 then
-    redis.call('HINCRBY', KEYS[2], 'given_back', n)
-  end
-  return n
+  return return_each(ARGV, KEYS[3], nil, KEYS[1], KEYS[2])
 end
 
 -- seckill_mark reads and writes MARK_CHUNK orders with one HMGET and one
