@@ -137,25 +137,61 @@ static int hold(struct rp *p, const char *xout, const char *id, int64_t *units, 
     return call(p, "seckill_xfer_hold", 1, 1, argv, true, units, "seckill_xfer_hold", err, errlen);
 }
 
-/* Whether the receiving half of id is recorded in slot `to`: 1, 0, or -1. */
-static int received(struct rp *p, const char *prefix, int64_t item, int to, const char *id, char *err,
-                    size_t errlen)
+/* Whether the receiving half of each record of all (HGETALL's id, record
+ * pairs; every record parsed into to[]) is recorded in its slot: has[i] for
+ * record i, every HEXISTS in one pipelined round trip (on a Redis Cluster,
+ * one per primary). 0, or -1 with err. */
+static int received(struct rp *p, const char *prefix, int64_t item, const redisReply *all, const int *to,
+                    bool *has, char *err, size_t errlen)
 {
-    char xin[KEYS_MAX], runerr[256] = "";
-    enum rp_status st;
+    struct rp_batch b;
+    size_t n = all->elements / 2;
     int ret = -1;
-    if (keys_item_at(xin, sizeof(xin), prefix, item, to, KEYS_ITEM_XIN) < 0) {
-        snprintf(err, errlen, "item %" PRId64 ": its keys do not fit (redis.key_prefix)", item);
-        return -1;
+    rp_batch_init(&b);
+    for (size_t i = 0; i < n; i++) {
+        char xin[KEYS_MAX];
+        if (keys_item_at(xin, sizeof(xin), prefix, item, to[i], KEYS_ITEM_XIN) < 0) {
+            snprintf(err, errlen, "item %" PRId64 ": its keys do not fit (redis.key_prefix)", item);
+            goto fail;
+        }
+        if (rp_addf(&b, xin, "HEXISTS %s %s", xin, all->element[2 * i]->str) < 0) {
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
     }
-    redisReply *r = rp_callf(p, xin, &st, runerr, sizeof(runerr), "HEXISTS %s %s", xin, id);
-    if (r && r->type == REDIS_REPLY_INTEGER)
-        ret = r->integer ? 1 : 0;
-    else
-        snprintf(err, errlen, "HEXISTS %s: %s", xin, r && r->type == REDIS_REPLY_ERROR ? r->str : runerr);
-    if (r)
-        freeReplyObject(r);
+    if (n > 0 && rp_run(p, &b, err, errlen) != 0)
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *r = rp_reply(&b, (int)i);
+        if (!r || r->type != REDIS_REPLY_INTEGER) {
+            snprintf(err, errlen, "HEXISTS of transfer %s: %s", all->element[2 * i]->str,
+                     r && r->type == REDIS_REPLY_ERROR ? r->str : "no answer");
+            goto fail;
+        }
+        has[i] = r->integer != 0;
+    }
+    ret = 0;
+fail:
+    rp_batch_free(&b);
     return ret;
+}
+
+/* The records of all (HGETALL's id, record pairs) parsed: to[i], units[i]
+ * for record i, counted into out. 0, or -1 with err (one is no
+ * "SALT:UNITS"). */
+static int parse_all(const redisReply *all, const char *xout, int *to, int64_t *units, struct xfer_tally *out,
+                     char *err, size_t errlen)
+{
+    for (size_t i = 0; i + 1 < all->elements; i += 2) {
+        const char *id = all->element[i]->str, *v = all->element[i + 1]->str;
+        if (!id || !v || parse_record(v, &to[i / 2], &units[i / 2]) != 0) {
+            snprintf(err, errlen, "%s: transfer %s: a record that is no SALT:UNITS", xout, id ? id : "?");
+            return -1;
+        }
+        out->given++;
+        out->units += units[i / 2];
+    }
+    return 0;
 }
 
 int xfer_finish(struct rp *p, const char *prefix, int64_t item, int from, bool apply, struct xfer_tally *out,
@@ -164,7 +200,9 @@ int xfer_finish(struct rp *p, const char *prefix, int64_t item, int from, bool a
     char xout[KEYS_MAX], runerr[256] = "";
     redisReply *all = NULL;
     enum rp_status st;
-    int ret = -1;
+    int *to = NULL, ret = -1;
+    int64_t *units = NULL;
+    bool *has = NULL;
     memset(out, 0, sizeof(*out));
     if (keys_item_at(xout, sizeof(xout), prefix, item, from, KEYS_ITEM_XOUT) < 0) {
         snprintf(err, errlen, "item %" PRId64 ": its keys do not fit (redis.key_prefix)", item);
@@ -176,31 +214,34 @@ int xfer_finish(struct rp *p, const char *prefix, int64_t item, int from, bool a
                  all && all->type == REDIS_REPLY_ERROR ? all->str : runerr);
         goto fail;
     }
-    for (size_t i = 0; i + 1 < all->elements; i += 2) {
-        const char *id = all->element[i]->str, *v = all->element[i + 1]->str;
-        int to, has;
-        int64_t units, applied = 0, held = 0;
-        if (!id || !v || parse_record(v, &to, &units) != 0) {
-            snprintf(err, errlen, "%s: transfer %s: a record that is no SALT:UNITS", xout, id ? id : "?");
-            goto fail;
-        }
-        out->given++;
-        out->units += units;
-        if ((has = received(p, prefix, item, to, id, err, errlen)) < 0)
-            goto fail;
-        if (has)
+    size_t n = all->elements / 2;
+    if (!(to = calloc(n + 1, sizeof(*to))) || !(units = calloc(n + 1, sizeof(*units))) ||
+        !(has = calloc(n + 1, sizeof(*has)))) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    if (parse_all(all, xout, to, units, out, err, errlen) != 0 ||
+        received(p, prefix, item, all, to, has, err, errlen) != 0)
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        int64_t applied = 0, held = 0;
+        const char *id = all->element[2 * i]->str;
+        if (has[i])
             continue;
-        out->in_flight += units;
+        out->in_flight += units[i];
         if (!apply)
             continue;
         if (hold(p, xout, id, &held, err, errlen) != 0)
             goto fail;
-        if (held > 0 && give_in(p, prefix, item, to, id, held, &applied, err, errlen) != 0)
+        if (held > 0 && give_in(p, prefix, item, to[i], id, held, &applied, err, errlen) != 0)
             goto fail;
         out->finished += applied;
     }
     ret = 0;
 fail:
+    free(to);
+    free(units);
+    free(has);
     if (all)
         freeReplyObject(all);
     return ret;
