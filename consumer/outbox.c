@@ -43,7 +43,6 @@ void ob_free(struct outbox *o)
     rs_free(&o->rs);
     bkmap_free(o->bk);
     free(o->rows);
-    free(o->items);
     free(o->argv);
     free(o->vals);
     pgarr_free(&o->ids);
@@ -80,10 +79,7 @@ int ob_room(struct outbox *o, size_t limit)
     char(*vals)[24] = realloc(o->vals, limit * OB_RETURN_ARGS * sizeof(*vals));
     if (vals)
         o->vals = vals;
-    struct ob_item *items = realloc(o->items, limit * sizeof(*items));
-    if (items)
-        o->items = items;
-    if (!rows || !argv || !vals || !items) {
+    if (!rows || !argv || !vals) {
         log_error("expiry: out of memory for %zu returns", limit);
         return -1;
     }
@@ -207,27 +203,24 @@ static int cmp_slot(const void *a, const void *b)
     return (x->salt > y->salt) - (x->salt < y->salt);
 }
 
-/* Each row given the slot its buyer's mark and state are in (its bucket's,
- * for an item with buckets: bucket.h), the items' buckets learnt in one
- * round trip, then sorted by item and slot. 0, or -1 when an item's
- * buckets are not known (Redis did not answer): the rows wait for a later
- * try, for a buyer taken out of the item's own slot would stay in their
- * bucket. */
+/* The item of the batch's row i (bkmap_learn_rows). */
+static int64_t row_item(const void *rows, size_t i)
+{
+    return ((const struct ob_row *)rows)[i].item_id;
+}
+
+/* Each row (sorted by item) given the slot its buyer's mark and state are
+ * in (its bucket's, for an item with buckets: bucket.h), the items' buckets
+ * learnt (bkmap_learn_rows), then sorted by item and slot. 0, or -1 when an
+ * item's buckets are not known (Redis did not answer): the rows wait for a
+ * later try, for a buyer taken out of the item's own slot would stay in
+ * their bucket. */
 static int place_rows(struct outbox *o)
 {
-    int64_t items[64];
     int k, salts[BUCKET_MAX];
-    size_t n = 0;
     if (!o->bk && !(o->bk = bkmap_new()))
         return -1;
-    for (size_t i = 0; i <= o->nrows; i++) {
-        if (i < o->nrows && (n == 0 || items[n - 1] != o->rows[i].item_id))
-            items[n++] = o->rows[i].item_id; /* (sorted by item: a new one) */
-        if (n == ARRAY_SIZE(items) || (i == o->nrows && n > 0)) {
-            (void)bkmap_learn(o->bk, o->rp, o->cfg->redis.key_prefix, items, n);
-            n = 0;
-        }
-    }
+    (void)bkmap_learn_rows(o->bk, o->rp, o->cfg->redis.key_prefix, o->rows, o->nrows, row_item);
     for (size_t i = 0; i < o->nrows; i++) {
         struct ob_row *r = &o->rows[i];
         if (!bkmap_get(o->bk, r->item_id, &k, salts))
@@ -247,6 +240,17 @@ static size_t run_end(const struct outbox *o, size_t i, bool by_slot)
            (!by_slot || o->rows[j].salt == o->rows[i].salt))
         j++;
     return j;
+}
+
+/* The slots rows i..j (one item) fall in. The item's calls in the batch are
+ * its seckill_return, then a seckill_release per slot when it has buckets,
+ * then a seckill_mark per slot (add_calls). */
+static int slots_of(const struct outbox *o, size_t i, size_t j)
+{
+    int n = 0;
+    for (size_t a = i; a < j; a = run_end(o, a, true))
+        n++;
+    return n;
 }
 
 /* A call of fn on keys, the rebuy flag, then rows i..j's order ids and
@@ -323,24 +327,17 @@ static int add_return_marks(struct outbox *o, size_t i, size_t j)
  * (an item with buckets), then seckill_mark in each slot. All go in the one
  * round trip and all must succeed before the return is marked done, so a
  * crash or a failure between them sends them all again; each is
- * idempotent. o->items says where each item's calls are. 0, or -1 out of
- * memory. */
+ * idempotent. 0, or -1 out of memory. */
 static int add_calls(struct outbox *o)
 {
-    int marks = 0;
     rp_batch_reset(&o->batch);
     rs_begin(&o->rs);
-    o->nitems = 0;
     for (size_t i = 0, j; i < o->nrows; i = j) {
-        struct ob_item *it = &o->items[o->nitems++];
         bool buckets = o->rows[i].salt != BUCKET_HOME;
         j = run_end(o, i, false);
-        *it = (struct ob_item){ .i = i, .j = j, .ret = o->batch.n };
-        if (add_return(o, i, j, buckets) != 0 || (buckets && (it->nrel = add_releases(o, i, j)) < 0) ||
-            (it->nmark = add_return_marks(o, i, j)) < 1)
+        if (add_return(o, i, j, buckets) != 0 || (buckets && add_releases(o, i, j) < 0) ||
+            add_return_marks(o, i, j) < 1)
             return -1;
-        it->mark0 = marks;
-        marks += it->nmark;
     }
     return 0;
 }
@@ -356,14 +353,16 @@ static bool gave_back(struct outbox *o, int c, char *why, size_t whylen)
     return ok;
 }
 
-/* Whether Redis answered every call of item it. */
-static bool item_answered(struct outbox *o, const struct ob_item *it, char *why, size_t whylen)
+/* Whether Redis answered the calls of one item: commands c .. c + nrel of
+ * the batch (its return and releases) and seckill_mark calls k .. k +
+ * nmark - 1 (rstate.h's count). */
+static bool item_answered(struct outbox *o, int c, int nrel, int k, int nmark, char *why, size_t whylen)
 {
-    bool ok = gave_back(o, it->ret, why, whylen);
-    for (int c = 0; c < it->nrel; c++)
-        ok = gave_back(o, it->ret + 1 + c, why, whylen) && ok;
-    for (int k = 0; k < it->nmark; k++)
-        ok = rs_answered(&o->rs, it->mark0 + k) && ok;
+    bool ok = true;
+    for (int n = 0; n <= nrel; n++)
+        ok = gave_back(o, c + n, why, whylen) && ok;
+    for (int n = 0; n < nmark; n++)
+        ok = rs_answered(&o->rs, k + n) && ok;
     return ok;
 }
 
@@ -373,20 +372,24 @@ static size_t take_replies(struct outbox *o, char *why, size_t whylen)
 {
     struct rs_said said;
     size_t failed = 0;
+    int c = 0, k = 0;
     rs_read(&o->rs, &o->batch, &said);
-    for (size_t n = 0; n < o->nitems; n++) {
-        const struct ob_item *it = &o->items[n];
-        bool ok = item_answered(o, it, why, whylen);
-        const redisReply *r = rp_reply(&o->batch, it->ret);
+    for (size_t i = 0, j; i < o->nrows; i = j) {
+        j = run_end(o, i, false);
+        int slots = slots_of(o, i, j), nrel = o->rows[i].salt != BUCKET_HOME ? slots : 0;
+        bool ok = item_answered(o, c, nrel, k, slots, why, whylen);
+        const redisReply *r = rp_reply(&o->batch, c);
         if (ok && r->integer > 0)
             CM_ADD(returned, r->integer);
         if (ok && r->integer < 0)
             log_notice("expiry: item %" PRId64 " is not in Redis: its %zu returned units are in stock_left, "
                        "which 'seckillctl item load' rebuilds it from",
-                       o->rows[it->i].item_id, it->j - it->i);
-        for (size_t m = it->i; m < it->j; m++)
+                       o->rows[i].item_id, j - i);
+        for (size_t m = i; m < j; m++)
             o->rows[m].ok = ok;
-        failed += ok ? 0 : it->j - it->i;
+        failed += ok ? 0 : j - i;
+        c += 1 + nrel + slots;
+        k += slots;
     }
     if (said.answered < said.calls && why[0] == '\0')
         snprintf(why, whylen, "%s", said.why[0] ? said.why : "no answer");

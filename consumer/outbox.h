@@ -67,13 +67,6 @@ struct ob_row {
     int salt;             /* its buyer's slot: their bucket's salt, BUCKET_HOME without buckets */
 };
 
-/* Where one item's calls are in the batch: rows [i, j), seckill_return at
- * ret, its nrel seckill_release calls right after, and its nmark
- * seckill_mark calls (rstate.h's, from the batch's mark0th on). */
-struct ob_item {
-    size_t i, j;
-    int ret, nrel, mark0, nmark;
-};
 
 struct outbox {
     const struct cfg *cfg;
@@ -89,8 +82,6 @@ struct outbox {
     int64_t counted_ms;  /* when the gauge of returns not done was last read */
     struct ob_row *rows; /* the batch, sorted by item (and slot, once sent) */
     size_t nrows, cap;
-    struct ob_item *items; /* the calls of the batch's items */
-    size_t nitems;
     const char **argv; /* room for one call: keys, flag, two per order */
     char (*vals)[24];  /* the orders' ids and users as text */
     struct pgarr ids;  /* the orders of a mark (cons_return_done, cons_return_later) */

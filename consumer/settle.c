@@ -113,25 +113,22 @@ static int cmp_item(const void *a, const void *b)
     return (x->salt > y->salt) - (x->salt < y->salt);
 }
 
-/* Each order of the backlog given the slot its reservation is in (its
- * buyer's bucket, for an item with buckets), the items' buckets learnt in
- * one round trip per chunk of items, then sorted by item and slot. 0, or -1
- * when an item's buckets are not known (Redis did not answer): settling it
- * in its own slot would leave its bucket's reservation, and write its
- * buyer's state where no status call reads it. */
+/* The item of the backlog's order i (bkmap_learn_rows). */
+static int64_t unclear_item(const void *rows, size_t i)
+{
+    return ((struct cmsg *const *)rows)[i]->o.item_id;
+}
+
+/* Each order of the backlog (sorted by item) given the slot its
+ * reservation is in (its buyer's bucket, for an item with buckets), the
+ * items' buckets learnt (bkmap_learn_rows), then sorted by item and slot.
+ * 0, or -1 when an item's buckets are not known (Redis did not answer):
+ * settling it in its own slot would leave its bucket's reservation, and
+ * write its buyer's state where no status call reads it. */
 static int place_backlog(struct settle *s)
 {
-    int64_t items[64];
-    size_t n = 0;
     int k, salts[BUCKET_MAX];
-    for (size_t i = 0; i <= s->nunclear; i++) {
-        if (i < s->nunclear && (n == 0 || items[n - 1] != s->unclear[i]->o.item_id))
-            items[n++] = s->unclear[i]->o.item_id; /* (sorted by item: a new one) */
-        if (n == ARRAY_SIZE(items) || (i == s->nunclear && n > 0)) {
-            (void)bkmap_learn(s->bk, s->rp, s->cfg->redis.key_prefix, items, n);
-            n = 0;
-        }
-    }
+    (void)bkmap_learn_rows(s->bk, s->rp, s->cfg->redis.key_prefix, s->unclear, s->nunclear, unclear_item);
     for (size_t i = 0; i < s->nunclear; i++) {
         struct cmsg *m = s->unclear[i];
         if (!bkmap_get(s->bk, m->o.item_id, &k, salts))

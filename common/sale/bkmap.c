@@ -92,6 +92,27 @@ int bkmap_learn(struct bkmap *m, struct rp *p, const char *prefix, const int64_t
     return ret;
 }
 
+int bkmap_learn_rows(struct bkmap *m, struct rp *p, const char *prefix, const void *rows, size_t n,
+                     int64_t (*item_of)(const void *rows, size_t i))
+{
+    int64_t items[BKMAP_ASK_MAX];
+    size_t k = 0;
+    int ret = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n) {
+            int64_t item = item_of(rows, i);
+            if (k == 0 || items[k - 1] != item) /* (sorted by item: a new one) */
+                items[k++] = item;
+        }
+        if (k == BKMAP_ASK_MAX || (i == n && k > 0)) {
+            if (bkmap_learn(m, p, prefix, items, k) != 0)
+                ret = -1;
+            k = 0;
+        }
+    }
+    return ret;
+}
+
 void bkmap_forget(struct bkmap *m, int64_t item)
 {
     struct bk_entry *e = i64map_get(&m->items, &item);

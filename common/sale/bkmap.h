@@ -37,6 +37,12 @@ void bkmap_free(struct bkmap *m);
  * known, or stays unknown. */
 int bkmap_learn(struct bkmap *m, struct rp *p, const char *prefix, const int64_t *items, size_t n);
 
+/* The same for the items of n rows sorted by item, item_of(rows, i) row
+ * i's (each item is asked once, a round trip per 512 items): for a
+ * caller whose items are a field of its own rows. 0, or -1 as bkmap_learn. */
+int bkmap_learn_rows(struct bkmap *m, struct rp *p, const char *prefix, const void *rows, size_t n,
+                     int64_t (*item_of)(const void *rows, size_t i));
+
 /* Forget item: the next bkmap_learn asks again (a buy was refused for
  * being sent to a slot the item no longer sells from). */
 void bkmap_forget(struct bkmap *m, int64_t item);

@@ -276,13 +276,14 @@ static void finish_transfers(const struct cfg *c, struct rp *rp, int64_t item, i
 {
     char err[256];
     int64_t given[BUCKET_MAX + 1], out = 0, in = 0;
+    int slot[BUCKET_MAX + 1] = { BUCKET_HOME }; /* the item's own, then its buckets' */
     struct rp_batch b;
+    memcpy(slot + 1, salts, (size_t)k * sizeof(*salts));
     rp_batch_init(&b);
     for (int i = 0; i <= k; i++) {
         char xo[KEYS_MAX], xi[KEYS_MAX];
-        int salt = i ? salts[i - 1] : BUCKET_HOME;
-        if (keys_item_at(xo, sizeof(xo), c->redis.key_prefix, item, salt, KEYS_ITEM_XOUT) < 0 ||
-            keys_item_at(xi, sizeof(xi), c->redis.key_prefix, item, salt, KEYS_ITEM_XIN) < 0 ||
+        if (keys_item_at(xo, sizeof(xo), c->redis.key_prefix, item, slot[i], KEYS_ITEM_XOUT) < 0 ||
+            keys_item_at(xi, sizeof(xi), c->redis.key_prefix, item, slot[i], KEYS_ITEM_XIN) < 0 ||
             rp_addf(&b, xo, "HLEN %s", xo) < 0 || rp_addf(&b, xi, "HLEN %s", xi) < 0)
             goto out;
     }
@@ -294,11 +295,11 @@ static void finish_transfers(const struct cfg *c, struct rp *rp, int64_t item, i
     }
     for (int i = 0; out > in && i <= k; i++) {
         struct xfer_tally t;
-        if (given[i] > 0 &&
-            xfer_finish(rp, c->redis.key_prefix, item, i ? salts[i - 1] : BUCKET_HOME, true, &t, err,
-                        sizeof(err)) != 0)
+        if (given[i] == 0)
+            continue;
+        if (xfer_finish(rp, c->redis.key_prefix, item, slot[i], true, &t, err, sizeof(err)) != 0)
             log_debug("sweep: item %" PRId64 ": transfers left half done: %s", item, err);
-        else if (given[i] > 0)
+        else
             st->xfer_finished += t.finished;
     }
 out:
