@@ -70,6 +70,19 @@ is "the items' stock keys live on three primaries, each where CLUSTER KEYSLOT an
 shards=$(awk '$1 == "zipf_shard_fcalls" && $3 > 0' "$T/zipf" | wc -l)
 is "every primary ran function calls of the sale (its own INFO commandstats)" "$shards" 3
 
+# The demo's whole sale of one item in three buckets on the same Cluster
+# (SECKILL_DEMO_CLUSTER, SECKILL_DEMO_BUCKETS: bench/clustersale's sale at a
+# small size): every unit sold, none left in any slot, nothing oversold,
+# lost or duplicated (the demo's own checks, its exit status).
+run env SECKILL_DEMO_CLUSTER=1 SECKILL_DEMO_BUCKETS=3 SECKILL_DEMO_STOCK=400 SECKILL_DEMO_REQUESTS=4000 \
+    SECKILL_DEMO_USERS=2000 SECKILL_DEMO_CONNS=20 SECKILL_DEMO_PORTS="$(free_ports 3)" SECKILL_DEMO_OUT="$T" \
+    SECKILL_DEMO_PAY_WITHIN=0 scripts/demo
+if [ "$rc" -eq 0 ]; then pass "the demo's sale of an item in three buckets on the Cluster checks out (exit 0)"; else
+    fail "the demo's sale of an item in three buckets on the Cluster checks out (exit 0)" "$(tail -n 40 "$T/out")"; fi
+is "the item was made in three buckets, and its 400 units sold, none left in any slot" \
+    "$(grep -c 'units in 3 buckets' "$T/out") $(grep -o 'sold (accepted) [0-9]* of [0-9]*; Redis stock left [0-9-]*' "$T/out")" \
+    "1 sold (accepted) 400 of 400; Redis stock left 0"
+
 # Clean what ZIPF_KEEP kept: the items' rows, orders and keys, the users'
 # fences, the topic and zipf's files.
 kept=$(grep 'kept: items' "$T/zipf.err" | head -1)

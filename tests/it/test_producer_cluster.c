@@ -723,6 +723,34 @@ static int64_t buy_bucket_users(int64_t item, int64_t from, int n, unsigned want
     return u;
 }
 
+/* The reserve's transfers to bucket `to` (its :xout records, "SALT:UNITS"):
+ * a bucket that runs dry again soon after a refill asks twice as many as
+ * that one did (producer/reserve.c), so 600 buys one after another cost
+ * fewer refills than the 600 / 64 of a fixed size, and one of them moved
+ * more than the first 64. */
+static void refills_grew(int64_t item, int to)
+{
+    char key[KEYS_MAX], err[256];
+    enum rp_status st;
+    long n = 0, most = 0;
+    keys_item(key, sizeof(key), harness_conf.redis.key_prefix, item, KEYS_ITEM_XOUT);
+    redisReply *r = rp_callf(rp, key, &st, err, sizeof(err), "HVALS %s", key);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    for (size_t i = 0; i < r->elements; i++) {
+        int salt;
+        long units;
+        if (sscanf(r->element[i]->str, "%d:%ld", &salt, &units) == 2 && salt == to) {
+            n++;
+            most = units > most ? units : most;
+        }
+    }
+    freeReplyObject(r);
+    print_message("# bucket %d: %ld refills from the reserve, the largest %ld units\n", to, n, most);
+    assert_true(n >= 2 && n < 600 / 64);
+    assert_true(most > 64);
+}
+
 static void test_skewed_bucket_sale(void **state)
 {
     (void)state;
@@ -739,6 +767,7 @@ static void test_skewed_bucket_sale(void **state)
     int64_t next = buy_bucket_users(item, user0, 600, 1u << 0, k, first, &accepted, &first_410_after, &last_oid);
     assert_int_equal(first[0], 600);
     assert_int_equal(first[1] + first[2], 0);
+    refills_grew(item, salts[0]);
     int64_t u0 = user0;
     while (bucket_of(u0, k) != 0)
         u0++;
