@@ -15,7 +15,7 @@
 -- and arguments never change under its name (a new contract is a new name),
 -- so that the programs of the last release keep working on a newer library
 -- while they are upgraded one by one.
-local VERSION = 5
+local VERSION = 6
 
 -- The reservation itself, once the item, the window and (for a queued
 -- item) the admission have been checked: duplicate, ended, sold out, or
@@ -246,11 +246,16 @@ local function xfer_out(KEYS, ARGV)
 end
 
 -- The receiving half. KEYS[1] stock, KEYS[2] xin, KEYS[3] orders (the
--- destination slot's); ARGV[1] transfer id, ARGV[2] units (as the source
--- recorded them). Returns 1 when applied now, 0 when it was before, -1 when
+-- destination slot's; the orders hash unused since version 6, kept: a
+-- function's keys never change under its name); ARGV[1] transfer id,
+-- ARGV[2] units (as the source recorded them). Returns 1 when applied now, 0 when it was before, -1 when
 -- the destination has no stock key (not loaded: units put there would make
--- it look like a sale). given_back grows as for a unit given back: a producer
--- that answers this slot's sold-out crowd itself copies it again.
+-- it look like a sale). given_back stays (version 6; it grew by the units
+-- before): it says a unit left a buyer, and a transfer takes none from
+-- anyone; every producer's table of winners (producer/winners.h) forgot the
+-- item at each refill, and its winners' repeated presses went to Redis
+-- again. A producer's sold-out view sees the units land by the stock, and
+-- their sale by the buyers (producer/soldout.h).
 local function xfer_in(KEYS, ARGV)
   local n = tonumber(ARGV[2])
   if not n or n < 1 then
@@ -263,7 +268,6 @@ local function xfer_in(KEYS, ARGV)
     return 0
   end
   redis.call('INCRBY', KEYS[1], n)
-  redis.call('HINCRBY', KEYS[3], 'given_back', n)
   return 1
 end
 

@@ -6,7 +6,8 @@ import os
 import signal
 import time
 
-from machinery import BROKERS, DOWN_AFTER_MS, LOCK_TTL_MS, REDIS_SERVICE_OF_HOST, SENTINELS
+from machinery import (BROKERS, DOWN_AFTER_MS, LOCK_TTL_MS, RCLUSTER_HOSTS, RCLUSTER_NODE_TIMEOUT_MS,
+                       REDIS_SERVICE_OF_HOST, SENTINELS)
 from replays import replays
 
 KINDS = ["partitions", "netem", "pauses", "clocks", "kills"]
@@ -16,18 +17,34 @@ KINDS = ["partitions", "netem", "pauses", "clocks", "kills"]
 # Each fault is applied, held, then healed by the function it returns; the
 # schedule prints what it does. Links are named (A, [B...]): A from each B.
 
+def redis_victim(c, rng):
+    """The Redis primary a fault strikes: the HA stack's one, or one of the
+    Cluster's, drawn (with buckets, each serves some of a hot item's)."""
+    return rng.choice(c.redis_primaries()) if c.cluster else c.redis_primary()
+
+
+def redis_service(c, host):
+    """scripts/stack's name of the Redis on host."""
+    return f"rcluster-{host[2:]}" if c.cluster else REDIS_SERVICE_OF_HOST[host]
+
+
 def links(c, rng):
     """The links the issue names, by name: (sides A, sides B) cut both ways."""
-    p = c.redis_primary()
-    r = "redis2" if p == "redis1" else "redis1"
+    p = redis_victim(c, rng)
+    if c.cluster:
+        # the primary's replica and the other primaries, which vote it out
+        others, redis_hosts = [h for h in RCLUSTER_HOSTS if h != p], RCLUSTER_HOSTS
+    else:
+        others, redis_hosts = SENTINELS + ["redis2" if p == "redis1" else "redis1"], ["redis1", "redis2"]
     k = rng.choice(BROKERS)
     return {
         # split brain: the Redis primary, with the producer, cut off from the
         # Sentinels and the replica (they elect the replica; the old primary
-        # keeps taking the producer's writes, which WAIT must refuse)
-        "redis-split-brain": ([p, "prod"], SENTINELS + [r]),
+        # keeps taking the producer's writes, which WAIT must refuse); on the
+        # Cluster, from every other node
+        "redis-split-brain": ([p, "prod"], others),
         "consumer-postgres": (["cons"], ["pg1", "pg2"]),
-        "consumer-redis": (["cons"], ["redis1", "redis2"]),
+        "consumer-redis": (["cons"], redis_hosts),
         # a broker cut from the two others: the leader of its partitions
         # loses its in-sync replicas
         f"{k}-from-brokers": ([k], [b for b in BROKERS if b != k]),
@@ -62,8 +79,11 @@ def fault_loss(c, rng):
 def fault_pause(c, rng):
     what = rng.choice(["consumer", "producer", "redis-primary"])
     if what == "redis-primary":
-        host = c.redis_primary()
-        pid, hold = c.pid_of(REDIS_SERVICE_OF_HOST[host]), (DOWN_AFTER_MS + 3000) / 1000
+        # past the Sentinels' down-after, or the Cluster's failover (about
+        # two node timeouts)
+        host = redis_victim(c, rng)
+        down_ms = 2 * RCLUSTER_NODE_TIMEOUT_MS if c.cluster else DOWN_AFTER_MS
+        pid, hold = c.pid_of(redis_service(c, host)), (down_ms + 3000) / 1000
     else:
         pid = c.procs[what].pid
         hold = (LOCK_TTL_MS + 2000) / 1000 if what == "consumer" else rng.uniform(2, 5)
@@ -71,7 +91,7 @@ def fault_pause(c, rng):
     c.stopped.add(pid)
     c.say(f"pause {what} (pid {pid}): SIGSTOP for {hold:.1f} s"
           + (" (past its lock lease)" if what == "consumer" else "")
-          + (" (past the Sentinels' down-after)" if what == "redis-primary" else ""))
+          + (" (past its failover)" if what == "redis-primary" else ""))
     time.sleep(hold)
 
     def heal():
@@ -108,7 +128,7 @@ def fault_kill(c, rng):
         c.say(f"kill {what} (pid {pid}, SIGKILL)")
         return lambda: c.start(what)
     service = {"kafka-broker": f"kafka3-{rng.randint(1, 3)}", "postgres": "postgres",
-               "redis-primary": REDIS_SERVICE_OF_HOST.get(c.redis_primary())}[what]
+               "redis-primary": redis_service(c, redis_victim(c, rng))}[what]
     c.stack("kill", service)
     c.say(f"kill {service} (scripts/stack kill)")
     return lambda: c.stack("start", service, timeout=300)

@@ -1,7 +1,9 @@
 """scripts/nemesis.d/machinery.py: the nemesis' machinery: where each engine
 and daemon runs (its host of scripts/hosts and its ports), and Cluster, which
-makes the hosts, runs the HA stack in them (scripts/stack up --ha --brokers 3)
-and the producer and the consumer, and takes all of it down again.
+makes the hosts, runs the HA stack in them (scripts/stack up --ha --brokers 3;
+with --cluster the Redis Cluster too, each node in a host of its own, and the
+daemons on it) and the producer and the consumer, and takes all of it down
+again.
 Imported by scripts/nemesis (the run), faults.py and checker.py.
 """
 import os
@@ -38,6 +40,13 @@ SENTINELS = ["sent1", "sent2", "sent3"]
 BROKERS = ["kafka1", "kafka2", "kafka3"]
 REDIS_HOST_OF_PORT = {"16379": "redis1", "16380": "redis2"}
 REDIS_SERVICE_OF_HOST = {"redis1": "redis", "redis2": "redis-replica"}
+# The Redis Cluster (--cluster): node N of scripts/stack's rcluster-1..6 on
+# host rcN, with its port and its cluster bus port (Redis's: +10000). The
+# HA Redis and its Sentinels still run (scripts/stack up --ha starts them);
+# the daemons do not use them.
+RCLUSTER = {f"rcluster-{n}": (f"rc{n}", [16400 + n, 26400 + n]) for n in range(1, 7)}
+RCLUSTER_HOSTS = [h for h, _ in RCLUSTER.values()]
+RCLUSTER_NODE_TIMEOUT_MS = 2000  # scripts/stack's
 LOCK_TTL_MS = 4000
 DOWN_AFTER_MS = 2000   # scripts/stack's Sentinel down-after-milliseconds
 
@@ -65,7 +74,9 @@ class Cluster:
         self.env.setdefault("SECKILL_HOSTS_STATE", "/run/seckill-hosts-nemesis")
         self.env["SECKILL_STACK_DIR"] = STATE
         self.env["SECKILL_KAFKA_HEAP"] = "256m"
-        self.env["SECKILL_STACK_HOSTS"] = " ".join(f"{s}={h}" for s, (h, _) in ENGINES.items())
+        self.cluster = bool(getattr(args, "cluster", False))
+        self.engines = dict(ENGINES, **RCLUSTER) if self.cluster else ENGINES
+        self.env["SECKILL_STACK_HOSTS"] = " ".join(f"{s}={h}" for s, (h, _) in self.engines.items())
         self.procs = {}      # daemon name -> Popen
         self.exits = []      # daemons that exited by themselves: (time, name, status)
         self.skew = {}       # daemon name -> FAKETIME offset while skewed
@@ -107,21 +118,27 @@ class Cluster:
         self.clean_leftovers()
         self.run("make", "-s", "--no-print-directory", f"BUILD={self.build}",
                  f"{self.build}/nemesis/cndskew.so")
-        names = ["ctl", "client"] + [h for h, _ in ENGINES.values()] + [h for h, _ in DAEMONS.values()]
+        names = ["ctl", "client"] + [h for h, _ in self.engines.values()] + [h for h, _ in DAEMONS.values()]
         self.hosts("up", *names)
-        for host, ports in list(ENGINES.values()) + list(DAEMONS.values()):
+        for host, ports in list(self.engines.values()) + list(DAEMONS.values()):
             self.hosts("publish", host, *map(str, ports))
         os.makedirs(os.path.join(STATE, "kafka"), exist_ok=True)
         libs = os.path.join(ROOT, ".stack", "kafka", "libs")
         if not os.path.exists(os.path.join(libs, ".complete")):
             raise Broken(f"no Kafka jars in {libs}: run scripts/stack up once first (it fetches them)")
         os.symlink(libs, os.path.join(STATE, "kafka", "libs"))
-        self.say("hosts up; scripts/stack up --ha --brokers 3 in them (minutes; build/nemesis/stack.log)")
-        self.stack("up", "--ha", "--brokers", "3", timeout=900)
+        up = ["up", "--ha", "--brokers", "3"] + (["--cluster"] if self.cluster else [])
+        self.say(f"hosts up; scripts/stack {' '.join(up)} in them (minutes; build/nemesis/stack.log)")
+        self.stack(*up, timeout=900)
         self.write_cfg()
         for item, stock in items:
             self.ctl("item", "create", "--id", str(item), "--stock", str(stock), "--name", "nemesis",
                      "--pay-within", str(pay_within), "--buckets", str(buckets))
+        if buckets > 1:
+            # where the buckets are (item show: on how many primaries)
+            shown = self.ctl("item", "show", str(items[0][0])).stdout.splitlines()
+            self.say(f"item {items[0][0]}: " + " ".join(next((ln for ln in shown if ln.lstrip().startswith(
+                "buckets")), "buckets: not shown").split()))
         for d in DAEMONS:
             self.start(d)
         self.say("stack, producer and consumer up: " + ", ".join(
@@ -153,6 +170,11 @@ class Cluster:
                 ("sweep_age_ms = 30000;", "sweep_age_ms = 5000;"),
                 ("sweep_interval_ms = 5000;", "sweep_interval_ms = 1000;"),
                 ("drain_timeout_ms = 30000;", "drain_timeout_ms = 5000;")]
+        if self.cluster:
+            # the Cluster's seeds instead of the Sentinels (config/seckill-cluster.cfg's)
+            subs += [('sentinels = [ "127.0.0.1:16390", "127.0.0.1:16391", "127.0.0.1:16392" ];',
+                      'cluster_nodes = [ "127.0.0.1:16401", "127.0.0.1:16402", "127.0.0.1:16403" ];'),
+                     ('master_name = "seckill";', '')]
         for old, new in subs:
             if old not in text:
                 raise Broken(f"config/seckill-ha.cfg has no '{old}' to change")
@@ -224,8 +246,28 @@ class Cluster:
                 return REDIS_HOST_OF_PORT[port]
         return "redis1"
 
+    def redis_primaries(self):
+        """The hosts of the Cluster's primaries that serve slots, as the
+        nodes see it now (CLUSTER NODES of the first that answers)."""
+        for n in range(1, 7):
+            r = self.stack("redis-cli", "-p", str(16400 + n), "CLUSTER", "NODES", check=False)
+            if r.returncode != 0:
+                continue
+            hosts = []
+            for line in r.stdout.splitlines():
+                f = line.split()
+                if len(f) > 8 and "master" in f[2].split(",") and "fail" not in f[2]:
+                    port = int(f[1].split("@")[0].rsplit(":", 1)[1])
+                    hosts.append(f"rc{port - 16400}")
+            if hosts:
+                return sorted(hosts)
+        raise Broken("no node of the Redis Cluster answered CLUSTER NODES")
+
     def pid_of(self, service):
-        path = {"redis": "redis/redis.pid", "redis-replica": "redis-replica/redis.pid"}[service]
+        if service.startswith("rcluster-"):
+            path = f"rcluster/node-{service[len('rcluster-'):]}/redis.pid"
+        else:
+            path = {"redis": "redis/redis.pid", "redis-replica": "redis-replica/redis.pid"}[service]
         with open(os.path.join(STATE, path)) as f:
             return int(f.read().split()[0])
 

@@ -99,7 +99,8 @@ rcluster_start() {
         return 0
     fi
     rcluster_conf "$n"
-    setsid nohup redis-server "$dir/redis.conf" >/dev/null 2>&1 </dev/null &
+    # (in its own host when the nemesis names one: in_host, common.sh)
+    ( in_host "rcluster-$n" setsid nohup redis-server "$dir/redis.conf" ) >/dev/null 2>&1 </dev/null &
     echo $! >"$dir/redis.pid"
     wait_for "rcluster-$n" "$dir/redis.log" "$dir/redis.pid" redis_ping_on "$port"
 }
