@@ -4,8 +4,9 @@
 #   make test       bring the local stack up, build (also with ASan+UBSan), run every test
 #   make demo       the main job end to end
 #   make bench      throughput next to the hardware's limits (build/bench.json)
-#   make nemesis    SEED=N SECONDS=S: partitions, pauses, clocks, kills while buyers buy, then a
-#                   check of every promise (build/nemesis.json; scripts/nemesis, docs/testing.md)
+#   make nemesis    SEED=N SECONDS=S [BUCKETS=K] [CLUSTER=1]: partitions, pauses, clocks, kills while
+#                   buyers buy, then a check of every promise (build/nemesis.json; scripts/nemesis,
+#                   docs/testing.md)
 #   make tsan       ThreadSanitizer build (build/tsan), threaded integration tests under it (mk/tsan.mk)
 #   make install    PREFIX=/usr/local DESTDIR= (binaries, config, SQL, systemd units)
 #   make deb        Debian package build/seckill_<version>_<arch>.deb, checked by lintian (mk/deb.mk)
@@ -179,13 +180,15 @@ test-after:
 # The nemesis (issue #32), as root: the HA stack in network namespaces, a
 # schedule of faults drawn from SEED (random when empty) for SECONDS, the
 # checker; exit 0 only when nothing was broken. (`scripts/stack up` first:
-# the packages and the Kafka jars the hosts' stack shares.)
+# the packages and the Kafka jars the hosts' stack shares.) BUCKETS=K: each
+# item in K buckets; CLUSTER=1: on the Redis Cluster (scripts/nemesis --help).
 SEED    ?=
 SECONDS ?= 300
 nemesis:
 	scripts/stack up
 	$(MAKE) --no-print-directory all $(BUILD)/nemesis/cndskew.so
-	scripts/nemesis $(if $(SEED),--seed $(SEED)) --seconds $(SECONDS)
+	scripts/nemesis $(if $(SEED),--seed $(SEED)) --seconds $(SECONDS) $(if $(BUCKETS),--buckets $(BUCKETS)) \
+	    $(if $(filter 1,$(CLUSTER)),--cluster)
 
 # Preloaded with libfaketime by the nemesis' clock faults (the file says why).
 $(BUILD)/nemesis/cndskew.so: tests/nemesis/cndskew.c
