@@ -732,7 +732,7 @@ static int64_t refill(struct rsv *r, int64_t item, int to)
         return -1;
     if (moved > 0) {
         PM_INC(xfer_reserve);
-        if ((last = i64map_get(&r->refills, key)))
+        if (last) /* (still valid: nothing was added to the table since) */
             *last = (struct refill_size){ .units = x.want, .at_ms = now };
         return moved;
     }
