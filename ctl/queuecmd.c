@@ -169,7 +169,7 @@ static void audit_one(struct audit *a, const char *user, const char *score_text)
         a->bad++;
         return;
     }
-    if (score < QUEUE_LATE_BASE) {
+    if (score < KEYS_QUEUE_LATE) {
         a->shuffled++;
         if ((want = queue_shuffled_score(a->seed, user)) != score) {
             printf("MISMATCH rank %" PRId64 " user %s: place %" PRId64 ", the seed says %" PRId64 "\n",

@@ -27,7 +27,4 @@ int queuecmd(const struct cfg *c, int argc, char **argv);
  * integer (below 2^52). -1 when OpenSSL fails. */
 int64_t queue_shuffled_score(const char *seed, const char *user);
 
-/* Later joiners are placed from here on (seckill_queue: LATE). */
-#define QUEUE_LATE_BASE 4503599627370496LL
-
 #endif

@@ -37,6 +37,9 @@
  * a congested sale stopped altogether would tell its waiters nothing
  * true. */
 #define ACTL_FLOOR_SHARE 0.02
+/* The p99 objects only in a period whose buys were at least this share of
+ * its admissions: see actl_in.buys. */
+#define ACTL_BUYS_SHARE 0.5
 
 struct actl {
     double rate_per_s; /* 0: not started: the first step starts it at the ceiling */
@@ -45,6 +48,13 @@ struct actl {
 struct actl_in {
     double ceiling_per_s;
     int64_t p99_us;    /* the accepted buys' p99 over the last period; -1: too few to say */
+    /* The period's accepted buys and admissions (this producer's). While
+     * the admitted have mostly not bought yet (fewer buys than
+     * ACTL_BUYS_SHARE of the admissions: at the opening, the crowd's asks
+     * come first), a slow p99 is the machine's, busy with something else:
+     * admitting fewer would not speed those few buys up, only leave the
+     * stock unsold for longer. Then the backlog alone may object. */
+    int64_t buys, admitted;
     int64_t target_us; /* producer.queue_p99_target_ms */
     int64_t backlog;   /* the item's reservations not yet persisted */
     int64_t backlog_max;
@@ -60,5 +70,19 @@ double actl_floor(double ceiling_per_s);
 /* 1 when the loop holds a (started) at the floor of this ceiling: the sale
  * holds no more than the least rate (the gauge an alert reads), else 0. */
 int actl_at_floor(const struct actl *a, double ceiling_per_s);
+
+/* The admission rate measured, for the waiters' ETAs: an exponential
+ * average over about window_ms of each step's admissions a second. It is
+ * divided by its weight so far: an average that starts at 0 reads low until
+ * it has run for a few windows (a third of the rate after 2 s of a 5 s
+ * window), and would tell waiters ETAs three times too long just when the
+ * crowd asks. */
+struct actl_avg {
+    double mean, weight;
+    int64_t ms; /* how long it has been measured */
+};
+void actl_avg_add(struct actl_avg *v, double per_s, int64_t dt_ms, int64_t window_ms);
+/* The rate, or -1 while measured for less than min_ms. */
+double actl_avg_rate(const struct actl_avg *v, int64_t min_ms);
 
 #endif

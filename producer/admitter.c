@@ -14,6 +14,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "pmetrics.h"
+#include "qfeed.h"
 #include "rlink.h"
 #include "rpipe.h"
 #include "util.h"
@@ -41,13 +42,13 @@ struct item {
     int listed;    /* in the last listing */
     struct actl ctl;
     double carry;       /* a fraction of an admission, for the next step */
-    double measured;    /* admissions a second, averaged (holder only) */
-    int64_t measured_ms; /* how long it has been measured */
+    struct actl_avg measured; /* admissions a second (holder only) */
     int64_t last_ms;     /* the last step (monotonic) */
     int64_t r[R_N];      /* the last step's reply */
     /* For the stalled gauge: the serving number last seen, since when
      * (monotonic; 0: not counting). */
     int64_t still_serving, still_since_ms;
+    struct qf_read read; /* its line, while this producer's copy reads it */
 };
 
 struct adt {
@@ -59,8 +60,10 @@ struct adt {
     size_t n;
     struct rp_batch b;
     int64_t next_list_ms, next_control_ms;
+    int64_t admitted; /* admissions since the last control period, all items */
     struct metrics_hist_snap snap;
     struct log_repeat say_fail;
+    struct qfeed feed; /* the copy the HTTP thread answers asks from */
 };
 
 /* --- the items with a room ------------------------------------------------ */
@@ -78,8 +81,10 @@ static struct item *find(struct adt *a, int64_t id)
 static void keep(struct adt *a, int64_t id, int64_t starts, int64_t ends)
 {
     struct item *it = find(a, id);
-    if (it && it->starts_ms != starts)
+    if (it && it->starts_ms != starts) {
+        qf_read_drop(&it->read);
         memset(it, 0, sizeof(*it));
+    }
     if (!it) {
         if (a->n == ADT_ITEMS_MAX)
             return;
@@ -133,9 +138,11 @@ static void list_items(struct adt *a)
     }
     /* Drop the ones gone (created again without a room, or removed). */
     for (size_t i = 0; i < a->n;)
-        if (!a->items[i].listed)
+        if (!a->items[i].listed) {
+            qc_forget(a->feed.v, a->items[i].id);
+            qf_read_drop(&a->items[i].read);
             a->items[i] = a->items[--a->n];
-        else
+        } else
             i++;
 out:
     free(id);
@@ -228,7 +235,9 @@ static int64_t budget(struct item *it, int64_t now_ms)
  * measured, once measured for long enough; before, the one aimed at. */
 static int64_t eta_rate_milli(const struct item *it)
 {
-    double r = it->measured_ms >= 2000 ? it->measured : it->ctl.rate_per_s;
+    double r = actl_avg_rate(&it->measured, 2000);
+    if (r < 0)
+        r = it->ctl.rate_per_s;
     return (int64_t)(r * 1000.0);
 }
 
@@ -258,7 +267,7 @@ static int add_step(struct adt *a, struct item *it, int64_t now_ms)
 }
 
 /* One step's reply into it, the counters, and the measured rate. */
-static void took_step(struct item *it, const redisReply *r, int64_t now_ms)
+static void took_step(struct adt *a, struct item *it, const redisReply *r, int64_t now_ms)
 {
     int64_t dt = it->last_ms ? now_ms - it->last_ms : ADT_TICK_MS;
     it->last_ms = now_ms;
@@ -272,24 +281,38 @@ static void took_step(struct item *it, const redisReply *r, int64_t now_ms)
     if (!it->r[R_HOLDER]) {
         /* Another producer admits: a takeover starts afresh. */
         it->ctl.rate_per_s = 0;
-        it->measured = 0;
-        it->measured_ms = 0;
+        it->measured = (struct actl_avg){ 0 };
         it->carry = 0;
         return;
     }
     PM_ADD(queue_admitted, it->r[R_ADMITTED]);
+    a->admitted += it->r[R_ADMITTED];
     PM_ADD(queue_passed, it->r[R_PASSED]);
     PM_ADD(queue_lapsed, it->r[R_LAPSED]);
     PM_ADD(queue_eta_error_ms, it->r[R_ERR_SUM]);
     PM_ADD(queue_eta_checks, it->r[R_ERR_N]);
-    if (it->placed && dt > 0) {
-        double now_rate = (double)it->r[R_ADMITTED] * 1000.0 / (double)dt;
-        double alpha = (double)dt / ADT_RATE_WINDOW_MS;
-        it->measured += (alpha > 1 ? 1 : alpha) * (now_rate - it->measured);
-        it->measured_ms += dt;
-    }
+    if (it->placed && dt > 0)
+        actl_avg_add(&it->measured, (double)it->r[R_ADMITTED] * 1000.0 / (double)dt, dt, ADT_RATE_WINDOW_MS);
 }
 
+/* The copy of it (qcopy.h) after a step: the step's reply and the queue
+ * hash's fields beside it (qfeed.h), then its line if the copy lacks it. */
+static void feed(struct adt *a, struct item *it, const redisReply *meta, int64_t now)
+{
+    int64_t stock = it->r[R_STOCK], margin = CFG_GET(a->cfg->producer.queue_margin_pct);
+    struct qc_state s = { .starts_ms = it->starts_ms,
+                          .ends_ms = it->ends_ms,
+                          .stock = stock,
+                          .outstanding = it->r[R_OUTSTANDING],
+                          /* as seckill_queue_admit's room */
+                          .callable = stock + (stock * margin + 99) / 100 - it->r[R_OUTSTANDING],
+                          .placed = it->r[R_SHUFFLED] != 0 };
+    qf_meta(meta, &s);
+    qf_step(&a->feed, &a->link, &it->read, it->id, &s, now);
+}
+
+/* One round trip: the asks the copy answered (written first: the steps
+ * read them), one step per item, and the queue hash's fields of each. */
 static void admit_all(struct adt *a)
 {
     int64_t now = util_mono_ms();
@@ -297,18 +320,30 @@ static void admit_all(struct adt *a)
     if (a->n == 0 || !rlink_ok(&a->link))
         return;
     rp_batch_reset(&a->b);
+    (void)qf_seen_add(&a->feed, &a->b);
+    int base = a->b.n;
     for (size_t i = 0; i < a->n; i++)
         if (add_step(a, &a->items[i], now) == 0)
             at[m++] = i;
+    for (size_t j = 0; j < m; j++)
+        if (qf_meta_add(&a->feed, &a->b, a->items[at[j]].id) != 0)
+            return; /* every step has its fields beside it, or none runs */
     (void)rlink_run(&a->link, &a->b);
+    qf_seen_ran(&a->feed, &a->b);
     int failed = 0;
     for (size_t j = 0; j < m; j++) {
-        const redisReply *r = rp_reply(&a->b, (int)j);
+        const redisReply *r = rp_reply(&a->b, base + (int)j);
         if (r && r->type == REDIS_REPLY_ARRAY)
             rlink_worked(&a->link);
         else
             failed++;
-        took_step(&a->items[at[j]], r, now);
+        took_step(a, &a->items[at[j]], r, now);
+    }
+    /* After the batch's replies are read: a line's pages are calls of their own. */
+    for (size_t j = 0; j < m; j++) {
+        const redisReply *r = rp_reply(&a->b, base + (int)j);
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == R_N)
+            feed(a, &a->items[at[j]], rp_reply(&a->b, base + (int)(m + j)), now);
     }
     if (failed)
         log_repeat(&a->say_fail, LOG_LVL_WARNING, "queue: admission steps fail",
@@ -327,7 +362,9 @@ static void control(struct adt *a)
     struct metrics_hist_snap now;
     const struct cfg *c = a->cfg;
     metrics_hist_snapshot(&pm.latency_accepted, &now);
-    int64_t p99 = metrics_hist_quantile_us(&a->snap, &now, 0.99, P99_MIN_SAMPLES);
+    int64_t p99 = metrics_hist_quantile_us(&a->snap, &now, 0.99, P99_MIN_SAMPLES), buys = 0;
+    for (int b = 0; b <= METRICS_HIST_BUCKETS; b++)
+        buys += (int64_t)(now.bucket[b] - a->snap.bucket[b]);
     a->snap = now;
     for (size_t i = 0; i < a->n; i++) {
         struct item *it = &a->items[i];
@@ -335,12 +372,15 @@ static void control(struct adt *a)
             continue;
         struct actl_in in = { .ceiling_per_s = ceiling_of(a, it),
                               .p99_us = p99,
+                              .buys = buys,
+                              .admitted = a->admitted,
                               .target_us = (int64_t)CFG_GET(c->producer.queue_p99_target_ms) * 1000,
                               .backlog = it->r[R_PENDING],
                               .backlog_max = CFG_GET(c->producer.queue_backlog_max) };
         if (actl_step(&it->ctl, &in) == ACTL_DOWN)
             PM_INC(queue_rate_down);
     }
+    a->admitted = 0;
 }
 
 /* Whether it is stalled, by this producer's view of it: waiters and units
@@ -414,11 +454,15 @@ static void *adt_main(void *arg)
     return NULL;
 }
 
-int adt_start(const struct cfg *c, struct adt **out, char *err, size_t errlen)
+int adt_start(const struct cfg *c, struct qcopy *v, struct adt **out, char *err, size_t errlen)
 {
     char host[64] = "", rnd[9];
     struct adt *a = calloc(1, sizeof(*a));
-    if (!a || !(a->items = calloc(ADT_ITEMS_MAX, sizeof(*a->items)))) {
+    if (!a || !(a->items = calloc(ADT_ITEMS_MAX, sizeof(*a->items))) ||
+        qf_init(&a->feed, v, c->redis.key_prefix) != 0) {
+        if (a)
+            qf_free(&a->feed);
+        free(a ? a->items : NULL);
         free(a);
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -435,6 +479,7 @@ int adt_start(const struct cfg *c, struct adt **out, char *err, size_t errlen)
     if (bgt_start(&a->t, adt_main, a) != 0) {
         snprintf(err, errlen, "cannot start the waiting room's admission thread");
         rlink_close(&a->link);
+        qf_free(&a->feed);
         free(a->items);
         free(a);
         return -1;
@@ -450,6 +495,9 @@ void adt_stop(struct adt *a)
     bgt_stop(&a->t);
     rlink_close(&a->link);
     rp_batch_free(&a->b);
+    for (size_t i = 0; i < a->n; i++)
+        qf_read_drop(&a->items[i].read);
+    qf_free(&a->feed);
     free(a->items);
     free(a);
 }

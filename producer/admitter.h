@@ -16,10 +16,13 @@
  * step; another producer takes over once it lapses) admits up to its rate's
  * share of the time passed, never beyond the units left plus
  * producer.queue_margin_pct outstanding; the others learn the item's state
- * for their metrics. The rate is admctl.h's loop under the ceiling
- * (producer.queue_rate_per_s, or the item's own: seckillctl queue rate),
- * stepped every ACTL_PERIOD_MS on this producer's accepted buys' p99 and
- * the item's backlog. The rate measured (admissions a second, averaged over
+ * for their metrics. In the same round trip it writes back the asks the
+ * producer's copy of the lines answered, and reads what the copy needs
+ * beside each step; once an opening has placed an item's line, it reads
+ * the line into the copy (qcopy.h, qfeed.h). The rate is admctl.h's loop
+ * under the ceiling (producer.queue_rate_per_s, or the item's own:
+ * seckillctl queue rate), stepped every ACTL_PERIOD_MS on this producer's
+ * accepted buys' p99 and the item's backlog. The rate measured (admissions a second, averaged over
  * about ADT_RATE_WINDOW_MS) is stored with each step for the waiters' ETAs.
  *
  * What it writes is not waited for by replicas (redis.min_replicas_ack): a
@@ -37,6 +40,7 @@
 #define SECKILL_ADMITTER_H
 
 #include "cfg.h"
+#include "qcopy.h"
 
 #define ADT_TICK_MS 100
 #define ADT_LEASE_MS 2000
@@ -47,8 +51,10 @@
 
 struct adt;
 
-/* Start the thread (Redis may come later). 0, or -1 with err set. */
-int adt_start(const struct cfg *c, struct adt **out, char *err, size_t errlen);
+/* Start the thread (Redis may come later); it keeps v, the copy the HTTP
+ * thread answers asks from (qcopy.h, through qfeed.h), in step. 0, or -1
+ * with err set. */
+int adt_start(const struct cfg *c, struct qcopy *v, struct adt **out, char *err, size_t errlen);
 void adt_stop(struct adt *a);
 
 #endif

@@ -468,7 +468,7 @@ static enum MHD_Result answer_queue(struct ingress *g, struct ing_req *q)
                  (w->eta_ms + 999) / 1000);
         util_format_time_ms(w->starts_ms, t, sizeof(t));
         tenths(wr_poll_after_ms(w->position, w->eta_ms, w->starts_ms - util_wall_ms(), abandon_s,
-                                (int64_t)util_rand_below(WR_OPENING_SPREAD_MS)),
+                                (int64_t)util_rand_below(WR_OPENING_SPREAD_MS), w->callable),
                after, sizeof(after));
         snprintf(body, sizeof(body),
                  "{\"state\":\"waiting\",\"position\":%s,\"eta_s\":%s,\"starts_at\":\"%s\","
@@ -1168,6 +1168,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return bad_request(g, conn, "a cancel takes no body", q->t0_us);
         if (q->kind == KIND_QUEUE && q->too_large)
             return bad_request(g, conn, "a join takes no body", q->t0_us);
+        /* Most asks of a crowd waiting its turn: answered from the
+         * producer's copy of the line, without Redis (qcopy.h). */
+        if (q->kind == KIND_QUEUE && wr_answer_here(g->wr, &q->wq)) {
+            PM_INC(req_queue);
+            return answer_queue(g, q);
+        }
         queue_request(g, q);
         return MHD_YES;
     case REQ_DONE:

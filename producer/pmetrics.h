@@ -127,6 +127,8 @@
       "Queue answers that carried an admission token")                                            \
     X(queue_told_sold_out, "seckill_producer_queue_told_sold_out_total", "counter", "",            \
       "Queue answers that said sold out")                                                         \
+    X(queue_asks_local, "seckill_producer_queue_asks_local_total", "counter", "",                  \
+      "Queue answers given from the producer's copy of the line, without Redis (waiting only)")  \
     X(auth_verified, PM_AUTH, "counter", "result=\"verified\"", PM_AUTH_HELP)                   \
     X(auth_cached, PM_AUTH, "counter", "result=\"cached\"", PM_AUTH_HELP)                       \
     X(auth_denied, PM_AUTH, "counter", "result=\"denied\"", PM_AUTH_HELP)                       \

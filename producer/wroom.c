@@ -26,6 +26,7 @@
 
 struct wr {
     const struct cfg *cfg;
+    struct qcopy *view; /* the copy asks are answered from without Redis */
     struct rlink link; /* this thread's Redis */
     struct rp_batch calls;
     struct bgthread t;
@@ -50,10 +51,12 @@ const char *wr_word(enum wr_state s) { return states[s].word; }
 int64_t wr_keep_place_ms(int64_t abandon_s) { return abandon_s * 1000 / 3; }
 
 int64_t wr_poll_after_ms(int64_t position, int64_t eta_ms, int64_t until_start_ms, int64_t abandon_s,
-                         int64_t jitter_ms)
+                         int64_t jitter_ms, int64_t callable)
 {
     int64_t most = wr_keep_place_ms(abandon_s), ms;
-    if (position <= 0 && until_start_ms > 0)
+    if (position > 0 && callable >= 0 && position > callable)
+        ms = most;
+    else if (position <= 0 && until_start_ms > 0)
         ms = until_start_ms + ADT_TICK_MS + jitter_ms;
     else if (position <= 0)
         ms = WR_POLL_UNPLACED_MS;
@@ -145,6 +148,7 @@ static enum wr_state state_of(struct wr *w, struct wr_req *q, const redisReply *
             return WR_NOT_OPEN;
         }
         if (code == 1 && ints_of(r, v, 4) == 0) {
+            q->callable = -1;
             q->position = v[1];
             q->eta_ms = v[2];
             q->starts_ms = v[3];
@@ -230,7 +234,20 @@ static void *wr_main(void *arg)
     return NULL;
 }
 
-int wr_start(const struct cfg *c, struct wr **out, char *err, size_t errlen)
+int wr_answer_here(struct wr *w, struct wr_req *q)
+{
+    struct qc_answer a;
+    if (!qc_ask(w->view, q->item_id, q->user_id, util_mono_ms(), util_wall_ms(), &a))
+        return 0;
+    q->state = WR_WAITING;
+    q->position = a.position;
+    q->eta_ms = a.eta_ms;
+    q->starts_ms = a.starts_ms;
+    q->callable = a.callable;
+    return 1;
+}
+
+int wr_start(const struct cfg *c, struct qcopy *v, struct wr **out, char *err, size_t errlen)
 {
     struct wr *w = calloc(1, sizeof(*w));
     if (!w) {
@@ -238,6 +255,7 @@ int wr_start(const struct cfg *c, struct wr **out, char *err, size_t errlen)
         return -1;
     }
     w->cfg = c;
+    w->view = v;
     /* Redis may come later: calls are answered 503 until it does. */
     w->link = (struct rlink){ .cfg = c, .what = "queue calls", .count_trips = 1 };
     if (rlink_open(&w->link, err, errlen) != 0)

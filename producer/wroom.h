@@ -27,6 +27,7 @@
 
 #include "admtoken.h"
 #include "cfg.h"
+#include "qcopy.h"
 
 /* Every answer, declared once: X(name, HTTP status, JSON word). The
  * buyer's states answer 200 {"state":WORD,...}; the others are the API's
@@ -65,6 +66,7 @@ struct wr_req {
     int64_t position;   /* WR_WAITING: 1 is next; 0 before the opening (every place equal) */
     int64_t eta_ms;     /* WR_WAITING: -1 when no admission rate is known yet */
     int64_t starts_ms;  /* WR_WAITING, WR_ADMITTED: the sale's opening */
+    int64_t callable;   /* WR_WAITING: places admission may still call; -1 not known */
     int64_t opens_ms;   /* WR_NOT_OPEN: when the room opens */
     int64_t expires_ms; /* WR_ADMITTED: the admission's end */
     char admission[ADM_TOKEN_MAX]; /* WR_ADMITTED */
@@ -73,8 +75,13 @@ struct wr_req {
 struct wr;
 
 /* Connect to Redis (or later: calls are answered 503 until it answers) and
- * start the thread. 0, or -1 with err set. */
-int wr_start(const struct cfg *c, struct wr **out, char *err, size_t errlen);
+ * start the thread; v is the producer's copy of the lines (qcopy.h), kept
+ * by the admitter. 0, or -1 with err set. */
+int wr_start(const struct cfg *c, struct qcopy *v, struct wr **out, char *err, size_t errlen);
+/* Answer q here, on the caller's thread, when the copy can (a waiter of
+ * the pre-queue whose turn has not come: qcopy.h): 1 with q's state set
+ * (complete() is not called), or 0: submit it. */
+int wr_answer_here(struct wr *w, struct wr_req *q);
 /* Queue a request (any thread). Its complete() is called exactly once. */
 void wr_submit(struct wr *w, struct wr_req *q);
 /* Stop the thread once every submitted request has completed. */
@@ -90,6 +97,12 @@ void wr_stop(struct wr *w);
  *   - with a place and an ETA: three quarters of the ETA (it is approximate;
  *     asking a little early costs one ask, late costs the turn); without
  *     an ETA: WR_POLL_UNKNOWN_MS;
+ *   - with a place past those admission may still call (callable, when
+ *     known: the units left and their margin, less the admissions
+ *     outstanding): as late as the place allows. The turn comes only if
+ *     units come back or those ahead leave, so asking sooner would only add
+ *     to the sale's load; the admission it may bring lives far longer
+ *     (producer.queue_token_life_s);
  * never sooner than WR_POLL_MIN_MS, never later than a third of the
  * abandonment time (producer.queue_abandon_s), so the place is kept. */
 #define WR_POLL_MIN_MS 300
@@ -100,6 +113,6 @@ void wr_stop(struct wr *w);
  * third of the abandonment time (producer.queue_abandon_s), in ms. */
 int64_t wr_keep_place_ms(int64_t abandon_s);
 int64_t wr_poll_after_ms(int64_t position, int64_t eta_ms, int64_t until_start_ms, int64_t abandon_s,
-                         int64_t jitter_ms);
+                         int64_t jitter_ms, int64_t callable);
 
 #endif

@@ -77,6 +77,12 @@ enum keys_queue_part {
 };
 #define KEYS_QUEUE_PARTS 6
 
+/* The line's places (KEYS_QUEUE_LINE's scores): the opening gives each
+ * member of the pre-queue one below this (the first 13 hex digits of
+ * SHA-1(seed ':' user), below 2^52); a later joiner gets this plus their
+ * number of arrival, behind all of them (seckill_queue's LATE). */
+#define KEYS_QUEUE_LATE 4503599627370496LL
+
 /* The window hash's field that marks an item with a waiting room: when the
  * queue opens (ms), written by seckillctl (item create --queue-opens-at,
  * item load, reconcile --fix). seckill_reserve refuses such an item's buys

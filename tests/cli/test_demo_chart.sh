@@ -198,7 +198,7 @@ for m in seckill_producer_requests_total seckill_producer_request_duration_secon
     seckill_producer_accepted_duration_seconds seckill_consumer_persisted_total seckill_producer_queue_waiting \
     seckill_producer_queue_serving seckill_producer_queue_admissions_outstanding \
     seckill_producer_queue_admission_rate seckill_producer_queue_admitted_total \
-    seckill_producer_queue_told_sold_out_total; do
+    seckill_producer_queue_told_sold_out_total seckill_producer_queue_asks_local_total; do
     grep -qF "\"$m\"" producer/*.[ch] consumer/*.[ch] || missing+="$m "
     grep -qF "$m" "$SAMPLER" || missing+="($m not in the sampler) "
 done

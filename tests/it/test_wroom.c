@@ -506,6 +506,10 @@ static void test_buy_refusals(void **state)
     early.minted_ms = t.starts_ms - 1;
     mint(&early, bad, sizeof(bad));
     refused(item, 21, bad, "before_opening");
+    /* Minted at the opening: a token that ran out a moment ago must not
+     * also end before it was minted (this test may get here within a
+     * millisecond of the admission). */
+    old.minted_ms = t.starts_ms;
     old.expires_ms = util_wall_ms() - 1;
     mint(&old, bad, sizeof(bad));
     refused(item, 21, bad, "expired");
@@ -680,6 +684,60 @@ static void test_abandoned_and_unused(void **state)
     assert_true(sale_metric(P1.mport, "seckill_producer_queue_admissions_lapsed_total") > lapsed0);
 }
 
+/* Once the opening has placed the pre-queue, its waiters' asks are
+ * answered from the producer's copy of the line (producer/qcopy.h), not by
+ * Redis: the same positions the line gives, each answer counted, and each
+ * ask written back as Redis would have written it, so a waiter who only
+ * ever asks there keeps the place while those who stopped are passed over. */
+static void test_asks_from_copy(void **state)
+{
+    (void)state;
+    enum { N = 6 };
+    const char *m = "seckill_producer_queue_asks_local_total";
+    char *seed, w[32], *out = NULL;
+    int64_t order[N], pos;
+    bool ok;
+    int64_t item = item_opened_paused(1100, N, &seed);
+    free(seed);
+    assert_int_equal(line_order(item, order, N), N);
+    /* The copy comes within a few admission steps of the opening. */
+    int64_t before = sale_metric(P1.mport, m);
+    WAIT_UNTIL((ask_all(item, order, N), sale_metric(P1.mport, m) >= before + N), 5000, ok);
+    if (!ok)
+        fail_msg("no ask answered from the copy (%s %lld, %lld before); see %s", m,
+                 (long long)sale_metric(P1.mport, m), (long long)before, P1.log);
+    int64_t t0 = util_wall_ms();
+    before = sale_metric(P1.mport, m);
+    for (int i = 0; i < N; i++) {
+        q_state(P1.port, "GET", item, order[i], w, sizeof(w), &pos, NULL, 0);
+        assert_string_equal(w, "waiting");
+        assert_int_equal(pos, i + 1);
+    }
+    assert_int_equal(sale_metric(P1.mport, m), before + N);
+    /* Written back with the next step: "ask_ms:eta_ms", as seckill_queue's. */
+    char key[KEYS_MAX], field[24];
+    keys_queue(key, sizeof(key), harness_conf.redis.key_prefix, item, KEYS_QUEUE_SEEN);
+    snprintf(field, sizeof(field), "%" PRId64, order[0]);
+    redisContext *rc = harness_redis(&harness_conf);
+    WAIT_UNTIL(harness_int(rc, "HGET %s %s", key, field) >= t0, 2000, ok);
+    redisFree(rc);
+    assert_true(ok);
+    /* Only the last in line goes on asking (all answered by the copy): the
+     * others are passed over once admission resumes, and the last admitted. */
+    before = sale_metric(P1.mport, m);
+    int asks = 0;
+    for (int64_t end = util_mono_ms() + (ABANDON_S + 1) * 1000; util_mono_ms() < end; asks++) {
+        ask_all(item, &order[N - 1], 1);
+        util_sleep_ms(300);
+    }
+    assert_int_equal(sale_metric(P1.mport, m), before + asks);
+    assert_int_equal(ctl_queue("resume", item, NULL, NULL, &out), 0);
+    free(out);
+    char tok[ADM_TOKEN_MAX];
+    wait_admitted(P1.port, item, order[N - 1], tok, sizeof(tok));
+    assert_true(is_state(P1.port, item, order[0], "none"));
+}
+
 /* The pid in the item's lease ("host:pid:rnd|until"), or 0. */
 static pid_t lease_pid(int64_t item)
 {
@@ -832,6 +890,7 @@ int main(void)
         cmocka_unit_test(test_sold_out_at_once),
         cmocka_unit_test(test_unit_back_admits_next),
         cmocka_unit_test(test_abandoned_and_unused),
+        cmocka_unit_test(test_asks_from_copy),
         cmocka_unit_test(test_redis_down_sells_nothing),
         cmocka_unit_test(test_no_room_no_change),
         cmocka_unit_test(test_two_producers),

@@ -131,12 +131,56 @@ static void test_quantile(void **state)
     assert_int_equal(metrics_hist_quantile_us(&a, &b, 0.99, 20), 10000000);
 }
 
+/* A slow p99 while the admitted have mostly not bought yet (the crowd's
+ * asks come first at the opening) is no objection: admitting fewer would
+ * not speed those few buys up. Once the buys keep up with the admissions,
+ * it objects again; the backlog objects either way. */
+static void test_p99_of_few_buys_after_many_admissions(void **state)
+{
+    (void)state;
+    struct actl a = { 0 };
+    struct actl_in in = calm(1000);
+    in.p99_us = 40000;
+    in.admitted = 500;
+    in.buys = 200;
+    assert_int_equal(actl_step(&a, &in), ACTL_HOLD); /* started at the ceiling: no lower */
+    assert_true(a.rate_per_s == 1000);
+    in.buys = 250; /* half the admissions: the sale is running, and slow */
+    assert_int_equal(actl_step(&a, &in), ACTL_DOWN);
+    assert_true(a.rate_per_s == 1000 * ACTL_DOWN_FACTOR);
+    in.buys = 0;
+    in.backlog = in.backlog_max + 1;
+    assert_int_equal(actl_step(&a, &in), ACTL_DOWN);
+}
+
+/* The measured rate reads the rate from its first steps (an average that
+ * started at 0 would read a third of it after 2 s of a 5 s window), and
+ * nothing before it has been measured for long enough. */
+static void test_measured_rate_from_the_start(void **state)
+{
+    (void)state;
+    struct actl_avg v = { 0 };
+    for (int i = 0; i < 19; i++)
+        actl_avg_add(&v, 6000, 100, 5000);
+    assert_true(actl_avg_rate(&v, 2000) < 0);
+    actl_avg_add(&v, 6000, 100, 5000);
+    double r = actl_avg_rate(&v, 2000);
+    assert_true(r > 5999 && r < 6001);
+    /* It follows a change at the window's pace, not at once. */
+    for (int i = 0; i < 10; i++)
+        actl_avg_add(&v, 2000, 100, 5000);
+    r = actl_avg_rate(&v, 2000);
+    assert_true(r < 6000 && r > 4000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_starts_at_the_ceiling), cmocka_unit_test(test_down_on_p99_then_up),
         cmocka_unit_test(test_down_on_backlog),       cmocka_unit_test(test_no_p99_is_no_objection),
         cmocka_unit_test(test_ceiling_lowered_binds), cmocka_unit_test(test_quantile),
+        cmocka_unit_test(test_p99_of_few_buys_after_many_admissions),
+        cmocka_unit_test(test_measured_rate_from_the_start),
     };
     harness_filter();
     return cmocka_run_group_tests_name("admctl", tests, NULL, NULL);

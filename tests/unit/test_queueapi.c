@@ -107,21 +107,25 @@ static void test_poll_after(void **state)
 {
     (void)state;
     /* Before the opening: at the opening's step, plus the caller's jitter. */
-    assert_int_equal(wr_poll_after_ms(0, -1, 4000, 30, 0), 4000 + ADT_TICK_MS);
-    assert_int_equal(wr_poll_after_ms(0, -1, 4000, 30, 700), 4000 + ADT_TICK_MS + 700);
+    assert_int_equal(wr_poll_after_ms(0, -1, 4000, 30, 0, -1), 4000 + ADT_TICK_MS);
+    assert_int_equal(wr_poll_after_ms(0, -1, 4000, 30, 700, -1), 4000 + ADT_TICK_MS + 700);
     /* Far before it: a third of the abandonment time, to keep the place. */
-    assert_int_equal(wr_poll_after_ms(0, -1, 600000, 30, 0), 10000);
+    assert_int_equal(wr_poll_after_ms(0, -1, 600000, 30, 0, -1), 10000);
     /* After it, not placed yet. */
-    assert_int_equal(wr_poll_after_ms(0, -1, -200, 30, 0), WR_POLL_UNPLACED_MS);
+    assert_int_equal(wr_poll_after_ms(0, -1, -200, 30, 0, -1), WR_POLL_UNPLACED_MS);
     /* A place: three quarters of the ETA, at least the minimum. */
-    assert_int_equal(wr_poll_after_ms(3120, 2000, -5000, 30, 0), 1500);
-    assert_int_equal(wr_poll_after_ms(7, 100, -5000, 30, 0), WR_POLL_MIN_MS);
-    assert_int_equal(wr_poll_after_ms(90000, 600000, -5000, 30, 0), 10000);
-    assert_int_equal(wr_poll_after_ms(12, -1, -5000, 30, 0), WR_POLL_UNKNOWN_MS);
+    assert_int_equal(wr_poll_after_ms(3120, 2000, -5000, 30, 0, -1), 1500);
+    assert_int_equal(wr_poll_after_ms(7, 100, -5000, 30, 0, -1), WR_POLL_MIN_MS);
+    assert_int_equal(wr_poll_after_ms(90000, 600000, -5000, 30, 0, -1), 10000);
+    assert_int_equal(wr_poll_after_ms(12, -1, -5000, 30, 0, -1), WR_POLL_UNKNOWN_MS);
+    /* Behind more waiters than units free: as late as the place allows;
+     * within them, the ETA's. */
+    assert_int_equal(wr_poll_after_ms(3120, 2000, -5000, 30, 0, 3119), 10000);
+    assert_int_equal(wr_poll_after_ms(3120, 2000, -5000, 30, 0, 3120), 1500);
     /* A third of a short abandonment time still bounds every answer, but
      * never below the minimum. */
-    assert_int_equal(wr_poll_after_ms(0, -1, 4000, 3, 0), 1000);
-    assert_int_equal(wr_poll_after_ms(12, 9000, -1, 0, 0), WR_POLL_MIN_MS);
+    assert_int_equal(wr_poll_after_ms(0, -1, 4000, 3, 0, -1), 1000);
+    assert_int_equal(wr_poll_after_ms(12, 9000, -1, 0, 0, -1), WR_POLL_MIN_MS);
 }
 
 int main(void)
