@@ -23,24 +23,18 @@ trap 'rm -rf "$T"' EXIT
 
 # shellcheck source=../tap.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../tap.sh"
+# shellcheck source=../nemesis/checks.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../nemesis/checks.sh"
 
 # Seed 1 draws, in 60 s on the Cluster: clocks, loss on the split brain's
 # link, the split brain, a primary killed, a primary paused (the order the
 # seed gives; which primary is the Cluster's then).
 SEED=1
 
-echo "1..6"
+echo "1..7"
 
-scripts/nemesis --seed $SEED --seconds 60 --buckets 3 --cluster --build build --json "$T/nemesis.json" \
-    >"$T/out" 2>&1
-rc=$?
-if [ $rc -eq 0 ]; then pass "seed $SEED, 60 s, the Cluster, three buckets: exit 0, nothing broken"
-else fail "seed $SEED, 60 s, the Cluster, three buckets: exit 0, nothing broken (exit $rc)" "$(tail -n 40 "$T/out")"; fi
-
-line=$(tail -n 1 "$T/out")
-re='^nemesis: seed [0-9]+, [0-9]+ faults \(.*\), accepted [0-9]+, persisted [0-9]+, lost 0, duplicated 0, oversold 0, unexpected 0, info [0-9]+, recovered [0-9]+, payments [0-9]+, cancels [0-9]+, expired [0-9]+, returned twice 0, not returned 0, payments lost 0, paid resold 0, refused brought back 0, paid late by the burst 0, reconcile clean$'
-if [[ $line =~ $re ]]; then pass "the summary line: $line"
-else fail "the summary line" "got: $line"; fi
+nemesis_run "seed $SEED, 60 s, the Cluster, three buckets" --seed $SEED --seconds 60 --buckets 3 --cluster
+nemesis_summary '.*'
 
 is "the stack ran the Cluster in hosts of its own, the first item's three buckets on three primaries" \
     "$(grep -c 'scripts/stack up --ha --brokers 3 --cluster in them' "$T/out") $(grep -c 'item 910001: buckets 3 (salts [0-9,]*), on 3 of 3 primaries' "$T/out")" \
@@ -57,8 +51,6 @@ r = json.load(open(sys.argv[1]))["per_item"]
 print(all(v["redis"] == v["stock_left"] for v in r.values()), any(v["orders"] > v["stock"] for v in r.values()))' \
         "$T/nemesis.json" 2>&1)" "True True"
 
-is "no namespace or state of the run is left" \
-    "$(ip netns list | grep -c "^$PFX-") $(ls "$SECKILL_HOSTS_STATE" "$SECKILL_HOSTS_STATE.ports" .stack/nemesis 2>/dev/null | wc -l) $(pgrep -fc -- "$ROOT/.stack/nemesis/")" \
-    "0 0 0"
+nemesis_nothing_left
 
 [ "$failed" -eq 0 ]
