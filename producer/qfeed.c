@@ -61,6 +61,7 @@ int qf_seen_add(struct qfeed *f, struct rp_batch *b)
 {
     f->first = b->n;
     f->n = 0;
+    f->whole = 1;
     if (f->nseen == 0)
         f->nseen = qc_take_seen(f->v, &f->seen, &f->cap);
     if (f->nseen == 0)
@@ -70,8 +71,10 @@ int qf_seen_add(struct qfeed *f, struct rp_batch *b)
         size_t n = 1;
         while (i + n < f->nseen && n < QF_SEEN_PAGE && f->seen[i + n].item == f->seen[i].item)
             n++;
-        if (add_page(f, b, &f->seen[i], n) != 0)
-            return -1; /* what was added is run; all are written again next time */
+        if (add_page(f, b, &f->seen[i], n) != 0) {
+            f->whole = 0; /* what was added is run; all are written again next time */
+            return -1;
+        }
         f->n++;
         i += n;
     }
@@ -85,7 +88,7 @@ void qf_seen_ran(struct qfeed *f, const struct rp_batch *b)
         if (!r || r->type != REDIS_REPLY_INTEGER)
             return; /* kept: written again (each HSET says the same) */
     }
-    if (f->n)
+    if (f->n && f->whole)
         f->nseen = 0;
 }
 

@@ -33,6 +33,7 @@ struct qfeed {
     struct qc_seen *seen; /* taken from the copy, not yet written */
     size_t nseen, cap;
     int first, n; /* their HSETs in the batch being run */
+    int whole;    /* every record is in them */
     char *txt;         /* a page's numbers as text */
     const char **argv; /* a page's HSET */
 };
