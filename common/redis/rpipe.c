@@ -308,6 +308,8 @@ enum rp_reply_kind rp_classify(const redisReply *r)
         return RP_REPLY_ANSWER;
     if (strncmp(r->str, "READONLY", 8) == 0)
         return RP_REPLY_READONLY;
+    if (strncmp(r->str, "LOADING", 7) == 0)
+        return RP_REPLY_LOADING;
     /* Redis 7's words for an FCALL of an unknown name, whole: a script's
      * own error that merely starts alike is the script's answer. */
     if (strcmp(r->str, "ERR Function not found") == 0)

@@ -161,6 +161,8 @@ enum rp_reply_kind {
     RP_REPLY_READONLY,    /* "READONLY ...": the server is a replica now; the command did not run */
     RP_REPLY_NO_FUNCTION, /* "ERR Function not found": an FCALL of a function the server does not
                            * hold (never loaded, flushed, lost with the dataset); nothing ran */
+    RP_REPLY_LOADING,     /* "LOADING ...": the server is reading its dataset back (just
+                           * restarted); the command did not run, and will once it is read */
 };
 enum rp_reply_kind rp_classify(const redisReply *r);
 

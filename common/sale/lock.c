@@ -229,7 +229,8 @@ static const char *reply_text(const redisReply *r)
 /* What call c of a round came back as. */
 enum call_end {
     CALL_ANSWERED, /* the script's array of `want` integers */
-    CALL_NOT_RUN,  /* no reply (lost or not sent), or the function missing: nothing ran */
+    CALL_NOT_RUN,  /* no reply (lost or not sent), the function missing, Redis still
+                    * reading its data back: nothing ran */
     CALL_REFUSED,  /* another reply (an error: READONLY, an ACL refusal) */
 };
 
@@ -248,6 +249,14 @@ static enum call_end call_end(const struct rp_batch *b, size_t c, size_t want, c
             if (r->element[i]->type != REDIS_REPLY_INTEGER)
                 goto refused;
         return CALL_ANSWERED;
+    }
+    if (rp_classify(r) == RP_REPLY_LOADING) {
+        /* A Redis just restarted: not an unexpected reply, and nothing ran;
+         * the next round tries again. */
+        log_repeat(say, LOG_LVL_WARNING, "lock: redis loading",
+                   "lock: redis is reading its data back after a restart: %s not run yet, tried again "
+                   "(logged once while it lasts)", what);
+        return CALL_NOT_RUN;
     }
     if (rp_classify(r) == RP_REPLY_NO_FUNCTION) {
         char why[512];

@@ -2,7 +2,8 @@
  * Redis: replies are parsed from RESP text by hiredis's reader, as they come
  * off a connection. The texts are Redis 7's: "ERR Function not found" is
  * what an FCALL of a name it does not hold answers, READONLY what a demoted
- * primary answers a write. Then what rfunc, above it, says of such a reply.
+ * primary answers a write, LOADING what one answers while it reads its data
+ * back after a restart. Then what rfunc, above it, says of such a reply.
  * The same words from a live Redis are in tests/it/test_rpipe.c
  * (test_single_functions). */
 #include "funclibs.h"
@@ -38,6 +39,8 @@ static void test_readonly_and_others(void **state)
 {
     (void)state;
     expect("-READONLY You can't write against a read only replica.\r\n", RP_REPLY_READONLY);
+    expect("-LOADING Redis is loading the dataset in memory\r\n", RP_REPLY_LOADING);
+    expect("-ERR LOADING\r\n", RP_REPLY_ERROR);
     expect("-ERR unknown command 'FCALLX'\r\n", RP_REPLY_ERROR);
     expect("-NOPERM User seckill_producer has no permissions to run the 'fcall' command\r\n", RP_REPLY_ERROR);
     expect(":3\r\n", RP_REPLY_ANSWER);
