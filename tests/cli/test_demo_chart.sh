@@ -164,17 +164,17 @@ got=$(awk -F'\t' '/^#/ {next} !h {for (i = 1; i <= NF; i++) c[$i] = i; h = 1; ne
     {print NF, $c["req_accepted"], $c["req_duplicate"], $c["req_sold_out"], $c["req_unknown_item"], $c["req_bad_request"],
      $c["lat_le_0.0001"], $c["lat_le_0.025"], $c["lat_le_+Inf"], $c["acc_le_0.01"], $c["acc_le_0.025"], $c["acc_le_+Inf"],
      $c["persisted"]}' "$T/real.tsv" 2>/dev/null)
-# 1 + 18 outcomes + 17 buckets of every request + 17 of the 202s + persisted + 6 of the
-# waiting room = 60 columns.
-if [ "$rc" -eq 0 ] && [ "$got" = "60 3 1 3 1 1 3 8 9 0 2 3 3" ]; then
+# 1 + 18 outcomes + 17 buckets of every request + 17 of the 202s + persisted + 7 of the
+# waiting room = 61 columns.
+if [ "$rc" -eq 0 ] && [ "$got" = "61 3 1 3 1 1 3 8 9 0 2 3 3" ]; then
     pass "demo-sampler reads a real producer's and consumer's /metrics"
 else
     fail "demo-sampler reads a real producer's and consumer's /metrics" "got: '$got'" \
-        "want: '60 3 1 3 1 1 3 8 9 0 2 3 3'" "$(run_diag "$SAMPLER")"
+        "want: '61 3 1 3 1 1 3 8 9 0 2 3 3'" "$(run_diag "$SAMPLER")"
 fi
 is "demo-sampler reads the waiting room's gauges and counters (q_ columns)" \
     "$(sed -n 2p "$T/real.tsv" 2>/dev/null | tr '\t' '\n' | grep '^q_' | sort | tr '\n' ' ')" \
-    "q_admitted q_outstanding q_rate q_serving q_told_sold_out q_waiting "
+    "q_admitted q_asks_local q_outstanding q_rate q_serving q_told_sold_out q_waiting "
 
 # The fixture is still what the daemons serve: its outcomes are those of
 # PM_METRICS and its buckets those of common/base/metrics.c (recapture it if not:
