@@ -25,7 +25,7 @@ STOCK=100 BUYERS=400 LATE=40
 # shellcheck source=../tap.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../tap.sh"
 
-echo "1..14"
+echo "1..15"
 [ -x "$LOAD" ] || { echo "Bail out! no $LOAD (make tests builds it)"; exit 1; }
 
 seq 1 1000 | sed 's/^/tok/' >"$T/tokens"
@@ -116,14 +116,21 @@ rank.update({2000 + i: 2001 + i for i in range(1, 501)})
 buyers = [buyer(u, -1, u, adm=5 if rank[u] <= 1000 else 0, nonce=rank[u] * 7 if rank[u] <= 1000 else -1)
           for u in range(1, 2001)]
 buyers += [buyer(2000 + i, 3000 + i, 10000 + i) for i in range(1, 501)]
-f = wr.fairness(buyers, rank)
+f = wr.fairness(buyers, rank, 1000)
 check("fairness: the shuffled ones near 0, the later ones 1, 1,000 admitted in the line's order",
       (abs(f["fair_pre_rho"]) < 0.1, f["fair_pre_n"], f["fair_late_rho"], f["fair_late_n"], f["admitted"],
        f["admitted_in_line_order"]), (True, 1000, 1.0, 500, 1000, 1))
-# An admission out of the line's order (or past a place nobody took) is seen.
+# An admitted place whose buyer never heard it (told sold out first) breaks
+# nothing; one heard past the places the producer admitted does.
+mid = next(b for b in buyers if rank[b["user"]] == 500)
+mid["adm_ans"], mid["nonce"] = 0, -1
+check("fairness: a place admitted but not heard is in order; one heard past those admitted is not",
+      (wr.fairness(buyers, rank, 1000)["admitted_in_line_order"], wr.fairness(buyers, rank, 999)["admitted_in_line_order"]),
+      (1, 0))
+# An admission out of the line's order is seen.
 buyers[0]["adm_ans"], buyers[0]["nonce"] = 5, 1
 check("fairness: an admission out of the line's order is seen",
-      wr.fairness(buyers, rank)["admitted_in_line_order"], 0 if rank[1] > 1 else 1)
+      wr.fairness(buyers, rank, 1000)["admitted_in_line_order"], 0 if rank[1] > 1 else 1)
 # Sold out: the last 202 at 10 s; the last answer other than sold out 0.25 s
 # later; waiters heard it 0.5 and 2 s after it.
 buys = [{"http": "202", "ans": "9000000"}, {"http": "202", "ans": "10000000"}, {"http": "410", "ans": "11000000"}]
