@@ -362,9 +362,8 @@ static void control(struct adt *a)
     struct metrics_hist_snap now;
     const struct cfg *c = a->cfg;
     metrics_hist_snapshot(&pm.latency_accepted, &now);
-    int64_t p99 = metrics_hist_quantile_us(&a->snap, &now, 0.99, P99_MIN_SAMPLES), buys = 0;
-    for (int b = 0; b <= METRICS_HIST_BUCKETS; b++)
-        buys += (int64_t)(now.bucket[b] - a->snap.bucket[b]);
+    int64_t p99 = metrics_hist_quantile_us(&a->snap, &now, 0.99, P99_MIN_SAMPLES);
+    int64_t buys = (int64_t)metrics_hist_count(&a->snap, &now);
     a->snap = now;
     for (size_t i = 0; i < a->n; i++) {
         struct item *it = &a->items[i];

@@ -22,8 +22,9 @@
  * the line into the copy (qcopy.h, qfeed.h). The rate is admctl.h's loop
  * under the ceiling (producer.queue_rate_per_s, or the item's own:
  * seckillctl queue rate), stepped every ACTL_PERIOD_MS on this producer's
- * accepted buys' p99 and the item's backlog. The rate measured (admissions a second, averaged over
- * about ADT_RATE_WINDOW_MS) is stored with each step for the waiters' ETAs.
+ * accepted buys' p99 and the item's backlog. The rate measured (admissions
+ * a second, averaged over about ADT_RATE_WINDOW_MS) is stored with each
+ * step for the waiters' ETAs.
  *
  * What it writes is not waited for by replicas (redis.min_replicas_ack): a
  * failover that loses an admission makes its token "lapsed" and the next

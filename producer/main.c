@@ -171,7 +171,7 @@ struct producer {
     struct win *w;
     struct wr *wr;
     struct adt *adt;
-    struct qcopy *qv; /* the waiting rooms' copy: the admitter keeps it, wr reads it */
+    struct qcopy *qc; /* the waiting rooms' lines: the admitter keeps them, wr reads them */
     struct auth *a;
     struct ingress *g;
     struct ops *o;
@@ -215,8 +215,8 @@ static int start(const struct cli *cli, struct producer *d)
     if (hk_start(c, d->p, &d->gen, &d->health, &d->k, err, sizeof(err)) != 0 ||
         st_start(c, &d->st, err, sizeof(err)) != 0 || cx_new(d->st, d->p, &d->x, err, sizeof(err)) != 0 ||
         win_new(c, &d->w, err, sizeof(err)) != 0 || so_start(c, d->w, &d->so, err, sizeof(err)) != 0 ||
-        qc_new(&d->qv, err, sizeof(err)) != 0 || wr_start(c, d->qv, &d->wr, err, sizeof(err)) != 0 ||
-        adt_start(c, d->qv, &d->adt, err, sizeof(err)) != 0 ||
+        qc_new(&d->qc, err, sizeof(err)) != 0 || wr_start(c, d->qc, &d->wr, err, sizeof(err)) != 0 ||
+        adt_start(c, d->qc, &d->adt, err, sizeof(err)) != 0 ||
         ing_start(c, d->r, d->st, d->x, d->so, d->w, d->wr, d->a, &d->health, &d->g, err, sizeof(err)) != 0 ||
         ops_start(c, d->g, &d->o, err, sizeof(err)) != 0)
         goto fail;
@@ -260,7 +260,7 @@ static void stop(struct producer *d)
     ing_stop(d->g);
     /* After the HTTP side, whose queue calls it answers. */
     wr_stop(d->wr);
-    qc_free(d->qv); /* after both its users */
+    qc_free(d->qc); /* after both its users */
     /* After the HTTP side, which drained its cancels; before the status
      * thread and the Kafka producer it uses. */
     cx_free(d->x);

@@ -255,7 +255,8 @@ static int answerable(const struct qc_item *it, int64_t now_mono_ms, int64_t now
     const struct qc_state *s = &it->s;
     int open = now_wall_ms >= s->starts_ms && (!s->ends_ms || now_wall_ms < s->ends_ms);
     int fresh = now_mono_ms - it->fresh_ms <= QC_FRESH_MS;
-    return it->line && s->placed && fresh && open && s->stock > s->outstanding;
+    /* (A line is there only while its opening is placed: qc_step.) */
+    return it->line && fresh && open && s->stock > s->outstanding;
 }
 
 int qc_ask(struct qcopy *v, int64_t item, int64_t user, int64_t now_mono_ms, int64_t now_wall_ms,

@@ -26,7 +26,7 @@
 
 struct wr {
     const struct cfg *cfg;
-    struct qcopy *view; /* the copy asks are answered from without Redis */
+    struct qcopy *copy; /* the lines asks are answered from without Redis (qcopy.h) */
     struct rlink link; /* this thread's Redis */
     struct rp_batch calls;
     struct bgthread t;
@@ -237,7 +237,7 @@ static void *wr_main(void *arg)
 int wr_answer_here(struct wr *w, struct wr_req *q)
 {
     struct qc_answer a;
-    if (!qc_ask(w->view, q->item_id, q->user_id, util_mono_ms(), util_wall_ms(), &a))
+    if (!qc_ask(w->copy, q->item_id, q->user_id, util_mono_ms(), util_wall_ms(), &a))
         return 0;
     q->state = WR_WAITING;
     q->position = a.position;
@@ -255,7 +255,7 @@ int wr_start(const struct cfg *c, struct qcopy *v, struct wr **out, char *err, s
         return -1;
     }
     w->cfg = c;
-    w->view = v;
+    w->copy = v;
     /* Redis may come later: calls are answered 503 until it does. */
     w->link = (struct rlink){ .cfg = c, .what = "queue calls", .count_trips = 1 };
     if (rlink_open(&w->link, err, errlen) != 0)

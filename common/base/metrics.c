@@ -64,21 +64,28 @@ void metrics_hist_snapshot(const struct metrics_hist *h, struct metrics_hist_sna
         out->bucket[i] = atomic_load_explicit(&h->bucket[i], memory_order_relaxed);
 }
 
+uint64_t metrics_hist_count(const struct metrics_hist_snap *before, const struct metrics_hist_snap *after)
+{
+    uint64_t total = 0;
+    for (int i = 0; i <= METRICS_HIST_BUCKETS; i++)
+        total += after->bucket[i] - before->bucket[i];
+    return total;
+}
+
 int64_t metrics_hist_quantile_us(const struct metrics_hist_snap *before,
                                  const struct metrics_hist_snap *after, double q, uint64_t min_count)
 {
-    uint64_t n[METRICS_HIST_BUCKETS + 1], total = 0, seen = 0;
-    for (int i = 0; i <= METRICS_HIST_BUCKETS; i++)
-        total += n[i] = after->bucket[i] - before->bucket[i];
+    uint64_t total = metrics_hist_count(before, after), seen = 0;
     if (total == 0 || total < min_count)
         return -1;
     double want = q * (double)total;
     for (int i = 0; i < METRICS_HIST_BUCKETS; i++) {
-        if ((double)(seen + n[i]) >= want) {
+        uint64_t n = after->bucket[i] - before->bucket[i];
+        if ((double)(seen + n) >= want) {
             double lo = i ? (double)bucket_us[i - 1] : 0, hi = (double)bucket_us[i];
-            return (int64_t)(lo + (hi - lo) * (want - (double)seen) / (double)n[i]);
+            return (int64_t)(lo + (hi - lo) * (want - (double)seen) / (double)n);
         }
-        seen += n[i];
+        seen += n;
     }
     return bucket_us[METRICS_HIST_BUCKETS - 1];
 }

@@ -43,6 +43,8 @@ void metrics_hist_snapshot(const struct metrics_hist *h, struct metrics_hist_sna
  * when fewer than min_count were observed (too few to say). */
 int64_t metrics_hist_quantile_us(const struct metrics_hist_snap *before,
                                  const struct metrics_hist_snap *after, double q, uint64_t min_count);
+/* How many were observed between two snapshots. */
+uint64_t metrics_hist_count(const struct metrics_hist_snap *before, const struct metrics_hist_snap *after);
 
 /* "# HELP name help" and "# TYPE name type" (type: counter, gauge, histogram). */
 void metrics_family(struct mbuf *b, const char *name, const char *type, const char *help);

@@ -121,6 +121,7 @@ static void test_quantile(void **state)
     metrics_hist_snapshot(&h, &b);
     int64_t p99 = metrics_hist_quantile_us(&a, &b, 0.99, 20);
     assert_true(p99 > 10000 && p99 <= 25000);
+    assert_int_equal(metrics_hist_count(&a, &b), 100);
     /* the median: 50 of the 90 in (500, 1000] us */
     assert_int_equal(metrics_hist_quantile_us(&a, &b, 0.5, 20), 500 + 500 * 50 / 90);
     /* Beyond the last bound: the last bound. */
