@@ -248,12 +248,16 @@ static void back_to_reserve(struct rsv *r, const struct restore_job *jobs, const
  * durable (rpipe.h): a give-back fewer replicas hold than
  * redis.min_replicas_ack asks is not done either, for a failover would bring
  * its reservation back, and the sweeper would publish an order whose buyer
- * was told it failed. */
-static void restore_many(struct rsv *r, const struct restore_job *jobs, size_t n)
+ * was told it failed. given, when not NULL, says for each job whether its
+ * unit is back now (n at most RSV_BATCH then); one kept by a sweeper's claim
+ * or left for the backlog may still become an order. */
+static void restore_many(struct rsv *r, const struct restore_job *jobs, size_t n, bool *given_out)
 {
     struct rp_batch *b = &r->giving;
     size_t i, sent = 0;
     bool held, given[RSV_BATCH] = { false };
+    if (given_out)
+        memset(given_out, 0, n * sizeof(*given_out));
     if (n == 0)
         return;
     rp_batch_reset(b);
@@ -295,6 +299,8 @@ static void restore_many(struct rsv *r, const struct restore_job *jobs, size_t n
     if (b->missing && !r->link.down)
         functions_lost(r, &r->restore);
     back_to_reserve(r, jobs, given, sent);
+    if (given_out)
+        memcpy(given_out, given, sent * sizeof(*given_out));
     jobs += sent;
     n -= sent;
 later:
@@ -315,11 +321,11 @@ static void backlog_retry(struct rsv *r)
         batch[n++] = *list;
         free(list);
         if (n == ARRAY_SIZE(batch)) {
-            restore_many(r, batch, n);
+            restore_many(r, batch, n, NULL);
             n = 0;
         }
     }
-    restore_many(r, batch, n);
+    restore_many(r, batch, n, NULL);
 }
 
 /* --- publishing --------------------------------------------------------- */
@@ -340,12 +346,31 @@ static struct restore_job job_of(const struct rsv_req *q)
     return j;
 }
 
+static void mark_add(struct rsv *r, struct rsv_req *q, enum rsv_outcome o);
+
+/* Answer a buy Kafka refused for certain, once its give-back ran: a unit
+ * given back is "unavailable" (nothing was kept), but one a sweeper claimed
+ * first, or one whose give-back waits in the backlog, may still be published
+ * and become an order: its buyer hears "unknown", with the order id to ask,
+ * and the order is indexed for that question (with the next marks_flush). */
+static void answer_refused(struct rsv *r, struct rsv_req *q, bool given)
+{
+    if (given) {
+        finish(q, RSV_UNAVAILABLE);
+        return;
+    }
+    PM_INC(refused_kept);
+    mark_add(r, q, RSV_UNKNOWN);
+}
+
 /* Hand a reserved order to Kafka. One the local queue refuses is given back
- * at once: it never left the process, so it cannot become an order. */
+ * at once: it never left the process, so only a sweeper's claim can make it
+ * an order (answer_refused). The caller flushes the marks. */
 static void publish(struct rsv *r, struct batch_entry *e)
 {
     struct rsv_req *q = e->req;
     struct restore_job j;
+    bool given;
     rd_kafka_resp_err_t ke = pub_send(r->pub, q->user_id, e->msg, e->msg_len, &q->ticket);
     if (ke == RD_KAFKA_RESP_ERR_NO_ERROR)
         return;
@@ -354,8 +379,8 @@ static void publish(struct rsv *r, struct batch_entry *e)
     else
         PM_INC(kafka_not_persisted);
     j = job_of(q);
-    restore_many(r, &j, 1);
-    finish(q, RSV_UNAVAILABLE);
+    restore_many(r, &j, 1, &given);
+    answer_refused(r, q, given);
 }
 
 /* Reconnecting while a batch's outcome is unknown: its buyers are held
@@ -973,6 +998,15 @@ static void mark_add(struct rsv *r, struct rsv_req *q, enum rsv_outcome o)
         marks_flush(r);
 }
 
+/* Give back the units of n buys Kafka refused for certain, and answer them. */
+static void refused_settle(struct rsv *r, const struct restore_job *jobs, struct rsv_req **failed, size_t n)
+{
+    bool given[RSV_BATCH];
+    restore_many(r, jobs, n, given);
+    for (size_t i = 0; i < n; i++)
+        answer_refused(r, failed[i], given[i]);
+}
+
 /* Delivery reports: accepted orders are marked published (so the sweeper
  * leaves them alone) and answered; certain failures give the unit back;
  * possible ones keep it for the sweeper, since it may already be in Kafka. */
@@ -1001,16 +1035,12 @@ static void handle_reports(struct rsv *r, struct rsv_req *list)
             mark_add(r, q, RSV_UNKNOWN);
         }
         if (nj == RSV_BATCH) {
-            restore_many(r, jobs, nj);
-            for (size_t i = 0; i < nj; i++)
-                finish(failed[i], RSV_UNAVAILABLE);
+            refused_settle(r, jobs, failed, nj);
             nj = 0;
         }
     }
+    refused_settle(r, jobs, failed, nj);
     marks_flush(r);
-    restore_many(r, jobs, nj);
-    for (size_t i = 0; i < nj; i++)
-        finish(failed[i], RSV_UNAVAILABLE);
 }
 
 /* --- the thread --------------------------------------------------------- */

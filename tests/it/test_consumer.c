@@ -323,20 +323,6 @@ static int64_t metric(int port, const char *name)
     return v;
 }
 
-/* A port nobody listens on right now (the kernel's pick). */
-static int free_port(void)
-{
-    struct sockaddr_in sa = { .sin_family = AF_INET };
-    socklen_t sl = sizeof(sa);
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
-
 /* --- tests ----------------------------------------------------------------- */
 
 /* One order delivered several times, to two consumers at once (two groups
@@ -362,7 +348,7 @@ static void test_duplicate_delivery_one_row(void **state)
         produce_order(t.topic, t.order_base + 100 + i, t.user_base + 100 + i, t.item);
     produce_flush();
 
-    harness_conf.consumer.metrics_port = free_port();
+    harness_conf.consumer.metrics_port = harness_free_port();
     int port0 = harness_conf.consumer.metrics_port;
     start(&t, 0);
     char group2[160];
@@ -411,7 +397,7 @@ static void test_max_pending_fetches_once(void **state)
     produce_flush();
     harness_conf.consumer.max_pending = MAX_PENDING;
     harness_conf.consumer.batch_size = 20;
-    harness_conf.consumer.metrics_port = free_port();
+    harness_conf.consumer.metrics_port = harness_free_port();
     int port = harness_conf.consumer.metrics_port;
     start(&t, 0);
     /* the gauge is set after every turn of the poll loop: watch it drain */
@@ -582,7 +568,7 @@ static void test_poison_to_dlq(void **state)
     topic_create(t.dlq, 1);
     harness_set_str(&harness_conf.kafka.dlq_topic, t.dlq);
     item_create(t.item, 10);
-    harness_conf.consumer.metrics_port = free_port();
+    harness_conf.consumer.metrics_port = harness_free_port();
     int port = harness_conf.consumer.metrics_port;
 
     produce_order(t.topic, t.order_base + 1, t.user_base + 1, t.item);                 /* offset 0 */
@@ -658,7 +644,7 @@ static void test_forged_orders_dead_lettered(void **state)
     topic_create(t.dlq, 1);
     harness_set_str(&harness_conf.kafka.dlq_topic, t.dlq);
     item_create(t.item, 1);
-    harness_conf.consumer.metrics_port = free_port();
+    harness_conf.consumer.metrics_port = harness_free_port();
     int port = harness_conf.consumer.metrics_port;
     int64_t real_id = t.order_base + 3, real_user = t.user_base + 3;
 
@@ -807,7 +793,7 @@ static void test_postgres_outage(void **state)
     ctx_init(&t, "pgout", PARTS);
     item_create(t.item, 2 * HALF);
     harness_conf.consumer.batch_size = 20;
-    harness_conf.consumer.metrics_port = free_port();
+    harness_conf.consumer.metrics_port = harness_free_port();
     int port = harness_conf.consumer.metrics_port;
     start(&t, 0);
     wait_assigned(&t, 0);
@@ -910,7 +896,7 @@ static void test_password_wrong_then_rotated(void **state)
     harness_set_str(&harness_conf.postgres.user[CFG_ROLE_CONSUMER], role);
     harness_set_str(&harness_conf.postgres.password_file[CFG_ROLE_CONSUMER], pwfile);
     harness_conf.consumer.workers = 1;
-    harness_conf.consumer.metrics_port = free_port();
+    harness_conf.consumer.metrics_port = harness_free_port();
     int port = harness_conf.consumer.metrics_port;
     int fails0 = auth_failures(role);
     start(&t, 0);
@@ -1004,7 +990,7 @@ static void test_wrong_ca(void **state)
     harness_set_str(&harness_conf.postgres.sslrootcert, ca);
     harness_set_str(&harness_conf.postgres.sslmode, "verify-full");
     harness_conf.consumer.workers = 1;
-    harness_conf.consumer.metrics_port = free_port();
+    harness_conf.consumer.metrics_port = harness_free_port();
     int port = harness_conf.consumer.metrics_port;
     int refused0 = pg_log_lines("could not accept SSL connection");
     start(&t, 0);
@@ -1100,7 +1086,7 @@ static void test_uncleared_offset_waits(void **state)
     harness_conf.redis.min_replicas_ack = 1;
     harness_conf.redis.wait_timeout_ms = 50;
     harness_conf.consumer.drain_timeout_ms = 2000;
-    int port = harness_conf.consumer.metrics_port = free_port();
+    int port = harness_conf.consumer.metrics_port = harness_free_port();
     start(&t, 0);
     WAIT_UNTIL(metric(port, "seckill_consumer_uncleared_reservations") == 1, 60000, ok);
     assert_true(ok);
