@@ -359,7 +359,7 @@ static void answer_refused(struct rsv *r, struct rsv_req *q, bool given)
         finish(q, RSV_UNAVAILABLE);
         return;
     }
-    PM_INC(refused_kept);
+    PM_INC(refused_unknown);
     mark_add(r, q, RSV_UNKNOWN);
 }
 
