@@ -6,8 +6,8 @@
  * than the run takes (K = 1: the item's own slot, today's layout). Then
  * CALLS buys, each from a new random buyer, go to the buyer's bucket
  * (bucket_of) as seckill_reserve calls of the producer's ACL user,
- * pipelined BATCH at a time (one round trip per shard): a light client, so
- * that the shards, not the client, do the work measured. Each primary's
+ * pipelined BATCH at a time to one primary at a time (see drive): a light
+ * client, so that the shards, not the client, do the work measured. Each primary's
  * own counters (INFO cpu, INFO commandstats) before and after give its
  * function calls and its CPU; the replies give its reservations (every call
  * must reserve: proven). Printed, one "key value" per line:
@@ -104,7 +104,7 @@ static int load(struct rp *admin, const struct cfg *c, int64_t item, int k, cons
 /* One batch's entries: the keys of the buyer's slot and the arguments. */
 struct call {
     char keys[KEYS_ITEM_PARTS][KEYS_MAX];
-    char user[24], oid[24], msg[160];
+    char user[24], oid[24], msg[160], now[24];
     int node;
 };
 
@@ -117,57 +117,89 @@ static int64_t rnd_user(void)
     return (int64_t)(rnd_state >> 2) + 1;
 }
 
-/* calls buys of item, BATCH per round trip; each reply's node counted in
- * st[].reserved when it reserved. The reservations, or -1. */
+/* One primary's round trip: its n calls in e, each reply that reserved
+ * counted in st[node].reserved. The reservations, or -1. */
+static long long run_node(struct rp *p, struct rp_batch *b, struct call *e, int n, struct node_stat *st)
+{
+    char err[256];
+    long long reserved = 0;
+    rp_batch_reset(b);
+    for (int i = 0; i < n; i++) {
+        const char *argv[] = { e[i].keys[0], e[i].keys[1], e[i].keys[2], e[i].keys[3], e[i].keys[4],
+                               e[i].keys[5], e[i].user, e[i].oid, e[i].msg, e[i].now };
+        if (rp_fcall(b, "seckill_reserve", KEYS_ITEM_PARTS, 4, argv, NULL) < 0)
+            return -1;
+    }
+    if (rp_run(p, b, err, sizeof(err)) != 0) {
+        fprintf(stderr, "bucketcap: %s\n", err);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        const redisReply *r = rp_reply(b, i);
+        if (r && r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
+            st[e[i].node].reserved++;
+            reserved++;
+        }
+    }
+    return reserved;
+}
+
+/* calls buys of item, each to its buyer's bucket. A primary's calls go in
+ * BATCH at a time, one primary at a time: while one works the others wait,
+ * so each is measured as if it had a core of its own (which two cores
+ * cannot give three busy Redis processes at once), and K = 1's one primary
+ * the same way. The reservations, or -1. */
 static long long drive(struct rp *p, const struct cfg *c, int64_t item, int k, const int salts[],
                        long long calls, struct node_stat *st)
 {
-    static struct call e[BATCH];
+    struct call(*e)[BATCH] = calloc(NODES_MAX, sizeof(*e));
+    int fill[NODES_MAX] = { 0 };
     struct rp_batch b;
-    char err[256], now[24];
-    long long done = 0, reserved = 0;
+    char now[24];
+    long long reserved = 0, got;
+    if (!e)
+        return -1;
     snprintf(now, sizeof(now), "%" PRId64, util_wall_ms());
     rp_batch_init(&b);
-    while (done < calls) {
-        int n = calls - done < BATCH ? (int)(calls - done) : BATCH;
-        rp_batch_reset(&b);
-        for (int i = 0; i < n; i++) {
-            int64_t u = rnd_user();
-            int salt = k > 1 ? salts[bucket_of(u, k)] : BUCKET_HOME;
-            if (keys_item_all_at(e[i].keys, c->redis.key_prefix, item, salt) != 0)
-                goto fail;
-            e[i].node = rp_node_of_key(p, e[i].keys[0], strlen(e[i].keys[0]));
-            snprintf(e[i].user, sizeof(e[i].user), "%" PRId64, u);
-            snprintf(e[i].oid, sizeof(e[i].oid), "%lld", done + i + 1);
-            snprintf(e[i].msg, sizeof(e[i].msg),
-                     "{\"v\":1,\"order_id\":\"%lld\",\"user_id\":%" PRId64 ",\"item_id\":%" PRId64
-                     ",\"qty\":1,\"reserved_at_ms\":%s}", done + i + 1, u, item, now);
-            const char *argv[] = { e[i].keys[0], e[i].keys[1], e[i].keys[2], e[i].keys[3], e[i].keys[4],
-                                   e[i].keys[5], e[i].user, e[i].oid, e[i].msg, now };
-            if (rp_fcall(&b, "seckill_reserve", KEYS_ITEM_PARTS, 4, argv, NULL) < 0)
-                goto fail;
-        }
-        if (rp_run(p, &b, err, sizeof(err)) != 0) {
-            fprintf(stderr, "bucketcap: %s\n", err);
+    for (long long done = 0; done < calls; done++) {
+        int64_t u = rnd_user();
+        int salt = k > 1 ? salts[bucket_of(u, k)] : BUCKET_HOME;
+        char keys[KEYS_ITEM_PARTS][KEYS_MAX];
+        if (keys_item_all_at(keys, c->redis.key_prefix, item, salt) != 0)
             goto fail;
+        int node = rp_node_of_key(p, keys[0], strlen(keys[0]));
+        if (node < 0 || node >= NODES_MAX)
+            goto fail;
+        struct call *x = &e[node][fill[node]++];
+        memcpy(x->keys, keys, sizeof(keys));
+        x->node = node;
+        snprintf(x->now, sizeof(x->now), "%s", now);
+        snprintf(x->user, sizeof(x->user), "%" PRId64, u);
+        snprintf(x->oid, sizeof(x->oid), "%lld", done + 1);
+        snprintf(x->msg, sizeof(x->msg),
+                 "{\"v\":1,\"order_id\":\"%lld\",\"user_id\":%" PRId64 ",\"item_id\":%" PRId64
+                 ",\"qty\":1,\"reserved_at_ms\":%s}", done + 1, u, item, now);
+        if (fill[node] == BATCH) {
+            if ((got = run_node(p, &b, e[node], BATCH, st)) < 0)
+                goto fail;
+            reserved += got;
+            fill[node] = 0;
         }
-        for (int i = 0; i < n; i++) {
-            const redisReply *r = rp_reply(&b, i);
-            if (r && r->type == REDIS_REPLY_INTEGER && r->integer == 1 && e[i].node >= 0 &&
-                e[i].node < NODES_MAX) {
-                st[e[i].node].reserved++;
-                reserved++;
-            }
-        }
-        done += n;
     }
+    for (int n = 0; n < NODES_MAX; n++)
+        if (fill[n] > 0) {
+            if ((got = run_node(p, &b, e[n], fill[n], st)) < 0)
+                goto fail;
+            reserved += got;
+        }
     rp_batch_free(&b);
+    free(e);
     return reserved;
 fail:
     rp_batch_free(&b);
+    free(e);
     return -1;
 }
-
 
 /* The figures, from the counters before (a) and after (z) and the replies. */
 static int report(int k, int nodes, const struct node_stat *a, const struct node_stat *z,
