@@ -362,9 +362,12 @@ static int settle(struct rcl_cmd *cmds, int n, char *err, size_t errlen)
     return ret;
 }
 
+#define FOLLOW (-1) /* run()'s fixed: each command to its key's primary, redirections followed */
+#define EACH (-2)   /* run()'s fixed: each command to its own cmd->on, as it is */
+
 static int run(struct rcl *cl, struct rcl_cmd *cmds, int n, int fixed, char *err, size_t errlen)
 {
-    bool follow = fixed < 0;
+    bool follow = fixed == FOLLOW;
     err[0] = '\0';
     int64_t since = util_mono_ms() - cl->refreshed_ms;
     if (follow &&
@@ -373,11 +376,12 @@ static int run(struct rcl *cl, struct rcl_cmd *cmds, int n, int fixed, char *err
     for (int k = 0; k < n; k++) {
         cmds[k].status = RCL_NOT_SENT, cmds[k].reply = NULL, cmds[k].asking = 0, cmds[k].served = -1;
         cmds[k].inflight = 0;
-        cmds[k].node = follow ? route(cl, &cmds[k]) : fixed;
+        cmds[k].node = follow ? route(cl, &cmds[k]) : fixed == EACH ? cmds[k].on : fixed;
     }
     for (int round = 0; round < RCL_ROUNDS && any_pending(cmds, n); round++) {
         bool backoff = false;
         int sent[SLOT_MAX_NODES], nodes = cl->map.nnodes; /* (a MOVED may add a node while reading) */
+        cl->stats.rounds++;
         for (int i = 0; i < nodes; i++)
             sent[i] = node_send(cl, i, cmds, n, err, errlen);
         for (int i = 0; i < nodes; i++)
@@ -398,18 +402,31 @@ static int run(struct rcl *cl, struct rcl_cmd *cmds, int n, int fixed, char *err
 
 int rcl_run(struct rcl *cl, struct rcl_cmd *cmds, int n, char *err, size_t errlen)
 {
-    return run(cl, cmds, n, -1, err, errlen);
+    return run(cl, cmds, n, FOLLOW, err, errlen);
+}
+
+/* Every command not sent: the caller named a node the map does not have. */
+static int no_node(struct rcl *cl, int node, struct rcl_cmd *cmds, int n, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "redis cluster: no node %d (the map has %d)", node, cl->map.nnodes);
+    for (int k = 0; k < n; k++)
+        cmds[k].status = RCL_NOT_SENT, cmds[k].reply = NULL, cmds[k].node = DONE, cmds[k].served = -1;
+    return -1;
 }
 
 int rcl_run_on(struct rcl *cl, int node, struct rcl_cmd *cmds, int n, char *err, size_t errlen)
 {
-    if (node < 0 || node >= cl->map.nnodes) {
-        snprintf(err, errlen, "redis cluster: no node %d (the map has %d)", node, cl->map.nnodes);
-        for (int k = 0; k < n; k++)
-            cmds[k].status = RCL_NOT_SENT, cmds[k].reply = NULL, cmds[k].node = DONE, cmds[k].served = -1;
-        return -1;
-    }
+    if (node < 0 || node >= cl->map.nnodes)
+        return no_node(cl, node, cmds, n, err, errlen);
     return run(cl, cmds, n, node, err, errlen);
+}
+
+int rcl_run_each(struct rcl *cl, struct rcl_cmd *cmds, int n, char *err, size_t errlen)
+{
+    for (int k = 0; k < n; k++)
+        if (cmds[k].on < 0 || cmds[k].on >= cl->map.nnodes)
+            return no_node(cl, cmds[k].on, cmds, n, err, errlen);
+    return run(cl, cmds, n, EACH, err, errlen);
 }
 
 /* --- open, close, what it knows ------------------------------------------ */

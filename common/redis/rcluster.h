@@ -59,6 +59,7 @@ struct rcl_cmd {
     const size_t *argvlen;
     const char *fmt; /* or the command already in the protocol (fmtlen bytes): used when set */
     size_t fmtlen;
+    int on; /* in, for rcl_run_each only: the primary it goes to */
     /* out: set by rcl_run; the caller frees reply (freeReplyObject) */
     enum rcl_status status;
     redisReply *reply;
@@ -73,6 +74,7 @@ struct rcl_cmd {
 /* What the routing did, for metrics and tests. */
 struct rcl_stats {
     unsigned long moved, ask, retried, refreshes, lost;
+    unsigned long rounds; /* network rounds: every node written to, then every reply read */
 };
 
 struct rcl;
@@ -95,6 +97,11 @@ int rcl_run(struct rcl *cl, struct rcl_cmd *cmds, int n, char *err, size_t errle
  * whatever its key: what must visit every primary (SCAN, INFO). No
  * redirection is followed: a node's answer is its own. */
 int rcl_run_on(struct rcl *cl, int node, struct rcl_cmd *cmds, int n, char *err, size_t errlen);
+
+/* The same, each command to its own primary cmds[k].on, all in one round
+ * trip: what one command must ask of several primaries at once (WAIT after
+ * a batch over several shards waits for the slowest, not for their sum). */
+int rcl_run_each(struct rcl *cl, struct rcl_cmd *cmds, int n, char *err, size_t errlen);
 
 /* Read the map again now (it may have changed: the nodes after it are
  * others). 0, or -1 with err, the old map kept. */

@@ -408,17 +408,23 @@ static void cluster_wait(struct rp *p, struct rp_batch *b, const struct rcl_cmd 
     snprintf(ws, sizeof(ws), "%d", b->wait_replicas);
     snprintf(wt, sizeof(wt), "%d", b->wait_timeout_ms);
     const char *argv[] = { "WAIT", ws, wt };
-    int acked = INT_MAX; /* the fewest; one node that did not confirm spoils the batch (-1) */
-    for (int i = 0; i < rcl_primaries(p->cl) && acked >= 0; i++) {
+    /* One WAIT per primary that holds some of the writes, all in one round
+     * trip: the batch waits for its slowest shard's replicas, not for each
+     * shard's in turn. */
+    struct rcl_cmd w[SLOT_MAX_NODES];
+    int nw = 0, acked = INT_MAX; /* the fewest; one node that did not confirm spoils the batch (-1) */
+    for (int i = 0; i < rcl_primaries(p->cl) && nw < SLOT_MAX_NODES; i++) {
         bool holds = false;
         for (int k = 0; k < b->n && !holds; k++)
             holds = cc[k].status == RCL_OK && cc[k].served == i;
-        if (!holds)
-            continue;
-        struct rcl_cmd w = { .argc = 3, .argv = argv };
-        (void)rcl_run_on(p->cl, i, &w, 1, err, sizeof(err));
-        int n = w.status == RCL_OK ? wait_count(w.reply) : -1;
-        freeReplyObject(w.reply);
+        if (holds)
+            w[nw++] = (struct rcl_cmd){ .argc = 3, .argv = argv, .on = i };
+    }
+    if (nw > 0)
+        (void)rcl_run_each(p->cl, w, nw, err, sizeof(err));
+    for (int j = 0; j < nw; j++) {
+        int n = w[j].status == RCL_OK ? wait_count(w[j].reply) : -1;
+        freeReplyObject(w[j].reply);
         acked = n < acked ? n : acked;
     }
     b->acked = acked == INT_MAX ? -1 : acked;

@@ -190,6 +190,43 @@ static char *myid(redisContext *rc)
     return id;
 }
 
+/* rcl_run_each: one command to each primary of its choosing, whatever its
+ * key, all in one round; each reply is that primary's own. */
+static void test_run_each(void **state)
+{
+    (void)state;
+    struct rcl *cl = open_cl();
+    struct rcl_cmd cmds[3];
+    struct cmdbuf bufs[3];
+    char err[256];
+    assert_int_equal(rcl_primaries(cl), 3);
+    for (int i = 0; i < 3; i++) {
+        mk(&cmds[i], &bufs[i], "CLUSTER", "MYID", NULL);
+        cmds[i].on = 2 - i; /* the map's order reversed */
+    }
+    unsigned long rounds = rcl_stats(cl)->rounds;
+    assert_int_equal(rcl_run_each(cl, cmds, 3, err, sizeof(err)), 0);
+    assert_int_equal(rcl_stats(cl)->rounds, rounds + 1);
+    for (int i = 0; i < 3; i++) {
+        const struct slot_node *p = rcl_primary(cl, 2 - i);
+        redisContext *rc = node(p->host, p->port);
+        char *id = myid(rc);
+        assert_int_equal(cmds[i].status, RCL_OK);
+        assert_int_equal(cmds[i].served, 2 - i);
+        assert_string_equal(cmds[i].reply->str, id);
+        free(id);
+        redisFree(rc);
+    }
+    free_replies(cmds, 3);
+    /* a node the map does not have: nothing is sent */
+    mk(&cmds[0], &bufs[0], "CLUSTER", "MYID", NULL);
+    cmds[0].on = 3;
+    assert_int_equal(rcl_run_each(cl, cmds, 1, err, sizeof(err)), -1);
+    assert_int_equal(cmds[0].status, RCL_NOT_SENT);
+    assert_int_equal(rcl_stats(cl)->rounds, rounds + 1);
+    rcl_close(cl);
+}
+
 static void test_ask_then_moved(void **state)
 {
     (void)state;
@@ -409,6 +446,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keyslot_agrees),
         cmocka_unit_test(test_batch_over_every_primary),
+        cmocka_unit_test(test_run_each),
         cmocka_unit_test(test_ask_then_moved),
         cmocka_unit_test(test_lost_reply_not_resent),
         cmocka_unit_test(test_failover),
