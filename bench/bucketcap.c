@@ -128,7 +128,7 @@ static int load(struct rp *admin, const struct cfg *c, const struct side *sd, co
 /* One buy: the keys of the buyer's slot and the arguments. */
 struct call {
     char keys[KEYS_ITEM_PARTS][KEYS_MAX];
-    char user[24], oid[24], msg[160], now[24];
+    char user[24], oid[24], msg[160];
     int node;
 };
 
@@ -147,9 +147,11 @@ static int64_t rnd_user(void)
     return (int64_t)(rnd_state >> 2) + 1;
 }
 
-/* One primary's round trip: q's buys, its CPU read around it; the CPU and
- * each reply that reserved counted in the side's st[node]. 0 or -1. */
-static int run_batch(struct rp *p, struct rp *admin, struct rp_batch *b, struct queue *q, struct side *sd)
+/* One primary's round trip: q's buys (reserved_at_ms now), its CPU read
+ * around it; the CPU and each reply that reserved counted in the side's
+ * st[node]. 0 or -1. */
+static int run_batch(struct rp *p, struct rp *admin, struct rp_batch *b, struct queue *q, struct side *sd,
+                     const char *now)
 {
     struct node_stat a, z;
     char err[256];
@@ -158,7 +160,7 @@ static int run_batch(struct rp *p, struct rp *admin, struct rp_batch *b, struct 
     for (int i = 0; i < q->n; i++) {
         const struct call *e = &q->e[i];
         const char *argv[] = { e->keys[0], e->keys[1], e->keys[2], e->keys[3], e->keys[4],
-                               e->keys[5], e->user, e->oid, e->msg, e->now };
+                               e->keys[5], e->user, e->oid, e->msg, now };
         if (rp_fcall(b, "seckill_reserve", KEYS_ITEM_PARTS, 4, argv, NULL) < 0)
             return -1;
     }
@@ -196,7 +198,6 @@ static struct queue *enqueue(struct rp *p, const struct cfg *c, struct side *sd,
     struct call *e = &q->e[q->n++];
     memcpy(e->keys, keys, sizeof(keys));
     e->node = node;
-    snprintf(e->now, sizeof(e->now), "%s", now);
     snprintf(e->user, sizeof(e->user), "%" PRId64, u);
     snprintf(e->oid, sizeof(e->oid), "%lld", seq);
     snprintf(e->msg, sizeof(e->msg),
@@ -221,12 +222,12 @@ static int drive(struct rp *p, struct rp *admin, const struct cfg *c, struct sid
     for (long long seq = 1; seq <= calls; seq++)
         for (int s = 0; s < 2; s++) {
             struct queue *q = enqueue(p, c, &sides[s], qs[s], seq, now);
-            if (!q || (q->n == BATCH && run_batch(p, admin, &b, q, &sides[s]) != 0))
+            if (!q || (q->n == BATCH && run_batch(p, admin, &b, q, &sides[s], now) != 0))
                 goto fail;
         }
     for (int s = 0; s < 2; s++)
         for (int n = 0; n < NODES_MAX; n++)
-            if (qs[s][n].n > 0 && run_batch(p, admin, &b, &qs[s][n], &sides[s]) != 0)
+            if (qs[s][n].n > 0 && run_batch(p, admin, &b, &qs[s][n], &sides[s], now) != 0)
                 goto fail;
     ret = 0;
 fail:

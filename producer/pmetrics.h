@@ -210,7 +210,7 @@
       "Reservations given back because Kafka certainly did not persist them")                   \
     X(restore_kept, "seckill_producer_restore_kept_total", "counter", "",                       \
       "Give-backs refused because the sweeper had claimed the reservation")                     \
-    X(refused_unknown, "seckill_producer_refused_unknown_total", "counter", "",                    \
+    X(refused_unknown, "seckill_producer_refused_unknown_total", "counter", "",                 \
       "Buys Kafka refused whose unit was not given back at once: answered 503 unknown")         \
     X(ambiguous, "seckill_producer_ambiguous_total", "counter", "",                             \
       "Reservations whose Redis reply was lost and could not be checked (left to the sweeper)") \

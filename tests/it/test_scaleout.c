@@ -596,16 +596,13 @@ static void survivors_restart(struct run *r)
 static int64_t prod_accepted(struct run *r, int i)
 {
     int before = r->prod[i].respawns;
-    int64_t v = -1, end = util_mono_ms() + START_MS;
-    while (util_mono_ms() < end) {
-        survivors_restart(r);
-        if (r->prod[i].respawns != before)
-            return -1;
-        if ((v = sale_metric(r->prod[i].mport, "seckill_producer_requests_total{outcome=\"accepted\"}")) >= 0)
-            return v;
-        util_sleep_ms(100);
-    }
-    return v;
+    int64_t v = -1;
+    bool ok;
+    WAIT_UNTIL((survivors_restart(r), r->prod[i].respawns != before ||
+                (v = sale_metric(r->prod[i].mport, "seckill_producer_requests_total{outcome=\"accepted\"}")) >= 0),
+               START_MS, ok);
+    (void)ok; /* (v says it: -1 when it never answered) */
+    return r->prod[i].respawns != before ? -1 : v;
 }
 
 /* Did a surviving consumer log a fatal librdkafka error? Says which. */
