@@ -156,7 +156,8 @@ bench:
 	bench/deps
 	scripts/stack up
 	$(MAKE) --no-print-directory all $(BUILD)/bench/jwtverify $(BUILD)/bench/lockbench $(BUILD)/bench/kafkalimit \
-	        $(BUILD)/bench/kafkaconnect $(BUILD)/bench/zipfitems $(BUILD)/bench/wroomload $(BUILD)/bench/bucketcap
+	        $(BUILD)/bench/kafkaconnect $(BUILD)/bench/zipfitems $(BUILD)/bench/wroomload $(BUILD)/bench/bucketcap \
+	        $(BUILD)/bench/rsvfloor
 	bench/run
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
