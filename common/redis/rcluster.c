@@ -284,7 +284,7 @@ static int node_send(struct rcl *cl, int i, struct rcl_cmd *cmds, int n, char *e
             redisAppendFormattedCommand(rc, c->fmt, c->fmtlen);
         else
             redisAppendCommandArgv(rc, c->argc, c->argv, c->argvlen);
-        c->served = i, c->served_epoch = cl->epoch, c->inflight = 1;
+        c->served = i, c->served_epoch = cl->epoch, c->inflight = 1, c->sends++;
         sent++;
     }
     while (!done && redisBufferWrite(rc, &done) == REDIS_OK)
@@ -375,7 +375,7 @@ static int run(struct rcl *cl, struct rcl_cmd *cmds, int n, int fixed, char *err
         (void)rcl_refresh(cl, err, errlen); /* (a failed one keeps the old map: it may still do) */
     for (int k = 0; k < n; k++) {
         cmds[k].status = RCL_NOT_SENT, cmds[k].reply = NULL, cmds[k].asking = 0, cmds[k].served = -1;
-        cmds[k].inflight = 0;
+        cmds[k].inflight = cmds[k].sends = 0;
         cmds[k].node = follow ? route(cl, &cmds[k]) : fixed == EACH ? cmds[k].on : fixed;
     }
     for (int round = 0; round < RCL_ROUNDS && any_pending(cmds, n); round++) {
@@ -410,7 +410,8 @@ static int no_node(struct rcl *cl, int node, struct rcl_cmd *cmds, int n, char *
 {
     snprintf(err, errlen, "redis cluster: no node %d (the map has %d)", node, cl->map.nnodes);
     for (int k = 0; k < n; k++)
-        cmds[k].status = RCL_NOT_SENT, cmds[k].reply = NULL, cmds[k].node = DONE, cmds[k].served = -1;
+        cmds[k].status = RCL_NOT_SENT, cmds[k].reply = NULL, cmds[k].node = DONE, cmds[k].served = -1,
+        cmds[k].sends = 0;
     return -1;
 }
 

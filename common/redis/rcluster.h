@@ -65,6 +65,7 @@ struct rcl_cmd {
     redisReply *reply;
     int served; /* the primary sent to last (an index of the map of rcl_epoch() served_epoch), or -1 */
     unsigned long served_epoch;
+    int sends; /* how often it was sent: 1 when the first round's node answered it */
     /* private */
     int node;
     int asking;

@@ -354,7 +354,7 @@ static int run_single(struct rp *p, struct rp_batch *b, char *err, size_t errlen
         sent++;
     bool wait = b->wait_replicas > 0 && sent > 0 &&
                 redisAppendCommand(p->rc, "WAIT %d %d", b->wait_replicas, b->wait_timeout_ms) == REDIS_OK;
-    p->stats.roundtrips++;
+    p->stats.roundtrips++, p->stats.rounds++;
     bool lost = false;
     for (int k = 0; k < sent; k++) {
         struct rp_cmd *c = &b->cmd[k];
@@ -387,8 +387,9 @@ static int run_single(struct rp *p, struct rp_batch *b, char *err, size_t errlen
     return lost || sent < b->n ? -1 : 0;
 }
 
-/* A Cluster: WAIT on every primary the batch's commands were served by,
- * each on the connection that carried its writes. A primary that cannot be
+/* A Cluster, when the WAITs did not ride behind the commands (tail_waits):
+ * WAIT on every primary the batch's commands were served by, each on the
+ * connection that carried its writes. A primary that cannot be
  * asked, or confirms too few, spoils the batch. Nothing is confirmed (-1)
  * when a command's reply was lost (its node's connection was closed), when
  * a READONLY came back (every connection reopens, rconn.h), or when a
@@ -430,9 +431,91 @@ static void cluster_wait(struct rp *p, struct rp_batch *b, const struct rcl_cmd 
     b->acked = acked == INT_MAX ? -1 : acked;
 }
 
+/* A durable batch's WAITs in the commands' own round trip: one WAIT per
+ * primary the current map sends some of them to, after them in the array.
+ * Each WAIT carries the key of one command of its primary (WAIT itself
+ * takes no key and no node redirects it: the key only routes it), so it
+ * goes out in the first round on the connection that carries that
+ * primary's commands, behind them. Their number; 0 when some command has
+ * no key (it could go to any node: the WAITs then go after, cluster_wait). */
+static int tail_waits(const struct rp *p, const struct rp_batch *b, struct rcl_cmd *cc, const char **argv)
+{
+    bool on[SLOT_MAX_NODES] = { false };
+    int nw = 0;
+    for (int k = 0; k < b->n; k++)
+        if (cc[k].key == NULL)
+            return 0;
+    for (int k = 0; k < b->n; k++) {
+        int i = rp_node_of_key(p, cc[k].key, cc[k].keylen);
+        if (i < 0 || i >= SLOT_MAX_NODES || on[i])
+            continue;
+        on[i] = true;
+        cc[b->n + nw++] =
+            (struct rcl_cmd){ .key = cc[k].key, .keylen = cc[k].keylen, .argc = 3, .argv = argv };
+    }
+    return nw;
+}
+
+/* Did the WAITs that rode behind the commands (cc[b->n ..], nw of them)
+ * cover every write? A command covered was answered in the first round by
+ * the node a WAIT was answered by in that round and map: that WAIT ran after
+ * it on its connection. The fewest replicas those WAITs confirmed (-1: one
+ * confirmed none, or a command's or a WAIT's reply was lost, or READONLY
+ * came back: cluster_wait's rules), or TAIL_SHORT when some command was
+ * sent again (a redirection, a refusal to try again) and cluster_wait must
+ * ask after it. */
+#define TAIL_SHORT (-2)
+static int tail_acked(const struct rp_batch *b, const struct rcl_cmd *cc, int nw)
+{
+    const struct rcl_cmd *w = cc + b->n;
+    int acked = INT_MAX;
+    if (b->readonly > 0)
+        return -1;
+    for (int j = 0; j < nw; j++)
+        if (w[j].status == RCL_UNKNOWN)
+            return -1; /* its connection closed: a WAIT on a new one would confirm nothing it carried */
+    for (int k = 0; k < b->n; k++) {
+        if (cc[k].status == RCL_UNKNOWN)
+            return -1;
+        if (cc[k].status != RCL_OK)
+            continue; /* never ran: nothing to confirm */
+        int j = 0;
+        while (j < nw && !(w[j].status == RCL_OK && w[j].sends == 1 && cc[k].sends == 1 &&
+                           w[j].served == cc[k].served && w[j].served_epoch == cc[k].served_epoch))
+            j++;
+        if (j == nw)
+            return TAIL_SHORT;
+        int n = wait_count(w[j].reply);
+        acked = n < acked ? n : acked;
+    }
+    return acked == INT_MAX ? -1 : acked;
+}
+
+/* After a run with WAITs behind the commands: the batch's acked (asking
+ * after the commands when they did not cover every write), the WAITs'
+ * replies freed, and the run's result as the commands' alone. */
+static int settle_tail(struct rp *p, struct rp_batch *b, struct rcl_cmd *cc, int nw, int ret, char *err)
+{
+    b->acked = tail_acked(b, cc, nw);
+    for (int j = 0; j < nw; j++)
+        freeReplyObject(cc[b->n + j].reply);
+    if (b->acked == TAIL_SHORT)
+        cluster_wait(p, b, cc);
+    if (ret != 0) {
+        ret = 0;
+        for (int k = 0; k < b->n; k++)
+            ret = cc[k].status == RCL_OK ? ret : -1;
+        if (ret == 0)
+            err[0] = '\0'; /* only a WAIT failed: the batch's acked says so */
+    }
+    return ret;
+}
+
 static int run_cluster(struct rp *p, struct rp_batch *b, int node, char *err, size_t errlen)
 {
-    struct rcl_cmd *cc = calloc((size_t)b->n, sizeof(*cc));
+    struct rcl_cmd *cc = calloc((size_t)b->n + SLOT_MAX_NODES, sizeof(*cc));
+    char ws[16], wt[16];
+    const char *wait[] = { "WAIT", ws, wt };
     if (cc == NULL) {
         snprintf(err, errlen, "redis cluster: out of memory");
         return -1;
@@ -441,8 +524,11 @@ static int run_cluster(struct rp *p, struct rp_batch *b, int node, char *err, si
         cc[k].key = b->cmd[k].key, cc[k].keylen = b->cmd[k].keylen;
         cc[k].fmt = b->cmd[k].fmt, cc[k].fmtlen = b->cmd[k].fmtlen;
     }
-    unsigned long trips = rcl_stats(p->cl)->refreshes;
-    int ret = node < 0 ? rcl_run(p->cl, cc, b->n, err, errlen)
+    snprintf(ws, sizeof(ws), "%d", b->wait_replicas);
+    snprintf(wt, sizeof(wt), "%d", b->wait_timeout_ms);
+    int nw = node < 0 && b->wait_replicas > 0 ? tail_waits(p, b, cc, wait) : 0;
+    unsigned long trips = rcl_stats(p->cl)->refreshes, rounds = rcl_stats(p->cl)->rounds;
+    int ret = node < 0 ? rcl_run(p->cl, cc, b->n + nw, err, errlen)
                        : rcl_run_on(p->cl, node, cc, b->n, err, errlen);
     static const enum rp_status st[] = {
         [RCL_OK] = RP_OK, [RCL_UNKNOWN] = RP_UNKNOWN, [RCL_NOT_SENT] = RP_NOT_SENT
@@ -454,8 +540,11 @@ static int run_cluster(struct rp *p, struct rp_batch *b, int node, char *err, si
     }
     p->stats.roundtrips++;
     p->stats.reconnects += rcl_stats(p->cl)->refreshes - trips;
-    if (b->wait_replicas > 0)
+    if (nw > 0)
+        ret = settle_tail(p, b, cc, nw, ret, err);
+    else if (b->wait_replicas > 0)
         cluster_wait(p, b, cc);
+    p->stats.rounds += rcl_stats(p->cl)->rounds - rounds;
     free(cc);
     return ret;
 }

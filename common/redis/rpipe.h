@@ -33,7 +33,9 @@
  * - Durability (rp_durable), the one rule for every writer: a batch that
  *   writes what a failover must not lose is marked durable, and after its
  *   commands every node it reached is asked (WAIT) for redis.min_replicas_ack
- *   replicas, up to redis.wait_timeout_ms; the batch's acked is the smallest
+ *   replicas, up to redis.wait_timeout_ms, in the same round trip (on a
+ *   Cluster, behind each primary's own commands; a command sent again after a
+ *   redirection is asked after, in one more); the batch's acked is the smallest
  *   count, and rp_replicas_short says whether it fell short. The setting is
  *   read here and nowhere else, at each run (a reload applies to the next
  *   batch); 0 adds nothing. What a writer does when the replicas fall short
@@ -176,6 +178,8 @@ redisReply *rp_callf(struct rp *p, const char *key, enum rp_status *st, char *er
 /* What the runs did, for metrics and tests. */
 struct rp_stats {
     unsigned long roundtrips, unknown, not_sent, reconnects, readonly, missing;
+    unsigned long rounds; /* network rounds: one per run on one node; on a Cluster each
+                           * redirection's and each WAIT round's too (rcl_stats) */
 };
 const struct rp_stats *rp_stats(const struct rp *p);
 

@@ -262,6 +262,20 @@ static void test_cluster_order(void **state)
 }
 
 /* The batch's keys land on every primary; each confirms its replica. */
+/* b run as a durable batch that asks each primary for one replica (up to
+ * 1 s), whatever the stack's configuration says. */
+static int run_durable(struct rp *p, struct rp_batch *b, char *err, size_t errlen)
+{
+    int want = cluster_conf.redis.min_replicas_ack, wait_ms = cluster_conf.redis.wait_timeout_ms;
+    cluster_conf.redis.min_replicas_ack = 1;
+    cluster_conf.redis.wait_timeout_ms = 1000;
+    rp_durable(b);
+    int ret = rp_run(p, b, err, errlen);
+    cluster_conf.redis.min_replicas_ack = want;
+    cluster_conf.redis.wait_timeout_ms = wait_ms;
+    return ret;
+}
+
 static void test_cluster_wait(void **state)
 {
     (void)state;
@@ -274,15 +288,12 @@ static void test_cluster_wait(void **state)
         item_key(key, sizeof(key), i);
         rp_addf(&b, key, "SET %s x", key);
     }
-    int want = cluster_conf.redis.min_replicas_ack, wait_ms = cluster_conf.redis.wait_timeout_ms;
-    cluster_conf.redis.min_replicas_ack = 1;
-    cluster_conf.redis.wait_timeout_ms = 1000;
-    rp_durable(&b);
-    assert_int_equal(rp_run(p, &b, err, sizeof(err)), 0);
-    cluster_conf.redis.min_replicas_ack = want;
-    cluster_conf.redis.wait_timeout_ms = wait_ms;
+    unsigned long rounds = rp_stats(p)->rounds;
+    assert_int_equal(run_durable(p, &b, err, sizeof(err)), 0);
     assert_int_equal(b.acked, 1);
     assert_false(rp_replicas_short(&b));
+    /* the WAITs rode behind each primary's commands: one round trip */
+    assert_int_equal(rp_stats(p)->rounds, rounds + 1);
     /* and the keys really are on all three: each primary's own count */
     for (int node = 0; node < rp_nodes(p); node++) {
         struct rp_batch c;
@@ -302,6 +313,93 @@ static void test_cluster_wait(void **state)
     assert_int_equal(on[0] + on[1] + on[2], 30);
     rp_batch_free(&b);
     del_keys(p, 29);
+    rp_close(p);
+}
+
+/* One command on primary node, no redirection followed: its reply (the
+ * caller frees it). */
+static redisReply *on_node(struct rp *p, int node, int argc, const char **argv)
+{
+    struct rp_batch batch;
+    char err[256];
+    rp_batch_init(&batch);
+    rp_add(&batch, NULL, argc, argv, NULL);
+    if (rp_run_on(p, node, &batch, err, sizeof(err)) != 0)
+        fail_msg("%s %s on node %d: %s", argv[0], argv[1], node, err);
+    redisReply *r = rp_take(&batch, 0);
+    rp_batch_free(&batch);
+    if (r->type == REDIS_REPLY_ERROR)
+        fail_msg("%s %s on node %d: %s", argv[0], argv[1], node, r->str);
+    return r;
+}
+
+/* An empty slot moves from primary from to primary to, as a reshard moves
+ * it: importing and migrating at its two ends, then every primary told. */
+static void move_slot(struct rp *p, unsigned slot, int from, int to)
+{
+    char s[16], fid[64], tid[64];
+    const char *myid[] = { "CLUSTER", "MYID" };
+    redisReply *r = on_node(p, from, 2, myid);
+    snprintf(fid, sizeof(fid), "%s", r->str);
+    freeReplyObject(r);
+    r = on_node(p, to, 2, myid);
+    snprintf(tid, sizeof(tid), "%s", r->str);
+    freeReplyObject(r);
+    snprintf(s, sizeof(s), "%u", slot);
+    const char *imp[] = { "CLUSTER", "SETSLOT", s, "IMPORTING", fid };
+    const char *mig[] = { "CLUSTER", "SETSLOT", s, "MIGRATING", tid };
+    const char *own[] = { "CLUSTER", "SETSLOT", s, "NODE", tid };
+    freeReplyObject(on_node(p, to, 5, imp));
+    freeReplyObject(on_node(p, from, 5, mig));
+    for (int n = 0; n < rp_nodes(p); n++)
+        freeReplyObject(on_node(p, n, 5, own));
+}
+
+/* A durable batch one of whose commands is redirected: the WAIT that rode
+ * behind the commands went to the node that refused it, so the rule asks
+ * again after it, where it ran (one more round), and the batch is
+ * confirmed. */
+static void test_cluster_wait_redirected(void **state)
+{
+    (void)state;
+    struct rp *p = open_as_stack(&cluster_conf);
+    struct rp_batch b;
+    char key[96], err[256], s[16];
+    const char *count[] = { "CLUSTER", "COUNTKEYSINSLOT", s };
+    unsigned slot = 0;
+    long long keys = 1;
+    for (int i = 0; keys != 0; i++) { /* a slot no other key is in */
+        snprintf(key, sizeof(key), "%s:{moved:%d}:k", tag, i);
+        slot = slot_of(key, strlen(key));
+        snprintf(s, sizeof(s), "%u", slot);
+        redisReply *r = on_node(p, rp_node_of_key(p, key, strlen(key)), 3, count);
+        keys = r->integer;
+        freeReplyObject(r);
+    }
+    int from = rp_node_of_key(p, key, strlen(key)), to = (from + 1) % rp_nodes(p);
+    move_slot(p, slot, from, to); /* p's map does not know yet */
+    rp_batch_init(&b);
+    rp_addf(&b, key, "SET %s x", key);
+    for (int i = 0; i < 10; i++) {
+        char k2[96];
+        item_key(k2, sizeof(k2), i);
+        rp_addf(&b, k2, "SET %s x", k2);
+    }
+    unsigned long rounds = rp_stats(p)->rounds;
+    if (run_durable(p, &b, err, sizeof(err)) != 0)
+        fail_msg("rp_run: %s", err);
+    assert_int_equal(rp_status(&b, 0), RP_OK);
+    assert_string_equal(rp_reply(&b, 0)->str, "OK");
+    assert_int_equal(b.acked, 1);
+    /* the commands with their WAITs, the redirected one again, its WAIT */
+    assert_int_equal(rp_stats(p)->rounds, rounds + 3);
+    rp_batch_free(&b);
+    const char *del[] = { "DEL", key };
+    redisReply *r = on_node(p, to, 2, del); /* it ran where it was sent again */
+    assert_int_equal(r->integer, 1);
+    freeReplyObject(r);
+    move_slot(p, slot, to, from); /* home again */
+    del_keys(p, 9);
     rp_close(p);
 }
 
@@ -340,6 +438,7 @@ int main(void)
         cmocka_unit_test(test_single_wait),
         cmocka_unit_test(test_cluster_order),
         cmocka_unit_test(test_cluster_wait),
+        cmocka_unit_test(test_cluster_wait_redirected),
         cmocka_unit_test(test_cluster_lost_reply),
         cmocka_unit_test(test_cluster_program_user),
     };
