@@ -96,7 +96,8 @@ static int take_replies(struct floor_run *f, redisContext *c)
     }
 }
 
-/* Connection i of conns, logged in as user, its first call sent. */
+/* A connection logged in as user, its first call sent; NULL (said why on
+ * stderr) when it cannot be. */
 static redisContext *open_conn(struct floor_run *f, const char *host, int port, const char *user)
 {
     redisContext *c = redisConnect(host, port);
@@ -113,6 +114,8 @@ static redisContext *open_conn(struct floor_run *f, const char *host, int port, 
     return ok ? c : NULL;
 }
 
+/* Until every call sent has its reply: each reply read as it comes, the
+ * next call sent on its connection. 0, or -1 (said why on stderr). */
 static int drive(struct floor_run *f, redisContext **cs, int n)
 {
     struct pollfd pf[CONNS_MAX];
