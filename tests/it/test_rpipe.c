@@ -261,7 +261,6 @@ static void test_cluster_order(void **state)
     rp_close(p);
 }
 
-/* The batch's keys land on every primary; each confirms its replica. */
 /* b run as a durable batch that asks each primary for one replica (up to
  * 1 s), whatever the stack's configuration says. */
 static int run_durable(struct rp *p, struct rp_batch *b, char *err, size_t errlen)
@@ -276,6 +275,7 @@ static int run_durable(struct rp *p, struct rp_batch *b, char *err, size_t errle
     return ret;
 }
 
+/* The batch's keys land on every primary; each confirms its replica. */
 static void test_cluster_wait(void **state)
 {
     (void)state;
