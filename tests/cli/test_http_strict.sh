@@ -172,9 +172,14 @@ crowd() {
     out=$($HTTP crowd "$PORT" 64 64 "$2" 1 $((REQ_S + 6)))
     if grep -qx "filled=1" <<<"$out"; then pass "$1: they fill the table, a fresh client waits to be accepted"
     else fail "$1: they fill the table, a fresh client waits to be accepted" "$out"; fi
+    # The fresh client gets a place once the producer cuts the crowd at the
+    # deadline, and cutting 4096 connections takes as long as the next
+    # check allows their closes to spread (2 s; 1.2 s under ASan in CI once):
+    # so its bound is the same, well before the crowd stops trying.
     fresh=$(sed -n 's/^fresh=//p' <<<"$out")
-    desc="... the fresh client is served within 3 s while the crowd tries"
-    if [ "${fresh% *}" = 404 ] && [ "${fresh#* }" -le 3000 ]; then pass "$desc"; else fail "$desc" "$out"; fi
+    desc="... the fresh client is served within $((REQ_S + 2)) s while the crowd tries"
+    if [ "${fresh% *}" = 404 ] && [ "${fresh#* }" -le $(((REQ_S + 2) * 1000)) ]; then pass "$desc"
+    else fail "$desc" "$out"; fi
     first=$(sed -n 's/^first_open=//p' <<<"$out")
     min=${first#*first_min_ms=} min=${min%% *} max=${first#*first_max_ms=}
     desc="... every one is closed at request_timeout_s ($REQ_S s), within 2 s of its connect"
