@@ -35,31 +35,22 @@
 
 struct floor_run {
     char keys[KEYS_ITEM_PARTS][KEYS_MAX];
+    char nkeys[4]; /* KEYS_ITEM_PARTS, as FCALL's argument */
     int64_t item, calls, sent, replies, reserved, next_oid;
-    uint64_t rnd;
 };
-
-static int64_t next_user(struct floor_run *f)
-{
-    f->rnd ^= f->rnd << 13;
-    f->rnd ^= f->rnd >> 7;
-    f->rnd ^= f->rnd << 17;
-    return (int64_t)(f->rnd >> 2) + 1;
-}
 
 /* The next call, written to c's socket. 0 or -1. */
 static int send_call(struct floor_run *f, redisContext *c)
 {
-    char user[24], oid[24], at[24], msg[256], nkeys[4];
-    int64_t u = next_user(f), now = util_wall_ms();
+    char user[24], oid[24], at[24], msg[256];
+    int64_t u = (int64_t)util_rand_below(INT64_MAX) + 1, now = util_wall_ms();
     snprintf(user, sizeof(user), "%" PRId64, u);
     snprintf(oid, sizeof(oid), "%" PRId64, f->next_oid++);
     snprintf(at, sizeof(at), "%" PRId64, now);
     snprintf(msg, sizeof(msg),
              "{\"v\":1,\"order_id\":\"%s\",\"user_id\":%s,\"item_id\":%" PRId64 ",\"qty\":1,\"reserved_at_ms\":%s}", oid,
              user, f->item, at);
-    snprintf(nkeys, sizeof(nkeys), "%d", KEYS_ITEM_PARTS);
-    const char *argv[] = { "FCALL", "seckill_reserve", nkeys, f->keys[0], f->keys[1], f->keys[2], f->keys[3],
+    const char *argv[] = { "FCALL", "seckill_reserve", f->nkeys, f->keys[0], f->keys[1], f->keys[2], f->keys[3],
                            f->keys[4], f->keys[5], user, oid, msg, at };
     int done = 0;
     if (redisAppendCommandArgv(c, (int)(sizeof(argv) / sizeof(argv[0])), argv, NULL) != REDIS_OK)
@@ -137,7 +128,7 @@ static int drive(struct floor_run *f, redisContext **cs, int n)
 
 int main(int argc, char **argv)
 {
-    static struct floor_run f = { .next_oid = OID_FIRST, .rnd = 88172645463325252ULL };
+    static struct floor_run f = { .next_oid = OID_FIRST };
     redisContext *cs[CONNS_MAX] = { 0 };
     int64_t port, conns;
     int ret = 1, n = 0;
@@ -148,6 +139,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: rsvfloor HOST PORT USER PREFIX ITEM CALLS CONNS(1-%d)\n", CONNS_MAX);
         return 2;
     }
+    snprintf(f.nkeys, sizeof(f.nkeys), "%d", KEYS_ITEM_PARTS);
     int64_t t0 = util_mono_us();
     for (; n < conns; n++)
         if (!(cs[n] = open_conn(&f, argv[1], (int)port, argv[3])))

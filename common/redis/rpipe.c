@@ -388,15 +388,16 @@ static int run_single(struct rp *p, struct rp_batch *b, char *err, size_t errlen
 }
 
 /* A Cluster, when the WAITs did not ride behind the commands (tail_waits):
- * WAIT on every primary the batch's commands were served by, each on the
- * connection that carried its writes. A primary that cannot be
+ * wait (the batch's WAIT, as run_cluster built it) on every primary the
+ * batch's commands were served by, each on the connection that carried its
+ * writes. A primary that cannot be
  * asked, or confirms too few, spoils the batch. Nothing is confirmed (-1)
  * when a command's reply was lost (its node's connection was closed), when
  * a READONLY came back (every connection reopens, rconn.h), or when a
  * command was served under an earlier slot map than now (its node index
  * may name another node): a WAIT on a connection that did not carry the
  * writes would wait for none of them and confirm them falsely. */
-static void cluster_wait(struct rp *p, struct rp_batch *b, const struct rcl_cmd *cc)
+static void cluster_wait(struct rp *p, struct rp_batch *b, const struct rcl_cmd *cc, const char **wait)
 {
     unsigned long epoch = rcl_epoch(p->cl);
     b->acked = -1;
@@ -405,10 +406,7 @@ static void cluster_wait(struct rp *p, struct rp_batch *b, const struct rcl_cmd 
     for (int k = 0; k < b->n; k++)
         if (cc[k].status == RCL_UNKNOWN || (cc[k].status == RCL_OK && cc[k].served_epoch != epoch))
             return;
-    char ws[16], wt[16], err[256];
-    snprintf(ws, sizeof(ws), "%d", b->wait_replicas);
-    snprintf(wt, sizeof(wt), "%d", b->wait_timeout_ms);
-    const char *argv[] = { "WAIT", ws, wt };
+    char err[256];
     /* One WAIT per primary that holds some of the writes, all in one round
      * trip: the batch waits for its slowest shard's replicas, not for each
      * shard's in turn. */
@@ -419,7 +417,7 @@ static void cluster_wait(struct rp *p, struct rp_batch *b, const struct rcl_cmd 
         for (int k = 0; k < b->n && !holds; k++)
             holds = cc[k].status == RCL_OK && cc[k].served == i;
         if (holds)
-            w[nw++] = (struct rcl_cmd){ .argc = 3, .argv = argv, .on = i };
+            w[nw++] = (struct rcl_cmd){ .argc = 3, .argv = wait, .on = i };
     }
     if (nw > 0)
         (void)rcl_run_each(p->cl, w, nw, err, sizeof(err));
@@ -494,13 +492,14 @@ static int tail_acked(const struct rp_batch *b, const struct rcl_cmd *cc, int nw
 /* After a run with WAITs behind the commands: the batch's acked (asking
  * after the commands when they did not cover every write), the WAITs'
  * replies freed, and the run's result as the commands' alone. */
-static int settle_tail(struct rp *p, struct rp_batch *b, struct rcl_cmd *cc, int nw, int ret, char *err)
+static int settle_tail(struct rp *p, struct rp_batch *b, struct rcl_cmd *cc, int nw, const char **wait,
+                       int ret, char *err)
 {
     b->acked = tail_acked(b, cc, nw);
     for (int j = 0; j < nw; j++)
         freeReplyObject(cc[b->n + j].reply);
     if (b->acked == TAIL_SHORT)
-        cluster_wait(p, b, cc);
+        cluster_wait(p, b, cc, wait);
     if (ret != 0) {
         ret = 0;
         for (int k = 0; k < b->n; k++)
@@ -515,7 +514,7 @@ static int run_cluster(struct rp *p, struct rp_batch *b, int node, char *err, si
 {
     struct rcl_cmd *cc = calloc((size_t)b->n + SLOT_MAX_NODES, sizeof(*cc));
     char ws[16], wt[16];
-    const char *wait[] = { "WAIT", ws, wt };
+    const char *wait[] = { "WAIT", ws, wt }; /* WAIT replicas timeout_ms: the batch's, built once */
     if (cc == NULL) {
         snprintf(err, errlen, "redis cluster: out of memory");
         return -1;
@@ -541,9 +540,9 @@ static int run_cluster(struct rp *p, struct rp_batch *b, int node, char *err, si
     p->stats.roundtrips++;
     p->stats.reconnects += rcl_stats(p->cl)->refreshes - trips;
     if (nw > 0)
-        ret = settle_tail(p, b, cc, nw, ret, err);
+        ret = settle_tail(p, b, cc, nw, wait, ret, err);
     else if (b->wait_replicas > 0)
-        cluster_wait(p, b, cc);
+        cluster_wait(p, b, cc, wait);
     p->stats.rounds += rcl_stats(p->cl)->rounds - rounds;
     free(cc);
     return ret;
