@@ -1611,6 +1611,7 @@ static void test_front_door_rates(void **state)
     front_start(&f);
     int port = f.c.producer.port, mport = f.c.producer.metrics_port;
     int64_t limited0 = sale_metric(mport, addr_metric);
+    assert_true(limited0 >= 0);
 
     /* 127.0.0.2 sends its burst, then is refused; 127.0.0.3 is not. */
     assert_int_equal(until_limited("127.0.0.2", port, u, item, NULL, 10, &r), 3);
@@ -1626,7 +1627,14 @@ static void test_front_door_rates(void **state)
     assert_int_equal(front_get("127.0.0.9", port, u, item, "198.51.100.1, 127.0.0.9", &r), 429);
     /* What the client wrote before the proxy's entry is not believed. */
     assert_int_equal(front_get("127.0.0.9", port, u, item, "198.51.100.3, 198.51.100.1", &r), 429);
-    assert_true(sale_metric(mport, addr_metric) >= limited0 + 4);
+    /* Read over the operators' port. One read right after the 429s came
+     * back short once, under TSan in CI (df4d40a; the cause not found, the
+     * producer's log shows nothing of it): so waited for, and the figures in
+     * the failure. */
+    int64_t limited = -1;
+    WAIT_UNTIL((limited = sale_metric(mport, addr_metric)) >= limited0 + 4, 5000, ok);
+    if (!ok)
+        fail_msg("%s: %lld, at the start %lld", addr_metric, (long long)limited, (long long)limited0);
     /* A rate, not a ban: the client passes again once Retry-After is over. */
     WAIT_UNTIL(front_get("127.0.0.2", port, u, item, NULL, &r) == 200, 5000, ok);
     assert_true(ok);
