@@ -122,14 +122,18 @@ static int healthz(int port)
     return harness_http(port, "GET", "/healthz", NULL, NULL, NULL, 0);
 }
 
-static pid_t producer_spawn(const char *cfgpath, const char *log, int port)
+/* The producer of cfgpath, once both its ports answer: it opens the
+ * operators' port (mport, 0 for none) after the buyers', so a test that
+ * reads /metrics right after the buyers' port answered could find it shut
+ * (CI's TSan run of ab7a534 did). */
+static pid_t producer_spawn(const char *cfgpath, const char *log, int port, int mport)
 {
     char bin[512];
     bool ok;
     harness_bin("seckill-producer", bin, sizeof(bin));
     char *argv[] = { bin, "-c", (char *)cfgpath, NULL };
     pid_t pid = harness_spawn(argv, log);
-    WAIT_UNTIL(healthz(port) == 200, 30000, ok);
+    WAIT_UNTIL(healthz(port) == 200 && (mport == 0 || healthz(mport) == 200), 30000, ok);
     if (!ok)
         fail_msg("producer on port %d did not come up; see %s", port, log);
     return pid;
@@ -194,7 +198,7 @@ static int setup(void **state)
     if (harness_topic_create(&R.c, R.c.kafka.topic, PARTS) != 0 || harness_topic_create(&R.c, R.c.kafka.dlq_topic, 1) != 0)
         return -1;
     R.pg = harness_pg(&R.c);
-    R.producer = producer_spawn(R.cfgpath, R.plog, R.port);
+    R.producer = producer_spawn(R.cfgpath, R.plog, R.port, R.mport);
     consumer_start();
     return 0;
 }
@@ -651,7 +655,7 @@ static void test_key_rotation(void **state)
     set_keys(&c, "a:HS256:a.secret", NULL);
     harness_cfg_file(&c, cfgpath, sizeof(cfgpath));
     snprintf(log, sizeof(log), "%s.producer.log", cfgpath);
-    pid_t pid = producer_spawn(cfgpath, log, c.producer.port);
+    pid_t pid = producer_spawn(cfgpath, log, c.producer.port, c.producer.metrics_port);
     int port = c.producer.port;
     int64_t item = item_new(100, 0, 0);
     char *a1 = sign(ab, "a", u + 1, now, now + 3600), *b1 = sign(ab, "b", u + 2, now, now + 3600);
@@ -1584,7 +1588,7 @@ static void front_start(struct front *f)
     f->c.producer.trusted_proxies.n = 1;
     harness_cfg_file(&f->c, f->cfgpath, sizeof(f->cfgpath));
     snprintf(f->log, sizeof(f->log), "%s.producer.log", f->cfgpath);
-    f->pid = producer_spawn(f->cfgpath, f->log, f->c.producer.port);
+    f->pid = producer_spawn(f->cfgpath, f->log, f->c.producer.port, f->c.producer.metrics_port);
 }
 
 static void front_stop(struct front *f)
