@@ -125,7 +125,7 @@ static int healthz(int port)
 /* The producer of cfgpath, once both its ports answer: it opens the
  * operators' port (mport, 0 for none) after the buyers', so a test that
  * reads /metrics right after the buyers' port answered could find it shut
- * (CI's TSan run of ab7a534 did). */
+ * (CI's TSan run of 5f5de97 did). */
 static pid_t producer_spawn(const char *cfgpath, const char *log, int port, int mport)
 {
     char bin[512];
