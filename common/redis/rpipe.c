@@ -390,13 +390,13 @@ static int run_single(struct rp *p, struct rp_batch *b, char *err, size_t errlen
 /* A Cluster, when the WAITs did not ride behind the commands (tail_waits):
  * wait (the batch's WAIT, as run_cluster built it) on every primary the
  * batch's commands were served by, each on the connection that carried its
- * writes. A primary that cannot be
- * asked, or confirms too few, spoils the batch. Nothing is confirmed (-1)
- * when a command's reply was lost (its node's connection was closed), when
- * a READONLY came back (every connection reopens, rconn.h), or when a
- * command was served under an earlier slot map than now (its node index
- * may name another node): a WAIT on a connection that did not carry the
- * writes would wait for none of them and confirm them falsely. */
+ * writes. A primary that cannot be asked, or confirms too few, spoils the
+ * batch. Nothing is confirmed (-1) when a command's reply was lost (its
+ * node's connection was closed), when a READONLY came back (every
+ * connection reopens, rconn.h), or when a command was served under an
+ * earlier slot map than now (its node index may name another node): a WAIT
+ * on a connection that did not carry the writes would wait for none of them
+ * and confirm them falsely. */
 static void cluster_wait(struct rp *p, struct rp_batch *b, const struct rcl_cmd *cc, const char **wait)
 {
     unsigned long epoch = rcl_epoch(p->cl);
